@@ -1,0 +1,68 @@
+import { z } from "zod";
+
+/** Task ids become file names, branch names and tmux session names. */
+export const TASK_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
+/** Run ids take part in branch and session names too. */
+export const RUN_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
+
+const envName = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+export const SuccessCriteria = z.strictObject({
+  /** Paths or globs that must exist after the work is done. */
+  required_artifacts: z.array(z.string().min(1)).default([]),
+  /** A command line run with `sh -c`; exit 0 means the gate passed. */
+  tests_cmd: z.string().min(1).optional(),
+});
+export type SuccessCriteria = z.infer<typeof SuccessCriteria>;
+
+export const Task = z.strictObject({
+  id: z.string().regex(TASK_ID_PATTERN, "must match ^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"),
+  agent: z.string().min(1),
+  context_path: z.string().min(1),
+  dependencies: z.array(z.string()).default([]),
+  /** Explicit argv; overrides the agent registry's command. */
+  command: z.array(z.string()).min(1).optional(),
+  timeout_s: z.number().positive().optional(),
+  retries: z.number().int().min(0).max(20).default(0),
+  env: z.record(z.string().regex(envName, "must be an environment variable name"), z.string()).default({}),
+  allowed_paths: z.array(z.string().min(1)).optional(),
+  success_criteria: SuccessCriteria.optional(),
+});
+export type Task = z.infer<typeof Task>;
+
+export const ResourceLimits = z.strictObject({
+  max_parallel: z.number().int().positive().optional(),
+  timeout_s: z.number().positive().optional(),
+  memory_mb: z.number().int().positive().optional(),
+  max_log_bytes: z.number().int().positive().optional(),
+});
+export type ResourceLimits = z.infer<typeof ResourceLimits>;
+
+export const Environment = z.strictObject({
+  /** Relative to the assignments file's folder. */
+  workspace_dir: z.string().min(1),
+  /** `NAME` passes termorch's value through; `NAME=VALUE` sets it. */
+  env_vars: z
+    .array(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*(=[\s\S]*)?$/, "must be NAME or NAME=VALUE"))
+    .default([]),
+  resource_limits: ResourceLimits.default({}),
+  /** Untracked workspace paths symlinked into every worktree. */
+  worktree_include: z.array(z.string().min(1)).default([]),
+});
+export type Environment = z.infer<typeof Environment>;
+
+export const Mode = z.strictObject({
+  dry_run: z.boolean().default(false),
+  verify: z.boolean().default(true),
+});
+export type Mode = z.infer<typeof Mode>;
+
+export const Assignments = z.strictObject({
+  $schema: z.string().optional(),
+  run_id: z.string().regex(RUN_ID_PATTERN, "must match ^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$").optional(),
+  tasks: z.array(Task).min(1, "at least one task is required"),
+  environment: Environment,
+  success_criteria: SuccessCriteria.default({ required_artifacts: [] }),
+  mode: Mode.default({ dry_run: false, verify: true }),
+});
+export type Assignments = z.infer<typeof Assignments>;

@@ -1,0 +1,42 @@
+import { z } from "zod";
+
+export const AgentSpec = z.strictObject({
+  /** argv; placeholders {task_id} {context_path} {workspace} {artifacts_dir} {run_id}. */
+  command: z.array(z.string()).min(1),
+  /** Give the agent the pane's terminal (interactive CLIs). */
+  tty: z.boolean().default(false),
+  timeout_s: z.number().positive().optional(),
+  env: z.record(z.string(), z.string()).default({}),
+});
+export type AgentSpec = z.infer<typeof AgentSpec>;
+
+export const Config = z.strictObject({
+  $schema: z.string().optional(),
+  agents: z.record(z.string().min(1), AgentSpec).default({}),
+  /** Extra redaction patterns (JavaScript/Perl regex syntax; a leading `(?i)` makes one case-insensitive). */
+  redact: z.array(z.string()).default([]),
+  /** Environment variable names whose values are always secret, whatever they are called. */
+  secret_env: z.array(z.string()).default([]),
+  /** Name fragments that make an environment variable secret. */
+  secret_name_fragments: z
+    .array(z.string())
+    .default(["KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "PRIVATE"]),
+  defaults: z
+    .strictObject({
+      max_parallel: z.number().int().positive().optional(),
+      timeout_s: z.number().positive().optional(),
+      max_log_bytes: z.number().int().positive().default(100 * 1024 * 1024),
+      kill_grace_s: z.number().positive().default(5),
+      worktree_include: z.array(z.string()).default([]),
+      history_limit: z.number().int().positive().default(10000),
+      session_size: z.string().regex(/^\d+x\d+$/).default("200x50"),
+    })
+    .default({ max_log_bytes: 100 * 1024 * 1024, kill_grace_s: 5, worktree_include: [], history_limit: 10000, session_size: "200x50" }),
+  tmux: z
+    .strictObject({
+      /** Socket name (tmux -L); default `termorch`, or $TERMORCH_TMUX_SOCKET. */
+      socket: z.string().regex(/^[A-Za-z0-9_.-]+$/).optional(),
+    })
+    .default({}),
+});
+export type Config = z.infer<typeof Config>;

@@ -1,0 +1,13 @@
+import { z } from "zod";
+import { Assignments } from "./assignments.js";
+import { Config } from "./config.js";
+import { Report } from "./report.js";
+import { StatusFile } from "./status.js";
+
+export const schemas = { report: Report, assignments: Assignments, config: Config, status: StatusFile } as const;
+export type SchemaName = keyof typeof schemas;
+
+/** JSON Schema generated from the zod schemas, which stay the single source of truth. */
+export function jsonSchemaOf(name: SchemaName): unknown {
+  return z.toJSONSchema(schemas[name], { io: "input", target: "draft-2020-12" });
+}

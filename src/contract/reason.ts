@@ -1,0 +1,22 @@
+import { z } from "zod";
+
+/**
+ * Why a task ended the way it did. One union, used by the runner, the status files and the
+ * report alike (DESIGN section 2). `null` in the report means the task succeeded.
+ */
+export const Reason = z.enum([
+  "exit_code",
+  "timeout",
+  "signal",
+  "launch_error",
+  "validation",
+  "dependency_failed",
+  "conflict",
+  "cancelled",
+  "lost",
+]);
+export type Reason = z.infer<typeof Reason>;
+
+/** The seed's three states plus `skipped`. */
+export const TaskState = z.enum(["running", "success", "failed", "skipped"]);
+export type TaskState = z.infer<typeof TaskState>;
