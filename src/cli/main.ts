@@ -1,0 +1,217 @@
+import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
+import pino from "pino";
+import type { Report } from "../contract/report.js";
+import { jsonSchemaOf, type SchemaName, schemas } from "../contract/json-schema.js";
+import { ExitCode, InputError, TermorchError } from "../errors.js";
+import { loadAssignments } from "../input/assignments-file.js";
+import { loadConfig } from "../input/config-file.js";
+import { buildGraph } from "../plan/graph.js";
+import { planWaves } from "../plan/waves.js";
+import { runAssignments, type StartInfo } from "../run/runner.js";
+import { progressLine } from "./progress.js";
+
+/** Where the CLI talks to; injectable so it can be driven in-process. */
+export interface Io {
+  stdout: NodeJS.WritableStream & { isTTY?: boolean };
+  stderr: NodeJS.WritableStream & { isTTY?: boolean };
+  env: Readonly<Record<string, string | undefined>>;
+  cwd: string;
+}
+
+const positiveInt = (value: string): number => {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError("must be a positive integer");
+  return n;
+};
+
+/** Parses argv, runs the command and returns the exit code. The only place errors become messages. */
+export async function main(argv: string[], io: Io = { stdout: process.stdout, stderr: process.stderr, env: process.env, cwd: process.cwd() }): Promise<number> {
+  let code: number = ExitCode.ok;
+  let debug = argv.includes("--debug");
+  const program = new Command()
+    .name("termorch")
+    .description("Run an assignments.json DAG of agents in parallel tmux sessions and git worktrees, then report.")
+    .showHelpAfterError("(run termorch --help for usage)")
+    .exitOverride()
+    .configureOutput({ writeOut: (s) => io.stdout.write(s), writeErr: (s) => io.stderr.write(s) });
+
+  program
+    .command("run")
+    .description("run the tasks of an assignments file and write execution_report.json")
+    .argument("<assignments>", "assignments.json")
+    .option("--config <file>", "config file (agents, redaction, defaults)")
+    .option("--out <dir>", "run directory (default: the assignments file's folder)")
+    .option("--dry-run", "validate and plan; print waves and each task's argv; start nothing")
+    .option("--no-verify", "skip artifact and test gates (core gates still apply)")
+    .option("--max-parallel <n>", "tasks running at once (default: CPU count)", positiveInt)
+    .addOption(new Option("--schedule <mode>", "eager: start as soon as dependencies succeed; waves: wave barriers").choices(["eager", "waves"]).default("eager"))
+    .option("--fail-fast", "stop launching and cancel running tasks at the first failure")
+    .option("--keep-sessions", "keep every tmux session after the report (default: keep failed ones only)")
+    .option("--clean", "close every tmux session after the report, failed ones too")
+    .option("--keep-branches", "keep task branches and worktrees after a successful merge")
+    .option("--allow-dirty", "run even if tracked files have uncommitted changes")
+    .option("--json", "print the report on stdout")
+    .option("--debug", "verbose logs and stack traces")
+    .action(async (file: string, o: RunFlags) => {
+      debug = o.debug ?? false;
+      code = await runCommand(file, o, io);
+    });
+
+  program
+    .command("validate")
+    .description("check an assignments file (schema, graph, paths, agents) and print its waves")
+    .argument("<assignments>", "assignments.json")
+    .option("--config <file>", "config file")
+    .option("--json", "print the plan as JSON")
+    .action(async (file: string, o: { config?: string; json?: boolean }) => {
+      const { config } = await loadConfig(o.config, io.env, io.cwd);
+      const input = await loadAssignments(resolvePath(io.cwd, file), config, Date.now());
+      const graph = buildGraph(input.assignments.tasks);
+      const plan = planWaves(input.assignments.tasks, graph.order);
+      if (o.json) io.stdout.write(`${JSON.stringify({ valid: true, run_id: input.runId, waves: plan.waves, critical_path: plan.criticalPath }, null, 2)}\n`);
+      else {
+        io.stdout.write(`${input.file}: valid, ${input.tasks.length} tasks in ${plan.waves.length} waves\n`);
+        plan.waves.forEach((w, i) => io.stdout.write(`  wave ${i + 1}: ${w.join(", ")}\n`));
+        io.stdout.write(`  critical path: ${plan.criticalPath.join(" -> ")}\n`);
+      }
+    });
+
+  program
+    .command("schema")
+    .description("print the JSON Schema of a termorch file format")
+    .addArgument(new Option("<name>").choices(Object.keys(schemas)) as never)
+    .action((name: SchemaName) => {
+      io.stdout.write(`${JSON.stringify(jsonSchemaOf(name), null, 2)}\n`);
+    });
+
+  try {
+    await program.parseAsync(argv.slice(2), { from: "user" });
+    return code;
+  } catch (error) {
+    return reportError(error, io, debug);
+  }
+}
+
+interface RunFlags {
+  config?: string;
+  out?: string;
+  dryRun?: boolean;
+  verify: boolean;
+  maxParallel?: number;
+  schedule: "eager" | "waves";
+  failFast?: boolean;
+  keepSessions?: boolean;
+  clean?: boolean;
+  keepBranches?: boolean;
+  allowDirty?: boolean;
+  json?: boolean;
+  debug?: boolean;
+}
+
+async function runCommand(file: string, o: RunFlags, io: Io): Promise<number> {
+  if (o.keepSessions && o.clean) throw new InputError([{ message: "--keep-sessions and --clean contradict each other" }], "Pass one of them.");
+  const controller = new AbortController();
+  const onSignal = (signal: NodeJS.Signals): void => {
+    if (!controller.signal.aborted) io.stderr.write(`\ntermorch: ${signal} received: cancelling running tasks, writing the report...\n`);
+    controller.abort();
+  };
+  process.on("SIGINT", onSignal);
+  process.on("SIGTERM", onSignal);
+  const tty = io.stderr.isTTY === true && !o.json;
+  let lastLine = "";
+  const started = Date.now();
+  const ticker = tty ? setInterval(() => lastLine && io.stderr.write(`\r\x1b[2K${lastLine.replace(/^\[[^\]]*\]/, `[${((Date.now() - started) / 1000).toFixed(1)}s]`)}`), 1000) : null;
+  ticker?.unref();
+  try {
+    const result = await runAssignments({
+      assignmentsFile: file,
+      ...(o.config ? { configFile: o.config } : {}),
+      ...(o.out ? { outDir: o.out } : {}),
+      ...(o.dryRun ? { dryRun: true } : {}),
+      ...(o.verify === false ? { verify: false } : {}),
+      ...(o.maxParallel ? { maxParallel: o.maxParallel } : {}),
+      schedule: o.schedule,
+      failFast: o.failFast ?? false,
+      sessions: o.keepSessions ? "keep" : o.clean ? "clean" : "default",
+      keepBranches: o.keepBranches ?? false,
+      allowDirty: o.allowDirty ?? false,
+      signal: controller.signal,
+      env: io.env,
+      cwd: io.cwd,
+      logger: pino({ level: o.debug ? "debug" : "warn" }, pino.destination(2)),
+      onStart: (info) => {
+        if (!o.json) io.stderr.write(startBanner(info));
+      },
+      onProgress: (tasks, elapsed) => {
+        if (!tty) return;
+        lastLine = progressLine(tasks, elapsed);
+        io.stderr.write(`\r\x1b[2K${lastLine}`);
+      },
+    });
+    if (tty && lastLine) io.stderr.write("\n");
+    if (o.json) io.stdout.write(`${JSON.stringify(result.report, null, 2)}\n`);
+    else io.stderr.write(summary(result.report, result.reportPath));
+    return result.exitCode;
+  } finally {
+    if (ticker) clearInterval(ticker);
+    process.off("SIGINT", onSignal);
+    process.off("SIGTERM", onSignal);
+  }
+}
+
+
+function startBanner(info: StartInfo): string {
+  if (info.dryRun) return `termorch: dry run ${info.runId}: ${info.tasks} tasks in ${info.waves} waves (nothing will be started)\n`;
+  return [
+    `termorch: run ${info.runId}: ${info.tasks} tasks in ${info.waves} waves`,
+    `  status files: ${info.runDir}/status/   logs: ${info.runDir}/logs/   artifacts: ${info.runDir}/artifacts/`,
+    `  watch a task live: tmux -L ${info.socket} attach -r -t =${info.sessionPrefix}<task_id>   (list: tmux -L ${info.socket} ls)`,
+    "",
+  ].join("\n");
+}
+
+function summary(report: Report, path: string | null): string {
+  const lines: string[] = [];
+  const ok = report.tasks.filter((t) => t.status === "success").length;
+  if (report.error) {
+    lines.push(`termorch: ${report.error.kind === "invalid_input" ? "invalid input" : report.error.kind}:`, ...report.error.message.split("\n").map((l) => `  ${l}`));
+    if (report.exit_code === ExitCode.invalid) lines.push("  Nothing was started. Fix the input and run again.");
+  }
+  else if (report.dry_run) {
+    lines.push(`termorch: dry run of ${report.run_id}: ${report.tasks.length} tasks in ${report.waves.length} waves`);
+    report.waves.forEach((w, i) => lines.push(`  wave ${i + 1}: ${w.join(", ")}`));
+    for (const t of report.tasks) lines.push(`  ${t.id}: ${JSON.stringify(t.argv)}`);
+  } else {
+    lines.push(`termorch: run ${report.run_id}: ${ok}/${report.tasks.length} tasks succeeded in ${(report.summary.metrics?.wall_time_ms ?? 0) / 1000}s; merge ${report.merge.result}${report.merge.reason ? ` (${report.merge.reason})` : ""}`);
+    for (const t of report.tasks.filter((x) => x.status !== "success")) {
+      lines.push(`  ${t.id}: ${t.status} (${t.reason}${t.detail ? `: ${t.detail}` : ""})${t.logs.stderr ? `; stderr: ${t.logs.stderr}` : ""}`);
+    }
+    const kept = report.tasks.filter((t) => t.status === "failed" && t.session && t.attempts > 0);
+    if (kept.length && report.tmux_socket) lines.push(`  kept for inspection: ${kept.map((t) => `tmux -L ${report.tmux_socket} attach -t =${t.session}`).join("; ")}`);
+    for (const c of report.summary.conflicts) lines.push(`  conflict between ${c.tasks.join(", ")} in ${c.files.join(", ")}: ${c.detail}`);
+  }
+  if (path) lines.push(`  report: ${path}`);
+  return `${lines.join("\n")}\n`;
+}
+
+function reportError(error: unknown, io: Io, debug: boolean): number {
+  if (error instanceof CommanderError) {
+    if (error.code === "commander.helpDisplayed" || error.code === "commander.version" || error.code === "commander.help") return ExitCode.ok;
+    return ExitCode.invalid;
+  }
+  if (error instanceof TermorchError) {
+    const label = error instanceof InputError ? "invalid input" : error.kind;
+    io.stderr.write(`termorch: ${label}:\n${error.message.split("\n").map((l) => `  ${l}`).join("\n")}\n`);
+    if (error instanceof InputError) io.stderr.write(`  ${error.hint}\n`);
+    if (debug && error.stack) io.stderr.write(`${error.stack}\n`);
+    return error.exitCode;
+  }
+  io.stderr.write(`termorch: internal error: ${error instanceof Error ? error.message : String(error)}\n`);
+  if (debug && error instanceof Error && error.stack) io.stderr.write(`${error.stack}\n`);
+  else io.stderr.write("  (run again with --debug for the stack trace)\n");
+  return ExitCode.internal;
+}
+
+function resolvePath(cwd: string, p: string): string {
+  return p.startsWith("/") ? p : `${cwd}/${p}`;
+}

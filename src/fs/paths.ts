@@ -1,0 +1,39 @@
+import { realpathSync } from "node:fs";
+import { isAbsolute, relative, resolve, sep } from "node:path";
+
+/** True when `candidate` is `root` or lies below it (both absolute, normalised). */
+export function isInside(root: string, candidate: string): boolean {
+  const rel = relative(root, candidate);
+  return rel === "" || (!rel.startsWith(`..${sep}`) && rel !== ".." && !isAbsolute(rel));
+}
+
+/**
+ * Resolves a user-given path against `root` and checks it stays inside, both lexically and
+ * after following symlinks of the part that exists. Returns the absolute (lexical) path, or an
+ * error message.
+ */
+export function resolveInside(root: string, userPath: string): { path: string } | { error: string } {
+  if (userPath.includes("\0")) return { error: "contains a NUL byte" };
+  const path = resolve(root, userPath);
+  if (!isInside(root, path)) return { error: `"${userPath}" resolves outside the workspace (${root})` };
+  const realRoot = realpathSync(root);
+  const real = realpathOfExistingPrefix(path);
+  if (!isInside(realRoot, real)) return { error: `"${userPath}" escapes the workspace through a symlink (to ${real})` };
+  return { path };
+}
+
+/** realpath of the longest existing prefix of `path`, with the rest appended. */
+function realpathOfExistingPrefix(path: string): string {
+  let head = path;
+  const tail: string[] = [];
+  for (;;) {
+    try {
+      return resolve(realpathSync(head), ...tail.reverse());
+    } catch {
+      const parent = resolve(head, "..");
+      if (parent === head) return path;
+      tail.push(head.slice(parent.length + (parent.endsWith(sep) ? 0 : 1)));
+      head = parent;
+    }
+  }
+}

@@ -1,0 +1,34 @@
+import { rm } from "node:fs/promises";
+import { join } from "node:path";
+import type { TaskState } from "../contract/reason.js";
+import type { StatusFile } from "../contract/status.js";
+import { writeJsonAtomic } from "./atomic.js";
+
+const STATES: readonly TaskState[] = ["running", "success", "failed", "skipped"];
+
+/** `status/<task_id>.<state>`: exactly one file per task at a time. */
+export class StatusFiles {
+  constructor(readonly dir: string) {}
+
+  pathOf(taskId: string, state: TaskState): string {
+    return join(this.dir, `${taskId}.${state}`);
+  }
+
+  /**
+   * Writes the new state before removing the old one, so a reader never finds a task
+   * without a status file (at worst it briefly sees two and takes the newer state).
+   */
+  async set(status: StatusFile): Promise<void> {
+    await writeJsonAtomic(this.pathOf(status.task_id, status.state), status);
+    await Promise.all(
+      STATES.filter((s) => s !== status.state).map((s) => rm(this.pathOf(status.task_id, s), { force: true })),
+    );
+  }
+
+  /** Removes the status files of tasks from an earlier run in the same folder. */
+  async clear(taskIds: Iterable<string>): Promise<void> {
+    const removals: Promise<void>[] = [];
+    for (const id of taskIds) for (const s of STATES) removals.push(rm(this.pathOf(id, s), { force: true }));
+    await Promise.all(removals);
+  }
+}

@@ -1,0 +1,36 @@
+import { existsSync } from "node:fs";
+import { homedir } from "node:os";
+import { join, resolve } from "node:path";
+import { Config } from "../contract/config.js";
+import { parseWith } from "../contract/parse.js";
+import { InputError, type InputProblem } from "../errors.js";
+import { compile } from "../redact/redactor.js";
+import { readJsonFile } from "./json-file.js";
+
+export interface LoadedConfig {
+  config: Config;
+  /** The file it came from, or null when none was found (no agents defined). */
+  file: string | null;
+}
+
+/** Config lookup of DESIGN section 9: --config, $TERMORCH_CONFIG, ./config/termorch.json, ~/.config/termorch/config.json. */
+export async function loadConfig(explicit: string | undefined, env: Readonly<Record<string, string | undefined>>, cwd: string): Promise<LoadedConfig> {
+  const named = explicit ?? env.TERMORCH_CONFIG;
+  let file: string | null = null;
+  if (named) file = resolve(cwd, named);
+  else {
+    file = [join(cwd, "config", "termorch.json"), join(env.HOME ?? homedir(), ".config", "termorch", "config.json")].find((f) => existsSync(f)) ?? null;
+  }
+  if (file === null) return { config: Config.parse({}), file: null };
+  const config = parseWith(Config, await readJsonFile(file, "config file"), file);
+  const problems: InputProblem[] = [];
+  config.redact.forEach((pattern, i) => {
+    try {
+      compile(pattern);
+    } catch (error) {
+      problems.push({ file: file ?? undefined, field: `redact[${i}]`, message: `invalid pattern: ${(error as Error).message}` });
+    }
+  });
+  if (problems.length > 0) throw new InputError(problems);
+  return { config, file };
+}

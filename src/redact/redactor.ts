@@ -1,0 +1,87 @@
+/**
+ * Secret redaction for everything termorch writes (logs, status files, report, ledger).
+ * The same pattern sources feed the in-pane wrapper (Perl), so they are kept to the syntax
+ * both engines share; a leading `(?i)` is Perl's inline flag, turned into the `i` flag here.
+ */
+
+export const REDACTED = "[REDACTED]";
+
+/** Common token formats, redacted whatever variable (or file) they come from. */
+export const TOKEN_PATTERNS: readonly string[] = [
+  "(?i)bearer\\s+[a-z0-9._~+/-]{8,}=*",
+  "gh[pousr]_[A-Za-z0-9]{30,}",
+  "github_pat_[A-Za-z0-9_]{30,}",
+  "sk-(?:ant-|proj-)?[A-Za-z0-9_-]{20,}",
+  "AKIA[0-9A-Z]{16}",
+  "xox[abposr]-[A-Za-z0-9-]{10,}",
+  "glpat-[A-Za-z0-9_-]{20,}",
+  "AIza[0-9A-Za-z_-]{35}",
+  "eyJ[A-Za-z0-9_-]{8,}\\.eyJ[A-Za-z0-9_-]{8,}\\.[A-Za-z0-9_-]{8,}",
+  "-----BEGIN [A-Z ]*PRIVATE KEY-----[\\s\\S]*?-----END [A-Z ]*PRIVATE KEY-----",
+];
+
+/** Values shorter than this are not redacted literally: "1" would blank every digit. */
+const MIN_SECRET_LENGTH = 4;
+
+/** Escapes a literal for use inside a regex in both JavaScript and Perl. */
+export function escapeRegex(literal: string): string {
+  // Line breaks become \x{..} because the wrapper reads one pattern per line.
+  return literal.replace(/[.*+?^${}()|[\]\\\r\n]/g, (c) =>
+    c === "\n" || c === "\r" ? `\\x{${c.codePointAt(0)!.toString(16)}}` : `\\${c}`,
+  );
+}
+
+export function isSecretName(name: string, fragments: readonly string[], explicit: readonly string[] = []): boolean {
+  if (explicit.includes(name)) return true;
+  const upper = name.toUpperCase();
+  return fragments.some((f) => upper.includes(f.toUpperCase()));
+}
+
+export class Redactor {
+  private readonly regexes: RegExp[];
+
+  /** @param sources pattern sources (see module comment); invalid ones throw with the pattern named. */
+  constructor(readonly sources: readonly string[]) {
+    this.regexes = sources.map(compile);
+  }
+
+  /** A redactor for the token formats, configured patterns and the given secret values. */
+  static from(patterns: readonly string[], secretValues: Iterable<string>): Redactor {
+    const literals = [...new Set([...secretValues].filter((v) => v.length >= MIN_SECRET_LENGTH))]
+      // Longest first, so a secret containing another is removed whole.
+      .sort((a, b) => b.length - a.length)
+      .map(escapeRegex);
+    return new Redactor([...literals, ...TOKEN_PATTERNS, ...patterns]);
+  }
+
+  redact(text: string): string {
+    let out = text;
+    for (const re of this.regexes) out = out.replace(re, REDACTED);
+    return out;
+  }
+
+  /** Redacts every string inside a JSON-able value. */
+  redactDeep<T>(value: T): T {
+    if (typeof value === "string") return this.redact(value) as T;
+    if (Array.isArray(value)) return value.map((v) => this.redactDeep(v)) as T;
+    if (value && typeof value === "object") {
+      const out: Record<string, unknown> = {};
+      for (const [k, v] of Object.entries(value)) out[k] = this.redactDeep(v);
+      return out as T;
+    }
+    return value;
+  }
+}
+
+/** Compiles one pattern source; exported so config validation can report a bad pattern. */
+export function compile(source: string): RegExp {
+  let flags = "gu";
+  let body = source;
+  if (body.startsWith("(?i)")) {
+    flags += "i";
+    body = body.slice(4);
+  }
+  // Perl's \x{..} escape is JavaScript's \u{..} under the u flag.
+  body = body.replace(/\\x\{([0-9a-fA-F]+)\}/g, "\\u{$1}");
+  return new RegExp(body, flags);
+}

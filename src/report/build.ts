@@ -1,0 +1,134 @@
+import type { Conflict, Gate, Report, TaskReport } from "../contract/report.js";
+import { type ExitCode, ExitCode as Exit, type InputProblem } from "../errors.js";
+import type { TaskRun } from "../run/task-run.js";
+
+/** How the merge step ended (filled in by the merge stage; `skipped` until it runs). */
+export interface MergeOutcome {
+  result: Report["merge"]["result"];
+  reason: string | null;
+  conflicts: Conflict[];
+  order: string[];
+  baseCommit: string | null;
+  resultCommit: string | null;
+  target: string | null;
+  gates: Gate[];
+}
+
+export function skippedMerge(reason: string): MergeOutcome {
+  return { result: "skipped", reason, conflicts: [], order: [], baseCommit: null, resultCommit: null, target: null, gates: [] };
+}
+
+export interface RunError {
+  kind: string;
+  message: string;
+  problems: InputProblem[];
+}
+
+export interface ReportInput {
+  runId: string | null;
+  startedAt: number;
+  finishedAt: number;
+  dryRun: boolean;
+  waves: string[][];
+  tasks: readonly TaskRun[];
+  merge: MergeOutcome;
+  /** Run-level validation, when it ran. */
+  validation: "passed" | "failed" | "skipped";
+  cancelled: boolean;
+  error: RunError | null;
+  workspace: string | null;
+  tmuxSocket: string | null;
+  criticalPath: string[];
+  maxParallel: number;
+  peakParallelism: number;
+}
+
+const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
+
+/** The exit code of `run`/`resume`, from the outcome (DESIGN section 9). */
+export function exitCodeOf(input: Pick<ReportInput, "tasks" | "merge" | "validation" | "cancelled" | "error" | "dryRun">): ExitCode {
+  if (input.error) return input.error.kind === "invalid_input" || input.error.kind === "environment" ? Exit.invalid : input.error.kind === "locked" ? Exit.locked : input.cancelled ? Exit.interrupted : Exit.internal;
+  if (input.cancelled) return Exit.interrupted;
+  if (input.dryRun) return Exit.ok;
+  if (input.merge.result === "conflict") return Exit.conflict;
+  if (input.tasks.some((t) => t.state !== "success")) return Exit.failed;
+  if (input.validation === "failed") return Exit.failed;
+  if (input.merge.result === "failed" || input.merge.result === "rolled_back") return Exit.failed;
+  return Exit.ok;
+}
+
+export function taskReport(t: TaskRun): TaskReport {
+  return {
+    id: t.id,
+    agent: t.agent,
+    status: t.state === "pending" ? "skipped" : t.state,
+    logs: { stdout: t.logs?.stdout ?? null, stderr: t.logs?.stderr ?? null },
+    artifacts: t.artifacts,
+    exit_code: t.exitCode,
+    reason: t.state === "pending" ? "cancelled" : t.reason,
+    detail: t.detail,
+    attempts: t.attempts,
+    started_at: iso(t.startedAt),
+    finished_at: iso(t.finishedAt),
+    duration_ms: t.startedAt !== null && t.finishedAt !== null ? t.finishedAt - t.startedAt : null,
+    session: t.session,
+    branch: t.branch,
+    commit: t.commit,
+    gates: t.gates,
+    argv: t.argv,
+    dependencies: t.dependencies,
+  };
+}
+
+/** Builds execution_report.json: the seed's keys exactly, plus DESIGN section 2's additions. */
+export function buildReport(input: ReportInput): Report {
+  const tasks = input.tasks.map(taskReport);
+  const byStatus: Record<string, number> = {};
+  for (const t of tasks) byStatus[t.status] = (byStatus[t.status] ?? 0) + 1;
+  const wall = Math.max(0, input.finishedAt - input.startedAt);
+  const busy = tasks.reduce((sum, t) => sum + (t.duration_ms ?? 0), 0);
+  const conflicts = input.merge.conflicts;
+  const exitCode = exitCodeOf(input);
+  const failedTasks = tasks.filter((t) => t.status === "failed" || t.status === "skipped").map((t) => t.id);
+  const completed = input.error === null && !input.cancelled && (input.dryRun || (tasks.every((t) => t.status === "success") && input.validation !== "failed" && conflicts.length === 0 && input.merge.result !== "failed" && input.merge.result !== "rolled_back"));
+  return {
+    summary: {
+      completed,
+      failed_tasks: failedTasks,
+      validation: input.validation,
+      conflicts,
+      metrics: {
+        tasks_total: tasks.length,
+        tasks_by_status: byStatus,
+        wall_time_ms: wall,
+        critical_path: input.criticalPath,
+        critical_path_length: input.criticalPath.length,
+        max_parallel: input.maxParallel,
+        peak_parallelism: input.peakParallelism,
+        parallelism_achieved: wall > 0 ? Math.round((busy / wall) * 100) / 100 : 0,
+      },
+    },
+    tasks,
+    merge: {
+      strategy: "topological",
+      result: input.merge.result,
+      conflicts,
+      reason: input.merge.reason,
+      order: input.merge.order,
+      base_commit: input.merge.baseCommit,
+      result_commit: input.merge.resultCommit,
+      target: input.merge.target,
+      gates: input.merge.gates,
+    },
+    schema_version: 1,
+    run_id: input.runId,
+    started_at: new Date(input.startedAt).toISOString(),
+    finished_at: new Date(input.finishedAt).toISOString(),
+    dry_run: input.dryRun,
+    waves: input.waves,
+    workspace: input.workspace,
+    tmux_socket: input.tmuxSocket,
+    exit_code: exitCode,
+    error: input.error,
+  };
+}

@@ -1,0 +1,63 @@
+import type { Logger } from "pino";
+import type { Conflict } from "../contract/report.js";
+import type { ResolvedTask, RunInput } from "../input/assignments-file.js";
+import type { LogNames } from "../fs/log-names.js";
+import type { StatusFiles } from "../fs/status-files.js";
+import type { Redactor } from "../redact/redactor.js";
+import type { TmuxServer } from "../tmux/server.js";
+import type { TaskRun } from "./task-run.js";
+
+/** The git side of a run, when the workspace is a repository. */
+export interface GitRun {
+  root: string;
+  /** Workspace HEAD at run start: every task without dependencies starts here. */
+  baseCommit: string;
+  /** The branch checked out at start (`refs/heads/...`), or null when HEAD was detached. */
+  targetRef: string | null;
+}
+
+/** What every stage of one run shares. Built once by the runner. */
+export interface RunContext {
+  input: RunInput;
+  runId: string;
+  runDir: string;
+  /** Private per-run folder (0700): attempt dirs, worktrees. */
+  privateDir: string;
+  git: GitRun | null;
+  tmux: TmuxServer;
+  socketName: string;
+  socketPath: string;
+  status: StatusFiles;
+  logNames: LogNames;
+  redactor: Redactor;
+  /** Redaction pattern sources handed to the in-pane wrapper. */
+  redactSources: string[];
+  tasks: Map<string, TaskRun>;
+  /** Tasks whose agent is live right now. */
+  running: Set<string>;
+  /** Conflicts between a task's dependencies, found before it was launched. */
+  depConflicts: Conflict[];
+  resolved: Map<string, ResolvedTask>;
+  verify: boolean;
+  killGraceMs: number;
+  maxLogBytes: number;
+  processEnv: Readonly<Record<string, string | undefined>>;
+  signal: AbortSignal;
+  log: Logger;
+  now: () => number;
+  /** Called whenever a task changes state (progress display). */
+  onChange: () => void;
+}
+
+/** Where a task's worktree lives (deterministic, so a dry run can show the exact argv). */
+export function taskCwd(ctx: Pick<RunContext, "git" | "privateDir" | "input">, taskId: string): string {
+  return ctx.git ? `${ctx.privateDir}/worktrees/${taskId}` : ctx.input.workspace;
+}
+
+export function taskBranch(runId: string, taskId: string): string {
+  return `termorch/${runId}/${taskId}`;
+}
+
+export function sessionName(runId: string, taskId: string): string {
+  return `termorch-${runId}-${taskId}`;
+}

@@ -1,0 +1,343 @@
+import { existsSync } from "node:fs";
+import { availableParallelism } from "node:os";
+import { mkdir, rm } from "node:fs/promises";
+import { dirname, join, resolve } from "node:path";
+import PQueue from "p-queue";
+import pino, { type Logger } from "pino";
+import type { Report } from "../contract/report.js";
+import { InputError, TermorchError } from "../errors.js";
+import { writeJsonAtomic } from "../fs/atomic.js";
+import { LogNames } from "../fs/log-names.js";
+import { StatusFiles } from "../fs/status-files.js";
+import { dirtyTrackedFiles, repoInfo, requireGitVersion } from "../git/repo.js";
+import { type RunInput, loadAssignments } from "../input/assignments-file.js";
+import { loadConfig } from "../input/config-file.js";
+import { buildGraph } from "../plan/graph.js";
+import { type Plan, planWaves } from "../plan/waves.js";
+import { Redactor } from "../redact/redactor.js";
+import { secretValuesOf } from "../agent/environment.js";
+import { buildReport, type MergeOutcome, type RunError, skippedMerge } from "../report/build.js";
+import { TmuxServer } from "../tmux/server.js";
+import type { GitRun, RunContext } from "./context.js";
+import { Schedule, type ScheduleMode } from "./schedule.js";
+import { executeTask, setStatus, taskArgv } from "./task-exec.js";
+import { newTaskRun, type TaskRun } from "./task-run.js";
+
+export interface RunOptions {
+  assignmentsFile: string;
+  configFile?: string;
+  /** Run directory; default: the assignments file's folder. */
+  outDir?: string;
+  /** Overrides the assignment's `mode.dry_run` when set. */
+  dryRun?: boolean;
+  /** Overrides the assignment's `mode.verify` when set. */
+  verify?: boolean;
+  maxParallel?: number;
+  schedule?: ScheduleMode;
+  failFast?: boolean;
+  /** After the report: close successful sessions and keep failed ones (default), keep all, or close all. */
+  sessions?: "default" | "keep" | "clean";
+  keepBranches?: boolean;
+  allowDirty?: boolean;
+  /** Aborting cancels the run: running sessions are ended, the report is still written. */
+  signal?: AbortSignal;
+  env?: Readonly<Record<string, string | undefined>>;
+  cwd?: string;
+  logger?: Logger;
+  /** Called once the run is planned, before anything starts. */
+  onStart?: (info: StartInfo) => void;
+  /** Called on every task state change with the current tasks (progress display). */
+  onProgress?: (tasks: readonly TaskRun[], elapsedMs: number) => void;
+}
+
+/** What a run announces once planned: enough to find its files and attach to its sessions. */
+export interface StartInfo {
+  runId: string;
+  runDir: string;
+  socket: string;
+  tasks: number;
+  waves: number;
+  dryRun: boolean;
+  sessionPrefix: string;
+}
+
+export interface RunResult {
+  report: Report;
+  /** Where the report was written, or null when the run directory was not writable. */
+  reportPath: string | null;
+  exitCode: number;
+  runDir: string;
+}
+
+/** `termorch run`: validate, plan, run every task in tmux, collect, report (DESIGN section 3). */
+export async function runAssignments(opts: RunOptions): Promise<RunResult> {
+  const startedAt = Date.now();
+  const env = opts.env ?? process.env;
+  const cwd = opts.cwd ?? process.cwd();
+  const file = resolve(cwd, opts.assignmentsFile);
+  const runDir = resolve(cwd, opts.outDir ?? dirname(file));
+  const log = opts.logger ?? pino({ level: "silent" });
+
+  let input: RunInput;
+  let git: GitRun | null = null;
+  try {
+    const { config } = await loadConfig(opts.configFile, env, cwd);
+    input = await loadAssignments(file, config, startedAt);
+    git = await inspectWorkspace(input.workspace, opts.allowDirty ?? false, input.assignments.mode.dry_run || opts.dryRun === true);
+  } catch (error) {
+    if (!(error instanceof TermorchError)) throw error;
+    return writeErrorReport(runDir, startedAt, errorOf(error), error.exitCode);
+  }
+
+  const nodes = input.assignments.tasks;
+  const graph = buildGraph(nodes);
+  const plan = planWaves(nodes, graph.order);
+  const dryRun = opts.dryRun ?? input.assignments.mode.dry_run;
+  const verify = opts.verify ?? input.assignments.mode.verify;
+  const maxParallel = opts.maxParallel ?? input.assignments.environment.resource_limits.max_parallel ?? input.config.defaults.max_parallel ?? availableParallelism();
+  const runId = input.runId;
+  const socketName = env.TERMORCH_TMUX_SOCKET || input.config.tmux.socket || "termorch";
+  const privateDir = join(runDir, ".termorch", runId);
+  const secrets = secretValuesOf(env, [...input.assignments.environment.env_vars, ...input.assignments.tasks.flatMap((t) => Object.entries(t.env).map(([k, v]) => `${k}=${v}`))], input.config);
+  const redactor = Redactor.from(input.config.redact, secrets);
+  // One controller stops the run: the caller's signal (cancel: exit 130) or --fail-fast.
+  const stopper = new AbortController();
+  const cancelled = (): boolean => opts.signal?.aborted ?? false;
+  if (opts.signal?.aborted) stopper.abort();
+  else opts.signal?.addEventListener("abort", () => stopper.abort(), { once: true });
+  const tmux = new TmuxServer({ socket: socketName, historyLimit: input.config.defaults.history_limit, size: input.config.defaults.session_size as `${number}x${number}` });
+
+  const ctx: RunContext = {
+    input,
+    runId,
+    runDir,
+    privateDir,
+    git,
+    tmux,
+    socketName,
+    socketPath: "",
+    status: new StatusFiles(join(runDir, "status")),
+    logNames: new LogNames(join(runDir, "logs")),
+    redactor,
+    redactSources: [...redactor.sources],
+    tasks: new Map(),
+    running: new Set(),
+    depConflicts: [],
+    resolved: new Map(input.tasks.map((r) => [r.task.id, r])),
+    verify,
+    killGraceMs: input.config.defaults.kill_grace_s * 1000,
+    maxLogBytes: input.assignments.environment.resource_limits.max_log_bytes ?? input.config.defaults.max_log_bytes,
+    processEnv: env,
+    signal: stopper.signal,
+    log: log.child({ run: runId }),
+    now: Date.now,
+    onChange: () => opts.onProgress?.([...ctx.tasks.values()], Date.now() - startedAt),
+  };
+  for (const task of nodes) ctx.tasks.set(task.id, newTaskRun(task.id, task.agent, task.dependencies, taskArgv(ctx, task.id)));
+
+  const reportOf = (merge: MergeOutcome, validation: Report["summary"]["validation"], peak: number, error: RunError | null): Report =>
+    ctx.redactor.redactDeep(
+      buildReport({
+        runId,
+        startedAt,
+        finishedAt: Date.now(),
+        dryRun,
+        waves: plan.waves,
+        tasks: [...ctx.tasks.values()],
+        merge: { ...merge, conflicts: [...ctx.depConflicts, ...merge.conflicts] },
+        validation,
+        cancelled: cancelled(),
+        error,
+        workspace: input.workspace,
+        tmuxSocket: dryRun ? null : socketName,
+        criticalPath: plan.criticalPath,
+        maxParallel,
+        peakParallelism: peak,
+      }),
+    );
+
+  opts.onStart?.({ runId, runDir, socket: socketName, tasks: nodes.length, waves: plan.waves.length, dryRun, sessionPrefix: `termorch-${runId}-` });
+  if (dryRun) {
+    const report = reportOf(skippedMerge("dry run"), "skipped", 0, null);
+    return writeReport(runDir, report);
+  }
+
+  await Promise.all(["logs", "status", "artifacts"].map((d) => mkdir(join(runDir, d), { recursive: true })));
+  await mkdir(privateDir, { recursive: true, mode: 0o700 });
+  await ctx.status.clear(ctx.tasks.keys());
+  let peak = 0;
+  let internal: RunError | null = null;
+  try {
+    ctx.socketPath = await tmux.socketPath();
+    peak = await schedule(ctx, plan, { maxParallel, mode: opts.schedule ?? "eager", failFast: opts.failFast ?? false, stop: () => stopper.abort() });
+  } catch (error) {
+    internal = { kind: "internal", message: error instanceof Error ? error.message : String(error), problems: [] };
+    ctx.log.error({ err: internal.message }, "run stopped by an internal error");
+  }
+
+  // The merge stage (DESIGN section 6) decides from here; until then nothing is merged.
+  const merge = skippedMerge(
+    !git ? "the workspace is not a git repository: tasks ran in place" : [...ctx.tasks.values()].some((t) => t.state !== "success") ? "not every task succeeded" : "merging is not enabled in this version",
+  );
+  const report = reportOf(merge, "skipped", peak, internal);
+  const result = await writeReport(runDir, report);
+  await closeSessions(ctx, opts.sessions ?? "default");
+  if (internal === null && !cancelled()) await rm(join(privateDir, "tasks"), { recursive: true, force: true }).catch(() => {});
+  return result;
+}
+
+/** Runs the schedule to its end through a p-queue bounded by max_parallel; returns the peak parallelism. */
+async function schedule(
+  ctx: RunContext,
+  plan: Plan,
+  opts: { maxParallel: number; mode: ScheduleMode; failFast: boolean; stop: () => void },
+): Promise<number> {
+  const sched = new Schedule(ctx.input.assignments.tasks, { mode: opts.mode, priority: plan.remaining, level: plan.level });
+  const queue = new PQueue({ concurrency: opts.maxParallel });
+  let active = 0;
+  let peak = 0;
+  let stopping = false;
+
+  const skip = async (ids: string[], reason: "dependency_failed" | "cancelled", why: (id: string) => string): Promise<void> => {
+    for (const id of ids) {
+      const t = ctx.tasks.get(id)!;
+      t.state = "skipped";
+      t.reason = reason;
+      t.detail = why(id);
+      t.finishedAt = ctx.now();
+      await setStatus(ctx, t, "skipped");
+    }
+    if (ids.length) ctx.onChange();
+  };
+  const stop = async (why: string): Promise<void> => {
+    if (stopping) return;
+    stopping = true;
+    await skip(sched.skipPending(), "cancelled", () => why);
+  };
+
+  let failure: unknown = null;
+  const release = (): void => {
+    if (stopping) return;
+    for (const id of sched.ready()) {
+      sched.start(id);
+      void queue
+        .add(
+          async () => {
+            if (stopping) return { ok: false, cancelled: true };
+            active++;
+            peak = Math.max(peak, active);
+            try {
+              return { ...(await executeTask(ctx, id)), cancelled: false };
+            } finally {
+              active--;
+            }
+          },
+          { priority: plan.remaining.get(id) ?? 0 },
+        )
+        .then(async (outcome) => {
+          if (outcome?.cancelled) {
+            const t = ctx.tasks.get(id)!;
+            t.state = "skipped";
+            t.reason = "cancelled";
+            t.detail = "the run stopped before it started";
+            await setStatus(ctx, t, "skipped");
+          }
+          const ok = outcome?.ok ?? false;
+          const skipped = sched.complete(id, ok);
+          await skip(skipped, "dependency_failed", (s) => `a dependency failed (${failedDepsOf(ctx, s).join(", ") || id})`);
+          if (!ok && opts.failFast) {
+            await stop(`--fail-fast: task ${id} failed`);
+            opts.stop();
+          }
+          release();
+        })
+        .catch((error: unknown) => {
+          failure ??= error;
+          void stop("internal error");
+        });
+    }
+  };
+  const onAbort = (): void => void stop("the run was cancelled before it started");
+  ctx.signal.addEventListener("abort", onAbort, { once: true });
+  release();
+  // Completion handlers may enqueue more work, so wait until the queue stays empty.
+  while (queue.size > 0 || queue.pending > 0) await queue.onIdle();
+  ctx.signal.removeEventListener("abort", onAbort);
+  if (failure) throw failure;
+  return peak;
+}
+
+function failedDepsOf(ctx: RunContext, id: string): string[] {
+  return ctx.tasks.get(id)!.dependencies.filter((d) => {
+    const s = ctx.tasks.get(d)!.state;
+    return s === "failed" || s === "skipped";
+  });
+}
+
+/** Successful sessions close once the report is written; failed ones stay for inspection unless --clean. */
+async function closeSessions(ctx: RunContext, policy: "default" | "keep" | "clean"): Promise<void> {
+  if (policy !== "keep") {
+    const closing = [...ctx.tasks.values()].filter((t) => t.session && t.attempts > 0 && (policy === "clean" || t.state === "success"));
+    await Promise.all(closing.map((t) => ctx.tmux.killSession(t.session!).catch(() => {})));
+  }
+  await ctx.tmux.closeIfIdle().catch(() => {});
+}
+
+/** Refuses what would make the run unsafe before anything starts; returns the git side or null. */
+async function inspectWorkspace(workspace: string, allowDirty: boolean, dryRun: boolean): Promise<GitRun | null> {
+  const info = await repoInfo(workspace);
+  if (!info) return null;
+  await requireGitVersion();
+  if (info.head === null) {
+    throw new InputError([{ message: `the workspace ${info.root} is a git repository without commits; commit something first (tasks branch off HEAD)` }]);
+  }
+  if (!allowDirty && !dryRun) {
+    const dirty = await dirtyTrackedFiles(info.root);
+    if (dirty.length > 0) {
+      throw new InputError(
+        [{ message: `the workspace ${info.root} has uncommitted changes to tracked files: ${dirty.slice(0, 20).join(", ")}${dirty.length > 20 ? ` and ${dirty.length - 20} more` : ""}` }],
+        "Commit or stash them, or pass --allow-dirty (the merge never overwrites uncommitted work).",
+      );
+    }
+  }
+  return { root: info.root, baseCommit: info.head, targetRef: info.ref };
+}
+
+function errorOf(error: TermorchError): RunError {
+  return { kind: error.kind, message: error.message, problems: error instanceof InputError ? error.problems : [] };
+}
+
+async function writeErrorReport(runDir: string, startedAt: number, error: RunError, exitCode: number): Promise<RunResult> {
+  // Never create folders for a run that did not start: the report goes only where the run directory exists.
+  const writable = existsSync(runDir);
+  const report = buildReport({
+    runId: null,
+    startedAt,
+    finishedAt: Date.now(),
+    dryRun: false,
+    waves: [],
+    tasks: [],
+    merge: skippedMerge("the run did not start"),
+    validation: "skipped",
+    cancelled: false,
+    error,
+    workspace: null,
+    tmuxSocket: null,
+    criticalPath: [],
+    maxParallel: 0,
+    peakParallelism: 0,
+  });
+  report.exit_code = exitCode;
+  return writable ? writeReport(runDir, report) : { report, reportPath: null, exitCode, runDir };
+}
+
+/** The report is written atomically and last; an unwritable run directory still returns it. */
+async function writeReport(runDir: string, report: Report): Promise<RunResult> {
+  const path = join(runDir, "execution_report.json");
+  try {
+    await writeJsonAtomic(path, report);
+    return { report, reportPath: path, exitCode: report.exit_code, runDir };
+  } catch {
+    return { report, reportPath: null, exitCode: report.exit_code, runDir };
+  }
+}

@@ -1,0 +1,347 @@
+import { cp, mkdir, rm, stat, writeFile } from "node:fs/promises";
+import { join, relative } from "node:path";
+import { agentEnvironment } from "../agent/environment.js";
+import { substitute } from "../agent/command.js";
+import type { Reason } from "../contract/reason.js";
+import type { Gate } from "../contract/report.js";
+import type { StatusFile } from "../contract/status.js";
+import { findMatches, matchesAny } from "../fs/find-files.js";
+import { commitTaskChanges, changedFiles, diffPatch } from "../git/commit.js";
+import { git } from "../git/repo.js";
+import { prepareTaskWorktree } from "../git/worktree.js";
+import { type ExitRecord, launch, type RunningTask } from "../tmux/session.js";
+import { type RunContext, sessionName, taskBranch, taskCwd } from "./context.js";
+import { runShellGate } from "./shell-gate.js";
+import type { TaskRun } from "./task-run.js";
+
+/** The outcome of one task, once all its attempts are done. */
+export interface TaskOutcome {
+  ok: boolean;
+}
+
+/** The argv a task runs, with placeholders substituted (also what a dry run reports). */
+export function taskArgv(ctx: Pick<RunContext, "git" | "privateDir" | "input" | "runDir" | "runId" | "resolved">, taskId: string): string[] {
+  const r = ctx.resolved.get(taskId)!;
+  return substitute(r.agent.command, {
+    task_id: taskId,
+    context_path: r.contextPath,
+    workspace: taskCwd(ctx, taskId),
+    artifacts_dir: join(ctx.runDir, "artifacts", taskId),
+    run_id: ctx.runId,
+  });
+}
+
+/** Runs one task to its end: worktree, every attempt in a fresh session, gates, artifacts. */
+export async function executeTask(ctx: RunContext, taskId: string): Promise<TaskOutcome> {
+  const t = ctx.tasks.get(taskId)!;
+  const r = ctx.resolved.get(taskId)!;
+  const task = r.task;
+  const cwd = taskCwd(ctx, taskId);
+  const artifactsDir = join(ctx.runDir, "artifacts", taskId);
+  t.startedAt = ctx.now();
+  t.session = sessionName(ctx.runId, taskId);
+
+  if (ctx.git) {
+    t.branch = taskBranch(ctx.runId, taskId);
+    const prepared = await prepareTaskWorktree({
+      repo: ctx.git.root,
+      path: cwd,
+      branch: t.branch,
+      base: ctx.git.baseCommit,
+      deps: task.dependencies.map((d) => ({ task: d, branch: taskBranch(ctx.runId, d) })),
+      include: ctx.input.assignments.environment.worktree_include,
+    }).catch((error: unknown) => ({ ok: false as const, error }));
+    if (!prepared.ok) {
+      t.session = null;
+      if ("conflict" in prepared) {
+        t.detail = `its dependencies conflict: ${prepared.conflict.detail}`;
+        ctx.depConflicts.push(prepared.conflict);
+        return finish(ctx, t, "conflict", null);
+      }
+      t.branch = null;
+      t.detail = `could not prepare its worktree: ${ctx.redactor.redact(errorText(prepared.error))}`;
+      return finish(ctx, t, "launch_error", null);
+    }
+    t.startCommit = prepared.startCommit;
+  }
+  await rm(artifactsDir, { recursive: true, force: true });
+  await mkdir(artifactsDir, { recursive: true });
+
+  const maxAttempts = task.retries + 1;
+  for (;;) {
+    t.attempts += 1;
+    if (t.attempts > 1) await resetForRetry(ctx, t, cwd);
+    const exit = await runAttempt(ctx, t, cwd, artifactsDir);
+    let reason = exit.reason;
+    if (reason === null) reason = await runGates(ctx, t, cwd);
+    else t.gates = [coreGate(exit)];
+    t.exitCode = exit.record?.exit_code ?? null;
+    if (reason === null) {
+      await collectArtifacts(ctx, t, cwd, artifactsDir);
+      return finish(ctx, t, null, exit.record);
+    }
+    if (reason === "cancelled" || ctx.signal.aborted || t.attempts >= maxAttempts) {
+      await collectArtifacts(ctx, t, cwd, artifactsDir);
+      return finish(ctx, t, reason, exit.record);
+    }
+    ctx.log.info({ task: taskId, attempt: t.attempts, reason }, "task failed; retrying in a fresh session");
+    await ctx.tmux.killSession(t.session);
+  }
+}
+
+interface AttemptResult {
+  record: ExitRecord | null;
+  /** null: the agent exited 0 (gates still to run). */
+  reason: Reason | null;
+  detail?: string;
+}
+
+async function runAttempt(ctx: RunContext, t: TaskRun, cwd: string, artifactsDir: string): Promise<AttemptResult> {
+  const r = ctx.resolved.get(t.id)!;
+  const stem = ctx.logNames.next(r.task.agent, ctx.now());
+  t.logs = { stdout: `logs/${stem}.out`, stderr: `logs/${stem}.err` };
+  const { env } = agentEnvironment({
+    processEnv: ctx.processEnv,
+    envVars: ctx.input.assignments.environment.env_vars,
+    agentEnv: r.agent.env,
+    taskEnv: r.task.env,
+    termorch: {
+      TERMORCH_RUN_ID: ctx.runId,
+      TERMORCH_TASK_ID: t.id,
+      TERMORCH_CONTEXT_PATH: r.contextPath,
+      TERMORCH_WORKSPACE: cwd,
+      TERMORCH_ARTIFACTS_DIR: artifactsDir,
+      TERMORCH_ATTEMPT: String(t.attempts),
+    },
+    config: ctx.input.config,
+  });
+  const attemptDir = join(ctx.privateDir, "tasks", t.id, String(t.attempts));
+  const limits = ctx.input.assignments.environment.resource_limits;
+  let running: RunningTask;
+  try {
+    running = await launch(ctx.tmux, {
+      runId: ctx.runId,
+      taskId: t.id,
+      attempt: t.attempts,
+      session: t.session!,
+      argv: t.argv,
+      env,
+      cwd,
+      tty: r.agent.tty,
+      stdoutLog: join(ctx.runDir, t.logs.stdout),
+      stderrLog: join(ctx.runDir, t.logs.stderr),
+      attemptDir,
+      redact: ctx.redactSources,
+      maxLogBytes: ctx.maxLogBytes,
+      ...(limits.memory_mb ? { memoryMb: limits.memory_mb } : {}),
+    });
+  } catch (error) {
+    t.detail = `could not start its tmux session: ${ctx.redactor.redact(errorText(error))}`;
+    await writeFile(join(ctx.runDir, t.logs.stderr), `termorch: ${t.detail}\n`, { flag: "a", mode: 0o600 });
+    return { record: null, reason: "launch_error" };
+  }
+  ctx.running.add(t.id);
+  await setStatus(ctx, t, "running");
+  ctx.onChange();
+
+  const timeoutS = r.task.timeout_s ?? r.agent.timeout_s ?? limits.timeout_s ?? ctx.input.config.defaults.timeout_s;
+  let timedOut = false;
+  let cancelled = false;
+  const timer =
+    timeoutS === undefined
+      ? null
+      : setTimeout(() => {
+          timedOut = true;
+          void running.kill(ctx.killGraceMs);
+        }, timeoutS * 1000);
+  const onAbort = (): void => {
+    cancelled = true;
+    void running.kill(ctx.killGraceMs);
+  };
+  if (ctx.signal.aborted) onAbort();
+  else ctx.signal.addEventListener("abort", onAbort, { once: true });
+  const record = await running.exited;
+  if (timer) clearTimeout(timer);
+  ctx.signal.removeEventListener("abort", onAbort);
+  ctx.running.delete(t.id);
+
+  if (timedOut) {
+    t.detail = `timed out after ${timeoutS} s; its process group was terminated`;
+    return { record, reason: "timeout" };
+  }
+  if (cancelled) {
+    t.detail = "the run was cancelled while it ran";
+    return { record, reason: "cancelled" };
+  }
+  if (record.lost) {
+    t.detail = `its session ended without an exit record${record.detail ? ` (${record.detail})` : ""}`;
+    return { record, reason: "lost" };
+  }
+  if (record.signal) {
+    t.detail = `killed by ${record.signal}`;
+    return { record, reason: "signal" };
+  }
+  if (record.exit_code !== 0) {
+    t.detail = record.exit_code === 127 ? "exited with code 127 (command not found?)" : `exited with code ${record.exit_code}`;
+    return { record, reason: "exit_code" };
+  }
+  t.detail = null;
+  return { record, reason: null };
+}
+
+function coreGate(exit: AttemptResult): Gate {
+  const rec = exit.record;
+  const detail = rec === null ? "never started" : rec.lost ? "session lost" : rec.signal ? `killed by ${rec.signal}` : `exit code ${rec.exit_code}`;
+  return { name: "core", required: true, passed: exit.reason === null, detail: exit.reason === "timeout" ? "timed out" : detail };
+}
+
+/** Per-task gates in DESIGN section 7's order, after the core gate passed. Returns the failing reason. */
+async function runGates(ctx: RunContext, t: TaskRun, cwd: string): Promise<Reason | null> {
+  const r = ctx.resolved.get(t.id)!;
+  const gates: Gate[] = [{ name: "core", required: true, passed: true, detail: "exit code 0" }];
+  t.gates = gates;
+  const include = ctx.input.assignments.environment.worktree_include;
+  if (ctx.git) {
+    try {
+      t.commit = await commitTaskChanges(cwd, { message: `termorch: task ${t.id} (agent ${r.task.agent}, run ${ctx.runId})`, exclude: include });
+    } catch (error) {
+      t.detail = `could not commit its changes: ${ctx.redactor.redact(errorText(error))}`;
+      gates.push({ name: "commit", required: true, passed: false, detail: t.detail });
+      return "validation";
+    }
+  }
+  const failures: string[] = [];
+  const required = r.task.success_criteria?.required_artifacts ?? [];
+  if (required.length === 0) gates.push({ name: "required_artifacts", required: false, passed: null, detail: "none required" });
+  else if (!ctx.verify) gates.push({ name: "required_artifacts", required: true, passed: null, detail: "skipped (verify: false)" });
+  else {
+    const missing: string[] = [];
+    for (const p of required) if ((await findMatches(cwd, p, include)).length === 0) missing.push(p);
+    const passed = missing.length === 0;
+    gates.push({ name: "required_artifacts", required: true, passed, detail: passed ? `present: ${required.join(", ")}` : `missing: ${missing.join(", ")}` });
+    if (!passed) failures.push(`required artifacts missing: ${missing.join(", ")}`);
+  }
+
+  const allowed = r.task.allowed_paths;
+  if (!allowed) gates.push({ name: "allowed_paths", required: false, passed: null, detail: "no restriction" });
+  else if (!ctx.git || !t.startCommit || !t.commit) gates.push({ name: "allowed_paths", required: true, passed: null, detail: "skipped: the workspace is not a git repository" });
+  else {
+    const outside = (await changedFiles(ctx.git.root, t.startCommit, t.commit)).filter((f) => !matchesAny(f, allowed));
+    const passed = outside.length === 0;
+    gates.push({ name: "allowed_paths", required: true, passed, detail: passed ? `all changes within ${allowed.join(", ")}` : `changed outside ${allowed.join(", ")}: ${outside.join(", ")}` });
+    if (!passed) failures.push(`changed files outside allowed_paths: ${outside.join(", ")}`);
+  }
+
+  const testsCmd = r.task.success_criteria?.tests_cmd;
+  if (!testsCmd) gates.push({ name: "tests_cmd", required: false, passed: null, detail: "none given" });
+  else if (!ctx.verify) gates.push({ name: "tests_cmd", required: true, passed: null, detail: "skipped (verify: false)" });
+  else if (failures.length > 0) gates.push({ name: "tests_cmd", required: true, passed: null, detail: "not run: an earlier gate failed" });
+  else {
+    const stem = ctx.logNames.next(`tests-${t.id}`, ctx.now());
+    const { env } = agentEnvironment({
+      processEnv: ctx.processEnv,
+      envVars: ctx.input.assignments.environment.env_vars,
+      agentEnv: r.agent.env,
+      taskEnv: r.task.env,
+      termorch: { TERMORCH_RUN_ID: ctx.runId, TERMORCH_TASK_ID: t.id, TERMORCH_WORKSPACE: cwd, TERMORCH_CONTEXT_PATH: r.contextPath, TERMORCH_ARTIFACTS_DIR: join(ctx.runDir, "artifacts", t.id) },
+      config: ctx.input.config,
+    });
+    const timeoutS = r.task.timeout_s ?? ctx.input.assignments.environment.resource_limits.timeout_s ?? ctx.input.config.defaults.timeout_s;
+    const result = await runShellGate({
+      command: testsCmd,
+      cwd,
+      env,
+      timeoutMs: timeoutS === undefined ? null : timeoutS * 1000,
+      killGraceMs: ctx.killGraceMs,
+      stdoutLog: join(ctx.runDir, "logs", `${stem}.out`),
+      stderrLog: join(ctx.runDir, "logs", `${stem}.err`),
+      redactor: ctx.redactor,
+      maxLogBytes: ctx.maxLogBytes,
+      signal: ctx.signal,
+    });
+    const passed = result.exitCode === 0 && !result.timedOut;
+    const how = result.timedOut ? "timed out" : result.signal ? `killed by ${result.signal}` : `exit code ${result.exitCode}`;
+    gates.push({ name: "tests_cmd", required: true, passed, detail: `${how}; output in logs/${stem}.out and logs/${stem}.err` });
+    if (!passed) failures.push(`tests_cmd failed (${how}); see logs/${stem}.err`);
+  }
+  if (failures.length === 0) return null;
+  t.detail = failures.join("; ");
+  return "validation";
+}
+
+/** artifacts/<task>/: what the agent wrote there, changes.patch, copies of required artifacts, handoff.md. */
+async function collectArtifacts(ctx: RunContext, t: TaskRun, cwd: string, artifactsDir: string): Promise<void> {
+  try {
+    if (ctx.git && t.startCommit && t.commit) {
+      const patch = await diffPatch(ctx.git.root, t.startCommit, t.commit);
+      await writeFile(join(artifactsDir, "changes.patch"), ctx.redactor.redact(patch), { mode: 0o600 });
+    }
+    const include = ctx.input.assignments.environment.worktree_include;
+    const r = ctx.resolved.get(t.id)!;
+    for (const p of r.task.success_criteria?.required_artifacts ?? []) {
+      for (const match of await findMatches(cwd, p, include)) {
+        await cp(join(cwd, match), join(artifactsDir, "files", match), { recursive: true, dereference: false, force: true });
+      }
+    }
+    const handoff = join(cwd, "handoff.md");
+    if ((await stat(handoff).catch(() => null))?.isFile() && !(await stat(join(artifactsDir, "handoff.md")).catch(() => null))) {
+      await cp(handoff, join(artifactsDir, "handoff.md"));
+    }
+    const files = await onlyFiles(artifactsDir, await findMatches(artifactsDir, "**", []));
+    const dir = relative(ctx.runDir, artifactsDir);
+    t.artifacts = [`${dir}/`, ...files.map((f) => `${dir}/${f}`)];
+  } catch (error) {
+    ctx.log.warn({ task: t.id, err: errorText(error) }, "collecting artifacts failed");
+  }
+}
+
+async function onlyFiles(root: string, rels: string[]): Promise<string[]> {
+  const out: string[] = [];
+  for (const rel of rels) if ((await stat(join(root, rel)).catch(() => null))?.isFile()) out.push(rel);
+  return out;
+}
+
+/** A retry starts from the same base: drop what the failed attempt left in the worktree. */
+async function resetForRetry(ctx: RunContext, t: TaskRun, cwd: string): Promise<void> {
+  if (!ctx.git || !t.startCommit) return;
+  const keep = ctx.input.assignments.environment.worktree_include.flatMap((p) => ["-e", `/${p}`]);
+  await git(cwd, ["reset", "-q", "--hard", t.startCommit]);
+  await git(cwd, ["clean", "-q", "-ffdx", ...keep]);
+  t.commit = null;
+}
+
+async function finish(ctx: RunContext, t: TaskRun, reason: Reason | null, record: ExitRecord | null): Promise<TaskOutcome> {
+  t.finishedAt = ctx.now();
+  t.reason = reason;
+  t.state = reason === null ? "success" : "failed";
+  if (record) t.exitCode = record.exit_code;
+  await setStatus(ctx, t, t.state);
+  ctx.onChange();
+  return { ok: reason === null };
+}
+
+export function statusOf(ctx: RunContext, t: TaskRun, state: StatusFile["state"]): StatusFile {
+  return {
+    task_id: t.id,
+    state,
+    run_id: ctx.runId,
+    session: t.session,
+    socket: ctx.socketName,
+    socket_path: ctx.socketPath,
+    attempt: t.attempts,
+    started_at: t.startedAt === null ? null : new Date(t.startedAt).toISOString(),
+    finished_at: t.finishedAt === null ? null : new Date(t.finishedAt).toISOString(),
+    exit_code: t.exitCode,
+    reason: t.reason,
+    detail: t.detail === null ? null : ctx.redactor.redact(t.detail),
+  };
+}
+
+export async function setStatus(ctx: RunContext, t: TaskRun, state: StatusFile["state"]): Promise<void> {
+  await ctx.status.set(statusOf(ctx, t, state));
+}
+
+export function errorText(error: unknown): string {
+  if (error instanceof Error) return error.message;
+  return String(error);
+}
