@@ -56,7 +56,8 @@ export function secretValuesOf(
     const eq = entry.indexOf("=");
     const name = eq < 0 ? entry : entry.slice(0, eq);
     const value = eq < 0 ? processEnv[entry] : entry.slice(eq + 1);
-    if (value !== undefined && isSecretName(name, config.secret_name_fragments, config.secret_env)) out.push(value);
+    if (value !== undefined && isSecretName(name, config.secret_name_fragments, config.secret_env))
+      out.push(value);
   }
   return out;
 }

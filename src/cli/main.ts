@@ -1,7 +1,7 @@
 import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
 import pino from "pino";
-import type { Report } from "../contract/report.js";
 import { jsonSchemaOf, type SchemaName, schemas } from "../contract/json-schema.js";
+import type { Report } from "../contract/report.js";
 import { ExitCode, InputError, TermorchError } from "../errors.js";
 import { loadAssignments } from "../input/assignments-file.js";
 import { loadConfig } from "../input/config-file.js";
@@ -25,12 +25,17 @@ const positiveInt = (value: string): number => {
 };
 
 /** Parses argv, runs the command and returns the exit code. The only place errors become messages. */
-export async function main(argv: string[], io: Io = { stdout: process.stdout, stderr: process.stderr, env: process.env, cwd: process.cwd() }): Promise<number> {
+export async function main(
+  argv: string[],
+  io: Io = { stdout: process.stdout, stderr: process.stderr, env: process.env, cwd: process.cwd() },
+): Promise<number> {
   let code: number = ExitCode.ok;
   let debug = argv.includes("--debug");
   const program = new Command()
     .name("termorch")
-    .description("Run an assignments.json DAG of agents in parallel tmux sessions and git worktrees, then report.")
+    .description(
+      "Run an assignments.json DAG of agents in parallel tmux sessions and git worktrees, then report.",
+    )
     .showHelpAfterError("(run termorch --help for usage)")
     .exitOverride()
     .configureOutput({ writeOut: (s) => io.stdout.write(s), writeErr: (s) => io.stderr.write(s) });
@@ -44,7 +49,11 @@ export async function main(argv: string[], io: Io = { stdout: process.stdout, st
     .option("--dry-run", "validate and plan; print waves and each task's argv; start nothing")
     .option("--no-verify", "skip artifact and test gates (core gates still apply)")
     .option("--max-parallel <n>", "tasks running at once (default: CPU count)", positiveInt)
-    .addOption(new Option("--schedule <mode>", "eager: start as soon as dependencies succeed; waves: wave barriers").choices(["eager", "waves"]).default("eager"))
+    .addOption(
+      new Option("--schedule <mode>", "eager: start as soon as dependencies succeed; waves: wave barriers")
+        .choices(["eager", "waves"])
+        .default("eager"),
+    )
     .option("--fail-fast", "stop launching and cancel running tasks at the first failure")
     .option("--keep-sessions", "keep every tmux session after the report (default: keep failed ones only)")
     .option("--clean", "close every tmux session after the report, failed ones too")
@@ -68,10 +77,13 @@ export async function main(argv: string[], io: Io = { stdout: process.stdout, st
       const input = await loadAssignments(resolvePath(io.cwd, file), config, Date.now());
       const graph = buildGraph(input.assignments.tasks);
       const plan = planWaves(input.assignments.tasks, graph.order);
-      if (o.json) io.stdout.write(`${JSON.stringify({ valid: true, run_id: input.runId, waves: plan.waves, critical_path: plan.criticalPath }, null, 2)}\n`);
+      if (o.json)
+        io.stdout.write(
+          `${JSON.stringify({ valid: true, run_id: input.runId, waves: plan.waves, critical_path: plan.criticalPath }, null, 2)}\n`,
+        );
       else {
         io.stdout.write(`${input.file}: valid, ${input.tasks.length} tasks in ${plan.waves.length} waves\n`);
-        plan.waves.forEach((w, i) => io.stdout.write(`  wave ${i + 1}: ${w.join(", ")}\n`));
+        for (const [i, w] of plan.waves.entries()) io.stdout.write(`  wave ${i + 1}: ${w.join(", ")}\n`);
         io.stdout.write(`  critical path: ${plan.criticalPath.join(" -> ")}\n`);
       }
     });
@@ -109,10 +121,15 @@ interface RunFlags {
 }
 
 async function runCommand(file: string, o: RunFlags, io: Io): Promise<number> {
-  if (o.keepSessions && o.clean) throw new InputError([{ message: "--keep-sessions and --clean contradict each other" }], "Pass one of them.");
+  if (o.keepSessions && o.clean)
+    throw new InputError(
+      [{ message: "--keep-sessions and --clean contradict each other" }],
+      "Pass one of them.",
+    );
   const controller = new AbortController();
   const onSignal = (signal: NodeJS.Signals): void => {
-    if (!controller.signal.aborted) io.stderr.write(`\ntermorch: ${signal} received: cancelling running tasks, writing the report...\n`);
+    if (!controller.signal.aborted)
+      io.stderr.write(`\ntermorch: ${signal} received: cancelling running tasks, writing the report...\n`);
     controller.abort();
   };
   process.on("SIGINT", onSignal);
@@ -120,7 +137,16 @@ async function runCommand(file: string, o: RunFlags, io: Io): Promise<number> {
   const tty = io.stderr.isTTY === true && !o.json;
   let lastLine = "";
   const started = Date.now();
-  const ticker = tty ? setInterval(() => lastLine && io.stderr.write(`\r\x1b[2K${lastLine.replace(/^\[[^\]]*\]/, `[${((Date.now() - started) / 1000).toFixed(1)}s]`)}`), 1000) : null;
+  const ticker = tty
+    ? setInterval(
+        () =>
+          lastLine &&
+          io.stderr.write(
+            `\r\x1b[2K${lastLine.replace(/^\[[^\]]*\]/, `[${((Date.now() - started) / 1000).toFixed(1)}s]`)}`,
+          ),
+        1000,
+      )
+    : null;
   ticker?.unref();
   try {
     const result = await runAssignments({
@@ -159,9 +185,9 @@ async function runCommand(file: string, o: RunFlags, io: Io): Promise<number> {
   }
 }
 
-
 function startBanner(info: StartInfo): string {
-  if (info.dryRun) return `termorch: dry run ${info.runId}: ${info.tasks} tasks in ${info.waves} waves (nothing will be started)\n`;
+  if (info.dryRun)
+    return `termorch: dry run ${info.runId}: ${info.tasks} tasks in ${info.waves} waves (nothing will be started)\n`;
   return [
     `termorch: run ${info.runId}: ${info.tasks} tasks in ${info.waves} waves`,
     `  status files: ${info.runDir}/status/   logs: ${info.runDir}/logs/   artifacts: ${info.runDir}/artifacts/`,
@@ -174,21 +200,34 @@ function summary(report: Report, path: string | null): string {
   const lines: string[] = [];
   const ok = report.tasks.filter((t) => t.status === "success").length;
   if (report.error) {
-    lines.push(`termorch: ${report.error.kind === "invalid_input" ? "invalid input" : report.error.kind}:`, ...report.error.message.split("\n").map((l) => `  ${l}`));
-    if (report.exit_code === ExitCode.invalid) lines.push("  Nothing was started. Fix the input and run again.");
-  }
-  else if (report.dry_run) {
-    lines.push(`termorch: dry run of ${report.run_id}: ${report.tasks.length} tasks in ${report.waves.length} waves`);
-    report.waves.forEach((w, i) => lines.push(`  wave ${i + 1}: ${w.join(", ")}`));
+    lines.push(
+      `termorch: ${report.error.kind === "invalid_input" ? "invalid input" : report.error.kind}:`,
+      ...report.error.message.split("\n").map((l) => `  ${l}`),
+    );
+    if (report.exit_code === ExitCode.invalid)
+      lines.push("  Nothing was started. Fix the input and run again.");
+  } else if (report.dry_run) {
+    lines.push(
+      `termorch: dry run of ${report.run_id}: ${report.tasks.length} tasks in ${report.waves.length} waves`,
+    );
+    for (const [i, w] of report.waves.entries()) lines.push(`  wave ${i + 1}: ${w.join(", ")}`);
     for (const t of report.tasks) lines.push(`  ${t.id}: ${JSON.stringify(t.argv)}`);
   } else {
-    lines.push(`termorch: run ${report.run_id}: ${ok}/${report.tasks.length} tasks succeeded in ${(report.summary.metrics?.wall_time_ms ?? 0) / 1000}s; merge ${report.merge.result}${report.merge.reason ? ` (${report.merge.reason})` : ""}`);
+    lines.push(
+      `termorch: run ${report.run_id}: ${ok}/${report.tasks.length} tasks succeeded in ${(report.summary.metrics?.wall_time_ms ?? 0) / 1000}s; merge ${report.merge.result}${report.merge.reason ? ` (${report.merge.reason})` : ""}`,
+    );
     for (const t of report.tasks.filter((x) => x.status !== "success")) {
-      lines.push(`  ${t.id}: ${t.status} (${t.reason}${t.detail ? `: ${t.detail}` : ""})${t.logs.stderr ? `; stderr: ${t.logs.stderr}` : ""}`);
+      lines.push(
+        `  ${t.id}: ${t.status} (${t.reason}${t.detail ? `: ${t.detail}` : ""})${t.logs.stderr ? `; stderr: ${t.logs.stderr}` : ""}`,
+      );
     }
     const kept = report.tasks.filter((t) => t.status === "failed" && t.session && t.attempts > 0);
-    if (kept.length && report.tmux_socket) lines.push(`  kept for inspection: ${kept.map((t) => `tmux -L ${report.tmux_socket} attach -t =${t.session}`).join("; ")}`);
-    for (const c of report.summary.conflicts) lines.push(`  conflict between ${c.tasks.join(", ")} in ${c.files.join(", ")}: ${c.detail}`);
+    if (kept.length && report.tmux_socket)
+      lines.push(
+        `  kept for inspection: ${kept.map((t) => `tmux -L ${report.tmux_socket} attach -t =${t.session}`).join("; ")}`,
+      );
+    for (const c of report.summary.conflicts)
+      lines.push(`  conflict between ${c.tasks.join(", ")} in ${c.files.join(", ")}: ${c.detail}`);
   }
   if (path) lines.push(`  report: ${path}`);
   return `${lines.join("\n")}\n`;
@@ -196,12 +235,22 @@ function summary(report: Report, path: string | null): string {
 
 function reportError(error: unknown, io: Io, debug: boolean): number {
   if (error instanceof CommanderError) {
-    if (error.code === "commander.helpDisplayed" || error.code === "commander.version" || error.code === "commander.help") return ExitCode.ok;
+    if (
+      error.code === "commander.helpDisplayed" ||
+      error.code === "commander.version" ||
+      error.code === "commander.help"
+    )
+      return ExitCode.ok;
     return ExitCode.invalid;
   }
   if (error instanceof TermorchError) {
     const label = error instanceof InputError ? "invalid input" : error.kind;
-    io.stderr.write(`termorch: ${label}:\n${error.message.split("\n").map((l) => `  ${l}`).join("\n")}\n`);
+    io.stderr.write(
+      `termorch: ${label}:\n${error.message
+        .split("\n")
+        .map((l) => `  ${l}`)
+        .join("\n")}\n`,
+    );
     if (error instanceof InputError) io.stderr.write(`  ${error.hint}\n`);
     if (debug && error.stack) io.stderr.write(`${error.stack}\n`);
     return error.exitCode;

@@ -12,7 +12,10 @@ export function progressLine(tasks: readonly TaskRun[], elapsedMs: number): stri
     else if (t.state === "failed") failed++;
     else if (t.state === "skipped") skipped++;
   }
-  const live = tasks.filter((t) => t.state === "running").map((t) => t.id).slice(0, 4);
+  const live = tasks
+    .filter((t) => t.state === "running")
+    .map((t) => t.id)
+    .slice(0, 4);
   const secs = (elapsedMs / 1000).toFixed(1);
   return `[${secs}s] ${done}/${tasks.length} done, ${running} running${live.length ? ` (${live.join(", ")}${running > live.length ? ", ..." : ""})` : ""}, ${failed} failed${skipped ? `, ${skipped} skipped` : ""}`;
 }

@@ -25,17 +25,33 @@ export const Config = z.strictObject({
     .strictObject({
       max_parallel: z.number().int().positive().optional(),
       timeout_s: z.number().positive().optional(),
-      max_log_bytes: z.number().int().positive().default(100 * 1024 * 1024),
+      max_log_bytes: z
+        .number()
+        .int()
+        .positive()
+        .default(100 * 1024 * 1024),
       kill_grace_s: z.number().positive().default(5),
       worktree_include: z.array(z.string()).default([]),
       history_limit: z.number().int().positive().default(10000),
-      session_size: z.string().regex(/^\d+x\d+$/).default("200x50"),
+      session_size: z
+        .string()
+        .regex(/^\d+x\d+$/)
+        .default("200x50"),
     })
-    .default({ max_log_bytes: 100 * 1024 * 1024, kill_grace_s: 5, worktree_include: [], history_limit: 10000, session_size: "200x50" }),
+    .default({
+      max_log_bytes: 100 * 1024 * 1024,
+      kill_grace_s: 5,
+      worktree_include: [],
+      history_limit: 10000,
+      session_size: "200x50",
+    }),
   tmux: z
     .strictObject({
       /** Socket name (tmux -L); default `termorch`, or $TERMORCH_TMUX_SOCKET. */
-      socket: z.string().regex(/^[A-Za-z0-9_.-]+$/).optional(),
+      socket: z
+        .string()
+        .regex(/^[A-Za-z0-9_.-]+$/)
+        .optional(),
     })
     .default({}),
 });

@@ -4,7 +4,12 @@ import { Config } from "./config.js";
 import { Report } from "./report.js";
 import { StatusFile } from "./status.js";
 
-export const schemas = { report: Report, assignments: Assignments, config: Config, status: StatusFile } as const;
+export const schemas = {
+  report: Report,
+  assignments: Assignments,
+  config: Config,
+  status: StatusFile,
+} as const;
 export type SchemaName = keyof typeof schemas;
 
 /** JSON Schema generated from the zod schemas, which stay the single source of truth. */

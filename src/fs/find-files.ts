@@ -8,7 +8,11 @@ const GLOB_CHARS = /[*?[\]{}!]/;
  * Files under `root` matching a workspace-relative path or glob. `.git` and the given
  * excluded top-level entries (worktree_include symlinks) are never walked.
  */
-export async function findMatches(root: string, pattern: string, exclude: readonly string[] = []): Promise<string[]> {
+export async function findMatches(
+  root: string,
+  pattern: string,
+  exclude: readonly string[] = [],
+): Promise<string[]> {
   if (!GLOB_CHARS.test(pattern)) {
     try {
       await lstat(join(root, pattern));
@@ -36,5 +40,9 @@ export async function findMatches(root: string, pattern: string, exclude: readon
 
 /** True when `path` matches one of the globs (workspace-relative, dotfiles included). */
 export function matchesAny(path: string, globs: readonly string[]): boolean {
-  return globs.some((g) => picomatch.isMatch(path, g, { dot: true }) || picomatch.isMatch(path, `${g.replace(/\/+$/, "")}/**`, { dot: true }));
+  return globs.some(
+    (g) =>
+      picomatch.isMatch(path, g, { dot: true }) ||
+      picomatch.isMatch(path, `${g.replace(/\/+$/, "")}/**`, { dot: true }),
+  );
 }

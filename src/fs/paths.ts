@@ -18,7 +18,8 @@ export function resolveInside(root: string, userPath: string): { path: string } 
   if (!isInside(root, path)) return { error: `"${userPath}" resolves outside the workspace (${root})` };
   const realRoot = realpathSync(root);
   const real = realpathOfExistingPrefix(path);
-  if (!isInside(realRoot, real)) return { error: `"${userPath}" escapes the workspace through a symlink (to ${real})` };
+  if (!isInside(realRoot, real))
+    return { error: `"${userPath}" escapes the workspace through a symlink (to ${real})` };
   return { path };
 }
 

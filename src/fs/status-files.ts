@@ -21,7 +21,9 @@ export class StatusFiles {
   async set(status: StatusFile): Promise<void> {
     await writeJsonAtomic(this.pathOf(status.task_id, status.state), status);
     await Promise.all(
-      STATES.filter((s) => s !== status.state).map((s) => rm(this.pathOf(status.task_id, s), { force: true })),
+      STATES.filter((s) => s !== status.state).map((s) =>
+        rm(this.pathOf(status.task_id, s), { force: true }),
+      ),
     );
   }
 

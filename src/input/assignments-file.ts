@@ -39,22 +39,34 @@ export async function loadAssignments(file: string, config: Config, nowMs: numbe
 
   const workspace = resolve(dirname(abs), assignments.environment.workspace_dir);
   if (!isDirectory(workspace)) {
-    at({ field: "environment.workspace_dir", message: `workspace "${assignments.environment.workspace_dir}" (${workspace}) is not an existing directory` });
+    at({
+      field: "environment.workspace_dir",
+      message: `workspace "${assignments.environment.workspace_dir}" (${workspace}) is not an existing directory`,
+    });
     throw new InputError(problems);
   }
 
-  const inside = (field: string, task: string | undefined, userPath: string, mustExist: boolean): string | undefined => {
+  const inside = (
+    field: string,
+    task: string | undefined,
+    userPath: string,
+    mustExist: boolean,
+  ): string | undefined => {
     const result = resolveInside(workspace, userPath);
     const where = task === undefined ? { field } : { field, task };
     if ("error" in result) return void at({ ...where, message: result.error });
-    if (mustExist && !exists(result.path)) return void at({ ...where, message: `"${userPath}" does not exist in the workspace (${result.path})` });
+    if (mustExist && !exists(result.path))
+      return void at({ ...where, message: `"${userPath}" does not exist in the workspace (${result.path})` });
     return result.path;
   };
   const globInside = (field: string, task: string | undefined, pattern: string): void => {
     // Globs are checked on their literal prefix; the gate itself only ever looks inside the workspace.
     const prefix = pattern.split(/[*?[{]/)[0] ?? "";
     if (pattern.startsWith("/") || prefix.split("/").includes("..")) {
-      at({ ...(task === undefined ? { field } : { field, task }), message: `"${pattern}" must be a path inside the workspace (no absolute paths or "..")` });
+      at({
+        ...(task === undefined ? { field } : { field, task }),
+        message: `"${pattern}" must be a path inside the workspace (no absolute paths or "..")`,
+      });
     }
   };
 
@@ -70,8 +82,11 @@ export async function loadAssignments(file: string, config: Config, nowMs: numbe
         message: `unknown agent "${task.agent}" (${known.length ? `defined agents: ${known.join(", ")}` : "no agents are defined: pass --config or set TERMORCH_CONFIG"}); define it in the config's "agents" or give the task an explicit "command"`,
       });
     }
-    task.allowed_paths?.forEach((p, j) => globInside(`tasks[${i}].allowed_paths[${j}]`, task.id, p));
-    task.success_criteria?.required_artifacts.forEach((p, j) => globInside(`tasks[${i}].success_criteria.required_artifacts[${j}]`, task.id, p));
+    for (const [j, p] of (task.allowed_paths ?? []).entries())
+      globInside(`tasks[${i}].allowed_paths[${j}]`, task.id, p);
+    for (const [j, p] of (task.success_criteria?.required_artifacts ?? []).entries()) {
+      globInside(`tasks[${i}].success_criteria.required_artifacts[${j}]`, task.id, p);
+    }
     if (contextPath && agent) tasks.push({ task, agent, contextPath });
   });
   assignments.environment.worktree_include.forEach((p, j) => {
@@ -82,12 +97,22 @@ export async function loadAssignments(file: string, config: Config, nowMs: numbe
   });
   if (problems.length > 0) throw new InputError(problems);
 
-  return { file: abs, runId: assignments.run_id ?? defaultRunId(abs, nowMs), assignments, workspace, tasks, config };
+  return {
+    file: abs,
+    runId: assignments.run_id ?? defaultRunId(abs, nowMs),
+    assignments,
+    workspace,
+    tasks,
+    config,
+  };
 }
 
 /** The file's base name plus a UTC timestamp, cut to the run id pattern. */
 export function defaultRunId(file: string, nowMs: number): string {
-  const base = basename(file, extname(file)).replace(/[^A-Za-z0-9_-]/g, "_").replace(/^[_-]+/, "") || "run";
+  const base =
+    basename(file, extname(file))
+      .replace(/[^A-Za-z0-9_-]/g, "_")
+      .replace(/^[_-]+/, "") || "run";
   const id = `${base.slice(0, 40)}-${compactTimestamp(nowMs)}`;
   return RUN_ID_PATTERN.test(id) ? id : `run-${compactTimestamp(nowMs)}`;
 }

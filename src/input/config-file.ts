@@ -14,12 +14,20 @@ export interface LoadedConfig {
 }
 
 /** Config lookup of DESIGN section 9: --config, $TERMORCH_CONFIG, ./config/termorch.json, ~/.config/termorch/config.json. */
-export async function loadConfig(explicit: string | undefined, env: Readonly<Record<string, string | undefined>>, cwd: string): Promise<LoadedConfig> {
+export async function loadConfig(
+  explicit: string | undefined,
+  env: Readonly<Record<string, string | undefined>>,
+  cwd: string,
+): Promise<LoadedConfig> {
   const named = explicit ?? env.TERMORCH_CONFIG;
   let file: string | null = null;
   if (named) file = resolve(cwd, named);
   else {
-    file = [join(cwd, "config", "termorch.json"), join(env.HOME ?? homedir(), ".config", "termorch", "config.json")].find((f) => existsSync(f)) ?? null;
+    file =
+      [
+        join(cwd, "config", "termorch.json"),
+        join(env.HOME ?? homedir(), ".config", "termorch", "config.json"),
+      ].find((f) => existsSync(f)) ?? null;
   }
   if (file === null) return { config: Config.parse({}), file: null };
   const config = parseWith(Config, await readJsonFile(file, "config file"), file);
@@ -28,7 +36,11 @@ export async function loadConfig(explicit: string | undefined, env: Readonly<Rec
     try {
       compile(pattern);
     } catch (error) {
-      problems.push({ file: file ?? undefined, field: `redact[${i}]`, message: `invalid pattern: ${(error as Error).message}` });
+      problems.push({
+        file: file ?? undefined,
+        field: `redact[${i}]`,
+        message: `invalid pattern: ${(error as Error).message}`,
+      });
     }
   });
   if (problems.length > 0) throw new InputError(problems);

@@ -9,7 +9,11 @@ export async function readJsonFile(file: string, what: string): Promise<unknown>
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     const message =
-      code === "ENOENT" ? `${what} not found` : code === "EISDIR" ? `${what} is a directory, not a file` : `cannot read ${what} (${code ?? String(error)})`;
+      code === "ENOENT"
+        ? `${what} not found`
+        : code === "EISDIR"
+          ? `${what} is a directory, not a file`
+          : `cannot read ${what} (${code ?? String(error)})`;
     throw new InputError([{ file, message }], "Check the path and run again.");
   }
   try {

@@ -1,6 +1,5 @@
-import { Graph, alg } from "@dagrejs/graphlib";
+import { alg, Graph } from "@dagrejs/graphlib";
 import type { InputProblem } from "../errors.js";
-
 
 /** The minimum the planner needs to know about a task. */
 export interface PlanNode {
@@ -24,15 +23,30 @@ export function graphProblems(nodes: readonly PlanNode[], file?: string): InputP
   const index = new Map<string, number>();
   nodes.forEach((node, i) => {
     if (index.has(node.id)) {
-      problems.push({ file, field: `tasks[${i}].id`, task: node.id, message: `duplicate task id "${node.id}" (also tasks[${index.get(node.id)}]); ids must be unique` });
+      problems.push({
+        file,
+        field: `tasks[${i}].id`,
+        task: node.id,
+        message: `duplicate task id "${node.id}" (also tasks[${index.get(node.id)}]); ids must be unique`,
+      });
     } else index.set(node.id, i);
   });
   nodes.forEach((node, i) => {
     node.dependencies.forEach((dep, j) => {
       if (!index.has(dep)) {
-        problems.push({ file, field: `tasks[${i}].dependencies[${j}]`, task: node.id, message: `depends on unknown task "${dep}"` });
+        problems.push({
+          file,
+          field: `tasks[${i}].dependencies[${j}]`,
+          task: node.id,
+          message: `depends on unknown task "${dep}"`,
+        });
       } else if (dep === node.id) {
-        problems.push({ file, field: `tasks[${i}].dependencies[${j}]`, task: node.id, message: "a task cannot depend on itself" });
+        problems.push({
+          file,
+          field: `tasks[${i}].dependencies[${j}]`,
+          task: node.id,
+          message: "a task cannot depend on itself",
+        });
       }
     });
   });
@@ -40,7 +54,12 @@ export function graphProblems(nodes: readonly PlanNode[], file?: string): InputP
     const cycle = findCycle(nodes);
     if (cycle) {
       const first = cycle[0]!;
-      problems.push({ file, field: `tasks[${index.get(first)}].dependencies`, task: first, message: `dependency cycle: ${[...cycle, first].join(" -> ")}` });
+      problems.push({
+        file,
+        field: `tasks[${index.get(first)}].dependencies`,
+        task: first,
+        message: `dependency cycle: ${[...cycle, first].join(" -> ")}`,
+      });
     }
   }
   return problems.map((p) => (p.file === undefined ? withoutFile(p) : p));
@@ -57,32 +76,35 @@ function withoutFile(p: InputProblem): InputProblem {
  * path is recovered with a depth-first search.
  */
 export function findCycle(nodes: readonly PlanNode[]): string[] | null {
-  const deps = new Map(nodes.map((n) => [n.id, n.dependencies]));
+  const deps = new Map(nodes.map((n) => [n.id, [...n.dependencies].sort()]));
   const state = new Map<string, "open" | "done">();
-  const stack: string[] = [];
-  const ids = [...deps.keys()].sort();
-  const visit = (id: string): string[] | null => {
-    state.set(id, "open");
-    stack.push(id);
-    for (const dep of [...(deps.get(id) ?? [])].sort()) {
+  // Iterative depth-first search: chains of tens of thousands of tasks would overflow the stack.
+  for (const root of [...deps.keys()].sort()) {
+    if (state.has(root)) continue;
+    const path: string[] = [root];
+    const cursor: number[] = [0];
+    state.set(root, "open");
+    while (path.length > 0) {
+      const id = path[path.length - 1]!;
+      const list = deps.get(id) ?? [];
+      const i = cursor[cursor.length - 1]!;
+      if (i >= list.length) {
+        state.set(id, "done");
+        path.pop();
+        cursor.pop();
+        continue;
+      }
+      cursor[cursor.length - 1] = i + 1;
+      const dep = list[i]!;
       if (!deps.has(dep)) continue;
       const s = state.get(dep);
-      if (s === "open") return stack.slice(stack.indexOf(dep));
+      if (s === "open") return path.slice(path.indexOf(dep));
       if (s === undefined) {
-        const found = visit(dep);
-        if (found) return found;
+        state.set(dep, "open");
+        path.push(dep);
+        cursor.push(0);
       }
     }
-    stack.pop();
-    state.set(id, "done");
-    return null;
-  };
-  for (const id of ids) {
-    if (state.has(id)) continue;
-    // Iterative depth would be safer for 50k-deep chains; recursion depth is bounded by the
-    // longest chain, and validation of huge chains is measured in bench/.
-    const found = visit(id);
-    if (found) return found;
   }
   return null;
 }
@@ -107,7 +129,10 @@ export function topologicalOrder(nodes: readonly PlanNode[]): string[] {
       else dependents.set(d, [n.id]);
     }
   }
-  const frontier = nodes.filter((n) => n.dependencies.length === 0).map((n) => n.id).sort(compareIds);
+  const frontier = nodes
+    .filter((n) => n.dependencies.length === 0)
+    .map((n) => n.id)
+    .sort(compareIds);
   const order: string[] = [];
   while (frontier.length > 0) {
     const id = frontier.shift()!;

@@ -23,12 +23,15 @@ export function planWaves(nodes: readonly PlanNode[], order: readonly string[]):
   const waves: string[][] = [];
   for (const id of order) {
     const l = level.get(id)!;
-    (waves[l] ??= []).push(id);
+    const wave = waves[l];
+    if (wave) wave.push(id);
+    else waves[l] = [id];
   }
   for (const w of waves) w.sort(compareIds);
 
   const dependents = new Map<string, string[]>();
-  for (const n of nodes) for (const d of n.dependencies) (dependents.get(d) ?? dependents.set(d, []).get(d)!).push(n.id);
+  for (const n of nodes)
+    for (const d of n.dependencies) (dependents.get(d) ?? dependents.set(d, []).get(d)!).push(n.id);
   const remaining = new Map<string, number>();
   const next = new Map<string, string | undefined>();
   for (let i = order.length - 1; i >= 0; i--) {

@@ -31,7 +31,11 @@ export function escapeRegex(literal: string): string {
   );
 }
 
-export function isSecretName(name: string, fragments: readonly string[], explicit: readonly string[] = []): boolean {
+export function isSecretName(
+  name: string,
+  fragments: readonly string[],
+  explicit: readonly string[] = [],
+): boolean {
   if (explicit.includes(name)) return true;
   const upper = name.toUpperCase();
   return fragments.some((f) => upper.includes(f.toUpperCase()));

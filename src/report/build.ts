@@ -1,5 +1,5 @@
 import type { Conflict, Gate, Report, TaskReport } from "../contract/report.js";
-import { type ExitCode, ExitCode as Exit, type InputProblem } from "../errors.js";
+import { ExitCode as Exit, type ExitCode, type InputProblem } from "../errors.js";
 import type { TaskRun } from "../run/task-run.js";
 
 /** How the merge step ended (filled in by the merge stage; `skipped` until it runs). */
@@ -15,7 +15,16 @@ export interface MergeOutcome {
 }
 
 export function skippedMerge(reason: string): MergeOutcome {
-  return { result: "skipped", reason, conflicts: [], order: [], baseCommit: null, resultCommit: null, target: null, gates: [] };
+  return {
+    result: "skipped",
+    reason,
+    conflicts: [],
+    order: [],
+    baseCommit: null,
+    resultCommit: null,
+    target: null,
+    gates: [],
+  };
 }
 
 export interface RunError {
@@ -46,8 +55,17 @@ export interface ReportInput {
 const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
 
 /** The exit code of `run`/`resume`, from the outcome (DESIGN section 9). */
-export function exitCodeOf(input: Pick<ReportInput, "tasks" | "merge" | "validation" | "cancelled" | "error" | "dryRun">): ExitCode {
-  if (input.error) return input.error.kind === "invalid_input" || input.error.kind === "environment" ? Exit.invalid : input.error.kind === "locked" ? Exit.locked : input.cancelled ? Exit.interrupted : Exit.internal;
+export function exitCodeOf(
+  input: Pick<ReportInput, "tasks" | "merge" | "validation" | "cancelled" | "error" | "dryRun">,
+): ExitCode {
+  if (input.error)
+    return input.error.kind === "invalid_input" || input.error.kind === "environment"
+      ? Exit.invalid
+      : input.error.kind === "locked"
+        ? Exit.locked
+        : input.cancelled
+          ? Exit.interrupted
+          : Exit.internal;
   if (input.cancelled) return Exit.interrupted;
   if (input.dryRun) return Exit.ok;
   if (input.merge.result === "conflict") return Exit.conflict;
@@ -90,7 +108,15 @@ export function buildReport(input: ReportInput): Report {
   const conflicts = input.merge.conflicts;
   const exitCode = exitCodeOf(input);
   const failedTasks = tasks.filter((t) => t.status === "failed" || t.status === "skipped").map((t) => t.id);
-  const completed = input.error === null && !input.cancelled && (input.dryRun || (tasks.every((t) => t.status === "success") && input.validation !== "failed" && conflicts.length === 0 && input.merge.result !== "failed" && input.merge.result !== "rolled_back"));
+  const completed =
+    input.error === null &&
+    !input.cancelled &&
+    (input.dryRun ||
+      (tasks.every((t) => t.status === "success") &&
+        input.validation !== "failed" &&
+        conflicts.length === 0 &&
+        input.merge.result !== "failed" &&
+        input.merge.result !== "rolled_back"));
   return {
     summary: {
       completed,

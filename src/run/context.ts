@@ -1,8 +1,8 @@
 import type { Logger } from "pino";
 import type { Conflict } from "../contract/report.js";
-import type { ResolvedTask, RunInput } from "../input/assignments-file.js";
 import type { LogNames } from "../fs/log-names.js";
 import type { StatusFiles } from "../fs/status-files.js";
+import type { ResolvedTask, RunInput } from "../input/assignments-file.js";
 import type { Redactor } from "../redact/redactor.js";
 import type { TmuxServer } from "../tmux/server.js";
 import type { TaskRun } from "./task-run.js";

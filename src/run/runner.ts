@@ -1,21 +1,21 @@
 import { existsSync } from "node:fs";
-import { availableParallelism } from "node:os";
 import { mkdir, rm } from "node:fs/promises";
+import { availableParallelism } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import PQueue from "p-queue";
 import pino, { type Logger } from "pino";
+import { secretValuesOf } from "../agent/environment.js";
 import type { Report } from "../contract/report.js";
 import { InputError, TermorchError } from "../errors.js";
 import { writeJsonAtomic } from "../fs/atomic.js";
 import { LogNames } from "../fs/log-names.js";
 import { StatusFiles } from "../fs/status-files.js";
 import { dirtyTrackedFiles, repoInfo, requireGitVersion } from "../git/repo.js";
-import { type RunInput, loadAssignments } from "../input/assignments-file.js";
+import { loadAssignments, type RunInput } from "../input/assignments-file.js";
 import { loadConfig } from "../input/config-file.js";
 import { buildGraph } from "../plan/graph.js";
 import { type Plan, planWaves } from "../plan/waves.js";
 import { Redactor } from "../redact/redactor.js";
-import { secretValuesOf } from "../agent/environment.js";
 import { buildReport, type MergeOutcome, type RunError, skippedMerge } from "../report/build.js";
 import { TmuxServer } from "../tmux/server.js";
 import type { GitRun, RunContext } from "./context.js";
@@ -83,7 +83,11 @@ export async function runAssignments(opts: RunOptions): Promise<RunResult> {
   try {
     const { config } = await loadConfig(opts.configFile, env, cwd);
     input = await loadAssignments(file, config, startedAt);
-    git = await inspectWorkspace(input.workspace, opts.allowDirty ?? false, input.assignments.mode.dry_run || opts.dryRun === true);
+    git = await inspectWorkspace(
+      input.workspace,
+      opts.allowDirty ?? false,
+      input.assignments.mode.dry_run || opts.dryRun === true,
+    );
   } catch (error) {
     if (!(error instanceof TermorchError)) throw error;
     return writeErrorReport(runDir, startedAt, errorOf(error), error.exitCode);
@@ -94,18 +98,33 @@ export async function runAssignments(opts: RunOptions): Promise<RunResult> {
   const plan = planWaves(nodes, graph.order);
   const dryRun = opts.dryRun ?? input.assignments.mode.dry_run;
   const verify = opts.verify ?? input.assignments.mode.verify;
-  const maxParallel = opts.maxParallel ?? input.assignments.environment.resource_limits.max_parallel ?? input.config.defaults.max_parallel ?? availableParallelism();
+  const maxParallel =
+    opts.maxParallel ??
+    input.assignments.environment.resource_limits.max_parallel ??
+    input.config.defaults.max_parallel ??
+    availableParallelism();
   const runId = input.runId;
   const socketName = env.TERMORCH_TMUX_SOCKET || input.config.tmux.socket || "termorch";
   const privateDir = join(runDir, ".termorch", runId);
-  const secrets = secretValuesOf(env, [...input.assignments.environment.env_vars, ...input.assignments.tasks.flatMap((t) => Object.entries(t.env).map(([k, v]) => `${k}=${v}`))], input.config);
+  const secrets = secretValuesOf(
+    env,
+    [
+      ...input.assignments.environment.env_vars,
+      ...input.assignments.tasks.flatMap((t) => Object.entries(t.env).map(([k, v]) => `${k}=${v}`)),
+    ],
+    input.config,
+  );
   const redactor = Redactor.from(input.config.redact, secrets);
   // One controller stops the run: the caller's signal (cancel: exit 130) or --fail-fast.
   const stopper = new AbortController();
   const cancelled = (): boolean => opts.signal?.aborted ?? false;
   if (opts.signal?.aborted) stopper.abort();
   else opts.signal?.addEventListener("abort", () => stopper.abort(), { once: true });
-  const tmux = new TmuxServer({ socket: socketName, historyLimit: input.config.defaults.history_limit, size: input.config.defaults.session_size as `${number}x${number}` });
+  const tmux = new TmuxServer({
+    socket: socketName,
+    historyLimit: input.config.defaults.history_limit,
+    size: input.config.defaults.session_size as `${number}x${number}`,
+  });
 
   const ctx: RunContext = {
     input,
@@ -126,16 +145,23 @@ export async function runAssignments(opts: RunOptions): Promise<RunResult> {
     resolved: new Map(input.tasks.map((r) => [r.task.id, r])),
     verify,
     killGraceMs: input.config.defaults.kill_grace_s * 1000,
-    maxLogBytes: input.assignments.environment.resource_limits.max_log_bytes ?? input.config.defaults.max_log_bytes,
+    maxLogBytes:
+      input.assignments.environment.resource_limits.max_log_bytes ?? input.config.defaults.max_log_bytes,
     processEnv: env,
     signal: stopper.signal,
     log: log.child({ run: runId }),
     now: Date.now,
     onChange: () => opts.onProgress?.([...ctx.tasks.values()], Date.now() - startedAt),
   };
-  for (const task of nodes) ctx.tasks.set(task.id, newTaskRun(task.id, task.agent, task.dependencies, taskArgv(ctx, task.id)));
+  for (const task of nodes)
+    ctx.tasks.set(task.id, newTaskRun(task.id, task.agent, task.dependencies, taskArgv(ctx, task.id)));
 
-  const reportOf = (merge: MergeOutcome, validation: Report["summary"]["validation"], peak: number, error: RunError | null): Report =>
+  const reportOf = (
+    merge: MergeOutcome,
+    validation: Report["summary"]["validation"],
+    peak: number,
+    error: RunError | null,
+  ): Report =>
     ctx.redactor.redactDeep(
       buildReport({
         runId,
@@ -156,7 +182,15 @@ export async function runAssignments(opts: RunOptions): Promise<RunResult> {
       }),
     );
 
-  opts.onStart?.({ runId, runDir, socket: socketName, tasks: nodes.length, waves: plan.waves.length, dryRun, sessionPrefix: `termorch-${runId}-` });
+  opts.onStart?.({
+    runId,
+    runDir,
+    socket: socketName,
+    tasks: nodes.length,
+    waves: plan.waves.length,
+    dryRun,
+    sessionPrefix: `termorch-${runId}-`,
+  });
   if (dryRun) {
     const report = reportOf(skippedMerge("dry run"), "skipped", 0, null);
     return writeReport(runDir, report);
@@ -169,20 +203,34 @@ export async function runAssignments(opts: RunOptions): Promise<RunResult> {
   let internal: RunError | null = null;
   try {
     ctx.socketPath = await tmux.socketPath();
-    peak = await schedule(ctx, plan, { maxParallel, mode: opts.schedule ?? "eager", failFast: opts.failFast ?? false, stop: () => stopper.abort() });
+    peak = await schedule(ctx, plan, {
+      maxParallel,
+      mode: opts.schedule ?? "eager",
+      failFast: opts.failFast ?? false,
+      stop: () => stopper.abort(),
+    });
   } catch (error) {
-    internal = { kind: "internal", message: error instanceof Error ? error.message : String(error), problems: [] };
+    internal = {
+      kind: "internal",
+      message: error instanceof Error ? error.message : String(error),
+      problems: [],
+    };
     ctx.log.error({ err: internal.message }, "run stopped by an internal error");
   }
 
   // The merge stage (DESIGN section 6) decides from here; until then nothing is merged.
   const merge = skippedMerge(
-    !git ? "the workspace is not a git repository: tasks ran in place" : [...ctx.tasks.values()].some((t) => t.state !== "success") ? "not every task succeeded" : "merging is not enabled in this version",
+    !git
+      ? "the workspace is not a git repository: tasks ran in place"
+      : [...ctx.tasks.values()].some((t) => t.state !== "success")
+        ? "not every task succeeded"
+        : "merging is not enabled in this version",
   );
   const report = reportOf(merge, "skipped", peak, internal);
   const result = await writeReport(runDir, report);
   await closeSessions(ctx, opts.sessions ?? "default");
-  if (internal === null && !cancelled()) await rm(join(privateDir, "tasks"), { recursive: true, force: true }).catch(() => {});
+  if (internal === null && !cancelled())
+    await rm(join(privateDir, "tasks"), { recursive: true, force: true }).catch(() => {});
   return result;
 }
 
@@ -192,13 +240,21 @@ async function schedule(
   plan: Plan,
   opts: { maxParallel: number; mode: ScheduleMode; failFast: boolean; stop: () => void },
 ): Promise<number> {
-  const sched = new Schedule(ctx.input.assignments.tasks, { mode: opts.mode, priority: plan.remaining, level: plan.level });
+  const sched = new Schedule(ctx.input.assignments.tasks, {
+    mode: opts.mode,
+    priority: plan.remaining,
+    level: plan.level,
+  });
   const queue = new PQueue({ concurrency: opts.maxParallel });
   let active = 0;
   let peak = 0;
   let stopping = false;
 
-  const skip = async (ids: string[], reason: "dependency_failed" | "cancelled", why: (id: string) => string): Promise<void> => {
+  const skip = async (
+    ids: string[],
+    reason: "dependency_failed" | "cancelled",
+    why: (id: string) => string,
+  ): Promise<void> => {
     for (const id of ids) {
       const t = ctx.tasks.get(id)!;
       t.state = "skipped";
@@ -244,7 +300,11 @@ async function schedule(
           }
           const ok = outcome?.ok ?? false;
           const skipped = sched.complete(id, ok);
-          await skip(skipped, "dependency_failed", (s) => `a dependency failed (${failedDepsOf(ctx, s).join(", ") || id})`);
+          await skip(
+            skipped,
+            "dependency_failed",
+            (s) => `a dependency failed (${failedDepsOf(ctx, s).join(", ") || id})`,
+          );
           if (!ok && opts.failFast) {
             await stop(`--fail-fast: task ${id} failed`);
             opts.stop();
@@ -277,25 +337,39 @@ function failedDepsOf(ctx: RunContext, id: string): string[] {
 /** Successful sessions close once the report is written; failed ones stay for inspection unless --clean. */
 async function closeSessions(ctx: RunContext, policy: "default" | "keep" | "clean"): Promise<void> {
   if (policy !== "keep") {
-    const closing = [...ctx.tasks.values()].filter((t) => t.session && t.attempts > 0 && (policy === "clean" || t.state === "success"));
+    const closing = [...ctx.tasks.values()].filter(
+      (t) => t.session && t.attempts > 0 && (policy === "clean" || t.state === "success"),
+    );
     await Promise.all(closing.map((t) => ctx.tmux.killSession(t.session!).catch(() => {})));
   }
   await ctx.tmux.closeIfIdle().catch(() => {});
 }
 
 /** Refuses what would make the run unsafe before anything starts; returns the git side or null. */
-async function inspectWorkspace(workspace: string, allowDirty: boolean, dryRun: boolean): Promise<GitRun | null> {
+async function inspectWorkspace(
+  workspace: string,
+  allowDirty: boolean,
+  dryRun: boolean,
+): Promise<GitRun | null> {
   const info = await repoInfo(workspace);
   if (!info) return null;
   await requireGitVersion();
   if (info.head === null) {
-    throw new InputError([{ message: `the workspace ${info.root} is a git repository without commits; commit something first (tasks branch off HEAD)` }]);
+    throw new InputError([
+      {
+        message: `the workspace ${info.root} is a git repository without commits; commit something first (tasks branch off HEAD)`,
+      },
+    ]);
   }
   if (!allowDirty && !dryRun) {
     const dirty = await dirtyTrackedFiles(info.root);
     if (dirty.length > 0) {
       throw new InputError(
-        [{ message: `the workspace ${info.root} has uncommitted changes to tracked files: ${dirty.slice(0, 20).join(", ")}${dirty.length > 20 ? ` and ${dirty.length - 20} more` : ""}` }],
+        [
+          {
+            message: `the workspace ${info.root} has uncommitted changes to tracked files: ${dirty.slice(0, 20).join(", ")}${dirty.length > 20 ? ` and ${dirty.length - 20} more` : ""}`,
+          },
+        ],
         "Commit or stash them, or pass --allow-dirty (the merge never overwrites uncommitted work).",
       );
     }
@@ -304,10 +378,19 @@ async function inspectWorkspace(workspace: string, allowDirty: boolean, dryRun: 
 }
 
 function errorOf(error: TermorchError): RunError {
-  return { kind: error.kind, message: error.message, problems: error instanceof InputError ? error.problems : [] };
+  return {
+    kind: error.kind,
+    message: error.message,
+    problems: error instanceof InputError ? error.problems : [],
+  };
 }
 
-async function writeErrorReport(runDir: string, startedAt: number, error: RunError, exitCode: number): Promise<RunResult> {
+async function writeErrorReport(
+  runDir: string,
+  startedAt: number,
+  error: RunError,
+  exitCode: number,
+): Promise<RunResult> {
   // Never create folders for a run that did not start: the report goes only where the run directory exists.
   const writable = existsSync(runDir);
   const report = buildReport({

@@ -42,7 +42,9 @@ export class Schedule {
       if ((this.opts.level.get(id) ?? 0) > barrier) continue;
       if (this.deps.get(id)!.every((d) => this.phase.get(d) === "succeeded")) out.push(id);
     }
-    return out.sort((a, b) => (this.opts.priority.get(b) ?? 0) - (this.opts.priority.get(a) ?? 0) || compareIds(a, b));
+    return out.sort(
+      (a, b) => (this.opts.priority.get(b) ?? 0) - (this.opts.priority.get(a) ?? 0) || compareIds(a, b),
+    );
   }
 
   /** The lowest wave that still has unfinished tasks; later waves wait for it. */

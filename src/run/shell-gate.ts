@@ -61,7 +61,10 @@ export async function runShellGate(opts: {
   const result = await child;
   if (timer) clearTimeout(timer);
   opts.signal?.removeEventListener("abort", onAbort);
-  const cap = (text: string): string => (Buffer.byteLength(text) > opts.maxLogBytes ? `${text.slice(0, opts.maxLogBytes)}\n[termorch: log truncated at ${opts.maxLogBytes} bytes]\n` : text);
+  const cap = (text: string): string =>
+    Buffer.byteLength(text) > opts.maxLogBytes
+      ? `${text.slice(0, opts.maxLogBytes)}\n[termorch: log truncated at ${opts.maxLogBytes} bytes]\n`
+      : text;
   await Promise.all([
     writeFile(opts.stdoutLog, cap(opts.redactor.redact(String(result.stdout ?? ""))), { mode: 0o600 }),
     writeFile(opts.stderrLog, cap(opts.redactor.redact(String(result.stderr ?? ""))), { mode: 0o600 }),

@@ -1,12 +1,12 @@
 import { cp, mkdir, rm, stat, writeFile } from "node:fs/promises";
 import { join, relative } from "node:path";
-import { agentEnvironment } from "../agent/environment.js";
 import { substitute } from "../agent/command.js";
+import { agentEnvironment } from "../agent/environment.js";
 import type { Reason } from "../contract/reason.js";
 import type { Gate } from "../contract/report.js";
 import type { StatusFile } from "../contract/status.js";
 import { findMatches, matchesAny } from "../fs/find-files.js";
-import { commitTaskChanges, changedFiles, diffPatch } from "../git/commit.js";
+import { changedFiles, commitTaskChanges, diffPatch } from "../git/commit.js";
 import { git } from "../git/repo.js";
 import { prepareTaskWorktree } from "../git/worktree.js";
 import { type ExitRecord, launch, type RunningTask } from "../tmux/session.js";
@@ -20,7 +20,10 @@ export interface TaskOutcome {
 }
 
 /** The argv a task runs, with placeholders substituted (also what a dry run reports). */
-export function taskArgv(ctx: Pick<RunContext, "git" | "privateDir" | "input" | "runDir" | "runId" | "resolved">, taskId: string): string[] {
+export function taskArgv(
+  ctx: Pick<RunContext, "git" | "privateDir" | "input" | "runDir" | "runId" | "resolved">,
+  taskId: string,
+): string[] {
   const r = ctx.resolved.get(taskId)!;
   return substitute(r.agent.command, {
     task_id: taskId,
@@ -96,7 +99,12 @@ interface AttemptResult {
   detail?: string;
 }
 
-async function runAttempt(ctx: RunContext, t: TaskRun, cwd: string, artifactsDir: string): Promise<AttemptResult> {
+async function runAttempt(
+  ctx: RunContext,
+  t: TaskRun,
+  cwd: string,
+  artifactsDir: string,
+): Promise<AttemptResult> {
   const r = ctx.resolved.get(t.id)!;
   const stem = ctx.logNames.next(r.task.agent, ctx.now());
   t.logs = { stdout: `logs/${stem}.out`, stderr: `logs/${stem}.err` };
@@ -144,7 +152,8 @@ async function runAttempt(ctx: RunContext, t: TaskRun, cwd: string, artifactsDir
   await setStatus(ctx, t, "running");
   ctx.onChange();
 
-  const timeoutS = r.task.timeout_s ?? r.agent.timeout_s ?? limits.timeout_s ?? ctx.input.config.defaults.timeout_s;
+  const timeoutS =
+    r.task.timeout_s ?? r.agent.timeout_s ?? limits.timeout_s ?? ctx.input.config.defaults.timeout_s;
   let timedOut = false;
   let cancelled = false;
   const timer =
@@ -182,7 +191,10 @@ async function runAttempt(ctx: RunContext, t: TaskRun, cwd: string, artifactsDir
     return { record, reason: "signal" };
   }
   if (record.exit_code !== 0) {
-    t.detail = record.exit_code === 127 ? "exited with code 127 (command not found?)" : `exited with code ${record.exit_code}`;
+    t.detail =
+      record.exit_code === 127
+        ? "exited with code 127 (command not found?)"
+        : `exited with code ${record.exit_code}`;
     return { record, reason: "exit_code" };
   }
   t.detail = null;
@@ -191,8 +203,20 @@ async function runAttempt(ctx: RunContext, t: TaskRun, cwd: string, artifactsDir
 
 function coreGate(exit: AttemptResult): Gate {
   const rec = exit.record;
-  const detail = rec === null ? "never started" : rec.lost ? "session lost" : rec.signal ? `killed by ${rec.signal}` : `exit code ${rec.exit_code}`;
-  return { name: "core", required: true, passed: exit.reason === null, detail: exit.reason === "timeout" ? "timed out" : detail };
+  const detail =
+    rec === null
+      ? "never started"
+      : rec.lost
+        ? "session lost"
+        : rec.signal
+          ? `killed by ${rec.signal}`
+          : `exit code ${rec.exit_code}`;
+  return {
+    name: "core",
+    required: true,
+    passed: exit.reason === null,
+    detail: exit.reason === "timeout" ? "timed out" : detail,
+  };
 }
 
 /** Per-task gates in DESIGN section 7's order, after the core gate passed. Returns the failing reason. */
@@ -203,7 +227,10 @@ async function runGates(ctx: RunContext, t: TaskRun, cwd: string): Promise<Reaso
   const include = ctx.input.assignments.environment.worktree_include;
   if (ctx.git) {
     try {
-      t.commit = await commitTaskChanges(cwd, { message: `termorch: task ${t.id} (agent ${r.task.agent}, run ${ctx.runId})`, exclude: include });
+      t.commit = await commitTaskChanges(cwd, {
+        message: `termorch: task ${t.id} (agent ${r.task.agent}, run ${ctx.runId})`,
+        exclude: include,
+      });
     } catch (error) {
       t.detail = `could not commit its changes: ${ctx.redactor.redact(errorText(error))}`;
       gates.push({ name: "commit", required: true, passed: false, detail: t.detail });
@@ -212,30 +239,65 @@ async function runGates(ctx: RunContext, t: TaskRun, cwd: string): Promise<Reaso
   }
   const failures: string[] = [];
   const required = r.task.success_criteria?.required_artifacts ?? [];
-  if (required.length === 0) gates.push({ name: "required_artifacts", required: false, passed: null, detail: "none required" });
-  else if (!ctx.verify) gates.push({ name: "required_artifacts", required: true, passed: null, detail: "skipped (verify: false)" });
+  if (required.length === 0)
+    gates.push({ name: "required_artifacts", required: false, passed: null, detail: "none required" });
+  else if (!ctx.verify)
+    gates.push({
+      name: "required_artifacts",
+      required: true,
+      passed: null,
+      detail: "skipped (verify: false)",
+    });
   else {
     const missing: string[] = [];
     for (const p of required) if ((await findMatches(cwd, p, include)).length === 0) missing.push(p);
     const passed = missing.length === 0;
-    gates.push({ name: "required_artifacts", required: true, passed, detail: passed ? `present: ${required.join(", ")}` : `missing: ${missing.join(", ")}` });
+    gates.push({
+      name: "required_artifacts",
+      required: true,
+      passed,
+      detail: passed ? `present: ${required.join(", ")}` : `missing: ${missing.join(", ")}`,
+    });
     if (!passed) failures.push(`required artifacts missing: ${missing.join(", ")}`);
   }
 
   const allowed = r.task.allowed_paths;
-  if (!allowed) gates.push({ name: "allowed_paths", required: false, passed: null, detail: "no restriction" });
-  else if (!ctx.git || !t.startCommit || !t.commit) gates.push({ name: "allowed_paths", required: true, passed: null, detail: "skipped: the workspace is not a git repository" });
+  if (!allowed)
+    gates.push({ name: "allowed_paths", required: false, passed: null, detail: "no restriction" });
+  else if (!ctx.git || !t.startCommit || !t.commit)
+    gates.push({
+      name: "allowed_paths",
+      required: true,
+      passed: null,
+      detail: "skipped: the workspace is not a git repository",
+    });
   else {
-    const outside = (await changedFiles(ctx.git.root, t.startCommit, t.commit)).filter((f) => !matchesAny(f, allowed));
+    const outside = (await changedFiles(ctx.git.root, t.startCommit, t.commit)).filter(
+      (f) => !matchesAny(f, allowed),
+    );
     const passed = outside.length === 0;
-    gates.push({ name: "allowed_paths", required: true, passed, detail: passed ? `all changes within ${allowed.join(", ")}` : `changed outside ${allowed.join(", ")}: ${outside.join(", ")}` });
+    gates.push({
+      name: "allowed_paths",
+      required: true,
+      passed,
+      detail: passed
+        ? `all changes within ${allowed.join(", ")}`
+        : `changed outside ${allowed.join(", ")}: ${outside.join(", ")}`,
+    });
     if (!passed) failures.push(`changed files outside allowed_paths: ${outside.join(", ")}`);
   }
 
   const testsCmd = r.task.success_criteria?.tests_cmd;
   if (!testsCmd) gates.push({ name: "tests_cmd", required: false, passed: null, detail: "none given" });
-  else if (!ctx.verify) gates.push({ name: "tests_cmd", required: true, passed: null, detail: "skipped (verify: false)" });
-  else if (failures.length > 0) gates.push({ name: "tests_cmd", required: true, passed: null, detail: "not run: an earlier gate failed" });
+  else if (!ctx.verify)
+    gates.push({ name: "tests_cmd", required: true, passed: null, detail: "skipped (verify: false)" });
+  else if (failures.length > 0)
+    gates.push({
+      name: "tests_cmd",
+      required: true,
+      passed: null,
+      detail: "not run: an earlier gate failed",
+    });
   else {
     const stem = ctx.logNames.next(`tests-${t.id}`, ctx.now());
     const { env } = agentEnvironment({
@@ -243,10 +305,19 @@ async function runGates(ctx: RunContext, t: TaskRun, cwd: string): Promise<Reaso
       envVars: ctx.input.assignments.environment.env_vars,
       agentEnv: r.agent.env,
       taskEnv: r.task.env,
-      termorch: { TERMORCH_RUN_ID: ctx.runId, TERMORCH_TASK_ID: t.id, TERMORCH_WORKSPACE: cwd, TERMORCH_CONTEXT_PATH: r.contextPath, TERMORCH_ARTIFACTS_DIR: join(ctx.runDir, "artifacts", t.id) },
+      termorch: {
+        TERMORCH_RUN_ID: ctx.runId,
+        TERMORCH_TASK_ID: t.id,
+        TERMORCH_WORKSPACE: cwd,
+        TERMORCH_CONTEXT_PATH: r.contextPath,
+        TERMORCH_ARTIFACTS_DIR: join(ctx.runDir, "artifacts", t.id),
+      },
       config: ctx.input.config,
     });
-    const timeoutS = r.task.timeout_s ?? ctx.input.assignments.environment.resource_limits.timeout_s ?? ctx.input.config.defaults.timeout_s;
+    const timeoutS =
+      r.task.timeout_s ??
+      ctx.input.assignments.environment.resource_limits.timeout_s ??
+      ctx.input.config.defaults.timeout_s;
     const result = await runShellGate({
       command: testsCmd,
       cwd,
@@ -260,8 +331,17 @@ async function runGates(ctx: RunContext, t: TaskRun, cwd: string): Promise<Reaso
       signal: ctx.signal,
     });
     const passed = result.exitCode === 0 && !result.timedOut;
-    const how = result.timedOut ? "timed out" : result.signal ? `killed by ${result.signal}` : `exit code ${result.exitCode}`;
-    gates.push({ name: "tests_cmd", required: true, passed, detail: `${how}; output in logs/${stem}.out and logs/${stem}.err` });
+    const how = result.timedOut
+      ? "timed out"
+      : result.signal
+        ? `killed by ${result.signal}`
+        : `exit code ${result.exitCode}`;
+    gates.push({
+      name: "tests_cmd",
+      required: true,
+      passed,
+      detail: `${how}; output in logs/${stem}.out and logs/${stem}.err`,
+    });
     if (!passed) failures.push(`tests_cmd failed (${how}); see logs/${stem}.err`);
   }
   if (failures.length === 0) return null;
@@ -270,7 +350,12 @@ async function runGates(ctx: RunContext, t: TaskRun, cwd: string): Promise<Reaso
 }
 
 /** artifacts/<task>/: what the agent wrote there, changes.patch, copies of required artifacts, handoff.md. */
-async function collectArtifacts(ctx: RunContext, t: TaskRun, cwd: string, artifactsDir: string): Promise<void> {
+async function collectArtifacts(
+  ctx: RunContext,
+  t: TaskRun,
+  cwd: string,
+  artifactsDir: string,
+): Promise<void> {
   try {
     if (ctx.git && t.startCommit && t.commit) {
       const patch = await diffPatch(ctx.git.root, t.startCommit, t.commit);
@@ -280,11 +365,18 @@ async function collectArtifacts(ctx: RunContext, t: TaskRun, cwd: string, artifa
     const r = ctx.resolved.get(t.id)!;
     for (const p of r.task.success_criteria?.required_artifacts ?? []) {
       for (const match of await findMatches(cwd, p, include)) {
-        await cp(join(cwd, match), join(artifactsDir, "files", match), { recursive: true, dereference: false, force: true });
+        await cp(join(cwd, match), join(artifactsDir, "files", match), {
+          recursive: true,
+          dereference: false,
+          force: true,
+        });
       }
     }
     const handoff = join(cwd, "handoff.md");
-    if ((await stat(handoff).catch(() => null))?.isFile() && !(await stat(join(artifactsDir, "handoff.md")).catch(() => null))) {
+    if (
+      (await stat(handoff).catch(() => null))?.isFile() &&
+      !(await stat(join(artifactsDir, "handoff.md")).catch(() => null))
+    ) {
       await cp(handoff, join(artifactsDir, "handoff.md"));
     }
     const files = await onlyFiles(artifactsDir, await findMatches(artifactsDir, "**", []));
@@ -310,7 +402,12 @@ async function resetForRetry(ctx: RunContext, t: TaskRun, cwd: string): Promise<
   t.commit = null;
 }
 
-async function finish(ctx: RunContext, t: TaskRun, reason: Reason | null, record: ExitRecord | null): Promise<TaskOutcome> {
+async function finish(
+  ctx: RunContext,
+  t: TaskRun,
+  reason: Reason | null,
+  record: ExitRecord | null,
+): Promise<TaskOutcome> {
   t.finishedAt = ctx.now();
   t.reason = reason;
   t.state = reason === null ? "success" : "failed";
