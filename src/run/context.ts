@@ -1,3 +1,5 @@
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import type { Logger } from "pino";
 import type { Conflict } from "../contract/report.js";
 import type { LogNames } from "../fs/log-names.js";
@@ -21,7 +23,7 @@ export interface RunContext {
   input: RunInput;
   runId: string;
   runDir: string;
-  /** Private per-run folder (0700): attempt dirs, worktrees. */
+  /** Private per-run folder (0700) in the run directory: attempt dirs. */
   privateDir: string;
   git: GitRun | null;
   tmux: TmuxServer;
@@ -49,9 +51,20 @@ export interface RunContext {
   onChange: () => void;
 }
 
-/** Where a task's worktree lives (deterministic, so a dry run can show the exact argv). */
-export function taskCwd(ctx: Pick<RunContext, "git" | "privateDir" | "input">, taskId: string): string {
-  return ctx.git ? `${ctx.privateDir}/worktrees/${taskId}` : ctx.input.workspace;
+/**
+ * Where a task works: its worktree, or the workspace itself when that is not a repository.
+ * Worktrees live outside both the workspace and the run directory, so a run directory inside
+ * the repository never holds nested checkouts (test runners would find every test twice) and
+ * files an agent writes never land under the run directory. The path is deterministic, so a
+ * dry run can show the exact argv.
+ */
+export function taskCwd(ctx: Pick<RunContext, "git" | "runId" | "input">, taskId: string): string {
+  return ctx.git ? join(worktreesRoot(), ctx.runId, taskId) : ctx.input.workspace;
+}
+
+/** Per-user folder for task worktrees. */
+export function worktreesRoot(): string {
+  return join(tmpdir(), `termorch-${process.getuid?.() ?? "user"}`, "worktrees");
 }
 
 export function taskBranch(runId: string, taskId: string): string {

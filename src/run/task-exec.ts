@@ -21,7 +21,7 @@ export interface TaskOutcome {
 
 /** The argv a task runs, with placeholders substituted (also what a dry run reports). */
 export function taskArgv(
-  ctx: Pick<RunContext, "git" | "privateDir" | "input" | "runDir" | "runId" | "resolved">,
+  ctx: Pick<RunContext, "git" | "input" | "runDir" | "runId" | "resolved">,
   taskId: string,
 ): string[] {
   const r = ctx.resolved.get(taskId)!;
@@ -359,7 +359,7 @@ async function collectArtifacts(
   try {
     if (ctx.git && t.startCommit && t.commit) {
       const patch = await diffPatch(ctx.git.root, t.startCommit, t.commit);
-      await writeFile(join(artifactsDir, "changes.patch"), ctx.redactor.redact(patch), { mode: 0o600 });
+      await writeFile(join(artifactsDir, "changes.patch"), ctx.redactor.redact(patch.toString("utf8")), { mode: 0o600 });
     }
     const include = ctx.input.assignments.environment.worktree_include;
     const r = ctx.resolved.get(t.id)!;

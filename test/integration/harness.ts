@@ -1,0 +1,153 @@
+import { execFileSync } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { execa } from "execa";
+import type { Report } from "../../src/contract/report.js";
+
+export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
+export const BIN = join(ROOT, "bin", "termorch.js");
+export const STEP = join(ROOT, "test", "fixtures", "agents", "step.sh");
+
+/** A unique tmux socket for one test file; `killServer` kills only this one. */
+export function uniqueSocket(tag: string): string {
+  return `termorch-test-${tag}-${process.pid}-${Math.random().toString(36).slice(2, 8)}`;
+}
+
+export function killServer(socket: string): void {
+  try {
+    execFileSync("tmux", ["-L", socket, "kill-server"], { stdio: "ignore", env: { ...process.env, TMUX: "" } });
+  } catch {}
+}
+
+export function tmuxSessions(socket: string): string[] {
+  try {
+    return execFileSync("tmux", ["-L", socket, "list-sessions", "-F", "#{session_name}"], {
+      encoding: "utf8",
+      stdio: ["ignore", "pipe", "ignore"],
+      env: { ...process.env, TMUX: "" },
+    })
+      .split("\n")
+      .filter(Boolean);
+  } catch {
+    return [];
+  }
+}
+
+/** A temp folder holding a git repository `repo/` with one commit, and room for run files. */
+export function makeWorkspace(opts: { git?: boolean } = {}): { dir: string; repo: string; cleanup: () => void } {
+  const dir = mkdtempSync(join(tmpdir(), "termorch-it-"));
+  const repo = join(dir, "repo");
+  mkdirSync(join(repo, "ctx"), { recursive: true });
+  writeFileSync(join(repo, "README.md"), "hello\n");
+  writeFileSync(join(repo, "ctx", "task.md"), "# do the thing\n");
+  if (opts.git !== false) {
+    git(repo, "init", "-q", "-b", "main");
+    git(repo, "add", "-A");
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "init");
+  }
+  return { dir, repo, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+export function git(repo: string, ...args: string[]): string {
+  return execFileSync("git", ["-C", repo, ...args], { encoding: "utf8" });
+}
+
+/** Everything a test can compare to prove the workspace was not touched. */
+export function workspaceSnapshot(repo: string): string {
+  const isGit = existsSync(join(repo, ".git"));
+  const files = listFiles(repo).filter((f) => !f.startsWith(".git/")).join("\n");
+  if (!isGit) return files;
+  return [files, git(repo, "status", "--porcelain", "--ignored"), git(repo, "for-each-ref"), git(repo, "worktree", "list", "--porcelain"), git(repo, "rev-parse", "HEAD")].join("\n---\n");
+}
+
+export function listFiles(dir: string, prefix = ""): string[] {
+  const out: string[] = [];
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const rel = prefix ? `${prefix}/${entry.name}` : entry.name;
+    if (entry.isDirectory()) out.push(`${rel}/`, ...listFiles(join(dir, entry.name), rel));
+    else out.push(rel);
+  }
+  return out.sort();
+}
+
+export interface TaskSpec {
+  id: string;
+  dependencies?: string[];
+  env?: Record<string, string>;
+  [key: string]: unknown;
+}
+
+/** Writes an assignments file whose tasks run the step.sh fixture with the given env. */
+export function writeAssignments(dir: string, tasks: TaskSpec[], extra: Record<string, unknown> = {}, name = "assignments.json"): string {
+  const { environment, ...rest } = extra as { environment?: Record<string, unknown> };
+  const body = {
+    run_id: `t${Math.random().toString(36).slice(2, 8)}`,
+    tasks: tasks.map((t) => ({
+      agent: "step",
+      context_path: "ctx/task.md",
+      command: ["bash", STEP, "{context_path}"],
+      dependencies: [],
+      ...t,
+    })),
+    environment: { workspace_dir: "repo", ...environment },
+    ...rest,
+  };
+  const file = join(dir, name);
+  writeFileSync(file, JSON.stringify(body, null, 2));
+  return file;
+}
+
+export interface CliResult {
+  exitCode: number;
+  stdout: string;
+  stderr: string;
+}
+
+export async function termorch(args: string[], opts: { socket: string; env?: Record<string, string>; cwd?: string; timeoutMs?: number }): Promise<CliResult> {
+  const result = await execa(process.execPath, [BIN, ...args], {
+    reject: false,
+    cwd: opts.cwd ?? ROOT,
+    env: { TERMORCH_TMUX_SOCKET: opts.socket, TMUX: "", TERMORCH_CONFIG: "", ...opts.env },
+    timeout: opts.timeoutMs ?? 120_000,
+  });
+  return { exitCode: result.exitCode ?? -1, stdout: String(result.stdout), stderr: String(result.stderr) };
+}
+
+export function readReport(dir: string): Report {
+  return JSON.parse(readFileSync(join(dir, "execution_report.json"), "utf8")) as Report;
+}
+
+/** Polls a condition with a bounded timeout (for files and states produced by other processes). */
+export async function waitFor<T>(check: () => T | undefined | false | null, timeoutMs = 20_000, what = "condition"): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = check();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+export function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Every file under `dir` whose content contains `needle`. */
+export function filesContaining(dir: string, needle: string): string[] {
+  return listFiles(dir)
+    .filter((f) => !f.endsWith("/"))
+    .filter((f) => {
+      try {
+        return readFileSync(join(dir, f)).includes(needle);
+      } catch {
+        return false;
+      }
+    });
+}
