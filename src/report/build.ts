@@ -68,7 +68,7 @@ export function exitCodeOf(
           : Exit.internal;
   if (input.cancelled) return Exit.interrupted;
   if (input.dryRun) return Exit.ok;
-  if (input.merge.result === "conflict") return Exit.conflict;
+  if (input.merge.result === "conflict" || input.merge.conflicts.length > 0) return Exit.conflict;
   if (input.tasks.some((t) => t.state !== "success")) return Exit.failed;
   if (input.validation === "failed") return Exit.failed;
   if (input.merge.result === "failed" || input.merge.result === "rolled_back") return Exit.failed;

@@ -41,6 +41,7 @@ export interface RunContext {
   depConflicts: Conflict[];
   resolved: Map<string, ResolvedTask>;
   verify: boolean;
+  keepBranches: boolean;
   killGraceMs: number;
   maxLogBytes: number;
   processEnv: Readonly<Record<string, string | undefined>>;

@@ -20,7 +20,8 @@ import { buildReport, type MergeOutcome, type RunError, skippedMerge } from "../
 import { TmuxServer } from "../tmux/server.js";
 import type { GitRun, RunContext } from "./context.js";
 import { Schedule, type ScheduleMode } from "./schedule.js";
-import { executeTask, setStatus, taskArgv } from "./task-exec.js";
+import { type MergeStageResult, mergeStage } from "./merge-stage.js";
+import { errorText, executeTask, setStatus, taskArgv } from "./task-exec.js";
 import { newTaskRun, type TaskRun } from "./task-run.js";
 
 export interface RunOptions {
@@ -144,6 +145,7 @@ export async function runAssignments(opts: RunOptions): Promise<RunResult> {
     depConflicts: [],
     resolved: new Map(input.tasks.map((r) => [r.task.id, r])),
     verify,
+    keepBranches: opts.keepBranches ?? false,
     killGraceMs: input.config.defaults.kill_grace_s * 1000,
     maxLogBytes:
       input.assignments.environment.resource_limits.max_log_bytes ?? input.config.defaults.max_log_bytes,
@@ -218,15 +220,16 @@ export async function runAssignments(opts: RunOptions): Promise<RunResult> {
     ctx.log.error({ err: internal.message }, "run stopped by an internal error");
   }
 
-  // The merge stage (DESIGN section 6) decides from here; until then nothing is merged.
-  const merge = skippedMerge(
-    !git
-      ? "the workspace is not a git repository: tasks ran in place"
-      : [...ctx.tasks.values()].some((t) => t.state !== "success")
-        ? "not every task succeeded"
-        : "merging is not enabled in this version",
-  );
-  const report = reportOf(merge, "skipped", peak, internal);
+  let stage: MergeStageResult = { merge: skippedMerge("the run stopped before the merge"), validation: "skipped" };
+  if (internal === null) {
+    try {
+      stage = await mergeStage(ctx, graph.order);
+    } catch (error) {
+      internal = { kind: "internal", message: `merge failed: ${errorText(error)}`, problems: [] };
+      stage = { merge: { ...skippedMerge(internal.message), result: "failed" }, validation: "skipped" };
+    }
+  }
+  const report = reportOf(stage.merge, stage.validation, peak, internal);
   const result = await writeReport(runDir, report);
   await closeSessions(ctx, opts.sessions ?? "default");
   if (internal === null && !cancelled())
