@@ -42,6 +42,8 @@ export interface RunContext {
   resolved: Map<string, ResolvedTask>;
   verify: boolean;
   keepBranches: boolean;
+  /** Fault injection for tests of the rollback path ($TERMORCH_FAULT=after-ref-update). */
+  fault: string | null;
   killGraceMs: number;
   maxLogBytes: number;
   processEnv: Readonly<Record<string, string | undefined>>;

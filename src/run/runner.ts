@@ -19,8 +19,8 @@ import { Redactor } from "../redact/redactor.js";
 import { buildReport, type MergeOutcome, type RunError, skippedMerge } from "../report/build.js";
 import { TmuxServer } from "../tmux/server.js";
 import type { GitRun, RunContext } from "./context.js";
-import { Schedule, type ScheduleMode } from "./schedule.js";
 import { type MergeStageResult, mergeStage } from "./merge-stage.js";
+import { Schedule, type ScheduleMode } from "./schedule.js";
 import { errorText, executeTask, setStatus, taskArgv } from "./task-exec.js";
 import { newTaskRun, type TaskRun } from "./task-run.js";
 
@@ -146,6 +146,7 @@ export async function runAssignments(opts: RunOptions): Promise<RunResult> {
     resolved: new Map(input.tasks.map((r) => [r.task.id, r])),
     verify,
     keepBranches: opts.keepBranches ?? false,
+    fault: env.TERMORCH_FAULT || null,
     killGraceMs: input.config.defaults.kill_grace_s * 1000,
     maxLogBytes:
       input.assignments.environment.resource_limits.max_log_bytes ?? input.config.defaults.max_log_bytes,
@@ -220,7 +221,10 @@ export async function runAssignments(opts: RunOptions): Promise<RunResult> {
     ctx.log.error({ err: internal.message }, "run stopped by an internal error");
   }
 
-  let stage: MergeStageResult = { merge: skippedMerge("the run stopped before the merge"), validation: "skipped" };
+  let stage: MergeStageResult = {
+    merge: skippedMerge("the run stopped before the merge"),
+    validation: "skipped",
+  };
   if (internal === null) {
     try {
       stage = await mergeStage(ctx, graph.order);

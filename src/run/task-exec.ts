@@ -359,7 +359,9 @@ async function collectArtifacts(
   try {
     if (ctx.git && t.startCommit && t.commit) {
       const patch = await diffPatch(ctx.git.root, t.startCommit, t.commit);
-      await writeFile(join(artifactsDir, "changes.patch"), ctx.redactor.redact(patch.toString("utf8")), { mode: 0o600 });
+      await writeFile(join(artifactsDir, "changes.patch"), ctx.redactor.redact(patch.toString("utf8")), {
+        mode: 0o600,
+      });
     }
     const include = ctx.input.assignments.environment.worktree_include;
     const r = ctx.resolved.get(t.id)!;
