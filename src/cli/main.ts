@@ -59,6 +59,7 @@ export async function main(
     .option("--clean", "close every tmux session after the report, failed ones too")
     .option("--keep-branches", "keep task branches and worktrees after a successful merge")
     .option("--allow-dirty", "run even if tracked files have uncommitted changes")
+    .option("--wait", "wait for another run on the same workspace to finish instead of exiting 4")
     .option("--json", "print the report on stdout")
     .option("--debug", "verbose logs and stack traces")
     .action(async (file: string, o: RunFlags) => {
@@ -116,6 +117,7 @@ interface RunFlags {
   clean?: boolean;
   keepBranches?: boolean;
   allowDirty?: boolean;
+  wait?: boolean;
   json?: boolean;
   debug?: boolean;
 }
@@ -161,6 +163,7 @@ async function runCommand(file: string, o: RunFlags, io: Io): Promise<number> {
       sessions: o.keepSessions ? "keep" : o.clean ? "clean" : "default",
       keepBranches: o.keepBranches ?? false,
       allowDirty: o.allowDirty ?? false,
+      wait: o.wait ?? false,
       signal: controller.signal,
       env: io.env,
       cwd: io.cwd,

@@ -8,6 +8,7 @@ import { secretValuesOf } from "../agent/environment.js";
 import type { Report } from "../contract/report.js";
 import { InputError, TermorchError } from "../errors.js";
 import { writeJsonAtomic } from "../fs/atomic.js";
+import { acquireLock } from "../fs/lock.js";
 import { LogNames } from "../fs/log-names.js";
 import { StatusFiles } from "../fs/status-files.js";
 import { dirtyTrackedFiles, repoInfo, requireGitVersion } from "../git/repo.js";
@@ -40,6 +41,8 @@ export interface RunOptions {
   sessions?: "default" | "keep" | "clean";
   keepBranches?: boolean;
   allowDirty?: boolean;
+  /** Wait for another run's workspace lock instead of failing with exit 4. */
+  wait?: boolean;
   /** Aborting cancels the run: running sessions are ended, the report is still written. */
   signal?: AbortSignal;
   env?: Readonly<Record<string, string | undefined>>;
@@ -199,46 +202,58 @@ export async function runAssignments(opts: RunOptions): Promise<RunResult> {
     return writeReport(runDir, report);
   }
 
-  await Promise.all(["logs", "status", "artifacts"].map((d) => mkdir(join(runDir, d), { recursive: true })));
-  await mkdir(privateDir, { recursive: true, mode: 0o700 });
-  await ctx.status.clear(ctx.tasks.keys());
-  let peak = 0;
-  let internal: RunError | null = null;
+  // Two runs never work on one workspace at once (exit 4, or wait with --wait).
+  const lock = await acquireLock(
+    input.workspace,
+    { run_id: runId, run_dir: runDir },
+    { wait: opts.wait ?? false, ...(opts.signal ? { signal: opts.signal } : {}) },
+  );
   try {
-    ctx.socketPath = await tmux.socketPath();
-    peak = await schedule(ctx, plan, {
-      maxParallel,
-      mode: opts.schedule ?? "eager",
-      failFast: opts.failFast ?? false,
-      stop: () => stopper.abort(),
-    });
-  } catch (error) {
-    internal = {
-      kind: "internal",
-      message: error instanceof Error ? error.message : String(error),
-      problems: [],
-    };
-    ctx.log.error({ err: internal.message }, "run stopped by an internal error");
-  }
-
-  let stage: MergeStageResult = {
-    merge: skippedMerge("the run stopped before the merge"),
-    validation: "skipped",
-  };
-  if (internal === null) {
+    await Promise.all(
+      ["logs", "status", "artifacts"].map((d) => mkdir(join(runDir, d), { recursive: true })),
+    );
+    await mkdir(privateDir, { recursive: true, mode: 0o700 });
+    await ctx.status.clear(ctx.tasks.keys());
+    let peak = 0;
+    let internal: RunError | null = null;
     try {
-      stage = await mergeStage(ctx, graph.order);
+      ctx.socketPath = await tmux.socketPath();
+      peak = await schedule(ctx, plan, {
+        maxParallel,
+        mode: opts.schedule ?? "eager",
+        failFast: opts.failFast ?? false,
+        stop: () => stopper.abort(),
+      });
     } catch (error) {
-      internal = { kind: "internal", message: `merge failed: ${errorText(error)}`, problems: [] };
-      stage = { merge: { ...skippedMerge(internal.message), result: "failed" }, validation: "skipped" };
+      internal = {
+        kind: "internal",
+        message: error instanceof Error ? error.message : String(error),
+        problems: [],
+      };
+      ctx.log.error({ err: internal.message }, "run stopped by an internal error");
     }
+
+    let stage: MergeStageResult = {
+      merge: skippedMerge("the run stopped before the merge"),
+      validation: "skipped",
+    };
+    if (internal === null) {
+      try {
+        stage = await mergeStage(ctx, graph.order);
+      } catch (error) {
+        internal = { kind: "internal", message: `merge failed: ${errorText(error)}`, problems: [] };
+        stage = { merge: { ...skippedMerge(internal.message), result: "failed" }, validation: "skipped" };
+      }
+    }
+    const report = reportOf(stage.merge, stage.validation, peak, internal);
+    const result = await writeReport(runDir, report);
+    await closeSessions(ctx, opts.sessions ?? "default");
+    if (internal === null && !cancelled())
+      await rm(join(privateDir, "tasks"), { recursive: true, force: true }).catch(() => {});
+    return result;
+  } finally {
+    await lock.release();
   }
-  const report = reportOf(stage.merge, stage.validation, peak, internal);
-  const result = await writeReport(runDir, report);
-  await closeSessions(ctx, opts.sessions ?? "default");
-  if (internal === null && !cancelled())
-    await rm(join(privateDir, "tasks"), { recursive: true, force: true }).catch(() => {});
-  return result;
 }
 
 /** Runs the schedule to its end through a p-queue bounded by max_parallel; returns the peak parallelism. */

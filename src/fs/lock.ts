@@ -1,0 +1,136 @@
+import { createHash, randomBytes } from "node:crypto";
+import { readFileSync, realpathSync } from "node:fs";
+import { link, mkdir, open, readFile, rename, rm } from "node:fs/promises";
+import { hostname, tmpdir } from "node:os";
+import { join } from "node:path";
+import { LockedError } from "../errors.js";
+
+/** Who holds a workspace lock. */
+export interface LockHolder {
+  pid: number;
+  /** Start time of the process (clock ticks since boot), so a recycled pid is not mistaken for the holder. */
+  pid_start: string | null;
+  host: string;
+  run_id: string;
+  run_dir: string;
+  acquired_at: string;
+}
+
+export interface WorkspaceLock {
+  path: string;
+  release(): Promise<void>;
+}
+
+/** Per-user folder of workspace locks; outside the workspace so taking a lock writes nothing into it. */
+export function locksDir(): string {
+  return join(tmpdir(), `termorch-${process.getuid?.() ?? "user"}`, "locks");
+}
+
+export function lockPathFor(workspace: string): string {
+  const key = createHash("sha256").update(realpathSync(workspace)).digest("hex").slice(0, 32);
+  return join(locksDir(), `${key}.lock`);
+}
+
+/**
+ * Takes the workspace's lock: an exclusively created file naming the holder. A lock whose
+ * holder process is gone is stale and is taken over by renaming it away first, so two
+ * processes racing for a stale lock cannot both win.
+ */
+export async function acquireLock(
+  workspace: string,
+  holder: Omit<LockHolder, "pid" | "pid_start" | "host" | "acquired_at">,
+  opts: { wait?: boolean; signal?: AbortSignal; pollMs?: number } = {},
+): Promise<WorkspaceLock> {
+  const path = lockPathFor(workspace);
+  await mkdir(locksDir(), { recursive: true, mode: 0o700 });
+  const me: LockHolder = {
+    pid: process.pid,
+    pid_start: processStart(process.pid),
+    host: hostname(),
+    acquired_at: new Date().toISOString(),
+    ...holder,
+  };
+  for (;;) {
+    try {
+      const handle = await open(path, "wx", 0o600);
+      await handle.writeFile(`${JSON.stringify(me)}\n`);
+      await handle.close();
+      return { path, release: () => releaseLock(path, me) };
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
+    }
+    const current = await readHolder(path);
+    if (current === undefined) continue; // Released between our attempt and the read.
+    if (current === null || isStale(current)) {
+      await removeStale(path, current);
+      continue;
+    }
+    if (!opts.wait) {
+      throw new LockedError(
+        `workspace ${workspace} is locked by run ${current.run_id} (pid ${current.pid} on ${current.host}, since ${current.acquired_at}, run directory ${current.run_dir}); wait for it to finish, pass --wait, or cancel it`,
+      );
+    }
+    if (opts.signal?.aborted) throw new LockedError(`gave up waiting for the lock of ${workspace}`);
+    await new Promise((r) => setTimeout(r, opts.pollMs ?? 250));
+  }
+}
+
+/**
+ * Moves a stale lock aside atomically (only one contender's rename succeeds). If what was moved
+ * turns out to be a fresh lock another contender took meanwhile, it is linked back: link()
+ * never replaces an existing file.
+ */
+async function removeStale(path: string, seen: LockHolder | null): Promise<void> {
+  const aside = `${path}.stale-${randomBytes(4).toString("hex")}`;
+  try {
+    await rename(path, aside);
+  } catch {
+    return;
+  }
+  const moved = await readHolder(aside);
+  const same =
+    seen === null ? moved === null : moved?.pid === seen.pid && moved.acquired_at === seen.acquired_at;
+  if (!same) await link(aside, path).catch(() => {});
+  await rm(aside, { force: true });
+}
+
+async function releaseLock(path: string, me: LockHolder): Promise<void> {
+  const current = await readHolder(path);
+  if (current && current.pid === me.pid && current.run_id === me.run_id) await rm(path, { force: true });
+}
+
+/** undefined: no lock file; null: unreadable (a holder died mid-write, or garbage). */
+async function readHolder(path: string): Promise<LockHolder | null | undefined> {
+  let text: string;
+  try {
+    text = await readFile(path, "utf8");
+  } catch {
+    return undefined;
+  }
+  try {
+    return JSON.parse(text) as LockHolder;
+  } catch {
+    // A holder writes its line right after creating the file; give an empty file a moment.
+    return text === "" ? await new Promise((r) => setTimeout(() => r(readHolder(path)), 50)) : null;
+  }
+}
+
+function isStale(h: LockHolder): boolean {
+  if (h.host !== hostname()) return false;
+  try {
+    process.kill(h.pid, 0);
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "ESRCH";
+  }
+  return h.pid_start !== null && processStart(h.pid) !== h.pid_start;
+}
+
+/** Field 22 of /proc/<pid>/stat: the process start time; null where /proc is not available. */
+function processStart(pid: number): string | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19] ?? null;
+  } catch {
+    return null;
+  }
+}
