@@ -1,3 +1,4 @@
+import { existsSync } from "node:fs";
 import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
 import pino from "pino";
 import { jsonSchemaOf, type SchemaName, schemas } from "../contract/json-schema.js";
@@ -5,6 +6,7 @@ import type { Report } from "../contract/report.js";
 import { ExitCode, InputError, TermorchError } from "../errors.js";
 import { loadAssignments } from "../input/assignments-file.js";
 import { loadConfig } from "../input/config-file.js";
+import { verifyLedger } from "../ledger/ledger.js";
 import { buildGraph } from "../plan/graph.js";
 import { planWaves } from "../plan/waves.js";
 import { runAssignments, type StartInfo } from "../run/runner.js";
@@ -86,6 +88,29 @@ export async function main(
         io.stdout.write(`${input.file}: valid, ${input.tasks.length} tasks in ${plan.waves.length} waves\n`);
         for (const [i, w] of plan.waves.entries()) io.stdout.write(`  wave ${i + 1}: ${w.join(", ")}\n`);
         io.stdout.write(`  critical path: ${plan.criticalPath.join(" -> ")}\n`);
+      }
+    });
+
+  program
+    .command("verify-ledger")
+    .description("check the hash chain of a run's events.jsonl; exit 1 naming the first broken line")
+    .argument("<run-dir>", "run directory (or the events.jsonl file itself)")
+    .action(async (dir: string) => {
+      const path = dir.endsWith(".jsonl")
+        ? resolvePath(io.cwd, dir)
+        : `${resolvePath(io.cwd, dir)}/events.jsonl`;
+      if (!existsSync(path))
+        throw new InputError(
+          [{ file: path, message: "no ledger here (events.jsonl not found)" }],
+          "Pass a run directory of a run that started.",
+        );
+      const check = await verifyLedger(path);
+      if (check.ok) io.stdout.write(`${path}: intact, ${check.events} events\n`);
+      else {
+        io.stderr.write(
+          `${path}: broken at line ${check.line}${check.seq === null ? "" : ` (seq ${check.seq})`}: ${check.problem}\n`,
+        );
+        code = ExitCode.failed;
       }
     });
 

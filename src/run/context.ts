@@ -5,6 +5,7 @@ import type { Conflict } from "../contract/report.js";
 import type { LogNames } from "../fs/log-names.js";
 import type { StatusFiles } from "../fs/status-files.js";
 import type { ResolvedTask, RunInput } from "../input/assignments-file.js";
+import type { Ledger } from "../ledger/ledger.js";
 import type { Redactor } from "../redact/redactor.js";
 import type { TmuxServer } from "../tmux/server.js";
 import type { TaskRun } from "./task-run.js";
@@ -35,6 +36,8 @@ export interface RunContext {
   /** Redaction pattern sources handed to the in-pane wrapper. */
   redactSources: string[];
   tasks: Map<string, TaskRun>;
+  /** events.jsonl: every decision, hash-chained. */
+  ledger: Ledger;
   /** Tasks whose agent is live right now. */
   running: Set<string>;
   /** Conflicts between a task's dependencies, found before it was launched. */

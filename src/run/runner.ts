@@ -14,6 +14,7 @@ import { StatusFiles } from "../fs/status-files.js";
 import { dirtyTrackedFiles, repoInfo, requireGitVersion } from "../git/repo.js";
 import { loadAssignments, type RunInput } from "../input/assignments-file.js";
 import { loadConfig } from "../input/config-file.js";
+import { Ledger } from "../ledger/ledger.js";
 import { buildGraph } from "../plan/graph.js";
 import { type Plan, planWaves } from "../plan/waves.js";
 import { Redactor } from "../redact/redactor.js";
@@ -130,7 +131,10 @@ export async function runAssignments(opts: RunOptions): Promise<RunResult> {
     size: input.config.defaults.session_size as `${number}x${number}`,
   });
 
+  // Opening reads only; the file appears with the first event, so a dry run writes none.
+  const ledger = await Ledger.open(join(runDir, "events.jsonl"), redactor);
   const ctx: RunContext = {
+    ledger,
     input,
     runId,
     runDir,
@@ -209,6 +213,21 @@ export async function runAssignments(opts: RunOptions): Promise<RunResult> {
     { wait: opts.wait ?? false, ...(opts.signal ? { signal: opts.signal } : {}) },
   );
   try {
+    await ledger.append("run.accepted", {
+      run_id: runId,
+      assignments: file,
+      workspace: input.workspace,
+      tasks: nodes.map((t) => ({ id: t.id, agent: t.agent, dependencies: t.dependencies })),
+      base_commit: git?.baseCommit ?? null,
+      target: git?.targetRef ?? null,
+    });
+    await ledger.append("run.planned", {
+      waves: plan.waves,
+      critical_path: plan.criticalPath,
+      max_parallel: maxParallel,
+      schedule: opts.schedule ?? "eager",
+      argv: Object.fromEntries([...ctx.tasks.values()].map((t) => [t.id, t.argv])),
+    });
     await Promise.all(
       ["logs", "status", "artifacts"].map((d) => mkdir(join(runDir, d), { recursive: true })),
     );
@@ -245,7 +264,13 @@ export async function runAssignments(opts: RunOptions): Promise<RunResult> {
         stage = { merge: { ...skippedMerge(internal.message), result: "failed" }, validation: "skipped" };
       }
     }
+    await ledger.append(`merge.${stage.merge.result}`, { ...stage.merge, validation: stage.validation });
     const report = reportOf(stage.merge, stage.validation, peak, internal);
+    await ledger.append("report.written", {
+      exit_code: report.exit_code,
+      completed: report.summary.completed,
+      failed_tasks: report.summary.failed_tasks,
+    });
     const result = await writeReport(runDir, report);
     await closeSessions(ctx, opts.sessions ?? "default");
     if (internal === null && !cancelled())

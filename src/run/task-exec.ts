@@ -66,6 +66,11 @@ export async function executeTask(ctx: RunContext, taskId: string): Promise<Task
       return finish(ctx, t, "launch_error", null);
     }
     t.startCommit = prepared.startCommit;
+    await ctx.ledger.append(
+      "task.worktree",
+      { branch: t.branch, start_commit: t.startCommit, path: cwd },
+      taskId,
+    );
   }
   await rm(artifactsDir, { recursive: true, force: true });
   await mkdir(artifactsDir, { recursive: true });
@@ -88,6 +93,7 @@ export async function executeTask(ctx: RunContext, taskId: string): Promise<Task
       return finish(ctx, t, reason, exit.record);
     }
     ctx.log.info({ task: taskId, attempt: t.attempts, reason }, "task failed; retrying in a fresh session");
+    await ctx.ledger.append("task.retrying", { attempt: t.attempts, reason, detail: t.detail }, taskId);
     await ctx.tmux.killSession(t.session);
   }
 }
@@ -149,6 +155,11 @@ async function runAttempt(
     return { record: null, reason: "launch_error" };
   }
   ctx.running.add(t.id);
+  await ctx.ledger.append(
+    "task.launched",
+    { attempt: t.attempts, session: t.session, argv: t.argv, cwd, logs: t.logs },
+    t.id,
+  );
   await setStatus(ctx, t, "running");
   ctx.onChange();
 
@@ -170,6 +181,7 @@ async function runAttempt(
   if (ctx.signal.aborted) onAbort();
   else ctx.signal.addEventListener("abort", onAbort, { once: true });
   const record = await running.exited;
+  await ctx.ledger.append("task.exited", { attempt: t.attempts, ...record }, t.id);
   if (timer) clearTimeout(timer);
   ctx.signal.removeEventListener("abort", onAbort);
   ctx.running.delete(t.id);
@@ -436,8 +448,15 @@ export function statusOf(ctx: RunContext, t: TaskRun, state: StatusFile["state"]
   };
 }
 
+/** Every state change goes to the status file and the ledger together. */
 export async function setStatus(ctx: RunContext, t: TaskRun, state: StatusFile["state"]): Promise<void> {
-  await ctx.status.set(statusOf(ctx, t, state));
+  const status = statusOf(ctx, t, state);
+  await ctx.ledger.append(
+    `task.${state}`,
+    { ...status, gates: state === "running" ? [] : t.gates, branch: t.branch, commit: t.commit },
+    t.id,
+  );
+  await ctx.status.set(status);
 }
 
 export function errorText(error: unknown): string {

@@ -1,0 +1,113 @@
+import { createHash } from "node:crypto";
+import { open, readFile } from "node:fs/promises";
+import { z } from "zod";
+import type { Redactor } from "../redact/redactor.js";
+import { canonicalJson } from "./canonical.js";
+
+export const LEDGER_SCHEMA_VERSION = 1;
+/** `prev` of the first event. */
+export const GENESIS = "0".repeat(64);
+
+/** One line of events.jsonl. */
+export const LedgerEvent = z.strictObject({
+  schema_version: z.literal(LEDGER_SCHEMA_VERSION),
+  seq: z.number().int().min(0),
+  ts: z.string(),
+  type: z.string().min(1),
+  task_id: z.string().optional(),
+  data: z.record(z.string(), z.unknown()),
+  prev: z.string().regex(/^[0-9a-f]{64}$/),
+  hash: z.string().regex(/^[0-9a-f]{64}$/),
+});
+export type LedgerEvent = z.infer<typeof LedgerEvent>;
+
+/** SHA-256 over prev + the canonical line without its hash. */
+export function hashOf(event: Omit<LedgerEvent, "hash">): string {
+  return createHash("sha256").update(event.prev).update(canonicalJson(event)).digest("hex");
+}
+
+/**
+ * The run's append-only, hash-chained record of decisions (DESIGN section 10). Each event is
+ * one write() of one line to a file opened O_APPEND, so a crash leaves at most a torn last
+ * line, which verification reports. Appends are serialised through one promise chain.
+ */
+export class Ledger {
+  private seq = 0;
+  private prev = GENESIS;
+  private tail: Promise<unknown> = Promise.resolve();
+
+  private constructor(
+    readonly path: string,
+    private readonly redactor: Redactor,
+    private readonly now: () => Date,
+  ) {}
+
+  /** Opens (or creates) a ledger, continuing an existing chain. */
+  static async open(path: string, redactor: Redactor, now: () => Date = () => new Date()): Promise<Ledger> {
+    const ledger = new Ledger(path, redactor, now);
+    const text = await readFile(path, "utf8").catch(() => "");
+    const lines = text.split("\n").filter(Boolean);
+    const last = lines.at(-1);
+    if (last) {
+      const event = LedgerEvent.parse(JSON.parse(last));
+      ledger.seq = event.seq + 1;
+      ledger.prev = event.hash;
+    }
+    return ledger;
+  }
+
+  append(type: string, data: Record<string, unknown> = {}, taskId?: string): Promise<LedgerEvent> {
+    const next = this.tail.then(async () => {
+      const body: Omit<LedgerEvent, "hash"> = {
+        schema_version: LEDGER_SCHEMA_VERSION,
+        seq: this.seq,
+        ts: this.now().toISOString(),
+        type,
+        ...(taskId === undefined ? {} : { task_id: taskId }),
+        data: this.redactor.redactDeep(data),
+        prev: this.prev,
+      };
+      const event: LedgerEvent = { ...body, hash: hashOf(body) };
+      const handle = await open(this.path, "a", 0o600);
+      try {
+        await handle.write(`${canonicalJson(event)}\n`);
+      } finally {
+        await handle.close();
+      }
+      this.seq += 1;
+      this.prev = event.hash;
+      return event;
+    });
+    this.tail = next.catch(() => {});
+    return next;
+  }
+}
+
+export type LedgerCheck = { ok: true; events: number } | { ok: false; line: number; seq: number | null; problem: string };
+
+/** Checks the whole chain; on failure names the first broken line (1-based) and its seq. */
+export async function verifyLedger(path: string): Promise<LedgerCheck> {
+  const text = await readFile(path, "utf8");
+  const lines = text.split("\n");
+  if (lines.at(-1) === "") lines.pop();
+  let prev = GENESIS;
+  for (const [i, line] of lines.entries()) {
+    const fail = (problem: string, seq: number | null = null): LedgerCheck => ({ ok: false, line: i + 1, seq, problem });
+    let raw: unknown;
+    try {
+      raw = JSON.parse(line);
+    } catch {
+      return fail("not valid JSON (torn or edited line)");
+    }
+    const parsed = LedgerEvent.safeParse(raw);
+    const seq = typeof (raw as { seq?: unknown })?.seq === "number" ? (raw as { seq: number }).seq : null;
+    if (!parsed.success) return fail(`not a ledger event: ${parsed.error.issues[0]?.message ?? "invalid"}`, seq);
+    const event = parsed.data;
+    if (event.seq !== i) return fail(`seq ${event.seq} where ${i} was expected (a line was removed or reordered)`, event.seq);
+    if (event.prev !== prev) return fail("prev does not match the previous line's hash", event.seq);
+    const { hash, ...body } = event;
+    if (hashOf(body) !== hash) return fail("hash does not match the line's content (the line was altered)", event.seq);
+    prev = hash;
+  }
+  return { ok: true, events: lines.length };
+}
