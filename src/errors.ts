@@ -34,7 +34,9 @@ export interface InputProblem {
 }
 
 export function formatProblem(p: InputProblem): string {
-  const where = [p.file, p.field && `field ${p.field}`, p.task && `task ${p.task}`].filter(Boolean).join(", ");
+  const where = [p.file, p.field && `field ${p.field}`, p.task && `task ${p.task}`]
+    .filter(Boolean)
+    .join(", ");
   return where ? `${where}: ${p.message}` : p.message;
 }
 

@@ -1,5 +1,5 @@
 import { existsSync } from "node:fs";
-import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
+import { Argument, Command, CommanderError, InvalidArgumentError, Option } from "commander";
 import pino from "pino";
 import { jsonSchemaOf, type SchemaName, schemas } from "../contract/json-schema.js";
 import type { Report } from "../contract/report.js";
@@ -117,7 +117,9 @@ export async function main(
   program
     .command("schema")
     .description("print the JSON Schema of a termorch file format")
-    .addArgument(new Option("<name>").choices(Object.keys(schemas)) as never)
+    .addArgument(
+      new Argument("<name>", "report | assignments | config | status").choices(Object.keys(schemas)),
+    )
     .action((name: SchemaName) => {
       io.stdout.write(`${JSON.stringify(jsonSchemaOf(name), null, 2)}\n`);
     });
@@ -232,8 +234,7 @@ function summary(report: Report, path: string | null): string {
       `termorch: ${report.error.kind === "invalid_input" ? "invalid input" : report.error.kind}:`,
       ...report.error.message.split("\n").map((l) => `  ${l}`),
     );
-    if (report.exit_code === ExitCode.invalid)
-      lines.push("  Nothing was started. Fix the input and run again.");
+    if (report.error.hint) lines.push(`  ${report.error.hint}`);
   } else if (report.dry_run) {
     lines.push(
       `termorch: dry run of ${report.run_id}: ${report.tasks.length} tasks in ${report.waves.length} waves`,

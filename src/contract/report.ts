@@ -89,6 +89,8 @@ export const Report = z.strictObject({
     .strictObject({
       kind: z.string(),
       message: z.string(),
+      /** What to do about it. */
+      hint: z.string().nullable(),
       problems: z.array(
         z.strictObject({
           file: z.string().optional(),

@@ -30,6 +30,7 @@ export function skippedMerge(reason: string): MergeOutcome {
 export interface RunError {
   kind: string;
   message: string;
+  hint: string | null;
   problems: InputProblem[];
 }
 

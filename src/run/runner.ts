@@ -6,12 +6,12 @@ import PQueue from "p-queue";
 import pino, { type Logger } from "pino";
 import { secretValuesOf } from "../agent/environment.js";
 import type { Report } from "../contract/report.js";
-import { InputError, TermorchError } from "../errors.js";
+import { InputError, LockedError, TermorchError } from "../errors.js";
 import { writeJsonAtomic } from "../fs/atomic.js";
-import { acquireLock } from "../fs/lock.js";
+import { acquireLock, type WorkspaceLock } from "../fs/lock.js";
 import { LogNames } from "../fs/log-names.js";
 import { StatusFiles } from "../fs/status-files.js";
-import { dirtyTrackedFiles, repoInfo, requireGitVersion } from "../git/repo.js";
+import { dirtyTrackedFiles, git as gitCmd, repoInfo, requireGitVersion } from "../git/repo.js";
 import { loadAssignments, type RunInput } from "../input/assignments-file.js";
 import { loadConfig } from "../input/config-file.js";
 import { Ledger } from "../ledger/ledger.js";
@@ -20,7 +20,7 @@ import { type Plan, planWaves } from "../plan/waves.js";
 import { Redactor } from "../redact/redactor.js";
 import { buildReport, type MergeOutcome, type RunError, skippedMerge } from "../report/build.js";
 import { TmuxServer } from "../tmux/server.js";
-import type { GitRun, RunContext } from "./context.js";
+import { type GitRun, type RunContext, worktreesRoot } from "./context.js";
 import { type MergeStageResult, mergeStage } from "./merge-stage.js";
 import { Schedule, type ScheduleMode } from "./schedule.js";
 import { errorText, executeTask, setStatus, taskArgv } from "./task-exec.js";
@@ -85,19 +85,47 @@ export async function runAssignments(opts: RunOptions): Promise<RunResult> {
 
   let input: RunInput;
   let git: GitRun | null = null;
+  let lock: WorkspaceLock | null = null;
   try {
     const { config } = await loadConfig(opts.configFile, env, cwd);
     input = await loadAssignments(file, config, startedAt);
-    git = await inspectWorkspace(
-      input.workspace,
-      opts.allowDirty ?? false,
-      input.assignments.mode.dry_run || opts.dryRun === true,
-    );
+    const dryRun = opts.dryRun ?? input.assignments.mode.dry_run;
+    // Two runs never work on one workspace at once (exit 4, or wait with --wait). The workspace
+    // is inspected once the lock is held, so a run that waited starts from the current HEAD.
+    if (!dryRun) {
+      lock = await acquireLock(
+        input.workspace,
+        { run_id: input.runId, run_dir: runDir },
+        { wait: opts.wait ?? false, ...(opts.signal ? { signal: opts.signal } : {}) },
+      );
+    }
+    git = await inspectWorkspace(input.workspace, opts.allowDirty ?? false, dryRun);
   } catch (error) {
-    if (!(error instanceof TermorchError)) throw error;
+    await lock?.release();
+    // A locked workspace writes nothing: the run directory may be the holder's.
+    if (!(error instanceof TermorchError) || error instanceof LockedError) throw error;
     return writeErrorReport(runDir, startedAt, errorOf(error), error.exitCode);
   }
+  try {
+    return await runLocked(opts, { input, git, file, runDir, startedAt, env, log });
+  } finally {
+    await lock?.release();
+  }
+}
 
+async function runLocked(
+  opts: RunOptions,
+  s: {
+    input: RunInput;
+    git: GitRun | null;
+    file: string;
+    runDir: string;
+    startedAt: number;
+    env: Readonly<Record<string, string | undefined>>;
+    log: Logger;
+  },
+): Promise<RunResult> {
+  const { input, git, file, runDir, startedAt, env, log } = s;
   const nodes = input.assignments.tasks;
   const graph = buildGraph(nodes);
   const plan = planWaves(nodes, graph.order);
@@ -108,9 +136,8 @@ export async function runAssignments(opts: RunOptions): Promise<RunResult> {
     input.assignments.environment.resource_limits.max_parallel ??
     input.config.defaults.max_parallel ??
     availableParallelism();
-  const runId = input.runId;
   const socketName = env.TERMORCH_TMUX_SOCKET || input.config.tmux.socket || "termorch";
-  const privateDir = join(runDir, ".termorch", runId);
+
   const secrets = secretValuesOf(
     env,
     [
@@ -130,6 +157,10 @@ export async function runAssignments(opts: RunOptions): Promise<RunResult> {
     historyLimit: input.config.defaults.history_limit,
     size: input.config.defaults.session_size as `${number}x${number}`,
   });
+  // Branches, worktrees and sessions are named by run id: a re-run of the same file must not
+  // collide with what an earlier run kept for inspection, so it gets a suffix.
+  const runId = dryRun ? input.runId : await freshRunId(input.runId, git, tmux);
+  const privateDir = join(runDir, ".termorch", runId);
 
   // Opening reads only; the file appears with the first event, so a dry run writes none.
   const ledger = await Ledger.open(join(runDir, "events.jsonl"), redactor);
@@ -206,78 +237,92 @@ export async function runAssignments(opts: RunOptions): Promise<RunResult> {
     return writeReport(runDir, report);
   }
 
-  // Two runs never work on one workspace at once (exit 4, or wait with --wait).
-  const lock = await acquireLock(
-    input.workspace,
-    { run_id: runId, run_dir: runDir },
-    { wait: opts.wait ?? false, ...(opts.signal ? { signal: opts.signal } : {}) },
-  );
+  await ledger.append("run.accepted", {
+    run_id: runId,
+    assignments: file,
+    workspace: input.workspace,
+    tasks: nodes.map((t) => ({ id: t.id, agent: t.agent, dependencies: t.dependencies })),
+    base_commit: git?.baseCommit ?? null,
+    target: git?.targetRef ?? null,
+  });
+  await ledger.append("run.planned", {
+    waves: plan.waves,
+    critical_path: plan.criticalPath,
+    max_parallel: maxParallel,
+    schedule: opts.schedule ?? "eager",
+    argv: Object.fromEntries([...ctx.tasks.values()].map((t) => [t.id, t.argv])),
+  });
+  await Promise.all(["logs", "status", "artifacts"].map((d) => mkdir(join(runDir, d), { recursive: true })));
+  await mkdir(privateDir, { recursive: true, mode: 0o700 });
+  await ctx.status.clear(ctx.tasks.keys());
+  let peak = 0;
+  let internal: RunError | null = null;
   try {
-    await ledger.append("run.accepted", {
-      run_id: runId,
-      assignments: file,
-      workspace: input.workspace,
-      tasks: nodes.map((t) => ({ id: t.id, agent: t.agent, dependencies: t.dependencies })),
-      base_commit: git?.baseCommit ?? null,
-      target: git?.targetRef ?? null,
+    ctx.socketPath = await tmux.socketPath();
+    peak = await schedule(ctx, plan, {
+      maxParallel,
+      mode: opts.schedule ?? "eager",
+      failFast: opts.failFast ?? false,
+      stop: () => stopper.abort(),
     });
-    await ledger.append("run.planned", {
-      waves: plan.waves,
-      critical_path: plan.criticalPath,
-      max_parallel: maxParallel,
-      schedule: opts.schedule ?? "eager",
-      argv: Object.fromEntries([...ctx.tasks.values()].map((t) => [t.id, t.argv])),
-    });
-    await Promise.all(
-      ["logs", "status", "artifacts"].map((d) => mkdir(join(runDir, d), { recursive: true })),
-    );
-    await mkdir(privateDir, { recursive: true, mode: 0o700 });
-    await ctx.status.clear(ctx.tasks.keys());
-    let peak = 0;
-    let internal: RunError | null = null;
+  } catch (error) {
+    internal = {
+      kind: "internal",
+      message: error instanceof Error ? error.message : String(error),
+      hint: "Run again with --debug for details; the report lists what finished.",
+      problems: [],
+    };
+    ctx.log.error({ err: internal.message }, "run stopped by an internal error");
+  }
+
+  let stage: MergeStageResult = {
+    merge: skippedMerge("the run stopped before the merge"),
+    validation: "skipped",
+  };
+  if (internal === null) {
     try {
-      ctx.socketPath = await tmux.socketPath();
-      peak = await schedule(ctx, plan, {
-        maxParallel,
-        mode: opts.schedule ?? "eager",
-        failFast: opts.failFast ?? false,
-        stop: () => stopper.abort(),
-      });
+      stage = await mergeStage(ctx, graph.order);
     } catch (error) {
       internal = {
         kind: "internal",
-        message: error instanceof Error ? error.message : String(error),
+        message: `merge failed: ${errorText(error)}`,
+        hint: null,
         problems: [],
       };
-      ctx.log.error({ err: internal.message }, "run stopped by an internal error");
+      stage = { merge: { ...skippedMerge(internal.message), result: "failed" }, validation: "skipped" };
     }
+  }
+  await ledger.append(`merge.${stage.merge.result}`, { ...stage.merge, validation: stage.validation });
+  const report = reportOf(stage.merge, stage.validation, peak, internal);
+  await ledger.append("report.written", {
+    exit_code: report.exit_code,
+    completed: report.summary.completed,
+    failed_tasks: report.summary.failed_tasks,
+  });
+  const result = await writeReport(runDir, report);
+  await closeSessions(ctx, opts.sessions ?? "default");
+  if (internal === null && !cancelled())
+    await rm(join(privateDir, "tasks"), { recursive: true, force: true }).catch(() => {});
+  return result;
+}
 
-    let stage: MergeStageResult = {
-      merge: skippedMerge("the run stopped before the merge"),
-      validation: "skipped",
-    };
-    if (internal === null) {
-      try {
-        stage = await mergeStage(ctx, graph.order);
-      } catch (error) {
-        internal = { kind: "internal", message: `merge failed: ${errorText(error)}`, problems: [] };
-        stage = { merge: { ...skippedMerge(internal.message), result: "failed" }, validation: "skipped" };
-      }
+/** The run id, or the first `<id>-<n>` that no branch, worktree folder or tmux session uses yet. */
+async function freshRunId(id: string, repo: GitRun | null, tmux: TmuxServer): Promise<string> {
+  const live = new Set((await tmux.listPanes()).map((p) => p.run));
+  for (let n = 1; ; n++) {
+    const suffix = n === 1 ? "" : `-${n}`;
+    const candidate = `${id.slice(0, 64 - suffix.length)}${suffix}`;
+    if (live.has(candidate) || existsSync(join(worktreesRoot(), candidate))) continue;
+    if (repo) {
+      const refs = await gitCmd(repo.root, [
+        "for-each-ref",
+        "--count=1",
+        "--format=%(refname)",
+        `refs/heads/termorch/${candidate}/`,
+      ]);
+      if (refs.stdout.trim()) continue;
     }
-    await ledger.append(`merge.${stage.merge.result}`, { ...stage.merge, validation: stage.validation });
-    const report = reportOf(stage.merge, stage.validation, peak, internal);
-    await ledger.append("report.written", {
-      exit_code: report.exit_code,
-      completed: report.summary.completed,
-      failed_tasks: report.summary.failed_tasks,
-    });
-    const result = await writeReport(runDir, report);
-    await closeSessions(ctx, opts.sessions ?? "default");
-    if (internal === null && !cancelled())
-      await rm(join(privateDir, "tasks"), { recursive: true, force: true }).catch(() => {});
-    return result;
-  } finally {
-    await lock.release();
+    return candidate;
   }
 }
 
@@ -319,11 +364,12 @@ async function schedule(
   };
 
   let failure: unknown = null;
+  const inflight = new Set<Promise<void>>();
   const release = (): void => {
     if (stopping) return;
     for (const id of sched.ready()) {
       sched.start(id);
-      void queue
+      const chain: Promise<void> = queue
         .add(
           async () => {
             if (stopping) return { ok: false, cancelled: true };
@@ -361,14 +407,17 @@ async function schedule(
         .catch((error: unknown) => {
           failure ??= error;
           void stop("internal error");
-        });
+        })
+        .finally(() => inflight.delete(chain));
+      inflight.add(chain);
     }
   };
   const onAbort = (): void => void stop("the run was cancelled before it started");
   ctx.signal.addEventListener("abort", onAbort, { once: true });
   release();
-  // Completion handlers may enqueue more work, so wait until the queue stays empty.
-  while (queue.size > 0 || queue.pending > 0) await queue.onIdle();
+  // Wait for every task *and* its completion handler (which skips dependents and releases more
+  // work): the queue alone goes idle before the handler of its last task has run.
+  while (inflight.size > 0) await Promise.all([...inflight]);
   ctx.signal.removeEventListener("abort", onAbort);
   if (failure) throw failure;
   return peak;
@@ -428,6 +477,7 @@ function errorOf(error: TermorchError): RunError {
   return {
     kind: error.kind,
     message: error.message,
+    hint: error instanceof InputError ? error.hint : null,
     problems: error instanceof InputError ? error.problems : [],
   };
 }

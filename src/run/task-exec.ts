@@ -371,9 +371,9 @@ async function collectArtifacts(
   try {
     if (ctx.git && t.startCommit && t.commit) {
       const patch = await diffPatch(ctx.git.root, t.startCommit, t.commit);
-      await writeFile(join(artifactsDir, "changes.patch"), ctx.redactor.redact(patch.toString("utf8")), {
-        mode: 0o600,
-      });
+      // latin1 maps bytes 1:1, so redaction keeps binary patches byte-exact.
+      const redacted = Buffer.from(ctx.redactor.redact(patch.toString("latin1")), "latin1");
+      await writeFile(join(artifactsDir, "changes.patch"), redacted, { mode: 0o600 });
     }
     const include = ctx.input.assignments.environment.worktree_include;
     const r = ctx.resolved.get(t.id)!;

@@ -135,7 +135,7 @@ describe("invalid input: exit 2, a clear message, nothing started", () => {
     const result = await termorch(["validate", file], { socket });
     expect(result.exitCode).toBe(2);
     expect(result.stderr).toMatch(/dependency cycle: A -> B -> A/);
-    expect(listFiles(ws.dir).filter((f) => !f.startsWith("repo/"))).toEqual(["assignments.json", "repo/"]);
+    expect(listFiles(ws.dir).filter((f) => !f.startsWith("repo/") && f !== "repo/")).toEqual(["assignments.json"]);
   });
 
   it("rejects bad usage with exit 2", async () => {
@@ -165,7 +165,7 @@ describe("dry run and validate", () => {
     expect(report.tasks[0]!.argv).toEqual(["bash", STEP, join(ws.repo, "ctx", "task.md"), "A", report.run_id, "x;y", "$HOME"]);
     expect(workspaceSnapshot(ws.repo)).toBe(before);
     expect(tmuxSessions(socket)).toEqual([]);
-    expect(listFiles(ws.dir).filter((f) => !f.startsWith("repo/"))).toEqual(["assignments.json", "execution_report.json", "repo/"]);
+    expect(listFiles(ws.dir).filter((f) => !f.startsWith("repo/") && f !== "repo/")).toEqual(["assignments.json", "execution_report.json"]);
   });
 
   it("validate prints the waves", async () => {

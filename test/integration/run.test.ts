@@ -162,7 +162,7 @@ describe("termorch run", () => {
     const status = StatusFile.parse(JSON.parse(await waitFor(() => existsSync(statusPath) && readFileSync(statusPath, "utf8"), 20_000, "live.running")));
     expect(status.session).toMatch(/^termorch-.+-live$/);
     const pane = await waitFor(() => {
-      const text = execFileSync("tmux", ["-S", status.socket_path, "capture-pane", "-p", "-t", `=${status.session}`], { encoding: "utf8", env: { ...process.env, TMUX: "" } });
+      const text = execFileSync("tmux", ["-S", status.socket_path, "capture-pane", "-p", "-t", `=${status.session}:`], { encoding: "utf8", env: { ...process.env, TMUX: "" } });
       return text.includes("visible-in-the-pane") && text;
     }, 10_000, "the agent's output in the pane");
     expect(pane).toContain("visible-in-the-pane");

@@ -1,0 +1,199 @@
+import { lstat, rm } from "node:fs/promises";
+import path from "node:path";
+import { GitError } from "./errors.js";
+import { branchRef, git, requireCommit } from "./repo.js";
+import { listWorktrees } from "./worktree.js";
+
+/** What advanceTarget needs. */
+export interface AdvanceTargetOptions {
+  /** The target branch, e.g. `refs/heads/main` (a short name is taken as a branch). */
+  ref: string;
+  /** Where the target was when the run started; the update happens only if it is still there. */
+  expectedOld: string;
+  /** The integration commit to move it to. */
+  newCommit: string;
+  /** Reflog message. */
+  message?: string;
+  /** Test seams: a throw from either makes advanceTarget roll back. */
+  hooks?: {
+    /** Called right after the ref moved, before the work tree is updated. */
+    afterRefUpdate?: () => unknown;
+    /** Called after the work tree (if the target is checked out) was updated. */
+    afterWorktreeUpdate?: () => unknown;
+  };
+}
+
+/** Outcome of advanceTarget. */
+export type AdvanceResult =
+  /** The ref (and the work tree where it is checked out) now stand at `new`. */
+  | { status: "advanced"; ref: string; old: string; new: string; worktree: string | null }
+  /** The ref is no longer at `expected`; nothing changed. Merge onto `current` and try again. */
+  | { status: "moved"; ref: string; expected: string; current: string | null }
+  /** The user's uncommitted changes or untracked files would be overwritten; nothing changed. */
+  | { status: "blocked"; ref: string; worktree: string; detail: string }
+  /** Something failed after the ref moved; ref, index and work tree are back at `old`. */
+  | { status: "rolled_back"; ref: string; old: string; detail: string }
+  /** Something failed and the rollback could not complete either; `detail` says what is left where. */
+  | { status: "rollback_failed"; ref: string; old: string; new: string; detail: string };
+
+type Phase = "ref" | "worktree-failed" | "worktree-done";
+
+/**
+ * Moves the target branch from `expectedOld` to `newCommit` with a compare-and-swap
+ * (`git update-ref <ref> <new> <old>`). Where the branch is checked out, the index and work
+ * tree follow with a two-tree merge (`git read-tree -m -u old new`), which keeps the user's
+ * uncommitted changes to files the update does not touch and refuses to overwrite any other;
+ * that is tried first without writing (`-n`), so a refusal changes nothing. If anything fails
+ * after the ref moved, ref, index and work tree are restored to `expectedOld`.
+ */
+export async function advanceTarget(repo: string, o: AdvanceTargetOptions): Promise<AdvanceResult> {
+  const ref = branchRef(o.ref);
+  const newCommit = await requireCommit(repo, o.newCommit);
+  const old = await requireCommit(repo, o.expectedOld);
+  const current = await refValue(repo, ref);
+  if (current !== old) return { status: "moved", ref, expected: old, current };
+  const wt =
+    (await listWorktrees(repo)).find((w) => w.branch === ref && !w.bare && !w.prunable)?.path ?? null;
+  if (newCommit === old) return { status: "advanced", ref, old, new: newCommit, worktree: wt };
+
+  if (wt !== null) {
+    // Stale stat information would make read-tree see "changes" in files that are clean.
+    await git(wt, ["update-index", "-q", "--refresh"], { allowExit: [0, 1] });
+    const dry = await git(wt, ["read-tree", "-m", "-u", "-n", old, newCommit], { allowExit: [0, 128] });
+    if (dry.exitCode !== 0) {
+      return {
+        status: "blocked",
+        ref,
+        worktree: wt,
+        detail: `updating ${wt} would overwrite uncommitted changes or untracked files (${dry.stderr.trim()}); commit, stash or move them and merge again`,
+      };
+    }
+  }
+
+  const upd = await git(repo, ["update-ref", "-m", o.message ?? "termorch: merge run", ref, newCommit, old], {
+    allowExit: [0, 1, 128],
+  });
+  if (upd.exitCode !== 0) {
+    const now = await refValue(repo, ref);
+    if (now !== old) return { status: "moved", ref, expected: old, current: now };
+    throw new GitError(`cannot update ${ref}: ${upd.stderr.trim()}`, { cwd: repo, stderr: upd.stderr });
+  }
+
+  let phase: Phase = "ref";
+  try {
+    await o.hooks?.afterRefUpdate?.();
+    if (wt !== null) {
+      phase = "worktree-failed";
+      await git(wt, ["read-tree", "-m", "-u", old, newCommit]);
+      phase = "worktree-done";
+      await o.hooks?.afterWorktreeUpdate?.();
+    }
+  } catch (err) {
+    return rollback(repo, {
+      ref,
+      old,
+      newCommit,
+      wt,
+      phase,
+      cause: err instanceof Error ? err.message : String(err),
+    });
+  }
+  return { status: "advanced", ref, old, new: newCommit, worktree: wt };
+}
+
+async function refValue(repo: string, ref: string): Promise<string | null> {
+  const r = await git(repo, ["rev-parse", "-q", "--verify", ref], { allowExit: [0, 1] });
+  return r.exitCode === 0 ? r.stdout.trim() : null;
+}
+
+interface RollbackState {
+  ref: string;
+  old: string;
+  newCommit: string;
+  wt: string | null;
+  phase: Phase;
+  cause: string;
+}
+
+async function rollback(repo: string, s: RollbackState): Promise<AdvanceResult> {
+  const left: string[] = [];
+  if (s.wt !== null && s.phase !== "ref") {
+    let restored = false;
+    if (s.phase === "worktree-done") {
+      // The exact inverse of the update, with the same refusal to clobber anything the user
+      // changed in between.
+      const back = await git(s.wt, ["read-tree", "-m", "-u", s.newCommit, s.old], { allowExit: [0, 128] });
+      restored = back.exitCode === 0;
+    }
+    if (!restored) restored = await restorePaths(s.wt, s.old, s.newCommit).catch(() => false);
+    if (!restored) left.push(`the index and work tree of ${s.wt} could not be restored to ${s.old}`);
+  }
+  const back = await git(repo, ["update-ref", "-m", "termorch: roll back", s.ref, s.old, s.newCommit], {
+    allowExit: [0, 1, 128],
+  });
+  if (back.exitCode !== 0) left.push(`${s.ref} could not be reset to ${s.old}: ${back.stderr.trim()}`);
+  if (left.length > 0) {
+    return {
+      status: "rollback_failed",
+      ref: s.ref,
+      old: s.old,
+      new: s.newCommit,
+      detail: `advancing ${s.ref} failed (${s.cause}) and the rollback did not complete: ${left.join("; ")}`,
+    };
+  }
+  return {
+    status: "rolled_back",
+    ref: s.ref,
+    old: s.old,
+    detail: `advancing ${s.ref} failed (${s.cause}); ${s.ref}, its index and work tree are back at ${s.old}`,
+  };
+}
+
+/**
+ * Puts back to `old` exactly what the update wrote: in the index, every path that differs
+ * between `old` and `next`; in the work tree, only files whose content is `next`'s (the update
+ * wrote or removed them). Anything else at those paths (a file the user created meanwhile,
+ * which is what made the update fail) is left alone. Sound because the dry run proved the
+ * paths had no local changes before the update.
+ */
+async function restorePaths(wt: string, old: string, next: string): Promise<boolean> {
+  const diff = await git(wt, ["diff-tree", "-r", "-z", "--no-renames", old, next]);
+  const t = diff.stdout.split("\0");
+  const changes: { path: string; oldBlob: string | null; newBlob: string | null }[] = [];
+  for (let i = 0; i + 1 < t.length; i += 2) {
+    // `:<old mode> <new mode> <old sha> <new sha> <status>` then the path.
+    const fields = (t[i] ?? "").split(" ");
+    const p = t[i + 1];
+    if (fields.length < 5 || p === undefined) break;
+    const blob = (sha: string | undefined) => (sha === undefined || /^0+$/.test(sha) ? null : sha);
+    changes.push({ path: p, oldBlob: blob(fields[2]), newBlob: blob(fields[3]) });
+  }
+  if (changes.length === 0) return true;
+  const literal = { GIT_LITERAL_PATHSPECS: "1" };
+  const list = (paths: string[]) => `${paths.join("\0")}\0`;
+  await git(wt, ["reset", "-q", old, "--pathspec-from-file=-", "--pathspec-file-nul"], {
+    input: list(changes.map((c) => c.path)),
+    env: literal,
+    allowExit: [0, 1],
+  });
+  const toCheckout: string[] = [];
+  for (const c of changes) {
+    const file = path.join(wt, c.path);
+    const present = (await lstat(file).catch(() => null)) !== null;
+    if (!present) {
+      if (c.newBlob === null && c.oldBlob !== null) toCheckout.push(c.path);
+      continue;
+    }
+    const blob = (await git(wt, ["hash-object", "--path", c.path, "--", file])).stdout.trim();
+    if (blob !== c.newBlob) continue;
+    if (c.oldBlob === null) await rm(file, { force: true });
+    else toCheckout.push(c.path);
+  }
+  if (toCheckout.length > 0) {
+    await git(wt, ["checkout", old, "--pathspec-from-file=-", "--pathspec-file-nul"], {
+      input: list(toCheckout),
+      env: literal,
+    });
+  }
+  return true;
+}

@@ -1,0 +1,175 @@
+import type { Conflict } from "../contract/report.js";
+import {
+  type ConflictKind,
+  conflictKind,
+  isConflictMessage,
+  type MergeTreeResult,
+  mergeTree,
+} from "./merge-tree.js";
+import { commitTree, git, treeOf } from "./repo.js";
+
+/** A task's commit to merge. */
+export interface FoldItem {
+  task: string;
+  commit: string;
+  /**
+   * Commit the task started from; its own changes are counted from here when naming the
+   * tasks of a conflict. Default: the fold's base.
+   */
+  start?: string;
+}
+
+/** Result of folding items, in order, into one in-memory merge. */
+export interface FoldResult {
+  /** A commit whose tree is the merge of everything merged; `start` itself when nothing merged. */
+  commit: string;
+  tree: string;
+  /** Items merged cleanly, in order. */
+  merged: FoldItem[];
+  /** Items left out because they conflicted, in order. */
+  skipped: FoldItem[];
+  conflicts: Conflict[];
+}
+
+/** One conflict git reported: its kind and the paths it involves (both sides of a rename). */
+export interface ConflictUnit {
+  kind: ConflictKind;
+  paths: string[];
+}
+
+/** The conflicts of a merge-tree result, one per CONFLICT message, plus conflicted paths no message named. */
+export function conflictUnits(r: MergeTreeResult): ConflictUnit[] {
+  const units: ConflictUnit[] = [];
+  const covered = new Set<string>();
+  for (const m of r.messages) {
+    if (!isConflictMessage(m) || m.paths.length === 0) continue;
+    units.push({ kind: conflictKind(m), paths: m.paths });
+    for (const p of m.paths) covered.add(p);
+  }
+  for (const p of r.conflicted) if (!covered.has(p)) units.push({ kind: "content", paths: [p] });
+  return units;
+}
+
+/**
+ * Merges `items` one after the other onto `start`, in memory (`merge-tree --write-tree`).
+ * git 2.38/2.39 merge-tree only merges commits, so each clean step becomes an unreferenced
+ * commit (parents: the merge so far and the item), which also gives the next step the right
+ * merge base; nothing but objects is written.
+ * A conflicting item is left out and the fold goes on, so every conflict is reported.
+ */
+export async function foldMerge(
+  repo: string,
+  start: string,
+  items: readonly FoldItem[],
+  opts: { base: string },
+): Promise<FoldResult> {
+  let acc = start;
+  let accTree: string | null = null;
+  const merged: FoldItem[] = [];
+  const skipped: FoldItem[] = [];
+  const conflicts: Conflict[] = [];
+  const reported = new Set<string>();
+  const changes = new ChangeCache(repo, opts.base);
+  for (const item of items) {
+    if (item.commit === acc) {
+      merged.push(item);
+      continue;
+    }
+    const r = await mergeTree(repo, acc, item.commit);
+    if (r.clean) {
+      acc = await commitTree(repo, r.tree, [acc, item.commit], `termorch: in-memory merge of ${item.task}`);
+      accTree = r.tree;
+      merged.push(item);
+      continue;
+    }
+    for (const c of await describeConflicts(repo, item, r, merged, skipped, changes)) {
+      const key = `${[...c.tasks].sort().join("\0")}\n${c.files.join("\0")}`;
+      if (reported.has(key)) continue;
+      reported.add(key);
+      conflicts.push(c);
+    }
+    skipped.push(item);
+  }
+  return { commit: acc, tree: accTree ?? (await treeOf(repo, acc)), merged, skipped, conflicts };
+}
+
+/**
+ * Turns one conflicting step into Conflicts grouped by the tasks involved: on the merged side,
+ * earlier tasks whose own changes touch a conflicted path; on the incoming side, the item and
+ * any earlier conflicting item it contains (a dependent of a task that conflicted brings that
+ * task's changes along; blaming the dependent would point the user at the wrong task).
+ */
+async function describeConflicts(
+  repo: string,
+  item: FoldItem,
+  r: MergeTreeResult,
+  merged: readonly FoldItem[],
+  skipped: readonly FoldItem[],
+  changes: ChangeCache,
+): Promise<Conflict[]> {
+  const units = conflictUnits(r);
+  const carried: FoldItem[] = [];
+  for (const s of skipped) if (await isAncestor(repo, s.commit, item.commit)) carried.push(s);
+
+  const groups = new Map<string, { ours: string[]; theirs: string[]; files: Set<string>; parts: string[] }>();
+  for (const u of units) {
+    const ours = await changes.touching(merged, u.paths);
+    const theirs = await changes.touching(carried, u.paths);
+    if (theirs.length === 0 || (await changes.touching([item], u.paths)).length > 0) theirs.push(item.task);
+    const key = `${ours.join("\0")}\n${theirs.join("\0")}`;
+    let g = groups.get(key);
+    if (!g) {
+      g = { ours, theirs, files: new Set(), parts: [] };
+      groups.set(key, g);
+    }
+    for (const p of u.paths) g.files.add(p);
+    g.parts.push(`${u.kind} in ${u.paths.join(" <- ")}`);
+  }
+  return [...groups.values()].map((g) => ({
+    tasks: [...new Set([...g.ours, ...g.theirs])],
+    files: [...g.files].sort(),
+    detail: `${g.theirs.join(", ")} conflicts with ${g.ours.length ? g.ours.join(", ") : "the changes merged before it"}: ${g.parts.join("; ")}`,
+  }));
+}
+
+async function isAncestor(repo: string, ancestor: string, descendant: string): Promise<boolean> {
+  const r = await git(repo, ["merge-base", "--is-ancestor", ancestor, descendant], { allowExit: [0, 1] });
+  return r.exitCode === 0;
+}
+
+/** Paths each task changed itself (both sides of a rename), computed once per task. */
+export class ChangeCache {
+  private readonly cache = new Map<string, Promise<Set<string>>>();
+  constructor(
+    private readonly repo: string,
+    private readonly base: string,
+  ) {}
+
+  /** The paths `item` changed since its start (or the base). */
+  of(item: FoldItem): Promise<Set<string>> {
+    const from = item.start ?? this.base;
+    const key = `${from}..${item.commit}`;
+    let p = this.cache.get(key);
+    if (!p) {
+      p = changedPathSet(this.repo, from, item.commit);
+      this.cache.set(key, p);
+    }
+    return p;
+  }
+
+  /** Tasks among `items` (in their order) that changed any of `paths`. */
+  async touching(items: readonly FoldItem[], paths: readonly string[]): Promise<string[]> {
+    const out: string[] = [];
+    for (const it of items) {
+      const set = await this.of(it);
+      if (paths.some((p) => set.has(p))) out.push(it.task);
+    }
+    return out;
+  }
+}
+
+/** Every path that differs between two commits; a rename counts as its deletion and addition. */
+export async function changedPathSet(repo: string, from: string, to: string): Promise<Set<string>> {
+  const r = await git(repo, ["diff-tree", "-r", "-z", "--name-only", "--no-renames", from, to]);
+  return new Set(r.stdout.split("\0").filter((p) => p !== ""));
+}

@@ -1,0 +1,316 @@
+import { stat } from "node:fs/promises";
+import { setTimeout as delay } from "node:timers/promises";
+import { execa } from "execa";
+import { GitError, GitVersionError } from "./errors.js";
+
+/** Name and address on every commit termorch itself creates. */
+export const TERMORCH_IDENTITY = { name: "termorch", email: "termorch@localhost" } as const;
+
+/** `merge-tree --write-tree` (in-memory merges with structured conflict messages) arrived in git 2.38. */
+export const MIN_GIT_VERSION = { major: 2, minor: 38 } as const;
+
+/** Options of one git invocation. */
+export interface GitOptions {
+  /** Bytes or text fed to git's stdin. */
+  input?: string | Uint8Array;
+  /** Exit codes that are answers (e.g. 1 from `merge-base --is-ancestor`) rather than failures; default [0]. */
+  allowExit?: readonly number[];
+  /** Extra environment for this call only. */
+  env?: Readonly<Record<string, string>>;
+  /** Retry when another git process holds a lock file (default true). */
+  retryOnLock?: boolean;
+}
+
+/** What a git invocation printed; stdout is raw (not trimmed), so `-z` output stays intact. */
+export interface GitResult {
+  stdout: string;
+  stderr: string;
+  exitCode: number;
+}
+
+/** Like GitResult, with stdout as bytes (patches, blobs). */
+export interface GitBufferResult {
+  stdout: Buffer;
+  stderr: string;
+  exitCode: number;
+}
+
+// Configuration forced on every call. Hooks are off because termorch's own checkouts and
+// commits must not run the user's pre-commit/post-checkout tooling (slow, interactive, or
+// failing in a half-prepared worktree); signing is off because it could prompt for a passphrase.
+const CONFIG_ARGS = [
+  "-c",
+  "core.hooksPath=/dev/null",
+  "-c",
+  "commit.gpgSign=false",
+  "-c",
+  "color.ui=false",
+  "-c",
+  "core.pager=cat",
+];
+
+// Deterministic and non-interactive: English messages (merge-tree's are parsed), no prompt,
+// no pager or editor, no opportunistic index refresh (read-only queries must not write the
+// user's index). Variables that redirect git to another repository are removed: termorch may
+// itself be started from a git hook, where GIT_DIR and GIT_INDEX_FILE are set.
+const ENV: Record<string, string | undefined> = {
+  LC_ALL: "C",
+  LANGUAGE: undefined,
+  GIT_TERMINAL_PROMPT: "0",
+  GIT_PAGER: "cat",
+  PAGER: "cat",
+  GIT_EDITOR: "true",
+  GIT_SEQUENCE_EDITOR: "true",
+  GIT_OPTIONAL_LOCKS: "0",
+  GIT_AUTHOR_NAME: TERMORCH_IDENTITY.name,
+  GIT_AUTHOR_EMAIL: TERMORCH_IDENTITY.email,
+  GIT_COMMITTER_NAME: TERMORCH_IDENTITY.name,
+  GIT_COMMITTER_EMAIL: TERMORCH_IDENTITY.email,
+  GIT_AUTHOR_DATE: undefined,
+  GIT_COMMITTER_DATE: undefined,
+  GIT_DIR: undefined,
+  GIT_WORK_TREE: undefined,
+  GIT_INDEX_FILE: undefined,
+  GIT_OBJECT_DIRECTORY: undefined,
+  GIT_ALTERNATE_OBJECT_DIRECTORIES: undefined,
+  GIT_COMMON_DIR: undefined,
+  GIT_NAMESPACE: undefined,
+  GIT_PREFIX: undefined,
+};
+
+const LOCK_CONTENTION =
+  /Unable to create '[^']*\.lock': File exists|\.lock': File exists|Another git process seems to be running/;
+const LOCK_ATTEMPTS = 8;
+
+/** Runs `git <args>` in `cwd` without a shell; throws GitError unless the exit code is allowed. */
+export async function git(cwd: string, args: readonly string[], opts: GitOptions = {}): Promise<GitResult> {
+  const r = await run(cwd, args, opts, false);
+  return { stdout: r.stdout.toString("utf8"), stderr: r.stderr, exitCode: r.exitCode };
+}
+
+/** `git()` for output that must stay byte-exact. */
+export async function gitBuffer(
+  cwd: string,
+  args: readonly string[],
+  opts: GitOptions = {},
+): Promise<GitBufferResult> {
+  return run(cwd, args, opts, true);
+}
+
+async function run(
+  cwd: string,
+  args: readonly string[],
+  opts: GitOptions,
+  binary: boolean,
+): Promise<GitBufferResult> {
+  const allow = opts.allowExit ?? [0];
+  for (let attempt = 1; ; attempt++) {
+    const r = await execa("git", [...CONFIG_ARGS, ...args], {
+      cwd,
+      env: { ...ENV, ...opts.env },
+      extendEnv: true,
+      reject: false,
+      stdin: opts.input === undefined ? "ignore" : "pipe",
+      ...(opts.input === undefined ? {} : { input: opts.input }),
+      encoding: binary ? "buffer" : "utf8",
+      stripFinalNewline: false,
+      maxBuffer: 512 * 1024 * 1024,
+    });
+    const stderr = typeof r.stderr === "string" ? r.stderr : Buffer.from(r.stderr ?? []).toString("utf8");
+    if (r.exitCode === undefined) {
+      throw new GitError(`could not run git ${args.join(" ")} in ${cwd}: ${r.originalMessage ?? r.message}`, {
+        cwd,
+        args,
+        status: null,
+        stderr,
+      });
+    }
+    // Checked before allowExit: lock contention is never the answer a caller asked for.
+    if (
+      r.exitCode !== 0 &&
+      opts.retryOnLock !== false &&
+      attempt < LOCK_ATTEMPTS &&
+      LOCK_CONTENTION.test(stderr)
+    ) {
+      // Another git process (a concurrent task setup, or the user) holds the lock; it is
+      // released within milliseconds, so back off briefly with jitter and try again.
+      await delay(15 * 2 ** attempt + Math.floor(Math.random() * 20));
+      continue;
+    }
+    if (allow.includes(r.exitCode)) {
+      const out = r.stdout as unknown;
+      const stdout = typeof out === "string" ? Buffer.from(out, "utf8") : Buffer.from(out as Uint8Array);
+      return { stdout, stderr, exitCode: r.exitCode };
+    }
+    throw new GitError(
+      `git ${args.join(" ")} failed in ${cwd} (exit ${r.exitCode}): ${stderr.trim() || "(no message)"}`,
+      { cwd, args, status: r.exitCode, stderr },
+    );
+  }
+}
+
+/** First line of git's stdout, trimmed. */
+export async function gitLine(cwd: string, args: readonly string[], opts: GitOptions = {}): Promise<string> {
+  const r = await git(cwd, args, opts);
+  return r.stdout.split("\n", 1)[0]?.trim() ?? "";
+}
+
+/** A parsed `git --version`. */
+export interface GitVersion {
+  major: number;
+  minor: number;
+  patch: number;
+  raw: string;
+}
+
+let versionPromise: Promise<GitVersion> | undefined;
+
+/** The installed git's version (asked once per process). */
+export function gitVersion(): Promise<GitVersion> {
+  versionPromise ??= readVersion();
+  return versionPromise;
+}
+
+async function readVersion(): Promise<GitVersion> {
+  let raw: string;
+  try {
+    raw = (await git(process.cwd(), ["--version"])).stdout.trim();
+  } catch (err) {
+    versionPromise = undefined;
+    throw new GitVersionError(
+      `git could not be run (${err instanceof Error ? err.message : String(err)}); install git ${MIN_GIT_VERSION.major}.${MIN_GIT_VERSION.minor} or newer and make sure it is on PATH`,
+      null,
+      `${MIN_GIT_VERSION.major}.${MIN_GIT_VERSION.minor}`,
+    );
+  }
+  const m = /(\d+)\.(\d+)(?:\.(\d+))?/.exec(raw);
+  if (!m) throw new GitError(`cannot parse the output of git --version: ${raw}`);
+  return { major: Number(m[1]), minor: Number(m[2]), patch: Number(m[3] ?? 0), raw };
+}
+
+/** Throws GitVersionError when git is missing or older than 2.38. */
+export async function requireGitVersion(): Promise<GitVersion> {
+  const v = await gitVersion();
+  const { major, minor } = MIN_GIT_VERSION;
+  if (v.major < major || (v.major === major && v.minor < minor)) {
+    throw new GitVersionError(
+      `git ${v.major}.${v.minor}.${v.patch} is too old: termorch needs git ${major}.${minor} or newer (for merge-tree --write-tree, its in-memory conflict check); upgrade git and run again`,
+      `${v.major}.${v.minor}.${v.patch}`,
+      `${major}.${minor}`,
+    );
+  }
+  return v;
+}
+
+/** Where a work tree stands. */
+export interface RepoInfo {
+  /** Absolute, symlink-free top-level directory of the work tree. */
+  root: string;
+  /** Commit HEAD points to; null on an unborn branch (no commit yet). */
+  head: string | null;
+  /** Full name of the checked-out branch (`refs/heads/main`); null when HEAD is detached. */
+  ref: string | null;
+}
+
+/** Describes the git work tree `dir` is in, or null when it is in none. */
+export async function repoInfo(dir: string): Promise<RepoInfo | null> {
+  const st = await stat(dir).catch(() => null);
+  if (!st?.isDirectory()) return null;
+  const top = await git(dir, ["rev-parse", "--show-toplevel"], { allowExit: [0, 128] });
+  if (top.exitCode !== 0) {
+    // A repository git refuses to open is not "no repository": saying so would make termorch
+    // run tasks unisolated in what the user thinks is a git workspace.
+    if (/dubious ownership|safe\.directory/.test(top.stderr)) {
+      throw new GitError(`git refuses to open the repository at ${dir}: ${top.stderr.trim()}`, {
+        cwd: dir,
+        args: ["rev-parse", "--show-toplevel"],
+        status: top.exitCode,
+        stderr: top.stderr,
+      });
+    }
+    return null;
+  }
+  const root = top.stdout.trim();
+  if (!root) return null;
+  const [head, ref] = await Promise.all([
+    git(root, ["rev-parse", "-q", "--verify", "HEAD^{commit}"], { allowExit: [0, 1, 128] }),
+    git(root, ["symbolic-ref", "-q", "HEAD"], { allowExit: [0, 1] }),
+  ]);
+  return {
+    root,
+    head: head.exitCode === 0 ? head.stdout.trim() : null,
+    ref: ref.exitCode === 0 ? ref.stdout.trim() : null,
+  };
+}
+
+/**
+ * Tracked paths whose content differs from HEAD in the index or the work tree (staged or
+ * not), sorted; both sides of a staged rename. Untracked files are not changes here.
+ */
+export async function dirtyTrackedFiles(root: string): Promise<string[]> {
+  const r = await git(root, ["status", "--porcelain=v1", "-z", "--untracked-files=no"]);
+  const tokens = r.stdout.split("\0");
+  const files = new Set<string>();
+  for (let i = 0; i < tokens.length; i++) {
+    const entry = tokens[i];
+    if (!entry || entry.length < 4) continue;
+    const xy = entry.slice(0, 2);
+    files.add(entry.slice(3));
+    // Renames and copies carry their source path as the next NUL-separated field.
+    if (xy.includes("R") || xy.includes("C")) {
+      const from = tokens[++i];
+      if (from) files.add(from);
+    }
+  }
+  return [...files].sort();
+}
+
+/** The commit `rev` names, or null when it names none. */
+export async function resolveCommit(repo: string, rev: string): Promise<string | null> {
+  const r = await git(repo, ["rev-parse", "-q", "--verify", "--end-of-options", `${rev}^{commit}`], {
+    allowExit: [0, 1, 128],
+  });
+  return r.exitCode === 0 ? r.stdout.trim() : null;
+}
+
+/** The commit `rev` names; throws GitError when there is none. */
+export async function requireCommit(repo: string, rev: string): Promise<string> {
+  const sha = await resolveCommit(repo, rev);
+  if (!sha) throw new GitError(`${rev} does not name a commit in ${repo}`, { cwd: repo });
+  return sha;
+}
+
+/** The root tree of a commit. */
+export async function treeOf(repo: string, commit: string): Promise<string> {
+  return gitLine(repo, ["rev-parse", "--verify", "--end-of-options", `${commit}^{tree}`]);
+}
+
+/** Full ref name for a branch given short (`termorch/r/A`) or full (`refs/heads/...`). */
+export function branchRef(branch: string): string {
+  return branch.startsWith("refs/") ? branch : `refs/heads/${branch}`;
+}
+
+/**
+ * The subset of `commits` not reachable from any other of them (`merge-base --independent`),
+ * in the order given, without duplicates.
+ */
+export async function independentCommits(repo: string, commits: readonly string[]): Promise<string[]> {
+  const unique = [...new Set(commits)];
+  if (unique.length <= 1) return unique;
+  const r = await git(repo, ["merge-base", "--independent", ...unique]);
+  const keep = new Set(r.stdout.split("\n").map((s) => s.trim()));
+  return unique.filter((c) => keep.has(c));
+}
+
+/** Creates a commit object (no ref moves) with termorch as author and committer. */
+export async function commitTree(
+  repo: string,
+  tree: string,
+  parents: readonly string[],
+  message: string,
+): Promise<string> {
+  const args = ["commit-tree", tree];
+  for (const p of parents) args.push("-p", p);
+  // The message goes through stdin so that no byte of it can be read as an option.
+  return (await git(repo, args, { input: message.endsWith("\n") ? message : `${message}\n` })).stdout.trim();
+}

@@ -1,0 +1,230 @@
+import { lstat } from "node:fs/promises";
+import path from "node:path";
+import type { Conflict } from "../contract/report.js";
+import { GitError } from "./errors.js";
+import { foldMerge } from "./fold.js";
+import { linkIncludes, normalizeInclude } from "./include.js";
+import { branchRef, commitTree, git, independentCommits, requireCommit, resolveCommit } from "./repo.js";
+
+/** A dependency of a task: its id and the branch holding its committed result. */
+export interface TaskDep {
+  task: string;
+  branch: string;
+}
+
+/** What prepareTaskWorktree needs. */
+export interface PrepareTaskWorktreeOptions {
+  /** Top-level directory of the user's repository (RepoInfo.root). */
+  repo: string;
+  /** Where the worktree goes; must not exist yet (or be an empty directory). */
+  path: string;
+  /** Branch to create, e.g. `termorch/<run>/<task>`; it must not exist yet. */
+  branch: string;
+  /** Commit the run started from (the workspace's HEAD). */
+  base: string;
+  /** Upstream tasks whose results the task starts from, in merge order. */
+  deps: readonly TaskDep[];
+  /** Untracked workspace paths (relative to `repo`) to symlink into the worktree. */
+  include: readonly string[];
+}
+
+/** The worktree was created, or the dependencies conflict and nothing was created. */
+export type PrepareTaskWorktreeResult = { ok: true; startCommit: string } | { ok: false; conflict: Conflict };
+
+/**
+ * Creates branch `branch` at the task's start commit and a worktree on it at `path`, then links
+ * the `include` paths. The start commit is `base`, the single dependency's tip, or an in-memory
+ * merge of all dependency tips (a merge commit whose parents are the tips). Nothing in the
+ * user's work tree, index or HEAD is touched; safe to run for many tasks at once.
+ */
+export async function prepareTaskWorktree(o: PrepareTaskWorktreeOptions): Promise<PrepareTaskWorktreeResult> {
+  const include = normalizeInclude(o.include);
+  const start = await startCommit(o);
+  if (!start.ok) return start;
+  const ref = branchRef(o.branch);
+  const wt = path.resolve(o.path);
+  // Create-only compare-and-swap (empty old value): a leftover branch of an earlier attempt
+  // is never silently reused or overwritten.
+  const created = await git(o.repo, ["update-ref", "-m", "termorch: task branch", ref, start.commit, ""], {
+    allowExit: [0, 1, 128],
+  });
+  if (created.exitCode !== 0) {
+    throw new GitError(
+      `cannot create branch ${o.branch}: ${created.stderr.trim()} (left over from an earlier run? delete it with: git branch -D ${shortBranch(ref)})`,
+      { cwd: o.repo, stderr: created.stderr, status: created.exitCode },
+    );
+  }
+  try {
+    // The short name makes git check the branch out; a full ref name would detach HEAD.
+    await git(o.repo, ["worktree", "add", "--quiet", wt, shortBranch(ref)]);
+  } catch (err) {
+    // `path` may be a directory that is not ours (that is why git refused): leave it alone.
+    await git(o.repo, ["update-ref", "-d", ref, start.commit], { allowExit: [0, 1, 128] });
+    throw err;
+  }
+  try {
+    await linkIncludes(o.repo, wt, include);
+  } catch (err) {
+    await removeWorktree(o.repo, wt);
+    await git(o.repo, ["update-ref", "-d", ref, start.commit], { allowExit: [0, 1, 128] });
+    throw err;
+  }
+  return { ok: true, startCommit: start.commit };
+}
+
+async function startCommit(
+  o: PrepareTaskWorktreeOptions,
+): Promise<{ ok: true; commit: string } | { ok: false; conflict: Conflict }> {
+  const base = await requireCommit(o.repo, o.base);
+  if (o.deps.length === 0) return { ok: true, commit: base };
+  const tips = await Promise.all(o.deps.map((d) => requireCommit(o.repo, branchRef(d.branch))));
+  const items = o.deps.map((d, i) => ({ task: d.task, commit: tips[i] as string }));
+  if (items.length === 1) return { ok: true, commit: items[0]?.commit as string };
+  const fold = await foldMerge(o.repo, base, items, { base });
+  if (fold.conflicts.length > 0) return { ok: false, conflict: combine(o, fold.conflicts) };
+  // A dependency that already contains the others (a chain) is the start as it is.
+  const heads = await independentCommits(o.repo, tips);
+  if (heads.length === 1) return { ok: true, commit: heads[0] as string };
+  const names = o.deps.map((d) => d.task).join(", ");
+  const commit = await commitTree(o.repo, fold.tree, heads, `termorch: merge ${names} for ${o.branch}`);
+  return { ok: true, commit };
+}
+
+function combine(o: PrepareTaskWorktreeOptions, conflicts: readonly Conflict[]): Conflict {
+  const order = o.deps.map((d) => d.task);
+  const tasks = [...new Set(conflicts.flatMap((c) => c.tasks))].sort(
+    (a, b) => order.indexOf(a) - order.indexOf(b),
+  );
+  const files = [...new Set(conflicts.flatMap((c) => c.files))].sort();
+  return {
+    tasks,
+    files,
+    detail: `dependencies of ${o.branch} conflict with each other: ${conflicts.map((c) => c.detail).join("; ")}`,
+  };
+}
+
+/** What prepareDetachedWorktree needs. */
+export interface PrepareDetachedWorktreeOptions {
+  repo: string;
+  path: string;
+  /** Commit to check out (detached: no branch is created). */
+  commit: string;
+  include: readonly string[];
+}
+
+/** A throwaway worktree at `commit` with the include paths linked, e.g. to run gates on the integration. */
+export async function prepareDetachedWorktree(o: PrepareDetachedWorktreeOptions): Promise<void> {
+  const include = normalizeInclude(o.include);
+  const commit = await requireCommit(o.repo, o.commit);
+  const wt = path.resolve(o.path);
+  await git(o.repo, ["worktree", "add", "--quiet", "--detach", wt, commit]);
+  try {
+    await linkIncludes(o.repo, wt, include);
+  } catch (err) {
+    await removeWorktree(o.repo, wt);
+    throw err;
+  }
+}
+
+/**
+ * Removes the worktree at `path` with everything in it (its changes are expected to be
+ * committed already; include symlinks are removed, never followed). A path that is not a
+ * worktree of `repo` is left alone; a worktree whose directory is gone is pruned.
+ */
+export async function removeWorktree(repo: string, worktreePath: string): Promise<void> {
+  const wt = path.resolve(worktreePath);
+  const r = await git(repo, ["worktree", "remove", "--force", wt], { allowExit: [0, 128] });
+  if (r.exitCode === 0) return;
+  if (!(await lstat(wt).catch(() => null))) {
+    await git(repo, ["worktree", "prune"]);
+    return;
+  }
+  if (/is not a working tree/.test(r.stderr)) return;
+  throw new GitError(`cannot remove worktree ${wt}: ${r.stderr.trim()}`, {
+    cwd: repo,
+    stderr: r.stderr,
+    status: r.exitCode,
+  });
+}
+
+/** Outcome of deleteBranch. */
+export type DeleteBranchResult =
+  | { status: "deleted"; commit: string }
+  | { status: "absent" }
+  /** Not deleted; `reason` says why and what to do. */
+  | { status: "kept"; reason: string };
+
+/**
+ * Deletes `branch` unless that would lose commits: without `force`, its tip must be reachable
+ * from another ref (e.g. the target or the integration branch). A branch checked out in a
+ * worktree is never deleted (its HEAD would dangle); remove the worktree first.
+ */
+export async function deleteBranch(
+  repo: string,
+  branch: string,
+  opts: { force: boolean },
+): Promise<DeleteBranchResult> {
+  const ref = branchRef(branch);
+  const tip = await resolveCommit(repo, ref);
+  if (!tip) return { status: "absent" };
+  const checkedOut = (await listWorktrees(repo)).find((w) => w.branch === ref);
+  if (checkedOut) {
+    return {
+      status: "kept",
+      reason: `${branch} is checked out in ${checkedOut.path}; remove that worktree first`,
+    };
+  }
+  if (!opts.force) {
+    const r = await git(repo, ["for-each-ref", "--format=%(refname)", "--contains", tip]);
+    const others = r.stdout.split("\n").filter((l) => l !== "" && l !== ref);
+    if (others.length === 0) {
+      return {
+        status: "kept",
+        reason: `${branch} has commits that no other ref contains; they would be lost (force to delete anyway)`,
+      };
+    }
+  }
+  // Compare-and-swap on the tip we checked, so a commit added meanwhile is not lost.
+  await git(repo, ["update-ref", "-m", "termorch: delete branch", "-d", ref, tip]);
+  return { status: "deleted", commit: tip };
+}
+
+/** One entry of `git worktree list`. */
+export interface WorktreeEntry {
+  path: string;
+  head: string | null;
+  /** Full ref checked out there; null when detached or bare. */
+  branch: string | null;
+  bare: boolean;
+  /** Its directory is gone (git would prune it). */
+  prunable: boolean;
+}
+
+/** The repository's worktrees, the main one first. */
+export async function listWorktrees(repo: string): Promise<WorktreeEntry[]> {
+  const r = await git(repo, ["worktree", "list", "--porcelain", "-z"]);
+  const out: WorktreeEntry[] = [];
+  let cur: WorktreeEntry | null = null;
+  for (const field of r.stdout.split("\0")) {
+    if (field === "") {
+      if (cur) out.push(cur);
+      cur = null;
+      continue;
+    }
+    const sp = field.indexOf(" ");
+    const key = sp < 0 ? field : field.slice(0, sp);
+    const value = sp < 0 ? "" : field.slice(sp + 1);
+    if (key === "worktree") cur = { path: value, head: null, branch: null, bare: false, prunable: false };
+    else if (!cur) continue;
+    else if (key === "HEAD") cur.head = value;
+    else if (key === "branch") cur.branch = value;
+    else if (key === "bare") cur.bare = true;
+    else if (key === "prunable") cur.prunable = true;
+  }
+  if (cur) out.push(cur);
+  return out;
+}
+
+function shortBranch(ref: string): string {
+  return ref.startsWith("refs/heads/") ? ref.slice("refs/heads/".length) : ref;
+}

@@ -1,0 +1,342 @@
+import { createHash } from "node:crypto";
+import { chmod, lstat, mkdir, readFile, realpath, rename, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { execa } from "execa";
+import { TmuxEnvironmentError, TmuxError } from "./errors.js";
+
+/** How to reach (and, on first use, start) termorch's private tmux server. */
+export interface TmuxServerOptions {
+  /** Socket name, as for `tmux -L`. */
+  socket: string;
+  /** Scrollback lines per pane; fixed when a pane is created. Default 10000. */
+  historyLimit?: number;
+  /** Size of detached sessions, `WIDTHxHEIGHT`. Default 200x50. */
+  size?: `${number}x${number}`;
+  /** Where PATH, HOME, LANG… for tmux come from. Default `process.env`. */
+  baseEnv?: NodeJS.ProcessEnv;
+  /** The tmux executable. Default `tmux` (looked up in PATH). */
+  tmuxBin?: string;
+}
+
+/** One pane of the server, as `list-panes -a` shows it. */
+export interface PaneRow {
+  session: string;
+  /** Session options set at launch; null for sessions termorch did not create. */
+  run: string | null;
+  task: string | null;
+  attempt: number | null;
+  paneId: string;
+  panePid: number | null;
+  /** The pane's program (the wrapper) has exited; the pane stays because of remain-on-exit. */
+  dead: boolean;
+  deadStatus: number | null;
+  deadSignal: number | null;
+}
+
+const PANE_FORMAT = [
+  "#{session_name}",
+  "#{pane_id}",
+  "#{pane_pid}",
+  "#{pane_dead}",
+  "#{pane_dead_status}",
+  "#{pane_dead_signal}",
+  "#{@termorch_run}",
+  "#{@termorch_task}",
+  "#{@termorch_attempt}",
+].join("\t");
+
+/** A tmux client round trip is a few ms; this only stops a wedged server from hanging us. */
+const COMMAND_TIMEOUT_MS = 30_000;
+
+/**
+ * tmux parses its arguments even in argv form: an argument ending in `;` ends the command.
+ * `x\;` stands for a literal `x;` (tmux turns the backslash into the semicolon).
+ */
+export function tmuxArg(value: string): string {
+  return value.endsWith(";") ? `${value.slice(0, -1)}\\;` : value;
+}
+
+/** Escapes `#` for arguments tmux expands as formats (`new-session -c`, `pipe-pane`'s command). */
+export function formatLiteral(value: string): string {
+  return tmuxArg(value.replaceAll("#", "##"));
+}
+
+/** termorch's own tmux server (`tmux -L <socket>`), never the operator's default one. */
+export class TmuxServer {
+  readonly socket: string;
+  readonly historyLimit: number;
+  readonly width: number;
+  readonly height: number;
+  private readonly env: Record<string, string>;
+  private readonly baseEnv: NodeJS.ProcessEnv;
+  private readonly bin: string;
+  private confPath: Promise<string> | null = null;
+
+  constructor(options: TmuxServerOptions) {
+    if (!/^[A-Za-z0-9_.-]+$/.test(options.socket)) {
+      throw new TmuxEnvironmentError(
+        `invalid tmux socket name "${options.socket}": use letters, digits, . _ -`,
+      );
+    }
+    this.socket = options.socket;
+    this.historyLimit = options.historyLimit ?? 10_000;
+    const size = /^(\d+)x(\d+)$/.exec(options.size ?? "200x50");
+    if (!size)
+      throw new TmuxEnvironmentError(`invalid tmux session size "${options.size}": use WIDTHxHEIGHT`);
+    this.width = Number(size[1]);
+    this.height = Number(size[2]);
+    this.bin = options.tmuxBin ?? "tmux";
+    this.baseEnv = options.baseEnv ?? process.env;
+    this.env = minimalEnv(this.baseEnv);
+  }
+
+  /** Runs one tmux command line (argv, never a shell); returns stdout or throws a TmuxError. */
+  async run(args: readonly string[]): Promise<string> {
+    const conf = await this.config();
+    const result = await execa(this.bin, ["-L", this.socket, "-f", conf, ...args], {
+      env: this.env,
+      // No TMUX from our caller (it would point at the operator's server), no secrets.
+      extendEnv: false,
+      stdin: "ignore",
+      reject: false,
+      timeout: COMMAND_TIMEOUT_MS,
+    });
+    if (result.exitCode === 0 && !result.failed) return result.stdout;
+    const stderr = String(result.stderr ?? "").trim();
+    if (result.exitCode === undefined && (result as { code?: string }).code === "ENOENT") {
+      throw new TmuxEnvironmentError(`tmux was not found (tried "${this.bin}" in PATH); install tmux >= 3.2`);
+    }
+    const why = result.timedOut ? `timed out after ${COMMAND_TIMEOUT_MS} ms` : stderr || result.shortMessage;
+    throw new TmuxError(`tmux ${args[0] ?? ""} failed: ${why}`, args, stderr, result.exitCode ?? null);
+  }
+
+  /** Absolute path of the server's socket (for `tmux -S`), whether or not the server runs. */
+  async socketPath(): Promise<string> {
+    try {
+      const path = (await this.run(["display-message", "-p", "#{socket_path}"])).trim();
+      if (path) return path;
+    } catch (error) {
+      if (!(error instanceof TmuxError)) throw error;
+    }
+    // What tmux itself computes for -L: $TMUX_TMPDIR (or /tmp), resolved, + tmux-UID/NAME.
+    const base = this.env.TMUX_TMPDIR || "/tmp";
+    const resolved = await realpath(base).catch(() => base);
+    return join(resolved, `tmux-${process.getuid?.() ?? 0}`, this.socket);
+  }
+
+  /** The server's pid; throws a TmuxError (noServer) when it is not running. */
+  async serverPid(): Promise<number> {
+    const out = (await this.run(["display-message", "-p", "#{pid}"])).trim();
+    const pid = Number(out);
+    if (!Number.isInteger(pid) || pid <= 0) throw new TmuxError(`tmux reported pid "${out}"`, [], "", 0);
+    return pid;
+  }
+
+  /** Every pane of the server; empty when the server is not running. */
+  async listPanes(): Promise<PaneRow[]> {
+    let out: string;
+    try {
+      out = await this.run(["list-panes", "-a", "-F", PANE_FORMAT]);
+    } catch (error) {
+      // No sessions at all answers "no current target" (tmux 3.3).
+      if (error instanceof TmuxError && (error.noServer || error.noTarget)) return [];
+      throw error;
+    }
+    const rows: PaneRow[] = [];
+    for (const line of out.split("\n")) {
+      if (!line) continue;
+      const [session = "", paneId = "", pid, dead, status, signal, run, task, attempt] = line.split("\t");
+      rows.push({
+        session,
+        run: run || null,
+        task: task || null,
+        attempt: intOrNull(attempt),
+        paneId,
+        panePid: intOrNull(pid),
+        dead: dead === "1",
+        deadStatus: intOrNull(status),
+        deadSignal: intOrNull(signal),
+      });
+    }
+    return rows;
+  }
+
+  /** Whether a session of exactly this name exists. */
+  async hasSession(name: string): Promise<boolean> {
+    try {
+      await this.run(["has-session", "-t", `=${tmuxArg(name)}`]);
+      return true;
+    } catch (error) {
+      if (error instanceof TmuxError && (error.noServer || error.noTarget)) return false;
+      throw error;
+    }
+  }
+
+  /** Kills the session of exactly this name; false when there was none. */
+  async killSession(name: string): Promise<boolean> {
+    try {
+      await this.run(["kill-session", "-t", `=${tmuxArg(name)}`]);
+      return true;
+    } catch (error) {
+      if (error instanceof TmuxError && (error.noServer || error.noTarget)) return false;
+      throw error;
+    }
+  }
+
+  /** What the session's active pane shows, with its scrollback; trailing blank lines removed. */
+  async capturePane(name: string): Promise<string> {
+    const out = await this.run([
+      "capture-pane",
+      "-p",
+      "-J",
+      "-S",
+      "-",
+      "-E",
+      "-",
+      "-t",
+      `=${tmuxArg(name)}:`,
+    ]);
+    return out.replace(/\n+$/, "");
+  }
+
+  /**
+   * tmux <= 3.5 built with libutempter can lose SIGCHLD, leaving a dead pane without its status
+   * (TMUX-NOTES); a fresh SIGCHLD makes the server reap it.
+   */
+  async kickChld(): Promise<void> {
+    let pid: number;
+    try {
+      pid = await this.serverPid();
+    } catch (error) {
+      if (error instanceof TmuxError && error.noServer) return;
+      throw error;
+    }
+    try {
+      process.kill(pid, "SIGCHLD");
+    } catch {
+      // The server exited in between: nothing to repair.
+    }
+  }
+
+  /**
+   * Lets the server exit once it has no sessions, so a finished run leaves nothing running.
+   * exit-empty (not kill-server) so that a session another run creates meanwhile survives.
+   * Returns true when no session was left.
+   */
+  async closeIfIdle(): Promise<boolean> {
+    let sessions: string;
+    try {
+      sessions = await this.run(["list-sessions", "-F", "#{session_name}"]);
+    } catch (error) {
+      if (error instanceof TmuxError && (error.noServer || error.noTarget)) return true;
+      throw error;
+    }
+    if (sessions.trim() !== "") return false;
+    try {
+      await this.run(["set-option", "-s", "exit-empty", "on"]);
+    } catch (error) {
+      // The server may exit before it answers; that is the point.
+      if (!(error instanceof TmuxError && error.noServer)) throw error;
+    }
+    return true;
+  }
+
+  /** Kills this server (its socket only) and every session on it. For tests and `termorch clean`. */
+  async kill(): Promise<void> {
+    try {
+      await this.run(["kill-server"]);
+    } catch (error) {
+      if (!(error instanceof TmuxError && error.noServer)) throw error;
+    }
+  }
+
+  /** The config file every call passes with -f; whichever call starts the server loads it. */
+  private config(): Promise<string> {
+    this.confPath ??= writeConfig(this.baseEnv, this.historyLimit, this.width, this.height).catch(
+      (error: unknown) => {
+        this.confPath = null;
+        throw error;
+      },
+    );
+    return this.confPath;
+  }
+}
+
+function intOrNull(value: string | undefined): number | null {
+  if (value === undefined || value === "") return null;
+  const n = Number(value);
+  return Number.isInteger(n) ? n : null;
+}
+
+/**
+ * The environment of our tmux clients, and so of a server one of them starts (sessions
+ * inherit it). TMUX_TMPDIR is kept because it decides where `-L` sockets live: operators who
+ * run `tmux -L <socket> attach` must land on the same server.
+ */
+function minimalEnv(base: NodeJS.ProcessEnv): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const name of ["PATH", "HOME", "USER", "SHELL", "TERM", "TMUX_TMPDIR"]) {
+    const value = base[name];
+    if (value) env[name] = value;
+  }
+  env.PATH ??= "/usr/local/bin:/usr/bin:/bin";
+  // tmux falls back to a non-UTF-8 locale without one and then mangles non-ASCII pane output.
+  env.LANG = base.LANG || "C.UTF-8";
+  return env;
+}
+
+/** A folder only this user can read, for the config file (and nothing secret elsewhere). */
+export async function privateRuntimeDir(env: NodeJS.ProcessEnv = process.env): Promise<string> {
+  const uid = process.getuid?.() ?? 0;
+  const runtime = env.XDG_RUNTIME_DIR;
+  const dir =
+    runtime && (await lstat(runtime).catch(() => null))?.isDirectory()
+      ? join(runtime, "termorch")
+      : join(tmpdir(), `termorch-${uid}`);
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  const st = await lstat(dir);
+  // In a shared /tmp someone else may have created the name first: refuse to use it then.
+  if (!st.isDirectory() || st.isSymbolicLink() || st.uid !== uid) {
+    throw new TmuxEnvironmentError(
+      `${dir} is not a directory owned by uid ${uid}; remove it or set XDG_RUNTIME_DIR`,
+    );
+  }
+  if ((st.mode & 0o077) !== 0) await chmod(dir, 0o700);
+  return dir;
+}
+
+async function writeConfig(
+  env: NodeJS.ProcessEnv,
+  historyLimit: number,
+  width: number,
+  height: number,
+): Promise<string> {
+  const text = [
+    "# Written by termorch for its private tmux server (TMUX-NOTES: server setup).",
+    // With exit-empty on, clients racing a server whose last session just ended fail with
+    // "server exited unexpectedly"; closeIfIdle turns it back on at the end of a run.
+    "set -s exit-empty off",
+    "set -s exit-unattached off",
+    // Dead panes keep #{pane_dead_status}/#{pane_dead_signal} and their output for inspection.
+    "set -g remain-on-exit on",
+    `set -g history-limit ${historyLimit}`,
+    // Detached sessions are 80x24 otherwise; agents' TUIs lay out for the size they start with.
+    `set -g default-size ${width}x${height}`,
+    "",
+  ].join("\n");
+  const hash = createHash("sha256").update(text).digest("hex").slice(0, 16);
+  const dir = await privateRuntimeDir(env);
+  const path = join(dir, `tmux-${hash}.conf`);
+  // Content-addressed: concurrent writers of the same settings cannot corrupt each other.
+  if ((await readFile(path, "utf8").catch(() => null)) === text) return path;
+  const tmp = `${path}.${process.pid}.${Date.now()}.tmp`;
+  try {
+    await writeFile(tmp, text, { mode: 0o600 });
+    await rename(tmp, path);
+  } catch (error) {
+    await rm(tmp, { force: true });
+    throw error;
+  }
+  return path;
+}

@@ -1,0 +1,620 @@
+import { randomBytes } from "node:crypto";
+import { constants, type FSWatcher, watch } from "node:fs";
+import { access, chmod, mkdir, readFile, rm, writeFile } from "node:fs/promises";
+import { delimiter, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { z } from "zod";
+import { LaunchError, TmuxEnvironmentError, TmuxError } from "./errors.js";
+import { formatLiteral, type PaneRow, type TmuxServer, tmuxArg } from "./server.js";
+
+/** Everything needed to start one task attempt in its own tmux session. */
+export interface LaunchSpec {
+  runId: string;
+  taskId: string;
+  /** Starts at 1. */
+  attempt: number;
+  /** Session name, e.g. `termorch-<run>-<task>`; `[A-Za-z0-9_-]` only. */
+  session: string;
+  /** The agent's exact argv, placeholders already substituted. */
+  argv: string[];
+  /** The agent's whole environment: it sees these variables and nothing else. */
+  env: Record<string, string>;
+  cwd: string;
+  /** true: the agent owns the pane's terminal and the pane is logged with pipe-pane. */
+  tty: boolean;
+  /** Absolute log paths; the wrapper creates the files (their folders must exist). */
+  stdoutLog: string;
+  stderrLog: string;
+  /** Absolute private folder of this attempt (created 0700). */
+  attemptDir: string;
+  /** Perl-compatible regex sources; every match in the logs becomes `[REDACTED]`. */
+  redact: string[];
+  /** Cap of each log file in bytes; 0 means no cap. */
+  maxLogBytes: number;
+  /** Address-space limit per agent process (RLIMIT_AS), in MiB. */
+  memoryMb?: number;
+}
+
+/** What is needed to watch an attempt started by an earlier process (resume). */
+export interface AdoptSpec {
+  session: string;
+  attemptDir: string;
+  /** When given, a live session only counts as this attempt if its @termorch_* options match. */
+  runId?: string;
+  taskId?: string;
+  attempt?: number;
+}
+
+/** How an attempt ended: the wrapper's exit.json, or what termorch could tell without it. */
+export interface ExitRecord {
+  exit_code: number | null;
+  /** e.g. "SIGTERM", from the real wait status. */
+  signal: string | null;
+  started_at: string | null;
+  finished_at: string;
+  /** The agent's pid, which is also its process group id. */
+  pid: number | null;
+  /** Raw bytes the agent wrote (tty: bytes the pane showed). */
+  stdout_bytes: number;
+  stderr_bytes: number;
+  /** A log reached its cap. */
+  truncated: boolean;
+  /** The agent never ran: its command could not be executed (127 not found, 126 other) or the wrapper could not set it up (125). */
+  launch_failed: boolean;
+  /** true when the session/pane vanished without an exit.json (operator killed it, server died), or was closed under a running agent. */
+  lost: boolean;
+  detail?: string;
+}
+
+/** A launched (or adopted) attempt. */
+export interface RunningTask {
+  session: string;
+  /** Resolves exactly once when the attempt ended. Never rejects. */
+  exited: Promise<ExitRecord>;
+  /** TERM the agent's whole process group, KILL after graceMs (unref'd timer); resolves when exited resolved. */
+  kill(graceMs: number): Promise<ExitRecord>;
+}
+
+/** Period of the reconcile pass that catches what fs.watch cannot see (a vanished session). */
+const RECONCILE_MS = 1000;
+/** After SIGKILL, how long to wait before closing the session as a last resort. */
+const KILL_SESSION_AFTER_MS = 5000;
+/** How long kill() waits for a starting wrapper to record the agent's pid. */
+const PID_WAIT_MS = 2000;
+const SESSION_NAME = /^[A-Za-z0-9_-]{1,200}$/;
+const ENV_NAME = /^[^=\0]+$/;
+
+/** exit.json as the wrapper writes it. */
+const ExitFile = z.object({
+  exit_code: z.number().int().nullable(),
+  signal: z.string().nullable(),
+  started_at: z.string().nullable(),
+  finished_at: z.string(),
+  pid: z.number().int().nullable(),
+  stdout_bytes: z.number().int().nonnegative(),
+  stderr_bytes: z.number().int().nonnegative(),
+  truncated: z.boolean(),
+  hangup: z.boolean().default(false),
+  launch_failed: z.boolean().default(false),
+  error: z.string().nullable().default(null),
+});
+type ExitFile = z.infer<typeof ExitFile>;
+
+/**
+ * Starts one attempt: writes its private files, then ONE tmux invocation creates the session,
+ * tags it and (tty) attaches the pane logger, so nothing the agent prints comes before the
+ * logger. Throws LaunchError (code `duplicate_session` when that session is already live).
+ */
+export async function launch(server: TmuxServer, spec: LaunchSpec): Promise<RunningTask> {
+  checkSpec(spec);
+  const perl = await findPerl();
+  const wrapperSource = await wrapperText();
+  // The session name is the idempotency lock of an attempt: never touch a live attempt's files.
+  if (await server.hasSession(spec.session)) {
+    throw new LaunchError(
+      `tmux session ${spec.session} already exists: that attempt is live`,
+      "duplicate_session",
+      spec.session,
+    );
+  }
+  const dir = spec.attemptDir;
+  const secrets = [join(dir, "env"), join(dir, "redact"), join(dir, "redact.pipe")];
+  try {
+    await mkdir(dir, { recursive: true, mode: 0o700 });
+    await chmod(dir, 0o700);
+    if (await exists(join(dir, "exit.json"))) {
+      throw new LaunchError(
+        `${dir} already holds a finished attempt; adopt it or use a new attempt`,
+        "attempt_exists",
+        spec.session,
+      );
+    }
+    // A pid left by an earlier, lost launch must not be mistaken for this one's by kill().
+    await Promise.all(["pid", "filter.done"].map((f) => rm(join(dir, f), { force: true })));
+    const patterns = `${spec.redact.map(oneLine).join("\n")}\n`;
+    await writePrivate(join(dir, "argv"), nulTerminated(spec.argv));
+    await writePrivate(
+      join(dir, "env"),
+      nulTerminated(Object.entries(spec.env).map(([k, v]) => `${k}=${v}`)),
+    );
+    await writePrivate(join(dir, "redact"), patterns);
+    if (spec.tty) await writePrivate(join(dir, "redact.pipe"), patterns);
+    await writePrivate(join(dir, "spec"), specText(spec));
+    await writePrivate(join(dir, "wrapper.pl"), wrapperSource);
+  } catch (error) {
+    await removeAll(secrets);
+    if (error instanceof LaunchError) throw error;
+    throw new LaunchError(`cannot prepare ${dir}: ${messageOf(error)}`, "setup", spec.session, {
+      cause: error,
+    });
+  }
+
+  // set-option and pipe-pane take a pane target: "=NAME:" is the exact session's current pane.
+  const target = `=${spec.session}:`;
+  const args = [
+    "new-session",
+    "-d",
+    "-s",
+    spec.session,
+    "-E",
+    "-c",
+    formatLiteral(spec.cwd),
+    "-x",
+    String(server.width),
+    "-y",
+    String(server.height),
+    "--",
+    tmuxArg(perl),
+    tmuxArg(join(dir, "wrapper.pl")),
+    tmuxArg(dir),
+    ";",
+    ...["set-option", "-t", target, "@termorch_run", tmuxArg(spec.runId), ";"],
+    ...["set-option", "-t", target, "@termorch_task", tmuxArg(spec.taskId), ";"],
+    ...["set-option", "-t", target, "@termorch_attempt", String(spec.attempt)],
+  ];
+  if (spec.tty) {
+    const filter = ["exec", perl, join(dir, "wrapper.pl"), "--filter", dir].map(shQuote).join(" ");
+    args.push(";", "pipe-pane", "-O", "-t", target, formatLiteral(filter));
+  }
+  try {
+    await runLaunch(server, args);
+  } catch (error) {
+    await removeAll(secrets);
+    if (error instanceof TmuxError && /duplicate session/i.test(error.stderr)) {
+      throw new LaunchError(
+        `tmux session ${spec.session} already exists: that attempt is live`,
+        "duplicate_session",
+        spec.session,
+        { cause: error },
+      );
+    }
+    throw new LaunchError(
+      `tmux could not start session ${spec.session}: ${messageOf(error)}`,
+      "tmux",
+      spec.session,
+      { cause: error },
+    );
+  }
+  return watchAttempt(server, {
+    session: spec.session,
+    attemptDir: dir,
+    runId: spec.runId,
+    taskId: spec.taskId,
+    attempt: spec.attempt,
+  });
+}
+
+/** Re-attaches to an attempt launched by an earlier process: its exit.json if present, else the live session. */
+export async function adopt(server: TmuxServer, spec: AdoptSpec): Promise<RunningTask> {
+  if (!SESSION_NAME.test(spec.session))
+    throw new LaunchError(`invalid session name "${spec.session}"`, "invalid_spec", spec.session);
+  return watchAttempt(server, spec);
+}
+
+/**
+ * closeIfIdle at the end of another run can make the server exit just as we connect; the
+ * client then reports "server exited unexpectedly" and nothing was created, so one retry
+ * starts a fresh server.
+ */
+async function runLaunch(server: TmuxServer, args: string[]): Promise<void> {
+  try {
+    await server.run(args);
+  } catch (error) {
+    if (!(error instanceof TmuxError && /server exited unexpectedly|lost server/i.test(error.stderr)))
+      throw error;
+    await server.run(args);
+  }
+}
+
+function checkSpec(spec: LaunchSpec): void {
+  const bad = (message: string): never => {
+    throw new LaunchError(`invalid launch of ${spec.session}: ${message}`, "invalid_spec", spec.session);
+  };
+  if (!SESSION_NAME.test(spec.session)) bad("the session name must match [A-Za-z0-9_-]");
+  if (!Number.isInteger(spec.attempt) || spec.attempt < 1) bad("attempt must be an integer >= 1");
+  if (spec.argv.length === 0 || spec.argv[0] === "") bad("empty command");
+  if (spec.argv.some((a) => a.includes("\0"))) bad("a command argument contains a NUL byte");
+  for (const [name, value] of Object.entries(spec.env)) {
+    if (!ENV_NAME.test(name) || value.includes("\0"))
+      bad(`environment variable ${JSON.stringify(name)} cannot be passed`);
+  }
+  for (const [what, path] of [
+    ["attemptDir", spec.attemptDir],
+    ["stdoutLog", spec.stdoutLog],
+    ["stderrLog", spec.stderrLog],
+    ["cwd", spec.cwd],
+  ] as const) {
+    if (!path.startsWith("/") || path.includes("\0")) bad(`${what} must be an absolute path`);
+  }
+  if (!Number.isInteger(spec.maxLogBytes) || spec.maxLogBytes < 0) bad("maxLogBytes must be an integer >= 0");
+  if (spec.memoryMb !== undefined && !(Number.isInteger(spec.memoryMb) && spec.memoryMb > 0))
+    bad("memoryMb must be a positive integer");
+}
+
+/** The wrapper reads one pattern per line: a raw line break becomes the \x{..} escape (same regex). */
+function oneLine(pattern: string): string {
+  return pattern.replace(/[\r\n]/g, (c) => `\\x{${c.codePointAt(0)!.toString(16)}}`);
+}
+
+function nulTerminated(items: readonly string[]): Buffer {
+  return Buffer.concat(items.map((s) => Buffer.from(`${s}\0`, "utf8")));
+}
+
+function specText(spec: LaunchSpec): string {
+  const enc = (v: string): string =>
+    v.replace(/[%\n\r\0]/g, (c) => `%${c.charCodeAt(0).toString(16).padStart(2, "0")}`);
+  const lines = [
+    "version=1",
+    `cwd=${enc(spec.cwd)}`,
+    `stdout_log=${enc(spec.stdoutLog)}`,
+    `stderr_log=${enc(spec.stderrLog)}`,
+    `tty=${spec.tty ? 1 : 0}`,
+    `max_log_bytes=${spec.maxLogBytes}`,
+    // Marks the end of the pane output for the tty logger; random so output cannot fake it by accident.
+    `token=${randomBytes(12).toString("hex")}`,
+  ];
+  if (spec.memoryMb !== undefined) lines.push(`memory_mb=${spec.memoryMb}`);
+  return `${lines.join("\n")}\n`;
+}
+
+/** Quotes one word for sh: pipe-pane runs its command with `sh -c`. */
+function shQuote(word: string): string {
+  return `'${word.replaceAll("'", `'\\''`)}'`;
+}
+
+async function writePrivate(path: string, data: string | Buffer): Promise<void> {
+  // A stale file would keep its old mode: start from nothing.
+  await rm(path, { force: true });
+  await writeFile(path, data, { mode: 0o600, flag: "wx" });
+}
+
+async function removeAll(paths: readonly string[]): Promise<void> {
+  await Promise.all(paths.map((p) => rm(p, { force: true }).catch(() => {})));
+}
+
+async function exists(path: string): Promise<boolean> {
+  return access(path).then(
+    () => true,
+    () => false,
+  );
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+let wrapperCache: Promise<string> | null = null;
+function wrapperText(): Promise<string> {
+  // Next to this module in src/ and, via scripts/copy-assets.js, in dist/.
+  wrapperCache ??= readFile(fileURLToPath(new URL("./wrapper.pl", import.meta.url)), "utf8");
+  return wrapperCache;
+}
+
+let perlCache: Promise<string> | null = null;
+/** An absolute perl path, so neither tmux's nor pipe-pane's environment decides which perl runs. */
+function findPerl(): Promise<string> {
+  perlCache ??= (async () => {
+    for (const dir of (process.env.PATH ?? "/usr/bin:/bin").split(delimiter)) {
+      if (!dir.startsWith("/")) continue;
+      const candidate = join(dir, "perl");
+      if (
+        await access(candidate, constants.X_OK).then(
+          () => true,
+          () => false,
+        )
+      ) {
+        return candidate;
+      }
+    }
+    perlCache = null;
+    throw new TmuxEnvironmentError("perl was not found in PATH; termorch's in-pane wrapper needs perl 5");
+  })();
+  return perlCache;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Watching an attempt
+
+function watchAttempt(server: TmuxServer, spec: AdoptSpec): RunningTask {
+  const w = new AttemptWatch(server, spec);
+  w.start();
+  return { session: spec.session, exited: w.exited, kill: (graceMs) => w.kill(graceMs) };
+}
+
+class AttemptWatch {
+  readonly exited: Promise<ExitRecord>;
+  private resolve!: (record: ExitRecord) => void;
+  private done = false;
+  private watcher: FSWatcher | null = null;
+  private goneTicks = 0;
+  private deadTicks = 0;
+  private killing: Promise<ExitRecord> | null = null;
+  private readonly timers: NodeJS.Timeout[] = [];
+  private readonly exitPath: string;
+
+  constructor(
+    private readonly server: TmuxServer,
+    readonly spec: AdoptSpec,
+  ) {
+    this.exited = new Promise((resolve) => {
+      this.resolve = resolve;
+    });
+    this.exitPath = join(spec.attemptDir, "exit.json");
+  }
+
+  /** Whether this watch still needs the process kept alive by the reconcile timer. */
+  get needsTimerRef(): boolean {
+    return !this.done && this.watcher === null;
+  }
+
+  start(): void {
+    try {
+      // Persistent on purpose: it keeps the process alive exactly while someone waits for the attempt.
+      this.watcher = watch(this.spec.attemptDir, (_event, name) => {
+        if (name === null || name === "exit.json") void this.checkFile();
+      });
+      this.watcher.on("error", () => {
+        this.watcher?.close();
+        this.watcher = null;
+        reconcilerOf(this.server).refresh();
+      });
+    } catch {
+      // Missing folder (adopting a vanished attempt) or no inotify watches left: the
+      // reconcile pass, then kept referenced, does the job.
+      this.watcher = null;
+    }
+    reconcilerOf(this.server).add(this);
+    // The file may have appeared before the watcher was armed.
+    void this.checkFile();
+  }
+
+  /** Resolves from exit.json when it is there and complete. */
+  async checkFile(): Promise<boolean> {
+    if (this.done) return true;
+    let text: string;
+    try {
+      text = await readFile(this.exitPath, "utf8");
+    } catch {
+      return false;
+    }
+    const parsed = ExitFile.safeParse(safeJson(text));
+    if (!parsed.success) return false;
+    this.finish(fromFile(parsed.data));
+    return true;
+  }
+
+  /** One reconcile step, given the server's panes by session name. Returns "kick" for a dead pane without status. */
+  async reconcile(panes: ReadonlyMap<string, PaneRow>): Promise<"kick" | null> {
+    if (await this.checkFile()) return null;
+    const row = panes.get(this.spec.session);
+    if (!row || !this.isOurs(row)) {
+      // Re-check once a tick later: the wrapper may be writing exit.json right after a hangup.
+      this.goneTicks += 1;
+      if (this.goneTicks >= 2) {
+        await this.finishLost(
+          row ? "its tmux session now belongs to another attempt" : "its tmux session is gone",
+        );
+      }
+      return null;
+    }
+    this.goneTicks = 0;
+    if (!row.dead) {
+      this.deadTicks = 0;
+      return null;
+    }
+    if (row.deadStatus === null && row.deadSignal === null) return "kick";
+    // The wrapper writes exit.json before it exits, so a dead pane without one means the
+    // wrapper itself failed (perl missing, killed by SIGKILL...). Confirm on the next tick.
+    this.deadTicks += 1;
+    if (this.deadTicks >= 2) {
+      const how = row.deadSignal !== null ? `signal ${row.deadSignal}` : `status ${row.deadStatus}`;
+      await this.finishLost(`the wrapper in its pane ended (${how}) without recording the agent's exit`);
+    }
+    return null;
+  }
+
+  kill(graceMs: number): Promise<ExitRecord> {
+    this.killing ??= this.doKill(graceMs);
+    return this.killing;
+  }
+
+  private async doKill(graceMs: number): Promise<ExitRecord> {
+    if (this.done || (await this.checkFile())) return this.exited;
+    // Right after launch the wrapper may not have forked yet; it writes the pid within
+    // milliseconds, and a TERM to the group is a cleaner end than closing the pane.
+    const pgid = await this.waitForPid(Math.min(graceMs, PID_WAIT_MS));
+    if (pgid !== null) signalGroup(pgid, "SIGTERM");
+    // No pid yet: the wrapper is still starting. Closing the session hangs it up, and a
+    // wrapper that has not forked yet then never starts the agent.
+    else await this.server.killSession(this.spec.session).catch(() => false);
+    this.later(graceMs, async () => {
+      const pid = pgid ?? (await readPid(this.spec.attemptDir));
+      if (pid !== null) signalGroup(pid, "SIGKILL");
+      else await this.server.killSession(this.spec.session).catch(() => false);
+      // Should the wrapper itself be wedged, closing the pane ends it (and the watch, as lost).
+      this.later(KILL_SESSION_AFTER_MS, () => this.server.killSession(this.spec.session).catch(() => false));
+    });
+    return this.exited;
+  }
+
+  private async waitForPid(ms: number): Promise<number | null> {
+    const end = Date.now() + ms;
+    for (;;) {
+      const pid = await readPid(this.spec.attemptDir);
+      if (pid !== null || this.done || Date.now() >= end) return pid;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  }
+
+  private later(ms: number, fn: () => Promise<unknown>): void {
+    const timer = setTimeout(() => {
+      if (!this.done) void fn();
+    }, ms);
+    timer.unref();
+    this.timers.push(timer);
+  }
+
+  private isOurs(row: PaneRow): boolean {
+    const { runId, taskId, attempt } = this.spec;
+    return (
+      (runId === undefined || row.run === runId) &&
+      (taskId === undefined || row.task === taskId) &&
+      (attempt === undefined || row.attempt === attempt)
+    );
+  }
+
+  private async finishLost(detail: string): Promise<void> {
+    if (await this.checkFile()) return;
+    this.finish({
+      exit_code: null,
+      signal: null,
+      started_at: null,
+      finished_at: new Date().toISOString(),
+      pid: await readPid(this.spec.attemptDir),
+      stdout_bytes: 0,
+      stderr_bytes: 0,
+      truncated: false,
+      launch_failed: false,
+      lost: true,
+      detail,
+    });
+  }
+
+  private finish(record: ExitRecord): void {
+    if (this.done) return;
+    this.done = true;
+    this.watcher?.close();
+    this.watcher = null;
+    for (const t of this.timers) clearTimeout(t);
+    reconcilerOf(this.server).remove(this);
+    this.resolve(record);
+  }
+}
+
+function fromFile(f: ExitFile): ExitRecord {
+  const record: ExitRecord = {
+    exit_code: f.exit_code,
+    signal: f.signal,
+    started_at: f.started_at,
+    finished_at: f.finished_at,
+    pid: f.pid,
+    stdout_bytes: f.stdout_bytes,
+    stderr_bytes: f.stderr_bytes,
+    truncated: f.truncated,
+    launch_failed: f.launch_failed,
+    // The pane was closed under the agent (kill-session, server death): the wrapper passed the
+    // hangup on and recorded how the agent ended, but the attempt did not end on its own.
+    lost: f.hangup,
+  };
+  const details = [f.error, f.hangup ? "its tmux session was closed while the agent ran" : null].filter(
+    Boolean,
+  );
+  if (details.length > 0) record.detail = details.join("; ");
+  return record;
+}
+
+function safeJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return null;
+  }
+}
+
+async function readPid(attemptDir: string): Promise<number | null> {
+  const text = await readFile(join(attemptDir, "pid"), "utf8").catch(() => "");
+  const pid = Number(text.trim());
+  return Number.isInteger(pid) && pid > 1 ? pid : null;
+}
+
+/** The agent leads its own process group (pid = pgid); a negative pid signals all of it. */
+function signalGroup(pgid: number, signal: NodeJS.Signals): void {
+  try {
+    process.kill(-pgid, signal);
+  } catch {
+    // ESRCH: the group is already gone.
+  }
+}
+
+/**
+ * One reconcile pass per server for all watched attempts: a single `list-panes -a` per tick,
+ * however many tasks run (each tmux client costs a few ms of a 2-core machine).
+ */
+class Reconciler {
+  private readonly watches = new Set<AttemptWatch>();
+  private timer: NodeJS.Timeout | null = null;
+  private busy = false;
+
+  constructor(private readonly server: TmuxServer) {}
+
+  add(w: AttemptWatch): void {
+    this.watches.add(w);
+    this.timer ??= setInterval(() => void this.tick(), RECONCILE_MS);
+    this.refresh();
+  }
+
+  remove(w: AttemptWatch): void {
+    this.watches.delete(w);
+    if (this.watches.size === 0 && this.timer) {
+      clearInterval(this.timer);
+      this.timer = null;
+    }
+  }
+
+  /** The timer stays unref'd unless some watch has no fs watcher to keep the process alive. */
+  refresh(): void {
+    if (!this.timer) return;
+    if ([...this.watches].some((w) => w.needsTimerRef)) this.timer.ref();
+    else this.timer.unref();
+  }
+
+  private async tick(): Promise<void> {
+    if (this.busy) return;
+    this.busy = true;
+    try {
+      let panes: Map<string, PaneRow>;
+      try {
+        panes = new Map();
+        for (const row of await this.server.listPanes())
+          if (!panes.has(row.session)) panes.set(row.session, row);
+      } catch {
+        // A transient failure (fork, timeout) proves nothing about the sessions: next tick.
+        return;
+      }
+      const results = await Promise.all([...this.watches].map((w) => w.reconcile(panes).catch(() => null)));
+      if (results.includes("kick")) await this.server.kickChld().catch(() => {});
+    } finally {
+      this.busy = false;
+    }
+  }
+}
+
+const reconcilers = new WeakMap<TmuxServer, Reconciler>();
+function reconcilerOf(server: TmuxServer): Reconciler {
+  let r = reconcilers.get(server);
+  if (!r) {
+    r = new Reconciler(server);
+    reconcilers.set(server, r);
+  }
+  return r;
+}

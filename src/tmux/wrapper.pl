@@ -1,0 +1,829 @@
+#!/usr/bin/perl
+# termorch's in-pane wrapper: runs one task attempt's agent inside its tmux pane.
+#
+#   perl wrapper.pl ATTEMPT_DIR            the pane's program (started by new-session)
+#   perl wrapper.pl --filter ATTEMPT_DIR   tty mode's log filter (started by pipe-pane)
+#
+# Files in ATTEMPT_DIR (written by session.ts):
+#   argv         the agent's argv, each element terminated by a NUL
+#   env          the agent's whole environment, NAME=VALUE entries each terminated by a NUL;
+#                deleted as soon as it is read (it may hold secrets)
+#   redact       redaction regexes, one per line; deleted once read
+#   redact.pipe  the same patterns for the --filter process (tty mode only); deleted once read
+#   spec         key=value lines, values %-encoded (%25 %0A %0D %00): version, cwd, stdout_log,
+#                stderr_log, tty (0|1), max_log_bytes (0 = no cap), memory_mb (optional), token
+# Files it writes:
+#   pid          the agent's pid, which is also its process group id (tmp + rename)
+#   exit.json    how the attempt ended (tmp + rename); its appearance is the completion event
+#   filter.done  tty mode: the filter's byte count, once it has logged everything (tmp + rename)
+#
+# Only perl-base modules: the wrapper must run on any machine that has tmux and perl.
+use strict;
+use warnings;
+use Config;
+use Fcntl qw(O_WRONLY O_CREAT O_APPEND O_RDONLY O_NONBLOCK F_GETFL F_SETFL);
+use POSIX qw(:sys_wait_h :errno_h);
+use Time::HiRes ();
+
+my $REDACTED  = '[REDACTED]';
+my $LINE_MAX  = 1 << 20;    # a partial line longer than this is redacted and written without its end
+my $READ_SIZE = 1 << 16;
+my $PANE_MAX  = 1 << 20;    # bytes queued for a slow pane before further output is only logged
+my @SIG_NAMES = split ' ', $Config{sig_name};
+
+# Exit codes for attempts whose agent never ran, after the shells' and env(1)'s conventions.
+my $EXIT_NOT_FOUND = 127;
+my $EXIT_CANNOT_EXEC = 126;
+my $EXIT_SETUP = 125;
+
+# ---------------------------------------------------------------------------------------------
+# Small helpers
+
+sub now_iso {
+  my $t  = Time::HiRes::time();
+  my @g  = gmtime(int $t);
+  my $ms = int(($t - int $t) * 1000);
+  return sprintf('%04d-%02d-%02dT%02d:%02d:%02d.%03dZ', $g[5] + 1900, $g[4] + 1, $g[3], $g[2], $g[1], $g[0], $ms);
+}
+
+sub slurp {
+  my ($path) = @_;
+  open(my $fh, '<:raw', $path) or return undef;
+  local $/;
+  my $data = <$fh>;
+  close $fh;
+  return defined $data ? $data : '';
+}
+
+# Writes all of $data, retrying short writes and EINTR. Returns false on a real error.
+sub write_all {
+  my ($fh, $data) = @_;
+  my $off = 0;
+  my $len = length $data;
+  while ($off < $len) {
+    my $n = syswrite($fh, $data, $len - $off, $off);
+    if (!defined $n) {
+      next if $! == EINTR;
+      return 0;
+    }
+    $off += $n;
+  }
+  return 1;
+}
+
+sub write_atomic {
+  my ($path, $data) = @_;
+  my $tmp = "$path.tmp.$$";
+  sysopen(my $fh, $tmp, O_WRONLY | O_CREAT | POSIX::O_TRUNC(), 0600) or return 0;
+  my $ok = write_all($fh, $data);
+  close($fh) or $ok = 0;
+  if (!$ok || !rename($tmp, $path)) {
+    unlink $tmp;
+    return 0;
+  }
+  return 1;
+}
+
+sub read_spec {
+  my ($dir) = @_;
+  my $raw = slurp("$dir/spec");
+  die "cannot read $dir/spec: $!\n" unless defined $raw;
+  my %spec;
+  for my $line (split /\n/, $raw) {
+    next unless $line =~ /\A([a-z_]+)=(.*)\z/s;
+    my ($key, $value) = ($1, $2);
+    $value =~ s/%([0-9A-Fa-f]{2})/chr(hex $1)/ge;
+    $spec{$key} = $value;
+  }
+  return \%spec;
+}
+
+# NUL-terminated entries; a regex (not split) so that empty arguments survive.
+sub nul_entries {
+  my ($raw) = @_;
+  return () unless defined $raw;
+  return $raw =~ /([^\0]*)\0/g;
+}
+
+# Reads and deletes a pattern file. Returns (compiled regexes, error message or undef).
+sub load_patterns {
+  my ($path) = @_;
+  my $raw = slurp($path);
+  unlink $path;
+  my @res;
+  return (\@res, undef) unless defined $raw;
+  my $n = 0;
+  for my $src (split /\n/, $raw) {
+    $n++;
+    next if $src eq '';
+    # Interpolated patterns cannot run code: (?{ }) needs `use re 'eval'`, which is not on.
+    my $re = eval { qr/$src/ };
+    if (!$re) {
+      my $why = $@;
+      $why =~ s/ at \S+ line \d+.*//s;
+      return (\@res, "redaction pattern $n does not compile: $why");
+    }
+    # The prefilter runs the pattern over a whole chunk of lines with /m, so that ^ and $ still
+    # see line boundaries. Wherever it matches a line alone it also matches inside the chunk,
+    # except with string anchors, negative lookaround (the neighbouring "\n" can veto it),
+    # dotall or backtracking verbs: such patterns skip the prefilter.
+    my $pre = $src =~ /\\[AzZG]|\(\?<?!|\(\?\^?[a-z]*s|\(\*/ ? undef : eval { qr/$src/m };
+    push @res, { re => $re, pre => $pre };
+  }
+  return (\@res, undef);
+}
+
+# Redacts each line on its own (the line break is never part of a match), so the result is
+# the same however the stream was cut into reads. Patterns apply in order, each to the output
+# of the previous one. A chunk that a pattern's prefilter does not match at all is not split:
+# secrets are rare, and a per-line loop over every pattern costs ~30x the plain copy.
+sub redact {
+  my ($patterns, $text) = @_;
+  for my $p (@$patterns) {
+    next if $p->{pre} && $text !~ $p->{pre};
+    my $re = $p->{re};
+    my @lines = split /(?<=\n)/, $text;
+    for my $line (@lines) {
+      my $nl = $line =~ s/\n\z// ? "\n" : '';
+      # An empty match would scatter markers through the line without hiding anything.
+      $line =~ s/$re/length($&) ? $REDACTED : ''/ge;
+      $line .= $nl;
+    }
+    $text = join '', @lines;
+  }
+  return $text;
+}
+
+# ---------------------------------------------------------------------------------------------
+# Capped log files
+
+sub log_open {
+  my ($path, $max) = @_;
+  my $log = { path => $path, max => $max, written => 0, truncated => 0, failed => undef };
+  # Append, so a log someone else already started (an earlier attempt, termorch's own
+  # launch message) is never destroyed; the cap covers the file as a whole.
+  if (sysopen(my $fh, $path, O_WRONLY | O_CREAT | O_APPEND, 0600)) {
+    $log->{fh} = $fh;
+    $log->{written} = -s $fh || 0;
+  } else {
+    $log->{failed} = "cannot open $path: $!";
+  }
+  return $log;
+}
+
+sub log_write {
+  my ($log, $data) = @_;
+  return if !$log->{fh} || $log->{truncated} || $data eq '';
+  my $ok;
+  if ($log->{max} <= 0 || $log->{written} + length($data) <= $log->{max}) {
+    $ok = write_all($log->{fh}, $data);
+    $log->{written} += length $data;
+  } else {
+    my $room = $log->{max} - $log->{written};
+    $ok = $room <= 0 || write_all($log->{fh}, substr($data, 0, $room));
+    $ok &&= write_all($log->{fh}, "\n[termorch: log truncated at $log->{max} bytes]\n");
+    $log->{written} = $log->{max};
+    $log->{truncated} = 1;
+  }
+  if (!$ok) {
+    $log->{failed} = "writing $log->{path} failed: $!";
+    close $log->{fh};
+    delete $log->{fh};
+  }
+}
+
+sub log_close {
+  my ($log) = @_;
+  close $log->{fh} if $log->{fh};
+  delete $log->{fh};
+}
+
+# A private key printed whole spans lines, which per-line patterns cannot see: while
+# redaction is on, every line from a BEGIN ... PRIVATE KEY----- marker to its END marker is
+# replaced. $in_key carries the state from one chunk to the next.
+my $KEY_BEGIN = qr/-----BEGIN [A-Z ]*PRIVATE KEY-----/;
+my $KEY_END   = qr/-----END [A-Z ]*PRIVATE KEY-----/;
+
+sub redact_key_blocks {
+  my ($text, $in_key) = @_;
+  return $text if !$$in_key && index($text, 'PRIVATE KEY-----') < 0;
+  my @lines = split /(?<=\n)/, $text;
+  for my $line (@lines) {
+    my $nl = $line =~ s/\n\z// ? "\n" : '';
+    if ($$in_key) {
+      $$in_key = 0 if $line =~ s/\A.*?$KEY_END/$REDACTED/;
+      $line = $REDACTED if $$in_key;
+    } elsif ($line =~ $KEY_BEGIN && $line !~ /$KEY_BEGIN.*?$KEY_END/) {
+      $line =~ s/$KEY_BEGIN.*/$REDACTED/;
+      $$in_key = 1;
+    }
+    $line .= $nl;
+  }
+  return join '', @lines;
+}
+
+# A line-buffered, redacting feed into one log. Returns a closure pair (feed, finish).
+sub line_feeder {
+  my ($log, $patterns) = @_;
+  my $buf = '';
+  my $in_key = 0;
+  my $out = sub {
+    my ($text) = @_;
+    $text = redact_key_blocks($text, \$in_key) if @$patterns;
+    log_write($log, redact($patterns, $text));
+  };
+  my $feed = sub {
+    $buf .= $_[0];
+    my $cut = rindex($buf, "\n") + 1;
+    $cut = length($buf) if length($buf) - $cut > $LINE_MAX;
+    $out->(substr($buf, 0, $cut, '')) if $cut > 0;
+  };
+  my $finish = sub {
+    $out->($buf) if $buf ne '';
+    $buf = '';
+  };
+  return ($feed, $finish);
+}
+
+# ---------------------------------------------------------------------------------------------
+# JSON (hand-written: JSON::PP is not part of perl-base)
+
+sub json_str {
+  my ($s) = @_;
+  return 'null' unless defined $s;
+  my $copy = $s;
+  # Bytes that are not UTF-8 cannot be carried by JSON text; they become U+FFFD.
+  if (!utf8::decode($copy)) {
+    $copy = $s;
+    $copy =~ s/[\x80-\xff]/\x{fffd}/g;
+  }
+  $copy =~ s/(["\\])/\\$1/g;
+  $copy =~ s/([\x00-\x1f\x7f])/sprintf('\\u%04x', ord $1)/ge;
+  $copy =~ s/([^\x00-\x7f])/json_u(ord $1)/ge;
+  return qq("$copy");
+}
+
+sub json_u {
+  my ($cp) = @_;
+  return sprintf('\\u%04x', $cp) if $cp < 0x10000;
+  $cp -= 0x10000;
+  return sprintf('\\u%04x\\u%04x', 0xd800 + ($cp >> 10), 0xdc00 + ($cp & 0x3ff));
+}
+
+# Values: undef (null), bool(x), str(x), or an integer.
+sub json_val {
+  my ($v) = @_;
+  return 'null' unless defined $v;
+  return $$v ? 'true' : 'false' if ref $v eq 'SCALAR';
+  return json_str($v->[0]) if ref $v eq 'ARRAY';
+  return $v if $v =~ /\A-?(?:0|[1-9][0-9]*)\z/;
+  die "not a JSON integer: $v\n";
+}
+
+sub json_object {
+  my @pairs = @_;
+  my @out;
+  while (my ($k, $v) = splice(@pairs, 0, 2)) {
+    push @out, json_str($k) . ':' . json_val($v);
+  }
+  return '{' . join(',', @out) . "}\n";
+}
+
+sub bool { return \($_[0] ? 1 : 0) }
+sub str { return defined $_[0] ? [$_[0]] : undef }
+
+sub signal_name {
+  my ($n) = @_;
+  my $name = $SIG_NAMES[$n];
+  return defined $name ? "SIG$name" : "SIG$n";
+}
+
+# ---------------------------------------------------------------------------------------------
+# The agent's process group
+
+# Live (non-zombie) processes whose process group, or session, is $id. The session matters for
+# tty=0, where the agent leads its own session: a job-control shell inside it may have moved
+# children to groups of their own. Zombies are excluded because nothing may ever reap them (a
+# container's init often does not).
+sub group_members {
+  my ($id, $with_session) = @_;
+  my @pids;
+  if (opendir(my $dh, '/proc')) {
+    while (defined(my $e = readdir $dh)) {
+      next unless $e =~ /\A[0-9]+\z/ && $e != $$;
+      open(my $fh, '<', "/proc/$e/stat") or next;
+      my $stat = <$fh>;
+      close $fh;
+      next unless defined $stat && $stat =~ /\A\d+ \(.*\) (\S) -?\d+ (-?\d+) (-?\d+)/s;
+      next if $1 eq 'Z' || $1 eq 'X';
+      push @pids, $e if $2 == $id || ($with_session && $3 == $id);
+    }
+    closedir $dh;
+    return @pids;
+  }
+  return kill(0, -$id) ? (-$id) : ();
+}
+
+sub signal_group {
+  my ($sig, $id, $with_session) = @_;
+  kill $sig, -$id;
+  kill $sig, $_ for group_members($id, $with_session);
+}
+
+# Ends whatever is left of the agent's group: TERM, then KILL. Returns how many were left.
+sub reap_leftovers {
+  my ($id, $with_session) = @_;
+  my @left = group_members($id, $with_session);
+  return 0 unless @left;
+  signal_group('TERM', $id, $with_session);
+  for my $step (1 .. 150) {
+    return scalar @left unless group_members($id, $with_session);
+    Time::HiRes::sleep(0.02);
+    signal_group('KILL', $id, $with_session) if $step == 100;
+  }
+  return scalar @left;
+}
+
+# Whether execvp would find $name with the current PATH (execvp's default when unset).
+sub resolve_command {
+  my ($name) = @_;
+  return -e $name if index($name, '/') >= 0;
+  my $path = defined $ENV{PATH} ? $ENV{PATH} : '/bin:/usr/bin';
+  for my $d (split /:/, $path, -1) {
+    my $candidate = ($d eq '' ? '.' : $d) . "/$name";
+    return 1 if -f $candidate && -x _;
+  }
+  return 0;
+}
+
+sub find_in_path {
+  my ($name, @extra) = @_;
+  for my $d ((split /:/, $ENV{PATH} || ''), @extra) {
+    next if $d eq '';
+    return "$d/$name" if -f "$d/$name" && -x _;
+  }
+  return undef;
+}
+
+# ---------------------------------------------------------------------------------------------
+# Filter mode: pipe-pane feeds it the pane's output (tty=1); it writes the redacted, capped
+# stdout log. The main wrapper prints an OSC sequence carrying this attempt's token once the
+# agent is gone; the filter logs everything before it, reports, and exits. Unknown OSC
+# sequences are swallowed by tmux, so the operator does not see the marker.
+
+sub filter_main {
+  my ($dir) = @_;
+  # tmux closes our stdin when the pane goes; a hangup must not cut the final flush short.
+  $SIG{HUP} = 'IGNORE';
+  $SIG{PIPE} = 'IGNORE';
+  my $spec = read_spec($dir);
+  my ($patterns) = load_patterns("$dir/redact.pipe");
+  my $log = log_open($spec->{stdout_log}, $spec->{max_log_bytes} || 0);
+  my $marker = "\e]7777;termorch-end:$spec->{token}\a";
+  my ($feed, $finish) = line_feeder($log, $patterns);
+  my $bytes = 0;
+  my $pending = '';
+  while (1) {
+    my $n = sysread(STDIN, my $data, $READ_SIZE);
+    if (!defined $n) {
+      next if $! == EINTR;
+      last;
+    }
+    last if $n == 0;
+    $pending .= $data;
+    my $at = index($pending, $marker);
+    if ($at >= 0) {
+      $bytes += $at;
+      $feed->(substr($pending, 0, $at));
+      last;
+    }
+    # Keep back what could be the start of a marker split across reads.
+    my $keep = length($marker) - 1;
+    next if length($pending) <= $keep;
+    my $chunk = substr($pending, 0, length($pending) - $keep, '');
+    $bytes += length $chunk;
+    $feed->($chunk);
+  }
+  if (index($pending, $marker) < 0) {
+    $bytes += length $pending;
+    $feed->($pending);
+  }
+  $finish->();
+  log_close($log);
+  write_atomic("$dir/filter.done", "bytes=$bytes\ntruncated=" . ($log->{truncated} ? 1 : 0) . "\n");
+  exit 0;
+}
+
+# ---------------------------------------------------------------------------------------------
+# Main mode
+
+my $dir;
+my ($stdout_log, $stderr_log);
+my @patterns;
+my $tty = 0;
+my $pane_queue = '';
+my $pane_ok = 1;
+my $pane_dropped = 0;
+
+# Bytes for the pane. tty=0: queued and written without blocking (tmux renders ~40 MB/s; the
+# agent must not be slowed down to that, and the log is the record anyway). tty=1: the agent
+# shares the terminal, so its file status flags stay untouched and we write directly.
+sub pane_put {
+  my ($data) = @_;
+  return unless $pane_ok;
+  if ($tty) {
+    $pane_ok = 0 unless write_all(\*STDERR, $data);
+    return;
+  }
+  if (length($pane_queue) + length($data) > $PANE_MAX) {
+    $pane_dropped += length $data;
+    return;
+  }
+  $pane_queue .= $data;
+}
+
+sub pane_flush_some {
+  return unless $pane_ok && length $pane_queue;
+  my $n = syswrite(STDOUT, $pane_queue);
+  if (defined $n) {
+    substr($pane_queue, 0, $n, '');
+  } elsif ($! != EAGAIN && $! != EINTR) {
+    # EIO: the pane is gone (session killed). Keep logging, stop showing.
+    $pane_ok = 0;
+    $pane_queue = '';
+  }
+  if ($pane_queue eq '' && $pane_dropped) {
+    $pane_queue = "\r\n[termorch: $pane_dropped bytes not shown here; the log has them all]\r\n";
+    $pane_dropped = 0;
+  }
+}
+
+# Flushes the pane queue, waiting for the pane at most $secs seconds.
+sub pane_drain {
+  my ($secs) = @_;
+  my $end = Time::HiRes::time() + $secs;
+  while ($pane_ok && length $pane_queue) {
+    my $left = $end - Time::HiRes::time();
+    last if $left <= 0;
+    my $win = '';
+    vec($win, 1, 1) = 1;
+    select(undef, $win, undef, $left);
+    pane_flush_some();
+  }
+}
+
+# termorch's own messages: the pane and the stderr log.
+sub note {
+  my ($msg) = @_;
+  my $line = "termorch: $msg\n";
+  log_write($stderr_log, redact(\@patterns, $line)) if $stderr_log;
+  (my $shown = $line) =~ s/\n/\r\n/g;
+  pane_put($shown);
+}
+
+sub write_exit {
+  my (%f) = @_;
+  my $json = json_object(
+    exit_code     => $f{exit_code},
+    signal        => str($f{signal}),
+    started_at    => str($f{started_at}),
+    finished_at   => str($f{finished_at} || now_iso()),
+    pid           => $f{pid},
+    stdout_bytes  => $f{stdout_bytes} || 0,
+    stderr_bytes  => $f{stderr_bytes} || 0,
+    truncated     => bool($f{truncated}),
+    hangup        => bool($f{hangup}),
+    launch_failed => bool($f{launch_failed}),
+    error         => str(defined $f{error} ? redact(\@patterns, $f{error}) : undef),
+  );
+  write_atomic("$dir/exit.json", $json) or die "cannot write $dir/exit.json: $!\n";
+}
+
+# The agent never ran: record why and stop.
+sub fail_setup {
+  my ($msg, %f) = @_;
+  note($msg);
+  log_close($_) for grep { $_ } ($stdout_log, $stderr_log);
+  unlink "$dir/env", "$dir/redact", "$dir/redact.pipe";
+  write_exit(exit_code => $EXIT_SETUP, launch_failed => 1, error => $msg, %f);
+  pane_drain(2);
+  exit $EXIT_SETUP;
+}
+
+sub main {
+  if (@ARGV == 2 && $ARGV[0] eq '--filter') {
+    filter_main($ARGV[1]);
+  }
+  die "usage: wrapper.pl ATTEMPT_DIR | wrapper.pl --filter ATTEMPT_DIR\n" unless @ARGV == 1;
+  $dir = $ARGV[0];
+
+  # Signals arrive through a self-pipe so that select() wakes up for them even when one lands
+  # just before the call.
+  pipe(my $sig_r, my $sig_w) or die "pipe: $!\n";
+  for my $fh ($sig_r, $sig_w) {
+    fcntl($fh, F_SETFL, fcntl($fh, F_GETFL, 0) | O_NONBLOCK);
+  }
+  my %pending;
+  for my $s (qw(HUP TERM INT QUIT CHLD)) {
+    $SIG{$s} = sub { $pending{$s} = 1; syswrite($sig_w, 'x') };
+  }
+  $SIG{PIPE} = 'IGNORE';
+
+  my $spec = eval { read_spec($dir) };
+  if (!$spec) {
+    my $err = $@ || 'unreadable spec';
+    chomp $err;
+    fail_setup("cannot start: $err");
+  }
+  $tty = $spec->{tty} ? 1 : 0;
+  my $max = $spec->{max_log_bytes} || 0;
+  $stderr_log = log_open($spec->{stderr_log}, $max);
+  if ($tty) {
+    # The filter writes this log; creating it here means it exists even if pipe-pane failed.
+    if (sysopen(my $fh, $spec->{stdout_log}, O_WRONLY | O_CREAT | O_APPEND, 0600)) { close $fh }
+  } else {
+    $stdout_log = log_open($spec->{stdout_log}, $max);
+    fcntl(STDOUT, F_SETFL, fcntl(STDOUT, F_GETFL, 0) | O_NONBLOCK);
+  }
+  my @argv = nul_entries(slurp("$dir/argv"));
+  my %env;
+  my $env_raw = slurp("$dir/env");
+  unlink "$dir/env";
+  for my $entry (nul_entries($env_raw)) {
+    $env{$1} = $2 if $entry =~ /\A([^=]+)=(.*)\z/s;
+  }
+  my ($pats, $pat_error) = load_patterns("$dir/redact");
+  @patterns = @$pats;
+  # Fail closed: a log written without its redaction could leak the secrets it was meant to hide.
+  fail_setup("cannot start: $pat_error; nothing was run") if $pat_error;
+  fail_setup("cannot start: cannot read $dir/env") unless defined $env_raw;
+  fail_setup("cannot start: no command given") unless @argv;
+  for my $log (grep { $_ } ($stdout_log, $stderr_log)) {
+    fail_setup("cannot start: $log->{failed}") if $log->{failed};
+  }
+  my $cwd = defined $spec->{cwd} ? $spec->{cwd} : '.';
+
+  # A hangup before the agent started (session killed right away): do not start it at all.
+  if ($pending{HUP}) {
+    fail_setup('the pane was closed before the agent started', hangup => 1);
+  }
+
+  my $prlimit;
+  my $mem_mb = $spec->{memory_mb} || 0;
+  if ($mem_mb > 0) {
+    # RLIMIT_AS, set by exec'ing the agent through `prlimit --as=N --` (same pid, argv intact):
+    # perl-base has no setrlimit, and hard-coding syscall numbers per architecture is worse.
+    # It caps each process of the tree, not their sum (that needs a cgroup, which containers
+    # and hosts without systemd do not reliably offer). Node/V8 agents start fine under it
+    # (checked at 1 GB).
+    $prlimit = find_in_path('prlimit', '/usr/bin', '/bin', '/usr/sbin', '/sbin');
+    note("memory_mb=$mem_mb is not enforced: prlimit(1) was not found") unless $prlimit;
+  }
+
+  # Two pipes coordinate the start: the child reports "ready" once it leads its own group, the
+  # parent records the pid (so kill() always finds a group to signal), then says "go". The
+  # status pipe is close-on-exec: EOF after "ready" means exec succeeded.
+  pipe(my $status_r, my $status_w) or fail_setup("pipe: $!");
+  pipe(my $go_r, my $go_w) or fail_setup("pipe: $!");
+  my ($out_r, $out_w, $err_r, $err_w);
+  if (!$tty) {
+    pipe($out_r, $out_w) or fail_setup("pipe: $!");
+    pipe($err_r, $err_w) or fail_setup("pipe: $!");
+  }
+  my $pid = fork();
+  fail_setup("fork: $!") unless defined $pid;
+  if ($pid == 0) {
+    $SIG{$_} = 'DEFAULT' for qw(HUP TERM INT QUIT CHLD PIPE);
+    close $status_r;
+    close $go_w;
+    if ($tty) {
+      # The agent owns the terminal: its own group, made the foreground group (a background
+      # group reading the tty would be stopped by SIGTTIN).
+      POSIX::setpgid(0, 0);
+      local $SIG{TTOU} = 'IGNORE';
+      POSIX::tcsetpgrp(0, $$);
+    } else {
+      # Its own session: one kill(-pgid) reaches the whole tree, and without a controlling
+      # terminal nothing can stop on a tty read or prompt the pane behind our back.
+      POSIX::setsid();
+    }
+    syswrite($status_w, 'R');
+    my $n = sysread($go_r, my $go, 1);
+    POSIX::_exit($EXIT_SETUP) unless $n;
+    if (!$tty) {
+      my $null = POSIX::open('/dev/null', O_RDONLY);
+      POSIX::dup2($null, 0) if defined $null;
+      POSIX::dup2(fileno($out_w), 1);
+      POSIX::dup2(fileno($err_w), 2);
+    }
+    if (!chdir $cwd) {
+      syswrite($status_w, 'C' . ($! + 0) . " $!");
+      POSIX::_exit($EXIT_CANNOT_EXEC);
+    }
+    %ENV = %env;
+    if ($prlimit && !resolve_command($argv[0])) {
+      # prlimit would report this itself, but then it would not be known as a launch failure.
+      $! = ENOENT;
+    } elsif ($prlimit) {
+      my $bytes = $mem_mb * 1024 * 1024;
+      exec { $prlimit } 'prlimit', "--as=$bytes:$bytes", '--', @argv;
+    } else {
+      exec { $argv[0] } @argv;
+    }
+    my $errno = $! + 0;
+    syswrite($status_w, "E$errno $!");
+    POSIX::_exit($errno == ENOENT ? $EXIT_NOT_FOUND : $EXIT_CANNOT_EXEC);
+  }
+
+  close $status_w;
+  close $go_r;
+  close $out_w if $out_w;
+  close $err_w if $err_w;
+  # EOF instead of "ready" means the child died at once; waitpid below tells how.
+  while (1) {
+    last if defined sysread($status_r, my $ready, 1) || $! != EINTR;
+  }
+  if ($tty) {
+    POSIX::setpgid($pid, $pid);
+    local $SIG{TTOU} = 'IGNORE';
+    POSIX::tcsetpgrp(0, $pid);
+  }
+  write_atomic("$dir/pid", "$pid\n") or note("cannot write $dir/pid: $!");
+  my $started_at = now_iso();
+  syswrite($go_w, 'g');
+  close $go_w;
+  my $status_msg = '';
+  while (1) {
+    my $n = sysread($status_r, my $chunk, 4096);
+    if (!defined $n) { next if $! == EINTR; last }
+    last if $n == 0;
+    $status_msg .= $chunk;
+  }
+  close $status_r;
+  my $launch_error;
+  if ($status_msg =~ /\A([CE])(\d+) (.*)\z/s) {
+    my ($stage, $errno, $text) = ($1, $2, $3);
+    $launch_error = $stage eq 'C'
+      ? "cannot run the agent: cannot change to directory $cwd: $text"
+      : "cannot run the agent: $argv[0]: $text";
+    note($launch_error);
+  }
+
+  # Drain both pipes to EOF while showing and logging them; react to signals.
+  my %streams;
+  my ($out_feed, $out_finish, $err_feed, $err_finish);
+  if (!$tty) {
+    ($out_feed, $out_finish) = line_feeder($stdout_log, \@patterns);
+    ($err_feed, $err_finish) = line_feeder($stderr_log, \@patterns);
+    $streams{fileno $out_r} = { fh => $out_r, feed => $out_feed, finish => $out_finish, name => 'out' };
+    $streams{fileno $err_r} = { fh => $err_r, feed => $err_feed, finish => $err_finish, name => 'err' };
+  }
+  my %bytes = (out => 0, err => 0);
+  my ($reaped, $wait_status, $finished_at, $hangup) = (0, undef, undef, 0);
+  my %deadline;    # name => epoch seconds
+  my $with_session = !$tty;
+  while (1) {
+    last if $reaped && !%streams;
+    my $now = Time::HiRes::time();
+    if (defined $deadline{term} && $now >= $deadline{term}) {
+      delete $deadline{term};
+      my @left = group_members($pid, $with_session);
+      note('the agent left ' . scalar(@left) . ' process(es) running; they were terminated') if $reaped && @left;
+      signal_group('TERM', $pid, $with_session);
+    }
+    if (defined $deadline{kill} && $now >= $deadline{kill}) {
+      delete $deadline{kill};
+      signal_group('KILL', $pid, $with_session);
+    }
+    if (defined $deadline{abandon} && $now >= $deadline{abandon}) {
+      # Something outside the group (it called setsid) still holds the pipes: stop waiting.
+      note('output of processes that outlived the agent was not captured');
+      $_->{finish}->() for values %streams;
+      %streams = ();
+      last;
+    }
+    my ($rin, $win) = ('', '');
+    vec($rin, fileno($sig_r), 1) = 1;
+    vec($rin, $_, 1) = 1 for keys %streams;
+    vec($win, 1, 1) = 1 if $pane_ok && length $pane_queue;
+    my $timeout = 1;    # a backstop only: every real event wakes select
+    for my $d (values %deadline) {
+      $timeout = $d - $now if $d - $now < $timeout;
+    }
+    $timeout = 0 if $timeout < 0;
+    my $n = select(my $rout = $rin, my $wout = $win, undef, $timeout);
+    if ($n < 0) {
+      next if $! == EINTR;
+      die "select: $!\n";
+    }
+    if ($n > 0 && vec($rout, fileno($sig_r), 1)) {
+      1 while sysread($sig_r, my $junk, 256);
+    }
+    for my $s (qw(HUP TERM INT QUIT)) {
+      next unless delete $pending{$s};
+      # Hangup: the session was killed (or the server died). Pass it on like a shell would,
+      # then escalate so nothing outlives the pane for long.
+      if ($s eq 'HUP') {
+        $hangup = 1;
+        $pane_ok = 0;
+        $pane_queue = '';
+        $deadline{term} ||= Time::HiRes::time() + 2;
+        $deadline{kill} ||= Time::HiRes::time() + 4;
+      }
+      $deadline{kill} ||= Time::HiRes::time() + 5 if $s eq 'TERM';
+      # Ctrl-C in a tty=0 pane reaches only us (the agent has no terminal): forward it.
+      signal_group($s, $pid, $with_session) unless $reaped && !group_members($pid, $with_session);
+    }
+    delete $pending{CHLD};
+    if (!$reaped) {
+      my $r = waitpid($pid, WNOHANG);
+      if ($r == $pid) {
+        ($reaped, $wait_status, $finished_at) = (1, $?, now_iso());
+        if (%streams) {
+          # Its leftovers still hold the pipes: give them a moment, then end them.
+          my $t = Time::HiRes::time();
+          $deadline{term} = $t + 1 if !defined $deadline{term} || $deadline{term} > $t + 1;
+          $deadline{kill} = $t + 3 if !defined $deadline{kill} || $deadline{kill} > $t + 3;
+          $deadline{abandon} = $t + 4;
+        }
+      }
+    }
+    next if $n <= 0;
+    for my $fd (keys %streams) {
+      next unless vec($rout, $fd, 1);
+      my $st = $streams{$fd};
+      my $r = sysread($st->{fh}, my $data, $READ_SIZE);
+      if (!defined $r) {
+        next if $! == EINTR || $! == EAGAIN;
+        $r = 0;
+      }
+      if ($r == 0) {
+        $st->{finish}->();
+        close $st->{fh};
+        delete $streams{$fd};
+        next;
+      }
+      $bytes{ $st->{name} } += $r;
+      pane_put($data);
+      $st->{feed}->($data);
+    }
+    pane_flush_some() if $wout && vec($wout, 1, 1);
+  }
+
+  # Nothing of the agent may outlive its recorded end (termorch commits its worktree next).
+  my $left = reap_leftovers($pid, $with_session);
+  note("the agent left $left process(es) running; they were terminated") if $left;
+  if (!$reaped) {
+    waitpid($pid, 0);
+    ($wait_status, $finished_at) = ($?, now_iso());
+  }
+
+  my %result = (
+    pid          => $pid,
+    started_at   => $started_at,
+    finished_at  => $finished_at,
+    hangup       => $hangup,
+    stdout_bytes => $bytes{out},
+    stderr_bytes => $bytes{err},
+  );
+  if (defined $launch_error) {
+    @result{qw(exit_code launch_failed error)} = ($wait_status >> 8, 1, $launch_error);
+  } elsif (WIFSIGNALED($wait_status)) {
+    $result{signal} = signal_name(WTERMSIG($wait_status));
+  } else {
+    $result{exit_code} = WEXITSTATUS($wait_status);
+  }
+
+  if ($tty) {
+    local $SIG{TTOU} = 'IGNORE';
+    POSIX::tcsetpgrp(0, getpgrp());
+    # Let the filter log everything the pane got, then learn its count. Bounded: pipe-pane may
+    # have failed to start, and after a hangup the filter ends on EOF by itself.
+    write_all(\*STDOUT, "\e]7777;termorch-end:$spec->{token}\a") if $pane_ok;
+    my $done;
+    for (1 .. 500) {
+      last if defined($done = slurp("$dir/filter.done"));
+      Time::HiRes::sleep(0.01);
+    }
+    unlink "$dir/redact.pipe";
+    if (defined $done) {
+      $result{stdout_bytes} = $1 if $done =~ /^bytes=(\d+)$/m;
+      $result{truncated} = 1 if $done =~ /^truncated=1$/m;
+    } else {
+      note('the pane output logger did not finish; the stdout log may be incomplete');
+    }
+  }
+  log_close($_) for grep { $_ } ($stdout_log, $stderr_log);
+  $result{truncated} ||= ($stdout_log && $stdout_log->{truncated}) || $stderr_log->{truncated};
+  write_exit(%result);
+  pane_drain(2);
+  # End the way the agent ended, so the dead pane's #{pane_dead_status} / #{pane_dead_signal}
+  # agree with exit.json (TMUX-NOTES: a cross-check). Core-dumping signals are not re-raised.
+  if (defined $result{signal} && $result{signal} =~ /\ASIG(HUP|INT|TERM|KILL|PIPE|ALRM|USR1|USR2)\z/) {
+    $SIG{$1} = 'DEFAULT';
+    kill $1, $$;
+  }
+  exit(defined $result{exit_code} ? $result{exit_code} : 128 + WTERMSIG($wait_status));
+}
+
+main();

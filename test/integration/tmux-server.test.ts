@@ -1,0 +1,118 @@
+// The private tmux server: configuration, environment, listing, targeted kills, shutdown.
+import { stat } from "node:fs/promises";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { formatLiteral, TmuxServer, tmuxArg } from "../../src/tmux/server.js";
+import { launch } from "../../src/tmux/session.js";
+import { isAlive, makeTmpDir, removeDir, taskSpec, uniqueSocket, waitFor } from "../fixtures/tmux-helpers.js";
+
+let server: TmuxServer;
+let root: string;
+
+beforeAll(async () => {
+  // Things that must never reach the server: the caller's TMUX and any secret.
+  server = new TmuxServer({
+    socket: uniqueSocket(),
+    historyLimit: 1234,
+    size: "120x40",
+    baseEnv: { ...process.env, TMUX: "/tmp/not-a-socket,1,0", TERMORCH_TEST_SECRET: "do-not-leak" },
+  });
+  root = await makeTmpDir();
+});
+
+afterAll(async () => {
+  await server.kill();
+  await removeDir(root);
+});
+
+describe("TmuxServer", () => {
+  it("answers sensibly while no server runs", async () => {
+    expect(await server.listPanes()).toEqual([]);
+    expect(await server.hasSession("nope")).toBe(false);
+    expect(await server.killSession("nope")).toBe(false);
+    expect(await server.socketPath()).toMatch(new RegExp(`/tmux-\\d+/${server.socket}$`));
+  });
+
+  it("starts with termorch's configuration and a clean environment", async () => {
+    const spec = taskSpec(root, ["sleep", "60"]);
+    const task = await launch(server, spec);
+    expect(await server.run(["show-options", "-s", "-v", "exit-empty"])).toBe("off");
+    expect(await server.run(["show-options", "-g", "-v", "remain-on-exit"])).toBe("on");
+    expect(await server.run(["show-options", "-g", "-v", "history-limit"])).toBe("1234");
+    expect(
+      await server.run([
+        "display-message",
+        "-p",
+        "-t",
+        `=${spec.session}:`,
+        "#{window_width}x#{window_height}",
+      ]),
+    ).toBe("120x40");
+    const globalEnv = await server.run(["show-environment", "-g"]);
+    expect(globalEnv).not.toMatch(/TERMORCH_TEST_SECRET|do-not-leak/);
+    expect(globalEnv).not.toMatch(/^TMUX=/m);
+    const path = await server.socketPath();
+    expect((await stat(path)).isSocket()).toBe(true);
+    expect(path).toMatch(new RegExp(`/${server.socket}$`));
+    const pid = await server.serverPid();
+    expect(isAlive(pid)).toBe(true);
+    await server.kickChld();
+
+    const rows = await server.listPanes();
+    const row = rows.find((r) => r.session === spec.session);
+    expect(row).toMatchObject({
+      run: "test-run",
+      task: spec.taskId,
+      attempt: 1,
+      dead: false,
+      deadStatus: null,
+    });
+    expect(row!.panePid).toBeGreaterThan(1);
+    expect(await server.hasSession(spec.session)).toBe(true);
+    // Exact targets: a prefix of a live session's name matches nothing.
+    expect(await server.hasSession(spec.session.slice(0, -2))).toBe(false);
+    expect(await server.killSession(spec.session.slice(0, -2))).toBe(false);
+    await task.kill(2_000);
+    expect(await server.killSession(spec.session)).toBe(true);
+    expect(await server.hasSession(spec.session)).toBe(false);
+  });
+
+  it("records the wrapper's end in the dead pane, matching exit.json", async () => {
+    const spec = taskSpec(root, ["sh", "-c", "kill -TERM $$"]);
+    const exit = await (await launch(server, spec)).exited;
+    expect(exit.signal).toBe("SIGTERM");
+    // pane_dead turns 1 when the pty closes, the status when tmux reaps the wrapper. tmux 3.3
+    // with libutempter can lose that SIGCHLD (TMUX-NOTES): kickChld is the repair under test.
+    const row = await waitFor(async () => {
+      const r = (await server.listPanes()).find((p) => p.session === spec.session);
+      if (r?.dead && r.deadSignal === null && r.deadStatus === null) await server.kickChld();
+      return r?.dead && r.deadSignal !== null ? r : null;
+    });
+    expect(row.deadSignal).toBe(15);
+    await server.killSession(spec.session);
+  });
+
+  it("closeIfIdle keeps a server with sessions and lets an idle one exit", async () => {
+    const spec = taskSpec(root, ["sleep", "60"]);
+    const task = await launch(server, spec);
+    expect(await server.closeIfIdle()).toBe(false);
+    const pid = await server.serverPid();
+    await task.kill(2_000);
+    await server.killSession(spec.session);
+    expect(await server.closeIfIdle()).toBe(true);
+    await waitFor(() => !isAlive(pid), 10_000, "idle server to exit");
+    expect(await server.listPanes()).toEqual([]);
+    // The next launch starts a fresh server with the same configuration.
+    const again = await (await launch(server, taskSpec(root, ["true"]))).exited;
+    expect(again.exit_code).toBe(0);
+    expect(await server.run(["show-options", "-s", "-v", "exit-empty"])).toBe("off");
+  });
+});
+
+describe("argument escaping", () => {
+  it("protects trailing semicolons and format characters", () => {
+    expect(tmuxArg("a;")).toBe("a\\;");
+    expect(tmuxArg("a\\;")).toBe("a\\\\;");
+    expect(tmuxArg("a;b")).toBe("a;b");
+    expect(formatLiteral("/x/#{pane_id};")).toBe("/x/##{pane_id}\\;");
+  });
+});

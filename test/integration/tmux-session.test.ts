@@ -1,0 +1,366 @@
+// Launching and watching task attempts on a real, private tmux server.
+import { existsSync } from "node:fs";
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { LaunchError } from "../../src/tmux/errors.js";
+import type { TmuxServer } from "../../src/tmux/server.js";
+import { adopt, launch } from "../../src/tmux/session.js";
+import {
+  groupMembers,
+  isAlive,
+  makeTmpDir,
+  removeDir,
+  taskSpec,
+  testServer,
+  waitFor,
+} from "../fixtures/tmux-helpers.js";
+
+let server: TmuxServer;
+let root: string;
+
+beforeAll(async () => {
+  server = testServer();
+  root = await makeTmpDir();
+});
+
+afterAll(async () => {
+  await server.kill();
+  await removeDir(root);
+});
+
+describe("launch", () => {
+  it("passes a hostile argv byte-exact", async () => {
+    const big = `${"x".repeat(50_000)};$HOME#{pane_id}\\;${"y".repeat(50_000)}`;
+    const args = [";", "y;", "x\\;", "#{pane_id}", "$HOME", "", "a\nb", 'it\'s "quoted"', big];
+    const out = join(root, "argv.bin");
+    // perl writes its arguments NUL-terminated, so the test compares bytes, not a rendering.
+    const spec = taskSpec(root, [
+      "perl",
+      "-e",
+      'open my $f, ">", shift or die; print $f map { "$_\\0" } @ARGV',
+      out,
+      ...args,
+    ]);
+    const task = await launch(server, spec);
+    const exit = await task.exited;
+    expect(exit).toMatchObject({ exit_code: 0, signal: null, lost: false });
+    const got = (await readFile(out, "utf8")).split("\0");
+    expect(got.pop()).toBe("");
+    expect(got).toEqual(args);
+  });
+
+  it("gives the agent exactly the environment it was given", async () => {
+    const env = {
+      PATH: "/usr/bin:/bin",
+      ONLY: "value with spaces; and $dollar",
+      MULTI: "line1\nline2",
+      EMPTY: "",
+    };
+    const out = join(root, "env.bin");
+    const spec = taskSpec(
+      root,
+      ["perl", "-e", 'open my $f, ">", shift or die; print $f map { "$_=$ENV{$_}\\0" } sort keys %ENV', out],
+      { env },
+    );
+    const exit = await (await launch(server, spec)).exited;
+    expect(exit.exit_code).toBe(0);
+    const got = (await readFile(out, "utf8")).split("\0").filter(Boolean);
+    expect(got).toEqual(
+      Object.entries(env)
+        .map(([k, v]) => `${k}=${v}`)
+        .sort(),
+    );
+  });
+
+  it("runs in the given cwd, even one with spaces and a #", async () => {
+    const { mkdir } = await import("node:fs/promises");
+    const cwd = join(root, "dir with #{space};");
+    await mkdir(cwd);
+    const out = join(root, "cwd.txt");
+    const exit = await (await launch(server, taskSpec(root, ["sh", "-c", 'pwd > "$1"', "sh", out], { cwd })))
+      .exited;
+    expect(exit.exit_code).toBe(0);
+    expect((await readFile(out, "utf8")).trim()).toBe(cwd);
+  });
+
+  it("deletes the env and redact files once the wrapper has read them", async () => {
+    const spec = taskSpec(root, ["sh", "-c", "exit 0"], {
+      env: { PATH: "/usr/bin:/bin", API_KEY: "s3cr3t-value" },
+      redact: ["s3cr3t"],
+    });
+    const exit = await (await launch(server, spec)).exited;
+    expect(exit.exit_code).toBe(0);
+    expect(existsSync(join(spec.attemptDir, "env"))).toBe(false);
+    expect(existsSync(join(spec.attemptDir, "redact"))).toBe(false);
+    expect(existsSync(join(spec.attemptDir, "argv"))).toBe(true);
+  });
+
+  it("records exit code 3", async () => {
+    const exit = await (await launch(server, taskSpec(root, ["sh", "-c", "exit 3"]))).exited;
+    expect(exit).toMatchObject({ exit_code: 3, signal: null, lost: false, launch_failed: false });
+    expect(exit.pid).toBeGreaterThan(1);
+    expect(Date.parse(exit.finished_at)).toBeGreaterThanOrEqual(Date.parse(exit.started_at!));
+  });
+
+  it("records the real signal of an agent killed by SIGTERM", async () => {
+    const exit = await (await launch(server, taskSpec(root, ["sh", "-c", "kill -TERM $$"]))).exited;
+    expect(exit).toMatchObject({ exit_code: null, signal: "SIGTERM", lost: false });
+  });
+
+  it("records 127 and a message when the command does not exist", async () => {
+    const spec = taskSpec(root, ["no-such-command-termorch"]);
+    const exit = await (await launch(server, spec)).exited;
+    expect(exit).toMatchObject({ exit_code: 127, signal: null, launch_failed: true, lost: false });
+    expect(exit.detail).toMatch(/no-such-command-termorch: No such file or directory/);
+    expect(await readFile(spec.stderrLog, "utf8")).toMatch(
+      /termorch: cannot run the agent: no-such-command-termorch/,
+    );
+    await waitFor(
+      async () => /no-such-command-termorch/.test(await server.capturePane(spec.session)),
+      10_000,
+      "message in pane",
+    );
+  });
+
+  it("refuses a second live session of the same attempt with a typed error", async () => {
+    const spec = taskSpec(root, ["sleep", "30"]);
+    const task = await launch(server, spec);
+    await waitFor(() => existsSync(join(spec.attemptDir, "pid")));
+    const again = launch(server, { ...spec, attemptDir: join(root, "other-attempt") });
+    await expect(again).rejects.toBeInstanceOf(LaunchError);
+    await expect(again).rejects.toMatchObject({ code: "duplicate_session" });
+    const exit = await task.kill(5_000);
+    expect(exit.signal).toBe("SIGTERM");
+  });
+
+  it("keeps the session (dead pane) after the agent ended", async () => {
+    const spec = taskSpec(root, ["sh", "-c", "echo bye; exit 4"]);
+    await (await launch(server, spec)).exited;
+    expect(await server.hasSession(spec.session)).toBe(true);
+    const row = await waitFor(async () => {
+      const r = (await server.listPanes()).find((p) => p.session === spec.session);
+      // A lost SIGCHLD leaves the pane dead without status until the server is kicked.
+      if (r?.dead && r.deadStatus === null) await server.kickChld();
+      return r?.dead && r.deadStatus !== null ? r : null;
+    });
+    expect(row).toMatchObject({ run: spec.runId, task: spec.taskId, attempt: 1, deadStatus: 4 });
+  });
+});
+
+describe("kill", () => {
+  it("ends the agent's whole process group, background grandchildren included", async () => {
+    const pids = join(root, "grandchild.pid");
+    const spec = taskSpec(root, [
+      "sh",
+      "-c",
+      'sleep 1000 & echo $! > "$1"; sh -c "sleep 1000" & wait',
+      "sh",
+      pids,
+    ]);
+    const task = await launch(server, spec);
+    const grandchild = Number(
+      await waitFor(async () => (await readFile(pids, "utf8").catch(() => "")).trim()),
+    );
+    const pgid = Number((await readFile(join(spec.attemptDir, "pid"), "utf8")).trim());
+    expect(isAlive(grandchild)).toBe(true);
+    expect(groupMembers(pgid).length).toBeGreaterThanOrEqual(3);
+    const exit = await task.kill(2_000);
+    expect(exit).toMatchObject({ signal: "SIGTERM", lost: false });
+    expect(isAlive(grandchild)).toBe(false);
+    expect(groupMembers(pgid)).toEqual([]);
+  });
+
+  it("escalates to SIGKILL when the agent ignores SIGTERM", async () => {
+    const ready = join(root, "ignoring.ready");
+    const spec = taskSpec(root, [
+      "sh",
+      "-c",
+      'trap "" TERM; touch "$1"; while :; do sleep 1; done',
+      "sh",
+      ready,
+    ]);
+    const task = await launch(server, spec);
+    await waitFor(() => existsSync(ready));
+    const exit = await task.kill(300);
+    expect(exit.signal).toBe("SIGKILL");
+    expect(groupMembers(exit.pid!)).toEqual([]);
+  });
+
+  it("kills an agent whose wrapper has not written its pid yet", async () => {
+    const spec = taskSpec(root, ["sleep", "1000"]);
+    const task = await launch(server, spec);
+    // Immediately: the pid file may or may not exist yet; either way nothing may survive.
+    const exit = await task.kill(1_000);
+    expect(exit.exit_code === null).toBe(true);
+    const pid = exit.pid;
+    if (pid !== null) expect(groupMembers(pid)).toEqual([]);
+  });
+});
+
+describe("leftovers and limits", () => {
+  it("ends a background process that outlived the agent, then records the exit", async () => {
+    const pidFile = join(root, "leftover.pid");
+    const spec = taskSpec(root, ["sh", "-c", 'sleep 1000 & echo $! > "$1"; echo done', "sh", pidFile]);
+    const exit = await (await launch(server, spec)).exited;
+    expect(exit).toMatchObject({ exit_code: 0, lost: false });
+    expect(isAlive(Number((await readFile(pidFile, "utf8")).trim()))).toBe(false);
+    expect(await readFile(spec.stdoutLog, "utf8")).toBe("done\n");
+    expect(await readFile(spec.stderrLog, "utf8")).toMatch(
+      /left 1 process\(es\) running; they were terminated/,
+    );
+  });
+
+  it("ends a detached leftover that does not hold the pipes", async () => {
+    const pidFile = join(root, "quiet-leftover.pid");
+    const spec = taskSpec(root, ["sh", "-c", 'sleep 1000 >/dev/null 2>&1 & echo $! > "$1"', "sh", pidFile]);
+    const exit = await (await launch(server, spec)).exited;
+    expect(exit.exit_code).toBe(0);
+    expect(isAlive(Number((await readFile(pidFile, "utf8")).trim()))).toBe(false);
+  });
+
+  it("applies memory_mb as an address-space limit", async () => {
+    const grab = 'my $x = "a" x (300 * 1024 * 1024); print length($x), "\\n"';
+    const limited = taskSpec(root, ["perl", "-e", grab], { memoryMb: 100 });
+    const free = taskSpec(root, ["perl", "-e", grab], { memoryMb: 2048 });
+    const [a, b] = await Promise.all([
+      (await launch(server, limited)).exited,
+      (await launch(server, free)).exited,
+    ]);
+    expect(a.exit_code).not.toBe(0);
+    expect(await readFile(limited.stderrLog, "utf8")).toMatch(/Out of memory/i);
+    expect(b.exit_code).toBe(0);
+  });
+
+  it("still reports a missing command as a launch failure under a memory limit", async () => {
+    const exit = await (await launch(server, taskSpec(root, ["no-such-command-termorch"], { memoryMb: 512 })))
+      .exited;
+    expect(exit).toMatchObject({ exit_code: 127, launch_failed: true });
+  });
+});
+
+describe("exit detection", () => {
+  it("reports lost promptly when an operator kills the session", async () => {
+    const spec = taskSpec(root, ["sleep", "1000"]);
+    const task = await launch(server, spec);
+    await waitFor(() => existsSync(join(spec.attemptDir, "pid")));
+    const t0 = Date.now();
+    expect(await server.killSession(spec.session)).toBe(true);
+    const exit = await task.exited;
+    expect(exit.lost).toBe(true);
+    expect(Date.now() - t0).toBeLessThan(8_000);
+    const pid = Number((await readFile(join(spec.attemptDir, "pid"), "utf8")).trim());
+    await waitFor(() => groupMembers(pid).length === 0, 10_000, "agent gone after hangup");
+  });
+
+  it("reports lost when the session vanished and no exit record exists (adopt)", async () => {
+    const exit = await (
+      await adopt(server, { session: "termorch-test-never-started", attemptDir: join(root, "nothing") })
+    ).exited;
+    expect(exit).toMatchObject({ lost: true, exit_code: null });
+  });
+
+  it("adopts a still-running attempt and resolves when it ends", async () => {
+    const go = join(root, "adopt.go");
+    const spec = taskSpec(root, ["sh", "-c", 'while [ ! -e "$1" ]; do sleep 0.05; done; exit 7', "sh", go]);
+    const first = await launch(server, spec);
+    const adopted = await adopt(server, {
+      session: spec.session,
+      attemptDir: spec.attemptDir,
+      runId: spec.runId,
+      taskId: spec.taskId,
+      attempt: 1,
+    });
+    const { writeFile } = await import("node:fs/promises");
+    await writeFile(go, "");
+    const [a, b] = await Promise.all([adopted.exited, first.exited]);
+    expect(a).toMatchObject({ exit_code: 7, lost: false });
+    expect(b).toEqual(a);
+  });
+
+  it("adopts a finished attempt from its exit.json", async () => {
+    const spec = taskSpec(root, ["sh", "-c", "exit 5"]);
+    await (await launch(server, spec)).exited;
+    await server.killSession(spec.session);
+    const exit = await (await adopt(server, { session: spec.session, attemptDir: spec.attemptDir })).exited;
+    expect(exit).toMatchObject({ exit_code: 5, lost: false });
+  });
+});
+
+describe("tty mode", () => {
+  it("gives the agent the pane's terminal as foreground group and logs it via pipe-pane", async () => {
+    const spec = taskSpec(
+      root,
+      [
+        "sh",
+        "-c",
+        'test -t 0 && test -t 1 && echo "IS A TTY pgrp=$(ps -o tpgid= -p $$) me=$$"; echo SECRET-abc123',
+      ],
+      { tty: true, redact: ["SECRET-[a-z0-9]+"] },
+    );
+    const exit = await (await launch(server, spec)).exited;
+    expect(exit).toMatchObject({ exit_code: 0, lost: false });
+    const log = await readFile(spec.stdoutLog, "utf8");
+    const m = /IS A TTY pgrp=\s*(\d+) me=(\d+)/.exec(log);
+    expect(m).not.toBeNull();
+    expect(m![1]).toBe(m![2]);
+    expect(log).toContain("[REDACTED]");
+    expect(log).not.toContain("abc123");
+    expect(exit.stdout_bytes).toBeGreaterThan(0);
+    expect(await readFile(spec.stderrLog, "utf8")).toBe("");
+    expect(existsSync(join(spec.attemptDir, "redact.pipe"))).toBe(false);
+    expect(await server.capturePane(spec.session)).toContain("SECRET-abc123");
+  });
+
+  it("kills a tty agent's group", async () => {
+    const ready = join(root, "tty.ready");
+    const spec = taskSpec(root, ["sh", "-c", 'sleep 1000 & touch "$1"; wait', "sh", ready], { tty: true });
+    const task = await launch(server, spec);
+    await waitFor(() => existsSync(ready));
+    const exit = await task.kill(2_000);
+    expect(exit).toMatchObject({ signal: "SIGTERM", lost: false });
+    expect(groupMembers(exit.pid!)).toEqual([]);
+  });
+
+  it("reports lost when an operator kills a tty session, and the agent is gone", async () => {
+    const spec = taskSpec(root, ["sleep", "1000"], { tty: true });
+    const task = await launch(server, spec);
+    await waitFor(() => existsSync(join(spec.attemptDir, "pid")));
+    const pid = Number((await readFile(join(spec.attemptDir, "pid"), "utf8")).trim());
+    await server.killSession(spec.session);
+    const exit = await task.exited;
+    expect(exit.lost).toBe(true);
+    await waitFor(() => groupMembers(pid).length === 0, 10_000, "tty agent gone after hangup");
+  });
+
+  it("logs the very first output of a fast tty agent", async () => {
+    const spec = taskSpec(root, ["printf", "first-line\\n"], { tty: true });
+    const exit = await (await launch(server, spec)).exited;
+    expect(exit.exit_code).toBe(0);
+    expect(await readFile(spec.stdoutLog, "utf8")).toContain("first-line");
+  });
+});
+
+describe("latency (measured, not asserted)", () => {
+  it("launch to exit detected, 50 `true` tasks", async () => {
+    const launchToExit: number[] = [];
+    const agentEndToDetected: number[] = [];
+    for (let i = 0; i < 50; i += 1) {
+      const spec = taskSpec(root, ["true"]);
+      const t0 = performance.now();
+      const task = await launch(server, spec);
+      const exit = await task.exited;
+      const detectedAt = Date.now();
+      launchToExit.push(performance.now() - t0);
+      agentEndToDetected.push(detectedAt - Date.parse(exit.finished_at));
+      expect(exit.exit_code).toBe(0);
+      await server.killSession(spec.session);
+    }
+    const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+    const p90 = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length * 0.9)]!;
+    console.log(
+      `[tmux latency] launch->exit detected: median ${median(launchToExit).toFixed(1)} ms, p90 ${p90(launchToExit).toFixed(1)} ms; ` +
+        `agent end->detected: median ${median(agentEndToDetected)} ms, p90 ${p90(agentEndToDetected)} ms (n=50)`,
+    );
+  });
+});
