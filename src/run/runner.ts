@@ -23,7 +23,7 @@ import { TmuxServer } from "../tmux/server.js";
 import { type GitRun, type RunContext, worktreesRoot } from "./context.js";
 import { type MergeStageResult, mergeStage } from "./merge-stage.js";
 import { Schedule, type ScheduleMode } from "./schedule.js";
-import { errorText, executeTask, setStatus, taskArgv } from "./task-exec.js";
+import { errorText, executeTask, skipTask, taskArgv } from "./task-exec.js";
 import { newTaskRun, type TaskRun } from "./task-run.js";
 
 export interface RunOptions {
@@ -347,15 +347,7 @@ async function schedule(
     reason: "dependency_failed" | "cancelled",
     why: (id: string) => string,
   ): Promise<void> => {
-    for (const id of ids) {
-      const t = ctx.tasks.get(id)!;
-      t.state = "skipped";
-      t.reason = reason;
-      t.detail = why(id);
-      t.finishedAt = ctx.now();
-      await setStatus(ctx, t, "skipped");
-    }
-    if (ids.length) ctx.onChange();
+    for (const id of ids) await skipTask(ctx, ctx.tasks.get(id)!, reason, why(id));
   };
   const stop = async (why: string): Promise<void> => {
     if (stopping) return;
@@ -372,11 +364,14 @@ async function schedule(
       const chain: Promise<void> = queue
         .add(
           async () => {
-            if (stopping) return { ok: false, cancelled: true };
+            if (stopping || ctx.signal.aborted) {
+              await skipTask(ctx, ctx.tasks.get(id)!, "cancelled", "the run stopped before it started");
+              return { ok: false };
+            }
             active++;
             peak = Math.max(peak, active);
             try {
-              return { ...(await executeTask(ctx, id)), cancelled: false };
+              return await executeTask(ctx, id);
             } finally {
               active--;
             }
@@ -384,13 +379,6 @@ async function schedule(
           { priority: plan.remaining.get(id) ?? 0 },
         )
         .then(async (outcome) => {
-          if (outcome?.cancelled) {
-            const t = ctx.tasks.get(id)!;
-            t.state = "skipped";
-            t.reason = "cancelled";
-            t.detail = "the run stopped before it started";
-            await setStatus(ctx, t, "skipped");
-          }
           const ok = outcome?.ok ?? false;
           const skipped = sched.complete(id, ok);
           await skip(

@@ -72,6 +72,12 @@ export async function executeTask(ctx: RunContext, taskId: string): Promise<Task
       taskId,
     );
   }
+  // Another task's failure may have stopped the run (--fail-fast, cancel) while this one was
+  // being prepared: a task that never launched is skipped, not failed.
+  if (ctx.signal.aborted) {
+    await skipTask(ctx, t, "cancelled", "the run stopped before it started");
+    return { ok: false };
+  }
   await rm(artifactsDir, { recursive: true, force: true });
   await mkdir(artifactsDir, { recursive: true });
 
@@ -414,6 +420,21 @@ async function resetForRetry(ctx: RunContext, t: TaskRun, cwd: string): Promise<
   await git(cwd, ["reset", "-q", "--hard", t.startCommit]);
   await git(cwd, ["clean", "-q", "-ffdx", ...keep]);
   t.commit = null;
+}
+
+/** A task that will never run: its status is `skipped`, with the reason. */
+export async function skipTask(
+  ctx: RunContext,
+  t: TaskRun,
+  reason: "dependency_failed" | "cancelled",
+  detail: string,
+): Promise<void> {
+  t.state = "skipped";
+  t.reason = reason;
+  t.detail = detail;
+  t.finishedAt = ctx.now();
+  await setStatus(ctx, t, "skipped");
+  ctx.onChange();
 }
 
 async function finish(

@@ -109,15 +109,17 @@ export async function launch(server: TmuxServer, spec: LaunchSpec): Promise<Runn
   checkSpec(spec);
   const perl = await findPerl();
   const wrapperSource = await wrapperText();
-  // The session name is the idempotency lock of an attempt: never touch a live attempt's files.
-  if (await server.hasSession(spec.session)) {
+  const dir = spec.attemptDir;
+  // The session name is the idempotency lock of an attempt: new-session refuses a duplicate.
+  // A folder used before may belong to a live attempt whose files must not be touched; only
+  // then is the extra tmux round trip worth it.
+  if ((await exists(join(dir, "argv"))) && (await server.hasSession(spec.session))) {
     throw new LaunchError(
       `tmux session ${spec.session} already exists: that attempt is live`,
       "duplicate_session",
       spec.session,
     );
   }
-  const dir = spec.attemptDir;
   const secrets = [join(dir, "env"), join(dir, "redact"), join(dir, "redact.pipe")];
   try {
     await mkdir(dir, { recursive: true, mode: 0o700 });

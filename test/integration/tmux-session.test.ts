@@ -84,6 +84,23 @@ describe("launch", () => {
     expect((await readFile(out, "utf8")).trim()).toBe(cwd);
   });
 
+  it("copes with an attempt folder whose path has spaces, quotes, # and a trailing ;", async () => {
+    for (const tty of [false, true]) {
+      const attemptDir = join(root, `odd 'dir' #{pane_id} ${tty};`);
+      const spec = taskSpec(root, ["sh", "-c", "echo hello from $0", "odd"], { attemptDir, tty });
+      const exit = await (await launch(server, spec)).exited;
+      expect(exit).toMatchObject({ exit_code: 0, lost: false });
+      expect(await readFile(spec.stdoutLog, "utf8")).toMatch(/hello from odd/);
+    }
+  });
+
+  it("reports a working directory that does not exist as a launch failure", async () => {
+    const spec = taskSpec(root, ["true"], { cwd: join(root, "missing-dir") });
+    const exit = await (await launch(server, spec)).exited;
+    expect(exit).toMatchObject({ exit_code: 126, launch_failed: true });
+    expect(exit.detail).toMatch(/cannot change to directory/);
+  });
+
   it("deletes the env and redact files once the wrapper has read them", async () => {
     const spec = taskSpec(root, ["sh", "-c", "exit 0"], {
       env: { PATH: "/usr/bin:/bin", API_KEY: "s3cr3t-value" },
@@ -130,6 +147,9 @@ describe("launch", () => {
     const again = launch(server, { ...spec, attemptDir: join(root, "other-attempt") });
     await expect(again).rejects.toBeInstanceOf(LaunchError);
     await expect(again).rejects.toMatchObject({ code: "duplicate_session" });
+    // Relaunching into the live attempt's own folder must leave its files alone.
+    await expect(launch(server, spec)).rejects.toMatchObject({ code: "duplicate_session" });
+    expect(existsSync(join(spec.attemptDir, "pid"))).toBe(true);
     const exit = await task.kill(5_000);
     expect(exit.signal).toBe("SIGTERM");
   });

@@ -1,0 +1,286 @@
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { execa } from "execa";
+import { afterAll, describe, expect, it } from "vitest";
+import {
+  BIN,
+  isAlive,
+  killServer,
+  makeWorkspace,
+  ROOT,
+  readReport,
+  STEP,
+  termorch,
+  tmuxSessions,
+  uniqueSocket,
+  waitFor,
+  writeAssignments,
+} from "./harness.js";
+
+const socket = uniqueSocket("life");
+const cleanups: Array<() => void> = [];
+afterAll(() => {
+  killServer(socket);
+  for (const c of cleanups) c();
+});
+
+function workspace(opts: { git?: boolean } = {}) {
+  const ws = makeWorkspace(opts);
+  cleanups.push(ws.cleanup);
+  const stamps = join(ws.dir, "stamps");
+  mkdirSync(stamps);
+  return { ...ws, stamps };
+}
+const stamp = (stamps: string, id: string, edge: "start" | "end") =>
+  BigInt(readFileSync(join(stamps, `${id}.${edge}`), "utf8").trim());
+
+describe("run lifecycle", () => {
+  it("SIGINT cancels running tasks, skips pending ones, still writes the report and exits 130", async () => {
+    const { dir, stamps } = workspace();
+    const pidFile = join(dir, "sleeper.pid");
+    const file = writeAssignments(dir, [
+      { id: "busy", env: { SLEEPER: pidFile, SLEEP: "1000", STAMPS: stamps } },
+      { id: "later", dependencies: ["busy"], env: { STAMPS: stamps } },
+    ]);
+    const child = execa(process.execPath, [BIN, "run", file], {
+      reject: false,
+      cwd: ROOT,
+      env: { TERMORCH_TMUX_SOCKET: socket, TMUX: "" },
+    });
+    await waitFor(
+      () => existsSync(join(dir, "status", "busy.running")) && existsSync(pidFile),
+      20_000,
+      "busy running",
+    );
+    child.kill("SIGINT");
+    const result = await child;
+    expect(result.exitCode).toBe(130);
+    const report = readReport(dir);
+    const byId = Object.fromEntries(report.tasks.map((t) => [t.id, t]));
+    expect(byId.busy).toMatchObject({ status: "failed", reason: "cancelled" });
+    expect(byId.later?.status).toBe("skipped");
+    expect(report.summary.completed).toBe(false);
+    expect(existsSync(join(stamps, "later.start"))).toBe(false);
+    const sleeper = Number(readFileSync(pidFile, "utf8"));
+    await waitFor(() => !isAlive(sleeper), 10_000, "the agent's process group to be gone");
+  });
+
+  it("retries a failed task in a fresh session from the same base", async () => {
+    const { dir } = workspace();
+    const counter = join(dir, "count");
+    const file = writeAssignments(dir, [{ id: "flaky", retries: 2 }]);
+    const a = JSON.parse(readFileSync(file, "utf8"));
+    // Fails the first time (leaving a stray file behind), succeeds the second.
+    a.tasks[0].command = [
+      "bash",
+      "-c",
+      `echo x >> ${counter}; if [ $(wc -l < ${counter}) -lt 2 ]; then echo junk > stray.txt; exit 1; fi; test ! -e stray.txt && echo ok > done.txt`,
+    ];
+    writeFileSync(file, JSON.stringify(a));
+    const result = await termorch(["run", file], { socket });
+    expect(result.exitCode).toBe(0);
+    const report = readReport(dir);
+    expect(report.tasks[0]).toMatchObject({ status: "success", attempts: 2 });
+    expect(readFileSync(counter, "utf8")).toBe("x\nx\n");
+    expect(readFileSync(join(dir, "repo", "done.txt"), "utf8")).toBe("ok\n");
+  });
+
+  it("--schedule waves holds the next wave until the slowest task of the previous one ends", async () => {
+    const { dir, stamps } = workspace();
+    const file = writeAssignments(dir, [
+      { id: "fast", env: { STAMPS: stamps } },
+      { id: "slow", env: { STAMPS: stamps, SLEEP: "0.8" } },
+      { id: "next", dependencies: ["fast"], env: { STAMPS: stamps } },
+    ]);
+    expect((await termorch(["run", file, "--schedule", "waves"], { socket })).exitCode).toBe(0);
+    expect(stamp(stamps, "slow", "end")).toBeLessThan(stamp(stamps, "next", "start"));
+    // Eager (the default) starts it as soon as its own dependency is done.
+    const eager = writeAssignments(
+      dir,
+      [
+        { id: "fast", env: { STAMPS: stamps } },
+        { id: "slow", env: { STAMPS: stamps, SLEEP: "1.5" } },
+        { id: "next", dependencies: ["fast"], env: { STAMPS: stamps } },
+      ],
+      {},
+      "eager.json",
+    );
+    expect((await termorch(["run", eager], { socket })).exitCode).toBe(0);
+    expect(stamp(stamps, "next", "start")).toBeLessThan(stamp(stamps, "slow", "end"));
+  });
+
+  it("--fail-fast stops everything at the first failure", async () => {
+    const { dir, stamps } = workspace();
+    const file = writeAssignments(
+      dir,
+      [
+        { id: "boom", env: { EXIT: "1" } },
+        { id: "long", env: { SLEEP: "30", STAMPS: stamps } },
+        { id: "queued", env: { STAMPS: stamps } },
+      ],
+      { environment: { workspace_dir: "repo", resource_limits: { max_parallel: 2 } } },
+    );
+    const started = Date.now();
+    expect((await termorch(["run", file, "--fail-fast", "--clean"], { socket })).exitCode).toBe(1);
+    expect(Date.now() - started).toBeLessThan(25_000);
+    const byId = Object.fromEntries(readReport(dir).tasks.map((t) => [t.id, t]));
+    expect(byId.boom?.reason).toBe("exit_code");
+    expect(byId.long).toMatchObject({ status: "failed", reason: "cancelled" });
+    expect(byId.queued?.status).toBe("skipped");
+  });
+
+  it("runs tasks in place in a non-git workspace and says why nothing was merged", async () => {
+    const { dir, repo } = workspace({ git: false });
+    const file = writeAssignments(dir, [
+      { id: "one", env: { WRITE: "one.txt=1" }, allowed_paths: ["one.txt"] },
+      { id: "two", env: { WRITE: "two.txt=2" } },
+    ]);
+    expect((await termorch(["run", file], { socket })).exitCode).toBe(0);
+    expect(readFileSync(join(repo, "one.txt"), "utf8")).toBe("1\n");
+    const report = readReport(dir);
+    expect(report.merge).toMatchObject({
+      result: "skipped",
+      reason: expect.stringMatching(/not a git repository/),
+    });
+    expect(report.tasks[0]!.gates.find((g) => g.name === "allowed_paths")).toMatchObject({
+      passed: null,
+      detail: expect.stringMatching(/not a git repository/),
+    });
+    expect(report.tasks[0]!.branch).toBeNull();
+  });
+
+  it("fails a task whose changes leave allowed_paths, and one whose tests_cmd fails", async () => {
+    const { dir, repo } = workspace();
+    const file = writeAssignments(dir, [
+      { id: "sprawl", env: { WRITE: "elsewhere/x.txt=x" }, allowed_paths: ["src/**"] },
+      {
+        id: "tested",
+        env: { WRITE: "src/t.txt=t" },
+        success_criteria: { tests_cmd: "grep -q nope src/t.txt" },
+      },
+      {
+        id: "fine",
+        env: { WRITE: "src/f.txt=f" },
+        allowed_paths: ["src/**"],
+        success_criteria: { required_artifacts: ["src/f.txt"], tests_cmd: "grep -q f src/f.txt" },
+      },
+    ]);
+    const before = readFileSync(join(repo, "README.md"), "utf8");
+    expect((await termorch(["run", file], { socket })).exitCode).toBe(1);
+    const byId = Object.fromEntries(readReport(dir).tasks.map((t) => [t.id, t]));
+    expect(byId.sprawl).toMatchObject({
+      status: "failed",
+      reason: "validation",
+      detail: expect.stringMatching(/elsewhere\/x\.txt/),
+    });
+    expect(byId.tested).toMatchObject({ status: "failed", reason: "validation" });
+    expect(byId.tested!.gates.find((g) => g.name === "tests_cmd")?.passed).toBe(false);
+    expect(byId.fine!.gates.map((g) => [g.name, g.passed])).toEqual([
+      ["core", true],
+      ["required_artifacts", true],
+      ["allowed_paths", true],
+      ["tests_cmd", true],
+    ]);
+    expect(readdirSync(join(dir, "artifacts", "fine", "files", "src"))).toEqual(["f.txt"]);
+    expect(readFileSync(join(repo, "README.md"), "utf8")).toBe(before);
+  });
+
+  it("a second run on a locked workspace exits 4 at once; with --wait it runs after the first", async () => {
+    const { dir } = workspace();
+    const gate = join(dir, "go");
+    const first = writeAssignments(dir, [{ id: "hold", env: { WAIT_FILE: gate } }], {}, "first.json");
+    mkdirSync(join(dir, "second"));
+    const second = writeAssignments(
+      dir,
+      [{ id: "other", env: { WRITE: "other.txt=o" } }],
+      { environment: { workspace_dir: "../repo" } },
+      "second/second.json",
+    );
+    const run1 = termorch(["run", first], { socket });
+    await waitFor(
+      () => existsSync(join(dir, "status", "hold.running")),
+      20_000,
+      "first run holding the lock",
+    );
+    const locked = await termorch(["run", second], { socket });
+    expect(locked.exitCode).toBe(4);
+    expect(locked.stderr).toMatch(/locked by run t\w+ \(pid \d+/);
+    expect(existsSync(join(dir, "second", "execution_report.json"))).toBe(false);
+    const waiting = termorch(["run", second, "--wait"], { socket });
+    writeFileSync(gate, "");
+    expect((await run1).exitCode).toBe(0);
+    expect((await waiting).exitCode).toBe(0);
+    expect(readReport(join(dir, "second")).merge.result).toBe("success");
+  });
+
+  it("gives a tty agent the pane's terminal and logs its output from the pane", async () => {
+    const { dir } = workspace();
+    const config = join(dir, "config.json");
+    writeFileSync(
+      config,
+      JSON.stringify({
+        agents: {
+          interactive: { command: ["bash", "-c", "test -t 0 && test -t 1 && echo on-a-tty"], tty: true },
+        },
+      }),
+    );
+    const file = writeAssignments(dir, [{ id: "term" }]);
+    const a = JSON.parse(readFileSync(file, "utf8"));
+    delete a.tasks[0].command;
+    a.tasks[0].agent = "interactive";
+    writeFileSync(file, JSON.stringify(a));
+    const result = await termorch(["run", file, "--config", config], { socket });
+    expect(result.exitCode).toBe(0);
+    const report = readReport(dir);
+    expect(
+      await waitFor(
+        () => readFileSync(join(dir, report.tasks[0]!.logs.stdout!), "utf8").includes("on-a-tty"),
+        5000,
+        "pane output in the log",
+      ),
+    ).toBe(true);
+  });
+
+  it("records every decision in a hash-chained ledger that verify-ledger checks", async () => {
+    const { dir } = workspace();
+    const file = writeAssignments(dir, [{ id: "A" }, { id: "B", dependencies: ["A"] }]);
+    expect((await termorch(["run", file], { socket })).exitCode).toBe(0);
+    const events = readFileSync(join(dir, "events.jsonl"), "utf8")
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l));
+    const types = events.map((e) => `${e.type}${e.task_id ? `:${e.task_id}` : ""}`);
+    expect(types).toEqual(
+      expect.arrayContaining([
+        "run.accepted",
+        "run.planned",
+        "task.launched:A",
+        "task.exited:A",
+        "task.success:B",
+        "merge.success",
+        "report.written",
+      ]),
+    );
+    expect(types.indexOf("task.success:A")).toBeLessThan(types.indexOf("task.launched:B"));
+    const ok = await termorch(["verify-ledger", dir], { socket });
+    expect(ok.exitCode).toBe(0);
+    const lines = readFileSync(join(dir, "events.jsonl"), "utf8").split("\n");
+    lines[3] = lines[3]!.replace('"type":"', '"type":"x');
+    writeFileSync(join(dir, "events.jsonl"), lines.join("\n"));
+    const broken = await termorch(["verify-ledger", dir], { socket });
+    expect(broken.exitCode).toBe(1);
+    expect(broken.stderr).toMatch(/broken at line 4 \(seq 3\)/);
+  });
+
+  it("leaves no session and no tmux server behind after a successful run", async () => {
+    const { dir } = workspace();
+    const own = uniqueSocket("idle");
+    const file = writeAssignments(dir, [{ id: "A" }]);
+    expect((await termorch(["run", file], { socket: own })).exitCode).toBe(0);
+    expect(tmuxSessions(own)).toEqual([]);
+    const server = await execa("tmux", ["-L", own, "list-sessions"], { reject: false, env: { TMUX: "" } });
+    expect(server.exitCode).not.toBe(0);
+    killServer(own);
+    void STEP;
+  });
+});
