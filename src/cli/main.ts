@@ -9,7 +9,14 @@ import { loadConfig } from "../input/config-file.js";
 import { verifyLedger } from "../ledger/ledger.js";
 import { buildGraph } from "../plan/graph.js";
 import { planWaves } from "../plan/waves.js";
-import { runAssignments, type StartInfo } from "../run/runner.js";
+import {
+  type DetachedResult,
+  type DriveOptions,
+  type RunResult,
+  resumeRun,
+  runAssignments,
+  type StartInfo,
+} from "../run/runner.js";
 import { progressLine } from "./progress.js";
 
 /** Where the CLI talks to; injectable so it can be driven in-process. */
@@ -67,6 +74,18 @@ export async function main(
     .action(async (file: string, o: RunFlags) => {
       debug = o.debug ?? false;
       code = await runCommand(file, o, io);
+    });
+
+  program
+    .command("resume")
+    .description("finish an interrupted run from its state.json (nothing that finished runs again)")
+    .argument("<run-dir>", "the run directory (where state.json is)")
+    .option("--wait", "wait for the workspace lock instead of exiting 4")
+    .option("--json", "print the report on stdout")
+    .option("--debug", "verbose logs and stack traces")
+    .action(async (dir: string, o: { wait?: boolean; json?: boolean; debug?: boolean }) => {
+      debug = o.debug ?? false;
+      code = await drive(io, o, (common) => resumeRun({ ...common, runDir: dir }));
     });
 
   program
@@ -150,35 +169,15 @@ interface RunFlags {
 }
 
 async function runCommand(file: string, o: RunFlags, io: Io): Promise<number> {
-  if (o.keepSessions && o.clean)
+  if (o.keepSessions && o.clean) {
     throw new InputError(
       [{ message: "--keep-sessions and --clean contradict each other" }],
       "Pass one of them.",
     );
-  const controller = new AbortController();
-  const onSignal = (signal: NodeJS.Signals): void => {
-    if (!controller.signal.aborted)
-      io.stderr.write(`\ntermorch: ${signal} received: cancelling running tasks, writing the report...\n`);
-    controller.abort();
-  };
-  process.on("SIGINT", onSignal);
-  process.on("SIGTERM", onSignal);
-  const tty = io.stderr.isTTY === true && !o.json;
-  let lastLine = "";
-  const started = Date.now();
-  const ticker = tty
-    ? setInterval(
-        () =>
-          lastLine &&
-          io.stderr.write(
-            `\r\x1b[2K${lastLine.replace(/^\[[^\]]*\]/, `[${((Date.now() - started) / 1000).toFixed(1)}s]`)}`,
-          ),
-        1000,
-      )
-    : null;
-  ticker?.unref();
-  try {
-    const result = await runAssignments({
+  }
+  return drive(io, o, (common) =>
+    runAssignments({
+      ...common,
       assignmentsFile: file,
       ...(o.config ? { configFile: o.config } : {}),
       ...(o.out ? { outDir: o.out } : {}),
@@ -190,6 +189,40 @@ async function runCommand(file: string, o: RunFlags, io: Io): Promise<number> {
       sessions: o.keepSessions ? "keep" : o.clean ? "clean" : "default",
       keepBranches: o.keepBranches ?? false,
       allowDirty: o.allowDirty ?? false,
+    }),
+  );
+}
+
+/**
+ * Runs a run-driving command (`run`, `resume`) with what they share: SIGINT/SIGTERM cancel
+ * (the report is still written), live progress on a TTY, the report or a summary at the end.
+ */
+async function drive(
+  io: Io,
+  o: { json?: boolean; debug?: boolean; wait?: boolean },
+  start: (common: DriveOptions) => Promise<RunResult | DetachedResult>,
+): Promise<number> {
+  const controller = new AbortController();
+  const onSignal = (signal: NodeJS.Signals): void => {
+    if (!controller.signal.aborted)
+      io.stderr.write(`\ntermorch: ${signal} received: cancelling running tasks, writing the report...\n`);
+    controller.abort();
+  };
+  process.on("SIGINT", onSignal);
+  process.on("SIGTERM", onSignal);
+  const tty = io.stderr.isTTY === true && !o.json;
+  let lastLine = "";
+  const started = Date.now();
+  const redraw = (): void => {
+    if (lastLine)
+      io.stderr.write(
+        `\r\x1b[2K${lastLine.replace(/^\[[^\]]*\]/, `[${((Date.now() - started) / 1000).toFixed(1)}s]`)}`,
+      );
+  };
+  const ticker = tty ? setInterval(redraw, 1000) : null;
+  ticker?.unref();
+  try {
+    const result = await start({
       wait: o.wait ?? false,
       signal: controller.signal,
       env: io.env,
@@ -205,6 +238,12 @@ async function runCommand(file: string, o: RunFlags, io: Io): Promise<number> {
       },
     });
     if (tty && lastLine) io.stderr.write("\n");
+    if ("detached" in result) {
+      io.stderr.write(
+        `termorch: run ${result.runId} detached; resume it with: termorch resume ${result.runDir}\n`,
+      );
+      return ExitCode.interrupted;
+    }
     if (o.json) io.stdout.write(`${JSON.stringify(result.report, null, 2)}\n`);
     else io.stderr.write(summary(result.report, result.reportPath));
     return result.exitCode;
@@ -219,7 +258,7 @@ function startBanner(info: StartInfo): string {
   if (info.dryRun)
     return `termorch: dry run ${info.runId}: ${info.tasks} tasks in ${info.waves} waves (nothing will be started)\n`;
   return [
-    `termorch: run ${info.runId}: ${info.tasks} tasks in ${info.waves} waves`,
+    `termorch: ${info.resumed ? "resuming" : "run"} ${info.runId}: ${info.tasks} tasks in ${info.waves} waves`,
     `  status files: ${info.runDir}/status/   logs: ${info.runDir}/logs/   artifacts: ${info.runDir}/artifacts/`,
     `  watch a task live: tmux -L ${info.socket} attach -r -t =${info.sessionPrefix}<task_id>   (list: tmux -L ${info.socket} ls)`,
     "",

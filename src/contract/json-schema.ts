@@ -2,6 +2,7 @@ import { z } from "zod";
 import { Assignments } from "./assignments.js";
 import { Config } from "./config.js";
 import { Report } from "./report.js";
+import { RunState } from "./state.js";
 import { StatusFile } from "./status.js";
 
 export const schemas = {

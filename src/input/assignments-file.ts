@@ -29,7 +29,13 @@ export interface RunInput {
 }
 
 /** Reads, parses and checks an assignments file; throws one InputError listing every problem. */
-export async function loadAssignments(file: string, config: Config, nowMs: number): Promise<RunInput> {
+export async function loadAssignments(
+  file: string,
+  config: Config,
+  nowMs: number,
+  /** Folder `workspace_dir` is relative to; default: the file's own folder. */
+  baseDir?: string,
+): Promise<RunInput> {
   const abs = resolve(file);
   const assignments = parseWith(Assignments, await readJsonFile(abs, "assignments file"), abs);
   const problems: InputProblem[] = graphProblems(assignments.tasks, abs);
@@ -37,7 +43,7 @@ export async function loadAssignments(file: string, config: Config, nowMs: numbe
     problems.push({ file: abs, ...p });
   };
 
-  const workspace = resolve(dirname(abs), assignments.environment.workspace_dir);
+  const workspace = resolve(baseDir ?? dirname(abs), assignments.environment.workspace_dir);
   if (!isDirectory(workspace)) {
     at({
       field: "environment.workspace_dir",

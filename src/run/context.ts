@@ -51,6 +51,10 @@ export interface RunContext {
   maxLogBytes: number;
   processEnv: Readonly<Record<string, string | undefined>>;
   signal: AbortSignal;
+  /** Aborted when the driving process leaves the run to a later resume (daemon shutdown). */
+  detach: AbortSignal;
+  /** Saves state.json (coalesced); resolves once a snapshot taken after the call is on disk. */
+  persist: () => Promise<void>;
   log: Logger;
   now: () => number;
   /** Called whenever a task changes state (progress display). */

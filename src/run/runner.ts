@@ -1,15 +1,18 @@
-import { existsSync } from "node:fs";
-import { mkdir, rm } from "node:fs/promises";
+import { existsSync, type FSWatcher, watch } from "node:fs";
+import { mkdir, readFile, rm } from "node:fs/promises";
 import { availableParallelism } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import PQueue from "p-queue";
 import pino, { type Logger } from "pino";
 import { secretValuesOf } from "../agent/environment.js";
 import type { Report } from "../contract/report.js";
+import { RunState } from "../contract/state.js";
 import { InputError, LockedError, TermorchError } from "../errors.js";
 import { writeJsonAtomic } from "../fs/atomic.js";
 import { acquireLock, type WorkspaceLock } from "../fs/lock.js";
 import { LogNames } from "../fs/log-names.js";
+import { registerRun } from "../fs/registry.js";
+import { SnapshotWriter } from "../fs/state-store.js";
 import { StatusFiles } from "../fs/status-files.js";
 import { dirtyTrackedFiles, git as gitCmd, repoInfo, requireGitVersion } from "../git/repo.js";
 import { loadAssignments, type RunInput } from "../input/assignments-file.js";
@@ -23,14 +26,38 @@ import { TmuxServer } from "../tmux/server.js";
 import { type GitRun, type RunContext, worktreesRoot } from "./context.js";
 import { type MergeStageResult, mergeStage } from "./merge-stage.js";
 import { Schedule, type ScheduleMode } from "./schedule.js";
-import { errorText, executeTask, skipTask, taskArgv } from "./task-exec.js";
+import { Detached, errorText, executeTask, skipTask, taskArgv } from "./task-exec.js";
 import { newTaskRun, type TaskRun } from "./task-run.js";
 
-export interface RunOptions {
+/** How a run is driven; persisted in state.json so a resume drives it the same way. */
+export type RunSettings = RunState["options"];
+
+/** What the caller of a run can observe and steer (both `run` and `resume`). */
+export interface DriveOptions {
+  /** Aborting cancels the run: running sessions are ended, the report is still written (exit 130). */
+  signal?: AbortSignal;
+  /** Aborting leaves the run to a later resume: agents keep running, no report (daemon shutdown). */
+  detach?: AbortSignal;
+  /** A host-wide limit shared by several runs (the daemon): each task also takes a slot here. */
+  hostQueue?: PQueue;
+  env?: Readonly<Record<string, string | undefined>>;
+  cwd?: string;
+  logger?: Logger;
+  /** Wait for another run's workspace lock instead of failing with exit 4. */
+  wait?: boolean;
+  /** Called once the run is planned, before anything starts. */
+  onStart?: (info: StartInfo) => void;
+  /** Called on every task state change with the current tasks (progress display). */
+  onProgress?: (tasks: readonly TaskRun[], elapsedMs: number) => void;
+}
+
+export interface RunOptions extends DriveOptions {
   assignmentsFile: string;
   configFile?: string;
   /** Run directory; default: the assignments file's folder. */
   outDir?: string;
+  /** Folder `workspace_dir` is relative to; default: the assignments file's folder. */
+  baseDir?: string;
   /** Overrides the assignment's `mode.dry_run` when set. */
   dryRun?: boolean;
   /** Overrides the assignment's `mode.verify` when set. */
@@ -42,17 +69,6 @@ export interface RunOptions {
   sessions?: "default" | "keep" | "clean";
   keepBranches?: boolean;
   allowDirty?: boolean;
-  /** Wait for another run's workspace lock instead of failing with exit 4. */
-  wait?: boolean;
-  /** Aborting cancels the run: running sessions are ended, the report is still written. */
-  signal?: AbortSignal;
-  env?: Readonly<Record<string, string | undefined>>;
-  cwd?: string;
-  logger?: Logger;
-  /** Called once the run is planned, before anything starts. */
-  onStart?: (info: StartInfo) => void;
-  /** Called on every task state change with the current tasks (progress display). */
-  onProgress?: (tasks: readonly TaskRun[], elapsedMs: number) => void;
 }
 
 /** What a run announces once planned: enough to find its files and attach to its sessions. */
@@ -64,6 +80,7 @@ export interface StartInfo {
   waves: number;
   dryRun: boolean;
   sessionPrefix: string;
+  resumed: boolean;
 }
 
 export interface RunResult {
@@ -74,31 +91,34 @@ export interface RunResult {
   runDir: string;
 }
 
-/** `termorch run`: validate, plan, run every task in tmux, collect, report (DESIGN section 3). */
-export async function runAssignments(opts: RunOptions): Promise<RunResult> {
+/** A run left to a later resume (detach): no report yet. */
+export interface DetachedResult {
+  detached: true;
+  runId: string;
+  runDir: string;
+}
+
+/** `termorch run`: validate, plan, run every task in tmux, collect, merge, report (DESIGN section 3). */
+export async function runAssignments(opts: RunOptions): Promise<RunResult | DetachedResult> {
   const startedAt = Date.now();
   const env = opts.env ?? process.env;
   const cwd = opts.cwd ?? process.cwd();
   const file = resolve(cwd, opts.assignmentsFile);
   const runDir = resolve(cwd, opts.outDir ?? dirname(file));
+  const baseDir = opts.baseDir ? resolve(cwd, opts.baseDir) : dirname(file);
   const log = opts.logger ?? pino({ level: "silent" });
 
   let input: RunInput;
   let git: GitRun | null = null;
   let lock: WorkspaceLock | null = null;
+  let dryRun = false;
   try {
     const { config } = await loadConfig(opts.configFile, env, cwd);
-    input = await loadAssignments(file, config, startedAt);
-    const dryRun = opts.dryRun ?? input.assignments.mode.dry_run;
+    input = await loadAssignments(file, config, startedAt, baseDir);
+    dryRun = opts.dryRun ?? input.assignments.mode.dry_run;
     // Two runs never work on one workspace at once (exit 4, or wait with --wait). The workspace
     // is inspected once the lock is held, so a run that waited starts from the current HEAD.
-    if (!dryRun) {
-      lock = await acquireLock(
-        input.workspace,
-        { run_id: input.runId, run_dir: runDir },
-        { wait: opts.wait ?? false, ...(opts.signal ? { signal: opts.signal } : {}) },
-      );
-    }
+    if (!dryRun) lock = await lockWorkspace(input.workspace, input.runId, runDir, opts);
     git = await inspectWorkspace(input.workspace, opts.allowDirty ?? false, dryRun);
   } catch (error) {
     await lock?.release();
@@ -107,72 +127,211 @@ export async function runAssignments(opts: RunOptions): Promise<RunResult> {
     return writeErrorReport(runDir, startedAt, errorOf(error), error.exitCode);
   }
   try {
-    return await runLocked(opts, { input, git, file, runDir, startedAt, env, log });
+    const settings: RunSettings = {
+      max_parallel:
+        opts.maxParallel ??
+        input.assignments.environment.resource_limits.max_parallel ??
+        input.config.defaults.max_parallel ??
+        availableParallelism(),
+      schedule: opts.schedule ?? "eager",
+      fail_fast: opts.failFast ?? false,
+      verify: opts.verify ?? input.assignments.mode.verify,
+      sessions: opts.sessions ?? "default",
+      keep_branches: opts.keepBranches ?? false,
+      allow_dirty: opts.allowDirty ?? false,
+    };
+    const socket = env.TERMORCH_TMUX_SOCKET || input.config.tmux.socket || "termorch";
+    const tmux = tmuxFor(socket, input);
+    // Branches, worktrees and sessions are named by run id: a re-run of the same file must not
+    // collide with what an earlier run kept for inspection, so it gets a suffix.
+    const runId = dryRun ? input.runId : await freshRunId(input.runId, git, tmux);
+    const ctx = await buildContext({
+      input,
+      git,
+      runId,
+      runDir,
+      baseDir,
+      settings,
+      tmux,
+      startedAt,
+      env,
+      log,
+      opts,
+      restored: null,
+    });
+    if (dryRun) {
+      opts.onStart?.(startInfo(ctx, true, false));
+      return writeReport(runDir, ctx.reportOf(skippedMerge("dry run"), "skipped", 0, null, true));
+    }
+    return await drive(ctx, opts, false);
   } finally {
     await lock?.release();
   }
 }
 
-async function runLocked(
-  opts: RunOptions,
-  s: {
-    input: RunInput;
-    git: GitRun | null;
-    file: string;
-    runDir: string;
-    startedAt: number;
-    env: Readonly<Record<string, string | undefined>>;
-    log: Logger;
-  },
-): Promise<RunResult> {
-  const { input, git, file, runDir, startedAt, env, log } = s;
+export interface ResumeOptions extends DriveOptions {
+  runDir: string;
+}
+
+/**
+ * `termorch resume`: finishes a run whose driver was interrupted (SIGKILL, reboot, daemon
+ * restart) from its state.json. Finished tasks are kept, live sessions re-adopted, tasks that
+ * ended meanwhile finalised from their exit records; nothing that finished runs again.
+ */
+export async function resumeRun(opts: ResumeOptions): Promise<RunResult | DetachedResult> {
+  const env = opts.env ?? process.env;
+  const cwd = opts.cwd ?? process.cwd();
+  const runDir = resolve(cwd, opts.runDir);
+  const log = opts.logger ?? pino({ level: "silent" });
+  const state = await readState(runDir);
+  if (state.phase === "reported") {
+    throw new InputError(
+      [
+        {
+          file: join(runDir, "state.json"),
+          message: `run ${state.run_id} already finished (its report is ${state.report ?? "written"})`,
+        },
+      ],
+      "Nothing to resume.",
+    );
+  }
+  const input = await loadAssignments(state.assignments_file, state.config, state.started_at, state.base_dir);
+  const lock = await lockWorkspace(input.workspace, state.run_id, runDir, opts);
+  try {
+    const git = state.git
+      ? { root: state.git.root, baseCommit: state.git.base_commit, targetRef: state.git.target_ref }
+      : null;
+    const tmux = tmuxFor(state.socket, input);
+    const ctx = await buildContext({
+      input: { ...input, runId: state.run_id },
+      git,
+      runId: state.run_id,
+      runDir,
+      baseDir: state.base_dir,
+      settings: state.options,
+      tmux,
+      startedAt: state.started_at,
+      env,
+      log,
+      opts,
+      restored: state.tasks,
+    });
+    await ctx.ledger.append("run.resumed", {
+      pid: process.pid,
+      tasks: state.tasks.map((t) => ({ id: t.id, state: t.state, attempts: t.attempts })),
+    });
+    return await drive(ctx, opts, true);
+  } finally {
+    await lock.release();
+  }
+}
+
+export async function readState(runDir: string): Promise<RunState> {
+  const path = join(runDir, "state.json");
+  let text: string;
+  try {
+    text = await readFile(path, "utf8");
+  } catch {
+    throw new InputError(
+      [{ file: path, message: "no state.json here: not a run directory, or the run never started" }],
+      "Pass the run directory of an interrupted run.",
+    );
+  }
+  const parsed = RunState.safeParse(JSON.parse(text));
+  if (!parsed.success)
+    throw new InputError([
+      { file: path, message: `unreadable run state: ${parsed.error.issues[0]?.message}` },
+    ]);
+  return parsed.data;
+}
+
+interface Context extends RunContext {
+  settings: RunSettings;
+  plan: Plan;
+  order: string[];
+  baseDir: string;
+  startedAt: number;
+  /** Set by the caller's signal or `termorch cancel`: the run ends with exit 130. */
+  cancel: AbortController;
+  /** Stops launching (cancel or --fail-fast). */
+  stopper: AbortController;
+  state: () => RunState;
+  reportOf: (
+    merge: MergeOutcome,
+    validation: Report["summary"]["validation"],
+    peak: number,
+    error: RunError | null,
+    dryRun?: boolean,
+  ) => Report;
+}
+
+function tmuxFor(socket: string, input: RunInput): TmuxServer {
+  return new TmuxServer({
+    socket,
+    historyLimit: input.config.defaults.history_limit,
+    size: input.config.defaults.session_size as `${number}x${number}`,
+  });
+}
+
+function lockWorkspace(
+  workspace: string,
+  runId: string,
+  runDir: string,
+  opts: DriveOptions,
+): Promise<WorkspaceLock> {
+  return acquireLock(
+    workspace,
+    { run_id: runId, run_dir: runDir },
+    { wait: opts.wait ?? false, ...(opts.signal ? { signal: opts.signal } : {}) },
+  );
+}
+
+async function buildContext(p: {
+  input: RunInput;
+  git: GitRun | null;
+  runId: string;
+  runDir: string;
+  baseDir: string;
+  settings: RunSettings;
+  tmux: TmuxServer;
+  startedAt: number;
+  env: Readonly<Record<string, string | undefined>>;
+  log: Logger;
+  opts: DriveOptions;
+  restored: TaskRun[] | null;
+}): Promise<Context> {
+  const { input, runId, runDir, settings, env } = p;
   const nodes = input.assignments.tasks;
   const graph = buildGraph(nodes);
   const plan = planWaves(nodes, graph.order);
-  const dryRun = opts.dryRun ?? input.assignments.mode.dry_run;
-  const verify = opts.verify ?? input.assignments.mode.verify;
-  const maxParallel =
-    opts.maxParallel ??
-    input.assignments.environment.resource_limits.max_parallel ??
-    input.config.defaults.max_parallel ??
-    availableParallelism();
-  const socketName = env.TERMORCH_TMUX_SOCKET || input.config.tmux.socket || "termorch";
-
   const secrets = secretValuesOf(
     env,
     [
       ...input.assignments.environment.env_vars,
-      ...input.assignments.tasks.flatMap((t) => Object.entries(t.env).map(([k, v]) => `${k}=${v}`)),
+      ...nodes.flatMap((t) => Object.entries(t.env).map(([k, v]) => `${k}=${v}`)),
     ],
     input.config,
   );
   const redactor = Redactor.from(input.config.redact, secrets);
-  // One controller stops the run: the caller's signal (cancel: exit 130) or --fail-fast.
+  const cancel = new AbortController();
   const stopper = new AbortController();
-  const cancelled = (): boolean => opts.signal?.aborted ?? false;
-  if (opts.signal?.aborted) stopper.abort();
-  else opts.signal?.addEventListener("abort", () => stopper.abort(), { once: true });
-  const tmux = new TmuxServer({
-    socket: socketName,
-    historyLimit: input.config.defaults.history_limit,
-    size: input.config.defaults.session_size as `${number}x${number}`,
-  });
-  // Branches, worktrees and sessions are named by run id: a re-run of the same file must not
-  // collide with what an earlier run kept for inspection, so it gets a suffix.
-  const runId = dryRun ? input.runId : await freshRunId(input.runId, git, tmux);
+  const follow = (signal: AbortSignal | undefined, then: () => void): void => {
+    if (signal?.aborted) then();
+    else signal?.addEventListener("abort", then, { once: true });
+  };
+  follow(p.opts.signal, () => cancel.abort());
+  follow(cancel.signal, () => stopper.abort());
   const privateDir = join(runDir, ".termorch", runId);
-
-  // Opening reads only; the file appears with the first event, so a dry run writes none.
-  const ledger = await Ledger.open(join(runDir, "events.jsonl"), redactor);
-  const ctx: RunContext = {
-    ledger,
+  const ctx: Context = {
+    // Opening reads only; the file appears with the first event, so a dry run writes none.
+    ledger: await Ledger.open(join(runDir, "events.jsonl"), redactor),
     input,
     runId,
     runDir,
     privateDir,
-    git,
-    tmux,
-    socketName,
+    git: p.git,
+    tmux: p.tmux,
+    socketName: p.tmux.socket,
     socketPath: "",
     status: new StatusFiles(join(runDir, "status")),
     logNames: new LogNames(join(runDir, "logs")),
@@ -182,97 +341,161 @@ async function runLocked(
     running: new Set(),
     depConflicts: [],
     resolved: new Map(input.tasks.map((r) => [r.task.id, r])),
-    verify,
-    keepBranches: opts.keepBranches ?? false,
+    verify: settings.verify,
+    keepBranches: settings.keep_branches,
     fault: env.TERMORCH_FAULT || null,
     killGraceMs: input.config.defaults.kill_grace_s * 1000,
     maxLogBytes:
       input.assignments.environment.resource_limits.max_log_bytes ?? input.config.defaults.max_log_bytes,
     processEnv: env,
     signal: stopper.signal,
-    log: log.child({ run: runId }),
+    detach: p.opts.detach ?? new AbortController().signal,
+    persist: () => writer.save(),
+    log: p.log.child({ run: runId }),
     now: Date.now,
-    onChange: () => opts.onProgress?.([...ctx.tasks.values()], Date.now() - startedAt),
+    onChange: () => p.opts.onProgress?.([...ctx.tasks.values()], Date.now() - p.startedAt),
+    settings,
+    plan,
+    order: graph.order,
+    baseDir: p.baseDir,
+    startedAt: p.startedAt,
+    cancel,
+    stopper,
+    state: () => ({
+      schema_version: 1,
+      run_id: runId,
+      phase: "running",
+      pid: process.pid,
+      assignments_file: input.file,
+      base_dir: p.baseDir,
+      run_dir: runDir,
+      workspace: input.workspace,
+      socket: ctx.socketName,
+      socket_path: ctx.socketPath,
+      config: input.config,
+      options: settings,
+      git: ctx.git
+        ? { root: ctx.git.root, base_commit: ctx.git.baseCommit, target_ref: ctx.git.targetRef }
+        : null,
+      started_at: p.startedAt,
+      updated_at: Date.now(),
+      waves: plan.waves,
+      tasks: [...ctx.tasks.values()],
+      report: null,
+      exit_code: null,
+    }),
+    reportOf: (merge, validation, peak, error, dryRun = false) =>
+      ctx.redactor.redactDeep(
+        buildReport({
+          runId,
+          startedAt: p.startedAt,
+          finishedAt: Date.now(),
+          dryRun,
+          waves: plan.waves,
+          tasks: [...ctx.tasks.values()],
+          merge: { ...merge, conflicts: [...ctx.depConflicts, ...merge.conflicts] },
+          validation,
+          cancelled: cancel.signal.aborted,
+          error,
+          workspace: input.workspace,
+          tmuxSocket: dryRun ? null : ctx.socketName,
+          criticalPath: plan.criticalPath,
+          maxParallel: settings.max_parallel,
+          peakParallelism: peak,
+        }),
+      ),
   };
-  for (const task of nodes)
-    ctx.tasks.set(task.id, newTaskRun(task.id, task.agent, task.dependencies, taskArgv(ctx, task.id)));
-
-  const reportOf = (
-    merge: MergeOutcome,
-    validation: Report["summary"]["validation"],
-    peak: number,
-    error: RunError | null,
-  ): Report =>
-    ctx.redactor.redactDeep(
-      buildReport({
-        runId,
-        startedAt,
-        finishedAt: Date.now(),
-        dryRun,
-        waves: plan.waves,
-        tasks: [...ctx.tasks.values()],
-        merge: { ...merge, conflicts: [...ctx.depConflicts, ...merge.conflicts] },
-        validation,
-        cancelled: cancelled(),
-        error,
-        workspace: input.workspace,
-        tmuxSocket: dryRun ? null : socketName,
-        criticalPath: plan.criticalPath,
-        maxParallel,
-        peakParallelism: peak,
-      }),
+  const writer = new SnapshotWriter(join(runDir, "state.json"), () => ctx.state());
+  const restored = new Map((p.restored ?? []).map((t) => [t.id, t]));
+  for (const task of nodes) {
+    ctx.tasks.set(
+      task.id,
+      restored.get(task.id) ?? newTaskRun(task.id, task.agent, task.dependencies, taskArgv(ctx, task.id)),
     );
-
-  opts.onStart?.({
-    runId,
-    runDir,
-    socket: socketName,
-    tasks: nodes.length,
-    waves: plan.waves.length,
-    dryRun,
-    sessionPrefix: `termorch-${runId}-`,
-  });
-  if (dryRun) {
-    const report = reportOf(skippedMerge("dry run"), "skipped", 0, null);
-    return writeReport(runDir, report);
   }
+  return ctx;
+}
 
-  await ledger.append("run.accepted", {
-    run_id: runId,
-    assignments: file,
-    workspace: input.workspace,
-    tasks: nodes.map((t) => ({ id: t.id, agent: t.agent, dependencies: t.dependencies })),
-    base_commit: git?.baseCommit ?? null,
-    target: git?.targetRef ?? null,
-  });
-  await ledger.append("run.planned", {
-    waves: plan.waves,
-    critical_path: plan.criticalPath,
-    max_parallel: maxParallel,
-    schedule: opts.schedule ?? "eager",
-    argv: Object.fromEntries([...ctx.tasks.values()].map((t) => [t.id, t.argv])),
-  });
+function startInfo(ctx: Context, dryRun: boolean, resumed: boolean): StartInfo {
+  return {
+    runId: ctx.runId,
+    runDir: ctx.runDir,
+    socket: ctx.socketName,
+    tasks: ctx.tasks.size,
+    waves: ctx.plan.waves.length,
+    dryRun,
+    sessionPrefix: `termorch-${ctx.runId}-`,
+    resumed,
+  };
+}
+
+/** Schedule, merge, report, clean up: the part of a run that `resume` repeats. */
+async function drive(
+  ctx: Context,
+  opts: DriveOptions,
+  resumed: boolean,
+): Promise<RunResult | DetachedResult> {
+  const { runDir, privateDir, ledger } = ctx;
+  ctx.socketPath = await ctx.tmux.socketPath();
+  opts.onStart?.(startInfo(ctx, false, resumed));
   await Promise.all(["logs", "status", "artifacts"].map((d) => mkdir(join(runDir, d), { recursive: true })));
   await mkdir(privateDir, { recursive: true, mode: 0o700 });
-  await ctx.status.clear(ctx.tasks.keys());
+  if (!resumed) {
+    await ledger.append("run.accepted", {
+      run_id: ctx.runId,
+      assignments: ctx.input.file,
+      workspace: ctx.input.workspace,
+      tasks: ctx.input.assignments.tasks.map((t) => ({
+        id: t.id,
+        agent: t.agent,
+        dependencies: t.dependencies,
+      })),
+      base_commit: ctx.git?.baseCommit ?? null,
+      target: ctx.git?.targetRef ?? null,
+    });
+    await ledger.append("run.planned", {
+      waves: ctx.plan.waves,
+      critical_path: ctx.plan.criticalPath,
+      max_parallel: ctx.settings.max_parallel,
+      schedule: ctx.settings.schedule,
+      argv: Object.fromEntries([...ctx.tasks.values()].map((t) => [t.id, t.argv])),
+    });
+    await ctx.status.clear(ctx.tasks.keys());
+  }
+  await ctx.persist();
+  await registerRun(
+    {
+      run_id: ctx.runId,
+      run_dir: runDir,
+      socket: ctx.socketName,
+      pid: process.pid,
+      started_at: new Date(ctx.startedAt).toISOString(),
+    },
+    ctx.processEnv,
+  ).catch(() => {});
+  // `termorch cancel` drops a file here; watching it needs no port and works for any driver.
+  const cancelWatch = watchForCancel(ctx);
+
   let peak = 0;
   let internal: RunError | null = null;
   try {
-    ctx.socketPath = await tmux.socketPath();
-    peak = await schedule(ctx, plan, {
-      maxParallel,
-      mode: opts.schedule ?? "eager",
-      failFast: opts.failFast ?? false,
-      stop: () => stopper.abort(),
-    });
+    peak = await schedule(ctx, opts.hostQueue);
   } catch (error) {
+    if (error instanceof Detached) {
+      cancelWatch?.close();
+      await ctx.persist();
+      await ledger.append("run.detached", { pid: process.pid });
+      return { detached: true, runId: ctx.runId, runDir };
+    }
     internal = {
       kind: "internal",
-      message: error instanceof Error ? error.message : String(error),
+      message: errorText(error),
       hint: "Run again with --debug for details; the report lists what finished.",
       problems: [],
     };
     ctx.log.error({ err: internal.message }, "run stopped by an internal error");
+  } finally {
+    cancelWatch?.close();
   }
 
   let stage: MergeStageResult = {
@@ -281,29 +504,48 @@ async function runLocked(
   };
   if (internal === null) {
     try {
-      stage = await mergeStage(ctx, graph.order);
+      stage = await mergeStage(ctx, ctx.order);
     } catch (error) {
-      internal = {
-        kind: "internal",
-        message: `merge failed: ${errorText(error)}`,
-        hint: null,
-        problems: [],
-      };
+      internal = { kind: "internal", message: `merge failed: ${errorText(error)}`, hint: null, problems: [] };
       stage = { merge: { ...skippedMerge(internal.message), result: "failed" }, validation: "skipped" };
     }
   }
   await ledger.append(`merge.${stage.merge.result}`, { ...stage.merge, validation: stage.validation });
-  const report = reportOf(stage.merge, stage.validation, peak, internal);
+  const report = ctx.reportOf(stage.merge, stage.validation, peak, internal);
   await ledger.append("report.written", {
     exit_code: report.exit_code,
     completed: report.summary.completed,
     failed_tasks: report.summary.failed_tasks,
   });
   const result = await writeReport(runDir, report);
-  await closeSessions(ctx, opts.sessions ?? "default");
-  if (internal === null && !cancelled())
+  await writeJsonAtomic(
+    join(runDir, "state.json"),
+    { ...ctx.state(), phase: "reported", report: result.reportPath, exit_code: report.exit_code },
+    0o600,
+  );
+  await closeSessions(ctx, ctx.settings.sessions);
+  if (internal === null && !ctx.cancel.signal.aborted)
     await rm(join(privateDir, "tasks"), { recursive: true, force: true }).catch(() => {});
   return result;
+}
+
+function watchForCancel(ctx: Context): FSWatcher | null {
+  const file = join(ctx.privateDir, "cancel");
+  const check = (): void => {
+    if (!ctx.cancel.signal.aborted && existsSync(file)) {
+      ctx.log.warn("cancel requested");
+      void ctx.ledger.append("run.cancel_requested", { by: "cancel file" });
+      ctx.cancel.abort();
+    }
+  };
+  try {
+    const watcher = watch(ctx.privateDir, () => check());
+    watcher.on("error", () => {});
+    check();
+    return watcher;
+  } catch {
+    return null;
+  }
 }
 
 /** The run id, or the first `<id>-<n>` that no branch, worktree folder or tmux session uses yet. */
@@ -327,17 +569,21 @@ async function freshRunId(id: string, repo: GitRun | null, tmux: TmuxServer): Pr
 }
 
 /** Runs the schedule to its end through a p-queue bounded by max_parallel; returns the peak parallelism. */
-async function schedule(
-  ctx: RunContext,
-  plan: Plan,
-  opts: { maxParallel: number; mode: ScheduleMode; failFast: boolean; stop: () => void },
-): Promise<number> {
+async function schedule(ctx: Context, hostQueue: PQueue | undefined): Promise<number> {
+  const plan = ctx.plan;
   const sched = new Schedule(ctx.input.assignments.tasks, {
-    mode: opts.mode,
+    mode: ctx.settings.schedule,
     priority: plan.remaining,
     level: plan.level,
   });
-  const queue = new PQueue({ concurrency: opts.maxParallel });
+  const queue = new PQueue({ concurrency: ctx.settings.max_parallel });
+  // A resumed run: finished tasks stay finished; started ones are re-adopted, not relaunched.
+  const adopt = new Set<string>();
+  for (const t of ctx.tasks.values()) {
+    if (t.state === "success" || t.state === "failed" || t.state === "skipped") sched.restore(t.id, t.state);
+    else if (t.state === "running" || t.attemptDir !== null || t.startCommit !== null) adopt.add(t.id);
+  }
+  let detached: Detached | null = null;
   let active = 0;
   let peak = 0;
   let stopping = false;
@@ -359,24 +605,26 @@ async function schedule(
   const inflight = new Set<Promise<void>>();
   const release = (): void => {
     if (stopping) return;
-    for (const id of sched.ready()) {
+    for (const id of [...adopt, ...sched.ready().filter((r) => !adopt.has(r))]) {
       sched.start(id);
+      const resuming = adopt.delete(id);
       const chain: Promise<void> = queue
         .add(
           async () => {
-            if (stopping || ctx.signal.aborted) {
+            if ((stopping || ctx.signal.aborted) && !resuming) {
               await skipTask(ctx, ctx.tasks.get(id)!, "cancelled", "the run stopped before it started");
               return { ok: false };
             }
             active++;
             peak = Math.max(peak, active);
             try {
-              return await executeTask(ctx, id);
+              const run = (): Promise<{ ok: boolean }> => executeTask(ctx, id, resuming);
+              return await (hostQueue ? hostQueue.add(run, { throwOnTimeout: true }) : run());
             } finally {
               active--;
             }
           },
-          { priority: plan.remaining.get(id) ?? 0 },
+          { priority: resuming ? Number.MAX_SAFE_INTEGER : (plan.remaining.get(id) ?? 0) },
         )
         .then(async (outcome) => {
           const ok = outcome?.ok ?? false;
@@ -386,13 +634,19 @@ async function schedule(
             "dependency_failed",
             (s) => `a dependency failed (${failedDepsOf(ctx, s).join(", ") || id})`,
           );
-          if (!ok && opts.failFast) {
+          if (!ok && ctx.settings.fail_fast) {
             await stop(`--fail-fast: task ${id} failed`);
-            opts.stop();
+            ctx.stopper.abort();
           }
           release();
         })
         .catch((error: unknown) => {
+          if (error instanceof Detached) {
+            // Stop launching; live agents stay in tmux for the next resume.
+            detached = error;
+            stopping = true;
+            return;
+          }
           failure ??= error;
           void stop("internal error");
         })
@@ -407,6 +661,7 @@ async function schedule(
   // work): the queue alone goes idle before the handler of its last task has run.
   while (inflight.size > 0) await Promise.all([...inflight]);
   ctx.signal.removeEventListener("abort", onAbort);
+  if (detached) throw detached;
   if (failure) throw failure;
   return peak;
 }

@@ -56,6 +56,11 @@ export class Schedule {
     return lowest;
   }
 
+  /** Marks a task that finished in an earlier process (resume). */
+  restore(id: string, state: "success" | "failed" | "skipped"): void {
+    this.phase.set(id, state === "success" ? "succeeded" : state);
+  }
+
   start(id: string): void {
     if (this.phase.get(id) !== "pending") throw new Error(`schedule: ${id} is not pending`);
     this.phase.set(id, "started");

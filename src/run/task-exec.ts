@@ -1,3 +1,4 @@
+import { existsSync } from "node:fs";
 import { cp, mkdir, rm, stat, writeFile } from "node:fs/promises";
 import { join, relative } from "node:path";
 import { substitute } from "../agent/command.js";
@@ -9,7 +10,7 @@ import { findMatches, matchesAny } from "../fs/find-files.js";
 import { changedFiles, commitTaskChanges, diffPatch } from "../git/commit.js";
 import { git } from "../git/repo.js";
 import { prepareTaskWorktree } from "../git/worktree.js";
-import { type ExitRecord, launch, type RunningTask } from "../tmux/session.js";
+import { adopt, type ExitRecord, launch, type RunningTask } from "../tmux/session.js";
 import { type RunContext, sessionName, taskBranch, taskCwd } from "./context.js";
 import { runShellGate } from "./shell-gate.js";
 import type { TaskRun } from "./task-run.js";
@@ -34,17 +35,26 @@ export function taskArgv(
   });
 }
 
-/** Runs one task to its end: worktree, every attempt in a fresh session, gates, artifacts. */
-export async function executeTask(ctx: RunContext, taskId: string): Promise<TaskOutcome> {
+/**
+ * Runs one task to its end: worktree, every attempt in a fresh session, gates, artifacts.
+ * `resume`: the task was started by an earlier process (state.json says so); its worktree is
+ * reused and its live or finished attempt is adopted, never launched a second time.
+ */
+export async function executeTask(ctx: RunContext, taskId: string, resume = false): Promise<TaskOutcome> {
   const t = ctx.tasks.get(taskId)!;
   const r = ctx.resolved.get(taskId)!;
   const task = r.task;
   const cwd = taskCwd(ctx, taskId);
   const artifactsDir = join(ctx.runDir, "artifacts", taskId);
-  t.startedAt = ctx.now();
+  const reuse = resume && (t.startCommit !== null || !ctx.git);
+  t.startedAt ??= ctx.now();
   t.session = sessionName(ctx.runId, taskId);
 
-  if (ctx.git) {
+  if (reuse && ctx.git && !existsSync(cwd)) {
+    t.detail = `its worktree ${cwd} vanished while termorch was not running`;
+    return finish(ctx, t, "lost", null);
+  }
+  if (ctx.git && !reuse) {
     t.branch = taskBranch(ctx.runId, taskId);
     const prepared = await prepareTaskWorktree({
       repo: ctx.git.root,
@@ -71,21 +81,31 @@ export async function executeTask(ctx: RunContext, taskId: string): Promise<Task
       { branch: t.branch, start_commit: t.startCommit, path: cwd },
       taskId,
     );
+    await ctx.persist();
   }
   // Another task's failure may have stopped the run (--fail-fast, cancel) while this one was
   // being prepared: a task that never launched is skipped, not failed.
-  if (ctx.signal.aborted) {
+  if (ctx.signal.aborted && !(resume && t.attemptDir)) {
     await skipTask(ctx, t, "cancelled", "the run stopped before it started");
     return { ok: false };
   }
-  await rm(artifactsDir, { recursive: true, force: true });
-  await mkdir(artifactsDir, { recursive: true });
+  if (!(resume && t.attemptDir)) {
+    await rm(artifactsDir, { recursive: true, force: true });
+    await mkdir(artifactsDir, { recursive: true });
+  }
 
   const maxAttempts = task.retries + 1;
+  let adopting = resume && t.attemptDir !== null;
   for (;;) {
-    t.attempts += 1;
-    if (t.attempts > 1) await resetForRetry(ctx, t, cwd);
-    const exit = await runAttempt(ctx, t, cwd, artifactsDir);
+    let exit: AttemptResult;
+    if (adopting) {
+      adopting = false;
+      exit = await adoptAttempt(ctx, t, cwd, artifactsDir);
+    } else {
+      t.attempts += 1;
+      if (t.attempts > 1) await resetForRetry(ctx, t, cwd);
+      exit = await runAttempt(ctx, t, cwd, artifactsDir);
+    }
     let reason = exit.reason;
     if (reason === null) reason = await runGates(ctx, t, cwd);
     else t.gates = [coreGate(exit)];
@@ -108,19 +128,18 @@ interface AttemptResult {
   record: ExitRecord | null;
   /** null: the agent exited 0 (gates still to run). */
   reason: Reason | null;
-  detail?: string;
 }
 
-async function runAttempt(
-  ctx: RunContext,
-  t: TaskRun,
-  cwd: string,
-  artifactsDir: string,
-): Promise<AttemptResult> {
+/** Thrown through a task's execution when the run detaches (daemon shutdown): its agent keeps running. */
+export class Detached extends Error {
+  constructor() {
+    super("detached: the agent keeps running in tmux and is re-adopted on resume");
+  }
+}
+
+function agentEnvOf(ctx: RunContext, t: TaskRun, cwd: string, artifactsDir: string): Record<string, string> {
   const r = ctx.resolved.get(t.id)!;
-  const stem = ctx.logNames.next(r.task.agent, ctx.now());
-  t.logs = { stdout: `logs/${stem}.out`, stderr: `logs/${stem}.err` };
-  const { env } = agentEnvironment({
+  return agentEnvironment({
     processEnv: ctx.processEnv,
     envVars: ctx.input.assignments.environment.env_vars,
     agentEnv: r.agent.env,
@@ -134,8 +153,32 @@ async function runAttempt(
       TERMORCH_ATTEMPT: String(t.attempts),
     },
     config: ctx.input.config,
-  });
-  const attemptDir = join(ctx.privateDir, "tasks", t.id, String(t.attempts));
+  }).env;
+}
+
+async function runAttempt(
+  ctx: RunContext,
+  t: TaskRun,
+  cwd: string,
+  artifactsDir: string,
+): Promise<AttemptResult> {
+  const r = ctx.resolved.get(t.id)!;
+  const stem = ctx.logNames.next(r.task.agent, ctx.now());
+  t.logs = { stdout: `logs/${stem}.out`, stderr: `logs/${stem}.err` };
+  t.attemptDir = join(ctx.privateDir, "tasks", t.id, String(t.attempts));
+  t.attemptStartedAt = ctx.now();
+  // Recorded before the session exists, so an interrupted run knows which session to look for.
+  await ctx.persist();
+  return launchAndWatch(ctx, t, cwd, artifactsDir);
+}
+
+async function launchAndWatch(
+  ctx: RunContext,
+  t: TaskRun,
+  cwd: string,
+  artifactsDir: string,
+): Promise<AttemptResult> {
+  const r = ctx.resolved.get(t.id)!;
   const limits = ctx.input.assignments.environment.resource_limits;
   let running: RunningTask;
   try {
@@ -145,60 +188,117 @@ async function runAttempt(
       attempt: t.attempts,
       session: t.session!,
       argv: t.argv,
-      env,
+      env: agentEnvOf(ctx, t, cwd, artifactsDir),
       cwd,
       tty: r.agent.tty,
-      stdoutLog: join(ctx.runDir, t.logs.stdout),
-      stderrLog: join(ctx.runDir, t.logs.stderr),
-      attemptDir,
+      stdoutLog: join(ctx.runDir, t.logs!.stdout),
+      stderrLog: join(ctx.runDir, t.logs!.stderr),
+      attemptDir: t.attemptDir!,
       redact: ctx.redactSources,
       maxLogBytes: ctx.maxLogBytes,
       ...(limits.memory_mb ? { memoryMb: limits.memory_mb } : {}),
     });
   } catch (error) {
     t.detail = `could not start its tmux session: ${ctx.redactor.redact(errorText(error))}`;
-    await writeFile(join(ctx.runDir, t.logs.stderr), `termorch: ${t.detail}\n`, { flag: "a", mode: 0o600 });
+    await writeFile(join(ctx.runDir, t.logs!.stderr), `termorch: ${t.detail}\n`, { flag: "a", mode: 0o600 });
     return { record: null, reason: "launch_error" };
   }
-  ctx.running.add(t.id);
   await ctx.ledger.append(
     "task.launched",
     { attempt: t.attempts, session: t.session, argv: t.argv, cwd, logs: t.logs },
     t.id,
   );
   await setStatus(ctx, t, "running");
-  ctx.onChange();
+  return watchAttempt(ctx, t, running);
+}
 
+/**
+ * Picks up an attempt an earlier process launched: a finished one from its exit record, a live
+ * one by watching its session. An attempt that was recorded but never got a session (the
+ * process died in between) is launched now, under the same attempt number and session name.
+ */
+async function adoptAttempt(
+  ctx: RunContext,
+  t: TaskRun,
+  cwd: string,
+  artifactsDir: string,
+): Promise<AttemptResult> {
+  const attemptDir = t.attemptDir!;
+  const finished = existsSync(join(attemptDir, "exit.json"));
+  const live = !finished && (await ctx.tmux.hasSession(t.session!));
+  if (!finished && !live && t.state !== "running") return launchAndWatch(ctx, t, cwd, artifactsDir);
+  const running = await adopt(ctx.tmux, {
+    session: t.session!,
+    attemptDir,
+    runId: ctx.runId,
+    taskId: t.id,
+    attempt: t.attempts,
+  });
+  await ctx.ledger.append("task.adopted", { attempt: t.attempts, session: t.session, finished, live }, t.id);
+  if (t.state !== "running") await setStatus(ctx, t, "running");
+  return watchAttempt(ctx, t, running);
+}
+
+async function watchAttempt(ctx: RunContext, t: TaskRun, running: RunningTask): Promise<AttemptResult> {
+  const r = ctx.resolved.get(t.id)!;
+  const limits = ctx.input.assignments.environment.resource_limits;
+  ctx.running.add(t.id);
+  ctx.onChange();
   const timeoutS =
     r.task.timeout_s ?? r.agent.timeout_s ?? limits.timeout_s ?? ctx.input.config.defaults.timeout_s;
   let timedOut = false;
   let cancelled = false;
+  // A resumed attempt keeps its original deadline.
+  const elapsed = ctx.now() - (t.attemptStartedAt ?? ctx.now());
   const timer =
     timeoutS === undefined
       ? null
-      : setTimeout(() => {
-          timedOut = true;
-          void running.kill(ctx.killGraceMs);
-        }, timeoutS * 1000);
+      : setTimeout(
+          () => {
+            timedOut = true;
+            void running.kill(ctx.killGraceMs);
+          },
+          Math.max(0, timeoutS * 1000 - elapsed),
+        );
   const onAbort = (): void => {
     cancelled = true;
     void running.kill(ctx.killGraceMs);
   };
   if (ctx.signal.aborted) onAbort();
   else ctx.signal.addEventListener("abort", onAbort, { once: true });
-  const record = await running.exited;
-  await ctx.ledger.append("task.exited", { attempt: t.attempts, ...record }, t.id);
+  let onDetach: (() => void) | undefined;
+  const detached = new Promise<"detached">((resolve) => {
+    onDetach = () => resolve("detached");
+    if (ctx.detach.aborted) onDetach();
+    else ctx.detach.addEventListener("abort", onDetach, { once: true });
+  });
+  const record = await Promise.race([running.exited, detached]);
   if (timer) clearTimeout(timer);
   ctx.signal.removeEventListener("abort", onAbort);
+  if (onDetach) ctx.detach.removeEventListener("abort", onDetach);
   ctx.running.delete(t.id);
+  if (record === "detached") throw new Detached();
+  await ctx.ledger.append("task.exited", { attempt: t.attempts, ...record }, t.id);
+  return classify(ctx, t, record, { timedOut, timeoutS, cancelled });
+}
 
-  if (timedOut) {
-    t.detail = `timed out after ${timeoutS} s; its process group was terminated`;
+function classify(
+  ctx: RunContext,
+  t: TaskRun,
+  record: ExitRecord,
+  how: { timedOut: boolean; timeoutS: number | undefined; cancelled: boolean },
+): AttemptResult {
+  if (how.timedOut) {
+    t.detail = `timed out after ${how.timeoutS} s; its process group was terminated`;
     return { record, reason: "timeout" };
   }
-  if (cancelled) {
+  if (how.cancelled) {
     t.detail = "the run was cancelled while it ran";
     return { record, reason: "cancelled" };
+  }
+  if (record.launch_failed) {
+    t.detail = `its command could not be started (exit ${record.exit_code})${record.detail ? `: ${ctx.redactor.redact(record.detail)}` : ""}; see ${t.logs?.stderr}`;
+    return { record, reason: "launch_error" };
   }
   if (record.lost) {
     t.detail = `its session ended without an exit record${record.detail ? ` (${record.detail})` : ""}`;
@@ -478,6 +578,7 @@ export async function setStatus(ctx: RunContext, t: TaskRun, state: StatusFile["
     t.id,
   );
   await ctx.status.set(status);
+  await ctx.persist();
 }
 
 export function errorText(error: unknown): string {

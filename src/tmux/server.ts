@@ -244,11 +244,14 @@ export class TmuxServer {
 
   /** Kills this server (its socket only) and every session on it. For tests and `termorch clean`. */
   async kill(): Promise<void> {
+    const path = await this.socketPath();
     try {
       await this.run(["kill-server"]);
     } catch (error) {
       if (!(error instanceof TmuxError && error.noServer)) throw error;
     }
+    // tmux 3.3 leaves its socket file behind; nothing listens on it any more.
+    await rm(path, { force: true });
   }
 
   /** The config file every call passes with -f; whichever call starts the server loads it. */

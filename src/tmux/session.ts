@@ -73,6 +73,11 @@ export interface RunningTask {
   exited: Promise<ExitRecord>;
   /** TERM the agent's whole process group, KILL after graceMs (unref'd timer); resolves when exited resolved. */
   kill(graceMs: number): Promise<ExitRecord>;
+  /**
+   * Stops watching without touching the attempt (it keeps running in tmux; adopt it later):
+   * releases the file watcher that keeps this process alive. `exited` then stays pending.
+   */
+  detach(): void;
 }
 
 /** Period of the reconcile pass that catches what fs.watch cannot see (a vanished session). */
@@ -340,7 +345,12 @@ function findPerl(): Promise<string> {
 function watchAttempt(server: TmuxServer, spec: AdoptSpec): RunningTask {
   const w = new AttemptWatch(server, spec);
   w.start();
-  return { session: spec.session, exited: w.exited, kill: (graceMs) => w.kill(graceMs) };
+  return {
+    session: spec.session,
+    exited: w.exited,
+    kill: (graceMs) => w.kill(graceMs),
+    detach: () => w.detach(),
+  };
 }
 
 class AttemptWatch {
@@ -440,6 +450,12 @@ class AttemptWatch {
     return this.killing;
   }
 
+  detach(): void {
+    if (this.done) return;
+    this.done = true;
+    this.release();
+  }
+
   private async doKill(graceMs: number): Promise<ExitRecord> {
     if (this.done || (await this.checkFile())) return this.exited;
     // Right after launch the wrapper may not have forked yet; it writes the pid within
@@ -505,11 +521,15 @@ class AttemptWatch {
   private finish(record: ExitRecord): void {
     if (this.done) return;
     this.done = true;
+    this.release();
+    this.resolve(record);
+  }
+
+  private release(): void {
     this.watcher?.close();
     this.watcher = null;
     for (const t of this.timers) clearTimeout(t);
     reconcilerOf(this.server).remove(this);
-    this.resolve(record);
   }
 }
 

@@ -410,7 +410,12 @@ sub filter_main {
   }
   $finish->();
   log_close($log);
-  write_atomic("$dir/filter.done", "bytes=$bytes\ntruncated=" . ($log->{truncated} ? 1 : 0) . "\n");
+  my $report = "bytes=$bytes\ntruncated=" . ($log->{truncated} ? 1 : 0) . "\n";
+  if ($log->{failed}) {
+    (my $e = $log->{failed}) =~ s/\n/ /g;
+    $report .= "error=$e\n";
+  }
+  write_atomic("$dir/filter.done", $report);
   exit 0;
 }
 
@@ -421,6 +426,7 @@ my $dir;
 my ($stdout_log, $stderr_log);
 my @patterns;
 my $tty = 0;
+my $token;
 my $pane_queue = '';
 my $pane_ok = 1;
 my $pane_dropped = 0;
@@ -499,12 +505,33 @@ sub write_exit {
   write_atomic("$dir/exit.json", $json) or die "cannot write $dir/exit.json: $!\n";
 }
 
+# tty mode: lets the filter log everything the pane got, then takes its count into $result.
+# Bounded: pipe-pane may have failed to start, and after a hangup the filter ends on EOF.
+sub finish_pane_log {
+  my ($result) = @_;
+  write_all(\*STDOUT, "\e]7777;termorch-end:$token\a") if $pane_ok && defined $token;
+  my $done;
+  for (1 .. 500) {
+    last if defined($done = slurp("$dir/filter.done"));
+    Time::HiRes::sleep(0.01);
+  }
+  unlink "$dir/redact.pipe";
+  if (!defined $done) {
+    note('the pane output logger did not finish; the stdout log may be incomplete');
+    return;
+  }
+  $result->{stdout_bytes} = $1 if $done =~ /^bytes=(\d+)$/m;
+  $result->{truncated} = 1 if $done =~ /^truncated=1$/m;
+  note("the pane output logger failed: $1") if $done =~ /^error=(.*)$/m;
+}
+
 # The agent never ran: record why and stop.
 sub fail_setup {
   my ($msg, %f) = @_;
   note($msg);
+  unlink "$dir/env", "$dir/redact";
+  finish_pane_log(\%f) if $tty;
   log_close($_) for grep { $_ } ($stdout_log, $stderr_log);
-  unlink "$dir/env", "$dir/redact", "$dir/redact.pipe";
   write_exit(exit_code => $EXIT_SETUP, launch_failed => 1, error => $msg, %f);
   pane_drain(2);
   exit $EXIT_SETUP;
@@ -536,6 +563,7 @@ sub main {
     fail_setup("cannot start: $err");
   }
   $tty = $spec->{tty} ? 1 : 0;
+  $token = $spec->{token};
   my $max = $spec->{max_log_bytes} || 0;
   $stderr_log = log_open($spec->{stderr_log}, $max);
   if ($tty) {
@@ -724,7 +752,8 @@ sub main {
       # Hangup: the session was killed (or the server died). Pass it on like a shell would,
       # then escalate so nothing outlives the pane for long.
       if ($s eq 'HUP') {
-        $hangup = 1;
+        # Only a hangup under a running agent cut it short; after its end it changes nothing.
+        $hangup = 1 unless $reaped;
         $pane_ok = 0;
         $pane_queue = '';
         $deadline{term} ||= Time::HiRes::time() + 2;
@@ -797,22 +826,8 @@ sub main {
   if ($tty) {
     local $SIG{TTOU} = 'IGNORE';
     POSIX::tcsetpgrp(0, getpgrp());
-    # Let the filter log everything the pane got, then learn its count. Bounded: pipe-pane may
-    # have failed to start, and after a hangup the filter ends on EOF by itself.
-    write_all(\*STDOUT, "\e]7777;termorch-end:$spec->{token}\a") if $pane_ok;
-    my $done;
-    for (1 .. 500) {
-      last if defined($done = slurp("$dir/filter.done"));
-      Time::HiRes::sleep(0.01);
-    }
-    unlink "$dir/redact.pipe";
-    if (defined $done) {
-      $result{stdout_bytes} = $1 if $done =~ /^bytes=(\d+)$/m;
-      $result{truncated} = 1 if $done =~ /^truncated=1$/m;
-    } else {
-      note('the pane output logger did not finish; the stdout log may be incomplete');
-    }
   }
+  finish_pane_log(\%result) if $tty;
   log_close($_) for grep { $_ } ($stdout_log, $stderr_log);
   $result{truncated} ||= ($stdout_log && $stdout_log->{truncated}) || $stderr_log->{truncated};
   write_exit(%result);

@@ -108,6 +108,21 @@ describe("TmuxServer", () => {
   });
 });
 
+describe("TmuxServer.kill", () => {
+  it("ends only its own server and removes the stale socket file", async () => {
+    const other = new TmuxServer({ socket: uniqueSocket() });
+    const bystander = taskSpec(root, ["sleep", "60"]);
+    const task = await launch(server, bystander);
+    await (await launch(other, taskSpec(root, ["true"]))).exited;
+    const path = await other.socketPath();
+    await other.kill();
+    await expect(stat(path)).rejects.toMatchObject({ code: "ENOENT" });
+    expect(await other.listPanes()).toEqual([]);
+    expect(await server.hasSession(bystander.session)).toBe(true);
+    await task.kill(2_000);
+  });
+});
+
 describe("argument escaping", () => {
   it("protects trailing semicolons and format characters", () => {
     expect(tmuxArg("a;")).toBe("a\\;");

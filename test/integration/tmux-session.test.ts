@@ -1,6 +1,6 @@
 // Launching and watching task attempts on a real, private tmux server.
 import { existsSync } from "node:fs";
-import { readFile } from "node:fs/promises";
+import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LaunchError } from "../../src/tmux/errors.js";
@@ -74,7 +74,6 @@ describe("launch", () => {
   });
 
   it("runs in the given cwd, even one with spaces and a #", async () => {
-    const { mkdir } = await import("node:fs/promises");
     const cwd = join(root, "dir with #{space};");
     await mkdir(cwd);
     const out = join(root, "cwd.txt");
@@ -291,11 +290,36 @@ describe("exit detection", () => {
       taskId: spec.taskId,
       attempt: 1,
     });
-    const { writeFile } = await import("node:fs/promises");
     await writeFile(go, "");
     const [a, b] = await Promise.all([adopted.exited, first.exited]);
     expect(a).toMatchObject({ exit_code: 7, lost: false });
     expect(b).toEqual(a);
+  });
+
+  it("does not take another attempt's live session for the adopted one", async () => {
+    const spec = taskSpec(root, ["sleep", "1000"]);
+    const live = await launch(server, spec);
+    const other = await adopt(server, {
+      session: spec.session,
+      attemptDir: join(root, "attempt-2"),
+      attempt: 2,
+    });
+    const exit = await other.exited;
+    expect(exit).toMatchObject({ lost: true, detail: expect.stringMatching(/another attempt/) });
+    await live.kill(2_000);
+  });
+
+  it("detach stops watching but leaves the attempt running for a later adopt", async () => {
+    const go = join(root, "detach.go");
+    const spec = taskSpec(root, ["sh", "-c", 'while [ ! -e "$1" ]; do sleep 0.05; done; exit 9', "sh", go]);
+    const first = await launch(server, spec);
+    first.detach();
+    expect(await server.hasSession(spec.session)).toBe(true);
+    const again = await adopt(server, spec);
+    await writeFile(go, "");
+    expect(await again.exited).toMatchObject({ exit_code: 9, lost: false });
+    const settled = await Promise.race([first.exited.then(() => "resolved"), Promise.resolve("pending")]);
+    expect(settled).toBe("pending");
   });
 
   it("adopts a finished attempt from its exit.json", async () => {

@@ -1,0 +1,85 @@
+import { z } from "zod";
+import { Config } from "./config.js";
+import { Reason, TaskState } from "./reason.js";
+import { Gate } from "./report.js";
+
+/** Everything the run knows about one task; the report and the status files are views of it. */
+export const TaskRun = z.strictObject({
+  id: z.string(),
+  agent: z.string(),
+  dependencies: z.array(z.string()),
+  /** `pending` until the task starts or is skipped. */
+  state: z.union([TaskState, z.literal("pending")]),
+  reason: Reason.nullable(),
+  detail: z.string().nullable(),
+  exitCode: z.number().int().nullable(),
+  attempts: z.number().int().min(0),
+  /** Epoch ms. */
+  startedAt: z.number().nullable(),
+  finishedAt: z.number().nullable(),
+  session: z.string().nullable(),
+  branch: z.string().nullable(),
+  /** The commit the task's worktree started from. */
+  startCommit: z.string().nullable(),
+  /** The task branch's tip after its work was committed. */
+  commit: z.string().nullable(),
+  /** Log paths relative to the run directory. */
+  logs: z.strictObject({ stdout: z.string(), stderr: z.string() }).nullable(),
+  artifacts: z.array(z.string()),
+  gates: z.array(Gate),
+  argv: z.array(z.string()),
+  /** Private folder of the current attempt (wrapper files, exit.json), when one was launched. */
+  attemptDir: z.string().nullable(),
+  /** When the current attempt was launched (its timeout counts from here, across a resume). */
+  attemptStartedAt: z.number().nullable(),
+});
+export type TaskRun = z.infer<typeof TaskRun>;
+
+/**
+ * `state.json`: the run's persisted state machine, written atomically at every transition, so
+ * `termorch resume` (or a restarted daemon) can finish a run after any interruption.
+ */
+export const RunState = z.strictObject({
+  schema_version: z.literal(1),
+  run_id: z.string(),
+  /** running: being driven (or interrupted); reported: the report was written, nothing left to do. */
+  phase: z.enum(["running", "reported"]),
+  /** Process driving the run (for status and cancel). */
+  pid: z.number().int(),
+  assignments_file: z.string(),
+  /** Folder `workspace_dir` is relative to (the daemon moves files out of its inbox). */
+  base_dir: z.string(),
+  run_dir: z.string(),
+  workspace: z.string(),
+  socket: z.string(),
+  socket_path: z.string(),
+  config: Config,
+  options: z.strictObject({
+    max_parallel: z.number().int().positive(),
+    schedule: z.enum(["eager", "waves"]),
+    fail_fast: z.boolean(),
+    verify: z.boolean(),
+    sessions: z.enum(["default", "keep", "clean"]),
+    keep_branches: z.boolean(),
+    allow_dirty: z.boolean(),
+  }),
+  git: z.strictObject({ root: z.string(), base_commit: z.string(), target_ref: z.string().nullable() }).nullable(),
+  started_at: z.number(),
+  updated_at: z.number(),
+  waves: z.array(z.array(z.string())),
+  tasks: z.array(TaskRun),
+  /** Path of the report once written. */
+  report: z.string().nullable(),
+  exit_code: z.number().int().nullable(),
+});
+export type RunState = z.infer<typeof RunState>;
+
+/** One entry of the per-user run registry: how operator commands find a run by its id. */
+export const RegistryEntry = z.strictObject({
+  run_id: z.string(),
+  run_dir: z.string(),
+  socket: z.string(),
+  pid: z.number().int(),
+  started_at: z.string(),
+});
+export type RegistryEntry = z.infer<typeof RegistryEntry>;
