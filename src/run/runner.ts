@@ -58,6 +58,8 @@ export interface RunOptions extends DriveOptions {
   outDir?: string;
   /** Folder `workspace_dir` is relative to; default: the assignments file's folder. */
   baseDir?: string;
+  /** Run id to use instead of the file's `run_id` (the daemon names runs by their folder). */
+  runId?: string;
   /** Overrides the assignment's `mode.dry_run` when set. */
   dryRun?: boolean;
   /** Overrides the assignment's `mode.verify` when set. */
@@ -115,6 +117,7 @@ export async function runAssignments(opts: RunOptions): Promise<RunResult | Deta
   try {
     const { config } = await loadConfig(opts.configFile, env, cwd);
     input = await loadAssignments(file, config, startedAt, baseDir);
+    if (opts.runId) input = { ...input, runId: opts.runId };
     dryRun = opts.dryRun ?? input.assignments.mode.dry_run;
     // Two runs never work on one workspace at once (exit 4, or wait with --wait). The workspace
     // is inspected once the lock is held, so a run that waited starts from the current HEAD.
@@ -183,25 +186,27 @@ export async function resumeRun(opts: ResumeOptions): Promise<RunResult | Detach
   const cwd = opts.cwd ?? process.cwd();
   const runDir = resolve(cwd, opts.runDir);
   const log = opts.logger ?? pino({ level: "silent" });
-  const state = await readState(runDir);
-  if (state.phase === "reported") {
-    throw new InputError(
+  const finished = (st: RunState): InputError =>
+    new InputError(
       [
         {
           file: join(runDir, "state.json"),
-          message: `run ${state.run_id} already finished (its report is ${state.report ?? "written"})`,
+          message: `run ${st.run_id} already finished (its report is ${st.report ?? "written"})`,
         },
       ],
       "Nothing to resume.",
     );
-  }
-  const input = await loadAssignments(state.assignments_file, state.config, state.started_at, state.base_dir);
-  const lock = await lockWorkspace(input.workspace, state.run_id, runDir, opts);
+  const first = await readState(runDir);
+  if (first.phase === "reported") throw finished(first);
+  const input = await loadAssignments(first.assignments_file, first.config, first.started_at, first.base_dir);
+  const lock = await lockWorkspace(input.workspace, first.run_id, runDir, opts);
   try {
+    // Read again under the lock: whoever held it may have finished or advanced the run meanwhile.
+    const state = await readState(runDir);
+    if (state.phase === "reported") throw finished(state);
     const git = state.git
       ? { root: state.git.root, baseCommit: state.git.base_commit, targetRef: state.git.target_ref }
       : null;
-    const tmux = tmuxFor(state.socket, input);
     const ctx = await buildContext({
       input: { ...input, runId: state.run_id },
       git,
@@ -209,7 +214,7 @@ export async function resumeRun(opts: ResumeOptions): Promise<RunResult | Detach
       runDir,
       baseDir: state.base_dir,
       settings: state.options,
-      tmux,
+      tmux: tmuxFor(state.socket, input),
       startedAt: state.started_at,
       env,
       log,

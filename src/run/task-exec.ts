@@ -277,7 +277,11 @@ async function watchAttempt(ctx: RunContext, t: TaskRun, running: RunningTask): 
   ctx.signal.removeEventListener("abort", onAbort);
   if (onDetach) ctx.detach.removeEventListener("abort", onDetach);
   ctx.running.delete(t.id);
-  if (record === "detached") throw new Detached();
+  if (record === "detached") {
+    // Stop watching (its watchers would keep this process alive); the agent keeps running.
+    running.detach();
+    throw new Detached();
+  }
   await ctx.ledger.append("task.exited", { attempt: t.attempts, ...record }, t.id);
   return classify(ctx, t, record, { timedOut, timeoutS, cancelled });
 }

@@ -1,0 +1,59 @@
+import { mkdir, readFile, rename, rmdir } from "node:fs/promises";
+import { basename, extname, join } from "node:path";
+import { RUN_ID_PATTERN } from "../contract/assignments.js";
+import { writeJsonAtomic } from "../fs/atomic.js";
+
+/** A file taken from the inbox: it now lives at `runs/<runId>/assignments.json`. */
+export interface Claim {
+  runId: string;
+  runDir: string;
+  file: string;
+  /** The inbox file it came from (its folder is what `workspace_dir` is relative to). */
+  source: string;
+}
+
+/** Names a daemon never takes: dotfiles and the usual temporary names of writers. */
+export function isCandidate(name: string): boolean {
+  return name.endsWith(".json") && !name.startsWith(".") && !/\.(tmp|part|partial|swp)\.json$/.test(name) && !name.includes("~");
+}
+
+/** run_id from the file when it has a usable one, else its base name. */
+export async function runIdFor(path: string): Promise<string> {
+  try {
+    const parsed = JSON.parse(await readFile(path, "utf8")) as { run_id?: unknown };
+    if (typeof parsed.run_id === "string" && RUN_ID_PATTERN.test(parsed.run_id)) return parsed.run_id;
+  } catch {}
+  const base = basename(path, extname(path)).replace(/[^A-Za-z0-9_-]/g, "_").replace(/^[_-]+/, "").slice(0, 56);
+  return base || "run";
+}
+
+/**
+ * Takes an inbox file exactly once, even with several daemons on one home: the run folder is
+ * reserved with mkdir (a clash gets the next suffix, never an overwrite), then the file is moved
+ * in with rename; if another daemon moved it first, the reservation is given back.
+ */
+export async function claim(path: string, runsDir: string): Promise<Claim | null> {
+  const wanted = await runIdFor(path);
+  for (let n = 1; n < 1000; n++) {
+    const suffix = n === 1 ? "" : `-${n}`;
+    const runId = `${wanted.slice(0, 64 - suffix.length)}${suffix}`;
+    const runDir = join(runsDir, runId);
+    try {
+      await mkdir(runDir);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === "EEXIST") continue;
+      throw error;
+    }
+    const file = join(runDir, "assignments.json");
+    try {
+      await rename(path, file);
+    } catch (error) {
+      await rmdir(runDir).catch(() => {});
+      if ((error as NodeJS.ErrnoException).code === "ENOENT") return null;
+      throw error;
+    }
+    await writeJsonAtomic(join(runDir, "claim.json"), { source: path, claimed_at: new Date().toISOString(), pid: process.pid });
+    return { runId, runDir, file, source: path };
+  }
+  throw new Error(`no free run folder for ${wanted} under ${runsDir}`);
+}

@@ -1,0 +1,206 @@
+import { existsSync } from "node:fs";
+import { mkdir, readdir, readFile, stat } from "node:fs/promises";
+import { dirname, join, resolve } from "node:path";
+import chokidar, { type FSWatcher } from "chokidar";
+import PQueue from "p-queue";
+import type { Logger } from "pino";
+import { writeJsonAtomic } from "../fs/atomic.js";
+import { type DetachedResult, type RunResult, readState, resumeRun, runAssignments } from "../run/runner.js";
+import { type Claim, claim, isCandidate } from "./claim.js";
+
+export interface DaemonOptions {
+  home: string;
+  configFile?: string;
+  /** Runs driven at once (default: unlimited; the task limit is what bounds work). */
+  maxRuns?: number;
+  /** Tasks running at once across all runs (host-wide). */
+  maxParallel?: number;
+  env: Readonly<Record<string, string | undefined>>;
+  log: Logger;
+  /** How long an inbox file's size must stay unchanged before it is taken. */
+  stableMs?: number;
+}
+
+/** The daemon's folders under its home. */
+export function homeLayout(home: string) {
+  const root = resolve(home);
+  return { root, inbox: join(root, "inbox"), runs: join(root, "runs"), outbox: join(root, "outbox"), logs: join(root, "logs") };
+}
+
+/**
+ * `termorch daemon`: takes assignment files from `<home>/inbox/`, runs several runs at once
+ * under one host-wide task limit, and answers each in `<home>/outbox/<run_id>.json`. On start
+ * it first finishes whatever an earlier daemon left unfinished. Stopping detaches: agents keep
+ * running in tmux and the next start re-adopts them.
+ */
+export class Daemon {
+  private readonly layout: ReturnType<typeof homeLayout>;
+  private readonly runs: PQueue;
+  private readonly hostQueue: PQueue;
+  private readonly detach = new AbortController();
+  private readonly active = new Set<Promise<void>>();
+  private readonly seen = new Set<string>();
+  private watcher: FSWatcher | null = null;
+  private stopping = false;
+
+  constructor(private readonly opts: DaemonOptions) {
+    this.layout = homeLayout(opts.home);
+    this.runs = new PQueue({ concurrency: opts.maxRuns ?? Number.POSITIVE_INFINITY });
+    this.hostQueue = new PQueue({ concurrency: opts.maxParallel ?? Number.POSITIVE_INFINITY });
+  }
+
+  async start(): Promise<void> {
+    const { inbox, runs, outbox, logs } = this.layout;
+    for (const dir of [inbox, runs, outbox, logs]) await mkdir(dir, { recursive: true });
+    this.opts.log.info({ home: this.layout.root, pid: process.pid }, "daemon starting");
+    await this.recover();
+    const stableMs = this.opts.stableMs ?? 300;
+    this.watcher = chokidar.watch(inbox, {
+      depth: 0,
+      ignoreInitial: false,
+      // A file is taken once its size stopped changing; a writer that renames a finished
+      // file into place is seen as one complete add.
+      awaitWriteFinish: { stabilityThreshold: stableMs, pollInterval: Math.min(50, stableMs) },
+      ignored: (path, stats) => path !== inbox && (stats?.isDirectory() === true || !isCandidate(path.slice(path.lastIndexOf("/") + 1))),
+    });
+    this.watcher.on("add", (path) => this.take(path));
+    this.watcher.on("error", (error) => this.opts.log.error({ err: String(error) }, "inbox watcher error"));
+    await new Promise<void>((ready) => this.watcher!.once("ready", () => ready()));
+    this.opts.log.info({ inbox }, "watching the inbox");
+  }
+
+  /** Stop claiming, leave running agents to tmux, persist, and return once every run let go. */
+  async stop(): Promise<void> {
+    if (this.stopping) return;
+    this.stopping = true;
+    this.opts.log.info("daemon stopping: runs detach, agents keep running");
+    await this.watcher?.close();
+    this.runs.clear();
+    this.detach.abort();
+    await Promise.allSettled([...this.active]);
+    this.opts.log.info("daemon stopped");
+  }
+
+  /** Resolves when no run is being driven and none is queued. */
+  async idle(): Promise<void> {
+    while (this.active.size > 0) await Promise.allSettled([...this.active]);
+  }
+
+  private take(path: string): void {
+    if (this.stopping || this.seen.has(path)) return;
+    this.seen.add(path);
+    const work = (async () => {
+      try {
+        await this.settle(path);
+        const claimed = await claim(path, this.layout.runs);
+        if (!claimed) return; // Another daemon took it.
+        this.opts.log.info({ run: claimed.runId, source: claimed.source }, "claimed");
+        await this.drive(claimed.runId, () => this.runFresh(claimed));
+      } catch (error) {
+        this.opts.log.error({ file: path, err: String(error) }, "could not take an inbox file");
+      } finally {
+        this.seen.delete(path);
+      }
+    })();
+    this.track(work);
+  }
+
+  /**
+   * A size-stable file can still be a slow writer's half: if it does not parse yet and was
+   * written moments ago, give it a little longer before taking it (and reporting it invalid).
+   */
+  private async settle(path: string): Promise<void> {
+    for (let i = 0; i < 10; i++) {
+      try {
+        JSON.parse(await readFile(path, "utf8"));
+        return;
+      } catch {
+        const age = Date.now() - (await stat(path)).mtimeMs;
+        if (age > 2000) return;
+        await new Promise((r) => setTimeout(r, 250));
+      }
+    }
+  }
+
+  private runFresh(c: Claim): Promise<RunResult | DetachedResult> {
+    return runAssignments({
+      assignmentsFile: c.file,
+      outDir: c.runDir,
+      baseDir: dirname(c.source),
+      runId: c.runId,
+      ...(this.opts.configFile ? { configFile: this.opts.configFile } : {}),
+      wait: true,
+      detach: this.detach.signal,
+      hostQueue: this.hostQueue,
+      env: this.opts.env,
+      cwd: this.layout.root,
+      logger: this.opts.log,
+    });
+  }
+
+  /** Drives one run through the run queue and answers it in the outbox. One bad run never stops the others. */
+  private async drive(runId: string, start: () => Promise<RunResult | DetachedResult>): Promise<void> {
+    await this.runs.add(async () => {
+      if (this.stopping) return;
+      try {
+        const result = await start();
+        if ("detached" in result) {
+          this.opts.log.info({ run: runId }, "run detached; it resumes on the next start");
+          return;
+        }
+        await this.answer(runId, result.report);
+        this.opts.log.info({ run: runId, exit_code: result.exitCode, completed: result.report.summary.completed }, "run finished");
+      } catch (error) {
+        this.opts.log.error({ run: runId, err: String(error) }, "run failed to complete");
+      }
+    });
+  }
+
+  private async answer(runId: string, report: unknown): Promise<void> {
+    await writeJsonAtomic(join(this.layout.outbox, `${runId}.json`), report);
+  }
+
+  /** On start: finish runs an earlier daemon left, and answer reports it wrote but did not deliver. */
+  private async recover(): Promise<void> {
+    const names = await readdir(this.layout.runs).catch(() => [] as string[]);
+    for (const runId of names.sort()) {
+      const dir = join(this.layout.runs, runId);
+      const reportPath = join(dir, "execution_report.json");
+      const statePath = join(dir, "state.json");
+      const outbox = join(this.layout.outbox, `${runId}.json`);
+      try {
+        if (existsSync(statePath)) {
+          const state = await readState(dir);
+          if (state.phase === "running" && !(await reportOf(reportPath, state.run_id))) {
+            this.opts.log.info({ run: runId }, "resuming an unfinished run");
+            this.track(this.drive(runId, () => resumeRun({ runDir: dir, wait: true, detach: this.detach.signal, hostQueue: this.hostQueue, env: this.opts.env, cwd: this.layout.root, logger: this.opts.log })));
+            continue;
+          }
+        } else if (!existsSync(reportPath) && existsSync(join(dir, "assignments.json")) && existsSync(join(dir, "claim.json"))) {
+          // Claimed, but the daemon died before the run started.
+          const claimInfo = JSON.parse(await readFile(join(dir, "claim.json"), "utf8")) as { source: string };
+          this.opts.log.info({ run: runId }, "starting a run claimed before a crash");
+          this.track(this.drive(runId, () => this.runFresh({ runId, runDir: dir, file: join(dir, "assignments.json"), source: claimInfo.source })));
+          continue;
+        }
+        const report = existsSync(reportPath) ? await readFile(reportPath, "utf8") : null;
+        if (report && !existsSync(outbox)) await this.answer(runId, JSON.parse(report));
+      } catch (error) {
+        this.opts.log.error({ run: runId, err: String(error) }, "could not recover a run");
+      }
+    }
+  }
+
+  private track(work: Promise<void>): void {
+    this.active.add(work);
+    void work.finally(() => this.active.delete(work));
+  }
+}
+
+async function reportOf(path: string, runId: string): Promise<boolean> {
+  try {
+    return (JSON.parse(await readFile(path, "utf8")) as { run_id?: string }).run_id === runId;
+  } catch {
+    return false;
+  }
+}
