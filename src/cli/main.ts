@@ -1,14 +1,18 @@
 import { existsSync } from "node:fs";
 import { Argument, Command, CommanderError, InvalidArgumentError, Option } from "commander";
 import pino from "pino";
+import { secretValuesOf } from "../agent/environment.js";
 import { jsonSchemaOf, type SchemaName, schemas } from "../contract/json-schema.js";
 import type { Report } from "../contract/report.js";
+import { Daemon, homeLayout } from "../daemon/daemon.js";
+import { daemonLogger } from "../daemon/log.js";
 import { ExitCode, InputError, TermorchError } from "../errors.js";
 import { loadAssignments } from "../input/assignments-file.js";
 import { loadConfig } from "../input/config-file.js";
 import { verifyLedger } from "../ledger/ledger.js";
 import { buildGraph } from "../plan/graph.js";
 import { planWaves } from "../plan/waves.js";
+import { isSecretName, Redactor } from "../redact/redactor.js";
 import {
   type DetachedResult,
   type DriveOptions,
@@ -74,6 +78,17 @@ export async function main(
     .action(async (file: string, o: RunFlags) => {
       debug = o.debug ?? false;
       code = await runCommand(file, o, io);
+    });
+
+  program
+    .command("daemon")
+    .description("take assignment files from <home>/inbox/ and answer each in <home>/outbox/<run_id>.json")
+    .requiredOption("--home <dir>", "the daemon's home: inbox/, runs/, outbox/, logs/")
+    .option("--config <file>", "config file for every run")
+    .option("--max-runs <n>", "runs driven at once", positiveInt)
+    .option("--max-parallel <n>", "tasks running at once across all runs", positiveInt)
+    .action(async (o: { home: string; config?: string; maxRuns?: number; maxParallel?: number }) => {
+      code = await daemonCommand(o, io);
     });
 
   program
@@ -166,6 +181,54 @@ interface RunFlags {
   wait?: boolean;
   json?: boolean;
   debug?: boolean;
+}
+
+async function daemonCommand(
+  o: { home: string; config?: string; maxRuns?: number; maxParallel?: number },
+  io: Io,
+): Promise<number> {
+  const layout = homeLayout(resolvePath(io.cwd, o.home));
+  const { config } = await loadConfig(o.config, io.env, io.cwd);
+  const secretNames = Object.keys(io.env).filter((name) =>
+    isSecretName(name, config.secret_name_fragments, config.secret_env),
+  );
+  const redactor = Redactor.from(config.redact, secretValuesOf(io.env, secretNames, config));
+  const { log, close } = await daemonLogger({
+    logsDir: layout.logs,
+    redactor,
+    tty: io.stderr.isTTY ? io.stderr : null,
+  });
+  const daemon = new Daemon({
+    home: layout.root,
+    ...(o.config ? { configFile: resolvePath(io.cwd, o.config) } : {}),
+    ...(o.maxRuns ? { maxRuns: o.maxRuns } : {}),
+    ...(o.maxParallel ? { maxParallel: o.maxParallel } : {}),
+    env: io.env,
+    log,
+  });
+  let stop: () => void = () => {};
+  const stopped = new Promise<void>((resolve) => {
+    stop = resolve;
+  });
+  const onSignal = (signal: NodeJS.Signals): void => {
+    log.info({ signal }, "signal received");
+    stop();
+  };
+  process.on("SIGINT", onSignal);
+  process.on("SIGTERM", onSignal);
+  try {
+    await daemon.start();
+    io.stderr.write(
+      `termorch daemon: watching ${layout.inbox} (answers in ${layout.outbox}, log in ${layout.logs}/termorch.log)\n`,
+    );
+    await stopped;
+    await daemon.stop();
+    return ExitCode.ok;
+  } finally {
+    process.off("SIGINT", onSignal);
+    process.off("SIGTERM", onSignal);
+    await close();
+  }
 }
 
 async function runCommand(file: string, o: RunFlags, io: Io): Promise<number> {

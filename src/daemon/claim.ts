@@ -14,7 +14,12 @@ export interface Claim {
 
 /** Names a daemon never takes: dotfiles and the usual temporary names of writers. */
 export function isCandidate(name: string): boolean {
-  return name.endsWith(".json") && !name.startsWith(".") && !/\.(tmp|part|partial|swp)\.json$/.test(name) && !name.includes("~");
+  return (
+    name.endsWith(".json") &&
+    !name.startsWith(".") &&
+    !/\.(tmp|part|partial|swp)\.json$/.test(name) &&
+    !name.includes("~")
+  );
 }
 
 /** run_id from the file when it has a usable one, else its base name. */
@@ -23,7 +28,10 @@ export async function runIdFor(path: string): Promise<string> {
     const parsed = JSON.parse(await readFile(path, "utf8")) as { run_id?: unknown };
     if (typeof parsed.run_id === "string" && RUN_ID_PATTERN.test(parsed.run_id)) return parsed.run_id;
   } catch {}
-  const base = basename(path, extname(path)).replace(/[^A-Za-z0-9_-]/g, "_").replace(/^[_-]+/, "").slice(0, 56);
+  const base = basename(path, extname(path))
+    .replace(/[^A-Za-z0-9_-]/g, "_")
+    .replace(/^[_-]+/, "")
+    .slice(0, 56);
   return base || "run";
 }
 
@@ -52,7 +60,11 @@ export async function claim(path: string, runsDir: string): Promise<Claim | null
       if ((error as NodeJS.ErrnoException).code === "ENOENT") return null;
       throw error;
     }
-    await writeJsonAtomic(join(runDir, "claim.json"), { source: path, claimed_at: new Date().toISOString(), pid: process.pid });
+    await writeJsonAtomic(join(runDir, "claim.json"), {
+      source: path,
+      claimed_at: new Date().toISOString(),
+      pid: process.pid,
+    });
     return { runId, runDir, file, source: path };
   }
   throw new Error(`no free run folder for ${wanted} under ${runsDir}`);

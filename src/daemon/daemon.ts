@@ -21,10 +21,19 @@ export interface DaemonOptions {
   stableMs?: number;
 }
 
+/** How long an unparseable inbox file must stay untouched before it is taken as invalid. */
+const SETTLE_MS = 5000;
+
 /** The daemon's folders under its home. */
 export function homeLayout(home: string) {
   const root = resolve(home);
-  return { root, inbox: join(root, "inbox"), runs: join(root, "runs"), outbox: join(root, "outbox"), logs: join(root, "logs") };
+  return {
+    root,
+    inbox: join(root, "inbox"),
+    runs: join(root, "runs"),
+    outbox: join(root, "outbox"),
+    logs: join(root, "logs"),
+  };
 }
 
 /**
@@ -61,7 +70,9 @@ export class Daemon {
       // A file is taken once its size stopped changing; a writer that renames a finished
       // file into place is seen as one complete add.
       awaitWriteFinish: { stabilityThreshold: stableMs, pollInterval: Math.min(50, stableMs) },
-      ignored: (path, stats) => path !== inbox && (stats?.isDirectory() === true || !isCandidate(path.slice(path.lastIndexOf("/") + 1))),
+      ignored: (path, stats) =>
+        path !== inbox &&
+        (stats?.isDirectory() === true || !isCandidate(path.slice(path.lastIndexOf("/") + 1))),
     });
     this.watcher.on("add", (path) => this.take(path));
     this.watcher.on("error", (error) => this.opts.log.error({ err: String(error) }, "inbox watcher error"));
@@ -106,18 +117,19 @@ export class Daemon {
   }
 
   /**
-   * A size-stable file can still be a slow writer's half: if it does not parse yet and was
-   * written moments ago, give it a little longer before taking it (and reporting it invalid).
+   * A size-stable file can still be a slow writer's half: while it does not parse and was
+   * modified within the last few seconds, wait for it; after that it is taken as it is (and
+   * answered as invalid if it still does not parse).
    */
   private async settle(path: string): Promise<void> {
-    for (let i = 0; i < 10; i++) {
+    for (;;) {
       try {
         JSON.parse(await readFile(path, "utf8"));
         return;
       } catch {
         const age = Date.now() - (await stat(path)).mtimeMs;
-        if (age > 2000) return;
-        await new Promise((r) => setTimeout(r, 250));
+        if (age > SETTLE_MS || this.stopping) return;
+        await new Promise((r) => setTimeout(r, 200));
       }
     }
   }
@@ -149,7 +161,10 @@ export class Daemon {
           return;
         }
         await this.answer(runId, result.report);
-        this.opts.log.info({ run: runId, exit_code: result.exitCode, completed: result.report.summary.completed }, "run finished");
+        this.opts.log.info(
+          { run: runId, exit_code: result.exitCode, completed: result.report.summary.completed },
+          "run finished",
+        );
       } catch (error) {
         this.opts.log.error({ run: runId, err: String(error) }, "run failed to complete");
       }
@@ -173,14 +188,39 @@ export class Daemon {
           const state = await readState(dir);
           if (state.phase === "running" && !(await reportOf(reportPath, state.run_id))) {
             this.opts.log.info({ run: runId }, "resuming an unfinished run");
-            this.track(this.drive(runId, () => resumeRun({ runDir: dir, wait: true, detach: this.detach.signal, hostQueue: this.hostQueue, env: this.opts.env, cwd: this.layout.root, logger: this.opts.log })));
+            this.track(
+              this.drive(runId, () =>
+                resumeRun({
+                  runDir: dir,
+                  wait: true,
+                  detach: this.detach.signal,
+                  hostQueue: this.hostQueue,
+                  env: this.opts.env,
+                  cwd: this.layout.root,
+                  logger: this.opts.log,
+                }),
+              ),
+            );
             continue;
           }
-        } else if (!existsSync(reportPath) && existsSync(join(dir, "assignments.json")) && existsSync(join(dir, "claim.json"))) {
+        } else if (
+          !existsSync(reportPath) &&
+          existsSync(join(dir, "assignments.json")) &&
+          existsSync(join(dir, "claim.json"))
+        ) {
           // Claimed, but the daemon died before the run started.
           const claimInfo = JSON.parse(await readFile(join(dir, "claim.json"), "utf8")) as { source: string };
           this.opts.log.info({ run: runId }, "starting a run claimed before a crash");
-          this.track(this.drive(runId, () => this.runFresh({ runId, runDir: dir, file: join(dir, "assignments.json"), source: claimInfo.source })));
+          this.track(
+            this.drive(runId, () =>
+              this.runFresh({
+                runId,
+                runDir: dir,
+                file: join(dir, "assignments.json"),
+                source: claimInfo.source,
+              }),
+            ),
+          );
           continue;
         }
         const report = existsSync(reportPath) ? await readFile(reportPath, "utf8") : null;

@@ -281,6 +281,5 @@ describe("run lifecycle", () => {
     const server = await execa("tmux", ["-L", own, "list-sessions"], { reject: false, env: { TMUX: "" } });
     expect(server.exitCode).not.toBe(0);
     killServer(own);
-    void STEP;
   });
 });

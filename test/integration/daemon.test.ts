@@ -1,0 +1,237 @@
+import { existsSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { execa, type ResultPromise } from "execa";
+import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { Report } from "../../src/contract/report.js";
+import {
+  BIN,
+  git,
+  isAlive,
+  killServer,
+  makeWorkspace,
+  ROOT,
+  STEP,
+  tmuxSessions,
+  uniqueSocket,
+  waitFor,
+} from "./harness.js";
+
+const socket = uniqueSocket("daemon");
+const registry = mkdtempSync(join(tmpdir(), "termorch-registry-"));
+const cleanups: Array<() => void> = [];
+const daemons: ResultPromise[] = [];
+afterEach(async () => {
+  for (const d of daemons.splice(0)) {
+    d.kill("SIGKILL");
+    await d.catch(() => {});
+  }
+});
+afterAll(() => {
+  killServer(socket);
+  rmSync(registry, { recursive: true, force: true });
+  for (const c of cleanups) c();
+});
+
+function home() {
+  const dir = mkdtempSync(join(tmpdir(), "termorch-home-"));
+  cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+function startDaemon(h: string, ...args: string[]): ResultPromise {
+  const d = execa(process.execPath, [BIN, "daemon", "--home", h, ...args], {
+    reject: false,
+    cwd: ROOT,
+    env: { TERMORCH_TMUX_SOCKET: socket, TMUX: "", TERMORCH_REGISTRY: registry, TERMORCH_CONFIG: "" },
+  });
+  daemons.push(d);
+  return d;
+}
+
+async function ready(h: string) {
+  await waitFor(
+    () =>
+      existsSync(join(h, "logs", "termorch.log")) &&
+      readFileSync(join(h, "logs", "termorch.log"), "utf8").includes("watching the inbox"),
+    30_000,
+    "the daemon to watch its inbox",
+  );
+}
+
+/** A workspace repo next to the inbox, and an assignments body whose workspace_dir points at it. */
+function job(h: string, name: string, tasks: Array<Record<string, unknown>>) {
+  const ws = makeWorkspace();
+  cleanups.push(ws.cleanup);
+  const body = {
+    run_id: name,
+    tasks: tasks.map((t) => ({
+      agent: "step",
+      context_path: "ctx/task.md",
+      command: ["bash", STEP],
+      dependencies: [],
+      ...t,
+    })),
+    environment: { workspace_dir: ws.repo },
+  };
+  return { ws, body, drop: () => writeFileSync(join(h, "inbox", `${name}.json`), JSON.stringify(body)) };
+}
+
+const answer = (h: string, id: string) => join(h, "outbox", `${id}.json`);
+const readAnswer = (h: string, id: string) => Report.parse(JSON.parse(readFileSync(answer(h, id), "utf8")));
+const lines = (file: string) =>
+  existsSync(file) ? readFileSync(file, "utf8").trim().split("\n").filter(Boolean) : [];
+
+describe("termorch daemon", () => {
+  it("answers three files dropped at once, an invalid one too, and keeps going", async () => {
+    const h = home();
+    startDaemon(h, "--max-parallel", "4");
+    await ready(h);
+    const jobs = ["one", "two", "three"].map((n) =>
+      job(h, n, [
+        { id: "A", env: { WRITE: `${n}.txt=${n}` } },
+        { id: "B", dependencies: ["A"] },
+      ]),
+    );
+    writeFileSync(join(h, "inbox", "broken.json"), JSON.stringify({ tasks: [{ id: "x" }] }));
+    for (const j of jobs) j.drop();
+    await waitFor(
+      () => ["one", "two", "three", "broken"].every((n) => existsSync(answer(h, n))),
+      60_000,
+      "all answers",
+    );
+    for (const [i, n] of ["one", "two", "three"].entries()) {
+      expect(readAnswer(h, n)).toMatchObject({
+        run_id: n,
+        summary: { completed: true },
+        merge: { result: "success" },
+      });
+      expect(readFileSync(join(jobs[i]!.ws.repo, `${n}.txt`), "utf8")).toBe(`${n}\n`);
+      expect(existsSync(join(h, "runs", n, "execution_report.json"))).toBe(true);
+    }
+    const bad = readAnswer(h, "broken");
+    expect(bad.summary.completed).toBe(false);
+    expect(bad.error?.kind).toBe("invalid_input");
+    // Still running: a later file is answered too.
+    const late = job(h, "late", [{ id: "A" }]);
+    late.drop();
+    await waitFor(() => existsSync(answer(h, "late")), 30_000, "the late answer");
+    expect(existsSync(join(h, "inbox", "late.json"))).toBe(false);
+  });
+
+  it("serialises two runs on one workspace through the lock", async () => {
+    const h = home();
+    startDaemon(h);
+    await ready(h);
+    const stamps = mkdtempSync(join(tmpdir(), "termorch-stamps-"));
+    cleanups.push(() => rmSync(stamps, { recursive: true, force: true }));
+    const first = job(h, "first", [{ id: "F", env: { STAMPS: stamps, SLEEP: "0.5", WRITE: "f.txt=f" } }]);
+    const second = {
+      ...first.body,
+      run_id: "second",
+      tasks: [{ ...first.body.tasks[0], id: "S", env: { STAMPS: stamps, SLEEP: "0.5", WRITE: "s.txt=s" } }],
+    };
+    first.drop();
+    writeFileSync(join(h, "inbox", "second.json"), JSON.stringify(second));
+    await waitFor(
+      () => existsSync(answer(h, "first")) && existsSync(answer(h, "second")),
+      60_000,
+      "both answers",
+    );
+    const t = (id: string, e: string) => BigInt(readFileSync(join(stamps, `${id}.${e}`), "utf8").trim());
+    const [a, b] = t("F", "start") < t("S", "start") ? ["F", "S"] : ["S", "F"];
+    expect(t(a, "end")).toBeLessThan(t(b, "start"));
+    expect(readAnswer(h, "first").merge.result).toBe("success");
+    expect(readAnswer(h, "second").merge.result).toBe("success");
+    expect(git(first.ws.repo, "log", "--oneline").split("\n").filter(Boolean).length).toBeGreaterThanOrEqual(
+      3,
+    );
+  });
+
+  it("does not take a half-written file before it is complete; takes a renamed one", async () => {
+    const h = home();
+    startDaemon(h);
+    await ready(h);
+    const half = job(h, "half", [{ id: "A" }]);
+    const text = JSON.stringify(half.body);
+    writeFileSync(join(h, "inbox", "half.json"), text.slice(0, 20));
+    // A write-then-rename producer, and proof the daemon has been looking meanwhile.
+    const renamed = job(h, "renamed", [{ id: "A" }]);
+    writeFileSync(join(h, "inbox", ".renamed.json.tmp"), JSON.stringify(renamed.body));
+    renameSync(join(h, "inbox", ".renamed.json.tmp"), join(h, "inbox", "renamed.json"));
+    await waitFor(() => existsSync(answer(h, "renamed")), 30_000, "the renamed file's answer");
+    expect(readAnswer(h, "renamed").summary.completed).toBe(true);
+    expect(existsSync(join(h, "inbox", "half.json"))).toBe(true);
+    expect(existsSync(join(h, "runs", "half"))).toBe(false);
+    writeFileSync(join(h, "inbox", "half.json"), text);
+    await waitFor(() => existsSync(answer(h, "half")), 30_000, "the completed file's answer");
+    expect(readAnswer(h, "half").summary.completed).toBe(true);
+  });
+
+  it("after kill -9 and a restart, finishes the run and runs nothing twice", async () => {
+    const h = home();
+    const d = startDaemon(h);
+    await ready(h);
+    const counter = join(h, "starts");
+    const gate = join(h, "go");
+    const j = job(h, "crash", [
+      { id: "A", env: { COUNTER: counter } },
+      { id: "B", dependencies: ["A"], env: { COUNTER: counter, WAIT_FILE: gate, WRITE: "b.txt=b" } },
+      { id: "C", dependencies: ["B"], env: { COUNTER: counter } },
+    ]);
+    j.drop();
+    await waitFor(() => existsSync(join(h, "runs", "crash", "status", "B.running")), 30_000, "B running");
+    d.kill("SIGKILL");
+    await d;
+    expect(existsSync(answer(h, "crash"))).toBe(false);
+    startDaemon(h);
+    await waitFor(
+      () => readFileSync(join(h, "runs", "crash", "events.jsonl"), "utf8").includes('"task.adopted"'),
+      30_000,
+      "B re-adopted",
+    );
+    writeFileSync(gate, "");
+    await waitFor(() => existsSync(answer(h, "crash")), 30_000, "the answer after the restart");
+    expect(readAnswer(h, "crash")).toMatchObject({
+      summary: { completed: true },
+      merge: { result: "success" },
+    });
+    expect(lines(counter).sort()).toEqual(["A", "B", "C"]);
+  });
+
+  it("on SIGTERM exits promptly leaving agents running; the next start re-adopts them", async () => {
+    const h = home();
+    const d = startDaemon(h);
+    await ready(h);
+    const counter = join(h, "starts");
+    const gate = join(h, "go");
+    const pidFile = join(h, "agent.pid");
+    const j = job(h, "term", [
+      { id: "L", env: { COUNTER: counter, WAIT_FILE: gate, SLEEPER: pidFile, WRITE: "l.txt=l" } },
+    ]);
+    j.drop();
+    await waitFor(
+      () => existsSync(join(h, "runs", "term", "status", "L.running")) && existsSync(pidFile),
+      30_000,
+      "L running",
+    );
+    const sent = Date.now();
+    d.kill("SIGTERM");
+    const result = await d;
+    expect(result.exitCode).toBe(0);
+    expect(Date.now() - sent).toBeLessThan(10_000);
+    const session = JSON.parse(readFileSync(join(h, "runs", "term", "status", "L.running"), "utf8")).session;
+    expect(tmuxSessions(socket)).toContain(session);
+    startDaemon(h);
+    await waitFor(
+      () => readFileSync(join(h, "runs", "term", "events.jsonl"), "utf8").includes('"task.adopted"'),
+      30_000,
+      "L re-adopted",
+    );
+    writeFileSync(gate, "");
+    await waitFor(() => existsSync(answer(h, "term")), 30_000, "the answer");
+    expect(readAnswer(h, "term").summary.completed).toBe(true);
+    expect(lines(counter)).toEqual(["L"]);
+    expect(readFileSync(join(j.ws.repo, "l.txt"), "utf8")).toBe("l\n");
+  });
+});
