@@ -10,6 +10,7 @@ export const schemas = {
   assignments: Assignments,
   config: Config,
   status: StatusFile,
+  state: RunState,
 } as const;
 export type SchemaName = keyof typeof schemas;
 

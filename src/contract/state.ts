@@ -63,7 +63,9 @@ export const RunState = z.strictObject({
     keep_branches: z.boolean(),
     allow_dirty: z.boolean(),
   }),
-  git: z.strictObject({ root: z.string(), base_commit: z.string(), target_ref: z.string().nullable() }).nullable(),
+  git: z
+    .strictObject({ root: z.string(), base_commit: z.string(), target_ref: z.string().nullable() })
+    .nullable(),
   started_at: z.number(),
   updated_at: z.number(),
   waves: z.array(z.array(z.string())),

@@ -9,16 +9,24 @@ export function registryDir(env: Readonly<Record<string, string | undefined>> = 
   return env.TERMORCH_REGISTRY ?? join(tmpdir(), `termorch-${process.getuid?.() ?? "user"}`, "runs");
 }
 
-export async function registerRun(entry: RegistryEntry, env?: Readonly<Record<string, string | undefined>>): Promise<void> {
+export async function registerRun(
+  entry: RegistryEntry,
+  env?: Readonly<Record<string, string | undefined>>,
+): Promise<void> {
   await writeJsonAtomic(join(registryDir(env), `${entry.run_id}.json`), entry, 0o600);
 }
 
-export async function unregisterRun(runId: string, env?: Readonly<Record<string, string | undefined>>): Promise<void> {
+export async function unregisterRun(
+  runId: string,
+  env?: Readonly<Record<string, string | undefined>>,
+): Promise<void> {
   await rm(join(registryDir(env), `${runId}.json`), { force: true });
 }
 
 /** Every registered run; unreadable entries are skipped. */
-export async function registeredRuns(env?: Readonly<Record<string, string | undefined>>): Promise<RegistryEntry[]> {
+export async function registeredRuns(
+  env?: Readonly<Record<string, string | undefined>>,
+): Promise<RegistryEntry[]> {
   const dir = registryDir(env);
   const names = await readdir(dir).catch(() => [] as string[]);
   const out: RegistryEntry[] = [];

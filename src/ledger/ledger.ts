@@ -83,7 +83,9 @@ export class Ledger {
   }
 }
 
-export type LedgerCheck = { ok: true; events: number } | { ok: false; line: number; seq: number | null; problem: string };
+export type LedgerCheck =
+  | { ok: true; events: number }
+  | { ok: false; line: number; seq: number | null; problem: string };
 
 /** Checks the whole chain; on failure names the first broken line (1-based) and its seq. */
 export async function verifyLedger(path: string): Promise<LedgerCheck> {
@@ -92,7 +94,12 @@ export async function verifyLedger(path: string): Promise<LedgerCheck> {
   if (lines.at(-1) === "") lines.pop();
   let prev = GENESIS;
   for (const [i, line] of lines.entries()) {
-    const fail = (problem: string, seq: number | null = null): LedgerCheck => ({ ok: false, line: i + 1, seq, problem });
+    const fail = (problem: string, seq: number | null = null): LedgerCheck => ({
+      ok: false,
+      line: i + 1,
+      seq,
+      problem,
+    });
     let raw: unknown;
     try {
       raw = JSON.parse(line);
@@ -101,12 +108,15 @@ export async function verifyLedger(path: string): Promise<LedgerCheck> {
     }
     const parsed = LedgerEvent.safeParse(raw);
     const seq = typeof (raw as { seq?: unknown })?.seq === "number" ? (raw as { seq: number }).seq : null;
-    if (!parsed.success) return fail(`not a ledger event: ${parsed.error.issues[0]?.message ?? "invalid"}`, seq);
+    if (!parsed.success)
+      return fail(`not a ledger event: ${parsed.error.issues[0]?.message ?? "invalid"}`, seq);
     const event = parsed.data;
-    if (event.seq !== i) return fail(`seq ${event.seq} where ${i} was expected (a line was removed or reordered)`, event.seq);
+    if (event.seq !== i)
+      return fail(`seq ${event.seq} where ${i} was expected (a line was removed or reordered)`, event.seq);
     if (event.prev !== prev) return fail("prev does not match the previous line's hash", event.seq);
     const { hash, ...body } = event;
-    if (hashOf(body) !== hash) return fail("hash does not match the line's content (the line was altered)", event.seq);
+    if (hashOf(body) !== hash)
+      return fail("hash does not match the line's content (the line was altered)", event.seq);
     prev = hash;
   }
   return { ok: true, events: lines.length };

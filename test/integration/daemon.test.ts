@@ -7,7 +7,6 @@ import { Report } from "../../src/contract/report.js";
 import {
   BIN,
   git,
-  isAlive,
   killServer,
   makeWorkspace,
   ROOT,
@@ -85,7 +84,7 @@ const lines = (file: string) =>
 describe("termorch daemon", () => {
   it("answers three files dropped at once, an invalid one too, and keeps going", async () => {
     const h = home();
-    startDaemon(h, "--max-parallel", "4");
+    void startDaemon(h, "--max-parallel", "4");
     await ready(h);
     const jobs = ["one", "two", "three"].map((n) =>
       job(h, n, [
@@ -121,7 +120,7 @@ describe("termorch daemon", () => {
 
   it("serialises two runs on one workspace through the lock", async () => {
     const h = home();
-    startDaemon(h);
+    void startDaemon(h);
     await ready(h);
     const stamps = mkdtempSync(join(tmpdir(), "termorch-stamps-"));
     cleanups.push(() => rmSync(stamps, { recursive: true, force: true }));
@@ -150,7 +149,7 @@ describe("termorch daemon", () => {
 
   it("does not take a half-written file before it is complete; takes a renamed one", async () => {
     const h = home();
-    startDaemon(h);
+    void startDaemon(h);
     await ready(h);
     const half = job(h, "half", [{ id: "A" }]);
     const text = JSON.stringify(half.body);
@@ -184,7 +183,7 @@ describe("termorch daemon", () => {
     d.kill("SIGKILL");
     await d;
     expect(existsSync(answer(h, "crash"))).toBe(false);
-    startDaemon(h);
+    void startDaemon(h);
     await waitFor(
       () => readFileSync(join(h, "runs", "crash", "events.jsonl"), "utf8").includes('"task.adopted"'),
       30_000,
@@ -222,7 +221,7 @@ describe("termorch daemon", () => {
     expect(Date.now() - sent).toBeLessThan(10_000);
     const session = JSON.parse(readFileSync(join(h, "runs", "term", "status", "L.running"), "utf8")).session;
     expect(tmuxSessions(socket)).toContain(session);
-    startDaemon(h);
+    void startDaemon(h);
     await waitFor(
       () => readFileSync(join(h, "runs", "term", "events.jsonl"), "utf8").includes('"task.adopted"'),
       30_000,

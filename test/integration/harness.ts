@@ -1,5 +1,13 @@
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -17,7 +25,10 @@ export function uniqueSocket(tag: string): string {
 
 export function killServer(socket: string): void {
   try {
-    execFileSync("tmux", ["-L", socket, "kill-server"], { stdio: "ignore", env: { ...process.env, TMUX: "" } });
+    execFileSync("tmux", ["-L", socket, "kill-server"], {
+      stdio: "ignore",
+      env: { ...process.env, TMUX: "" },
+    });
   } catch {}
 }
 
@@ -36,7 +47,11 @@ export function tmuxSessions(socket: string): string[] {
 }
 
 /** A temp folder holding a git repository `repo/` with one commit, and room for run files. */
-export function makeWorkspace(opts: { git?: boolean } = {}): { dir: string; repo: string; cleanup: () => void } {
+export function makeWorkspace(opts: { git?: boolean } = {}): {
+  dir: string;
+  repo: string;
+  cleanup: () => void;
+} {
   const dir = mkdtempSync(join(tmpdir(), "termorch-it-"));
   const repo = join(dir, "repo");
   mkdirSync(join(repo, "ctx"), { recursive: true });
@@ -57,9 +72,17 @@ export function git(repo: string, ...args: string[]): string {
 /** Everything a test can compare to prove the workspace was not touched. */
 export function workspaceSnapshot(repo: string): string {
   const isGit = existsSync(join(repo, ".git"));
-  const files = listFiles(repo).filter((f) => !f.startsWith(".git/")).join("\n");
+  const files = listFiles(repo)
+    .filter((f) => !f.startsWith(".git/"))
+    .join("\n");
   if (!isGit) return files;
-  return [files, git(repo, "status", "--porcelain", "--ignored"), git(repo, "for-each-ref"), git(repo, "worktree", "list", "--porcelain"), git(repo, "rev-parse", "HEAD")].join("\n---\n");
+  return [
+    files,
+    git(repo, "status", "--porcelain", "--ignored"),
+    git(repo, "for-each-ref"),
+    git(repo, "worktree", "list", "--porcelain"),
+    git(repo, "rev-parse", "HEAD"),
+  ].join("\n---\n");
 }
 
 export function listFiles(dir: string, prefix = ""): string[] {
@@ -80,7 +103,12 @@ export interface TaskSpec {
 }
 
 /** Writes an assignments file whose tasks run the step.sh fixture with the given env. */
-export function writeAssignments(dir: string, tasks: TaskSpec[], extra: Record<string, unknown> = {}, name = "assignments.json"): string {
+export function writeAssignments(
+  dir: string,
+  tasks: TaskSpec[],
+  extra: Record<string, unknown> = {},
+  name = "assignments.json",
+): string {
   const { environment, ...rest } = extra as { environment?: Record<string, unknown> };
   const body = {
     run_id: `t${Math.random().toString(36).slice(2, 8)}`,
@@ -105,7 +133,10 @@ export interface CliResult {
   stderr: string;
 }
 
-export async function termorch(args: string[], opts: { socket: string; env?: Record<string, string>; cwd?: string; timeoutMs?: number }): Promise<CliResult> {
+export async function termorch(
+  args: string[],
+  opts: { socket: string; env?: Record<string, string>; cwd?: string; timeoutMs?: number },
+): Promise<CliResult> {
   const result = await execa(process.execPath, [BIN, ...args], {
     reject: false,
     cwd: opts.cwd ?? ROOT,
@@ -120,7 +151,11 @@ export function readReport(dir: string): Report {
 }
 
 /** Polls a condition with a bounded timeout (for files and states produced by other processes). */
-export async function waitFor<T>(check: () => T | undefined | false | null, timeoutMs = 20_000, what = "condition"): Promise<T> {
+export async function waitFor<T>(
+  check: () => T | undefined | false | null,
+  timeoutMs = 20_000,
+  what = "condition",
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = check();

@@ -2,7 +2,17 @@ import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { Report } from "../../src/contract/report.js";
-import { STEP, killServer, listFiles, makeWorkspace, termorch, tmuxSessions, uniqueSocket, workspaceSnapshot, writeAssignments } from "./harness.js";
+import {
+  killServer,
+  listFiles,
+  makeWorkspace,
+  STEP,
+  termorch,
+  tmuxSessions,
+  uniqueSocket,
+  workspaceSnapshot,
+  writeAssignments,
+} from "./harness.js";
 
 const socket = uniqueSocket("invalid");
 const cleanups: Array<() => void> = [];
@@ -18,10 +28,13 @@ interface Case {
   expect: RegExp[];
 }
 
-const base = (dir: string, tasks: Array<Record<string, unknown>> = [{ id: "A" }], extra: Record<string, unknown> = {}) =>
-  writeAssignments(dir, tasks as never, extra);
+const base = (
+  dir: string,
+  tasks: Array<Record<string, unknown>> = [{ id: "A" }],
+  extra: Record<string, unknown> = {},
+) => writeAssignments(dir, tasks as never, extra);
 
-const edit = (file: string, change: (a: Record<string, any>) => void): string => {
+const edit = (file: string, change: (a: { tasks: Array<Record<string, unknown>> }) => void): string => {
   const a = JSON.parse(readFileSync(file, "utf8"));
   change(a);
   writeFileSync(file, JSON.stringify(a));
@@ -60,7 +73,12 @@ const cases: Case[] = [
   },
   {
     name: "cycle",
-    setup: (dir) => base(dir, [{ id: "A", dependencies: ["C"] }, { id: "B", dependencies: ["A"] }, { id: "C", dependencies: ["B"] }]),
+    setup: (dir) =>
+      base(dir, [
+        { id: "A", dependencies: ["C"] },
+        { id: "B", dependencies: ["A"] },
+        { id: "C", dependencies: ["B"] },
+      ]),
     expect: [/dependency cycle: A -> C -> B -> A/],
   },
   {
@@ -120,7 +138,8 @@ describe("invalid input: exit 2, a clear message, nothing started", () => {
       expect(result.stderr).not.toMatch(/\n\s+at /);
       expect(workspaceSnapshot(ws.repo)).toBe(before);
       expect(tmuxSessions(socket)).toEqual([]);
-      for (const d of ["logs", "status", "artifacts", ".termorch"]) expect(existsSync(join(ws.dir, d))).toBe(false);
+      for (const d of ["logs", "status", "artifacts", ".termorch"])
+        expect(existsSync(join(ws.dir, d))).toBe(false);
       const report = Report.parse(JSON.parse(readFileSync(join(ws.dir, "execution_report.json"), "utf8")));
       expect(report.summary.completed).toBe(false);
       expect(report.error?.kind).toBe("invalid_input");
@@ -131,11 +150,16 @@ describe("invalid input: exit 2, a clear message, nothing started", () => {
   it("validate reports the same problems without writing anything", async () => {
     const ws = makeWorkspace();
     cleanups.push(ws.cleanup);
-    const file = base(ws.dir, [{ id: "A", dependencies: ["B"] }, { id: "B", dependencies: ["A"] }]);
+    const file = base(ws.dir, [
+      { id: "A", dependencies: ["B"] },
+      { id: "B", dependencies: ["A"] },
+    ]);
     const result = await termorch(["validate", file], { socket });
     expect(result.exitCode).toBe(2);
     expect(result.stderr).toMatch(/dependency cycle: A -> B -> A/);
-    expect(listFiles(ws.dir).filter((f) => !f.startsWith("repo/") && f !== "repo/")).toEqual(["assignments.json"]);
+    expect(listFiles(ws.dir).filter((f) => !f.startsWith("repo/") && f !== "repo/")).toEqual([
+      "assignments.json",
+    ]);
   });
 
   it("rejects bad usage with exit 2", async () => {
@@ -162,10 +186,21 @@ describe("dry run and validate", () => {
     const report = Report.parse(JSON.parse(result.stdout));
     expect(report.dry_run).toBe(true);
     expect(report.waves).toEqual([["A"], ["B"]]);
-    expect(report.tasks[0]!.argv).toEqual(["bash", STEP, join(ws.repo, "ctx", "task.md"), "A", report.run_id, "x;y", "$HOME"]);
+    expect(report.tasks[0]!.argv).toEqual([
+      "bash",
+      STEP,
+      join(ws.repo, "ctx", "task.md"),
+      "A",
+      report.run_id,
+      "x;y",
+      "$HOME",
+    ]);
     expect(workspaceSnapshot(ws.repo)).toBe(before);
     expect(tmuxSessions(socket)).toEqual([]);
-    expect(listFiles(ws.dir).filter((f) => !f.startsWith("repo/") && f !== "repo/")).toEqual(["assignments.json", "execution_report.json"]);
+    expect(listFiles(ws.dir).filter((f) => !f.startsWith("repo/") && f !== "repo/")).toEqual([
+      "assignments.json",
+      "execution_report.json",
+    ]);
   });
 
   it("validate prints the waves", async () => {
@@ -182,6 +217,8 @@ describe("dry run and validate", () => {
     const result = await termorch(["schema", "report"], { socket });
     expect(result.exitCode).toBe(0);
     const schema = JSON.parse(result.stdout);
-    expect(schema.properties.summary.required).toEqual(expect.arrayContaining(["completed", "failed_tasks", "validation", "conflicts"]));
+    expect(schema.properties.summary.required).toEqual(
+      expect.arrayContaining(["completed", "failed_tasks", "validation", "conflicts"]),
+    );
   });
 });

@@ -9,7 +9,6 @@ import {
   makeWorkspace,
   ROOT,
   readReport,
-  STEP,
   termorch,
   tmuxSessions,
   uniqueSocket,

@@ -1,7 +1,17 @@
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { git, killServer, listFiles, makeWorkspace, readReport, termorch, uniqueSocket, waitFor, writeAssignments } from "./harness.js";
+import {
+  git,
+  killServer,
+  listFiles,
+  makeWorkspace,
+  readReport,
+  termorch,
+  uniqueSocket,
+  waitFor,
+  writeAssignments,
+} from "./harness.js";
 
 const socket = uniqueSocket("merge");
 const cleanups: Array<() => void> = [];
@@ -21,7 +31,12 @@ function userState(repo: string): string {
   const files = listFiles(repo)
     .filter((f) => !f.startsWith(".git/") && !f.endsWith("/"))
     .map((f) => `${f}:${readFileSync(join(repo, f), "utf8")}`);
-  return [git(repo, "symbolic-ref", "HEAD"), git(repo, "rev-parse", "HEAD"), git(repo, "status", "--porcelain"), ...files].join("\n");
+  return [
+    git(repo, "symbolic-ref", "HEAD"),
+    git(repo, "rev-parse", "HEAD"),
+    git(repo, "status", "--porcelain"),
+    ...files,
+  ].join("\n");
 }
 
 const sh = (script: string) => ["bash", "-c", script];
@@ -38,10 +53,16 @@ describe("merge", () => {
     const result = await termorch(["run", file], { socket });
     expect(result.exitCode).toBe(0);
     const report = readReport(dir);
-    expect(report.merge).toMatchObject({ result: "success", order: ["A", "B", "C"], base_commit: before, target: "refs/heads/main" });
+    expect(report.merge).toMatchObject({
+      result: "success",
+      order: ["A", "B", "C"],
+      base_commit: before,
+      target: "refs/heads/main",
+    });
     expect(report.summary).toMatchObject({ completed: true, validation: "skipped" });
     expect(git(repo, "rev-parse", "HEAD").trim()).toBe(report.merge.result_commit);
-    for (const t of report.tasks) expect(git(repo, "merge-base", "--is-ancestor", t.commit!, "HEAD")).toBe("");
+    for (const t of report.tasks)
+      expect(git(repo, "merge-base", "--is-ancestor", t.commit!, "HEAD")).toBe("");
     expect(readFileSync(join(repo, "a.txt"), "utf8")).toBe("from A\n");
     expect(readFileSync(join(repo, "b", "b.txt"), "utf8")).toBe("from B\n");
     expect(readFileSync(join(repo, "c.txt"), "utf8")).toBe("from C\n");
@@ -69,7 +90,9 @@ describe("merge", () => {
       expect(result.exitCode).toBe(3);
       const report = readReport(dir);
       expect(report.merge.result).toBe("conflict");
-      expect(report.merge.conflicts).toEqual([{ tasks: ["left", "right"], files: [...files], detail: expect.any(String) }]);
+      expect(report.merge.conflicts).toEqual([
+        { tasks: ["left", "right"], files: [...files], detail: expect.any(String) },
+      ]);
       expect(report.summary.conflicts).toEqual(report.merge.conflicts);
       expect(report.summary.completed).toBe(false);
       expect(userState(repo)).toBe(before);
@@ -121,11 +144,17 @@ describe("merge", () => {
 
   it("leaves the workspace untouched when a required artifact is missing, unless verify is off", async () => {
     const { dir, repo } = workspace();
-    const file = writeAssignments(dir, [{ id: "A", env: { WRITE: "a.txt=A" } }], { success_criteria: { required_artifacts: ["dist/*.js"] } });
+    const file = writeAssignments(dir, [{ id: "A", env: { WRITE: "a.txt=A" } }], {
+      success_criteria: { required_artifacts: ["dist/*.js"] },
+    });
     const before = userState(repo);
     expect((await termorch(["run", file], { socket })).exitCode).toBe(1);
     const report = readReport(dir);
-    expect(report.merge.gates[0]).toMatchObject({ name: "run.required_artifacts", passed: false, detail: "missing: dist/*.js" });
+    expect(report.merge.gates[0]).toMatchObject({
+      name: "run.required_artifacts",
+      passed: false,
+      detail: "missing: dist/*.js",
+    });
     expect(userState(repo)).toBe(before);
     expect((await termorch(["run", file, "--no-verify"], { socket })).exitCode).toBe(0);
     expect(readFileSync(join(repo, "a.txt"), "utf8")).toBe("A\n");
@@ -139,7 +168,17 @@ describe("merge", () => {
     await waitFor(() => existsSync(join(dir, "status", "A.running")), 20_000, "A running");
     writeFileSync(join(repo, "user.txt"), "user work\n");
     git(repo, "add", "user.txt");
-    git(repo, "-c", "user.name=u", "-c", "user.email=u@u", "commit", "-q", "-m", "user commit during the run");
+    git(
+      repo,
+      "-c",
+      "user.name=u",
+      "-c",
+      "user.email=u@u",
+      "commit",
+      "-q",
+      "-m",
+      "user commit during the run",
+    );
     const userCommit = git(repo, "rev-parse", "HEAD").trim();
     writeFileSync(gate, "");
     expect((await run).exitCode).toBe(0);
@@ -162,7 +201,10 @@ describe("merge", () => {
     const before = userState(repo);
     writeFileSync(gate, "");
     expect((await run).exitCode).toBe(3);
-    expect(readReport(dir).merge).toMatchObject({ result: "conflict", conflicts: [{ tasks: ["A"], files: ["README.md"] }] });
+    expect(readReport(dir).merge).toMatchObject({
+      result: "conflict",
+      conflicts: [{ tasks: ["A"], files: ["README.md"] }],
+    });
     expect(userState(repo)).toBe(before);
   });
 

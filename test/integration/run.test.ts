@@ -1,6 +1,6 @@
+import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { execFileSync } from "node:child_process";
 import { afterAll, describe, expect, it } from "vitest";
 import { StatusFile } from "../../src/contract/status.js";
 import {
@@ -32,12 +32,18 @@ function workspace() {
   return { ...ws, stamps };
 }
 
-const stamp = (stamps: string, id: string, edge: "start" | "end") => BigInt(readFileSync(join(stamps, `${id}.${edge}`), "utf8").trim());
+const stamp = (stamps: string, id: string, edge: "start" | "end") =>
+  BigInt(readFileSync(join(stamps, `${id}.${edge}`), "utf8").trim());
 
 describe("termorch run", () => {
   it("runs a diamond DAG in dependency order, each task on its own branch seeing its upstream work", async () => {
     const { dir, repo, stamps } = workspace();
-    const env = (id: string) => ({ STAMPS: stamps, WRITE: `out/${id}.txt=${id}`, SAY: `hello from ${id}`, WARN: `warning from ${id}` });
+    const env = (id: string) => ({
+      STAMPS: stamps,
+      WRITE: `out/${id}.txt=${id}`,
+      SAY: `hello from ${id}`,
+      WARN: `warning from ${id}`,
+    });
     const file = writeAssignments(dir, [
       { id: "A", env: env("A") },
       { id: "B", dependencies: ["A"], env: env("B") },
@@ -55,7 +61,12 @@ describe("termorch run", () => {
       ["D", "success", 0],
     ]);
     // Ordering from the agents' own clocks: every dependency ended before its dependent started.
-    for (const [dep, task] of [["A", "B"], ["A", "C"], ["B", "D"], ["C", "D"]] as const) {
+    for (const [dep, task] of [
+      ["A", "B"],
+      ["A", "C"],
+      ["B", "D"],
+      ["C", "D"],
+    ] as const) {
       expect(stamp(stamps, dep, "end")).toBeLessThan(stamp(stamps, task, "start"));
     }
     // D's branch holds what A, B and C wrote: it started from its dependencies' merged work.
@@ -73,10 +84,20 @@ describe("termorch run", () => {
     const statuses = readdirSync(join(dir, "status")).sort();
     expect(statuses).toEqual(["A.success", "B.success", "C.success", "D.success"]);
     const status = StatusFile.parse(JSON.parse(readFileSync(join(dir, "status", "D.success"), "utf8")));
-    expect(status).toMatchObject({ task_id: "D", state: "success", socket, exit_code: 0, reason: null, attempt: 1 });
+    expect(status).toMatchObject({
+      task_id: "D",
+      state: "success",
+      socket,
+      exit_code: 0,
+      reason: null,
+      attempt: 1,
+    });
     // Artifacts: the patch of the task's own change.
     expect(readFileSync(join(dir, "artifacts", "D", "changes.patch"), "utf8")).toContain("+D");
-    expect(report.tasks.find((t) => t.id === "D")!.gates.map((g) => [g.name, g.passed])).toContainEqual(["core", true]);
+    expect(report.tasks.find((t) => t.id === "D")!.gates.map((g) => [g.name, g.passed])).toContainEqual([
+      "core",
+      true,
+    ]);
     // Successful sessions are closed once the report is written.
     expect(tmuxSessions(socket).filter((s) => s.includes(report.run_id!))).toEqual([]);
   });
@@ -100,7 +121,12 @@ describe("termorch run", () => {
     expect(existsSync(join(stamps, "child.start"))).toBe(false);
     expect(existsSync(join(stamps, "free.end"))).toBe(true);
     expect(report.summary).toMatchObject({ completed: false, failed_tasks: ["bad", "child", "grandchild"] });
-    expect(readdirSync(join(dir, "status")).sort()).toEqual(["bad.failed", "child.skipped", "free.success", "grandchild.skipped"]);
+    expect(readdirSync(join(dir, "status")).sort()).toEqual([
+      "bad.failed",
+      "child.skipped",
+      "free.success",
+      "grandchild.skipped",
+    ]);
     expect(tmuxSessions(socket)).toContain(byId.bad!.session);
     expect(tmuxSessions(socket)).not.toContain(byId.free!.session);
   });
@@ -108,7 +134,9 @@ describe("termorch run", () => {
   it("ends a timed-out agent's whole process tree", async () => {
     const { dir } = workspace();
     const pidFile = join(dir, "sleeper.pid");
-    const file = writeAssignments(dir, [{ id: "slow", timeout_s: 1, env: { SLEEPER: pidFile, SLEEP: "1000" } }]);
+    const file = writeAssignments(dir, [
+      { id: "slow", timeout_s: 1, env: { SLEEPER: pidFile, SLEEP: "1000" } },
+    ]);
     const result = await termorch(["run", file, "--clean"], { socket });
     expect(result.exitCode).toBe(1);
     const report = readReport(dir);
@@ -121,7 +149,9 @@ describe("termorch run", () => {
   it("never runs more than max_parallel tasks at once, and reaches it", async () => {
     const { dir, stamps } = workspace();
     const tasks = ["a", "b", "c", "d", "e", "f"].map((id) => ({ id, env: { STAMPS: stamps, SLEEP: "0.6" } }));
-    const file = writeAssignments(dir, tasks, { environment: { workspace_dir: "repo", resource_limits: { max_parallel: 2 } } });
+    const file = writeAssignments(dir, tasks, {
+      environment: { workspace_dir: "repo", resource_limits: { max_parallel: 2 } },
+    });
     expect((await termorch(["run", file], { socket })).exitCode).toBe(0);
     const intervals = tasks.map((t) => [stamp(stamps, t.id, "start"), stamp(stamps, t.id, "end")] as const);
     let peak = 0;
@@ -135,14 +165,16 @@ describe("termorch run", () => {
   it("keeps secrets out of every file it writes", async () => {
     const { dir } = workspace();
     const secret = "sk-live-0123456789abcdefSECRET";
-    const file = writeAssignments(
-      dir,
-      [{ id: "leaky" }],
-      { environment: { workspace_dir: "repo", env_vars: ["SERVICE_API_KEY"] } },
-    );
+    const file = writeAssignments(dir, [{ id: "leaky" }], {
+      environment: { workspace_dir: "repo", env_vars: ["SERVICE_API_KEY"] },
+    });
     // The agent echoes the secret to stdout and stderr, and fails (its detail names the logs).
     const assignments = JSON.parse(readFileSync(file, "utf8"));
-    assignments.tasks[0].command = ["bash", "-c", 'echo "key=$SERVICE_API_KEY"; echo "err=$SERVICE_API_KEY" >&2; exit 1'];
+    assignments.tasks[0].command = [
+      "bash",
+      "-c",
+      'echo "key=$SERVICE_API_KEY"; echo "err=$SERVICE_API_KEY" >&2; exit 1',
+    ];
     writeFileSync(file, JSON.stringify(assignments));
     const result = await termorch(["run", file, "--clean"], { socket, env: { SERVICE_API_KEY: secret } });
     expect(result.exitCode).toBe(1);
@@ -156,15 +188,33 @@ describe("termorch run", () => {
   it("lets an operator read a live pane through the status file's socket and session", async () => {
     const { dir } = workspace();
     const gate = join(dir, "release");
-    const file = writeAssignments(dir, [{ id: "live", env: { SAY: "visible-in-the-pane", WAIT_FILE: gate } }]);
+    const file = writeAssignments(dir, [
+      { id: "live", env: { SAY: "visible-in-the-pane", WAIT_FILE: gate } },
+    ]);
     const run = termorch(["run", file], { socket });
     const statusPath = join(dir, "status", "live.running");
-    const status = StatusFile.parse(JSON.parse(await waitFor(() => existsSync(statusPath) && readFileSync(statusPath, "utf8"), 20_000, "live.running")));
+    const status = StatusFile.parse(
+      JSON.parse(
+        await waitFor(
+          () => existsSync(statusPath) && readFileSync(statusPath, "utf8"),
+          20_000,
+          "live.running",
+        ),
+      ),
+    );
     expect(status.session).toMatch(/^termorch-.+-live$/);
-    const pane = await waitFor(() => {
-      const text = execFileSync("tmux", ["-S", status.socket_path, "capture-pane", "-p", "-t", `=${status.session}:`], { encoding: "utf8", env: { ...process.env, TMUX: "" } });
-      return text.includes("visible-in-the-pane") && text;
-    }, 10_000, "the agent's output in the pane");
+    const pane = await waitFor(
+      () => {
+        const text = execFileSync(
+          "tmux",
+          ["-S", status.socket_path, "capture-pane", "-p", "-t", `=${status.session}:`],
+          { encoding: "utf8", env: { ...process.env, TMUX: "" } },
+        );
+        return text.includes("visible-in-the-pane") && text;
+      },
+      10_000,
+      "the agent's output in the pane",
+    );
     expect(pane).toContain("visible-in-the-pane");
     writeFileSync(gate, "");
     expect((await run).exitCode).toBe(0);

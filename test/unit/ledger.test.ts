@@ -12,19 +12,28 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 async function ledgerWith(n: number, name: string) {
   const path = join(dir, name);
   const ledger = await Ledger.open(path, Redactor.from([], ["topsecret"]));
-  await Promise.all(Array.from({ length: n }, (_, i) => ledger.append("task.launched", { i, note: "key topsecret" }, `T${i}`)));
+  await Promise.all(
+    Array.from({ length: n }, (_, i) =>
+      ledger.append("task.launched", { i, note: "key topsecret" }, `T${i}`),
+    ),
+  );
   return path;
 }
 
 describe("ledger", () => {
   it("canonical JSON sorts keys at every level", () => {
-    expect(canonicalJson({ b: 1, a: { d: [1, { z: 1, y: 2 }], c: null } })).toBe('{"a":{"c":null,"d":[1,{"y":2,"z":1}]},"b":1}');
+    expect(canonicalJson({ b: 1, a: { d: [1, { z: 1, y: 2 }], c: null } })).toBe(
+      '{"a":{"c":null,"d":[1,{"y":2,"z":1}]},"b":1}',
+    );
   });
 
   it("appends a verifiable chain, in order, redacted", async () => {
     const path = await ledgerWith(50, "ok.jsonl");
     expect(await verifyLedger(path)).toEqual({ ok: true, events: 50 });
-    const lines = readFileSync(path, "utf8").trim().split("\n").map((l) => JSON.parse(l));
+    const lines = readFileSync(path, "utf8")
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l));
     expect(lines.map((e) => e.seq)).toEqual(Array.from({ length: 50 }, (_, i) => i));
     expect(lines[0].data.note).toBe("key [REDACTED]");
   });
@@ -41,7 +50,12 @@ describe("ledger", () => {
     const lines = readFileSync(path, "utf8").split("\n");
     lines[2] = lines[2]!.replace('"i":2', '"i":9');
     writeFileSync(path, lines.join("\n"));
-    expect(await verifyLedger(path)).toMatchObject({ ok: false, line: 3, seq: 2, problem: expect.stringMatching(/altered/) });
+    expect(await verifyLedger(path)).toMatchObject({
+      ok: false,
+      line: 3,
+      seq: 2,
+      problem: expect.stringMatching(/altered/),
+    });
   });
 
   it("detects a removed line and a torn last line", async () => {
@@ -51,6 +65,10 @@ describe("ledger", () => {
     expect(await verifyLedger(path)).toMatchObject({ ok: false, line: 2 });
     const torn = await ledgerWith(2, "torn.jsonl");
     writeFileSync(torn, `${readFileSync(torn, "utf8")}{"schema_ver`);
-    expect(await verifyLedger(torn)).toMatchObject({ ok: false, line: 3, problem: expect.stringMatching(/torn/) });
+    expect(await verifyLedger(torn)).toMatchObject({
+      ok: false,
+      line: 3,
+      problem: expect.stringMatching(/torn/),
+    });
   });
 });
