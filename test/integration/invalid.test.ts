@@ -53,7 +53,7 @@ const cases: Case[] = [
   },
   {
     name: "unknown key",
-    setup: (dir) => edit(base(dir), (a) => (a.tasks[0].dependecies = [])),
+    setup: (dir) => edit(base(dir), (a) => (a.tasks[0]!.dependecies = [])),
     expect: [/field tasks\[0\]/, /task A/, /unknown key "dependecies"/],
   },
   {
@@ -102,7 +102,7 @@ const cases: Case[] = [
   },
   {
     name: "unknown agent",
-    setup: (dir) => edit(base(dir), (a) => delete a.tasks[0].command),
+    setup: (dir) => edit(base(dir), (a) => delete a.tasks[0]!.command),
     expect: [/tasks\[0\]\.agent/, /unknown agent "step"/],
   },
   {
