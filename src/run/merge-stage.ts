@@ -1,4 +1,4 @@
-import { stat } from "node:fs/promises";
+import { rmdir, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { agentEnvironment } from "../agent/environment.js";
 import type { Gate, Report } from "../contract/report.js";
@@ -298,5 +298,7 @@ async function cleanUp(ctx: RunContext, order: readonly string[], integrationBra
     }
   }
   await deleteBranch(root, integrationBranch, { force: false }).catch(() => {});
+  // The run's folder of worktrees, now empty.
+  await rmdir(join(worktreesRoot(), ctx.runId)).catch(() => {});
   await git(root, ["worktree", "prune"]).catch(() => {});
 }

@@ -1,4 +1,4 @@
-import { existsSync, type FSWatcher, watch } from "node:fs";
+import { existsSync, type FSWatcher, readdirSync, watch } from "node:fs";
 import { mkdir, readFile, rm } from "node:fs/promises";
 import { availableParallelism } from "node:os";
 import { dirname, join, resolve } from "node:path";
@@ -553,13 +553,21 @@ function watchForCancel(ctx: Context): FSWatcher | null {
   }
 }
 
+function isEmptyOrMissing(dir: string): boolean {
+  try {
+    return readdirSync(dir).length === 0;
+  } catch {
+    return true;
+  }
+}
+
 /** The run id, or the first `<id>-<n>` that no branch, worktree folder or tmux session uses yet. */
 async function freshRunId(id: string, repo: GitRun | null, tmux: TmuxServer): Promise<string> {
   const live = new Set((await tmux.listPanes()).map((p) => p.run));
   for (let n = 1; ; n++) {
     const suffix = n === 1 ? "" : `-${n}`;
     const candidate = `${id.slice(0, 64 - suffix.length)}${suffix}`;
-    if (live.has(candidate) || existsSync(join(worktreesRoot(), candidate))) continue;
+    if (live.has(candidate) || !isEmptyOrMissing(join(worktreesRoot(), candidate))) continue;
     if (repo) {
       const refs = await gitCmd(repo.root, [
         "for-each-ref",

@@ -62,7 +62,17 @@ export function makeWorkspace(opts: { git?: boolean } = {}): {
     git(repo, "add", "-A");
     git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "init");
   }
-  return { dir, repo, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
+  const cleanup = (): void => {
+    // Worktrees of kept (failed) tasks live outside the temp folder: remove them too.
+    if (opts.git !== false && existsSync(repo)) {
+      for (const line of git(repo, "worktree", "list", "--porcelain").split("\n")) {
+        const path = line.startsWith("worktree ") ? line.slice(9) : null;
+        if (path && path !== repo) rmSync(path, { recursive: true, force: true });
+      }
+    }
+    rmSync(dir, { recursive: true, force: true });
+  };
+  return { dir, repo, cleanup };
 }
 
 export function git(repo: string, ...args: string[]): string {

@@ -1,0 +1,91 @@
+import { z } from "zod";
+import { Reason, TaskState } from "./reason.js";
+
+/**
+ * What `termorch status --json` prints: a view over state.json, the status files, the logs and
+ * the tmux server, for operators' scripts. Times are ISO strings, paths absolute. Fields are
+ * only ever added (schema_version changes otherwise).
+ */
+
+/** running: its driver (a `run`, `resume` or the daemon) is alive; interrupted: it died before the report. */
+export const RunPhaseView = z.enum(["running", "reported", "interrupted"]);
+export type RunPhaseView = z.infer<typeof RunPhaseView>;
+
+/** How to get to a task's tmux session. */
+export const AttachView = z.strictObject({
+  /** `termorch attach <task> --run <run_id>` */
+  termorch: z.string(),
+  /** `tmux -L <socket> attach -t =<session>` */
+  tmux: z.string(),
+});
+export type AttachView = z.infer<typeof AttachView>;
+
+/** One task of a run. */
+export const TaskView = z.strictObject({
+  id: z.string(),
+  agent: z.string(),
+  /** `pending` until it starts or is skipped. */
+  state: z.union([TaskState, z.literal("pending")]),
+  reason: Reason.nullable(),
+  detail: z.string().nullable(),
+  attempts: z.number().int().min(0),
+  exit_code: z.number().int().nullable(),
+  started_at: z.string().nullable(),
+  finished_at: z.string().nullable(),
+  /** Time since it started, while it runs. */
+  elapsed_ms: z.number().int().min(0).nullable(),
+  /** How long it ran, once finished. */
+  duration_ms: z.number().int().min(0).nullable(),
+  /** Last non-empty line of its stdout log (logs are redacted on disk), terminal escapes removed. */
+  last_line: z.string().nullable(),
+  /** Absolute paths of its current attempt's logs; null before it started. */
+  logs: z.strictObject({ stdout: z.string(), stderr: z.string() }).nullable(),
+  session: z.string().nullable(),
+  /** The session exists on the run's tmux server (a failed task's session may be kept for inspection). */
+  session_exists: z.boolean(),
+  /** The agent in it is still running (the pane is not dead). */
+  session_live: z.boolean(),
+  /** Set when the session exists. */
+  attach: AttachView.nullable(),
+});
+export type TaskView = z.infer<typeof TaskView>;
+
+/** One run. */
+export const RunView = z.strictObject({
+  run_id: z.string(),
+  run_dir: z.string(),
+  phase: RunPhaseView,
+  /** Process that drives (or drove) the run. */
+  pid: z.number().int(),
+  driver_alive: z.boolean(),
+  started_at: z.string(),
+  updated_at: z.string(),
+  workspace: z.string(),
+  socket: z.string(),
+  socket_path: z.string(),
+  /** Path of execution_report.json once written. */
+  report: z.string().nullable(),
+  exit_code: z.number().int().nullable(),
+  /** What the operator can do next, e.g. `termorch resume <dir>` for an interrupted run. */
+  hint: z.string().nullable(),
+  tasks: z.array(TaskView),
+});
+export type RunView = z.infer<typeof RunView>;
+
+/** A run that could not be shown, and why. */
+export const RunProblemView = z.strictObject({
+  run_id: z.string().nullable(),
+  run_dir: z.string().nullable(),
+  message: z.string(),
+});
+export type RunProblemView = z.infer<typeof RunProblemView>;
+
+/** The whole `termorch status --json` document. */
+export const StatusView = z.strictObject({
+  schema_version: z.literal(1),
+  generated_at: z.string(),
+  /** Oldest first. */
+  runs: z.array(RunView),
+  problems: z.array(RunProblemView),
+});
+export type StatusView = z.infer<typeof StatusView>;

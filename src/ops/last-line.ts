@@ -1,0 +1,43 @@
+import { open } from "node:fs/promises";
+
+/** Enough of the end of a log to hold its last line in practice, without reading 100 MB logs whole. */
+const TAIL_BYTES = 64 * 1024;
+const MAX_CHARS = 200;
+
+/**
+ * CSI and OSC sequences, other escapes, and control characters but tab: a tty agent's log is
+ * what its pane showed, colours and cursor moves included.
+ */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: matching terminal control sequences is the point
+const TERMINAL_CONTROL = /\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-_]|[\x00-\x08\x0b-\x1f\x7f]/g;
+
+/** Removes terminal control sequences from a line meant for display. */
+export function plainText(line: string): string {
+  return line.replace(TERMINAL_CONTROL, "");
+}
+
+/** The last non-empty line of a log file, made plain and shortened for display; null when there is none. */
+export async function lastLogLine(path: string): Promise<string | null> {
+  let handle: Awaited<ReturnType<typeof open>>;
+  try {
+    handle = await open(path, "r");
+  } catch {
+    return null;
+  }
+  try {
+    const { size } = await handle.stat();
+    const length = Math.min(size, TAIL_BYTES);
+    const buffer = Buffer.alloc(length);
+    await handle.read(buffer, 0, length, size - length);
+    // A carriage return redraws the line: what stays visible is what came after the last one.
+    const lines = buffer.toString("utf8").split("\n");
+    for (let i = lines.length - 1; i >= 0; i--) {
+      const raw = lines[i] ?? "";
+      const visible = plainText(raw.slice(raw.lastIndexOf("\r", raw.length - 2) + 1)).trim();
+      if (visible) return visible.length > MAX_CHARS ? `${visible.slice(0, MAX_CHARS - 3)}...` : visible;
+    }
+    return null;
+  } finally {
+    await handle.close();
+  }
+}

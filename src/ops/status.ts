@@ -1,0 +1,139 @@
+import { readdir } from "node:fs/promises";
+import { isAbsolute, join } from "node:path";
+import type { TaskState } from "../contract/reason.js";
+import type { RunState, TaskRun } from "../contract/state.js";
+import type { RunView, StatusView, TaskView } from "../contract/status-view.js";
+import { lastLogLine } from "./last-line.js";
+import { driverAlive } from "./liveness.js";
+import { type OpsRun, phaseOf } from "./runs.js";
+import type { SessionInfo } from "./sessions.js";
+
+const FINAL: readonly string[] = ["success", "failed", "skipped"];
+
+/** The command that attaches an operator to a task of a run. */
+export function attachHint(runId: string, taskId: string): string {
+  return `termorch attach ${taskId} --run ${runId}`;
+}
+
+/** The raw tmux command for the same, for operators without termorch at hand. */
+export function rawAttachHint(socket: string, session: string): string {
+  return `tmux -L ${socket} attach -t =${session}`;
+}
+
+/**
+ * The state of each task from its status file (`status/<task>.<state>`), which changes before
+ * state.json is saved. A task briefly has two files while it moves on: the final one wins.
+ */
+async function statusFileStates(runDir: string): Promise<Map<string, TaskState>> {
+  const out = new Map<string, TaskState>();
+  const names = await readdir(join(runDir, "status")).catch(() => [] as string[]);
+  for (const name of names) {
+    const dot = name.lastIndexOf(".");
+    if (dot <= 0) continue;
+    const id = name.slice(0, dot);
+    const state = name.slice(dot + 1);
+    if (!["running", ...FINAL].includes(state)) continue;
+    if (out.has(id) && !FINAL.includes(state)) continue;
+    out.set(id, state as TaskState);
+  }
+  return out;
+}
+
+/** What a task is doing: state.json for finished tasks, else its status file, else pending. */
+export function effectiveState(t: TaskRun, fromFile: TaskState | undefined): TaskView["state"] {
+  if (FINAL.includes(t.state)) return t.state;
+  return fromFile ?? t.state;
+}
+
+function iso(ms: number | null): string | null {
+  return ms === null ? null : new Date(ms).toISOString();
+}
+
+async function taskView(
+  state: RunState,
+  t: TaskRun,
+  fileState: TaskState | undefined,
+  sessions: Map<string, SessionInfo>,
+  now: number,
+): Promise<TaskView> {
+  const s = effectiveState(t, fileState);
+  const abs = (p: string): string => (isAbsolute(p) ? p : join(state.run_dir, p));
+  const logs = t.logs ? { stdout: abs(t.logs.stdout), stderr: abs(t.logs.stderr) } : null;
+  const session = t.session ? sessions.get(t.session) : undefined;
+  // A session of the same name from another run is not this task's.
+  const own = session && (session.run === null || session.run === state.run_id) ? session : undefined;
+  const finished = FINAL.includes(s);
+  return {
+    id: t.id,
+    agent: t.agent,
+    state: s,
+    reason: t.reason,
+    detail: t.detail,
+    attempts: t.attempts,
+    exit_code: t.exitCode,
+    started_at: iso(t.startedAt),
+    finished_at: iso(t.finishedAt),
+    elapsed_ms: s === "running" && t.startedAt !== null ? Math.max(0, now - t.startedAt) : null,
+    duration_ms:
+      finished && t.startedAt !== null && t.finishedAt !== null
+        ? Math.max(0, t.finishedAt - t.startedAt)
+        : null,
+    last_line: logs ? await lastLogLine(logs.stdout) : null,
+    logs,
+    session: t.session,
+    session_exists: own !== undefined,
+    session_live: own?.live ?? false,
+    attach:
+      own && t.session
+        ? { termorch: attachHint(state.run_id, t.id), tmux: rawAttachHint(state.socket, t.session) }
+        : null,
+  };
+}
+
+/** One run's view; `sessions` are the sessions of the run's tmux server. */
+export async function runView(
+  state: RunState,
+  sessions: Map<string, SessionInfo>,
+  now: number,
+): Promise<RunView> {
+  const phase = phaseOf(state);
+  const files = await statusFileStates(state.run_dir);
+  const tasks = await Promise.all(state.tasks.map((t) => taskView(state, t, files.get(t.id), sessions, now)));
+  const hint =
+    phase === "interrupted"
+      ? `its driver (pid ${state.pid}) is gone: finish it with termorch resume ${state.run_dir}`
+      : phase === "running"
+        ? `cancel it with termorch cancel ${state.run_id}`
+        : null;
+  return {
+    run_id: state.run_id,
+    run_dir: state.run_dir,
+    phase,
+    pid: state.pid,
+    driver_alive: state.phase === "running" && driverAlive(state.pid, state.updated_at),
+    started_at: new Date(state.started_at).toISOString(),
+    updated_at: new Date(state.updated_at).toISOString(),
+    workspace: state.workspace,
+    socket: state.socket,
+    socket_path: state.socket_path,
+    report: state.report,
+    exit_code: state.exit_code,
+    hint,
+    tasks,
+  };
+}
+
+/** The status document of some runs; runs without readable state become problems. */
+export async function statusView(
+  runs: readonly OpsRun[],
+  sessionsOf: (socket: string) => Map<string, SessionInfo>,
+  now: number,
+): Promise<StatusView> {
+  const views: RunView[] = [];
+  const problems: StatusView["problems"] = [];
+  for (const run of runs) {
+    if (run.state) views.push(await runView(run.state, sessionsOf(run.state.socket), now));
+    else problems.push({ run_id: run.runId, run_dir: run.runDir, message: run.problem ?? "unreadable" });
+  }
+  return { schema_version: 1, generated_at: new Date(now).toISOString(), runs: views, problems };
+}
