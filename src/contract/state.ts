@@ -64,7 +64,12 @@ export const RunState = z.strictObject({
     allow_dirty: z.boolean(),
   }),
   git: z
-    .strictObject({ root: z.string(), base_commit: z.string(), target_ref: z.string().nullable() })
+    .strictObject({
+      root: z.string(),
+      base_commit: z.string(),
+      target_ref: z.string().nullable(),
+      prefix: z.string(),
+    })
     .nullable(),
   started_at: z.number(),
   updated_at: z.number(),

@@ -1,5 +1,5 @@
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { join, posix } from "node:path";
 import type { Logger } from "pino";
 import type { Conflict } from "../contract/report.js";
 import type { LogNames } from "../fs/log-names.js";
@@ -17,6 +17,8 @@ export interface GitRun {
   baseCommit: string;
   /** The branch checked out at start (`refs/heads/...`), or null when HEAD was detached. */
   targetRef: string | null;
+  /** Where the workspace sits inside the repository ("" at its root, else e.g. "packages/app"). */
+  prefix: string;
 }
 
 /** What every stage of one run shares. Built once by the runner. */
@@ -69,7 +71,24 @@ export interface RunContext {
  * dry run can show the exact argv.
  */
 export function taskCwd(ctx: Pick<RunContext, "git" | "runId" | "input">, taskId: string): string {
-  return ctx.git ? join(worktreesRoot(), ctx.runId, taskId) : ctx.input.workspace;
+  return ctx.git ? join(worktreePath(ctx, taskId), ctx.git.prefix) : ctx.input.workspace;
+}
+
+/** A task's worktree (the whole repository; the task works in its workspace folder inside it). */
+export function worktreePath(ctx: Pick<RunContext, "runId">, taskId: string): string {
+  return join(worktreesRoot(), ctx.runId, taskId);
+}
+
+/** Workspace-relative paths as repository-relative ones (the workspace may be a folder inside the repository). */
+export function inRepo(ctx: Pick<RunContext, "git">, paths: readonly string[]): string[] {
+  const prefix = ctx.git?.prefix;
+  return prefix ? paths.map((p) => posix.join(prefix, p)) : [...paths];
+}
+
+/** Repository-relative paths as workspace-relative ones; paths outside the workspace keep a leading "../". */
+export function inWorkspace(ctx: Pick<RunContext, "git">, paths: readonly string[]): string[] {
+  const prefix = ctx.git?.prefix;
+  return prefix ? paths.map((p) => posix.relative(prefix, p)) : [...paths];
 }
 
 /** Per-user folder for task worktrees. */

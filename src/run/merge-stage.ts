@@ -7,7 +7,7 @@ import { advanceTarget, checkMerge, createIntegrationCommit, mergeOntoMovedTarge
 import { git } from "../git/repo.js";
 import { deleteBranch, prepareDetachedWorktree, removeWorktree } from "../git/worktree.js";
 import { type MergeOutcome, skippedMerge } from "../report/build.js";
-import { type RunContext, taskCwd, worktreesRoot } from "./context.js";
+import { inRepo, type RunContext, worktreePath, worktreesRoot } from "./context.js";
 import { runShellGate } from "./shell-gate.js";
 import { errorText } from "./task-exec.js";
 
@@ -210,13 +210,20 @@ async function runLevelGates(ctx: RunContext, integration: string): Promise<Gate
   const scratch = join(worktreesRoot(), ctx.runId, ".integration");
   const include = ctx.input.assignments.environment.worktree_include;
   await removeWorktree(ctx.git!.root, scratch).catch(() => {});
-  await prepareDetachedWorktree({ repo: ctx.git!.root, path: scratch, commit: integration, include });
+  await prepareDetachedWorktree({
+    repo: ctx.git!.root,
+    path: scratch,
+    commit: integration,
+    include: inRepo(ctx, include),
+  });
+  // The gates look at the workspace's folder of the integration tree.
+  const workspace = join(scratch, ctx.git!.prefix);
   try {
     if (criteria.required_artifacts.length) {
       const missing: string[] = [];
       for (const p of criteria.required_artifacts) {
         const inRunDir = p.startsWith("artifacts/");
-        const found = inRunDir ? await findMatches(ctx.runDir, p) : await findMatches(scratch, p, include);
+        const found = inRunDir ? await findMatches(ctx.runDir, p) : await findMatches(workspace, p, include);
         if (found.length === 0 || (inRunDir && !(await stat(join(ctx.runDir, found[0]!)).catch(() => null))))
           missing.push(p);
       }
@@ -245,14 +252,14 @@ async function runLevelGates(ctx: RunContext, integration: string): Promise<Gate
           envVars: ctx.input.assignments.environment.env_vars,
           agentEnv: {},
           taskEnv: {},
-          termorch: { TERMORCH_RUN_ID: ctx.runId, TERMORCH_WORKSPACE: scratch },
+          termorch: { TERMORCH_RUN_ID: ctx.runId, TERMORCH_WORKSPACE: workspace },
           config: ctx.input.config,
         });
         const timeoutS =
           ctx.input.assignments.environment.resource_limits.timeout_s ?? ctx.input.config.defaults.timeout_s;
         const result = await runShellGate({
           command: criteria.tests_cmd,
-          cwd: scratch,
+          cwd: workspace,
           env,
           timeoutMs: timeoutS === undefined ? null : timeoutS * 1000,
           killGraceMs: ctx.killGraceMs,
@@ -291,7 +298,7 @@ async function cleanUp(ctx: RunContext, order: readonly string[], integrationBra
   for (const id of order) {
     const t = ctx.tasks.get(id)!;
     try {
-      await removeWorktree(root, taskCwd(ctx, id));
+      await removeWorktree(root, worktreePath(ctx, id));
       if (t.branch) await deleteBranch(root, t.branch, { force: false });
     } catch (error) {
       ctx.log.warn({ task: id, err: errorText(error) }, "could not remove a task worktree or branch");

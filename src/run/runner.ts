@@ -1,7 +1,7 @@
-import { existsSync, type FSWatcher, readdirSync, watch } from "node:fs";
+import { existsSync, type FSWatcher, readdirSync, realpathSync, watch } from "node:fs";
 import { mkdir, readFile, rm } from "node:fs/promises";
 import { availableParallelism } from "node:os";
-import { dirname, join, resolve } from "node:path";
+import { dirname, join, relative, resolve } from "node:path";
 import PQueue from "p-queue";
 import pino, { type Logger } from "pino";
 import { secretValuesOf } from "../agent/environment.js";
@@ -205,7 +205,12 @@ export async function resumeRun(opts: ResumeOptions): Promise<RunResult | Detach
     const state = await readState(runDir);
     if (state.phase === "reported") throw finished(state);
     const git = state.git
-      ? { root: state.git.root, baseCommit: state.git.base_commit, targetRef: state.git.target_ref }
+      ? {
+          root: state.git.root,
+          baseCommit: state.git.base_commit,
+          targetRef: state.git.target_ref,
+          prefix: state.git.prefix,
+        }
       : null;
     const ctx = await buildContext({
       input: { ...input, runId: state.run_id },
@@ -380,7 +385,12 @@ async function buildContext(p: {
       config: input.config,
       options: settings,
       git: ctx.git
-        ? { root: ctx.git.root, base_commit: ctx.git.baseCommit, target_ref: ctx.git.targetRef }
+        ? {
+            root: ctx.git.root,
+            base_commit: ctx.git.baseCommit,
+            target_ref: ctx.git.targetRef,
+            prefix: ctx.git.prefix,
+          }
         : null,
       started_at: p.startedAt,
       updated_at: Date.now(),
@@ -726,7 +736,12 @@ async function inspectWorkspace(
       );
     }
   }
-  return { root: info.root, baseCommit: info.head, targetRef: info.ref };
+  return {
+    root: info.root,
+    baseCommit: info.head,
+    targetRef: info.ref,
+    prefix: relative(info.root, realpathSync(workspace)),
+  };
 }
 
 function errorOf(error: TermorchError): RunError {

@@ -11,7 +11,15 @@ import { changedFiles, commitTaskChanges, diffPatch } from "../git/commit.js";
 import { git } from "../git/repo.js";
 import { prepareTaskWorktree } from "../git/worktree.js";
 import { adopt, type ExitRecord, launch, type RunningTask } from "../tmux/session.js";
-import { type RunContext, sessionName, taskBranch, taskCwd } from "./context.js";
+import {
+  inRepo,
+  inWorkspace,
+  type RunContext,
+  sessionName,
+  taskBranch,
+  taskCwd,
+  worktreePath,
+} from "./context.js";
 import { runShellGate } from "./shell-gate.js";
 import type { TaskRun } from "./task-run.js";
 
@@ -45,24 +53,25 @@ export async function executeTask(ctx: RunContext, taskId: string, resume = fals
   const r = ctx.resolved.get(taskId)!;
   const task = r.task;
   const cwd = taskCwd(ctx, taskId);
+  const wt = worktreePath(ctx, taskId);
   const artifactsDir = join(ctx.runDir, "artifacts", taskId);
   const reuse = resume && (t.startCommit !== null || !ctx.git);
   t.startedAt ??= ctx.now();
   t.session = sessionName(ctx.runId, taskId);
 
-  if (reuse && ctx.git && !existsSync(cwd)) {
-    t.detail = `its worktree ${cwd} vanished while termorch was not running`;
+  if (reuse && ctx.git && !existsSync(wt)) {
+    t.detail = `its worktree ${wt} vanished while termorch was not running`;
     return finish(ctx, t, "lost", null);
   }
   if (ctx.git && !reuse) {
     t.branch = taskBranch(ctx.runId, taskId);
     const prepared = await prepareTaskWorktree({
       repo: ctx.git.root,
-      path: cwd,
+      path: wt,
       branch: t.branch,
       base: ctx.git.baseCommit,
       deps: task.dependencies.map((d) => ({ task: d, branch: taskBranch(ctx.runId, d) })),
-      include: ctx.input.assignments.environment.worktree_include,
+      include: inRepo(ctx, ctx.input.assignments.environment.worktree_include),
     }).catch((error: unknown) => ({ ok: false as const, error }));
     if (!prepared.ok) {
       t.session = null;
@@ -78,7 +87,7 @@ export async function executeTask(ctx: RunContext, taskId: string, resume = fals
     t.startCommit = prepared.startCommit;
     await ctx.ledger.append(
       "task.worktree",
-      { branch: t.branch, start_commit: t.startCommit, path: cwd },
+      { branch: t.branch, start_commit: t.startCommit, path: wt },
       taskId,
     );
     await ctx.persist();
@@ -103,11 +112,11 @@ export async function executeTask(ctx: RunContext, taskId: string, resume = fals
       exit = await adoptAttempt(ctx, t, cwd, artifactsDir);
     } else {
       t.attempts += 1;
-      if (t.attempts > 1) await resetForRetry(ctx, t, cwd);
+      if (t.attempts > 1) await resetForRetry(ctx, t, wt);
       exit = await runAttempt(ctx, t, cwd, artifactsDir);
     }
     let reason = exit.reason;
-    if (reason === null) reason = await runGates(ctx, t, cwd);
+    if (reason === null) reason = await runGates(ctx, t, cwd, wt);
     else t.gates = [coreGate(exit)];
     t.exitCode = exit.record?.exit_code ?? null;
     if (reason === null) {
@@ -342,16 +351,16 @@ function coreGate(exit: AttemptResult): Gate {
 }
 
 /** Per-task gates in DESIGN section 7's order, after the core gate passed. Returns the failing reason. */
-async function runGates(ctx: RunContext, t: TaskRun, cwd: string): Promise<Reason | null> {
+async function runGates(ctx: RunContext, t: TaskRun, cwd: string, wt: string): Promise<Reason | null> {
   const r = ctx.resolved.get(t.id)!;
   const gates: Gate[] = [{ name: "core", required: true, passed: true, detail: "exit code 0" }];
   t.gates = gates;
   const include = ctx.input.assignments.environment.worktree_include;
   if (ctx.git) {
     try {
-      t.commit = await commitTaskChanges(cwd, {
+      t.commit = await commitTaskChanges(wt, {
         message: `termorch: task ${t.id} (agent ${r.task.agent}, run ${ctx.runId})`,
-        exclude: include,
+        exclude: inRepo(ctx, include),
       });
     } catch (error) {
       t.detail = `could not commit its changes: ${ctx.redactor.redact(errorText(error))}`;
@@ -394,9 +403,8 @@ async function runGates(ctx: RunContext, t: TaskRun, cwd: string): Promise<Reaso
       detail: "skipped: the workspace is not a git repository",
     });
   else {
-    const outside = (await changedFiles(ctx.git.root, t.startCommit, t.commit)).filter(
-      (f) => !matchesAny(f, allowed),
-    );
+    const changed = inWorkspace(ctx, await changedFiles(ctx.git.root, t.startCommit, t.commit));
+    const outside = changed.filter((f) => !matchesAny(f, allowed));
     const passed = outside.length === 0;
     gates.push({
       name: "allowed_paths",
@@ -518,11 +526,14 @@ async function onlyFiles(root: string, rels: string[]): Promise<string[]> {
 }
 
 /** A retry starts from the same base: drop what the failed attempt left in the worktree. */
-async function resetForRetry(ctx: RunContext, t: TaskRun, cwd: string): Promise<void> {
+async function resetForRetry(ctx: RunContext, t: TaskRun, wt: string): Promise<void> {
   if (!ctx.git || !t.startCommit) return;
-  const keep = ctx.input.assignments.environment.worktree_include.flatMap((p) => ["-e", `/${p}`]);
-  await git(cwd, ["reset", "-q", "--hard", t.startCommit]);
-  await git(cwd, ["clean", "-q", "-ffdx", ...keep]);
+  const keep = inRepo(ctx, ctx.input.assignments.environment.worktree_include).flatMap((p) => [
+    "-e",
+    `/${p}`,
+  ]);
+  await git(wt, ["reset", "-q", "--hard", t.startCommit]);
+  await git(wt, ["clean", "-q", "-ffdx", ...keep]);
   t.commit = null;
 }
 

@@ -1,3 +1,4 @@
+import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { execa } from "execa";
@@ -280,5 +281,42 @@ describe("run lifecycle", () => {
     const server = await execa("tmux", ["-L", own, "list-sessions"], { reject: false, env: { TMUX: "" } });
     expect(server.exitCode).not.toBe(0);
     killServer(own);
+  });
+});
+
+describe("a workspace inside a repository", () => {
+  it("runs tasks in that folder of their worktree and checks paths relative to it", async () => {
+    const ws = makeWorkspace();
+    cleanups.push(ws.cleanup);
+    const app = join(ws.repo, "packages", "app");
+    mkdirSync(join(app, "ctx"), { recursive: true });
+    writeFileSync(join(app, "ctx", "task.md"), "# app task\n");
+    writeFileSync(join(app, "index.txt"), "app\n");
+    execFileSync("git", ["-C", ws.repo, "add", "-A"]);
+    execFileSync("git", ["-C", ws.repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "app"]);
+    const file = writeAssignments(
+      ws.dir,
+      [
+        {
+          id: "inside",
+          env: { WRITE: "src/new.txt=new" },
+          allowed_paths: ["src/**"],
+          success_criteria: { required_artifacts: ["src/new.txt"] },
+        },
+        { id: "pwd", command: ["bash", "-c", "test -f index.txt && pwd > where.txt"] },
+      ],
+      {
+        environment: { workspace_dir: "repo/packages/app" },
+        success_criteria: {
+          required_artifacts: ["src/new.txt", "where.txt"],
+          tests_cmd: "test -f index.txt",
+        },
+      },
+    );
+    const result = await termorch(["run", file], { socket });
+    expect(result.exitCode).toBe(0);
+    expect(readFileSync(join(app, "src", "new.txt"), "utf8")).toBe("new\n");
+    expect(readFileSync(join(app, "where.txt"), "utf8").trim()).toMatch(/\/pwd\/packages\/app$/);
+    expect(existsSync(join(ws.repo, "src"))).toBe(false);
   });
 });
