@@ -162,6 +162,21 @@ describe("invalid input: exit 2, a clear message, nothing started", () => {
     ]);
   });
 
+  it("rejects a config file with an unknown key, and a missing --config", async () => {
+    const ws = makeWorkspace();
+    cleanups.push(ws.cleanup);
+    const file = base(ws.dir);
+    const config = join(ws.dir, "config.json");
+    writeFileSync(config, JSON.stringify({ agents: { a: { command: ["x"], ttty: true } } }));
+    const bad = await termorch(["run", file, "--config", config], { socket });
+    expect(bad.exitCode).toBe(2);
+    expect(bad.stderr).toMatch(/config\.json, field agents\.a: unknown key "ttty"/);
+    const missing = await termorch(["run", file, "--config", join(ws.dir, "nope.json")], { socket });
+    expect(missing.exitCode).toBe(2);
+    expect(missing.stderr).toMatch(/nope\.json: config file not found/);
+    expect(tmuxSessions(socket)).toEqual([]);
+  });
+
   it("rejects bad usage with exit 2", async () => {
     expect((await termorch(["run"], { socket })).exitCode).toBe(2);
     expect((await termorch(["bogus"], { socket })).exitCode).toBe(2);
