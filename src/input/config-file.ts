@@ -1,6 +1,6 @@
 import { existsSync } from "node:fs";
 import { homedir } from "node:os";
-import { join, resolve } from "node:path";
+import { dirname, isAbsolute, join, resolve } from "node:path";
 import { Config } from "../contract/config.js";
 import { parseWith } from "../contract/parse.js";
 import { InputError, type InputProblem } from "../errors.js";
@@ -44,5 +44,23 @@ export async function loadConfig(
     }
   });
   if (problems.length > 0) throw new InputError(problems);
-  return { config, file };
+  return { config: withAbsoluteAgentPaths(config, [dirname(file), cwd]), file };
+}
+
+/**
+ * Agents run in their task's worktree, so a registry command like `bash examples/agents/echo.sh`
+ * would look for the script there. An argument that names an existing file relative to the
+ * config file's folder (first) or to where termorch was started is made absolute; anything else
+ * (options, placeholders, files that exist only in the repository) is passed as written.
+ */
+function withAbsoluteAgentPaths(config: Config, bases: readonly string[]): Config {
+  const fix = (arg: string): string => {
+    if (!arg.includes("/") || isAbsolute(arg) || arg.startsWith("-") || arg.includes("{")) return arg;
+    const found = bases.map((b) => resolve(b, arg)).find((p) => existsSync(p));
+    return found ?? arg;
+  };
+  const agents = Object.fromEntries(
+    Object.entries(config.agents).map(([name, spec]) => [name, { ...spec, command: spec.command.map(fix) }]),
+  );
+  return { ...config, agents };
 }
