@@ -1,12 +1,15 @@
 import { tmpdir } from "node:os";
 import { join, posix } from "node:path";
 import type { Logger } from "pino";
-import type { Conflict } from "../contract/report.js";
+import type { Conflict, Report } from "../contract/report.js";
+import type { RunState } from "../contract/state.js";
 import type { LogNames } from "../fs/log-names.js";
 import type { StatusFiles } from "../fs/status-files.js";
 import type { ResolvedTask, RunInput } from "../input/assignments-file.js";
 import type { Ledger } from "../ledger/ledger.js";
+import type { Plan } from "../plan/waves.js";
 import type { Redactor } from "../redact/redactor.js";
+import type { MergeOutcome, RunError } from "../report/build.js";
 import type { TmuxServer } from "../tmux/server.js";
 import type { TaskRun } from "./task-run.js";
 
@@ -102,4 +105,28 @@ export function taskBranch(runId: string, taskId: string): string {
 
 export function sessionName(runId: string, taskId: string): string {
   return `termorch-${runId}-${taskId}`;
+}
+
+/** How a run is driven; persisted in state.json so a resume drives it the same way. */
+export type RunSettings = RunState["options"];
+
+/** A run being driven: its context plus the plan, the settings and the controls of the driver. */
+export interface LiveRun extends RunContext {
+  settings: RunSettings;
+  plan: Plan;
+  order: string[];
+  baseDir: string;
+  startedAt: number;
+  /** Set by the caller's signal or `termorch cancel`: the run ends with exit 130. */
+  cancel: AbortController;
+  /** Stops launching (cancel or --fail-fast). */
+  stopper: AbortController;
+  state: () => RunState;
+  reportOf: (
+    merge: MergeOutcome,
+    validation: Report["summary"]["validation"],
+    peak: number,
+    error: RunError | null,
+    dryRun?: boolean,
+  ) => Report;
 }

@@ -1,11 +1,10 @@
-import { existsSync, type FSWatcher, readdirSync, realpathSync, watch } from "node:fs";
+import { existsSync, type FSWatcher, watch } from "node:fs";
 import { mkdir, readFile, rm } from "node:fs/promises";
 import { availableParallelism } from "node:os";
-import { dirname, join, relative, resolve } from "node:path";
-import PQueue from "p-queue";
+import { dirname, join, resolve } from "node:path";
+import type PQueue from "p-queue";
 import pino, { type Logger } from "pino";
 import { secretValuesOf } from "../agent/environment.js";
-import type { Report } from "../contract/report.js";
 import { RunState } from "../contract/state.js";
 import { InputError, LockedError, TermorchError } from "../errors.js";
 import { writeJsonAtomic } from "../fs/atomic.js";
@@ -14,23 +13,24 @@ import { LogNames } from "../fs/log-names.js";
 import { registerRun } from "../fs/registry.js";
 import { SnapshotWriter } from "../fs/state-store.js";
 import { StatusFiles } from "../fs/status-files.js";
-import { dirtyTrackedFiles, git as gitCmd, repoInfo, requireGitVersion } from "../git/repo.js";
 import { loadAssignments, type RunInput } from "../input/assignments-file.js";
 import { loadConfig } from "../input/config-file.js";
 import { Ledger } from "../ledger/ledger.js";
 import { buildGraph } from "../plan/graph.js";
-import { type Plan, planWaves } from "../plan/waves.js";
+import { planWaves } from "../plan/waves.js";
 import { Redactor } from "../redact/redactor.js";
-import { buildReport, type MergeOutcome, type RunError, skippedMerge } from "../report/build.js";
+import { buildReport, type RunError, skippedMerge } from "../report/build.js";
 import { TmuxServer } from "../tmux/server.js";
-import { type GitRun, type RunContext, worktreesRoot } from "./context.js";
+import type { GitRun, LiveRun, RunContext, RunSettings } from "./context.js";
+import { dispatch } from "./dispatch.js";
 import { type MergeStageResult, mergeStage } from "./merge-stage.js";
-import { Schedule, type ScheduleMode } from "./schedule.js";
-import { Detached, errorText, executeTask, skipTask, taskArgv } from "./task-exec.js";
+import { errorOf, type RunResult, writeErrorReport, writeReport } from "./report-file.js";
+import type { ScheduleMode } from "./schedule.js";
+import { Detached, errorText, taskArgv } from "./task-exec.js";
 import { newTaskRun, type TaskRun } from "./task-run.js";
+import { freshRunId, inspectWorkspace } from "./workspace.js";
 
-/** How a run is driven; persisted in state.json so a resume drives it the same way. */
-export type RunSettings = RunState["options"];
+export type { RunSettings } from "./context.js";
 
 /** What the caller of a run can observe and steer (both `run` and `resume`). */
 export interface DriveOptions {
@@ -85,13 +85,7 @@ export interface StartInfo {
   resumed: boolean;
 }
 
-export interface RunResult {
-  report: Report;
-  /** Where the report was written, or null when the run directory was not writable. */
-  reportPath: string | null;
-  exitCode: number;
-  runDir: string;
-}
+export type { RunResult } from "./report-file.js";
 
 /** A run left to a later resume (detach): no report yet. */
 export interface DetachedResult {
@@ -148,7 +142,7 @@ export async function runAssignments(opts: RunOptions): Promise<RunResult | Deta
     // Branches, worktrees and sessions are named by run id: a re-run of the same file must not
     // collide with what an earlier run kept for inspection, so it gets a suffix.
     const runId = dryRun ? input.runId : await freshRunId(input.runId, git, tmux);
-    const ctx = await buildContext({
+    const ctx = await buildLiveRun({
       input,
       git,
       runId,
@@ -212,7 +206,7 @@ export async function resumeRun(opts: ResumeOptions): Promise<RunResult | Detach
           prefix: state.git.prefix,
         }
       : null;
-    const ctx = await buildContext({
+    const ctx = await buildLiveRun({
       input: { ...input, runId: state.run_id },
       git,
       runId: state.run_id,
@@ -255,26 +249,6 @@ export async function readState(runDir: string): Promise<RunState> {
   return parsed.data;
 }
 
-interface Context extends RunContext {
-  settings: RunSettings;
-  plan: Plan;
-  order: string[];
-  baseDir: string;
-  startedAt: number;
-  /** Set by the caller's signal or `termorch cancel`: the run ends with exit 130. */
-  cancel: AbortController;
-  /** Stops launching (cancel or --fail-fast). */
-  stopper: AbortController;
-  state: () => RunState;
-  reportOf: (
-    merge: MergeOutcome,
-    validation: Report["summary"]["validation"],
-    peak: number,
-    error: RunError | null,
-    dryRun?: boolean,
-  ) => Report;
-}
-
 function tmuxFor(socket: string, input: RunInput): TmuxServer {
   return new TmuxServer({
     socket,
@@ -296,7 +270,7 @@ function lockWorkspace(
   );
 }
 
-async function buildContext(p: {
+async function buildLiveRun(p: {
   input: RunInput;
   git: GitRun | null;
   runId: string;
@@ -309,7 +283,7 @@ async function buildContext(p: {
   log: Logger;
   opts: DriveOptions;
   restored: TaskRun[] | null;
-}): Promise<Context> {
+}): Promise<LiveRun> {
   const { input, runId, runDir, settings, env } = p;
   const nodes = input.assignments.tasks;
   const graph = buildGraph(nodes);
@@ -332,7 +306,7 @@ async function buildContext(p: {
   follow(p.opts.signal, () => cancel.abort());
   follow(cancel.signal, () => stopper.abort());
   const privateDir = join(runDir, ".termorch", runId);
-  const ctx: Context = {
+  const ctx: LiveRun = {
     // Opening reads only; the file appears with the first event, so a dry run writes none.
     ledger: await Ledger.open(join(runDir, "events.jsonl"), redactor),
     input,
@@ -431,7 +405,7 @@ async function buildContext(p: {
   return ctx;
 }
 
-function startInfo(ctx: Context, dryRun: boolean, resumed: boolean): StartInfo {
+function startInfo(ctx: LiveRun, dryRun: boolean, resumed: boolean): StartInfo {
   return {
     runId: ctx.runId,
     runDir: ctx.runDir,
@@ -446,7 +420,7 @@ function startInfo(ctx: Context, dryRun: boolean, resumed: boolean): StartInfo {
 
 /** Schedule, merge, report, clean up: the part of a run that `resume` repeats. */
 async function drive(
-  ctx: Context,
+  ctx: LiveRun,
   opts: DriveOptions,
   resumed: boolean,
 ): Promise<RunResult | DetachedResult> {
@@ -494,7 +468,7 @@ async function drive(
   let peak = 0;
   let internal: RunError | null = null;
   try {
-    peak = await schedule(ctx, opts.hostQueue);
+    peak = await dispatch(ctx, opts.hostQueue);
   } catch (error) {
     if (error instanceof Detached) {
       cancelWatch?.close();
@@ -544,7 +518,7 @@ async function drive(
   return result;
 }
 
-function watchForCancel(ctx: Context): FSWatcher | null {
+function watchForCancel(ctx: LiveRun): FSWatcher | null {
   const file = join(ctx.privateDir, "cancel");
   const check = (): void => {
     if (!ctx.cancel.signal.aborted && existsSync(file)) {
@@ -563,139 +537,6 @@ function watchForCancel(ctx: Context): FSWatcher | null {
   }
 }
 
-function isEmptyOrMissing(dir: string): boolean {
-  try {
-    return readdirSync(dir).length === 0;
-  } catch {
-    return true;
-  }
-}
-
-/** The run id, or the first `<id>-<n>` that no branch, worktree folder or tmux session uses yet. */
-async function freshRunId(id: string, repo: GitRun | null, tmux: TmuxServer): Promise<string> {
-  const live = new Set((await tmux.listPanes()).map((p) => p.run));
-  for (let n = 1; ; n++) {
-    const suffix = n === 1 ? "" : `-${n}`;
-    const candidate = `${id.slice(0, 64 - suffix.length)}${suffix}`;
-    if (live.has(candidate) || !isEmptyOrMissing(join(worktreesRoot(), candidate))) continue;
-    if (repo) {
-      const refs = await gitCmd(repo.root, [
-        "for-each-ref",
-        "--count=1",
-        "--format=%(refname)",
-        `refs/heads/termorch/${candidate}/`,
-      ]);
-      if (refs.stdout.trim()) continue;
-    }
-    return candidate;
-  }
-}
-
-/** Runs the schedule to its end through a p-queue bounded by max_parallel; returns the peak parallelism. */
-async function schedule(ctx: Context, hostQueue: PQueue | undefined): Promise<number> {
-  const plan = ctx.plan;
-  const sched = new Schedule(ctx.input.assignments.tasks, {
-    mode: ctx.settings.schedule,
-    priority: plan.remaining,
-    level: plan.level,
-  });
-  const queue = new PQueue({ concurrency: ctx.settings.max_parallel });
-  // A resumed run: finished tasks stay finished; started ones are re-adopted, not relaunched.
-  const adopt = new Set<string>();
-  for (const t of ctx.tasks.values()) {
-    if (t.state === "success" || t.state === "failed" || t.state === "skipped") sched.restore(t.id, t.state);
-    else if (t.state === "running" || t.attemptDir !== null || t.startCommit !== null) adopt.add(t.id);
-  }
-  let detached: Detached | null = null;
-  let active = 0;
-  let peak = 0;
-  let stopping = false;
-
-  const skip = async (
-    ids: string[],
-    reason: "dependency_failed" | "cancelled",
-    why: (id: string) => string,
-  ): Promise<void> => {
-    for (const id of ids) await skipTask(ctx, ctx.tasks.get(id)!, reason, why(id));
-  };
-  const stop = async (why: string): Promise<void> => {
-    if (stopping) return;
-    stopping = true;
-    await skip(sched.skipPending(), "cancelled", () => why);
-  };
-
-  let failure: unknown = null;
-  const inflight = new Set<Promise<void>>();
-  const release = (): void => {
-    if (stopping) return;
-    for (const id of [...adopt, ...sched.ready().filter((r) => !adopt.has(r))]) {
-      sched.start(id);
-      const resuming = adopt.delete(id);
-      const chain: Promise<void> = queue
-        .add(
-          async () => {
-            if ((stopping || ctx.signal.aborted) && !resuming) {
-              await skipTask(ctx, ctx.tasks.get(id)!, "cancelled", "the run stopped before it started");
-              return { ok: false };
-            }
-            active++;
-            peak = Math.max(peak, active);
-            try {
-              const run = (): Promise<{ ok: boolean }> => executeTask(ctx, id, resuming);
-              return await (hostQueue ? hostQueue.add(run, { throwOnTimeout: true }) : run());
-            } finally {
-              active--;
-            }
-          },
-          { priority: resuming ? Number.MAX_SAFE_INTEGER : (plan.remaining.get(id) ?? 0) },
-        )
-        .then(async (outcome) => {
-          const ok = outcome?.ok ?? false;
-          const skipped = sched.complete(id, ok);
-          await skip(
-            skipped,
-            "dependency_failed",
-            (s) => `a dependency failed (${failedDepsOf(ctx, s).join(", ") || id})`,
-          );
-          if (!ok && ctx.settings.fail_fast) {
-            await stop(`--fail-fast: task ${id} failed`);
-            ctx.stopper.abort();
-          }
-          release();
-        })
-        .catch((error: unknown) => {
-          if (error instanceof Detached) {
-            // Stop launching; live agents stay in tmux for the next resume.
-            detached = error;
-            stopping = true;
-            return;
-          }
-          failure ??= error;
-          void stop("internal error");
-        })
-        .finally(() => inflight.delete(chain));
-      inflight.add(chain);
-    }
-  };
-  const onAbort = (): void => void stop("the run was cancelled before it started");
-  ctx.signal.addEventListener("abort", onAbort, { once: true });
-  release();
-  // Wait for every task *and* its completion handler (which skips dependents and releases more
-  // work): the queue alone goes idle before the handler of its last task has run.
-  while (inflight.size > 0) await Promise.all([...inflight]);
-  ctx.signal.removeEventListener("abort", onAbort);
-  if (detached) throw detached;
-  if (failure) throw failure;
-  return peak;
-}
-
-function failedDepsOf(ctx: RunContext, id: string): string[] {
-  return ctx.tasks.get(id)!.dependencies.filter((d) => {
-    const s = ctx.tasks.get(d)!.state;
-    return s === "failed" || s === "skipped";
-  });
-}
-
 /** Successful sessions close once the report is written; failed ones stay for inspection unless --clean. */
 async function closeSessions(ctx: RunContext, policy: "default" | "keep" | "clean"): Promise<void> {
   if (policy !== "keep") {
@@ -705,90 +546,4 @@ async function closeSessions(ctx: RunContext, policy: "default" | "keep" | "clea
     await Promise.all(closing.map((t) => ctx.tmux.killSession(t.session!).catch(() => {})));
   }
   await ctx.tmux.closeIfIdle().catch(() => {});
-}
-
-/** Refuses what would make the run unsafe before anything starts; returns the git side or null. */
-async function inspectWorkspace(
-  workspace: string,
-  allowDirty: boolean,
-  dryRun: boolean,
-): Promise<GitRun | null> {
-  const info = await repoInfo(workspace);
-  if (!info) return null;
-  await requireGitVersion();
-  if (info.head === null) {
-    throw new InputError([
-      {
-        message: `the workspace ${info.root} is a git repository without commits; commit something first (tasks branch off HEAD)`,
-      },
-    ]);
-  }
-  if (!allowDirty && !dryRun) {
-    const dirty = await dirtyTrackedFiles(info.root);
-    if (dirty.length > 0) {
-      throw new InputError(
-        [
-          {
-            message: `the workspace ${info.root} has uncommitted changes to tracked files: ${dirty.slice(0, 20).join(", ")}${dirty.length > 20 ? ` and ${dirty.length - 20} more` : ""}`,
-          },
-        ],
-        "Commit or stash them, or pass --allow-dirty (the merge never overwrites uncommitted work).",
-      );
-    }
-  }
-  return {
-    root: info.root,
-    baseCommit: info.head,
-    targetRef: info.ref,
-    prefix: relative(info.root, realpathSync(workspace)),
-  };
-}
-
-function errorOf(error: TermorchError): RunError {
-  return {
-    kind: error.kind,
-    message: error.message,
-    hint: error instanceof InputError ? error.hint : null,
-    problems: error instanceof InputError ? error.problems : [],
-  };
-}
-
-async function writeErrorReport(
-  runDir: string,
-  startedAt: number,
-  error: RunError,
-  exitCode: number,
-): Promise<RunResult> {
-  // Never create folders for a run that did not start: the report goes only where the run directory exists.
-  const writable = existsSync(runDir);
-  const report = buildReport({
-    runId: null,
-    startedAt,
-    finishedAt: Date.now(),
-    dryRun: false,
-    waves: [],
-    tasks: [],
-    merge: skippedMerge("the run did not start"),
-    validation: "skipped",
-    cancelled: false,
-    error,
-    workspace: null,
-    tmuxSocket: null,
-    criticalPath: [],
-    maxParallel: 0,
-    peakParallelism: 0,
-  });
-  report.exit_code = exitCode;
-  return writable ? writeReport(runDir, report) : { report, reportPath: null, exitCode, runDir };
-}
-
-/** The report is written atomically and last; an unwritable run directory still returns it. */
-async function writeReport(runDir: string, report: Report): Promise<RunResult> {
-  const path = join(runDir, "execution_report.json");
-  try {
-    await writeJsonAtomic(path, report);
-    return { report, reportPath: path, exitCode: report.exit_code, runDir };
-  } catch {
-    return { report, reportPath: null, exitCode: report.exit_code, runDir };
-  }
 }

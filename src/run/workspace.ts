@@ -1,0 +1,71 @@
+import { readdirSync, realpathSync } from "node:fs";
+import { join, relative } from "node:path";
+import { InputError } from "../errors.js";
+import { dirtyTrackedFiles, git as gitCmd, repoInfo, requireGitVersion } from "../git/repo.js";
+import type { TmuxServer } from "../tmux/server.js";
+import { type GitRun, worktreesRoot } from "./context.js";
+
+/** Refuses what would make the run unsafe before anything starts; returns the git side or null. */
+export async function inspectWorkspace(
+  workspace: string,
+  allowDirty: boolean,
+  dryRun: boolean,
+): Promise<GitRun | null> {
+  const info = await repoInfo(workspace);
+  if (!info) return null;
+  await requireGitVersion();
+  if (info.head === null) {
+    throw new InputError([
+      {
+        message: `the workspace ${info.root} is a git repository without commits; commit something first (tasks branch off HEAD)`,
+      },
+    ]);
+  }
+  if (!allowDirty && !dryRun) {
+    const dirty = await dirtyTrackedFiles(info.root);
+    if (dirty.length > 0) {
+      throw new InputError(
+        [
+          {
+            message: `the workspace ${info.root} has uncommitted changes to tracked files: ${dirty.slice(0, 20).join(", ")}${dirty.length > 20 ? ` and ${dirty.length - 20} more` : ""}`,
+          },
+        ],
+        "Commit or stash them, or pass --allow-dirty (the merge never overwrites uncommitted work).",
+      );
+    }
+  }
+  return {
+    root: info.root,
+    baseCommit: info.head,
+    targetRef: info.ref,
+    prefix: relative(info.root, realpathSync(workspace)),
+  };
+}
+
+function isEmptyOrMissing(dir: string): boolean {
+  try {
+    return readdirSync(dir).length === 0;
+  } catch {
+    return true;
+  }
+}
+
+/** The run id, or the first `<id>-<n>` that no branch, worktree folder or tmux session uses yet. */
+export async function freshRunId(id: string, repo: GitRun | null, tmux: TmuxServer): Promise<string> {
+  const live = new Set((await tmux.listPanes()).map((p) => p.run));
+  for (let n = 1; ; n++) {
+    const suffix = n === 1 ? "" : `-${n}`;
+    const candidate = `${id.slice(0, 64 - suffix.length)}${suffix}`;
+    if (live.has(candidate) || !isEmptyOrMissing(join(worktreesRoot(), candidate))) continue;
+    if (repo) {
+      const refs = await gitCmd(repo.root, [
+        "for-each-ref",
+        "--count=1",
+        "--format=%(refname)",
+        `refs/heads/termorch/${candidate}/`,
+      ]);
+      if (refs.stdout.trim()) continue;
+    }
+    return candidate;
+  }
+}
