@@ -21,6 +21,7 @@ import {
   runAssignments,
   type StartInfo,
 } from "../run/runner.js";
+import { registerOperatorCommands } from "./operator.js";
 import { progressLine } from "./progress.js";
 
 /** Where the CLI talks to; injectable so it can be driven in-process. */
@@ -157,6 +158,10 @@ export async function main(
     .action((name: SchemaName) => {
       io.stdout.write(`${JSON.stringify(jsonSchemaOf(name), null, 2)}\n`);
     });
+
+  registerOperatorCommands(program, io, (c) => {
+    code = c;
+  });
 
   try {
     await program.parseAsync(argv.slice(2), { from: "user" });

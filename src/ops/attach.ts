@@ -53,14 +53,17 @@ export function attachPlan(o: {
   const env: Record<string, string> = {};
   for (const [k, v] of Object.entries(o.env)) if (v !== undefined) env[k] = v;
   const current = tmuxSocketOf(o.env.TMUX);
+  // The recorded path names the run's server exactly; -L would look under the operator's
+  // TMUX_TMPDIR, which need not be the one the run had.
+  const server = o.socketPath ? ["-S", o.socketPath] : ["-L", o.socket];
   // -E: the operator's DISPLAY, SSH_AUTH_SOCK... stay out of the session's environment.
-  if (current && samePath(current, o.socketPath)) {
-    return { mode: "switch", args: ["-L", o.socket, "switch-client", "-E", "-t", `=${o.session}`], env };
+  if (current && o.socketPath && samePath(current, o.socketPath)) {
+    return { mode: "switch", args: [...server, "switch-client", "-E", "-t", `=${o.session}`], env };
   }
   delete env.TMUX;
   return {
     mode: "attach",
-    args: ["-L", o.socket, "attach-session", "-E", ...(o.readOnly ? ["-r"] : []), "-t", `=${o.session}`],
+    args: [...server, "attach-session", "-E", ...(o.readOnly ? ["-r"] : []), "-t", `=${o.session}`],
     env,
   };
 }
@@ -68,23 +71,26 @@ export function attachPlan(o: {
 /**
  * Runs the plan with the operator's terminal (inherited stdio: the one place termorch hands a
  * child its terminal) and resolves with tmux's exit code once the client detaches or exits.
- * `switch` then sets the client's read-only flag as asked: tmux only offers a toggle for it.
+ * `switch` also sets the client's read-only flag as asked; tmux only offers a toggle for it
+ * (`switch-client -r`), so the client's flag is read first and toggled in the same switch (a
+ * separate `switch-client -r` would also move the client back to the session it is called from).
  */
 export async function runAttach(plan: AttachPlan, readOnly: boolean): Promise<number> {
-  if (plan.mode === "switch") {
-    const code = await inherit(plan.args, plan.env);
-    if (code !== 0) return code;
-    const socketArgs = plan.args.slice(0, 2);
-    const flag = await execa("tmux", [...socketArgs, "display-message", "-p", "#{client_readonly}"], {
+  if (plan.mode === "attach") return inherit(plan.args, plan.env);
+  // tmux resolves "this client" from the pane we run in ($TMUX, $TMUX_PANE), as switch-client will.
+  const flag = await execa(
+    "tmux",
+    [...plan.args.slice(0, 2), "display-message", "-p", "#{client_readonly}"],
+    {
       env: plan.env,
       extendEnv: false,
       reject: false,
-    });
-    if (flag.exitCode === 0 && (String(flag.stdout).trim() === "1") !== readOnly)
-      return inherit([...socketArgs, "switch-client", "-r"], plan.env);
-    return 0;
-  }
-  return inherit(plan.args, plan.env);
+    },
+  );
+  const isReadOnly = flag.exitCode === 0 && String(flag.stdout).trim() === "1";
+  const args =
+    isReadOnly === readOnly ? plan.args : [...plan.args.slice(0, -2), "-r", ...plan.args.slice(-2)];
+  return inherit(args, plan.env);
 }
 
 function inherit(args: string[], env: Record<string, string>): Promise<number> {

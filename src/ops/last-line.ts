@@ -8,8 +8,9 @@ const MAX_CHARS = 200;
  * CSI and OSC sequences, other escapes, and control characters but tab: a tty agent's log is
  * what its pane showed, colours and cursor moves included.
  */
-// biome-ignore lint/suspicious/noControlCharactersInRegex: matching terminal control sequences is the point
-const TERMINAL_CONTROL = /\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-_]|[\x00-\x08\x0b-\x1f\x7f]/g;
+const TERMINAL_CONTROL =
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: matching terminal control sequences is the point
+  /\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-_]|[\x00-\x08\x0b-\x1f\x7f]/g;
 
 /** Removes terminal control sequences from a line meant for display. */
 export function plainText(line: string): string {

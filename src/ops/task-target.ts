@@ -36,11 +36,16 @@ export async function findTask(
 ): Promise<TaskTarget> {
   if (runRef !== undefined) {
     const run = await resolveRun(runRef, opts.env, opts.cwd);
-    if (!run.state) throw new InputError([{ message: `run ${run.runId}: ${run.problem}` }], "Nothing to show.");
+    if (!run.state)
+      throw new InputError([{ message: `run ${run.runId}: ${run.problem}` }], "Nothing to show.");
     const task = taskIn(run, taskId);
     if (!task) {
       throw new InputError(
-        [{ message: `run ${run.runId} has no task ${taskId}; its tasks: ${run.state.tasks.map((t) => t.id).join(", ")}` }],
+        [
+          {
+            message: `run ${run.runId} has no task ${taskId}; its tasks: ${run.state.tasks.map((t) => t.id).join(", ")}`,
+          },
+        ],
         "Pass one of its task ids.",
       );
     }
@@ -86,12 +91,21 @@ export async function findTask(
     [
       {
         message: `no ${opts.needSession ? "live session of " : ""}task ${taskId} in any registered run (registry ${registryDir(opts.env)})${
-          looked.length ? `; looked at:\n${looked.map((l) => `  ${l}`).join("\n")}` : ": no runs registered"
+          looked.length ? `; looked at, newest first:\n${listed(looked)}` : ": no runs registered"
         }`,
       },
     ],
     "Pick a run with --run <id|dir>; `termorch status` lists runs, tasks and their sessions.",
   );
+}
+
+/** A registry can hold hundreds of runs: the newest few say enough. */
+const MAX_LISTED = 10;
+
+function listed(lines: string[]): string {
+  const shown = lines.slice(0, MAX_LISTED).map((l) => `  ${l}`);
+  if (lines.length > MAX_LISTED) shown.push(`  ... and ${lines.length - MAX_LISTED} older runs`);
+  return shown.join("\n");
 }
 
 function noSessionWhy(task: TaskRun): string {

@@ -1,0 +1,364 @@
+import { type Command, InvalidArgumentError } from "commander";
+import type { RunState } from "../contract/state.js";
+import type { RunView, StatusView, TaskView } from "../contract/status-view.js";
+import { ExitCode, InputError } from "../errors.js";
+import { registryDir } from "../fs/registry.js";
+import { attachPlan, runAttach } from "../ops/attach.js";
+import { requestCancel, waitForReport } from "../ops/cancel.js";
+import { type CleanReport, cleanRun } from "../ops/clean.js";
+import { driverAlive } from "../ops/liveness.js";
+import { copyFrom, followLog, type LogStream, logPathOf, streamSink } from "../ops/logs.js";
+import { homeRuns, type OpsRun, registryRuns, resolveRun } from "../ops/runs.js";
+import { serverFor, sessionsBySocket } from "../ops/sessions.js";
+import { statusView } from "../ops/status.js";
+import { findTask } from "../ops/task-target.js";
+import type { Io } from "./main.js";
+
+const CANCEL_PROGRESS_MS = 2000;
+/** Runs that cannot be shown, listed one by one in the human status before being counted. */
+const MAX_PROBLEMS = 5;
+
+const positiveSeconds = (value: string): number => {
+  const n = Number(value);
+  if (!Number.isFinite(n) || n <= 0) throw new InvalidArgumentError("must be a positive number of seconds");
+  return n;
+};
+
+/**
+ * The operator commands (DESIGN section 9): status, attach, logs, cancel, clean. They find runs
+ * through the per-user registry ($TERMORCH_REGISTRY), a daemon home, or a run directory.
+ */
+export function registerOperatorCommands(program: Command, io: Io, setCode: (code: number) => void): void {
+  program
+    .command("status")
+    .description("show runs and their tasks: state, reason, attempts, time, last log line, how to attach")
+    .argument("[run]", "a run directory or run id (default: every registered run)")
+    .option("--home <dir>", "show the runs of a daemon home (<dir>/runs/*/)")
+    .option("--json", "print a machine-readable document (termorch's StatusView)")
+    .action(async (ref: string | undefined, o: { home?: string; json?: boolean }) => {
+      if (ref !== undefined && o.home !== undefined)
+        throw new InputError(
+          [{ message: "pass either a run or --home, not both" }],
+          "termorch status [--home DIR | <run-dir>]",
+        );
+      const runs: OpsRun[] =
+        ref !== undefined
+          ? [await resolveRun(ref, io.env, io.cwd)]
+          : o.home !== undefined
+            ? await homeRuns(resolvePath(io.cwd, o.home), io.env)
+            : await registryRuns(io.env);
+      const sockets = runs.flatMap((r) => (r.state ? [r.state.socket] : []));
+      const sessions = await sessionsBySocket(sockets, io.env);
+      const view = await statusView(runs, (s) => sessions.get(s) ?? new Map(), Date.now());
+      if (o.json) io.stdout.write(`${JSON.stringify(view, null, 2)}\n`);
+      else
+        io.stdout.write(
+          formatStatus(view, ref === undefined && o.home === undefined ? registryDir(io.env) : null),
+        );
+    });
+
+  program
+    .command("attach")
+    .description("attach this terminal to a task's live tmux session (detach: C-b d)")
+    .argument("<task>", "task id")
+    .option(
+      "--run <run>",
+      "run id or run directory (default: the newest run where the task has a live session)",
+    )
+    .option("--read-only", "watch only: keys typed do not reach the agent")
+    .addHelpText(
+      "after",
+      [
+        "",
+        "Inside tmux: if your client is on termorch's own server, it is switched to the task's",
+        "session (no nesting; --read-only makes that client read-only until it detaches). Inside",
+        "any other tmux, a nested client is started with TMUX unset: detach it with C-b C-b d.",
+        "",
+      ].join("\n"),
+    )
+    .action(async (taskId: string, o: { run?: string; readOnly?: boolean }) => {
+      const target = await findTask(taskId, o.run, { env: io.env, cwd: io.cwd, needSession: true });
+      const { state, task } = target;
+      const session = task.session!;
+      const socketPath = state.socket_path || (await serverFor(state.socket, io.env).socketPath());
+      const plan = attachPlan({
+        socket: state.socket,
+        socketPath,
+        session,
+        readOnly: o.readOnly ?? false,
+        env: io.env,
+      });
+      // The tmux client takes over the process's own terminal, whatever io says.
+      if (plan.mode === "attach" && !(process.stdin.isTTY && process.stdout.isTTY))
+        throw new InputError(
+          [
+            {
+              message: `attach needs a terminal, and stdin or stdout is not one (task ${taskId}, run ${state.run_id})`,
+            },
+          ],
+          `Run it from a terminal, or read the output with: termorch logs ${taskId} --run ${state.run_id} --follow`,
+        );
+      const nested = plan.mode === "attach" && io.env.TMUX ? "; inside your own tmux: C-b C-b d" : "";
+      io.stderr.write(
+        plan.mode === "switch"
+          ? `termorch: switching this client to ${session} (task ${taskId} of run ${state.run_id})${o.readOnly ? ", read-only" : ""}\n`
+          : `termorch: attaching to ${session} (task ${taskId} of run ${state.run_id}, socket ${state.socket})${o.readOnly ? ", read-only" : ""}; detach with C-b d${nested}\n`,
+      );
+      if (!target.session?.live)
+        io.stderr.write("termorch: its agent has exited; the session is kept for inspection\n");
+      setCode(await runAttach(plan, o.readOnly ?? false));
+    });
+
+  program
+    .command("logs")
+    .description("print a task's stdout log (or --err: stderr); --follow keeps printing until it finishes")
+    .argument("<task>", "task id")
+    .option("--run <run>", "run id or run directory (default: the newest registered run with that task)")
+    .option("--err", "the stderr log")
+    .option("--follow", "keep printing what is appended until the task is finished (or Ctrl-C)")
+    .action(async (taskId: string, o: { run?: string; err?: boolean; follow?: boolean }) => {
+      const { state, task } = await findTask(taskId, o.run, { env: io.env, cwd: io.cwd, needSession: false });
+      const stream: LogStream = o.err ? "stderr" : "stdout";
+      if (o.run === undefined)
+        io.stderr.write(`termorch: task ${taskId} of run ${state.run_id} (${state.run_dir})\n`);
+      const sink = streamSink(io.stdout);
+      if (!o.follow) {
+        const path = logPathOf(state, task, stream);
+        if (!path && task.state === "skipped")
+          throw new InputError(
+            [
+              {
+                message: `task ${taskId} of run ${state.run_id} was skipped (${task.detail ?? task.reason}): it never ran`,
+              },
+            ],
+            "It has no log; `termorch status` shows why its run went that way.",
+          );
+        if (!path)
+          throw new InputError(
+            [{ message: `task ${taskId} of run ${state.run_id} has no log yet: it has not started` }],
+            `Wait for it with: termorch logs ${taskId} --run ${state.run_id} --follow`,
+          );
+        await copyFrom(path, 0, sink);
+        return;
+      }
+      const controller = new AbortController();
+      const stop = (): void => controller.abort();
+      process.on("SIGINT", stop);
+      process.on("SIGTERM", stop);
+      try {
+        const end = await followLog({
+          runDir: state.run_dir,
+          runId: state.run_id,
+          taskId,
+          stream,
+          sink,
+          notice: (line) => io.stderr.write(`termorch: ${line}\n`),
+          signal: controller.signal,
+        });
+        setCode(
+          end === "finished" ? ExitCode.ok : end === "aborted" ? ExitCode.interrupted : ExitCode.failed,
+        );
+      } finally {
+        process.off("SIGINT", stop);
+        process.off("SIGTERM", stop);
+      }
+    });
+
+  program
+    .command("cancel")
+    .description(
+      "cancel a run (one-shot or daemon): its running tasks are ended and the report written (exit 130)",
+    )
+    .argument("<run>", "run id or run directory")
+    .option("--timeout <s>", "seconds to wait for the report", positiveSeconds, 30)
+    .option("--no-wait", "return once the cancel is requested")
+    .action(async (ref: string, o: { timeout: number; wait: boolean }) => {
+      setCode(await cancelCommand(ref, o, io));
+    });
+
+  program
+    .command("clean")
+    .description(
+      "remove what finished runs left: tmux sessions, task worktrees, termorch/<run>/* branches (the run directory stays)",
+    )
+    .argument("[run]", "run id or run directory (default: every finished run in the registry)")
+    .option("--force", "also delete branches with unmerged commits and worktrees with uncommitted changes")
+    .action(async (ref: string | undefined, o: { force?: boolean }) => {
+      const runs = ref !== undefined ? [await resolveRun(ref, io.env, io.cwd)] : await registryRuns(io.env);
+      if (runs.length === 0) {
+        io.stdout.write(`termorch: nothing to clean: no runs registered (${registryDir(io.env)})\n`);
+        return;
+      }
+      let skipped = 0;
+      for (const run of runs) {
+        const report = await cleanRun(run, { force: o.force ?? false, env: io.env });
+        if (!report.decision.clean) skipped++;
+        io.stdout.write(formatClean(report));
+      }
+      // A run named explicitly that could not be cleaned is a failure; skipping live ones in a sweep is not.
+      if (ref !== undefined && skipped > 0) setCode(ExitCode.failed);
+    });
+}
+
+async function cancelCommand(ref: string, o: { timeout: number; wait: boolean }, io: Io): Promise<number> {
+  const run = await resolveRun(ref, io.env, io.cwd);
+  const state = run.state;
+  if (!state)
+    throw new InputError([{ message: `run ${run.runId}: ${run.problem}` }], "There is nothing to cancel.");
+  if (state.phase === "reported") {
+    io.stdout.write(
+      `termorch: run ${state.run_id} already finished (exit ${state.exit_code ?? "unknown"}); nothing to cancel\n  report: ${state.report ?? "none"}\n`,
+    );
+    return ExitCode.ok;
+  }
+  const live = driverAlive(state.pid, state.updated_at);
+  const file = await requestCancel(state, { pid: process.pid, now: Date.now() });
+  if (!live) {
+    io.stdout.write(
+      [
+        `termorch: cancel recorded for run ${state.run_id} (${file}), but the run is not live: its driver (pid ${state.pid}) is gone.`,
+        `  It stops as soon as it is resumed, writing its report: termorch resume ${state.run_dir}`,
+        "",
+      ].join("\n"),
+    );
+    return ExitCode.failed;
+  }
+  io.stdout.write(`termorch: cancel requested for run ${state.run_id} (driver pid ${state.pid} is live)\n`);
+  if (!o.wait) return ExitCode.ok;
+  io.stdout.write(`  waiting up to ${o.timeout}s for its report...\n`);
+  const controller = new AbortController();
+  const stop = (): void => controller.abort();
+  process.on("SIGINT", stop);
+  try {
+    const end = await waitForReport({
+      initial: state,
+      timeoutMs: o.timeout * 1000,
+      progressMs: CANCEL_PROGRESS_MS,
+      signal: controller.signal,
+      onProgress: (s, elapsed) =>
+        io.stdout.write(`  still stopping after ${Math.round(elapsed / 1000)}s: ${busyTasks(s)}\n`),
+    });
+    switch (end.outcome) {
+      case "reported":
+        io.stdout.write(
+          `termorch: run ${state.run_id} stopped; exit code ${end.state.exit_code ?? "unknown"}\n  report: ${end.state.report ?? "(not written: the run directory is not writable)"}\n`,
+        );
+        return ExitCode.ok;
+      case "driver_gone":
+        io.stdout.write(
+          `termorch: the driver of run ${state.run_id} exited without writing a report; finish it with: termorch resume ${state.run_dir}\n`,
+        );
+        return ExitCode.failed;
+      case "timed_out":
+        io.stdout.write(
+          `termorch: run ${state.run_id} has not stopped after ${o.timeout}s (${busyTasks(end.state)}); the cancel stays requested. Watch it with: termorch status ${state.run_id}\n`,
+        );
+        return ExitCode.failed;
+      case "replaced":
+        io.stdout.write(`termorch: run ${state.run_id}'s directory now holds run ${end.runId}\n`);
+        return ExitCode.failed;
+      case "aborted":
+        return ExitCode.interrupted;
+      default:
+        return unreachable(end);
+    }
+  } finally {
+    process.off("SIGINT", stop);
+  }
+}
+
+function unreachable(x: never): never {
+  throw new Error(`unexpected ${JSON.stringify(x)}`);
+}
+
+function busyTasks(state: RunState): string {
+  const busy = state.tasks.filter(
+    (t) => !["success", "failed", "skipped"].includes(t.state) && t.attempts > 0,
+  );
+  return busy.length === 0
+    ? "writing its report"
+    : `${busy.length} task(s) stopping (${busy.map((t) => t.id).join(", ")})`;
+}
+
+/** 850 ms -> 0.9s, 75 s -> 1m15s, 2 h -> 2h00m. */
+function formatDuration(ms: number): string {
+  if (ms < 60_000) return `${(ms / 1000).toFixed(ms < 10_000 ? 1 : 0)}s`;
+  const s = Math.floor(ms / 1000);
+  if (s < 3600) return `${Math.floor(s / 60)}m${String(s % 60).padStart(2, "0")}s`;
+  return `${Math.floor(s / 3600)}h${String(Math.floor((s % 3600) / 60)).padStart(2, "0")}m`;
+}
+
+function phaseText(run: RunView): string {
+  if (run.phase === "running") return `running (driver pid ${run.pid})`;
+  if (run.phase === "interrupted") return `interrupted (driver pid ${run.pid} is gone)`;
+  return `reported (exit ${run.exit_code ?? "unknown"})`;
+}
+
+function taskTime(t: TaskView): string {
+  if (t.elapsed_ms !== null) return `${formatDuration(t.elapsed_ms)}+`;
+  if (t.duration_ms !== null) return formatDuration(t.duration_ms);
+  return "-";
+}
+
+function table(rows: string[][]): string[] {
+  const widths: number[] = [];
+  for (const row of rows)
+    for (const [i, cell] of row.entries()) widths[i] = Math.max(widths[i] ?? 0, cell.length);
+  return rows.map((row) =>
+    row
+      .map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i] ?? 0)))
+      .join("  ")
+      .trimEnd(),
+  );
+}
+
+function formatStatus(view: StatusView, registry: string | null): string {
+  const lines: string[] = [];
+  if (view.runs.length === 0 && view.problems.length === 0)
+    lines.push(registry ? `termorch: no runs registered (${registry})` : "termorch: no runs");
+  for (const run of view.runs) {
+    lines.push(`run ${run.run_id}: ${phaseText(run)}, started ${run.started_at}`);
+    lines.push(`  dir: ${run.run_dir}`);
+    if (run.report) lines.push(`  report: ${run.report}`);
+    if (run.phase === "interrupted" && run.hint) lines.push(`  ${run.hint}`);
+    const rows = [["TASK", "STATE", "REASON", "ATTEMPTS", "TIME", "LAST LINE"]];
+    for (const t of run.tasks)
+      rows.push([t.id, t.state, t.reason ?? "-", String(t.attempts), taskTime(t), t.last_line ?? ""]);
+    lines.push(...table(rows).map((l) => `  ${l}`));
+    for (const t of run.tasks) {
+      if (!t.attach) continue;
+      const what = t.session_live ? "live" : run.phase === "reported" ? "kept, agent exited" : "agent exited";
+      lines.push(`  ${t.id} (${what}): ${t.attach.termorch}   or: ${t.attach.tmux}`);
+    }
+    lines.push("");
+  }
+  // Registries collect runs whose folders were deleted since: name a few, count the rest.
+  for (const p of view.problems.slice(0, MAX_PROBLEMS))
+    lines.push(`run ${p.run_id ?? p.run_dir ?? "?"}: ${p.message}`);
+  if (view.problems.length > MAX_PROBLEMS)
+    lines.push(
+      `... and ${view.problems.length - MAX_PROBLEMS} more runs that cannot be shown (--json lists them)`,
+    );
+  if (view.problems.length > 0)
+    lines.push("(termorch clean removes what such runs left, and their registry entries)");
+  return `${lines.join("\n").replace(/\n+$/, "")}\n`;
+}
+
+function formatClean(r: CleanReport): string {
+  const lines = [`run ${r.runId} (${r.runDir}): ${r.decision.label}`];
+  if (!r.decision.clean) {
+    lines.push(`  skipped: ${r.decision.hint}`);
+    return `${lines.join("\n")}\n`;
+  }
+  for (const what of r.removed) lines.push(`  removed ${what}`);
+  for (const k of r.kept) lines.push(`  kept ${k.what}: ${k.why}`);
+  if (r.removed.length === 0 && r.kept.length === 0) lines.push("  nothing left to remove");
+  if (r.unregistered) lines.push("  unregistered");
+  else if (r.kept.length > 0)
+    lines.push(`  still registered: termorch clean ${r.runId} --force removes what was kept`);
+  return `${lines.join("\n")}\n`;
+}
+
+function resolvePath(cwd: string, p: string): string {
+  return p.startsWith("/") ? p : `${cwd}/${p}`;
+}

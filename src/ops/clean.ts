@@ -1,0 +1,245 @@
+import { existsSync } from "node:fs";
+import { lstat, readdir, realpath, rmdir } from "node:fs/promises";
+import { join, relative } from "node:path";
+import { registeredRuns, unregisterRun } from "../fs/registry.js";
+import { git } from "../git/repo.js";
+import { deleteBranch, listWorktrees, removeWorktree } from "../git/worktree.js";
+import { worktreesRoot } from "../run/context.js";
+import { driverAlive } from "./liveness.js";
+import { type OpsRun, phaseOf } from "./runs.js";
+import { serverFor } from "./sessions.js";
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+/** Whether a run may be cleaned, and the words to say so. */
+export type CleanDecision = { clean: true; label: string } | { clean: false; label: string; hint: string };
+
+/** Something clean left in place, and why. */
+export interface Kept {
+  what: string;
+  why: string;
+}
+
+/** What `termorch clean` did to one run. */
+export interface CleanReport {
+  runId: string;
+  runDir: string;
+  decision: CleanDecision;
+  removed: string[];
+  kept: Kept[];
+  unregistered: boolean;
+}
+
+/**
+ * Conservative on purpose: a run is cleaned only when nothing will drive it again. A finished
+ * run (its report written) is; a live one is not; an interrupted one only when it cannot be
+ * resumed (its assignments file or workspace is gone), since resume would finish it.
+ */
+export function cleanDecision(run: OpsRun): CleanDecision {
+  const state = run.state;
+  if (!state) {
+    // Only the registry entry is left: trust its pid, whoever it is now.
+    if (run.entry && driverAlive(run.entry.pid, null))
+      return {
+        clean: false,
+        label: `${run.problem}; its driver pid ${run.entry.pid} is alive`,
+        hint: "wait for it to end, then clean again",
+      };
+    return { clean: true, label: run.problem ?? "no state" };
+  }
+  const phase = phaseOf(state);
+  if (phase === "reported") return { clean: true, label: `finished (exit ${state.exit_code ?? "unknown"})` };
+  if (phase === "running")
+    return {
+      clean: false,
+      label: `live: its driver (pid ${state.pid}) is running`,
+      hint: `cancel it first: termorch cancel ${state.run_id}`,
+    };
+  const gone = [
+    !existsSync(state.assignments_file) && `its assignments file ${state.assignments_file} is gone`,
+    !existsSync(state.workspace) && `its workspace ${state.workspace} is gone`,
+  ].filter((x): x is string => typeof x === "string");
+  if (gone.length > 0) return { clean: true, label: `interrupted and not resumable: ${gone.join("; ")}` };
+  return {
+    clean: false,
+    label: `interrupted (driver pid ${state.pid} is gone) but resumable`,
+    hint: `finish it with termorch resume ${state.run_dir} (after termorch cancel ${state.run_id} it stops at once), then clean`,
+  };
+}
+
+/**
+ * Removes what a finished run left behind: its tmux sessions, task worktrees and
+ * `termorch/<run>/*` branches (a branch whose commits no other ref holds, and a worktree with
+ * uncommitted changes, are kept unless `force`), then its registry entry once nothing is kept.
+ * The run directory (report, logs, status, artifacts) is never touched: it is the run's result.
+ */
+export async function cleanRun(run: OpsRun, opts: { force: boolean; env: Env }): Promise<CleanReport> {
+  const decision = cleanDecision(run);
+  const report: CleanReport = {
+    runId: run.runId,
+    runDir: run.runDir,
+    decision,
+    removed: [],
+    kept: [],
+    unregistered: false,
+  };
+  if (!decision.clean) return report;
+  const runId = run.runId;
+  const socket = run.state?.socket ?? run.entry?.socket ?? null;
+  if (socket) await closeSessions(run, socket, opts.env, report);
+
+  const ownRoot = join(worktreesRoot(), runId);
+  const repo = run.state
+    ? (run.state.git?.root ?? null)
+    : (run.siblingRepo ?? (await repoOfWorktrees(ownRoot)));
+  if (repo && existsSync(repo)) {
+    await removeWorktrees(repo, runId, ownRoot, opts.force, report);
+    await deleteBranches(repo, runId, opts.force, report);
+  } else if (repo || !run.state) {
+    const why = repo ? `its repository ${repo} is gone` : "its repository is unknown (no state.json)";
+    if (existsSync(ownRoot)) report.kept.push({ what: `worktree folder ${ownRoot}`, why });
+  }
+  if (existsSync(ownRoot)) {
+    // Only empty folders go: what is left in there was kept above, with its reason.
+    await rmdir(ownRoot).then(
+      () => report.removed.push(`folder ${ownRoot}`),
+      () => {},
+    );
+  }
+  if (report.kept.length === 0) {
+    // The entry of this run, not of another run that happens to share its id.
+    const registered = (await registeredRuns(opts.env)).some(
+      (e) => e.run_id === runId && e.run_dir === run.runDir,
+    );
+    if (registered) {
+      await unregisterRun(runId, opts.env);
+      report.unregistered = true;
+    }
+  }
+  return report;
+}
+
+/** Without state.json, a worktree left in the run's folder still knows its repository. */
+async function repoOfWorktrees(ownRoot: string): Promise<string | null> {
+  for (const name of await readdir(ownRoot).catch(() => [] as string[])) {
+    const dir = await realpath(join(ownRoot, name)).catch(() => null);
+    if (!dir) continue;
+    const all = await listWorktrees(dir).catch(() => []);
+    // git looks upwards for a repository: only one that lists this very folder is its repository.
+    if (all[0] && !all[0].bare && all.some((w) => w.path === dir)) return all[0].path;
+  }
+  return null;
+}
+
+async function closeSessions(run: OpsRun, socket: string, env: Env, report: CleanReport): Promise<void> {
+  const server = serverFor(socket, env);
+  const names = new Set((run.state?.tasks ?? []).flatMap((t) => (t.session ? [t.session] : [])));
+  let panes: Awaited<ReturnType<typeof server.listPanes>>;
+  try {
+    panes = await server.listPanes();
+  } catch (error) {
+    report.kept.push({
+      what: `sessions on tmux socket ${socket}`,
+      why: `tmux could not list them: ${error instanceof Error ? error.message : String(error)}`,
+    });
+    return;
+  }
+  const sessions = new Map<string, boolean>();
+  for (const p of panes) {
+    // Tagged sessions are matched by run id only: another run's session may share a name prefix.
+    const ours = p.run === run.runId || (p.run === null && names.has(p.session));
+    if (ours) sessions.set(p.session, (sessions.get(p.session) ?? false) || !p.dead);
+  }
+  for (const [name, live] of sessions) {
+    if (await server.killSession(name))
+      report.removed.push(`tmux session ${name}${live ? " (its agent was still running)" : ""}`);
+  }
+  await server.closeIfIdle().catch(() => {});
+}
+
+async function removeWorktrees(
+  repo: string,
+  runId: string,
+  ownRoot: string,
+  force: boolean,
+  report: CleanReport,
+): Promise<void> {
+  const prefix = `refs/heads/termorch/${runId}/`;
+  const root = await realpath(ownRoot).catch(() => ownRoot);
+  for (const wt of await listWorktrees(repo)) {
+    const inRoot = [ownRoot, root].some((r) => !relative(r, wt.path).startsWith(".."));
+    if (!(wt.branch?.startsWith(prefix) || inRoot) || wt.path === repo) continue;
+    if (!force && existsSync(wt.path)) {
+      const dirty = await uncommitted(wt.path);
+      if (dirty.length > 0) {
+        report.kept.push({
+          what: `worktree ${wt.path}`,
+          why: `uncommitted changes (${dirty.slice(0, 5).join(", ")}${dirty.length > 5 ? `, ${dirty.length - 5} more` : ""}); --force discards them`,
+        });
+        continue;
+      }
+    }
+    try {
+      await removeWorktree(repo, wt.path);
+      report.removed.push(`worktree ${wt.path}`);
+    } catch (error) {
+      report.kept.push({ what: `worktree ${wt.path}`, why: errorText(error) });
+    }
+  }
+  await git(repo, ["worktree", "prune"], { allowExit: [0, 128] }).catch(() => {});
+}
+
+/**
+ * Changes in a worktree that removing it would lose. Untracked symlinks are the
+ * worktree_include links into the workspace: they are not the task's work.
+ */
+async function uncommitted(worktree: string): Promise<string[]> {
+  const r = await git(worktree, ["status", "--porcelain=v1", "-z", "--untracked-files=normal"], {
+    allowExit: [0, 128],
+  });
+  if (r.exitCode !== 0) return [];
+  const out: string[] = [];
+  const tokens = r.stdout.split("\0");
+  for (let i = 0; i < tokens.length; i++) {
+    const entry = tokens[i];
+    if (!entry || entry.length < 4) continue;
+    const xy = entry.slice(0, 2);
+    const path = entry.slice(3);
+    if (xy.includes("R") || xy.includes("C")) i++;
+    if (xy === "??" && (await lstat(join(worktree, path)).catch(() => null))?.isSymbolicLink()) continue;
+    out.push(path);
+  }
+  return out;
+}
+
+async function deleteBranches(
+  repo: string,
+  runId: string,
+  force: boolean,
+  report: CleanReport,
+): Promise<void> {
+  const r = await git(repo, ["for-each-ref", "--format=%(refname)", `refs/heads/termorch/${runId}/`]);
+  const refs = r.stdout.split("\n").filter(Boolean);
+  // The integration branch holds every task's work: tried last, so task branches it contains go first.
+  refs.sort((a, b) => Number(a.endsWith("/integration")) - Number(b.endsWith("/integration")));
+  for (const ref of refs) {
+    const branch = ref.slice("refs/heads/".length);
+    try {
+      const result = await deleteBranch(repo, branch, { force });
+      if (result.status === "deleted") report.removed.push(`branch ${branch}`);
+      else if (result.status === "kept")
+        report.kept.push({
+          what: `branch ${branch}`,
+          why: result.reason.includes("force")
+            ? result.reason.replace(/\(force[^)]*\)/, "(--force deletes it)")
+            : result.reason,
+        });
+    } catch (error) {
+      report.kept.push({ what: `branch ${branch}`, why: errorText(error) });
+    }
+  }
+}
+
+function errorText(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
