@@ -1,6 +1,5 @@
 import { existsSync } from "node:fs";
 import { Argument, Command, CommanderError, InvalidArgumentError, Option } from "commander";
-import pino from "pino";
 import { secretValuesOf } from "../agent/environment.js";
 import { jsonSchemaOf, type SchemaName, schemas } from "../contract/json-schema.js";
 import type { Report } from "../contract/report.js";
@@ -10,6 +9,7 @@ import { ExitCode, InputError, TermorchError } from "../errors.js";
 import { loadAssignments } from "../input/assignments-file.js";
 import { loadConfig } from "../input/config-file.js";
 import { verifyLedger } from "../ledger/ledger.js";
+import { terminalLogger } from "../log/pretty.js";
 import { buildGraph } from "../plan/graph.js";
 import { planWaves } from "../plan/waves.js";
 import { isSecretName, Redactor } from "../redact/redactor.js";
@@ -295,7 +295,7 @@ async function drive(
       signal: controller.signal,
       env: io.env,
       cwd: io.cwd,
-      logger: pino({ level: o.debug ? "debug" : "warn" }, pino.destination(2)),
+      logger: terminalLogger(io.stderr, o.debug ? "debug" : "error"),
       onStart: (info) => {
         if (!o.json) io.stderr.write(startBanner(info));
       },

@@ -3,6 +3,7 @@ import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { Writable } from "node:stream";
 import pino, { type Logger } from "pino";
+import { prettyLine } from "../log/pretty.js";
 import type { Redactor } from "../redact/redactor.js";
 
 /**
@@ -22,7 +23,7 @@ export async function daemonLogger(opts: {
     write(chunk: Buffer, _encoding, done) {
       const line = opts.redactor.redact(chunk.toString("utf8"));
       file.write(line);
-      if (opts.tty) opts.tty.write(pretty(line));
+      if (opts.tty) opts.tty.write(prettyLine(line));
       done();
     },
   });
@@ -31,23 +32,4 @@ export async function daemonLogger(opts: {
     log,
     close: () => new Promise<void>((done) => file.end(() => done())),
   };
-}
-
-function pretty(line: string): string {
-  try {
-    const { time, level, msg, pid: _pid, ...rest } = JSON.parse(line) as Record<string, unknown>;
-    const name =
-      (
-        { 10: "TRACE", 20: "DEBUG", 30: "INFO", 40: "WARN", 50: "ERROR", 60: "FATAL" } as Record<
-          string,
-          string
-        >
-      )[String(level)] ?? String(level);
-    const fields = Object.entries(rest)
-      .map(([k, v]) => `${k}=${typeof v === "string" ? v : JSON.stringify(v)}`)
-      .join(" ");
-    return `${new Date(Number(time)).toISOString().slice(11, 23)} ${name.padEnd(5)} ${msg ?? ""}${fields ? `  ${fields}` : ""}\n`;
-  } catch {
-    return line;
-  }
 }

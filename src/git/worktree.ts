@@ -12,6 +12,24 @@ export interface TaskDep {
   branch: string;
 }
 
+/**
+ * Worktree administration of one repository, one command at a time: concurrent `worktree add`
+ * calls race on `.git/worktrees/` ("failed to read .../commondir") under load, and no lock file
+ * guards that, so retrying on lock errors does not help.
+ */
+const worktreeQueues = new Map<string, Promise<unknown>>();
+function serialized<T>(repo: string, fn: () => Promise<T>): Promise<T> {
+  const key = path.resolve(repo);
+  const previous = worktreeQueues.get(key) ?? Promise.resolve();
+  const next = previous.catch(() => {}).then(fn);
+  const settled = next.catch(() => {});
+  worktreeQueues.set(key, settled);
+  void settled.then(() => {
+    if (worktreeQueues.get(key) === settled) worktreeQueues.delete(key);
+  });
+  return next;
+}
+
 /** What prepareTaskWorktree needs. */
 export interface PrepareTaskWorktreeOptions {
   /** Top-level directory of the user's repository (RepoInfo.root). */
@@ -56,7 +74,7 @@ export async function prepareTaskWorktree(o: PrepareTaskWorktreeOptions): Promis
   }
   try {
     // The short name makes git check the branch out; a full ref name would detach HEAD.
-    await git(o.repo, ["worktree", "add", "--quiet", wt, shortBranch(ref)]);
+    await serialized(o.repo, () => git(o.repo, ["worktree", "add", "--quiet", wt, shortBranch(ref)]));
   } catch (err) {
     // `path` may be a directory that is not ours (that is why git refused): leave it alone.
     await git(o.repo, ["update-ref", "-d", ref, start.commit], { allowExit: [0, 1, 128] });
@@ -117,7 +135,7 @@ export async function prepareDetachedWorktree(o: PrepareDetachedWorktreeOptions)
   const include = normalizeInclude(o.include);
   const commit = await requireCommit(o.repo, o.commit);
   const wt = path.resolve(o.path);
-  await git(o.repo, ["worktree", "add", "--quiet", "--detach", wt, commit]);
+  await serialized(o.repo, () => git(o.repo, ["worktree", "add", "--quiet", "--detach", wt, commit]));
   try {
     await linkIncludes(o.repo, wt, include);
   } catch (err) {
@@ -133,10 +151,12 @@ export async function prepareDetachedWorktree(o: PrepareDetachedWorktreeOptions)
  */
 export async function removeWorktree(repo: string, worktreePath: string): Promise<void> {
   const wt = path.resolve(worktreePath);
-  const r = await git(repo, ["worktree", "remove", "--force", wt], { allowExit: [0, 128] });
+  const r = await serialized(repo, () =>
+    git(repo, ["worktree", "remove", "--force", wt], { allowExit: [0, 128] }),
+  );
   if (r.exitCode === 0) return;
   if (!(await lstat(wt).catch(() => null))) {
-    await git(repo, ["worktree", "prune"]);
+    await serialized(repo, () => git(repo, ["worktree", "prune"]));
     return;
   }
   if (/is not a working tree/.test(r.stderr)) return;

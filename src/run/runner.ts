@@ -141,7 +141,7 @@ export async function runAssignments(opts: RunOptions): Promise<RunResult | Deta
     const tmux = tmuxFor(socket, input);
     // Branches, worktrees and sessions are named by run id: a re-run of the same file must not
     // collide with what an earlier run kept for inspection, so it gets a suffix.
-    const runId = dryRun ? input.runId : await freshRunId(input.runId, git, tmux);
+    const runId = dryRun ? input.runId : await freshRunId(input.runId, git, tmux, runDir, env);
     const ctx = await buildLiveRun({
       input,
       git,

@@ -217,6 +217,7 @@ async function launchAndWatch(
     { attempt: t.attempts, session: t.session, argv: t.argv, cwd, logs: t.logs },
     t.id,
   );
+  t.state = "running";
   await setStatus(ctx, t, "running");
   return watchAttempt(ctx, t, running);
 }
@@ -244,7 +245,10 @@ async function adoptAttempt(
     attempt: t.attempts,
   });
   await ctx.ledger.append("task.adopted", { attempt: t.attempts, session: t.session, finished, live }, t.id);
-  if (t.state !== "running") await setStatus(ctx, t, "running");
+  if (t.state !== "running") {
+    t.state = "running";
+    await setStatus(ctx, t, "running");
+  }
   return watchAttempt(ctx, t, running);
 }
 

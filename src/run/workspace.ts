@@ -1,6 +1,7 @@
-import { readdirSync, realpathSync } from "node:fs";
+import { existsSync, readdirSync, realpathSync } from "node:fs";
 import { join, relative } from "node:path";
 import { InputError } from "../errors.js";
+import { registeredRuns } from "../fs/registry.js";
 import { dirtyTrackedFiles, git as gitCmd, repoInfo, requireGitVersion } from "../git/repo.js";
 import type { TmuxServer } from "../tmux/server.js";
 import { type GitRun, worktreesRoot } from "./context.js";
@@ -50,9 +51,19 @@ function isEmptyOrMissing(dir: string): boolean {
   }
 }
 
-/** The run id, or the first `<id>-<n>` that no branch, worktree folder or tmux session uses yet. */
-export async function freshRunId(id: string, repo: GitRun | null, tmux: TmuxServer): Promise<string> {
+/** The run id, or the first `<id>-<n>` that no branch, worktree folder, tmux session or other registered run uses yet. */
+export async function freshRunId(
+  id: string,
+  repo: GitRun | null,
+  tmux: TmuxServer,
+  runDir: string,
+  env: Readonly<Record<string, string | undefined>>,
+): Promise<string> {
   const live = new Set((await tmux.listPanes()).map((p) => p.run));
+  // Operator commands find runs by id: another run directory that still holds its state owns the id.
+  for (const entry of await registeredRuns(env)) {
+    if (entry.run_dir !== runDir && existsSync(join(entry.run_dir, "state.json"))) live.add(entry.run_id);
+  }
   for (let n = 1; ; n++) {
     const suffix = n === 1 ? "" : `-${n}`;
     const candidate = `${id.slice(0, 64 - suffix.length)}${suffix}`;

@@ -18,6 +18,10 @@ export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..")
 export const BIN = join(ROOT, "bin", "termorch.js");
 export const STEP = join(ROOT, "test", "fixtures", "agents", "step.sh");
 
+/** This test file's own run registry, so tests never see (or collide with) each other's runs. */
+export const REGISTRY = mkdtempSync(join(tmpdir(), "termorch-registry-"));
+process.on("exit", () => rmSync(REGISTRY, { recursive: true, force: true }));
+
 /** A unique tmux socket for one test file; `killServer` kills only this one. */
 export function uniqueSocket(tag: string): string {
   return `termorch-test-${tag}-${process.pid}-${Math.random().toString(36).slice(2, 8)}`;
@@ -150,7 +154,13 @@ export async function termorch(
   const result = await execa(process.execPath, [BIN, ...args], {
     reject: false,
     cwd: opts.cwd ?? ROOT,
-    env: { TERMORCH_TMUX_SOCKET: opts.socket, TMUX: "", TERMORCH_CONFIG: "", ...opts.env },
+    env: {
+      TERMORCH_TMUX_SOCKET: opts.socket,
+      TMUX: "",
+      TERMORCH_CONFIG: "",
+      TERMORCH_REGISTRY: REGISTRY,
+      ...opts.env,
+    },
     timeout: opts.timeoutMs ?? 120_000,
   });
   return { exitCode: result.exitCode ?? -1, stdout: String(result.stdout), stderr: String(result.stderr) };

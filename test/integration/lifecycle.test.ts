@@ -8,6 +8,7 @@ import {
   isAlive,
   killServer,
   makeWorkspace,
+  REGISTRY,
   ROOT,
   readReport,
   termorch,
@@ -45,7 +46,7 @@ describe("run lifecycle", () => {
     const child = execa(process.execPath, [BIN, "run", file], {
       reject: false,
       cwd: ROOT,
-      env: { TERMORCH_TMUX_SOCKET: socket, TMUX: "" },
+      env: { TERMORCH_TMUX_SOCKET: socket, TMUX: "", TERMORCH_REGISTRY: REGISTRY },
     });
     await waitFor(
       () => existsSync(join(dir, "status", "busy.running")) && existsSync(pidFile),
@@ -244,8 +245,14 @@ describe("run lifecycle", () => {
   it("finds a registry agent's script relative to the config file", async () => {
     const { dir } = workspace();
     mkdirSync(join(dir, "conf", "agents"), { recursive: true });
-    writeFileSync(join(dir, "conf", "agents", "hello.sh"), 'echo "hello from $TERMORCH_TASK_ID" > hello.txt\n');
-    writeFileSync(join(dir, "conf", "c.json"), JSON.stringify({ agents: { hello: { command: ["bash", "agents/hello.sh", "{context_path}"] } } }));
+    writeFileSync(
+      join(dir, "conf", "agents", "hello.sh"),
+      'echo "hello from $TERMORCH_TASK_ID" > hello.txt\n',
+    );
+    writeFileSync(
+      join(dir, "conf", "c.json"),
+      JSON.stringify({ agents: { hello: { command: ["bash", "agents/hello.sh", "{context_path}"] } } }),
+    );
     const file = writeAssignments(dir, [{ id: "greet" }]);
     const a = JSON.parse(readFileSync(file, "utf8"));
     delete a.tasks[0].command;

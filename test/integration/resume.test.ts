@@ -8,6 +8,7 @@ import {
   git,
   killServer,
   makeWorkspace,
+  REGISTRY,
   ROOT,
   readReport,
   termorch,
@@ -44,7 +45,7 @@ describe("resume after SIGKILL", () => {
       const first = execa(process.execPath, [BIN, "run", file], {
         reject: false,
         cwd: ROOT,
-        env: { TERMORCH_TMUX_SOCKET: socket, TMUX: "" },
+        env: { TERMORCH_TMUX_SOCKET: socket, TMUX: "", TERMORCH_REGISTRY: REGISTRY },
       });
       await waitFor(
         () => existsSync(join(dir, "status", "B.running")) && existsSync(join(dir, "status", "D.success")),
@@ -105,7 +106,7 @@ describe("resume after SIGKILL", () => {
     const first = execa(process.execPath, [BIN, "run", file], {
       reject: false,
       cwd: ROOT,
-      env: { TERMORCH_TMUX_SOCKET: socket, TMUX: "" },
+      env: { TERMORCH_TMUX_SOCKET: socket, TMUX: "", TERMORCH_REGISTRY: REGISTRY },
     });
     await waitFor(() => existsSync(join(dir, "status", "gone.running")), 30_000, "running");
     first.kill("SIGKILL");
