@@ -4,6 +4,7 @@ import { Config } from "./config.js";
 import { Report } from "./report.js";
 import { RunState } from "./state.js";
 import { StatusFile } from "./status.js";
+import { StatusView } from "./status-view.js";
 
 export const schemas = {
   report: Report,
@@ -11,6 +12,7 @@ export const schemas = {
   config: Config,
   status: StatusFile,
   state: RunState,
+  "status-view": StatusView,
 } as const;
 export type SchemaName = keyof typeof schemas;
 
