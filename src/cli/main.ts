@@ -153,7 +153,7 @@ export async function main(
     .command("schema")
     .description("print the JSON Schema of a termorch file format")
     .addArgument(
-      new Argument("<name>", "report | assignments | config | status").choices(Object.keys(schemas)),
+      new Argument("<name>", Object.keys(schemas).join(" | ")).choices(Object.keys(schemas)),
     )
     .action((name: SchemaName) => {
       io.stdout.write(`${JSON.stringify(jsonSchemaOf(name), null, 2)}\n`);
