@@ -111,8 +111,7 @@ export async function main(
     .option("--config <file>", "config file")
     .option("--json", "print the plan as JSON")
     .action(async (file: string, o: { config?: string; json?: boolean }) => {
-      const { config } = await loadConfig(o.config, io.env, io.cwd);
-      const input = await loadAssignments(resolvePath(io.cwd, file), config, Date.now());
+      const input = await loadAssignments(resolvePath(io.cwd, file), await loadConfig(o.config, io.env, io.cwd), Date.now());
       const graph = buildGraph(input.assignments.tasks);
       const plan = planWaves(input.assignments.tasks, graph.order);
       if (o.json)

@@ -6,6 +6,14 @@ export const TASK_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
 export const RUN_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
 
 const envName = /^[A-Za-z_][A-Za-z0-9_]*$/;
+/** setTimeout's limit (2^31-1 ms): a longer timeout would fire at once. */
+export const MAX_TIMEOUT_S = 2_147_483;
+export const TimeoutS = z
+  .number()
+  .positive()
+  .max(MAX_TIMEOUT_S, `at most ${MAX_TIMEOUT_S} s (about 24 days)`);
+/** Arguments and environment values travel through C strings: no NUL bytes. */
+export const NoNul = z.string().refine((v) => !v.includes("\0"), "must not contain a NUL byte");
 
 export const SuccessCriteria = z.strictObject({
   /** Paths or globs that must exist after the work is done. */
@@ -21,10 +29,10 @@ export const Task = z.strictObject({
   context_path: z.string().min(1),
   dependencies: z.array(z.string()).default([]),
   /** Explicit argv; overrides the agent registry's command. */
-  command: z.array(z.string()).min(1).optional(),
-  timeout_s: z.number().positive().optional(),
+  command: z.array(NoNul).min(1).optional(),
+  timeout_s: TimeoutS.optional(),
   retries: z.number().int().min(0).max(20).default(0),
-  env: z.record(z.string().regex(envName, "must be an environment variable name"), z.string()).default({}),
+  env: z.record(z.string().regex(envName, "must be an environment variable name"), NoNul).default({}),
   allowed_paths: z.array(z.string().min(1)).optional(),
   success_criteria: SuccessCriteria.optional(),
 });
@@ -32,7 +40,7 @@ export type Task = z.infer<typeof Task>;
 
 export const ResourceLimits = z.strictObject({
   max_parallel: z.number().int().positive().optional(),
-  timeout_s: z.number().positive().optional(),
+  timeout_s: TimeoutS.optional(),
   memory_mb: z.number().int().positive().optional(),
   max_log_bytes: z.number().int().positive().optional(),
 });
@@ -43,7 +51,7 @@ export const Environment = z.strictObject({
   workspace_dir: z.string().min(1),
   /** `NAME` passes termorch's value through; `NAME=VALUE` sets it. */
   env_vars: z
-    .array(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*(=[\s\S]*)?$/, "must be NAME or NAME=VALUE"))
+    .array(NoNul.regex(/^[A-Za-z_][A-Za-z0-9_]*(=[\s\S]*)?$/, "must be NAME or NAME=VALUE"))
     .default([]),
   resource_limits: ResourceLimits.default({}),
   /** Untracked workspace paths symlinked into every worktree. */

@@ -1,12 +1,15 @@
 import { z } from "zod";
+import { NoNul, TimeoutS } from "./assignments.js";
 
 export const AgentSpec = z.strictObject({
   /** argv; placeholders {task_id} {context_path} {workspace} {artifacts_dir} {run_id}. */
-  command: z.array(z.string()).min(1),
+  command: z.array(NoNul).min(1),
   /** Give the agent the pane's terminal (interactive CLIs). */
   tty: z.boolean().default(false),
-  timeout_s: z.number().positive().optional(),
-  env: z.record(z.string(), z.string()).default({}),
+  timeout_s: TimeoutS.optional(),
+  env: z
+    .record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "must be an environment variable name"), NoNul)
+    .default({}),
 });
 export type AgentSpec = z.infer<typeof AgentSpec>;
 
@@ -24,13 +27,13 @@ export const Config = z.strictObject({
   defaults: z
     .strictObject({
       max_parallel: z.number().int().positive().optional(),
-      timeout_s: z.number().positive().optional(),
+      timeout_s: TimeoutS.optional(),
       max_log_bytes: z
         .number()
         .int()
         .positive()
         .default(100 * 1024 * 1024),
-      kill_grace_s: z.number().positive().default(5),
+      kill_grace_s: TimeoutS.default(5),
       worktree_include: z.array(z.string()).default([]),
       history_limit: z.number().int().positive().default(10000),
       session_size: z

@@ -1,5 +1,4 @@
 import { z } from "zod";
-import { Config } from "./config.js";
 import { Reason, TaskState } from "./reason.js";
 import { Gate } from "./report.js";
 
@@ -47,13 +46,18 @@ export const RunState = z.strictObject({
   /** Process driving the run (for status and cancel). */
   pid: z.number().int(),
   assignments_file: z.string(),
+  /** SHA-256 of the assignments file as validated: a resume refuses a changed file. */
+  assignments_sha256: z.string(),
+  /** The config file (re-read on resume, so no secret of it is copied here), or null. */
+  config_file: z.string().nullable(),
+  /** Where the run was started from (config-relative agent paths resolve against it). */
+  cwd: z.string(),
   /** Folder `workspace_dir` is relative to (the daemon moves files out of its inbox). */
   base_dir: z.string(),
   run_dir: z.string(),
   workspace: z.string(),
   socket: z.string(),
   socket_path: z.string(),
-  config: Config,
   options: z.strictObject({
     max_parallel: z.number().int().positive(),
     schedule: z.enum(["eager", "waves"]),

@@ -86,7 +86,6 @@ export class Daemon {
     this.stopping = true;
     this.opts.log.info("daemon stopping: runs detach, agents keep running");
     await this.watcher?.close();
-    this.runs.clear();
     this.detach.abort();
     await Promise.allSettled([...this.active]);
     this.opts.log.info("daemon stopped");
@@ -152,23 +151,31 @@ export class Daemon {
 
   /** Drives one run through the run queue and answers it in the outbox. One bad run never stops the others. */
   private async drive(runId: string, start: () => Promise<RunResult | DetachedResult>): Promise<void> {
-    await this.runs.add(async () => {
-      if (this.stopping) return;
-      try {
-        const result = await start();
-        if ("detached" in result) {
-          this.opts.log.info({ run: runId }, "run detached; it resumes on the next start");
-          return;
-        }
-        await this.answer(runId, result.report);
-        this.opts.log.info(
-          { run: runId, exit_code: result.exitCode, completed: result.report.summary.completed },
-          "run finished",
-        );
-      } catch (error) {
-        this.opts.log.error({ run: runId, err: String(error) }, "run failed to complete");
-      }
-    });
+    await this.runs
+      .add(
+        async () => {
+          if (this.stopping) return;
+          try {
+            const result = await start();
+            if ("detached" in result) {
+              this.opts.log.info({ run: runId }, "run detached; it resumes on the next start");
+              return;
+            }
+            await this.answer(runId, result.report);
+            this.opts.log.info(
+              { run: runId, exit_code: result.exitCode, completed: result.report.summary.completed },
+              "run finished",
+            );
+          } catch (error) {
+            this.opts.log.error({ run: runId, err: String(error) }, "run failed to complete");
+          }
+        },
+        { signal: this.detach.signal },
+      )
+      .catch(() => {
+        // Still queued when the daemon stopped: it starts on the next start (recovery).
+        this.opts.log.info({ run: runId }, "run left queued; it starts on the next start");
+      });
   }
 
   private async answer(runId: string, report: unknown): Promise<void> {

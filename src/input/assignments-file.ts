@@ -8,7 +8,8 @@ import { InputError, type InputProblem } from "../errors.js";
 import { compactTimestamp } from "../fs/log-names.js";
 import { resolveInside } from "../fs/paths.js";
 import { graphProblems } from "../plan/graph.js";
-import { readJsonFile } from "./json-file.js";
+import type { LoadedConfig } from "./config-file.js";
+import { readJsonFileWithHash } from "./json-file.js";
 
 /** A task after validation: everything the runner needs, resolved. */
 export interface ResolvedTask {
@@ -21,6 +22,10 @@ export interface ResolvedTask {
 /** An assignments file that passed every check of DESIGN section 1. */
 export interface RunInput {
   file: string;
+  /** SHA-256 of the file as validated: a resume refuses a file that changed since. */
+  sha256: string;
+  /** The config file the run uses, or null when none was found. */
+  configFile: string | null;
   runId: string;
   assignments: Assignments;
   workspace: string;
@@ -31,13 +36,15 @@ export interface RunInput {
 /** Reads, parses and checks an assignments file; throws one InputError listing every problem. */
 export async function loadAssignments(
   file: string,
-  config: Config,
+  loaded: LoadedConfig,
   nowMs: number,
   /** Folder `workspace_dir` is relative to; default: the file's own folder. */
   baseDir?: string,
 ): Promise<RunInput> {
+  const config = loaded.config;
   const abs = resolve(file);
-  const assignments = parseWith(Assignments, await readJsonFile(abs, "assignments file"), abs);
+  const read = await readJsonFileWithHash(abs, "assignments file");
+  const assignments = parseWith(Assignments, read.data, abs);
   const problems: InputProblem[] = graphProblems(assignments.tasks, abs);
   const at = (p: Omit<InputProblem, "file">): void => {
     problems.push({ file: abs, ...p });
@@ -95,6 +102,12 @@ export async function loadAssignments(
     }
     if (contextPath && agent) tasks.push({ task, agent, contextPath });
   });
+  // The config's default includes join in where they exist in this workspace.
+  for (const p of config.defaults.worktree_include) {
+    if (!assignments.environment.worktree_include.includes(p) && exists(resolve(workspace, p))) {
+      assignments.environment.worktree_include.push(p);
+    }
+  }
   assignments.environment.worktree_include.forEach((p, j) => {
     inside(`environment.worktree_include[${j}]`, undefined, p, true);
   });
@@ -105,6 +118,8 @@ export async function loadAssignments(
 
   return {
     file: abs,
+    sha256: read.sha256,
+    configFile: loaded.file,
     runId: assignments.run_id ?? defaultRunId(abs, nowMs),
     assignments,
     workspace,

@@ -1,6 +1,7 @@
 import { existsSync } from "node:fs";
 import { homedir } from "node:os";
 import { dirname, isAbsolute, join, resolve } from "node:path";
+import { execa } from "execa";
 import { Config } from "../contract/config.js";
 import { parseWith } from "../contract/parse.js";
 import { InputError, type InputProblem } from "../errors.js";
@@ -43,6 +44,15 @@ export async function loadConfig(
       });
     }
   });
+  if (problems.length === 0) {
+    for (const { index, error } of await perlRejects(config.redact)) {
+      problems.push({
+        file,
+        field: `redact[${index}]`,
+        message: `invalid pattern for the log wrapper (Perl): ${error}`,
+      });
+    }
+  }
   if (problems.length > 0) throw new InputError(problems);
   return { config: withAbsoluteAgentPaths(config, [dirname(file), cwd]), file };
 }
@@ -63,4 +73,27 @@ function withAbsoluteAgentPaths(config: Config, bases: readonly string[]): Confi
     Object.entries(config.agents).map(([name, spec]) => [name, { ...spec, command: spec.command.map(fix) }]),
   );
   return { ...config, agents };
+}
+
+/**
+ * The in-pane wrapper applies redaction patterns with Perl's regex engine; a pattern JavaScript
+ * accepts but Perl does not would fail every task at launch, so it is refused here instead.
+ */
+async function perlRejects(patterns: readonly string[]): Promise<Array<{ index: number; error: string }>> {
+  if (patterns.length === 0) return [];
+  const check =
+    'my $i = 0; for my $p (@ARGV) { eval { qr/$p/ }; if ($@) { (my $e = $@) =~ s/s+/ /g; print "$i\t$e\n" } $i++ }';
+  const result = await execa("perl", ["-e", check, ...patterns], {
+    reject: false,
+    extendEnv: false,
+    env: { PATH: process.env.PATH ?? "/usr/bin:/bin", LC_ALL: "C" },
+  });
+  if (result.exitCode !== 0 && result.stdout === "") return [];
+  return String(result.stdout)
+    .split("\n")
+    .filter(Boolean)
+    .map((line) => {
+      const [index, error] = line.split("\t");
+      return { index: Number(index), error: (error ?? "").replace(/ at -e line \d+\.?/, "").trim() };
+    });
 }

@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { open, readFile } from "node:fs/promises";
+import { open, readFile, truncate } from "node:fs/promises";
 import { z } from "zod";
 import type { Redactor } from "../redact/redactor.js";
 import { canonicalJson } from "./canonical.js";
@@ -45,13 +45,19 @@ export class Ledger {
   /** Opens (or creates) a ledger, continuing an existing chain. */
   static async open(path: string, redactor: Redactor, now: () => Date = () => new Date()): Promise<Ledger> {
     const ledger = new Ledger(path, redactor, now);
-    const text = await readFile(path, "utf8").catch(() => "");
-    const lines = text.split("\n").filter(Boolean);
-    const last = lines.at(-1);
-    if (last) {
-      const event = LedgerEvent.parse(JSON.parse(last));
-      ledger.seq = event.seq + 1;
-      ledger.prev = event.hash;
+    let text = await readFile(path, "utf8").catch(() => "");
+    if (text !== "" && !text.endsWith("\n")) {
+      // A crash mid-append left a torn last line: it was never an event, so it goes.
+      text = text.slice(0, text.lastIndexOf("\n") + 1);
+      await truncate(path, Buffer.byteLength(text));
+    }
+    // Continue after the last well-formed event; verify-ledger still reports any damage before it.
+    for (const line of text.split("\n").filter(Boolean).reverse()) {
+      const event = LedgerEvent.safeParse(safeJson(line));
+      if (!event.success) continue;
+      ledger.seq = event.data.seq + 1;
+      ledger.prev = event.data.hash;
+      break;
     }
     return ledger;
   }
@@ -120,4 +126,12 @@ export async function verifyLedger(path: string): Promise<LedgerCheck> {
     prev = hash;
   }
   return { ok: true, events: lines.length };
+}
+
+function safeJson(line: string): unknown {
+  try {
+    return JSON.parse(line);
+  } catch {
+    return null;
+  }
 }

@@ -9,7 +9,7 @@ import { deleteBranch, prepareDetachedWorktree, removeWorktree } from "../git/wo
 import { type MergeOutcome, skippedMerge } from "../report/build.js";
 import { inRepo, type RunContext, worktreePath, worktreesRoot } from "./context.js";
 import { runShellGate } from "./shell-gate.js";
-import { errorText } from "./task-exec.js";
+import { Detached, errorText } from "./task-exec.js";
 
 export interface MergeStageResult {
   merge: MergeOutcome;
@@ -267,8 +267,10 @@ async function runLevelGates(ctx: RunContext, integration: string): Promise<Gate
           stderrLog: join(ctx.runDir, "logs", `${stem}.err`),
           redactor: ctx.redactor,
           maxLogBytes: ctx.maxLogBytes,
-          signal: ctx.signal,
+          signal: AbortSignal.any([ctx.signal, ctx.detach]),
         });
+        // A daemon shutting down: the resumed run checks (and merges) again.
+        if (ctx.detach.aborted) throw new Detached();
         const passed = result.exitCode === 0 && !result.timedOut;
         const how = result.timedOut
           ? "timed out"

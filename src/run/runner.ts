@@ -5,6 +5,7 @@ import { dirname, join, resolve } from "node:path";
 import type PQueue from "p-queue";
 import pino, { type Logger } from "pino";
 import { secretValuesOf } from "../agent/environment.js";
+import { Config } from "../contract/config.js";
 import { RunState } from "../contract/state.js";
 import { InputError, LockedError, TermorchError } from "../errors.js";
 import { writeJsonAtomic } from "../fs/atomic.js";
@@ -109,14 +110,18 @@ export async function runAssignments(opts: RunOptions): Promise<RunResult | Deta
   let lock: WorkspaceLock | null = null;
   let dryRun = false;
   try {
-    const { config } = await loadConfig(opts.configFile, env, cwd);
-    input = await loadAssignments(file, config, startedAt, baseDir);
+    input = await loadAssignments(file, await loadConfig(opts.configFile, env, cwd), startedAt, baseDir);
     if (opts.runId) input = { ...input, runId: opts.runId };
     dryRun = opts.dryRun ?? input.assignments.mode.dry_run;
     // Two runs never work on one workspace at once (exit 4, or wait with --wait). The workspace
     // is inspected once the lock is held, so a run that waited starts from the current HEAD.
     if (!dryRun) lock = await lockWorkspace(input.workspace, input.runId, runDir, opts);
-    git = await inspectWorkspace(input.workspace, opts.allowDirty ?? false, dryRun);
+    git = await inspectWorkspace(
+      input.workspace,
+      input.assignments.environment.worktree_include,
+      opts.allowDirty ?? false,
+      dryRun,
+    );
   } catch (error) {
     await lock?.release();
     // A locked workspace writes nothing: the run directory may be the holder's.
@@ -152,6 +157,7 @@ export async function runAssignments(opts: RunOptions): Promise<RunResult | Deta
       tmux,
       startedAt,
       env,
+      cwd,
       log,
       opts,
       restored: null,
@@ -192,7 +198,21 @@ export async function resumeRun(opts: ResumeOptions): Promise<RunResult | Detach
     );
   const first = await readState(runDir);
   if (first.phase === "reported") throw finished(first);
-  const input = await loadAssignments(first.assignments_file, first.config, first.started_at, first.base_dir);
+  const loaded = first.config_file
+    ? await loadConfig(first.config_file, env, first.cwd)
+    : { config: Config.parse({}), file: null };
+  const input = await loadAssignments(first.assignments_file, loaded, first.started_at, first.base_dir);
+  if (input.sha256 !== first.assignments_sha256) {
+    throw new InputError(
+      [
+        {
+          file: first.assignments_file,
+          message: `changed since run ${first.run_id} started; a resume finishes the run as it was planned`,
+        },
+      ],
+      "Restore the file as it was, or start a new run with it.",
+    );
+  }
   const lock = await lockWorkspace(input.workspace, first.run_id, runDir, opts);
   try {
     // Read again under the lock: whoever held it may have finished or advanced the run meanwhile.
@@ -216,6 +236,7 @@ export async function resumeRun(opts: ResumeOptions): Promise<RunResult | Detach
       tmux: tmuxFor(state.socket, input),
       startedAt: state.started_at,
       env,
+      cwd: state.cwd,
       log,
       opts,
       restored: state.tasks,
@@ -241,7 +262,16 @@ export async function readState(runDir: string): Promise<RunState> {
       "Pass the run directory of an interrupted run.",
     );
   }
-  const parsed = RunState.safeParse(JSON.parse(text));
+  let data: unknown;
+  try {
+    data = JSON.parse(text);
+  } catch {
+    throw new InputError(
+      [{ file: path, message: "state.json is not valid JSON (damaged)" }],
+      "The run cannot be resumed; its report, logs and ledger are still there.",
+    );
+  }
+  const parsed = RunState.safeParse(data);
   if (!parsed.success)
     throw new InputError([
       { file: path, message: `unreadable run state: ${parsed.error.issues[0]?.message}` },
@@ -266,7 +296,11 @@ function lockWorkspace(
   return acquireLock(
     workspace,
     { run_id: runId, run_dir: runDir },
-    { wait: opts.wait ?? false, ...(opts.signal ? { signal: opts.signal } : {}) },
+    {
+      wait: opts.wait ?? false,
+      // Waiting ends on cancel and on detach (a daemon shutting down) alike.
+      signal: AbortSignal.any([opts.signal, opts.detach].filter((s): s is AbortSignal => s !== undefined)),
+    },
   );
 }
 
@@ -280,6 +314,8 @@ async function buildLiveRun(p: {
   tmux: TmuxServer;
   startedAt: number;
   env: Readonly<Record<string, string | undefined>>;
+  /** Where the run was started from (kept for a resume to load the config the same way). */
+  cwd: string;
   log: Logger;
   opts: DriveOptions;
   restored: TaskRun[] | null;
@@ -293,6 +329,7 @@ async function buildLiveRun(p: {
     [
       ...input.assignments.environment.env_vars,
       ...nodes.flatMap((t) => Object.entries(t.env).map(([k, v]) => `${k}=${v}`)),
+      ...input.tasks.flatMap((r) => Object.entries(r.agent.env).map(([k, v]) => `${k}=${v}`)),
     ],
     input.config,
   );
@@ -356,7 +393,9 @@ async function buildLiveRun(p: {
       workspace: input.workspace,
       socket: ctx.socketName,
       socket_path: ctx.socketPath,
-      config: input.config,
+      assignments_sha256: input.sha256,
+      config_file: input.configFile,
+      cwd: p.cwd,
       options: settings,
       git: ctx.git
         ? {
@@ -472,9 +511,7 @@ async function drive(
   } catch (error) {
     if (error instanceof Detached) {
       cancelWatch?.close();
-      await ctx.persist();
-      await ledger.append("run.detached", { pid: process.pid });
-      return { detached: true, runId: ctx.runId, runDir };
+      return detach(ctx);
     }
     internal = {
       kind: "internal",
@@ -495,6 +532,7 @@ async function drive(
     try {
       stage = await mergeStage(ctx, ctx.order);
     } catch (error) {
+      if (error instanceof Detached) return detach(ctx);
       internal = { kind: "internal", message: `merge failed: ${errorText(error)}`, hint: null, problems: [] };
       stage = { merge: { ...skippedMerge(internal.message), result: "failed" }, validation: "skipped" };
     }
@@ -516,6 +554,13 @@ async function drive(
   if (internal === null && !ctx.cancel.signal.aborted)
     await rm(join(privateDir, "tasks"), { recursive: true, force: true }).catch(() => {});
   return result;
+}
+
+/** Leaves the run to a later resume: state persisted, agents still running in tmux, no report. */
+async function detach(ctx: LiveRun): Promise<DetachedResult> {
+  await ctx.persist();
+  await ctx.ledger.append("run.detached", { pid: process.pid });
+  return { detached: true, runId: ctx.runId, runDir: ctx.runDir };
 }
 
 function watchForCancel(ctx: LiveRun): FSWatcher | null {

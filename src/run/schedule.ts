@@ -85,7 +85,8 @@ export class Schedule {
     return skipped;
   }
 
-  private skipDependentsOf(id: string): string[] {
+  /** Skips the pending transitive dependents of a task that did not succeed; returns them. */
+  skipDependentsOf(id: string): string[] {
     const skipped: string[] = [];
     const stack = [...(this.dependents.get(id) ?? [])];
     while (stack.length > 0) {

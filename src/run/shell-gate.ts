@@ -1,5 +1,5 @@
-import { writeFile } from "node:fs/promises";
 import { execa } from "execa";
+import { CappedLog } from "../fs/capped-log.js";
 import type { Redactor } from "../redact/redactor.js";
 
 export interface ShellGateResult {
@@ -12,7 +12,8 @@ export interface ShellGateResult {
 /**
  * Runs a `tests_cmd`: a command line the assignment gave explicitly, so it goes through
  * `sh -c`. It runs in its own process group (detached) so a timeout ends the whole tree, with
- * exactly the environment given, and its redacted output goes to the two log files.
+ * exactly the environment given; its output streams, redacted and capped, to the two logs.
+ * Whatever it left running in its group is ended when it exits.
  */
 export async function runShellGate(opts: {
   command: string;
@@ -27,6 +28,8 @@ export async function runShellGate(opts: {
   signal?: AbortSignal;
 }): Promise<ShellGateResult> {
   const started = Date.now();
+  const out = new CappedLog(opts.stdoutLog, opts.redactor, opts.maxLogBytes);
+  const err = new CappedLog(opts.stderrLog, opts.redactor, opts.maxLogBytes);
   const child = execa("sh", ["-c", opts.command], {
     cwd: opts.cwd,
     env: opts.env,
@@ -34,21 +37,22 @@ export async function runShellGate(opts: {
     reject: false,
     stdin: "ignore",
     detached: true,
-    maxBuffer: opts.maxLogBytes,
-    stripFinalNewline: false,
+    buffer: false,
   });
-  let timedOut = false;
-  const killTree = (): void => {
-    if (child.pid === undefined) return;
+  child.stdout?.on("data", (chunk: Buffer) => out.write(chunk));
+  child.stderr?.on("data", (chunk: Buffer) => err.write(chunk));
+  const group = child.pid;
+  const signalGroup = (signal: NodeJS.Signals): void => {
+    if (group === undefined) return;
     try {
-      process.kill(-child.pid, "SIGTERM");
+      process.kill(-group, signal);
     } catch {}
-    setTimeout(() => {
-      try {
-        process.kill(-child.pid!, "SIGKILL");
-      } catch {}
-    }, opts.killGraceMs).unref();
   };
+  const killTree = (): void => {
+    signalGroup("SIGTERM");
+    setTimeout(() => signalGroup("SIGKILL"), opts.killGraceMs).unref();
+  };
+  let timedOut = false;
   const timer =
     opts.timeoutMs === null
       ? null
@@ -56,19 +60,19 @@ export async function runShellGate(opts: {
           timedOut = true;
           killTree();
         }, opts.timeoutMs);
-  const onAbort = (): void => killTree();
-  opts.signal?.addEventListener("abort", onAbort, { once: true });
-  const result = await child;
+  opts.signal?.addEventListener("abort", killTree, { once: true });
+  if (opts.signal?.aborted) killTree();
+  // The shell's own exit, not the end of its output: a background process of the gate may hold
+  // the pipes open. It must not outlive the gate, so the whole group is ended then.
+  await new Promise<void>((done) => {
+    if (child.exitCode !== null || child.signalCode !== null) done();
+    else child.once("exit", () => done());
+  });
   if (timer) clearTimeout(timer);
-  opts.signal?.removeEventListener("abort", onAbort);
-  const cap = (text: string): string =>
-    Buffer.byteLength(text) > opts.maxLogBytes
-      ? `${text.slice(0, opts.maxLogBytes)}\n[termorch: log truncated at ${opts.maxLogBytes} bytes]\n`
-      : text;
-  await Promise.all([
-    writeFile(opts.stdoutLog, cap(opts.redactor.redact(String(result.stdout ?? ""))), { mode: 0o600 }),
-    writeFile(opts.stderrLog, cap(opts.redactor.redact(String(result.stderr ?? ""))), { mode: 0o600 }),
-  ]);
+  opts.signal?.removeEventListener("abort", killTree);
+  killTree();
+  const result = await child;
+  await Promise.all([out.close(), err.close()]);
   return {
     exitCode: result.exitCode ?? null,
     signal: result.signal ?? null,

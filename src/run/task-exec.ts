@@ -9,7 +9,8 @@ import type { StatusFile } from "../contract/status.js";
 import { findMatches, matchesAny } from "../fs/find-files.js";
 import { changedFiles, commitTaskChanges, diffPatch } from "../git/commit.js";
 import { git } from "../git/repo.js";
-import { prepareTaskWorktree } from "../git/worktree.js";
+import { deleteBranch, prepareTaskWorktree, removeWorktree } from "../git/worktree.js";
+import { redactFile } from "../redact/redact-file.js";
 import { adopt, type ExitRecord, launch, type RunningTask } from "../tmux/session.js";
 import {
   inRepo,
@@ -59,12 +60,18 @@ export async function executeTask(ctx: RunContext, taskId: string, resume = fals
   t.startedAt ??= ctx.now();
   t.session = sessionName(ctx.runId, taskId);
 
+  if (ctx.detach.aborted) throw new Detached();
   if (reuse && ctx.git && !existsSync(wt)) {
     t.detail = `its worktree ${wt} vanished while termorch was not running`;
     return finish(ctx, t, "lost", null);
   }
   if (ctx.git && !reuse) {
     t.branch = taskBranch(ctx.runId, taskId);
+    // An earlier process died while preparing this task (nothing was launched, nothing to lose).
+    if (resume) {
+      await removeWorktree(ctx.git.root, wt).catch(() => {});
+      await deleteBranch(ctx.git.root, t.branch, { force: true }).catch(() => {});
+    }
     const prepared = await prepareTaskWorktree({
       repo: ctx.git.root,
       path: wt,
@@ -111,6 +118,8 @@ export async function executeTask(ctx: RunContext, taskId: string, resume = fals
       adopting = false;
       exit = await adoptAttempt(ctx, t, cwd, artifactsDir);
     } else {
+      // The daemon is shutting down: nothing new starts; the task stays as state.json has it.
+      if (ctx.detach.aborted) throw new Detached();
       t.attempts += 1;
       if (t.attempts > 1) await resetForRetry(ctx, t, wt);
       exit = await runAttempt(ctx, t, cwd, artifactsDir);
@@ -450,6 +459,7 @@ async function runGates(ctx: RunContext, t: TaskRun, cwd: string, wt: string): P
     });
     const timeoutS =
       r.task.timeout_s ??
+      r.agent.timeout_s ??
       ctx.input.assignments.environment.resource_limits.timeout_s ??
       ctx.input.config.defaults.timeout_s;
     const result = await runShellGate({
@@ -462,8 +472,10 @@ async function runGates(ctx: RunContext, t: TaskRun, cwd: string, wt: string): P
       stderrLog: join(ctx.runDir, "logs", `${stem}.err`),
       redactor: ctx.redactor,
       maxLogBytes: ctx.maxLogBytes,
-      signal: ctx.signal,
+      signal: AbortSignal.any([ctx.signal, ctx.detach]),
     });
+    // Detached mid-gate: the resumed run runs the gates again from the recorded exit.
+    if (ctx.detach.aborted) throw new Detached();
     const passed = result.exitCode === 0 && !result.timedOut;
     const how = result.timedOut
       ? "timed out"
@@ -516,6 +528,8 @@ async function collectArtifacts(
       await cp(handoff, join(artifactsDir, "handoff.md"));
     }
     const files = await onlyFiles(artifactsDir, await findMatches(artifactsDir, "**", []));
+    // Everything under the run directory is redacted, what the agent put here included.
+    for (const f of files) await redactFile(join(artifactsDir, f), ctx.redactor);
     const dir = relative(ctx.runDir, artifactsDir);
     t.artifacts = [`${dir}/`, ...files.map((f) => `${dir}/${f}`)];
   } catch (error) {

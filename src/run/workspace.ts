@@ -1,7 +1,8 @@
 import { existsSync, readdirSync, realpathSync } from "node:fs";
-import { join, relative } from "node:path";
-import { InputError } from "../errors.js";
+import { join, posix, relative } from "node:path";
+import { InputError, type InputProblem } from "../errors.js";
 import { registeredRuns } from "../fs/registry.js";
+import { normalizeInclude } from "../git/include.js";
 import { dirtyTrackedFiles, git as gitCmd, repoInfo, requireGitVersion } from "../git/repo.js";
 import type { TmuxServer } from "../tmux/server.js";
 import { type GitRun, worktreesRoot } from "./context.js";
@@ -9,6 +10,7 @@ import { type GitRun, worktreesRoot } from "./context.js";
 /** Refuses what would make the run unsafe before anything starts; returns the git side or null. */
 export async function inspectWorkspace(
   workspace: string,
+  include: readonly string[],
   allowDirty: boolean,
   dryRun: boolean,
 ): Promise<GitRun | null> {
@@ -35,12 +37,38 @@ export async function inspectWorkspace(
       );
     }
   }
-  return {
-    root: info.root,
-    baseCommit: info.head,
-    targetRef: info.ref,
-    prefix: relative(info.root, realpathSync(workspace)),
-  };
+  const prefix = relative(info.root, realpathSync(workspace));
+  await checkInclude(info.root, prefix, include);
+  return { root: info.root, baseCommit: info.head, targetRef: info.ref, prefix };
+}
+
+/**
+ * worktree_include paths are linked into every worktree and never committed, so they must be
+ * untracked: linking a tracked path (or the workspace itself) would make every task fail.
+ */
+async function checkInclude(root: string, prefix: string, include: readonly string[]): Promise<void> {
+  const problems: InputProblem[] = [];
+  for (const [j, p] of include.entries()) {
+    const field = `environment.worktree_include[${j}]`;
+    const inRepo = prefix ? posix.join(prefix, p) : p;
+    try {
+      normalizeInclude([inRepo]);
+    } catch {
+      problems.push({
+        field,
+        message: `"${p}" must name a path inside the workspace, not the workspace itself or .git`,
+      });
+      continue;
+    }
+    const tracked = await gitCmd(root, ["ls-files", "-z", "--", `:(top,literal)${inRepo}`]);
+    if (tracked.stdout !== "") {
+      problems.push({
+        field,
+        message: `"${p}" is tracked by git; worktree_include is for untracked paths such as node_modules or .env (tracked files are in every worktree already)`,
+      });
+    }
+  }
+  if (problems.length > 0) throw new InputError(problems);
 }
 
 function isEmptyOrMissing(dir: string): boolean {

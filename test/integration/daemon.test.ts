@@ -198,6 +198,31 @@ describe("termorch daemon", () => {
     expect(lines(counter).sort()).toEqual(["A", "B", "C"]);
   });
 
+  it("on SIGTERM leaves tasks waiting for a slot pending, and runs them after the restart", async () => {
+    const h = home();
+    const d = startDaemon(h);
+    await ready(h);
+    const counter = join(h, "starts");
+    const gate = join(h, "go");
+    const j = job(
+      h,
+      "slots",
+      ["A", "B", "C"].map((id) => ({ id, env: { COUNTER: counter, WAIT_FILE: gate } })),
+    );
+    (j.body.environment as Record<string, unknown>).resource_limits = { max_parallel: 1 };
+    j.drop();
+    await waitFor(() => lines(counter).length === 1, 30_000, "the first task running");
+    d.kill("SIGTERM");
+    expect((await d).exitCode).toBe(0);
+    const state = JSON.parse(readFileSync(join(h, "runs", "slots", "state.json"), "utf8"));
+    expect(state.tasks.filter((t: { state: string }) => t.state === "pending")).toHaveLength(2);
+    void startDaemon(h);
+    writeFileSync(gate, "");
+    await waitFor(() => existsSync(answer(h, "slots")), 30_000, "the answer after the restart");
+    expect(readAnswer(h, "slots").summary.completed).toBe(true);
+    expect(lines(counter).sort()).toEqual(["A", "B", "C"]);
+  });
+
   it("on SIGTERM exits promptly leaving agents running; the next start re-adopts them", async () => {
     const h = home();
     const d = startDaemon(h);

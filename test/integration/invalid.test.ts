@@ -116,6 +116,33 @@ const cases: Case[] = [
     expect: [/allowed_paths\[0\]/, /inside the workspace/],
   },
   {
+    name: "a timeout too long for a timer",
+    setup: (dir) => base(dir, [{ id: "A", timeout_s: 2592000 }]),
+    expect: [/tasks\[0\]\.timeout_s/, /at most 2147483 s/],
+  },
+  {
+    name: "a NUL byte in an environment value",
+    setup: (dir) => base(dir, [{ id: "A", env: { X: "a\u0000b" } }]),
+    expect: [/tasks\[0\]\.env\.X/, /NUL byte/],
+  },
+  {
+    name: "an agent named like an Object.prototype member",
+    setup: (dir) => edit(base(dir, [{ id: "A", agent: "constructor" }]), (a) => delete a.tasks[0]!.command),
+    expect: [/tasks\[0\]\.agent/, /unknown agent "constructor"/],
+  },
+  {
+    name: "a tracked path in worktree_include",
+    setup: (dir) =>
+      base(dir, [{ id: "A" }], { environment: { workspace_dir: "repo", worktree_include: ["README.md"] } }),
+    expect: [/worktree_include\[0\]/, /"README\.md" is tracked by git/],
+  },
+  {
+    name: "the workspace itself in worktree_include",
+    setup: (dir) =>
+      base(dir, [{ id: "A" }], { environment: { workspace_dir: "repo", worktree_include: ["."] } }),
+    expect: [/worktree_include\[0\]/, /not the workspace itself/],
+  },
+  {
     name: "dirty tracked file",
     setup: (dir, repo) => {
       writeFileSync(join(repo, "README.md"), "changed\n");
@@ -171,6 +198,12 @@ describe("invalid input: exit 2, a clear message, nothing started", () => {
     const bad = await termorch(["run", file, "--config", config], { socket });
     expect(bad.exitCode).toBe(2);
     expect(bad.stderr).toMatch(/config\.json, field agents\.a: unknown key "ttty"/);
+    writeFileSync(config, JSON.stringify({ redact: ["zz[^]zz"] }));
+    const perl = await termorch(["run", file, "--config", config], { socket });
+    expect(perl.exitCode).toBe(2);
+    expect(perl.stderr).toMatch(
+      /field redact\[0\]: invalid pattern for the log wrapper \(Perl\): Unmatched \[/,
+    );
     const missing = await termorch(["run", file, "--config", join(ws.dir, "nope.json")], { socket });
     expect(missing.exitCode).toBe(2);
     expect(missing.stderr).toMatch(/nope\.json: config file not found/);

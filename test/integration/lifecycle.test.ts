@@ -5,6 +5,7 @@ import { execa } from "execa";
 import { afterAll, describe, expect, it } from "vitest";
 import {
   BIN,
+  filesContaining,
   isAlive,
   killServer,
   makeWorkspace,
@@ -64,6 +65,49 @@ describe("run lifecycle", () => {
     expect(existsSync(join(stamps, "later.start"))).toBe(false);
     const sleeper = Number(readFileSync(pidFile, "utf8"));
     await waitFor(() => !isAlive(sleeper), 10_000, "the agent's process group to be gone");
+    // The run is over: its state says so, and there is nothing to resume.
+    expect(JSON.parse(readFileSync(join(dir, "state.json"), "utf8")).phase).toBe("reported");
+    expect((await termorch(["resume", dir], { socket })).exitCode).toBe(2);
+  });
+
+  it("streams a gate's output into a capped log without failing the gate", async () => {
+    const { dir } = workspace();
+    const file = writeAssignments(
+      dir,
+      [{ id: "chatty", success_criteria: { tests_cmd: "seq 1 20000; echo done" } }],
+      {
+        environment: { workspace_dir: "repo", resource_limits: { max_log_bytes: 4096 } },
+      },
+    );
+    expect((await termorch(["run", file], { socket })).exitCode).toBe(0);
+    const gate = readReport(dir).tasks[0]!.gates.find((g) => g.name === "tests_cmd")!;
+    expect(gate.passed).toBe(true);
+    const log = readFileSync(join(dir, gate.detail.match(/logs\/\S+\.out/)![0]), "utf8");
+    expect(log).toMatch(/\[termorch: log truncated at 4096 bytes\]\n$/);
+  });
+
+  it("redacts secrets of a config agent's env everywhere under the run directory", async () => {
+    const { dir } = workspace();
+    const secret = "cfg-secret-value-8d1f0a";
+    const config = join(dir, "config.json");
+    const script =
+      'echo "out $AGENT_SECRET"; echo "err $AGENT_SECRET" >&2; echo "$AGENT_SECRET" > "$TERMORCH_ARTIFACTS_DIR/note.txt"; printf "# handoff %s\\n" "$AGENT_SECRET" > handoff.md';
+    writeFileSync(
+      config,
+      JSON.stringify({
+        agents: { leak: { command: ["bash", "-c", script], env: { AGENT_SECRET: secret } } },
+      }),
+    );
+    const file = writeAssignments(dir, [{ id: "A" }]);
+    const a = JSON.parse(readFileSync(file, "utf8"));
+    delete a.tasks[0].command;
+    a.tasks[0].agent = "leak";
+    writeFileSync(file, JSON.stringify(a));
+    expect((await termorch(["run", file, "--config", config], { socket })).exitCode).toBe(0);
+    const under = (d: string): string[] =>
+      filesContaining(d, secret).filter((f) => f !== "config.json" && !f.startsWith("repo/"));
+    expect(under(dir)).toEqual([]);
+    expect(readFileSync(join(dir, "artifacts", "A", "note.txt"), "utf8")).toBe("[REDACTED]\n");
   });
 
   it("retries a failed task in a fresh session from the same base", async () => {

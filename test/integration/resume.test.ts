@@ -97,6 +97,29 @@ describe("resume after SIGKILL", () => {
     });
   }
 
+  it("refuses to resume when the assignments file changed since the run started", async () => {
+    const ws = makeWorkspace();
+    cleanups.push(ws.cleanup);
+    const { dir } = ws;
+    const gate = join(dir, "go");
+    const file = writeAssignments(dir, [{ id: "A", env: { WAIT_FILE: gate } }]);
+    const first = execa(process.execPath, [BIN, "run", file], {
+      reject: false,
+      cwd: ROOT,
+      env: { TERMORCH_TMUX_SOCKET: socket, TMUX: "", TERMORCH_REGISTRY: REGISTRY },
+    });
+    await waitFor(() => existsSync(join(dir, "status", "A.running")), 30_000, "running");
+    first.kill("SIGKILL");
+    await first;
+    const a = JSON.parse(readFileSync(file, "utf8"));
+    a.tasks.push({ ...a.tasks[0], id: "Z" });
+    writeFileSync(file, JSON.stringify(a));
+    const resumed = await termorch(["resume", dir], { socket });
+    expect(resumed.exitCode).toBe(2);
+    expect(resumed.stderr).toMatch(/changed since run \w+ started/);
+    writeFileSync(gate, "");
+  });
+
   it("marks a task whose session vanished without an exit record as lost", async () => {
     const ws = makeWorkspace();
     cleanups.push(ws.cleanup);

@@ -72,3 +72,13 @@ describe("ledger", () => {
     });
   });
 });
+
+describe("ledger recovery", () => {
+  it("drops a torn last line on open and continues a valid chain", async () => {
+    const path = await ledgerWith(3, "recover.jsonl");
+    writeFileSync(path, `${readFileSync(path, "utf8")}{"schema_version":1,"se`);
+    const again = await Ledger.open(path, Redactor.from([], []));
+    await again.append("run.resumed");
+    expect(await verifyLedger(path)).toEqual({ ok: true, events: 4 });
+  });
+});
