@@ -3,6 +3,7 @@ import { chmod, lstat, mkdir, readFile, realpath, rename, rm, writeFile } from "
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { execa } from "execa";
+import { ControlClient, lineSafe } from "./control.js";
 import { TmuxEnvironmentError, TmuxError } from "./errors.js";
 
 /** How to reach (and, on first use, start) termorch's private tmux server. */
@@ -59,8 +60,16 @@ export function tmuxArg(value: string): string {
 
 /** Escapes `#` for arguments tmux expands as formats (`new-session -c`, `pipe-pane`'s command). */
 export function formatLiteral(value: string): string {
-  return tmuxArg(value.replaceAll("#", "##"));
+  return tmuxArg(formatEscape(value));
 }
+
+/** `#` doubled, without the argv-form escaping: for raw arguments of {@link TmuxServer.command}. */
+export function formatEscape(value: string): string {
+  return value.replaceAll("#", "##");
+}
+
+/** Placeholder sessions of control-mode clients (ours or another termorch process's). */
+export const CONTROL_SESSION_PREFIX = "termorch-control-";
 
 /** termorch's own tmux server (`tmux -L <socket>`), never the operator's default one. */
 export class TmuxServer {
@@ -72,6 +81,8 @@ export class TmuxServer {
   private readonly baseEnv: NodeJS.ProcessEnv;
   private readonly bin: string;
   private confPath: Promise<string> | null = null;
+  private control: ControlClient | null = null;
+  private controlStart: Promise<void> | null = null;
 
   constructor(options: TmuxServerOptions) {
     if (!/^[A-Za-z0-9_.-]+$/.test(options.socket)) {
@@ -111,10 +122,61 @@ export class TmuxServer {
     throw new TmuxError(`tmux ${args[0] ?? ""} failed: ${why}`, args, stderr, result.exitCode ?? null);
   }
 
+  /**
+   * Runs a command line of one or more tmux commands, each given as raw arguments (no
+   * argv-form escaping: {@link tmuxArg} is applied here when needed). Goes over the control-mode
+   * client when one is connected ({@link connect}), else through a spawned client.
+   */
+  async command(...commands: (readonly string[])[]): Promise<string> {
+    const control = this.control;
+    if (control?.alive && commands.every((c) => c.every(lineSafe))) {
+      try {
+        return await control.run(commands);
+      } catch (error) {
+        // The control client itself went away (the server may still be there): spawn instead.
+        if (control.alive || !(error instanceof TmuxError) || error.status !== null) throw error;
+      }
+    }
+    return this.run(commands.flatMap((c, i) => [...(i === 0 ? [] : [";"]), ...c.map(tmuxArg)]));
+  }
+
+  /**
+   * Starts (once) the persistent control-mode client that carries {@link command}s while tasks
+   * run. It starts the server if needed, so only launching calls it; queries of a server that is
+   * not running keep answering "nothing there" without starting one. Falls back silently to
+   * spawned clients if it cannot connect.
+   */
+  async connect(): Promise<void> {
+    if (this.control?.alive) return;
+    this.controlStart ??= (async () => {
+      const conf = await this.config();
+      const client = new ControlClient(
+        this.bin,
+        ["-L", this.socket, "-f", conf],
+        this.env,
+        { width: this.width, height: this.height },
+        COMMAND_TIMEOUT_MS,
+      );
+      if (await client.ready) this.control = client;
+      else await client.close();
+    })().finally(() => {
+      this.controlStart = null;
+    });
+    await this.controlStart;
+  }
+
+  /** Ends the control-mode client and its placeholder session (the server stays). */
+  async disconnect(): Promise<void> {
+    await this.controlStart?.catch(() => {});
+    const control = this.control;
+    this.control = null;
+    await control?.close();
+  }
+
   /** Absolute path of the server's socket (for `tmux -S`), whether or not the server runs. */
   async socketPath(): Promise<string> {
     try {
-      const path = (await this.run(["display-message", "-p", "#{socket_path}"])).trim();
+      const path = (await this.command(["display-message", "-p", "#{socket_path}"])).trim();
       if (path) return path;
     } catch (error) {
       if (!(error instanceof TmuxError)) throw error;
@@ -127,7 +189,7 @@ export class TmuxServer {
 
   /** The server's pid; throws a TmuxError (noServer) when it is not running. */
   async serverPid(): Promise<number> {
-    const out = (await this.run(["display-message", "-p", "#{pid}"])).trim();
+    const out = (await this.command(["display-message", "-p", "#{pid}"])).trim();
     const pid = Number(out);
     if (!Number.isInteger(pid) || pid <= 0) throw new TmuxError(`tmux reported pid "${out}"`, [], "", 0);
     return pid;
@@ -137,7 +199,7 @@ export class TmuxServer {
   async listPanes(): Promise<PaneRow[]> {
     let out: string;
     try {
-      out = await this.run(["list-panes", "-a", "-F", PANE_FORMAT]);
+      out = await this.command(["list-panes", "-a", "-F", PANE_FORMAT]);
     } catch (error) {
       // No sessions at all answers "no current target" (tmux 3.3).
       if (error instanceof TmuxError && (error.noServer || error.noTarget)) return [];
@@ -165,7 +227,7 @@ export class TmuxServer {
   /** Whether a session of exactly this name exists. */
   async hasSession(name: string): Promise<boolean> {
     try {
-      await this.run(["has-session", "-t", `=${tmuxArg(name)}`]);
+      await this.command(["has-session", "-t", `=${name}`]);
       return true;
     } catch (error) {
       if (error instanceof TmuxError && (error.noServer || error.noTarget)) return false;
@@ -176,7 +238,7 @@ export class TmuxServer {
   /** Kills the session of exactly this name; false when there was none. */
   async killSession(name: string): Promise<boolean> {
     try {
-      await this.run(["kill-session", "-t", `=${tmuxArg(name)}`]);
+      await this.command(["kill-session", "-t", `=${name}`]);
       return true;
     } catch (error) {
       if (error instanceof TmuxError && (error.noServer || error.noTarget)) return false;
@@ -186,17 +248,7 @@ export class TmuxServer {
 
   /** What the session's active pane shows, with its scrollback; trailing blank lines removed. */
   async capturePane(name: string): Promise<string> {
-    const out = await this.run([
-      "capture-pane",
-      "-p",
-      "-J",
-      "-S",
-      "-",
-      "-E",
-      "-",
-      "-t",
-      `=${tmuxArg(name)}:`,
-    ]);
+    const out = await this.command(["capture-pane", "-p", "-J", "-S", "-", "-E", "-", "-t", `=${name}:`]);
     return out.replace(/\n+$/, "");
   }
 
@@ -225,6 +277,7 @@ export class TmuxServer {
    * Returns true when no session was left.
    */
   async closeIfIdle(): Promise<boolean> {
+    await this.disconnect();
     let sessions: string;
     try {
       sessions = await this.run(["list-sessions", "-F", "#{session_name}"]);
@@ -232,7 +285,8 @@ export class TmuxServer {
       if (error instanceof TmuxError && (error.noServer || error.noTarget)) return true;
       throw error;
     }
-    if (sessions.trim() !== "") return false;
+    // Another termorch process's control client keeps its placeholder only while it is connected.
+    if (sessions.split("\n").some((s) => s !== "" && !s.startsWith(CONTROL_SESSION_PREFIX))) return false;
     try {
       await this.run(["set-option", "-s", "exit-empty", "on"]);
     } catch (error) {
@@ -245,6 +299,7 @@ export class TmuxServer {
   /** Kills this server (its socket only) and every session on it. For tests and `termorch clean`. */
   async kill(): Promise<void> {
     const path = await this.socketPath();
+    await this.disconnect();
     try {
       await this.run(["kill-server"]);
     } catch (error) {

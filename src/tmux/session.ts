@@ -1,11 +1,12 @@
 import { randomBytes } from "node:crypto";
 import { constants, type FSWatcher, watch } from "node:fs";
 import { access, chmod, mkdir, readFile, rm, writeFile } from "node:fs/promises";
+import { constants as osConstants } from "node:os";
 import { delimiter, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { z } from "zod";
 import { LaunchError, TmuxEnvironmentError, TmuxError } from "./errors.js";
-import { formatLiteral, type PaneRow, type TmuxServer, tmuxArg } from "./server.js";
+import { formatEscape, type PaneRow, type TmuxServer } from "./server.js";
 
 /** Everything needed to start one task attempt in its own tmux session. */
 export interface LaunchSpec {
@@ -113,41 +114,47 @@ type ExitFile = z.infer<typeof ExitFile>;
 export async function launch(server: TmuxServer, spec: LaunchSpec): Promise<RunningTask> {
   checkSpec(spec);
   const perl = await findPerl();
-  const wrapperSource = await wrapperText();
   const dir = spec.attemptDir;
+  const launchFile = join(dir, "launch");
+  const filterFile = join(dir, "filter");
+  let fresh: boolean;
+  try {
+    // mkdir tells whether it created the folder: a fresh one needs no checks for leftovers.
+    fresh = (await mkdir(dir, { recursive: true, mode: 0o700 })) !== undefined;
+  } catch (error) {
+    throw new LaunchError(`cannot prepare ${dir}: ${messageOf(error)}`, "setup", spec.session, {
+      cause: error,
+    });
+  }
   // The session name is the idempotency lock of an attempt: new-session refuses a duplicate.
   // A folder used before may belong to a live attempt whose files must not be touched; only
   // then is the extra tmux round trip worth it.
-  if ((await exists(join(dir, "argv"))) && (await server.hasSession(spec.session))) {
+  if (!fresh && (await server.hasSession(spec.session))) {
     throw new LaunchError(
       `tmux session ${spec.session} already exists: that attempt is live`,
       "duplicate_session",
       spec.session,
     );
   }
-  const secrets = [join(dir, "env"), join(dir, "redact"), join(dir, "redact.pipe")];
+  const secrets = [launchFile, filterFile];
   try {
-    await mkdir(dir, { recursive: true, mode: 0o700 });
-    await chmod(dir, 0o700);
-    if (await exists(join(dir, "exit.json"))) {
-      throw new LaunchError(
-        `${dir} already holds a finished attempt; adopt it or use a new attempt`,
-        "attempt_exists",
-        spec.session,
-      );
+    if (!fresh) {
+      await chmod(dir, 0o700);
+      if (await exists(join(dir, "exit.json"))) {
+        throw new LaunchError(
+          `${dir} already holds a finished attempt; adopt it or use a new attempt`,
+          "attempt_exists",
+          spec.session,
+        );
+      }
+      // A pid left by an earlier, lost launch must not be mistaken for this one's by kill().
+      await Promise.all(["pid", "filter.done"].map((f) => rm(join(dir, f), { force: true })));
     }
-    // A pid left by an earlier, lost launch must not be mistaken for this one's by kill().
-    await Promise.all(["pid", "filter.done"].map((f) => rm(join(dir, f), { force: true })));
-    const patterns = `${spec.redact.map(oneLine).join("\n")}\n`;
-    await writePrivate(join(dir, "argv"), nulTerminated(spec.argv));
-    await writePrivate(
-      join(dir, "env"),
-      nulTerminated(Object.entries(spec.env).map(([k, v]) => `${k}=${v}`)),
-    );
-    await writePrivate(join(dir, "redact"), patterns);
-    if (spec.tty) await writePrivate(join(dir, "redact.pipe"), patterns);
-    await writePrivate(join(dir, "spec"), specText(spec));
-    await writePrivate(join(dir, "wrapper.pl"), wrapperSource);
+    // One file for the wrapper (argv, environment, patterns: it deletes it once read, as it may
+    // hold secrets) and, for tty, one for the pane logger. Fewer files, fewer syscalls per task.
+    const token = randomBytes(12).toString("hex");
+    await writePrivate(launchFile, launchText(spec, token), fresh);
+    if (spec.tty) await writePrivate(filterFile, filterText(spec, token), fresh);
   } catch (error) {
     await removeAll(secrets);
     if (error instanceof LaunchError) throw error;
@@ -157,34 +164,39 @@ export async function launch(server: TmuxServer, spec: LaunchSpec): Promise<Runn
   }
 
   // set-option and pipe-pane take a pane target: "=NAME:" is the exact session's current pane.
+  // Raw arguments: TmuxServer.command escapes them for the transport it uses.
   const target = `=${spec.session}:`;
-  const args = [
-    "new-session",
-    "-d",
-    "-s",
-    spec.session,
-    "-E",
-    "-c",
-    formatLiteral(spec.cwd),
-    "-x",
-    String(server.width),
-    "-y",
-    String(server.height),
-    "--",
-    tmuxArg(perl),
-    tmuxArg(join(dir, "wrapper.pl")),
-    tmuxArg(dir),
-    ";",
-    ...["set-option", "-t", target, "@termorch_run", tmuxArg(spec.runId), ";"],
-    ...["set-option", "-t", target, "@termorch_task", tmuxArg(spec.taskId), ";"],
-    ...["set-option", "-t", target, "@termorch_attempt", String(spec.attempt)],
+  const commands: string[][] = [
+    [
+      "new-session",
+      "-d",
+      "-s",
+      spec.session,
+      "-E",
+      "-c",
+      formatEscape(spec.cwd),
+      "-x",
+      String(server.width),
+      "-y",
+      String(server.height),
+      "--",
+      perl,
+      WRAPPER_PATH,
+      dir,
+    ],
+    ["set-option", "-t", target, "@termorch_run", spec.runId],
+    ["set-option", "-t", target, "@termorch_task", spec.taskId],
+    ["set-option", "-t", target, "@termorch_attempt", String(spec.attempt)],
   ];
   if (spec.tty) {
-    const filter = ["exec", perl, join(dir, "wrapper.pl"), "--filter", dir].map(shQuote).join(" ");
-    args.push(";", "pipe-pane", "-O", "-t", target, formatLiteral(filter));
+    const filter = ["exec", perl, WRAPPER_PATH, "--filter", dir].map(shQuote).join(" ");
+    commands.push(["pipe-pane", "-O", "-t", target, formatEscape(filter)]);
   }
   try {
-    await runLaunch(server, args);
+    // Every launch goes over one control-mode client (started by the first): no tmux client
+    // process per task.
+    await server.connect();
+    await runLaunch(server, commands);
   } catch (error) {
     await removeAll(secrets);
     if (error instanceof TmuxError && /duplicate session/i.test(error.stderr)) {
@@ -223,13 +235,14 @@ export async function adopt(server: TmuxServer, spec: AdoptSpec): Promise<Runnin
  * client then reports "server exited unexpectedly" and nothing was created, so one retry
  * starts a fresh server.
  */
-async function runLaunch(server: TmuxServer, args: string[]): Promise<void> {
+async function runLaunch(server: TmuxServer, commands: string[][]): Promise<void> {
   try {
-    await server.run(args);
+    await server.command(...commands);
   } catch (error) {
     if (!(error instanceof TmuxError && /server exited unexpectedly|lost server/i.test(error.stderr)))
       throw error;
-    await server.run(args);
+    await server.connect();
+    await server.command(...commands);
   }
 }
 
@@ -258,40 +271,84 @@ function checkSpec(spec: LaunchSpec): void {
     bad("memoryMb must be a positive integer");
 }
 
-/** The wrapper reads one pattern per line: a raw line break becomes the \x{..} escape (same regex). */
-function oneLine(pattern: string): string {
-  return pattern.replace(/[\r\n]/g, (c) => `\\x{${c.codePointAt(0)!.toString(16)}}`);
+/** %-encodes what would break a `key=value` line (the wrapper decodes %XX). */
+function enc(v: string): string {
+  return v.replace(/[%\n\r\0]/g, (c) => `%${c.charCodeAt(0).toString(16).padStart(2, "0")}`);
 }
 
-function nulTerminated(items: readonly string[]): Buffer {
-  return Buffer.concat(items.map((s) => Buffer.from(`${s}\0`, "utf8")));
-}
-
-function specText(spec: LaunchSpec): string {
-  const enc = (v: string): string =>
-    v.replace(/[%\n\r\0]/g, (c) => `%${c.charCodeAt(0).toString(16).padStart(2, "0")}`);
+/**
+ * The settings both the wrapper and the pane logger need. The OS constants come from Node (the
+ * same machine), so the wrapper need not load Fcntl, POSIX and Errno: each perl module costs
+ * 1-8 ms of CPU per task (perl itself starts in ~1.5 ms).
+ */
+function commonLines(spec: LaunchSpec, token: string): string[] {
   const lines = [
-    "version=1",
-    `cwd=${enc(spec.cwd)}`,
+    "version=2",
     `stdout_log=${enc(spec.stdoutLog)}`,
     `stderr_log=${enc(spec.stderrLog)}`,
     `tty=${spec.tty ? 1 : 0}`,
     `max_log_bytes=${spec.maxLogBytes}`,
     // Marks the end of the pane output for the tty logger; random so output cannot fake it by accident.
-    `token=${randomBytes(12).toString("hex")}`,
+    `token=${token}`,
   ];
+  for (const [key, value] of Object.entries(OS_CONSTANTS)) lines.push(`k_${key}=${value}`);
+  return lines;
+}
+
+function launchText(spec: LaunchSpec, token: string): string {
+  const lines = [...commonLines(spec, token), `cwd=${enc(spec.cwd)}`];
   if (spec.memoryMb !== undefined) lines.push(`memory_mb=${spec.memoryMb}`);
+  for (const arg of spec.argv) lines.push(`arg=${enc(arg)}`);
+  for (const [k, v] of Object.entries(spec.env)) lines.push(`env=${enc(`${k}=${v}`)}`);
+  for (const p of spec.redact) lines.push(`redact=${enc(p)}`);
   return `${lines.join("\n")}\n`;
 }
+
+function filterText(spec: LaunchSpec, token: string): string {
+  return `${[...commonLines(spec, token), ...spec.redact.map((p) => `redact=${enc(p)}`)].join("\n")}\n`;
+}
+
+/**
+ * Numbers the wrapper would otherwise ask Fcntl/Errno/POSIX/Time::HiRes for. The two syscall
+ * numbers (setsid, gettimeofday) are given only for 64-bit Linux ABIs we know; elsewhere the
+ * wrapper loads the modules. It checks both results and falls back when they look wrong.
+ */
+const OS_CONSTANTS: Record<string, number> = (() => {
+  const { O_WRONLY, O_CREAT, O_APPEND, O_TRUNC, O_RDONLY, O_NONBLOCK } = constants;
+  const { EINTR, EAGAIN, ENOENT } = osConstants.errno;
+  const out: Record<string, number> = {
+    o_wronly: O_WRONLY,
+    o_creat: O_CREAT,
+    o_append: O_APPEND,
+    o_trunc: O_TRUNC,
+    o_rdonly: O_RDONLY,
+    o_nonblock: O_NONBLOCK,
+    e_intr: EINTR,
+    e_again: EAGAIN,
+    e_noent: ENOENT,
+  };
+  const sys: Record<string, { setsid: number; gettimeofday: number }> = {
+    x64: { setsid: 112, gettimeofday: 96 },
+    arm64: { setsid: 157, gettimeofday: 169 },
+  };
+  // waitpid's WNOHANG is 1 on Linux, macOS and the BSDs.
+  if (process.platform !== "win32") out.wnohang = 1;
+  const nums = process.platform === "linux" ? sys[process.arch] : undefined;
+  if (nums) {
+    out.sys_setsid = nums.setsid;
+    out.sys_gettimeofday = nums.gettimeofday;
+  }
+  return out;
+})();
 
 /** Quotes one word for sh: pipe-pane runs its command with `sh -c`. */
 function shQuote(word: string): string {
   return `'${word.replaceAll("'", `'\\''`)}'`;
 }
 
-async function writePrivate(path: string, data: string | Buffer): Promise<void> {
-  // A stale file would keep its old mode: start from nothing.
-  await rm(path, { force: true });
+async function writePrivate(path: string, data: string | Buffer, fresh: boolean): Promise<void> {
+  // A stale file would keep its old mode: start from nothing (nothing is there in a fresh folder).
+  if (!fresh) await rm(path, { force: true });
   await writeFile(path, data, { mode: 0o600, flag: "wx" });
 }
 
@@ -310,12 +367,11 @@ function messageOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
 
-let wrapperCache: Promise<string> | null = null;
-function wrapperText(): Promise<string> {
-  // Next to this module in src/ and, via scripts/copy-assets.js, in dist/.
-  wrapperCache ??= readFile(fileURLToPath(new URL("./wrapper.pl", import.meta.url)), "utf8");
-  return wrapperCache;
-}
+/**
+ * The wrapper runs from where termorch is installed: next to this module in src/ and, via
+ * scripts/copy-assets.js, in dist/. perl reads it once when the pane starts.
+ */
+const WRAPPER_PATH = fileURLToPath(new URL("./wrapper.pl", import.meta.url));
 
 let perlCache: Promise<string> | null = null;
 /** An absolute perl path, so neither tmux's nor pipe-pane's environment decides which perl runs. */

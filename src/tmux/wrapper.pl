@@ -4,32 +4,102 @@
 #   perl wrapper.pl ATTEMPT_DIR            the pane's program (started by new-session)
 #   perl wrapper.pl --filter ATTEMPT_DIR   tty mode's log filter (started by pipe-pane)
 #
-# Files in ATTEMPT_DIR (written by session.ts):
-#   argv         the agent's argv, each element terminated by a NUL
-#   env          the agent's whole environment, NAME=VALUE entries each terminated by a NUL;
-#                deleted as soon as it is read (it may hold secrets)
-#   redact       redaction regexes, one per line; deleted once read
-#   redact.pipe  the same patterns for the --filter process (tty mode only); deleted once read
-#   spec         key=value lines, values %-encoded (%25 %0A %0D %00): version, cwd, stdout_log,
-#                stderr_log, tty (0|1), max_log_bytes (0 = no cap), memory_mb (optional), token
+# Files in ATTEMPT_DIR (written by session.ts), key=value lines, values %-encoded (%25 %0A %0D
+# %00), each deleted as soon as it is read (it may hold secrets):
+#   launch       version, cwd, stdout_log, stderr_log, tty (0|1), max_log_bytes (0 = no cap),
+#                memory_mb (optional), token; arg= (the argv, in order), env= (NAME=VALUE: the
+#                agent's whole environment), redact= (regexes); k_*= (OS constants, below)
+#   filter       tty mode, for the --filter process: the same settings and redact= patterns
 # Files it writes:
 #   pid          the agent's pid, which is also its process group id (tmp + rename)
 #   exit.json    how the attempt ended (tmp + rename); its appearance is the completion event
 #   filter.done  tty mode: the filter's byte count, once it has logged everything (tmp + rename)
 #
-# Only perl-base modules: the wrapper must run on any machine that has tmux and perl.
+# Only perl-base modules: the wrapper must run on any machine that has tmux and perl. It loads
+# none on its hot path: perl starts in ~1.5 ms, and POSIX alone adds ~8 ms, Time::HiRes ~3,
+# Config ~2, Fcntl ~1.5 (CPU per task, on every task). termorch passes the OS constants in the
+# launch file (k_*= lines, from Node on the same machine); what is missing there is taken from
+# the modules, loaded only then.
 use strict;
-use warnings;
-use Config;
-use Fcntl qw(O_WRONLY O_CREAT O_APPEND O_RDONLY O_NONBLOCK F_GETFL F_SETFL);
-use POSIX qw(:sys_wait_h :errno_h);
-use Time::HiRes ();
+# No `use warnings`: it costs ~1.3 ms of CPU on every task (tests compile this file with -w).
+
+# F_GETFL/F_SETFL are 3/4 on Linux, macOS and the BSDs.
+my ($F_GETFL, $F_SETFL) = (3, 4);
+my %K;
+my %K_FALLBACK = (
+  o_wronly   => sub { require Fcntl; Fcntl::O_WRONLY() },
+  o_creat    => sub { require Fcntl; Fcntl::O_CREAT() },
+  o_append   => sub { require Fcntl; Fcntl::O_APPEND() },
+  o_trunc    => sub { require Fcntl; Fcntl::O_TRUNC() },
+  o_rdonly   => sub { require Fcntl; Fcntl::O_RDONLY() },
+  o_nonblock => sub { require Fcntl; Fcntl::O_NONBLOCK() },
+  e_intr     => sub { require Errno; Errno::EINTR() },
+  e_again    => sub { require Errno; Errno::EAGAIN() },
+  e_noent    => sub { require Errno; Errno::ENOENT() },
+  wnohang    => sub { require POSIX; POSIX::WNOHANG() },
+);
+sub K {
+  my ($name) = @_;
+  $K{$name} = $K_FALLBACK{$name}->() unless defined $K{$name};
+  return $K{$name};
+}
+
+# Takes the k_* lines of a launch/filter file. Syscall numbers are used only by a 64-bit perl
+# (termorch sends them for x86-64 and arm64 Linux) and only after a sanity check.
+my ($SYS_SETSID, $SYS_GETTIMEOFDAY);
+sub set_constants {
+  my ($spec) = @_;
+  for my $key (keys %$spec) {
+    next unless $key =~ /\Ak_([a-z_]+)\z/;
+    my $name = $1;
+    $K{$name} = $spec->{$key} + 0 if $spec->{$key} =~ /\A[0-9]+\z/;
+  }
+  if (length(pack('L!', 0)) == 8) {
+    $SYS_SETSID = delete $K{sys_setsid};
+    $SYS_GETTIMEOFDAY = delete $K{sys_gettimeofday};
+    $SYS_GETTIMEOFDAY = undef if defined $SYS_GETTIMEOFDAY && abs(hires_time() - time()) > 2;
+  }
+}
+
+sub hires_time {
+  if (defined $SYS_GETTIMEOFDAY) {
+    my $tv = "\0" x 16;
+    if (syscall($SYS_GETTIMEOFDAY, $tv, 0) == 0) {
+      my ($s, $us) = unpack('q q', $tv);
+      return $s + $us / 1e6;
+    }
+    $SYS_GETTIMEOFDAY = undef;
+  }
+  require Time::HiRes;
+  return Time::HiRes::time();
+}
+
+sub hires_sleep { select(undef, undef, undef, $_[0]) }
+
+# The agent's own session (tty=0).
+sub new_session {
+  if (defined $SYS_SETSID) {
+    my $sid = syscall($SYS_SETSID);
+    return if $sid == $$ && getpgrp() == $$;
+  }
+  require POSIX;
+  POSIX::setsid();
+}
+
+# In the forked child only: leave without running perl's exit handlers. Rare paths only.
+sub child_exit {
+  require POSIX;
+  POSIX::_exit($_[0]);
+}
 
 my $REDACTED  = '[REDACTED]';
 my $LINE_MAX  = 1 << 20;    # a partial line longer than this is redacted and written without its end
 my $READ_SIZE = 1 << 16;
 my $PANE_MAX  = 1 << 20;    # bytes queued for a slow pane before further output is only logged
-my @SIG_NAMES = split ' ', $Config{sig_name};
+# Bytes per second shown in the pane at most (after a burst of $PANE_MAX). Nobody reads faster,
+# and tmux spends a core on terminal emulation at ~40 MB/s, taken from the agent and from us:
+# at 200 MB of output that alone doubled the time to log it.
+my $PANE_RATE = 2 << 20;
 
 # Exit codes for attempts whose agent never ran, after the shells' and env(1)'s conventions.
 my $EXIT_NOT_FOUND = 127;
@@ -40,7 +110,7 @@ my $EXIT_SETUP = 125;
 # Small helpers
 
 sub now_iso {
-  my $t  = Time::HiRes::time();
+  my $t  = hires_time();
   my @g  = gmtime(int $t);
   my $ms = int(($t - int $t) * 1000);
   return sprintf('%04d-%02d-%02dT%02d:%02d:%02d.%03dZ', $g[5] + 1900, $g[4] + 1, $g[3], $g[2], $g[1], $g[0], $ms);
@@ -63,7 +133,7 @@ sub write_all {
   while ($off < $len) {
     my $n = syswrite($fh, $data, $len - $off, $off);
     if (!defined $n) {
-      next if $! == EINTR;
+      next if $! == K('e_intr');
       return 0;
     }
     $off += $n;
@@ -74,7 +144,7 @@ sub write_all {
 sub write_atomic {
   my ($path, $data) = @_;
   my $tmp = "$path.tmp.$$";
-  sysopen(my $fh, $tmp, O_WRONLY | O_CREAT | POSIX::O_TRUNC(), 0600) or return 0;
+  sysopen(my $fh, $tmp, K('o_wronly') | K('o_creat') | K('o_trunc'), 0600) or return 0;
   my $ok = write_all($fh, $data);
   close($fh) or $ok = 0;
   if (!$ok || !rename($tmp, $path)) {
@@ -84,36 +154,31 @@ sub write_atomic {
   return 1;
 }
 
-sub read_spec {
-  my ($dir) = @_;
-  my $raw = slurp("$dir/spec");
-  die "cannot read $dir/spec: $!\n" unless defined $raw;
-  my %spec;
+# Reads and deletes a launch/filter file: key => value, except arg, env and redact, which are
+# lists in file order.
+sub read_launch {
+  my ($path) = @_;
+  my $raw = slurp($path);
+  die "cannot read $path: $!\n" unless defined $raw;
+  unlink $path;
+  my %spec = (arg => [], env => [], redact => []);
   for my $line (split /\n/, $raw) {
     next unless $line =~ /\A([a-z_]+)=(.*)\z/s;
     my ($key, $value) = ($1, $2);
     $value =~ s/%([0-9A-Fa-f]{2})/chr(hex $1)/ge;
-    $spec{$key} = $value;
+    if (ref $spec{$key}) { push @{ $spec{$key} }, $value }
+    else { $spec{$key} = $value }
   }
+  set_constants(\%spec);
   return \%spec;
 }
 
-# NUL-terminated entries; a regex (not split) so that empty arguments survive.
-sub nul_entries {
-  my ($raw) = @_;
-  return () unless defined $raw;
-  return $raw =~ /([^\0]*)\0/g;
-}
-
-# Reads and deletes a pattern file. Returns (compiled regexes, error message or undef).
+# Compiles the redaction patterns. Returns (compiled regexes, error message or undef).
 sub load_patterns {
-  my ($path) = @_;
-  my $raw = slurp($path);
-  unlink $path;
+  my ($sources) = @_;
   my @res;
-  return (\@res, undef) unless defined $raw;
   my $n = 0;
-  for my $src (split /\n/, $raw) {
+  for my $src (@$sources) {
     $n++;
     next if $src eq '';
     # Interpolated patterns cannot run code: (?{ }) needs `use re 'eval'`, which is not on.
@@ -162,7 +227,7 @@ sub log_open {
   my $log = { path => $path, max => $max, written => 0, truncated => 0, failed => undef };
   # Append, so a log someone else already started (an earlier attempt, termorch's own
   # launch message) is never destroyed; the cap covers the file as a whole.
-  if (sysopen(my $fh, $path, O_WRONLY | O_CREAT | O_APPEND, 0600)) {
+  if (sysopen(my $fh, $path, K('o_wronly') | K('o_creat') | K('o_append'), 0600)) {
     $log->{fh} = $fh;
     $log->{written} = -s $fh || 0;
   } else {
@@ -294,7 +359,11 @@ sub str { return defined $_[0] ? [$_[0]] : undef }
 
 sub signal_name {
   my ($n) = @_;
-  my $name = $SIG_NAMES[$n];
+  # Only for an agent ended by a signal: Config is not worth loading on every task.
+  require Config;
+
+  my @names = split ' ', do { no strict 'refs'; ${'Config::Config'}{sig_name} };
+  my $name = $names[$n];
   return defined $name ? "SIG$name" : "SIG$n";
 }
 
@@ -338,7 +407,7 @@ sub reap_leftovers {
   signal_group('TERM', $id, $with_session);
   for my $step (1 .. 150) {
     return scalar @left unless group_members($id, $with_session);
-    Time::HiRes::sleep(0.02);
+    hires_sleep(0.02);
     signal_group('KILL', $id, $with_session) if $step == 100;
   }
   return scalar @left;
@@ -376,8 +445,8 @@ sub filter_main {
   # tmux closes our stdin when the pane goes; a hangup must not cut the final flush short.
   $SIG{HUP} = 'IGNORE';
   $SIG{PIPE} = 'IGNORE';
-  my $spec = read_spec($dir);
-  my ($patterns) = load_patterns("$dir/redact.pipe");
+  my $spec = read_launch("$dir/filter");
+  my ($patterns) = load_patterns($spec->{redact});
   my $log = log_open($spec->{stdout_log}, $spec->{max_log_bytes} || 0);
   my $marker = "\e]7777;termorch-end:$spec->{token}\a";
   my ($feed, $finish) = line_feeder($log, $patterns);
@@ -386,7 +455,7 @@ sub filter_main {
   while (1) {
     my $n = sysread(STDIN, my $data, $READ_SIZE);
     if (!defined $n) {
-      next if $! == EINTR;
+      next if $! == K('e_intr');
       last;
     }
     last if $n == 0;
@@ -430,21 +499,28 @@ my $token;
 my $pane_queue = '';
 my $pane_ok = 1;
 my $pane_dropped = 0;
+my $pane_tokens = $PANE_MAX;
+my $pane_clock;
 
 # Bytes for the pane. tty=0: queued and written without blocking (tmux renders ~40 MB/s; the
 # agent must not be slowed down to that, and the log is the record anyway). tty=1: the agent
 # shares the terminal, so its file status flags stay untouched and we write directly.
 sub pane_put {
-  my ($data) = @_;
+  my ($data, $always) = @_;
   return unless $pane_ok;
   if ($tty) {
     $pane_ok = 0 unless write_all(\*STDERR, $data);
     return;
   }
-  if (length($pane_queue) + length($data) > $PANE_MAX) {
+  my $now = hires_time();
+  $pane_tokens += ($now - $pane_clock) * $PANE_RATE if defined $pane_clock;
+  $pane_tokens = $PANE_MAX if $pane_tokens > $PANE_MAX;
+  $pane_clock = $now;
+  if (length($pane_queue) + length($data) > $PANE_MAX || (!$always && length($data) > $pane_tokens)) {
     $pane_dropped += length $data;
     return;
   }
+  $pane_tokens -= length $data;
   $pane_queue .= $data;
 }
 
@@ -453,7 +529,7 @@ sub pane_flush_some {
   my $n = syswrite(STDOUT, $pane_queue);
   if (defined $n) {
     substr($pane_queue, 0, $n, '');
-  } elsif ($! != EAGAIN && $! != EINTR) {
+  } elsif ($! != K('e_again') && $! != K('e_intr')) {
     # EIO: the pane is gone (session killed). Keep logging, stop showing.
     $pane_ok = 0;
     $pane_queue = '';
@@ -467,9 +543,9 @@ sub pane_flush_some {
 # Flushes the pane queue, waiting for the pane at most $secs seconds.
 sub pane_drain {
   my ($secs) = @_;
-  my $end = Time::HiRes::time() + $secs;
+  my $end = hires_time() + $secs;
   while ($pane_ok && length $pane_queue) {
-    my $left = $end - Time::HiRes::time();
+    my $left = $end - hires_time();
     last if $left <= 0;
     my $win = '';
     vec($win, 1, 1) = 1;
@@ -484,7 +560,7 @@ sub note {
   my $line = "termorch: $msg\n";
   log_write($stderr_log, redact(\@patterns, $line)) if $stderr_log;
   (my $shown = $line) =~ s/\n/\r\n/g;
-  pane_put($shown);
+  pane_put($shown, 1);
 }
 
 sub write_exit {
@@ -513,9 +589,9 @@ sub finish_pane_log {
   my $done;
   for (1 .. 500) {
     last if defined($done = slurp("$dir/filter.done"));
-    Time::HiRes::sleep(0.01);
+    hires_sleep(0.01);
   }
-  unlink "$dir/redact.pipe";
+  unlink "$dir/filter";
   if (!defined $done) {
     note('the pane output logger did not finish; the stdout log may be incomplete');
     return;
@@ -529,7 +605,7 @@ sub finish_pane_log {
 sub fail_setup {
   my ($msg, %f) = @_;
   note($msg);
-  unlink "$dir/env", "$dir/redact";
+  unlink "$dir/launch";
   finish_pane_log(\%f) if $tty;
   log_close($_) for grep { $_ } ($stdout_log, $stderr_log);
   write_exit(exit_code => $EXIT_SETUP, launch_failed => 1, error => $msg, %f);
@@ -547,20 +623,21 @@ sub main {
   # Signals arrive through a self-pipe so that select() wakes up for them even when one lands
   # just before the call.
   pipe(my $sig_r, my $sig_w) or die "pipe: $!\n";
-  for my $fh ($sig_r, $sig_w) {
-    fcntl($fh, F_SETFL, fcntl($fh, F_GETFL, 0) | O_NONBLOCK);
-  }
   my %pending;
   for my $s (qw(HUP TERM INT QUIT CHLD)) {
     $SIG{$s} = sub { $pending{$s} = 1; syswrite($sig_w, 'x') };
   }
   $SIG{PIPE} = 'IGNORE';
 
-  my $spec = eval { read_spec($dir) };
+  my $spec = eval { read_launch("$dir/launch") };
   if (!$spec) {
-    my $err = $@ || 'unreadable spec';
+    my $err = $@ || 'unreadable launch file';
     chomp $err;
     fail_setup("cannot start: $err");
+  }
+  # Non-blocking only now that the constants are known (a few bytes never fill a pipe meanwhile).
+  for my $fh ($sig_r, $sig_w) {
+    fcntl($fh, $F_SETFL, fcntl($fh, $F_GETFL, 0) | K('o_nonblock'));
   }
   $tty = $spec->{tty} ? 1 : 0;
   $token = $spec->{token};
@@ -568,23 +645,22 @@ sub main {
   $stderr_log = log_open($spec->{stderr_log}, $max);
   if ($tty) {
     # The filter writes this log; creating it here means it exists even if pipe-pane failed.
-    if (sysopen(my $fh, $spec->{stdout_log}, O_WRONLY | O_CREAT | O_APPEND, 0600)) { close $fh }
+    # tcsetpgrp has no stand-in: tty agents (interactive CLIs, rare and long) pay for POSIX.
+    require POSIX;
+    if (sysopen(my $fh, $spec->{stdout_log}, K('o_wronly') | K('o_creat') | K('o_append'), 0600)) { close $fh }
   } else {
     $stdout_log = log_open($spec->{stdout_log}, $max);
-    fcntl(STDOUT, F_SETFL, fcntl(STDOUT, F_GETFL, 0) | O_NONBLOCK);
+    fcntl(STDOUT, $F_SETFL, fcntl(STDOUT, $F_GETFL, 0) | K('o_nonblock'));
   }
-  my @argv = nul_entries(slurp("$dir/argv"));
+  my @argv = @{ $spec->{arg} };
   my %env;
-  my $env_raw = slurp("$dir/env");
-  unlink "$dir/env";
-  for my $entry (nul_entries($env_raw)) {
+  for my $entry (@{ $spec->{env} }) {
     $env{$1} = $2 if $entry =~ /\A([^=]+)=(.*)\z/s;
   }
-  my ($pats, $pat_error) = load_patterns("$dir/redact");
+  my ($pats, $pat_error) = load_patterns($spec->{redact});
   @patterns = @$pats;
   # Fail closed: a log written without its redaction could leak the secrets it was meant to hide.
   fail_setup("cannot start: $pat_error; nothing was run") if $pat_error;
-  fail_setup("cannot start: cannot read $dir/env") unless defined $env_raw;
   fail_setup("cannot start: no command given") unless @argv;
   for my $log (grep { $_ } ($stdout_log, $stderr_log)) {
     fail_setup("cannot start: $log->{failed}") if $log->{failed};
@@ -627,31 +703,31 @@ sub main {
     if ($tty) {
       # The agent owns the terminal: its own group, made the foreground group (a background
       # group reading the tty would be stopped by SIGTTIN).
-      POSIX::setpgid(0, 0);
+      setpgrp(0, 0);
       local $SIG{TTOU} = 'IGNORE';
       POSIX::tcsetpgrp(0, $$);
     } else {
       # Its own session: one kill(-pgid) reaches the whole tree, and without a controlling
       # terminal nothing can stop on a tty read or prompt the pane behind our back.
-      POSIX::setsid();
+      new_session();
     }
     syswrite($status_w, 'R');
     my $n = sysread($go_r, my $go, 1);
-    POSIX::_exit($EXIT_SETUP) unless $n;
+    child_exit($EXIT_SETUP) unless $n;
     if (!$tty) {
-      my $null = POSIX::open('/dev/null', O_RDONLY);
-      POSIX::dup2($null, 0) if defined $null;
-      POSIX::dup2(fileno($out_w), 1);
-      POSIX::dup2(fileno($err_w), 2);
+      # Perl keeps fds 0-2 when the standard handles are reopened (dup2 underneath).
+      open(STDIN, '<', '/dev/null');
+      open(STDOUT, '>&', $out_w) or child_exit($EXIT_SETUP);
+      open(STDERR, '>&', $err_w) or child_exit($EXIT_SETUP);
     }
     if (!chdir $cwd) {
       syswrite($status_w, 'C' . ($! + 0) . " $!");
-      POSIX::_exit($EXIT_CANNOT_EXEC);
+      child_exit($EXIT_CANNOT_EXEC);
     }
     %ENV = %env;
     if ($prlimit && !resolve_command($argv[0])) {
       # prlimit would report this itself, but then it would not be known as a launch failure.
-      $! = ENOENT;
+      $! = K('e_noent');
     } elsif ($prlimit) {
       my $bytes = $mem_mb * 1024 * 1024;
       exec { $prlimit } 'prlimit', "--as=$bytes:$bytes", '--', @argv;
@@ -660,7 +736,7 @@ sub main {
     }
     my $errno = $! + 0;
     syswrite($status_w, "E$errno $!");
-    POSIX::_exit($errno == ENOENT ? $EXIT_NOT_FOUND : $EXIT_CANNOT_EXEC);
+    child_exit($errno == K('e_noent') ? $EXIT_NOT_FOUND : $EXIT_CANNOT_EXEC);
   }
 
   close $status_w;
@@ -669,10 +745,10 @@ sub main {
   close $err_w if $err_w;
   # EOF instead of "ready" means the child died at once; waitpid below tells how.
   while (1) {
-    last if defined sysread($status_r, my $ready, 1) || $! != EINTR;
+    last if defined sysread($status_r, my $ready, 1) || $! != K('e_intr');
   }
   if ($tty) {
-    POSIX::setpgid($pid, $pid);
+    setpgrp($pid, $pid);
     local $SIG{TTOU} = 'IGNORE';
     POSIX::tcsetpgrp(0, $pid);
   }
@@ -683,7 +759,7 @@ sub main {
   my $status_msg = '';
   while (1) {
     my $n = sysread($status_r, my $chunk, 4096);
-    if (!defined $n) { next if $! == EINTR; last }
+    if (!defined $n) { next if $! == K('e_intr'); last }
     last if $n == 0;
     $status_msg .= $chunk;
   }
@@ -712,7 +788,7 @@ sub main {
   my $with_session = !$tty;
   while (1) {
     last if $reaped && !%streams;
-    my $now = Time::HiRes::time();
+    my $now = hires_time();
     if (defined $deadline{term} && $now >= $deadline{term}) {
       delete $deadline{term};
       my @left = group_members($pid, $with_session);
@@ -741,7 +817,7 @@ sub main {
     $timeout = 0 if $timeout < 0;
     my $n = select(my $rout = $rin, my $wout = $win, undef, $timeout);
     if ($n < 0) {
-      next if $! == EINTR;
+      next if $! == K('e_intr');
       die "select: $!\n";
     }
     if ($n > 0 && vec($rout, fileno($sig_r), 1)) {
@@ -756,21 +832,21 @@ sub main {
         $hangup = 1 unless $reaped;
         $pane_ok = 0;
         $pane_queue = '';
-        $deadline{term} ||= Time::HiRes::time() + 2;
-        $deadline{kill} ||= Time::HiRes::time() + 4;
+        $deadline{term} ||= hires_time() + 2;
+        $deadline{kill} ||= hires_time() + 4;
       }
-      $deadline{kill} ||= Time::HiRes::time() + 5 if $s eq 'TERM';
+      $deadline{kill} ||= hires_time() + 5 if $s eq 'TERM';
       # Ctrl-C in a tty=0 pane reaches only us (the agent has no terminal): forward it.
       signal_group($s, $pid, $with_session) unless $reaped && !group_members($pid, $with_session);
     }
     delete $pending{CHLD};
     if (!$reaped) {
-      my $r = waitpid($pid, WNOHANG);
+      my $r = waitpid($pid, K('wnohang'));
       if ($r == $pid) {
         ($reaped, $wait_status, $finished_at) = (1, $?, now_iso());
         if (%streams) {
           # Its leftovers still hold the pipes: give them a moment, then end them.
-          my $t = Time::HiRes::time();
+          my $t = hires_time();
           $deadline{term} = $t + 1 if !defined $deadline{term} || $deadline{term} > $t + 1;
           $deadline{kill} = $t + 3 if !defined $deadline{kill} || $deadline{kill} > $t + 3;
           $deadline{abandon} = $t + 4;
@@ -783,7 +859,7 @@ sub main {
       my $st = $streams{$fd};
       my $r = sysread($st->{fh}, my $data, $READ_SIZE);
       if (!defined $r) {
-        next if $! == EINTR || $! == EAGAIN;
+        next if $! == K('e_intr') || $! == K('e_again');
         $r = 0;
       }
       if ($r == 0) {
@@ -817,10 +893,11 @@ sub main {
   );
   if (defined $launch_error) {
     @result{qw(exit_code launch_failed error)} = ($wait_status >> 8, 1, $launch_error);
-  } elsif (WIFSIGNALED($wait_status)) {
-    $result{signal} = signal_name(WTERMSIG($wait_status));
+  } elsif (($wait_status & 127) != 0) {
+    # The wait status as perlvar documents $?: low 7 bits the signal, high byte the exit code.
+    $result{signal} = signal_name($wait_status & 127);
   } else {
-    $result{exit_code} = WEXITSTATUS($wait_status);
+    $result{exit_code} = ($wait_status >> 8) & 255;
   }
 
   if ($tty) {
@@ -838,7 +915,7 @@ sub main {
     $SIG{$1} = 'DEFAULT';
     kill $1, $$;
   }
-  exit(defined $result{exit_code} ? $result{exit_code} : 128 + WTERMSIG($wait_status));
+  exit(defined $result{exit_code} ? $result{exit_code} : 128 + ($wait_status & 127));
 }
 
 main();

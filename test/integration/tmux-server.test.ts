@@ -1,7 +1,7 @@
 // The private tmux server: configuration, environment, listing, targeted kills, shutdown.
 import { stat } from "node:fs/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { formatLiteral, TmuxServer, tmuxArg } from "../../src/tmux/server.js";
+import { CONTROL_SESSION_PREFIX, formatLiteral, TmuxServer, tmuxArg } from "../../src/tmux/server.js";
 import { launch } from "../../src/tmux/session.js";
 import { isAlive, makeTmpDir, removeDir, taskSpec, uniqueSocket, waitFor } from "../fixtures/tmux-helpers.js";
 
@@ -105,6 +105,27 @@ describe("TmuxServer", () => {
     const again = await (await launch(server, taskSpec(root, ["true"]))).exited;
     expect(again.exit_code).toBe(0);
     expect(await server.run(["show-options", "-s", "-v", "exit-empty"])).toBe("off");
+  });
+});
+
+describe("control-mode client", () => {
+  it("carries launches over one placeholder session that disconnect removes", async () => {
+    const spec = taskSpec(root, ["sleep", "60"]);
+    const task = await launch(server, spec);
+    await (await launch(server, taskSpec(root, ["true"]))).exited;
+    const sessions = (await server.run(["list-sessions", "-F", "#{session_name}"])).split("\n");
+    expect(sessions.filter((s) => s.startsWith(CONTROL_SESSION_PREFIX))).toHaveLength(1);
+    // Raw arguments with quotes, semicolons and format characters arrive intact.
+    const odd = `it's; "odd" #{pane_id} ;`;
+    await server.command(["set-option", "-t", `=${spec.session}:`, "@termorch_note", odd]);
+    expect(await server.command(["show-options", "-v", "-t", `=${spec.session}:`, "@termorch_note"])).toBe(
+      odd,
+    );
+    await task.kill(2_000);
+    await server.killSession(spec.session);
+    await server.disconnect();
+    const after = (await server.run(["list-sessions", "-F", "#{session_name}"])).split("\n");
+    expect(after.filter((s) => s.startsWith(CONTROL_SESSION_PREFIX))).toEqual([]);
   });
 });
 

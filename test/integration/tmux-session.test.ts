@@ -1,7 +1,9 @@
 // Launching and watching task attempts on a real, private tmux server.
+import { spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
 import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LaunchError } from "../../src/tmux/errors.js";
 import type { TmuxServer } from "../../src/tmux/server.js";
@@ -100,16 +102,30 @@ describe("launch", () => {
     expect(exit.detail).toMatch(/cannot change to directory/);
   });
 
-  it("deletes the env and redact files once the wrapper has read them", async () => {
+  it("deletes the launch file (environment, patterns) once the wrapper has read it", async () => {
     const spec = taskSpec(root, ["sh", "-c", "exit 0"], {
       env: { PATH: "/usr/bin:/bin", API_KEY: "s3cr3t-value" },
       redact: ["s3cr3t"],
     });
     const exit = await (await launch(server, spec)).exited;
     expect(exit.exit_code).toBe(0);
+    expect(existsSync(join(spec.attemptDir, "launch"))).toBe(false);
     expect(existsSync(join(spec.attemptDir, "env"))).toBe(false);
     expect(existsSync(join(spec.attemptDir, "redact"))).toBe(false);
-    expect(existsSync(join(spec.attemptDir, "argv"))).toBe(true);
+  });
+
+  it("ships a wrapper that compiles without warnings under perl -w", () => {
+    // The wrapper leaves `use warnings` out for speed; this keeps it warning-free all the same.
+    const r = spawnSync(
+      "perl",
+      ["-w", "-c", fileURLToPath(new URL("../../src/tmux/wrapper.pl", import.meta.url))],
+      {
+        encoding: "utf8",
+      },
+    );
+    expect(r.status).toBe(0);
+    expect(r.stderr.trim()).toMatch(/syntax OK$/);
+    expect(r.stderr.trim().split("\n")).toHaveLength(1);
   });
 
   it("records exit code 3", async () => {
@@ -352,7 +368,7 @@ describe("tty mode", () => {
     expect(log).not.toContain("abc123");
     expect(exit.stdout_bytes).toBeGreaterThan(0);
     expect(await readFile(spec.stderrLog, "utf8")).toBe("");
-    expect(existsSync(join(spec.attemptDir, "redact.pipe"))).toBe(false);
+    expect(existsSync(join(spec.attemptDir, "filter"))).toBe(false);
     expect(await server.capturePane(spec.session)).toContain("SECRET-abc123");
   });
 

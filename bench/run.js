@@ -1,0 +1,74 @@
+// `npm run bench [-- NAME... ] [--quick] [--json FILE]`: runs the benchmarks (all, or the
+// named ones) and prints one table. Every figure is a ratio or a comparison taken in the same
+// run on the same machine (BENCHMARKS.md records the latest ones).
+import { writeFileSync } from "node:fs";
+import { cleanupAll, machine, row, table } from "./lib.mjs";
+
+const failedRow = (name) => row(name, null, "", { met: false });
+
+export const BENCHES = ["overhead", "latency", "logs", "memory", "plan", "merge"];
+
+export async function main(argv) {
+  const names = [];
+  const opts = { quick: false, json: null };
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    if (a === "--quick") opts.quick = true;
+    else if (a === "--json") opts.json = argv[++i];
+    else if (a === "--help" || a === "-h") {
+      console.log(`usage: npm run bench [-- ${BENCHES.join("|")} ...] [--quick] [--json FILE]`);
+      return;
+    } else if (BENCHES.includes(a)) names.push(a);
+    else {
+      console.error(`unknown benchmark "${a}"; choose from ${BENCHES.join(", ")}`);
+      process.exitCode = 2;
+      return;
+    }
+  }
+  const selected = names.length ? names : BENCHES;
+  const onSignal = () => {
+    cleanupAll();
+    process.exit(130);
+  };
+  process.once("SIGINT", onSignal);
+  process.once("SIGTERM", onSignal);
+  const m = machine();
+  console.log(
+    `machine: ${m.cores} cores (${m.cpu}), ${m.memory_gib} GiB, ${m.os}, tmux ${m.tmux}, git ${m.git}, node ${m.node}, perl ${m.perl}; ${m.date}`,
+  );
+  const results = [];
+  try {
+    for (const name of selected) {
+      const t0 = Date.now();
+      console.error(`bench: ${name}…`);
+      try {
+        const mod = await import(`./${name}.mjs`);
+        const result = await mod.run(opts);
+        console.error(`bench: ${name} done in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+        results.push(result);
+      } catch (error) {
+        // One broken benchmark must not cost the figures of the others.
+        console.error(`bench: ${name} FAILED: ${error?.stack ?? error}`);
+        results.push({
+          name,
+          rows: [
+            { ...failedRow(name), name: `${name}: FAILED (${String(error?.message ?? error).slice(0, 80)})` },
+          ],
+          notes: [],
+        });
+        process.exitCode = 1;
+      }
+    }
+  } finally {
+    cleanupAll();
+  }
+  const rows = results.flatMap((r) => r.rows);
+  console.log(table(rows));
+  for (const r of results) for (const n of r.notes ?? []) console.log(`- ${n}`);
+  if (opts.json) writeFileSync(opts.json, `${JSON.stringify({ machine: m, results }, null, 2)}\n`);
+  if (rows.some((r) => r.met === false)) console.log("Some targets were not met (met? = NO).");
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  await main(process.argv.slice(2));
+}
