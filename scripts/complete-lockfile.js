@@ -8,15 +8,39 @@
 //   node scripts/complete-lockfile.js      (after any `npm install` that changed the lockfile)
 import { readFileSync, writeFileSync } from "node:fs";
 
-const OS = ["android", "darwin", "win32", "linux", "freebsd", "openbsd", "openharmony", "sunos", "aix", "netbsd"];
-const CPU = { arm64: "arm64", x64: "x64", ia32: "ia32", arm: "arm", ppc64: "ppc64", riscv64: "riscv64", s390x: "s390x", loong64: "loong64" };
+const OS = [
+  "android",
+  "darwin",
+  "win32",
+  "linux",
+  "freebsd",
+  "openbsd",
+  "openharmony",
+  "sunos",
+  "aix",
+  "netbsd",
+];
+const CPU = {
+  arm64: "arm64",
+  x64: "x64",
+  ia32: "ia32",
+  arm: "arm",
+  ppc64: "ppc64",
+  riscv64: "riscv64",
+  s390x: "s390x",
+  loong64: "loong64",
+};
 
 function platformOf(name) {
   const parts = name.split("/").pop().split("-");
   const os = parts.find((p) => OS.includes(p));
   const cpu = parts.map((p) => CPU[p]).find(Boolean);
   if (!os || !cpu) return null;
-  const libc = parts.some((p) => p.startsWith("musl")) ? "musl" : os === "linux" && parts.some((p) => p.startsWith("gnu")) ? "glibc" : null;
+  const libc = parts.some((p) => p.startsWith("musl"))
+    ? "musl"
+    : os === "linux" && parts.some((p) => p.startsWith("gnu"))
+      ? "glibc"
+      : null;
   return { os: [os], cpu: [cpu], ...(libc ? { libc: [libc] } : {}) };
 }
 
@@ -35,6 +59,8 @@ for (const [key, entry] of Object.entries(lock.packages)) {
     added++;
   }
 }
-lock.packages = Object.fromEntries(Object.entries(lock.packages).sort(([a], [b]) => (a === "" ? -1 : b === "" ? 1 : a.localeCompare(b))));
+lock.packages = Object.fromEntries(
+  Object.entries(lock.packages).sort(([a], [b]) => (a === "" ? -1 : b === "" ? 1 : a.localeCompare(b))),
+);
 writeFileSync(path, `${JSON.stringify(lock, null, 2)}\n`);
 console.log(`complete-lockfile: added ${added} platform package entries`);

@@ -111,7 +111,11 @@ export async function main(
     .option("--config <file>", "config file")
     .option("--json", "print the plan as JSON")
     .action(async (file: string, o: { config?: string; json?: boolean }) => {
-      const input = await loadAssignments(resolvePath(io.cwd, file), await loadConfig(o.config, io.env, io.cwd), Date.now());
+      const input = await loadAssignments(
+        resolvePath(io.cwd, file),
+        await loadConfig(o.config, io.env, io.cwd),
+        Date.now(),
+      );
       const graph = buildGraph(input.assignments.tasks);
       const plan = planWaves(input.assignments.tasks, graph.order);
       if (o.json)
@@ -151,9 +155,7 @@ export async function main(
   program
     .command("schema")
     .description("print the JSON Schema of a termorch file format")
-    .addArgument(
-      new Argument("<name>", Object.keys(schemas).join(" | ")).choices(Object.keys(schemas)),
-    )
+    .addArgument(new Argument("<name>", Object.keys(schemas).join(" | ")).choices(Object.keys(schemas)))
     .action((name: SchemaName) => {
       io.stdout.write(`${JSON.stringify(jsonSchemaOf(name), null, 2)}\n`);
     });
