@@ -4,8 +4,17 @@ import { dirname, join, resolve } from "node:path";
 import chokidar, { type FSWatcher } from "chokidar";
 import PQueue from "p-queue";
 import type { Logger } from "pino";
+import { ExitCode, LockedError } from "../errors.js";
 import { writeJsonAtomic } from "../fs/atomic.js";
-import { type DetachedResult, type RunResult, readState, resumeRun, runAssignments } from "../run/runner.js";
+import { writeErrorReport } from "../run/report-file.js";
+import {
+  type DetachedResult,
+  internalError,
+  type RunResult,
+  readState,
+  resumeRun,
+  runAssignments,
+} from "../run/runner.js";
 import { type Claim, claim, isCandidate } from "./claim.js";
 
 export interface DaemonOptions {
@@ -168,6 +177,8 @@ export class Daemon {
             );
           } catch (error) {
             this.opts.log.error({ run: runId, err: String(error) }, "run failed to complete");
+            // Every run gets an answer, a failed one too (unless it is left for the next start).
+            if (!this.stopping && !(error instanceof LockedError)) await this.answerFailure(runId, error);
           }
         },
         { signal: this.detach.signal },
@@ -176,6 +187,22 @@ export class Daemon {
         // Still queued when the daemon stopped: it starts on the next start (recovery).
         this.opts.log.info({ run: runId }, "run left queued; it starts on the next start");
       });
+  }
+
+  private async answerFailure(runId: string, error: unknown): Promise<void> {
+    try {
+      const dir = join(this.layout.runs, runId);
+      // A report the run wrote itself (another daemon finished it) is the answer; never overwrite it.
+      const existing = join(dir, "execution_report.json");
+      if (await reportOf(existing, runId)) {
+        await this.answer(runId, JSON.parse(await readFile(existing, "utf8")));
+        return;
+      }
+      const { report } = await writeErrorReport(dir, Date.now(), internalError(error), ExitCode.internal);
+      await this.answer(runId, { ...report, run_id: runId });
+    } catch (failure) {
+      this.opts.log.error({ run: runId, err: String(failure) }, "could not answer a failed run");
+    }
   }
 
   private async answer(runId: string, report: unknown): Promise<void> {

@@ -2,37 +2,57 @@ import { writeJsonAtomic } from "./atomic.js";
 
 /**
  * Writes a JSON snapshot atomically whenever asked, coalescing bursts: while one write is in
- * flight, further requests collapse into a single follow-up write of the newest snapshot. Every
- * `save()` resolves only once a snapshot taken after the call is on disk.
+ * flight or the last one is less than `minIntervalMs` old, further requests collapse into a
+ * single later write of the newest snapshot. Every `save()` resolves once a snapshot taken
+ * after the call is on disk. `finish()` writes a last snapshot and accepts no more.
  */
 export class SnapshotWriter<T> {
-  private writing: Promise<void> | null = null;
+  private running: Promise<void> | null = null;
   private queued: Promise<void> | null = null;
+  private lastWrite = 0;
+  private done = false;
 
   constructor(
     readonly path: string,
     private readonly snapshot: () => T,
+    private readonly minIntervalMs = 0,
   ) {}
 
   save(): Promise<void> {
+    if (this.done) return Promise.resolve();
     if (this.queued) return this.queued;
-    if (!this.writing) {
-      this.writing = this.write().finally(() => {
-        this.writing = null;
-      });
-      return this.writing;
-    }
-    const after = this.writing;
-    this.queued = after
+    const wait = Math.max(0, this.lastWrite + this.minIntervalMs - Date.now());
+    if (!this.running && wait === 0) return this.start();
+    const before = this.running ?? Promise.resolve();
+    this.queued = before
       .catch(() => {})
+      .then(
+        () =>
+          new Promise<void>((r) =>
+            setTimeout(r, Math.max(0, this.lastWrite + this.minIntervalMs - Date.now())),
+          ),
+      )
       .then(() => {
         this.queued = null;
-        return this.save();
+        return this.done ? undefined : this.start();
       });
     return this.queued;
   }
 
-  private async write(): Promise<void> {
-    await writeJsonAtomic(this.path, this.snapshot(), 0o600);
+  /** Waits for what is pending, then writes `last` (default: a fresh snapshot) as the final state. */
+  async finish(last?: T): Promise<void> {
+    this.done = true;
+    await this.queued?.catch(() => {});
+    await this.running?.catch(() => {});
+    await writeJsonAtomic(this.path, last ?? this.snapshot(), 0o600);
+  }
+
+  private start(): Promise<void> {
+    const write = writeJsonAtomic(this.path, this.snapshot(), 0o600).finally(() => {
+      this.lastWrite = Date.now();
+      if (this.running === write) this.running = null;
+    });
+    this.running = write;
+    return write;
   }
 }

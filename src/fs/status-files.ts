@@ -8,6 +8,9 @@ const STATES: readonly TaskState[] = ["running", "success", "failed", "skipped"]
 
 /** `status/<task_id>.<state>`: exactly one file per task at a time. */
 export class StatusFiles {
+  /** The state each task's file has now, when this process wrote it. */
+  private readonly current = new Map<string, TaskState>();
+
   constructor(readonly dir: string) {}
 
   pathOf(taskId: string, state: TaskState): string {
@@ -19,11 +22,13 @@ export class StatusFiles {
    * without a status file (at worst it briefly sees two and takes the newer state).
    */
   async set(status: StatusFile): Promise<void> {
-    await writeJsonAtomic(this.pathOf(status.task_id, status.state), status);
+    await writeJsonAtomic(this.pathOf(status.task_id, status.state), status, 0o644, false);
+    const previous = this.current.get(status.task_id);
+    this.current.set(status.task_id, status.state);
+    // Only the file this process wrote last needs to go; after a resume, any of them might exist.
+    const stale = previous ? [previous] : STATES;
     await Promise.all(
-      STATES.filter((s) => s !== status.state).map((s) =>
-        rm(this.pathOf(status.task_id, s), { force: true }),
-      ),
+      stale.filter((s) => s !== status.state).map((s) => rm(this.pathOf(status.task_id, s), { force: true })),
     );
   }
 

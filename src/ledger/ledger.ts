@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { open, readFile, truncate } from "node:fs/promises";
+import { type FileHandle, open, readFile, truncate } from "node:fs/promises";
 import { z } from "zod";
 import type { Redactor } from "../redact/redactor.js";
 import { canonicalJson } from "./canonical.js";
@@ -35,6 +35,7 @@ export class Ledger {
   private seq = 0;
   private prev = GENESIS;
   private tail: Promise<unknown> = Promise.resolve();
+  private handle: FileHandle | null = null;
 
   private constructor(
     readonly path: string,
@@ -62,6 +63,13 @@ export class Ledger {
     return ledger;
   }
 
+  /** Waits for pending appends and closes the file. */
+  async close(): Promise<void> {
+    await this.tail;
+    await this.handle?.close();
+    this.handle = null;
+  }
+
   append(type: string, data: Record<string, unknown> = {}, taskId?: string): Promise<LedgerEvent> {
     const next = this.tail.then(async () => {
       const body: Omit<LedgerEvent, "hash"> = {
@@ -74,12 +82,9 @@ export class Ledger {
         prev: this.prev,
       };
       const event: LedgerEvent = { ...body, hash: hashOf(body) };
-      const handle = await open(this.path, "a", 0o600);
-      try {
-        await handle.write(`${canonicalJson(event)}\n`);
-      } finally {
-        await handle.close();
-      }
+      // One O_APPEND handle for the run: each event is still a single write() of a whole line.
+      this.handle ??= await open(this.path, "a", 0o600);
+      await this.handle.write(`${canonicalJson(event)}\n`);
       this.seq += 1;
       this.prev = event.hash;
       return event;

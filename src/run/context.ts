@@ -122,6 +122,8 @@ export interface LiveRun extends RunContext {
   /** Stops launching (cancel or --fail-fast). */
   stopper: AbortController;
   state: () => RunState;
+  /** Writes state.json one last time (pending writes first) and no more after it. */
+  saveFinal: (last?: RunState) => Promise<void>;
   reportOf: (
     merge: MergeOutcome,
     validation: Report["summary"]["validation"],

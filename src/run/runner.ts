@@ -1,4 +1,4 @@
-import { existsSync, type FSWatcher, watch } from "node:fs";
+import { existsSync, type FSWatcher, readdirSync, watch } from "node:fs";
 import { mkdir, readFile, rm } from "node:fs/promises";
 import { availableParallelism } from "node:os";
 import { dirname, join, resolve } from "node:path";
@@ -7,7 +7,7 @@ import pino, { type Logger } from "pino";
 import { secretValuesOf } from "../agent/environment.js";
 import { Config } from "../contract/config.js";
 import { RunState } from "../contract/state.js";
-import { InputError, LockedError, TermorchError } from "../errors.js";
+import { ExitCode, InputError, LockedError, TermorchError } from "../errors.js";
 import { writeJsonAtomic } from "../fs/atomic.js";
 import { acquireLock, type WorkspaceLock } from "../fs/lock.js";
 import { LogNames } from "../fs/log-names.js";
@@ -27,7 +27,7 @@ import { dispatch } from "./dispatch.js";
 import { type MergeStageResult, mergeStage } from "./merge-stage.js";
 import { errorOf, type RunResult, writeErrorReport, writeReport } from "./report-file.js";
 import type { ScheduleMode } from "./schedule.js";
-import { Detached, errorText, taskArgv } from "./task-exec.js";
+import { attemptDirOf, Detached, errorText, taskArgv } from "./task-exec.js";
 import { newTaskRun, type TaskRun } from "./task-run.js";
 import { freshRunId, inspectWorkspace } from "./workspace.js";
 
@@ -167,9 +167,23 @@ export async function runAssignments(opts: RunOptions): Promise<RunResult | Deta
       return writeReport(runDir, ctx.reportOf(skippedMerge("dry run"), "skipped", 0, null, true));
     }
     return await drive(ctx, opts, false);
+  } catch (error) {
+    if (error instanceof TermorchError) throw error;
+    // Something broke before the run could report for itself: the caller still gets a report.
+    return writeErrorReport(runDir, startedAt, internalError(error), ExitCode.internal);
   } finally {
     await lock?.release();
   }
+}
+
+/** An unexpected failure as the report's `error`. */
+export function internalError(error: unknown): RunError {
+  return {
+    kind: "internal",
+    message: errorText(error),
+    hint: "Run again with --debug for details; the report lists what finished.",
+    problems: [],
+  };
 }
 
 export interface ResumeOptions extends DriveOptions {
@@ -372,6 +386,7 @@ async function buildLiveRun(p: {
     signal: stopper.signal,
     detach: p.opts.detach ?? new AbortController().signal,
     persist: () => writer.save(),
+    saveFinal: (last) => writer.finish(last),
     log: p.log.child({ run: runId }),
     now: Date.now,
     onChange: () => p.opts.onProgress?.([...ctx.tasks.values()], Date.now() - p.startedAt),
@@ -433,15 +448,40 @@ async function buildLiveRun(p: {
         }),
       ),
   };
+  // Transitions that come while a write is in flight are coalesced into the next write.
   const writer = new SnapshotWriter(join(runDir, "state.json"), () => ctx.state());
   const restored = new Map((p.restored ?? []).map((t) => [t.id, t]));
   for (const task of nodes) {
+    const t = restored.get(task.id);
     ctx.tasks.set(
       task.id,
-      restored.get(task.id) ?? newTaskRun(task.id, task.agent, task.dependencies, taskArgv(ctx, task.id)),
+      t
+        ? withLatestAttempt(ctx, t)
+        : newTaskRun(task.id, task.agent, task.dependencies, taskArgv(ctx, task.id)),
     );
   }
   return ctx;
+}
+
+/**
+ * state.json may trail the launches (it is written lazily); the attempt folders do not (a launch
+ * creates its folder before the session). A restored task is brought up to its latest attempt.
+ */
+function withLatestAttempt(ctx: LiveRun, t: TaskRun): TaskRun {
+  if (t.state === "success" || t.state === "failed" || t.state === "skipped") return t;
+  let latest = t.attempts;
+  try {
+    for (const name of readdirSync(join(ctx.privateDir, "tasks", t.id))) {
+      if (/^\d+$/.test(name)) latest = Math.max(latest, Number(name));
+    }
+  } catch {}
+  if (latest === t.attempts && (latest === 0 || t.attemptDir !== null)) return t;
+  return {
+    ...t,
+    attempts: latest,
+    attemptDir: attemptDirOf(ctx, t.id, latest),
+    logs: latest === t.attempts ? t.logs : null,
+  };
 }
 
 function startInfo(ctx: LiveRun, dryRun: boolean, resumed: boolean): StartInfo {
@@ -513,12 +553,7 @@ async function drive(
       cancelWatch?.close();
       return detach(ctx);
     }
-    internal = {
-      kind: "internal",
-      message: errorText(error),
-      hint: "Run again with --debug for details; the report lists what finished.",
-      problems: [],
-    };
+    internal = internalError(error);
     ctx.log.error({ err: internal.message }, "run stopped by an internal error");
   } finally {
     cancelWatch?.close();
@@ -545,11 +580,13 @@ async function drive(
     failed_tasks: report.summary.failed_tasks,
   });
   const result = await writeReport(runDir, report);
-  await writeJsonAtomic(
-    join(runDir, "state.json"),
-    { ...ctx.state(), phase: "reported", report: result.reportPath, exit_code: report.exit_code },
-    0o600,
-  );
+  await ctx.saveFinal({
+    ...ctx.state(),
+    phase: "reported",
+    report: result.reportPath,
+    exit_code: report.exit_code,
+  });
+  await ledger.close();
   await closeSessions(ctx, ctx.settings.sessions);
   if (internal === null && !ctx.cancel.signal.aborted)
     await rm(join(privateDir, "tasks"), { recursive: true, force: true }).catch(() => {});
@@ -558,8 +595,9 @@ async function drive(
 
 /** Leaves the run to a later resume: state persisted, agents still running in tmux, no report. */
 async function detach(ctx: LiveRun): Promise<DetachedResult> {
-  await ctx.persist();
+  await ctx.saveFinal();
   await ctx.ledger.append("run.detached", { pid: process.pid });
+  await ctx.ledger.close();
   return { detached: true, runId: ctx.runId, runDir: ctx.runDir };
 }
 

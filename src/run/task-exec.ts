@@ -180,14 +180,23 @@ async function runAttempt(
   cwd: string,
   artifactsDir: string,
 ): Promise<AttemptResult> {
-  const r = ctx.resolved.get(t.id)!;
-  const stem = ctx.logNames.next(r.task.agent, ctx.now());
-  t.logs = { stdout: `logs/${stem}.out`, stderr: `logs/${stem}.err` };
-  t.attemptDir = join(ctx.privateDir, "tasks", t.id, String(t.attempts));
+  newLogs(ctx, t);
+  t.attemptDir = attemptDirOf(ctx, t.id, t.attempts);
   t.attemptStartedAt = ctx.now();
-  // Recorded before the session exists, so an interrupted run knows which session to look for.
+  // Recorded before the session exists, so an interrupted run knows which session to look for
+  // (a resume also finds attempts by their folders, which the launch creates first).
   await ctx.persist();
   return launchAndWatch(ctx, t, cwd, artifactsDir);
+}
+
+function newLogs(ctx: RunContext, t: TaskRun): void {
+  const stem = ctx.logNames.next(ctx.resolved.get(t.id)!.task.agent, ctx.now());
+  t.logs = { stdout: `logs/${stem}.out`, stderr: `logs/${stem}.err` };
+}
+
+/** `<run-dir>/.termorch/<run>/tasks/<task>/<attempt>`: where an attempt's wrapper files and exit.json live. */
+export function attemptDirOf(ctx: Pick<RunContext, "privateDir">, taskId: string, attempt: number): string {
+  return join(ctx.privateDir, "tasks", taskId, String(attempt));
 }
 
 async function launchAndWatch(
@@ -245,7 +254,11 @@ async function adoptAttempt(
   const attemptDir = t.attemptDir!;
   const finished = existsSync(join(attemptDir, "exit.json"));
   const live = !finished && (await ctx.tmux.hasSession(t.session!));
-  if (!finished && !live && t.state !== "running") return launchAndWatch(ctx, t, cwd, artifactsDir);
+  if (!finished && !live && t.state !== "running") {
+    if (!t.logs) newLogs(ctx, t);
+    t.attemptStartedAt ??= ctx.now();
+    return launchAndWatch(ctx, t, cwd, artifactsDir);
+  }
   const running = await adopt(ctx.tmux, {
     session: t.session!,
     attemptDir,
@@ -602,7 +615,10 @@ export function statusOf(ctx: RunContext, t: TaskRun, state: StatusFile["state"]
   };
 }
 
-/** Every state change goes to the status file and the ledger together. */
+/**
+ * Every state change goes to the ledger, state.json and the status file, in that order: whoever
+ * sees the status file (an operator, a test, a resume) can rely on the other two.
+ */
 export async function setStatus(ctx: RunContext, t: TaskRun, state: StatusFile["state"]): Promise<void> {
   const status = statusOf(ctx, t, state);
   await ctx.ledger.append(
@@ -610,8 +626,9 @@ export async function setStatus(ctx: RunContext, t: TaskRun, state: StatusFile["
     { ...status, gates: state === "running" ? [] : t.gates, branch: t.branch, commit: t.commit },
     t.id,
   );
-  await ctx.status.set(status);
+  // Writes coalesce while one is in flight, so a burst of transitions costs one snapshot.
   await ctx.persist();
+  await ctx.status.set(status);
 }
 
 export function errorText(error: unknown): string {

@@ -1,4 +1,4 @@
-import { createHash } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 import { chmod, lstat, mkdir, readFile, realpath, rename, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -388,7 +388,8 @@ async function writeConfig(
   const path = join(dir, `tmux-${hash}.conf`);
   // Content-addressed: concurrent writers of the same settings cannot corrupt each other.
   if ((await readFile(path, "utf8").catch(() => null)) === text) return path;
-  const tmp = `${path}.${process.pid}.${Date.now()}.tmp`;
+  // Unique per writer: several runs of one process (the daemon) may write it in the same millisecond.
+  const tmp = `${path}.${process.pid}.${randomBytes(6).toString("hex")}.tmp`;
   try {
     await writeFile(tmp, text, { mode: 0o600 });
     await rename(tmp, path);

@@ -6,6 +6,7 @@ import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { Report } from "../../src/contract/report.js";
 import {
   BIN,
+  cliEnv,
   git,
   killServer,
   makeWorkspace,
@@ -17,7 +18,6 @@ import {
 } from "./harness.js";
 
 const socket = uniqueSocket("daemon");
-const registry = mkdtempSync(join(tmpdir(), "termorch-registry-"));
 const cleanups: Array<() => void> = [];
 const daemons: ResultPromise[] = [];
 afterEach(async () => {
@@ -28,7 +28,6 @@ afterEach(async () => {
 });
 afterAll(() => {
   killServer(socket);
-  rmSync(registry, { recursive: true, force: true });
   for (const c of cleanups) c();
 });
 
@@ -42,7 +41,7 @@ function startDaemon(h: string, ...args: string[]): ResultPromise {
   const d = execa(process.execPath, [BIN, "daemon", "--home", h, ...args], {
     reject: false,
     cwd: ROOT,
-    env: { TERMORCH_TMUX_SOCKET: socket, TMUX: "", TERMORCH_REGISTRY: registry, TERMORCH_CONFIG: "" },
+    env: cliEnv(socket),
   });
   daemons.push(d);
   return d;

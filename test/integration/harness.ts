@@ -18,9 +18,26 @@ export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..")
 export const BIN = join(ROOT, "bin", "termorch.js");
 export const STEP = join(ROOT, "test", "fixtures", "agents", "step.sh");
 
-/** This test file's own run registry, so tests never see (or collide with) each other's runs. */
-export const REGISTRY = mkdtempSync(join(tmpdir(), "termorch-registry-"));
-process.on("exit", () => rmSync(REGISTRY, { recursive: true, force: true }));
+/**
+ * This test file's own temp folder: the CLIs it starts use it as TMPDIR (worktrees, locks, tmux
+ * config) and as their run registry, so test files never see or collide with each other's runs,
+ * nor with what an earlier run of the suite left behind.
+ */
+export const TEST_TMP = mkdtempSync(join(tmpdir(), "termorch-tmp-"));
+export const REGISTRY = join(TEST_TMP, "registry");
+process.on("exit", () => rmSync(TEST_TMP, { recursive: true, force: true }));
+
+/** The environment of a termorch process a test starts. */
+export function cliEnv(socket: string, extra: Record<string, string> = {}): Record<string, string> {
+  return {
+    TERMORCH_TMUX_SOCKET: socket,
+    TMUX: "",
+    TERMORCH_CONFIG: "",
+    TERMORCH_REGISTRY: REGISTRY,
+    TMPDIR: TEST_TMP,
+    ...extra,
+  };
+}
 
 /** A unique tmux socket for one test file; `killServer` kills only this one. */
 export function uniqueSocket(tag: string): string {
@@ -154,13 +171,7 @@ export async function termorch(
   const result = await execa(process.execPath, [BIN, ...args], {
     reject: false,
     cwd: opts.cwd ?? ROOT,
-    env: {
-      TERMORCH_TMUX_SOCKET: opts.socket,
-      TMUX: "",
-      TERMORCH_CONFIG: "",
-      TERMORCH_REGISTRY: REGISTRY,
-      ...opts.env,
-    },
+    env: cliEnv(opts.socket, opts.env),
     timeout: opts.timeoutMs ?? 120_000,
   });
   return { exitCode: result.exitCode ?? -1, stdout: String(result.stdout), stderr: String(result.stderr) };

@@ -5,11 +5,11 @@ import { execa } from "execa";
 import { afterAll, describe, expect, it } from "vitest";
 import {
   BIN,
+  cliEnv,
   filesContaining,
   isAlive,
   killServer,
   makeWorkspace,
-  REGISTRY,
   ROOT,
   readReport,
   termorch,
@@ -47,7 +47,7 @@ describe("run lifecycle", () => {
     const child = execa(process.execPath, [BIN, "run", file], {
       reject: false,
       cwd: ROOT,
-      env: { TERMORCH_TMUX_SOCKET: socket, TMUX: "", TERMORCH_REGISTRY: REGISTRY },
+      env: cliEnv(socket),
     });
     await waitFor(
       () => existsSync(join(dir, "status", "busy.running")) && existsSync(pidFile),

@@ -5,10 +5,10 @@ import { afterAll, describe, expect, it } from "vitest";
 import { RunState } from "../../src/contract/state.js";
 import {
   BIN,
+  cliEnv,
   git,
   killServer,
   makeWorkspace,
-  REGISTRY,
   ROOT,
   readReport,
   termorch,
@@ -45,7 +45,7 @@ describe("resume after SIGKILL", () => {
       const first = execa(process.execPath, [BIN, "run", file], {
         reject: false,
         cwd: ROOT,
-        env: { TERMORCH_TMUX_SOCKET: socket, TMUX: "", TERMORCH_REGISTRY: REGISTRY },
+        env: cliEnv(socket),
       });
       await waitFor(
         () => existsSync(join(dir, "status", "B.running")) && existsSync(join(dir, "status", "D.success")),
@@ -106,7 +106,7 @@ describe("resume after SIGKILL", () => {
     const first = execa(process.execPath, [BIN, "run", file], {
       reject: false,
       cwd: ROOT,
-      env: { TERMORCH_TMUX_SOCKET: socket, TMUX: "", TERMORCH_REGISTRY: REGISTRY },
+      env: cliEnv(socket),
     });
     await waitFor(() => existsSync(join(dir, "status", "A.running")), 30_000, "running");
     first.kill("SIGKILL");
@@ -129,7 +129,7 @@ describe("resume after SIGKILL", () => {
     const first = execa(process.execPath, [BIN, "run", file], {
       reject: false,
       cwd: ROOT,
-      env: { TERMORCH_TMUX_SOCKET: socket, TMUX: "", TERMORCH_REGISTRY: REGISTRY },
+      env: cliEnv(socket),
     });
     await waitFor(() => existsSync(join(dir, "status", "gone.running")), 30_000, "running");
     first.kill("SIGKILL");
