@@ -59,13 +59,19 @@ export async function loadAssignments(
     throw new InputError(problems);
   }
 
+  const resolved = new Map<string, ReturnType<typeof resolveInside>>();
   const inside = (
     field: string,
     task: string | undefined,
     userPath: string,
     mustExist: boolean,
   ): string | undefined => {
-    const result = resolveInside(workspace, userPath);
+    // Thousands of tasks often share one context file: resolve (realpath) each path once.
+    let result = resolved.get(userPath);
+    if (!result) {
+      result = resolveInside(workspace, userPath);
+      resolved.set(userPath, result);
+    }
     const where = task === undefined ? { field } : { field, task };
     if ("error" in result) return void at({ ...where, message: result.error });
     if (mustExist && !exists(result.path))

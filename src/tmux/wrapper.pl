@@ -466,8 +466,12 @@ sub filter_main {
       $feed->(substr($pending, 0, $at));
       last;
     }
-    # Keep back what could be the start of a marker split across reads.
-    my $keep = length($marker) - 1;
+    # Keep back only a tail that could be the start of a marker split across reads (usually
+    # nothing: the marker starts with ESC ]), so the log keeps up with the pane.
+    my $keep = 0;
+    for (my $k = length($marker) - 1 < length($pending) ? length($marker) - 1 : length($pending); $k > 0; $k--) {
+      if (substr($pending, -$k) eq substr($marker, 0, $k)) { $keep = $k; last }
+    }
     next if length($pending) <= $keep;
     my $chunk = substr($pending, 0, length($pending) - $keep, '');
     $bytes += length $chunk;
