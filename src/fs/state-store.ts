@@ -1,4 +1,4 @@
-import { writeJsonAtomic } from "./atomic.js";
+import { writeFileAtomic } from "./atomic.js";
 
 /**
  * Writes a JSON snapshot atomically whenever asked, coalescing bursts: while one write is in
@@ -44,15 +44,20 @@ export class SnapshotWriter<T> {
     this.done = true;
     await this.queued?.catch(() => {});
     await this.running?.catch(() => {});
-    await writeJsonAtomic(this.path, last ?? this.snapshot(), 0o600);
+    await writeFileAtomic(this.path, compact(last ?? this.snapshot()), 0o600, false);
   }
 
   private start(): Promise<void> {
-    const write = writeJsonAtomic(this.path, this.snapshot(), 0o600).finally(() => {
+    const write = writeFileAtomic(this.path, compact(this.snapshot()), 0o600, false).finally(() => {
       this.lastWrite = Date.now();
       if (this.running === write) this.running = null;
     });
     this.running = write;
     return write;
   }
+}
+
+/** One line: the snapshot is rewritten at every transition, so it is kept small and cheap. */
+function compact(value: unknown): string {
+  return `${JSON.stringify(value)}\n`;
 }

@@ -1,4 +1,4 @@
-import { rm } from "node:fs/promises";
+import { rm, unlink } from "node:fs/promises";
 import { join } from "node:path";
 import type { TaskState } from "../contract/reason.js";
 import type { StatusFile } from "../contract/status.js";
@@ -28,7 +28,7 @@ export class StatusFiles {
     // Only the file this process wrote last needs to go; after a resume, any of them might exist.
     const stale = previous ? [previous] : STATES;
     await Promise.all(
-      stale.filter((s) => s !== status.state).map((s) => rm(this.pathOf(status.task_id, s), { force: true })),
+      stale.filter((s) => s !== status.state).map((s) => unlink(this.pathOf(status.task_id, s)).catch(() => {})),
     );
   }
 
