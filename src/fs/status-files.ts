@@ -28,7 +28,9 @@ export class StatusFiles {
     // Only the file this process wrote last needs to go; after a resume, any of them might exist.
     const stale = previous ? [previous] : STATES;
     await Promise.all(
-      stale.filter((s) => s !== status.state).map((s) => unlink(this.pathOf(status.task_id, s)).catch(() => {})),
+      stale
+        .filter((s) => s !== status.state)
+        .map((s) => unlink(this.pathOf(status.task_id, s)).catch(() => {})),
     );
   }
 

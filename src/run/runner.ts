@@ -8,7 +8,6 @@ import { secretValuesOf } from "../agent/environment.js";
 import { Config } from "../contract/config.js";
 import { RunState } from "../contract/state.js";
 import { ExitCode, InputError, LockedError, TermorchError } from "../errors.js";
-import { writeJsonAtomic } from "../fs/atomic.js";
 import { acquireLock, type WorkspaceLock } from "../fs/lock.js";
 import { LogNames } from "../fs/log-names.js";
 import { registerRun } from "../fs/registry.js";
