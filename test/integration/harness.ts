@@ -51,6 +51,8 @@ export function killServer(socket: string): void {
       env: { ...process.env, TMUX: "" },
     });
   } catch {}
+  // tmux 3.3 leaves the socket file of a server that exited; it is this test file's own.
+  rmSync(join(process.env.TMUX_TMPDIR ?? "/tmp", `tmux-${process.getuid?.() ?? 0}`, socket), { force: true });
 }
 
 export function tmuxSessions(socket: string): string[] {
