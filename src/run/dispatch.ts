@@ -1,7 +1,8 @@
 import PQueue from "p-queue";
 import type { LiveRun, RunContext } from "./context.js";
+import { Detached } from "./detached.js";
 import { Schedule } from "./schedule.js";
-import { Detached, executeTask, skipTask } from "./task-exec.js";
+import { executeTask, skipTask } from "./task-exec.js";
 
 /**
  * Runs the schedule to its end through a p-queue bounded by max_parallel; returns the peak

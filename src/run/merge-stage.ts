@@ -8,8 +8,8 @@ import { git } from "../git/repo.js";
 import { deleteBranch, prepareDetachedWorktree, removeWorktree } from "../git/worktree.js";
 import { type MergeOutcome, skippedMerge } from "../report/build.js";
 import { inRepo, type RunContext, worktreePath, worktreesRoot } from "./context.js";
-import { runShellGate } from "./shell-gate.js";
-import { Detached, errorText } from "./task-exec.js";
+import { errorText } from "./task-exec.js";
+import { testsGate } from "./tests-gate.js";
 
 export interface MergeStageResult {
   merge: MergeOutcome;
@@ -246,7 +246,6 @@ async function runLevelGates(ctx: RunContext, integration: string): Promise<Gate
           detail: "not run: an earlier gate failed",
         });
       } else {
-        const stem = ctx.logNames.next("tests", ctx.now());
         const { env } = agentEnvironment({
           processEnv: ctx.processEnv,
           envVars: ctx.input.assignments.environment.env_vars,
@@ -255,34 +254,18 @@ async function runLevelGates(ctx: RunContext, integration: string): Promise<Gate
           termorch: { TERMORCH_RUN_ID: ctx.runId, TERMORCH_WORKSPACE: workspace },
           config: ctx.input.config,
         });
-        const timeoutS =
-          ctx.input.assignments.environment.resource_limits.timeout_s ?? ctx.input.config.defaults.timeout_s;
-        const result = await runShellGate({
-          command: criteria.tests_cmd,
-          cwd: workspace,
-          env,
-          timeoutMs: timeoutS === undefined ? null : timeoutS * 1000,
-          killGraceMs: ctx.killGraceMs,
-          stdoutLog: join(ctx.runDir, "logs", `${stem}.out`),
-          stderrLog: join(ctx.runDir, "logs", `${stem}.err`),
-          redactor: ctx.redactor,
-          maxLogBytes: ctx.maxLogBytes,
-          signal: AbortSignal.any([ctx.signal, ctx.detach]),
-        });
-        // A daemon shutting down: the resumed run checks (and merges) again.
-        if (ctx.detach.aborted) throw new Detached();
-        const passed = result.exitCode === 0 && !result.timedOut;
-        const how = result.timedOut
-          ? "timed out"
-          : result.signal
-            ? `killed by ${result.signal}`
-            : `exit code ${result.exitCode}`;
-        gates.push({
-          name: "run.tests_cmd",
-          required: true,
-          passed,
-          detail: `${how}; output in logs/${stem}.out and logs/${stem}.err`,
-        });
+        gates.push(
+          await testsGate(ctx, {
+            name: "run.tests_cmd",
+            command: criteria.tests_cmd,
+            cwd: workspace,
+            env,
+            timeoutS:
+              ctx.input.assignments.environment.resource_limits.timeout_s ??
+              ctx.input.config.defaults.timeout_s,
+            logName: "tests",
+          }),
+        );
       }
     }
   } finally {

@@ -22,11 +22,12 @@ import { Redactor } from "../redact/redactor.js";
 import { buildReport, type RunError, skippedMerge } from "../report/build.js";
 import { TmuxServer } from "../tmux/server.js";
 import type { GitRun, LiveRun, RunContext, RunSettings } from "./context.js";
+import { Detached } from "./detached.js";
 import { dispatch } from "./dispatch.js";
 import { type MergeStageResult, mergeStage } from "./merge-stage.js";
 import { errorOf, type RunResult, writeErrorReport, writeReport } from "./report-file.js";
 import type { ScheduleMode } from "./schedule.js";
-import { attemptDirOf, Detached, errorText, taskArgv } from "./task-exec.js";
+import { attemptDirOf, errorText, taskArgv } from "./task-exec.js";
 import { newTaskRun, type TaskRun } from "./task-run.js";
 import { freshRunId, inspectWorkspace } from "./workspace.js";
 

@@ -21,8 +21,9 @@ import {
   taskCwd,
   worktreePath,
 } from "./context.js";
-import { runShellGate } from "./shell-gate.js";
+import { Detached } from "./detached.js";
 import type { TaskRun } from "./task-run.js";
+import { testsGate } from "./tests-gate.js";
 
 /** The outcome of one task, once all its attempts are done. */
 export interface TaskOutcome {
@@ -146,13 +147,6 @@ interface AttemptResult {
   record: ExitRecord | null;
   /** null: the agent exited 0 (gates still to run). */
   reason: Reason | null;
-}
-
-/** Thrown through a task's execution when the run detaches (daemon shutdown): its agent keeps running. */
-export class Detached extends Error {
-  constructor() {
-    super("detached: the agent keeps running in tmux and is re-adopted on resume");
-  }
 }
 
 function agentEnvOf(ctx: RunContext, t: TaskRun, cwd: string, artifactsDir: string): Record<string, string> {
@@ -455,53 +449,20 @@ async function runGates(ctx: RunContext, t: TaskRun, cwd: string, wt: string): P
       detail: "not run: an earlier gate failed",
     });
   else {
-    const stem = ctx.logNames.next(`tests-${t.id}`, ctx.now());
-    const { env } = agentEnvironment({
-      processEnv: ctx.processEnv,
-      envVars: ctx.input.assignments.environment.env_vars,
-      agentEnv: r.agent.env,
-      taskEnv: r.task.env,
-      termorch: {
-        TERMORCH_RUN_ID: ctx.runId,
-        TERMORCH_TASK_ID: t.id,
-        TERMORCH_WORKSPACE: cwd,
-        TERMORCH_CONTEXT_PATH: r.contextPath,
-        TERMORCH_ARTIFACTS_DIR: join(ctx.runDir, "artifacts", t.id),
-      },
-      config: ctx.input.config,
-    });
-    const timeoutS =
-      r.task.timeout_s ??
-      r.agent.timeout_s ??
-      ctx.input.assignments.environment.resource_limits.timeout_s ??
-      ctx.input.config.defaults.timeout_s;
-    const result = await runShellGate({
+    const gate = await testsGate(ctx, {
+      name: "tests_cmd",
       command: testsCmd,
       cwd,
-      env,
-      timeoutMs: timeoutS === undefined ? null : timeoutS * 1000,
-      killGraceMs: ctx.killGraceMs,
-      stdoutLog: join(ctx.runDir, "logs", `${stem}.out`),
-      stderrLog: join(ctx.runDir, "logs", `${stem}.err`),
-      redactor: ctx.redactor,
-      maxLogBytes: ctx.maxLogBytes,
-      signal: AbortSignal.any([ctx.signal, ctx.detach]),
+      env: agentEnvOf(ctx, t, cwd, join(ctx.runDir, "artifacts", t.id)),
+      timeoutS:
+        r.task.timeout_s ??
+        r.agent.timeout_s ??
+        ctx.input.assignments.environment.resource_limits.timeout_s ??
+        ctx.input.config.defaults.timeout_s,
+      logName: `tests-${t.id}`,
     });
-    // Detached mid-gate: the resumed run runs the gates again from the recorded exit.
-    if (ctx.detach.aborted) throw new Detached();
-    const passed = result.exitCode === 0 && !result.timedOut;
-    const how = result.timedOut
-      ? "timed out"
-      : result.signal
-        ? `killed by ${result.signal}`
-        : `exit code ${result.exitCode}`;
-    gates.push({
-      name: "tests_cmd",
-      required: true,
-      passed,
-      detail: `${how}; output in logs/${stem}.out and logs/${stem}.err`,
-    });
-    if (!passed) failures.push(`tests_cmd failed (${how}); see logs/${stem}.err`);
+    gates.push(gate);
+    if (!gate.passed) failures.push(`tests_cmd failed (${gate.detail})`);
   }
   if (failures.length === 0) return null;
   t.detail = failures.join("; ");

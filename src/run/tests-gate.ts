@@ -1,0 +1,49 @@
+import { join } from "node:path";
+import type { Gate } from "../contract/report.js";
+import type { RunContext } from "./context.js";
+import { Detached } from "./detached.js";
+import { runShellGate } from "./shell-gate.js";
+
+/**
+ * A `tests_cmd` gate (a task's or the run's): runs the command line with `sh -c` in `cwd`,
+ * logs to `logs/<logName>-<ts>.out/.err`, and returns the gate. Cancel ends it; a detach (daemon
+ * shutdown) ends it too and throws Detached, so the resumed run checks again.
+ */
+export async function testsGate(
+  ctx: RunContext,
+  o: {
+    name: string;
+    command: string;
+    cwd: string;
+    env: Record<string, string>;
+    timeoutS: number | undefined;
+    logName: string;
+  },
+): Promise<Gate> {
+  const stem = ctx.logNames.next(o.logName, ctx.now());
+  const result = await runShellGate({
+    command: o.command,
+    cwd: o.cwd,
+    env: o.env,
+    timeoutMs: o.timeoutS === undefined ? null : o.timeoutS * 1000,
+    killGraceMs: ctx.killGraceMs,
+    stdoutLog: join(ctx.runDir, "logs", `${stem}.out`),
+    stderrLog: join(ctx.runDir, "logs", `${stem}.err`),
+    redactor: ctx.redactor,
+    maxLogBytes: ctx.maxLogBytes,
+    signal: AbortSignal.any([ctx.signal, ctx.detach]),
+  });
+  if (ctx.detach.aborted) throw new Detached();
+  const passed = result.exitCode === 0 && !result.timedOut;
+  const how = result.timedOut
+    ? "timed out"
+    : result.signal
+      ? `killed by ${result.signal}`
+      : `exit code ${result.exitCode}`;
+  return {
+    name: o.name,
+    required: true,
+    passed,
+    detail: `${how}; output in logs/${stem}.out and logs/${stem}.err`,
+  };
+}
