@@ -149,13 +149,20 @@ export class Daemon {
       baseDir: dirname(c.source),
       runId: c.runId,
       ...(this.opts.configFile ? { configFile: this.opts.configFile } : {}),
+      ...this.driveOptions(),
+    });
+  }
+
+  /** What every run of this daemon shares: queue behind locks, detach on stop, the host-wide limit. */
+  private driveOptions(): DriveOptions {
+    return {
       wait: true,
       detach: this.detach.signal,
       hostQueue: this.hostQueue,
       env: this.opts.env,
       cwd: this.layout.root,
       logger: this.opts.log,
-    });
+    };
   }
 
   /** Drives one run through the run queue and answers it in the outbox. One bad run never stops the others. */
@@ -222,19 +229,7 @@ export class Daemon {
           const state = await readState(dir);
           if (state.phase === "running" && !(await reportOf(reportPath, state.run_id))) {
             this.opts.log.info({ run: runId }, "resuming an unfinished run");
-            this.track(
-              this.drive(runId, () =>
-                resumeRun({
-                  runDir: dir,
-                  wait: true,
-                  detach: this.detach.signal,
-                  hostQueue: this.hostQueue,
-                  env: this.opts.env,
-                  cwd: this.layout.root,
-                  logger: this.opts.log,
-                }),
-              ),
-            );
+            this.track(this.drive(runId, () => resumeRun({ runDir: dir, ...this.driveOptions() })));
             continue;
           }
         } else if (
