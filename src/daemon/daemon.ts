@@ -9,6 +9,7 @@ import { writeJsonAtomic } from "../fs/atomic.js";
 import { writeErrorReport } from "../run/report-file.js";
 import {
   type DetachedResult,
+  type DriveOptions,
   internalError,
   type RunResult,
   readState,
