@@ -1,4 +1,4 @@
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { Argument, Command, CommanderError, InvalidArgumentError, Option } from "commander";
 import { secretValuesOf } from "../agent/environment.js";
 import { jsonSchemaOf, type SchemaName, schemas } from "../contract/json-schema.js";
@@ -50,6 +50,7 @@ export async function main(
     .description(
       "Run an assignments.json DAG of agents in parallel tmux sessions and git worktrees, then report.",
     )
+    .version(packageVersion(), "-V, --version")
     .showHelpAfterError("(run termorch --help for usage)")
     .exitOverride()
     .configureOutput({ writeOut: (s) => io.stdout.write(s), writeErr: (s) => io.stderr.write(s) });
@@ -396,6 +397,18 @@ function reportError(error: unknown, io: Io, debug: boolean): number {
   if (debug && error instanceof Error && error.stack) io.stderr.write(`${error.stack}\n`);
   else io.stderr.write("  (run again with --debug for the stack trace)\n");
   return ExitCode.internal;
+}
+
+/** The installed package's version (package.json sits two folders above dist/cli/). */
+function packageVersion(): string {
+  try {
+    const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as {
+      version?: string;
+    };
+    return pkg.version ?? "unknown";
+  } catch {
+    return "unknown";
+  }
 }
 
 function resolvePath(cwd: string, p: string): string {
