@@ -12,6 +12,7 @@ import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { execa } from "execa";
+import { afterAll } from "vitest";
 import type { Report } from "../../src/contract/report.js";
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
@@ -219,3 +220,32 @@ export function filesContaining(dir: string, needle: string): string[] {
       }
     });
 }
+
+/**
+ * What every CLI test file sets up: its own tmux socket (killed after the file, and only that
+ * one) and temp workspaces (removed after), each with a `stamps/` folder for agents' clocks.
+ */
+export function testFile(tag: string) {
+  const socket = uniqueSocket(tag);
+  const cleanups: Array<() => void> = [];
+  afterAll(() => {
+    killServer(socket);
+    for (const c of cleanups) c();
+  });
+  const workspace = (opts: { git?: boolean } = {}) => {
+    const ws = makeWorkspace(opts);
+    cleanups.push(ws.cleanup);
+    const stamps = join(ws.dir, "stamps");
+    mkdirSync(stamps);
+    return { ...ws, stamps };
+  };
+  return { socket, workspace };
+}
+
+/** An agent's own nanosecond clock at its start or end (step.sh STAMPS). */
+export const stamp = (stamps: string, id: string, edge: "start" | "end"): bigint =>
+  BigInt(readFileSync(join(stamps, `${id}.${edge}`), "utf8").trim());
+
+/** The non-empty lines of a file, or none when it does not exist (agents' COUNTER files). */
+export const lines = (file: string): string[] =>
+  existsSync(file) ? readFileSync(file, "utf8").trim().split("\n").filter(Boolean) : [];

@@ -2,39 +2,25 @@ import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { execa } from "execa";
-import { afterAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import {
   BIN,
   cliEnv,
   filesContaining,
   isAlive,
   killServer,
-  makeWorkspace,
   ROOT,
   readReport,
+  stamp,
   termorch,
+  testFile,
   tmuxSessions,
   uniqueSocket,
   waitFor,
   writeAssignments,
 } from "./harness.js";
 
-const socket = uniqueSocket("life");
-const cleanups: Array<() => void> = [];
-afterAll(() => {
-  killServer(socket);
-  for (const c of cleanups) c();
-});
-
-function workspace(opts: { git?: boolean } = {}) {
-  const ws = makeWorkspace(opts);
-  cleanups.push(ws.cleanup);
-  const stamps = join(ws.dir, "stamps");
-  mkdirSync(stamps);
-  return { ...ws, stamps };
-}
-const stamp = (stamps: string, id: string, edge: "start" | "end") =>
-  BigInt(readFileSync(join(stamps, `${id}.${edge}`), "utf8").trim());
+const { socket, workspace } = testFile("life");
 
 describe("run lifecycle", () => {
   it("SIGINT cancels running tasks, skips pending ones, still writes the report and exits 130", async () => {
@@ -353,8 +339,7 @@ describe("run lifecycle", () => {
 
 describe("a workspace inside a repository", () => {
   it("runs tasks in that folder of their worktree and checks paths relative to it", async () => {
-    const ws = makeWorkspace();
-    cleanups.push(ws.cleanup);
+    const ws = workspace();
     const app = join(ws.repo, "packages", "app");
     mkdirSync(join(app, "ctx"), { recursive: true });
     writeFileSync(join(app, "ctx", "task.md"), "# app task\n");

@@ -1,30 +1,9 @@
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, describe, expect, it } from "vitest";
-import {
-  git,
-  killServer,
-  listFiles,
-  makeWorkspace,
-  readReport,
-  termorch,
-  uniqueSocket,
-  waitFor,
-  writeAssignments,
-} from "./harness.js";
+import { describe, expect, it } from "vitest";
+import { git, listFiles, readReport, termorch, testFile, waitFor, writeAssignments } from "./harness.js";
 
-const socket = uniqueSocket("merge");
-const cleanups: Array<() => void> = [];
-afterAll(() => {
-  killServer(socket);
-  for (const c of cleanups) c();
-});
-
-function workspace() {
-  const ws = makeWorkspace();
-  cleanups.push(ws.cleanup);
-  return ws;
-}
+const { socket, workspace } = testFile("merge");
 
 /** What the user sees of their repository: branch, HEAD, index/work tree state and file contents. */
 function userState(repo: string): string {

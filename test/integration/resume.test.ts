@@ -1,38 +1,28 @@
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { execa } from "execa";
-import { afterAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { RunState } from "../../src/contract/state.js";
 import {
   BIN,
   cliEnv,
   git,
-  killServer,
-  makeWorkspace,
+  lines,
   ROOT,
   readReport,
   termorch,
+  testFile,
   tmuxSessions,
-  uniqueSocket,
   waitFor,
   writeAssignments,
 } from "./harness.js";
 
-const socket = uniqueSocket("resume");
-const cleanups: Array<() => void> = [];
-afterAll(() => {
-  killServer(socket);
-  for (const c of cleanups) c();
-});
-
-const lines = (file: string) =>
-  existsSync(file) ? readFileSync(file, "utf8").trim().split("\n").filter(Boolean) : [];
+const { socket, workspace } = testFile("resume");
 
 describe("resume after SIGKILL", () => {
   for (const when of ["finishes while termorch is down", "is still running at resume"] as const) {
     it(`finishes the run; a task that ${when} is never started twice`, async () => {
-      const ws = makeWorkspace();
-      cleanups.push(ws.cleanup);
+      const ws = workspace();
       const { dir, repo } = ws;
       const counter = join(dir, "starts");
       const gate = join(dir, "go");
@@ -98,8 +88,7 @@ describe("resume after SIGKILL", () => {
   }
 
   it("refuses to resume when the assignments file changed since the run started", async () => {
-    const ws = makeWorkspace();
-    cleanups.push(ws.cleanup);
+    const ws = workspace();
     const { dir } = ws;
     const gate = join(dir, "go");
     const file = writeAssignments(dir, [{ id: "A", env: { WAIT_FILE: gate } }]);
@@ -121,8 +110,7 @@ describe("resume after SIGKILL", () => {
   });
 
   it("marks a task whose session vanished without an exit record as lost", async () => {
-    const ws = makeWorkspace();
-    cleanups.push(ws.cleanup);
+    const ws = workspace();
     const { dir } = ws;
     const counter = join(dir, "starts");
     const file = writeAssignments(dir, [{ id: "gone", env: { COUNTER: counter, SLEEP: "1000" } }]);

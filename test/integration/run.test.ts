@@ -1,39 +1,22 @@
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { StatusFile } from "../../src/contract/status.js";
 import {
   filesContaining,
   git,
   isAlive,
-  killServer,
-  makeWorkspace,
   readReport,
+  stamp,
   termorch,
+  testFile,
   tmuxSessions,
-  uniqueSocket,
   waitFor,
   writeAssignments,
 } from "./harness.js";
 
-const socket = uniqueSocket("run");
-const cleanups: Array<() => void> = [];
-afterAll(() => {
-  killServer(socket);
-  for (const c of cleanups) c();
-});
-
-function workspace() {
-  const ws = makeWorkspace();
-  cleanups.push(ws.cleanup);
-  const stamps = join(ws.dir, "stamps");
-  mkdirSync(stamps);
-  return { ...ws, stamps };
-}
-
-const stamp = (stamps: string, id: string, edge: "start" | "end") =>
-  BigInt(readFileSync(join(stamps, `${id}.${edge}`), "utf8").trim());
+const { socket, workspace } = testFile("run");
 
 describe("termorch run", () => {
   it("runs a diamond DAG in dependency order, each task on its own branch seeing its upstream work", async () => {
