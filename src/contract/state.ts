@@ -35,8 +35,12 @@ export const TaskRun = z.strictObject({
 export type TaskRun = z.infer<typeof TaskRun>;
 
 /**
- * `state.json`: the run's persisted state machine, written atomically at every transition, so
- * `termorch resume` (or a restarted daemon) can finish a run after any interruption.
+ * `state.json`: the run's persisted state machine, so `termorch resume` (or a restarted daemon)
+ * can finish a run after any interruption. While the run is live, each task's transitions go to
+ * its own `<tasks_dir>/<id>/task.json` (a TaskRun, written atomically), which supersedes the
+ * copy in `tasks`: a transition costs one small file, however many tasks the run has. Read it
+ * with `readRunStateFile`, which merges them. Once the run is reported, `tasks` is complete and
+ * `tasks_dir` is null.
  */
 export const RunState = z.strictObject({
   schema_version: z.literal(1),
@@ -79,6 +83,8 @@ export const RunState = z.strictObject({
   updated_at: z.number(),
   waves: z.array(z.array(z.string())),
   tasks: z.array(TaskRun),
+  /** Folder of the per-task state files while the run is live, else null. */
+  tasks_dir: z.string().nullable().default(null),
   /** Path of the report once written. */
   report: z.string().nullable(),
   exit_code: z.number().int().nullable(),

@@ -1,6 +1,13 @@
-import { randomBytes } from "node:crypto";
+import { mkdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { mkdir, rename, rm, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
+
+let counter = 0;
+/** A temp name beside `path`: pid + counter is unique on the machine without drawing random bytes. */
+function tempBeside(path: string): string {
+  counter += 1;
+  return join(dirname(path), `.${process.pid}.${counter}.tmp`);
+}
 
 /**
  * Writes a file so that readers see either the old content or the new one, never a torn
@@ -13,14 +20,36 @@ export async function writeFileAtomic(
   /** false when the caller knows the folder exists (a hot path: one syscall less). */
   makeDir = true,
 ): Promise<void> {
-  const dir = dirname(path);
-  if (makeDir) await mkdir(dir, { recursive: true });
-  const tmp = join(dir, `.${randomBytes(6).toString("hex")}.tmp`);
+  if (makeDir) await mkdir(dirname(path), { recursive: true });
+  const tmp = tempBeside(path);
   try {
     await writeFile(tmp, data, { mode });
     await rename(tmp, path);
   } catch (error) {
     await rm(tmp, { force: true });
+    throw error;
+  }
+}
+
+/**
+ * The same for the small files a run rewrites at every task transition (status files,
+ * state.json). Synchronous on purpose: each is three syscalls of microseconds, where the
+ * promise API adds a FileHandle, a thread-pool round trip and ~0.1 ms of main-thread CPU per
+ * call; with hundreds of short tasks that CPU is most of termorch's overhead (BENCHMARKS.md).
+ */
+export function writeFileAtomicSync(
+  path: string,
+  data: string | Uint8Array,
+  mode = 0o644,
+  makeDir = true,
+): void {
+  if (makeDir) mkdirSync(dirname(path), { recursive: true });
+  const tmp = tempBeside(path);
+  try {
+    writeFileSync(tmp, data, { mode });
+    renameSync(tmp, path);
+  } catch (error) {
+    rmSync(tmp, { force: true });
     throw error;
   }
 }

@@ -1,59 +1,47 @@
-import { writeFileAtomic } from "./atomic.js";
+import { writeFileAtomicSync } from "./atomic.js";
 
 /**
- * Writes a JSON snapshot atomically whenever asked, coalescing bursts: while one write is in
- * flight or the last one is less than `minIntervalMs` old, further requests collapse into a
- * single later write of the newest snapshot. Every `save()` resolves once a snapshot taken
- * after the call is on disk. `finish()` writes a last snapshot and accepts no more.
+ * Writes a JSON snapshot atomically whenever asked, coalescing bursts: every request made in
+ * one turn of the event loop (say, several tasks finishing together) is served by a single
+ * write of the newest snapshot, in the loop's check phase. Every `save()` resolves once a
+ * snapshot taken after the call is on disk. `finish()` writes a last snapshot and accepts no more.
  */
 export class SnapshotWriter<T> {
-  private running: Promise<void> | null = null;
   private queued: Promise<void> | null = null;
-  private lastWrite = 0;
   private done = false;
 
   constructor(
     readonly path: string,
     private readonly snapshot: () => T,
-    private readonly minIntervalMs = 0,
   ) {}
 
   save(): Promise<void> {
     if (this.done) return Promise.resolve();
-    if (this.queued) return this.queued;
-    const wait = Math.max(0, this.lastWrite + this.minIntervalMs - Date.now());
-    if (!this.running && wait === 0) return this.start();
-    const before = this.running ?? Promise.resolve();
-    this.queued = before
-      .catch(() => {})
-      .then(
-        () =>
-          new Promise<void>((r) =>
-            setTimeout(r, Math.max(0, this.lastWrite + this.minIntervalMs - Date.now())),
-          ),
-      )
-      .then(() => {
+    this.queued ??= new Promise<void>((resolve, reject) => {
+      setImmediate(() => {
         this.queued = null;
-        return this.done ? undefined : this.start();
+        if (this.done) return resolve();
+        try {
+          this.write(this.snapshot());
+          resolve();
+        } catch (error) {
+          reject(error);
+        }
       });
+    });
     return this.queued;
   }
 
   /** Waits for what is pending, then writes `last` (default: a fresh snapshot) as the final state. */
   async finish(last?: T): Promise<void> {
-    this.done = true;
     await this.queued?.catch(() => {});
-    await this.running?.catch(() => {});
-    await writeFileAtomic(this.path, compact(last ?? this.snapshot()), 0o600, false);
+    this.done = true;
+    this.write(last ?? this.snapshot());
   }
 
-  private start(): Promise<void> {
-    const write = writeFileAtomic(this.path, compact(this.snapshot()), 0o600, false).finally(() => {
-      this.lastWrite = Date.now();
-      if (this.running === write) this.running = null;
-    });
-    this.running = write;
-    return write;
+  // Synchronous: a few syscalls, cheaper than the promise API's machinery (see writeFileAtomicSync).
+  private write(value: T): void {
+    writeFileAtomicSync(this.path, compact(value), 0o600, false);
   }
 }
 

@@ -1,8 +1,9 @@
-import { rm, unlink } from "node:fs/promises";
+import { unlinkSync } from "node:fs";
+import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { TaskState } from "../contract/reason.js";
 import type { StatusFile } from "../contract/status.js";
-import { writeJsonAtomic } from "./atomic.js";
+import { writeFileAtomicSync } from "./atomic.js";
 
 const STATES: readonly TaskState[] = ["running", "success", "failed", "skipped"];
 
@@ -21,17 +22,24 @@ export class StatusFiles {
    * Writes the new state before removing the old one, so a reader never finds a task
    * without a status file (at worst it briefly sees two and takes the newer state).
    */
-  async set(status: StatusFile): Promise<void> {
-    await writeJsonAtomic(this.pathOf(status.task_id, status.state), status, 0o644, false);
+  set(status: StatusFile): void {
+    writeFileAtomicSync(
+      this.pathOf(status.task_id, status.state),
+      `${JSON.stringify(status, null, 2)}\n`,
+      0o644,
+      false,
+    );
     const previous = this.current.get(status.task_id);
     this.current.set(status.task_id, status.state);
     // Only the file this process wrote last needs to go; after a resume, any of them might exist.
-    const stale = previous ? [previous] : STATES;
-    await Promise.all(
-      stale
-        .filter((s) => s !== status.state)
-        .map((s) => unlink(this.pathOf(status.task_id, s)).catch(() => {})),
-    );
+    for (const s of previous ? [previous] : STATES) {
+      if (s === status.state) continue;
+      try {
+        unlinkSync(this.pathOf(status.task_id, s));
+      } catch {
+        // Not there: nothing to remove.
+      }
+    }
   }
 
   /** Removes the status files of tasks from an earlier run in the same folder. */

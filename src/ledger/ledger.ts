@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto";
-import { type FileHandle, open, readFile, truncate } from "node:fs/promises";
+import { closeSync, openSync, writeSync } from "node:fs";
+import { readFile, truncate } from "node:fs/promises";
 import { z } from "zod";
 import type { Redactor } from "../redact/redactor.js";
 import { canonicalJson } from "./canonical.js";
@@ -29,13 +30,14 @@ export function hashOf(event: Omit<LedgerEvent, "hash">): string {
 /**
  * The run's append-only, hash-chained record of decisions (DESIGN section 10). Each event is
  * one write() of one line to a file opened O_APPEND, so a crash leaves at most a torn last
- * line, which verification reports. Appends are serialised through one promise chain.
+ * line, which verification reports. Appends are synchronous: a line is a few hundred bytes,
+ * and one write() costs microseconds where the promise API cost ~0.1 ms of CPU per event; it
+ * also keeps the chain in call order without a queue.
  */
 export class Ledger {
   private seq = 0;
   private prev = GENESIS;
-  private tail: Promise<unknown> = Promise.resolve();
-  private handle: FileHandle | null = null;
+  private fd: number | null = null;
 
   private constructor(
     readonly path: string,
@@ -63,34 +65,46 @@ export class Ledger {
     return ledger;
   }
 
-  /** Waits for pending appends and closes the file. */
+  /** Closes the file; a later append opens it again. */
   async close(): Promise<void> {
-    await this.tail;
-    await this.handle?.close();
-    this.handle = null;
+    if (this.fd !== null) closeSync(this.fd);
+    this.fd = null;
   }
 
   append(type: string, data: Record<string, unknown> = {}, taskId?: string): Promise<LedgerEvent> {
-    const next = this.tail.then(async () => {
-      const body: Omit<LedgerEvent, "hash"> = {
-        schema_version: LEDGER_SCHEMA_VERSION,
-        seq: this.seq,
-        ts: this.now().toISOString(),
-        type,
-        ...(taskId === undefined ? {} : { task_id: taskId }),
-        data: this.redactor.redactDeep(data),
-        prev: this.prev,
-      };
-      const event: LedgerEvent = { ...body, hash: hashOf(body) };
-      // One O_APPEND handle for the run: each event is still a single write() of a whole line.
-      this.handle ??= await open(this.path, "a", 0o600);
-      await this.handle.write(`${canonicalJson(event)}\n`);
-      this.seq += 1;
-      this.prev = event.hash;
-      return event;
-    });
-    this.tail = next.catch(() => {});
-    return next;
+    try {
+      return Promise.resolve(this.appendNow(type, data, taskId));
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  private appendNow(type: string, data: Record<string, unknown>, taskId: string | undefined): LedgerEvent {
+    const body: Omit<LedgerEvent, "hash"> = {
+      schema_version: LEDGER_SCHEMA_VERSION,
+      seq: this.seq,
+      ts: this.now().toISOString(),
+      type,
+      ...(taskId === undefined ? {} : { task_id: taskId }),
+      data: this.redactor.redactDeep(data),
+      prev: this.prev,
+    };
+    // The canonical line sorts keys: "data" first, then "hash" (absent from the hashed body),
+    // then the rest. Serialising data once serves both the hash and the line.
+    const { data: d, ...rest } = body;
+    const dataJson = canonicalJson(d);
+    const restJson = canonicalJson(rest).slice(1);
+    const hash = createHash("sha256")
+      .update(body.prev)
+      .update(`{"data":${dataJson},${restJson}`)
+      .digest("hex");
+    this.fd ??= openSync(this.path, "a", 0o600);
+    const line = Buffer.from(`{"data":${dataJson},"hash":"${hash}",${restJson}\n`);
+    // A regular file takes the whole line at once; a short write (disk full) goes on, not torn.
+    for (let off = 0; off < line.length; ) off += writeSync(this.fd, line, off);
+    this.seq += 1;
+    this.prev = hash;
+    return { ...body, hash };
   }
 }
 

@@ -1,9 +1,10 @@
 import { existsSync, statSync } from "node:fs";
-import { readdir, readFile } from "node:fs/promises";
+import { readdir } from "node:fs/promises";
 import { isAbsolute, join, resolve } from "node:path";
-import { type RegistryEntry, RunState } from "../contract/state.js";
+import type { RegistryEntry, RunState } from "../contract/state.js";
 import { InputError } from "../errors.js";
 import { registeredRuns, registryDir } from "../fs/registry.js";
+import { readRunStateFile } from "../fs/run-state-file.js";
 import { driverAlive } from "./liveness.js";
 
 type Env = Readonly<Record<string, string | undefined>>;
@@ -35,25 +36,14 @@ export function phaseOf(state: RunState): RunPhase {
 
 /** Reads `<runDir>/state.json`; a missing or unreadable one is a problem, not an exception. */
 export async function readRunState(runDir: string): Promise<{ state: RunState } | { problem: string }> {
-  const path = join(runDir, "state.json");
-  let text: string;
-  try {
-    text = await readFile(path, "utf8");
-  } catch {
-    return {
-      problem: existsSync(runDir)
-        ? `no state.json in ${runDir} (not a run directory, or the run never started)`
-        : `its run directory ${runDir} is gone`,
-    };
-  }
-  try {
-    const parsed = RunState.safeParse(JSON.parse(text));
-    if (parsed.success) return { state: parsed.data };
-    const issue = parsed.error.issues[0];
-    return { problem: `${path} is unreadable: ${issue?.path.join(".")}: ${issue?.message}` };
-  } catch (error) {
-    return { problem: `${path} is not JSON: ${error instanceof Error ? error.message : String(error)}` };
-  }
+  const read = readRunStateFile(runDir);
+  if (read.ok) return { state: read.state };
+  if (read.problem !== "missing") return { problem: `${read.path} is ${read.problem}` };
+  return {
+    problem: existsSync(runDir)
+      ? `no state.json in ${runDir} (not a run directory, or the run never started)`
+      : `its run directory ${runDir} is gone`,
+  };
 }
 
 async function fromEntry(entry: RegistryEntry): Promise<OpsRun> {

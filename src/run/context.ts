@@ -60,6 +60,8 @@ export interface RunContext {
   detach: AbortSignal;
   /** Saves state.json (coalesced); resolves once a snapshot taken after the call is on disk. */
   persist: () => Promise<void>;
+  /** Saves one task's state file (see RunState): every transition of that task, before its status file. */
+  persistTask: (t: TaskRun) => void;
   log: Logger;
   now: () => number;
   /** Called whenever a task changes state (progress display). */

@@ -1,16 +1,17 @@
 import { existsSync, type FSWatcher, readdirSync, watch } from "node:fs";
-import { mkdir, readFile, rm } from "node:fs/promises";
+import { mkdir, rm } from "node:fs/promises";
 import { availableParallelism } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import type PQueue from "p-queue";
 import pino, { type Logger } from "pino";
 import { secretValuesOf } from "../agent/environment.js";
 import { Config } from "../contract/config.js";
-import { RunState } from "../contract/state.js";
+import type { RunState } from "../contract/state.js";
 import { ExitCode, InputError, LockedError, TermorchError } from "../errors.js";
 import { acquireLock, type WorkspaceLock } from "../fs/lock.js";
 import { LogNames } from "../fs/log-names.js";
 import { registerRun } from "../fs/registry.js";
+import { readRunStateFile, writeTaskState } from "../fs/run-state-file.js";
 import { SnapshotWriter } from "../fs/state-store.js";
 import { StatusFiles } from "../fs/status-files.js";
 import { loadAssignments, type RunInput } from "../input/assignments-file.js";
@@ -266,31 +267,19 @@ export async function resumeRun(opts: ResumeOptions): Promise<RunResult | Detach
 }
 
 export async function readState(runDir: string): Promise<RunState> {
-  const path = join(runDir, "state.json");
-  let text: string;
-  try {
-    text = await readFile(path, "utf8");
-  } catch {
+  const read = readRunStateFile(runDir);
+  if (read.ok) return read.state;
+  if (read.problem === "missing")
     throw new InputError(
-      [{ file: path, message: "no state.json here: not a run directory, or the run never started" }],
+      [{ file: read.path, message: "no state.json here: not a run directory, or the run never started" }],
       "Pass the run directory of an interrupted run.",
     );
-  }
-  let data: unknown;
-  try {
-    data = JSON.parse(text);
-  } catch {
+  if (read.problem.startsWith("not JSON"))
     throw new InputError(
-      [{ file: path, message: "state.json is not valid JSON (damaged)" }],
+      [{ file: read.path, message: "state.json is not valid JSON (damaged)" }],
       "The run cannot be resumed; its report, logs and ledger are still there.",
     );
-  }
-  const parsed = RunState.safeParse(data);
-  if (!parsed.success)
-    throw new InputError([
-      { file: path, message: `unreadable run state: ${parsed.error.issues[0]?.message}` },
-    ]);
-  return parsed.data;
+  throw new InputError([{ file: read.path, message: `run state is ${read.problem}` }]);
 }
 
 function tmuxFor(socket: string, input: RunInput): TmuxServer {
@@ -386,6 +375,7 @@ async function buildLiveRun(p: {
     signal: stopper.signal,
     detach: p.opts.detach ?? new AbortController().signal,
     persist: () => writer.save(),
+    persistTask: (t) => writeTaskState(join(privateDir, "tasks"), t, taskDirs),
     saveFinal: (last) => writer.finish(last),
     log: p.log.child({ run: runId }),
     now: Date.now,
@@ -424,6 +414,7 @@ async function buildLiveRun(p: {
       updated_at: Date.now(),
       waves: plan.waves,
       tasks: [...ctx.tasks.values()],
+      tasks_dir: join(privateDir, "tasks"),
       report: null,
       exit_code: null,
     }),
@@ -450,6 +441,7 @@ async function buildLiveRun(p: {
   };
   // Transitions that come while a write is in flight are coalesced into the next write.
   const writer = new SnapshotWriter(join(runDir, "state.json"), () => ctx.state());
+  const taskDirs = new Set<string>();
   const restored = new Map((p.restored ?? []).map((t) => [t.id, t]));
   for (const task of nodes) {
     const t = restored.get(task.id);
@@ -583,6 +575,8 @@ async function drive(
   await ctx.saveFinal({
     ...ctx.state(),
     phase: "reported",
+    // Complete now: the per-task files go with the private folder below.
+    tasks_dir: null,
     report: result.reportPath,
     exit_code: report.exit_code,
   });

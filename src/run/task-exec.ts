@@ -1,5 +1,5 @@
-import { existsSync } from "node:fs";
-import { cp, mkdir, rm, stat, writeFile } from "node:fs/promises";
+import { existsSync, mkdirSync, rmSync } from "node:fs";
+import { cp, stat, writeFile } from "node:fs/promises";
 import { join, relative } from "node:path";
 import { substitute } from "../agent/command.js";
 import { agentEnvironment } from "../agent/environment.js";
@@ -98,7 +98,7 @@ export async function executeTask(ctx: RunContext, taskId: string, resume = fals
       { branch: t.branch, start_commit: t.startCommit, path: wt },
       taskId,
     );
-    await ctx.persist();
+    ctx.persistTask(t);
   }
   // Another task's failure may have stopped the run (--fail-fast, cancel) while this one was
   // being prepared: a task that never launched is skipped, not failed.
@@ -107,8 +107,8 @@ export async function executeTask(ctx: RunContext, taskId: string, resume = fals
     return { ok: false };
   }
   if (!(resume && t.attemptDir)) {
-    await rm(artifactsDir, { recursive: true, force: true });
-    await mkdir(artifactsDir, { recursive: true });
+    rmSync(artifactsDir, { recursive: true, force: true });
+    mkdirSync(artifactsDir, { recursive: true });
   }
 
   const maxAttempts = task.retries + 1;
@@ -179,7 +179,7 @@ async function runAttempt(
   t.attemptStartedAt = ctx.now();
   // Recorded before the session exists, so an interrupted run knows which session to look for
   // (a resume also finds attempts by their folders, which the launch creates first).
-  await ctx.persist();
+  ctx.persistTask(t);
   return launchAndWatch(ctx, t, cwd, artifactsDir);
 }
 
@@ -577,8 +577,8 @@ export function statusOf(ctx: RunContext, t: TaskRun, state: StatusFile["state"]
 }
 
 /**
- * Every state change goes to the ledger, state.json and the status file, in that order: whoever
- * sees the status file (an operator, a test, a resume) can rely on the other two.
+ * Every state change goes to the ledger, the task's state file and the status file, in that
+ * order: whoever sees the status file (an operator, a test, a resume) can rely on the other two.
  */
 export async function setStatus(ctx: RunContext, t: TaskRun, state: StatusFile["state"]): Promise<void> {
   const status = statusOf(ctx, t, state);
@@ -587,9 +587,8 @@ export async function setStatus(ctx: RunContext, t: TaskRun, state: StatusFile["
     { ...status, gates: state === "running" ? [] : t.gates, branch: t.branch, commit: t.commit },
     t.id,
   );
-  // Writes coalesce while one is in flight, so a burst of transitions costs one snapshot.
-  await ctx.persist();
-  await ctx.status.set(status);
+  ctx.persistTask(t);
+  ctx.status.set(status);
 }
 
 export function errorText(error: unknown): string {

@@ -2,7 +2,7 @@ import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { execa } from "execa";
 import { describe, expect, it } from "vitest";
-import { RunState } from "../../src/contract/state.js";
+import { stateOf } from "../fixtures/ops-helpers.js";
 import {
   BIN,
   cliEnv,
@@ -44,7 +44,7 @@ describe("resume after SIGKILL", () => {
       );
       first.kill("SIGKILL");
       await first;
-      const state = RunState.parse(JSON.parse(readFileSync(join(dir, "state.json"), "utf8")));
+      const state = stateOf(dir)!;
       expect(state.phase).toBe("running");
       expect(existsSync(join(dir, "execution_report.json"))).toBe(false);
       const session = state.tasks.find((t) => t.id === "B")!.session!;
@@ -122,7 +122,7 @@ describe("resume after SIGKILL", () => {
     await waitFor(() => existsSync(join(dir, "status", "gone.running")), 30_000, "running");
     first.kill("SIGKILL");
     await first;
-    const state = RunState.parse(JSON.parse(readFileSync(join(dir, "state.json"), "utf8")));
+    const state = stateOf(dir)!;
     await execa("tmux", ["-L", socket, "kill-session", "-t", `=${state.tasks[0]!.session}`], {
       env: { TMUX: "" },
     });
