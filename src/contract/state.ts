@@ -36,11 +36,11 @@ export type TaskRun = z.infer<typeof TaskRun>;
 
 /**
  * `state.json`: the run's persisted state machine, so `termorch resume` (or a restarted daemon)
- * can finish a run after any interruption. While the run is live, each task's transitions go to
- * its own `<tasks_dir>/<id>/task.json` (a TaskRun, written atomically), which supersedes the
- * copy in `tasks`: a transition costs one small file, however many tasks the run has. Read it
- * with `readRunStateFile`, which merges them. Once the run is reported, `tasks` is complete and
- * `tasks_dir` is null.
+ * can finish a run after any interruption. While the run is live, every task transition is
+ * appended to `task_journal` (JSON lines, one TaskRun each, the last line of a task wins), which
+ * supersedes the copies in `tasks`: a transition costs one append, however many tasks the run
+ * has. Read it with `readRunStateFile`, which merges the two. Once the run is reported, `tasks`
+ * is complete and `task_journal` is null.
  */
 export const RunState = z.strictObject({
   schema_version: z.literal(1),
@@ -83,8 +83,8 @@ export const RunState = z.strictObject({
   updated_at: z.number(),
   waves: z.array(z.array(z.string())),
   tasks: z.array(TaskRun),
-  /** Folder of the per-task state files while the run is live, else null. */
-  tasks_dir: z.string().nullable().default(null),
+  /** The task journal while the run is live, else null. */
+  task_journal: z.string().nullable().default(null),
   /** Path of the report once written. */
   report: z.string().nullable(),
   exit_code: z.number().int().nullable(),

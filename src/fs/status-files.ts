@@ -1,5 +1,5 @@
 import { unlinkSync } from "node:fs";
-import { rm } from "node:fs/promises";
+import { readdir, rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { TaskState } from "../contract/reason.js";
 import type { StatusFile } from "../contract/status.js";
@@ -9,8 +9,8 @@ const STATES: readonly TaskState[] = ["running", "success", "failed", "skipped"]
 
 /** `status/<task_id>.<state>`: exactly one file per task at a time. */
 export class StatusFiles {
-  /** The state each task's file has now, when this process wrote it. */
-  private readonly current = new Map<string, TaskState>();
+  /** The state each task's file has now, when this process wrote it ("none": known to have none). */
+  private readonly current = new Map<string, TaskState | "none">();
 
   constructor(readonly dir: string) {}
 
@@ -33,7 +33,7 @@ export class StatusFiles {
     this.current.set(status.task_id, status.state);
     // Only the file this process wrote last needs to go; after a resume, any of them might exist.
     for (const s of previous ? [previous] : STATES) {
-      if (s === status.state) continue;
+      if (s === status.state || s === "none") continue;
       try {
         unlinkSync(this.pathOf(status.task_id, s));
       } catch {
@@ -44,8 +44,19 @@ export class StatusFiles {
 
   /** Removes the status files of tasks from an earlier run in the same folder. */
   async clear(taskIds: Iterable<string>): Promise<void> {
-    const removals: Promise<void>[] = [];
-    for (const id of taskIds) for (const s of STATES) removals.push(rm(this.pathOf(id, s), { force: true }));
-    await Promise.all(removals);
+    const ids = new Set(taskIds);
+    let names: string[];
+    try {
+      names = await readdir(this.dir);
+    } catch {
+      return; // no folder, no files
+    }
+    const stale = names.filter((n) => {
+      const dot = n.lastIndexOf(".");
+      return dot > 0 && ids.has(n.slice(0, dot)) && (STATES as readonly string[]).includes(n.slice(dot + 1));
+    });
+    await Promise.all(stale.map((n) => rm(join(this.dir, n), { force: true })));
+    // Their first transition then has nothing to remove (failed unlinks cost an exception each).
+    for (const id of ids) this.current.set(id, "none");
   }
 }

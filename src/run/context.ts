@@ -4,6 +4,7 @@ import type { Logger } from "pino";
 import type { Conflict, Report } from "../contract/report.js";
 import type { RunState } from "../contract/state.js";
 import type { LogNames } from "../fs/log-names.js";
+import type { TaskJournal } from "../fs/run-state-file.js";
 import type { StatusFiles } from "../fs/status-files.js";
 import type { ResolvedTask, RunInput } from "../input/assignments-file.js";
 import type { Ledger } from "../ledger/ledger.js";
@@ -60,8 +61,8 @@ export interface RunContext {
   detach: AbortSignal;
   /** Saves state.json (coalesced); resolves once a snapshot taken after the call is on disk. */
   persist: () => Promise<void>;
-  /** Saves one task's state file (see RunState): every transition of that task, before its status file. */
-  persistTask: (t: TaskRun) => void;
+  /** Takes every transition of a task (see RunState), before its status file is written. */
+  journal: TaskJournal;
   log: Logger;
   now: () => number;
   /** Called whenever a task changes state (progress display). */

@@ -11,7 +11,7 @@ import { ExitCode, InputError, LockedError, TermorchError } from "../errors.js";
 import { acquireLock, type WorkspaceLock } from "../fs/lock.js";
 import { LogNames } from "../fs/log-names.js";
 import { registerRun } from "../fs/registry.js";
-import { readRunStateFile, writeTaskState } from "../fs/run-state-file.js";
+import { readRunStateFile, TaskJournal } from "../fs/run-state-file.js";
 import { SnapshotWriter } from "../fs/state-store.js";
 import { StatusFiles } from "../fs/status-files.js";
 import { loadAssignments, type RunInput } from "../input/assignments-file.js";
@@ -346,6 +346,7 @@ async function buildLiveRun(p: {
   follow(p.opts.signal, () => cancel.abort());
   follow(cancel.signal, () => stopper.abort());
   const privateDir = join(runDir, ".termorch", runId);
+  const journal = new TaskJournal(join(privateDir, "tasks.jsonl"));
   const ctx: LiveRun = {
     // Opening reads only; the file appears with the first event, so a dry run writes none.
     ledger: await Ledger.open(join(runDir, "events.jsonl"), redactor),
@@ -375,7 +376,7 @@ async function buildLiveRun(p: {
     signal: stopper.signal,
     detach: p.opts.detach ?? new AbortController().signal,
     persist: () => writer.save(),
-    persistTask: (t) => writeTaskState(join(privateDir, "tasks"), t, taskDirs),
+    journal,
     saveFinal: (last) => writer.finish(last),
     log: p.log.child({ run: runId }),
     now: Date.now,
@@ -414,7 +415,7 @@ async function buildLiveRun(p: {
       updated_at: Date.now(),
       waves: plan.waves,
       tasks: [...ctx.tasks.values()],
-      tasks_dir: join(privateDir, "tasks"),
+      task_journal: journal.path,
       report: null,
       exit_code: null,
     }),
@@ -441,7 +442,6 @@ async function buildLiveRun(p: {
   };
   // Transitions that come while a write is in flight are coalesced into the next write.
   const writer = new SnapshotWriter(join(runDir, "state.json"), () => ctx.state());
-  const taskDirs = new Set<string>();
   const restored = new Map((p.restored ?? []).map((t) => [t.id, t]));
   for (const task of nodes) {
     const t = restored.get(task.id);
@@ -575,11 +575,13 @@ async function drive(
   await ctx.saveFinal({
     ...ctx.state(),
     phase: "reported",
-    // Complete now: the per-task files go with the private folder below.
-    tasks_dir: null,
+    // Complete now: the task journal is no longer needed.
+    task_journal: null,
     report: result.reportPath,
     exit_code: report.exit_code,
   });
+  ctx.journal.close();
+  await rm(ctx.journal.path, { force: true }).catch(() => {});
   await ledger.close();
   await closeSessions(ctx, ctx.settings.sessions);
   if (internal === null && !ctx.cancel.signal.aborted)
@@ -590,6 +592,7 @@ async function drive(
 /** Leaves the run to a later resume: state persisted, agents still running in tmux, no report. */
 async function detach(ctx: LiveRun): Promise<DetachedResult> {
   await ctx.saveFinal();
+  ctx.journal.close();
   await ctx.ledger.append("run.detached", { pid: process.pid });
   await ctx.ledger.close();
   return { detached: true, runId: ctx.runId, runDir: ctx.runDir };
@@ -605,7 +608,10 @@ function watchForCancel(ctx: LiveRun): FSWatcher | null {
     }
   };
   try {
-    const watcher = watch(ctx.privateDir, () => check());
+    // Only the cancel file matters: the task journal beside it changes at every transition.
+    const watcher = watch(ctx.privateDir, (_event, name) => {
+      if (name === null || name === "cancel") check();
+    });
     watcher.on("error", () => {});
     check();
     return watcher;

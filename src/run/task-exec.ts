@@ -98,7 +98,7 @@ export async function executeTask(ctx: RunContext, taskId: string, resume = fals
       { branch: t.branch, start_commit: t.startCommit, path: wt },
       taskId,
     );
-    ctx.persistTask(t);
+    ctx.journal.write(t);
   }
   // Another task's failure may have stopped the run (--fail-fast, cancel) while this one was
   // being prepared: a task that never launched is skipped, not failed.
@@ -107,8 +107,9 @@ export async function executeTask(ctx: RunContext, taskId: string, resume = fals
     return { ok: false };
   }
   if (!(resume && t.attemptDir)) {
-    rmSync(artifactsDir, { recursive: true, force: true });
-    mkdirSync(artifactsDir, { recursive: true });
+    // A re-run in the same folder starts from an empty artifacts folder.
+    if (existsSync(artifactsDir)) rmSync(artifactsDir, { recursive: true, force: true });
+    mkdirSync(artifactsDir);
   }
 
   const maxAttempts = task.retries + 1;
@@ -179,7 +180,7 @@ async function runAttempt(
   t.attemptStartedAt = ctx.now();
   // Recorded before the session exists, so an interrupted run knows which session to look for
   // (a resume also finds attempts by their folders, which the launch creates first).
-  ctx.persistTask(t);
+  ctx.journal.write(t);
   return launchAndWatch(ctx, t, cwd, artifactsDir);
 }
 
@@ -587,7 +588,7 @@ export async function setStatus(ctx: RunContext, t: TaskRun, state: StatusFile["
     { ...status, gates: state === "running" ? [] : t.gates, branch: t.branch, commit: t.commit },
     t.id,
   );
-  ctx.persistTask(t);
+  ctx.journal.write(t);
   ctx.status.set(status);
 }
 

@@ -1,5 +1,14 @@
 import { randomBytes } from "node:crypto";
-import { constants, type FSWatcher, mkdirSync, readFileSync, rmSync, watch, writeFileSync } from "node:fs";
+import {
+  constants,
+  existsSync,
+  type FSWatcher,
+  mkdirSync,
+  readFileSync,
+  rmSync,
+  watch,
+  writeFileSync,
+} from "node:fs";
 import { access, chmod, readFile, rm } from "node:fs/promises";
 import { constants as osConstants } from "node:os";
 import { delimiter, join } from "node:path";
@@ -462,7 +471,9 @@ class AttemptWatch {
     if (this.done) return true;
     let text: string;
     try {
-      // A few hundred bytes, read at most a few times per attempt: synchronously is cheapest.
+      // A few hundred bytes, read at most a few times per attempt: synchronously is cheapest,
+      // and asking first spares the usual miss an exception.
+      if (!existsSync(this.exitPath)) return false;
       text = readFileSync(this.exitPath, "utf8");
     } catch {
       return false;

@@ -263,30 +263,6 @@ sub log_close {
   delete $log->{fh};
 }
 
-# A private key printed whole spans lines, which per-line patterns cannot see: while
-# redaction is on, every line from a BEGIN ... PRIVATE KEY----- marker to its END marker is
-# replaced. $in_key carries the state from one chunk to the next.
-my $KEY_BEGIN = qr/-----BEGIN [A-Z ]*PRIVATE KEY-----/;
-my $KEY_END   = qr/-----END [A-Z ]*PRIVATE KEY-----/;
-
-sub redact_key_blocks {
-  my ($text, $in_key) = @_;
-  return $text if !$$in_key && index($text, 'PRIVATE KEY-----') < 0;
-  my @lines = split /(?<=\n)/, $text;
-  for my $line (@lines) {
-    my $nl = $line =~ s/\n\z// ? "\n" : '';
-    if ($$in_key) {
-      $$in_key = 0 if $line =~ s/\A.*?$KEY_END/$REDACTED/;
-      $line = $REDACTED if $$in_key;
-    } elsif ($line =~ $KEY_BEGIN && $line !~ /$KEY_BEGIN.*?$KEY_END/) {
-      $line =~ s/$KEY_BEGIN.*/$REDACTED/;
-      $$in_key = 1;
-    }
-    $line .= $nl;
-  }
-  return join '', @lines;
-}
-
 # A line-buffered, redacting feed into one log. Returns a closure pair (feed, finish).
 sub line_feeder {
   my ($log, $patterns) = @_;
@@ -294,7 +270,8 @@ sub line_feeder {
   my $in_key = 0;
   my $out = sub {
     my ($text) = @_;
-    $text = redact_key_blocks($text, \$in_key) if @$patterns;
+    $text = redact_key_blocks($text, \$in_key)
+      if @$patterns && ($in_key || index($text, 'PRIVATE KEY-----') >= 0);
     log_write($log, redact($patterns, $text));
   };
   my $feed = sub {
@@ -328,13 +305,6 @@ sub json_str {
   return qq("$copy");
 }
 
-sub json_u {
-  my ($cp) = @_;
-  return sprintf('\\u%04x', $cp) if $cp < 0x10000;
-  $cp -= 0x10000;
-  return sprintf('\\u%04x\\u%04x', 0xd800 + ($cp >> 10), 0xdc00 + ($cp & 0x3ff));
-}
-
 # Values: undef (null), bool(x), str(x), or an integer.
 sub json_val {
   my ($v) = @_;
@@ -356,16 +326,6 @@ sub json_object {
 
 sub bool { return \($_[0] ? 1 : 0) }
 sub str { return defined $_[0] ? [$_[0]] : undef }
-
-sub signal_name {
-  my ($n) = @_;
-  # Only for an agent ended by a signal: Config is not worth loading on every task.
-  require Config;
-
-  my @names = split ' ', do { no strict 'refs'; ${'Config::Config'}{sig_name} };
-  my $name = $names[$n];
-  return defined $name ? "SIG$name" : "SIG$n";
-}
 
 # ---------------------------------------------------------------------------------------------
 # The agent's process group
@@ -393,45 +353,11 @@ sub group_members {
   return kill(0, -$id) ? (-$id) : ();
 }
 
-sub signal_group {
-  my ($sig, $id, $with_session) = @_;
-  kill $sig, -$id;
-  kill $sig, $_ for group_members($id, $with_session);
-}
-
-# Ends whatever is left of the agent's group: TERM, then KILL. Returns how many were left.
+# Ends whatever is left of the agent's group (end_leftovers). Returns how many were left.
 sub reap_leftovers {
   my ($id, $with_session) = @_;
   my @left = group_members($id, $with_session);
-  return 0 unless @left;
-  signal_group('TERM', $id, $with_session);
-  for my $step (1 .. 150) {
-    return scalar @left unless group_members($id, $with_session);
-    hires_sleep(0.02);
-    signal_group('KILL', $id, $with_session) if $step == 100;
-  }
-  return scalar @left;
-}
-
-# Whether execvp would find $name with the current PATH (execvp's default when unset).
-sub resolve_command {
-  my ($name) = @_;
-  return -e $name if index($name, '/') >= 0;
-  my $path = defined $ENV{PATH} ? $ENV{PATH} : '/bin:/usr/bin';
-  for my $d (split /:/, $path, -1) {
-    my $candidate = ($d eq '' ? '.' : $d) . "/$name";
-    return 1 if -f $candidate && -x _;
-  }
-  return 0;
-}
-
-sub find_in_path {
-  my ($name, @extra) = @_;
-  for my $d ((split /:/, $ENV{PATH} || ''), @extra) {
-    next if $d eq '';
-    return "$d/$name" if -f "$d/$name" && -x _;
-  }
-  return undef;
+  return @left ? end_leftovers($id, $with_session, scalar @left) : 0;
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -439,58 +365,6 @@ sub find_in_path {
 # stdout log. The main wrapper prints an OSC sequence carrying this attempt's token once the
 # agent is gone; the filter logs everything before it, reports, and exits. Unknown OSC
 # sequences are swallowed by tmux, so the operator does not see the marker.
-
-sub filter_main {
-  my ($dir) = @_;
-  # tmux closes our stdin when the pane goes; a hangup must not cut the final flush short.
-  $SIG{HUP} = 'IGNORE';
-  $SIG{PIPE} = 'IGNORE';
-  my $spec = read_launch("$dir/filter");
-  my ($patterns) = load_patterns($spec->{redact});
-  my $log = log_open($spec->{stdout_log}, $spec->{max_log_bytes} || 0);
-  my $marker = "\e]7777;termorch-end:$spec->{token}\a";
-  my ($feed, $finish) = line_feeder($log, $patterns);
-  my $bytes = 0;
-  my $pending = '';
-  while (1) {
-    my $n = sysread(STDIN, my $data, $READ_SIZE);
-    if (!defined $n) {
-      next if $! == K('e_intr');
-      last;
-    }
-    last if $n == 0;
-    $pending .= $data;
-    my $at = index($pending, $marker);
-    if ($at >= 0) {
-      $bytes += $at;
-      $feed->(substr($pending, 0, $at));
-      last;
-    }
-    # Keep back only a tail that could be the start of a marker split across reads (usually
-    # nothing: the marker starts with ESC ]), so the log keeps up with the pane.
-    my $keep = 0;
-    for (my $k = length($marker) - 1 < length($pending) ? length($marker) - 1 : length($pending); $k > 0; $k--) {
-      if (substr($pending, -$k) eq substr($marker, 0, $k)) { $keep = $k; last }
-    }
-    next if length($pending) <= $keep;
-    my $chunk = substr($pending, 0, length($pending) - $keep, '');
-    $bytes += length $chunk;
-    $feed->($chunk);
-  }
-  if (index($pending, $marker) < 0) {
-    $bytes += length $pending;
-    $feed->($pending);
-  }
-  $finish->();
-  log_close($log);
-  my $report = "bytes=$bytes\ntruncated=" . ($log->{truncated} ? 1 : 0) . "\n";
-  if ($log->{failed}) {
-    (my $e = $log->{failed}) =~ s/\n/ /g;
-    $report .= "error=$e\n";
-  }
-  write_atomic("$dir/filter.done", $report);
-  exit 0;
-}
 
 # ---------------------------------------------------------------------------------------------
 # Main mode
@@ -558,15 +432,6 @@ sub pane_drain {
   }
 }
 
-# termorch's own messages: the pane and the stderr log.
-sub note {
-  my ($msg) = @_;
-  my $line = "termorch: $msg\n";
-  log_write($stderr_log, redact(\@patterns, $line)) if $stderr_log;
-  (my $shown = $line) =~ s/\n/\r\n/g;
-  pane_put($shown, 1);
-}
-
 sub write_exit {
   my (%f) = @_;
   my $json = json_object(
@@ -585,39 +450,11 @@ sub write_exit {
   write_atomic("$dir/exit.json", $json) or die "cannot write $dir/exit.json: $!\n";
 }
 
-# tty mode: lets the filter log everything the pane got, then takes its count into $result.
-# Bounded: pipe-pane may have failed to start, and after a hangup the filter ends on EOF.
-sub finish_pane_log {
-  my ($result) = @_;
-  write_all(\*STDOUT, "\e]7777;termorch-end:$token\a") if $pane_ok && defined $token;
-  my $done;
-  for (1 .. 500) {
-    last if defined($done = slurp("$dir/filter.done"));
-    hires_sleep(0.01);
-  }
-  unlink "$dir/filter";
-  if (!defined $done) {
-    note('the pane output logger did not finish; the stdout log may be incomplete');
-    return;
-  }
-  $result->{stdout_bytes} = $1 if $done =~ /^bytes=(\d+)$/m;
-  $result->{truncated} = 1 if $done =~ /^truncated=1$/m;
-  note("the pane output logger failed: $1") if $done =~ /^error=(.*)$/m;
-}
-
-# The agent never ran: record why and stop.
-sub fail_setup {
-  my ($msg, %f) = @_;
-  note($msg);
-  unlink "$dir/launch";
-  finish_pane_log(\%f) if $tty;
-  log_close($_) for grep { $_ } ($stdout_log, $stderr_log);
-  write_exit(exit_code => $EXIT_SETUP, launch_failed => 1, error => $msg, %f);
-  pane_drain(2);
-  exit $EXIT_SETUP;
-}
-
 sub main {
+  if (@ARGV == 1 && $ARGV[0] eq '--check') {
+    load_rare();
+    exit 0;
+  }
   if (@ARGV == 2 && $ARGV[0] eq '--filter') {
     filter_main($ARGV[1]);
   }
@@ -686,6 +523,7 @@ sub main {
     # (checked at 1 GB).
     $prlimit = find_in_path('prlimit', '/usr/bin', '/bin', '/usr/sbin', '/sbin');
     note("memory_mb=$mem_mb is not enforced: prlimit(1) was not found") unless $prlimit;
+    load_rare();    # the child calls resolve_command
   }
 
   # Two pipes coordinate the start: the child reports "ready" once it leads its own group, the
@@ -922,4 +760,206 @@ sub main {
   exit(defined $result{exit_code} ? $result{exit_code} : 128 + ($wait_status & 127));
 }
 
+# ---------------------------------------------------------------------------------------------
+# The rare paths (tty agents, failures, leftovers, signals, private keys, non-ASCII errors) sit
+# after __DATA__ and are compiled on first use: perl compiles ~2.5 us of CPU per line, and most
+# attempts never take them. Compiled here, the code sees the file's lexicals like any other sub.
+
+my $rare_loaded = 0;
+# DATA reads the file perl already opened (the same version, even if it was replaced since). A
+# forked child shares its offset, so the child must never be the one to load it: main loads the
+# paths the child can need before it forks.
+my $rare_at = tell(DATA);
+
+sub load_rare {
+  return if $rare_loaded;
+  $rare_loaded = 1;
+  seek(DATA, $rare_at, 0) or die "wrapper: cannot read its rare paths: $!\n";
+  my $source = do { local $/; <DATA> };
+  eval "#line 1 wrapper.pl(rare)\n$source\n1" or die "wrapper: cannot compile its rare paths: $@";
+}
+
+our $AUTOLOAD;
+
+sub AUTOLOAD {
+  (my $name = $AUTOLOAD) =~ s/.*:://;
+  return if $name eq 'DESTROY';
+  load_rare();
+  my $code = __PACKAGE__->can($name) or die "wrapper: no sub $name\n";
+  goto &$code;
+}
+
 main();
+
+__DATA__
+# A private key printed whole spans lines, which per-line patterns cannot see: while
+# redaction is on, every line from a BEGIN ... PRIVATE KEY----- marker to its END marker is
+# replaced. $in_key carries the state from one chunk to the next.
+my $KEY_BEGIN = qr/-----BEGIN [A-Z ]*PRIVATE KEY-----/;
+my $KEY_END   = qr/-----END [A-Z ]*PRIVATE KEY-----/;
+
+sub redact_key_blocks {
+  my ($text, $in_key) = @_;
+  my @lines = split /(?<=\n)/, $text;
+  for my $line (@lines) {
+    my $nl = $line =~ s/\n\z// ? "\n" : '';
+    if ($$in_key) {
+      $$in_key = 0 if $line =~ s/\A.*?$KEY_END/$REDACTED/;
+      $line = $REDACTED if $$in_key;
+    } elsif ($line =~ $KEY_BEGIN && $line !~ /$KEY_BEGIN.*?$KEY_END/) {
+      $line =~ s/$KEY_BEGIN.*/$REDACTED/;
+      $$in_key = 1;
+    }
+    $line .= $nl;
+  }
+  return join '', @lines;
+}
+
+sub json_u {
+  my ($cp) = @_;
+  return sprintf('\\u%04x', $cp) if $cp < 0x10000;
+  $cp -= 0x10000;
+  return sprintf('\\u%04x\\u%04x', 0xd800 + ($cp >> 10), 0xdc00 + ($cp & 0x3ff));
+}
+
+sub signal_name {
+  my ($n) = @_;
+  # Only for an agent ended by a signal: Config is not worth loading on every task.
+  require Config;
+
+  my @names = split ' ', do { no strict 'refs'; ${'Config::Config'}{sig_name} };
+  my $name = $names[$n];
+  return defined $name ? "SIG$name" : "SIG$n";
+}
+
+sub signal_group {
+  my ($sig, $id, $with_session) = @_;
+  kill $sig, -$id;
+  kill $sig, $_ for group_members($id, $with_session);
+}
+
+# Whether execvp would find $name with the current PATH (execvp's default when unset).
+sub resolve_command {
+  my ($name) = @_;
+  return -e $name if index($name, '/') >= 0;
+  my $path = defined $ENV{PATH} ? $ENV{PATH} : '/bin:/usr/bin';
+  for my $d (split /:/, $path, -1) {
+    my $candidate = ($d eq '' ? '.' : $d) . "/$name";
+    return 1 if -f $candidate && -x _;
+  }
+  return 0;
+}
+
+sub find_in_path {
+  my ($name, @extra) = @_;
+  for my $d ((split /:/, $ENV{PATH} || ''), @extra) {
+    next if $d eq '';
+    return "$d/$name" if -f "$d/$name" && -x _;
+  }
+  return undef;
+}
+
+sub filter_main {
+  my ($dir) = @_;
+  # tmux closes our stdin when the pane goes; a hangup must not cut the final flush short.
+  $SIG{HUP} = 'IGNORE';
+  $SIG{PIPE} = 'IGNORE';
+  my $spec = read_launch("$dir/filter");
+  my ($patterns) = load_patterns($spec->{redact});
+  my $log = log_open($spec->{stdout_log}, $spec->{max_log_bytes} || 0);
+  my $marker = "\e]7777;termorch-end:$spec->{token}\a";
+  my ($feed, $finish) = line_feeder($log, $patterns);
+  my $bytes = 0;
+  my $pending = '';
+  while (1) {
+    my $n = sysread(STDIN, my $data, $READ_SIZE);
+    if (!defined $n) {
+      next if $! == K('e_intr');
+      last;
+    }
+    last if $n == 0;
+    $pending .= $data;
+    my $at = index($pending, $marker);
+    if ($at >= 0) {
+      $bytes += $at;
+      $feed->(substr($pending, 0, $at));
+      last;
+    }
+    # Keep back only a tail that could be the start of a marker split across reads (usually
+    # nothing: the marker starts with ESC ]), so the log keeps up with the pane.
+    my $keep = 0;
+    for (my $k = length($marker) - 1 < length($pending) ? length($marker) - 1 : length($pending); $k > 0; $k--) {
+      if (substr($pending, -$k) eq substr($marker, 0, $k)) { $keep = $k; last }
+    }
+    next if length($pending) <= $keep;
+    my $chunk = substr($pending, 0, length($pending) - $keep, '');
+    $bytes += length $chunk;
+    $feed->($chunk);
+  }
+  if (index($pending, $marker) < 0) {
+    $bytes += length $pending;
+    $feed->($pending);
+  }
+  $finish->();
+  log_close($log);
+  my $report = "bytes=$bytes\ntruncated=" . ($log->{truncated} ? 1 : 0) . "\n";
+  if ($log->{failed}) {
+    (my $e = $log->{failed}) =~ s/\n/ /g;
+    $report .= "error=$e\n";
+  }
+  write_atomic("$dir/filter.done", $report);
+  exit 0;
+}
+
+# termorch's own messages: the pane and the stderr log.
+sub note {
+  my ($msg) = @_;
+  my $line = "termorch: $msg\n";
+  log_write($stderr_log, redact(\@patterns, $line)) if $stderr_log;
+  (my $shown = $line) =~ s/\n/\r\n/g;
+  pane_put($shown, 1);
+}
+
+# tty mode: lets the filter log everything the pane got, then takes its count into $result.
+# Bounded: pipe-pane may have failed to start, and after a hangup the filter ends on EOF.
+sub finish_pane_log {
+  my ($result) = @_;
+  write_all(\*STDOUT, "\e]7777;termorch-end:$token\a") if $pane_ok && defined $token;
+  my $done;
+  for (1 .. 500) {
+    last if defined($done = slurp("$dir/filter.done"));
+    hires_sleep(0.01);
+  }
+  unlink "$dir/filter";
+  if (!defined $done) {
+    note('the pane output logger did not finish; the stdout log may be incomplete');
+    return;
+  }
+  $result->{stdout_bytes} = $1 if $done =~ /^bytes=(\d+)$/m;
+  $result->{truncated} = 1 if $done =~ /^truncated=1$/m;
+  note("the pane output logger failed: $1") if $done =~ /^error=(.*)$/m;
+}
+
+# The agent never ran: record why and stop.
+sub fail_setup {
+  my ($msg, %f) = @_;
+  note($msg);
+  unlink "$dir/launch";
+  finish_pane_log(\%f) if $tty;
+  log_close($_) for grep { $_ } ($stdout_log, $stderr_log);
+  write_exit(exit_code => $EXIT_SETUP, launch_failed => 1, error => $msg, %f);
+  pane_drain(2);
+  exit $EXIT_SETUP;
+}
+
+# TERM, then KILL, to what is left of the agent's group. Returns $count.
+sub end_leftovers {
+  my ($id, $with_session, $count) = @_;
+  signal_group('TERM', $id, $with_session);
+  for my $step (1 .. 150) {
+    return $count unless group_members($id, $with_session);
+    hires_sleep(0.02);
+    signal_group('KILL', $id, $with_session) if $step == 100;
+  }
+  return $count;
+}

@@ -126,6 +126,14 @@ describe("launch", () => {
     expect(r.status).toBe(0);
     expect(r.stderr.trim()).toMatch(/syntax OK$/);
     expect(r.stderr.trim().split("\n")).toHaveLength(1);
+    // The rare paths after __DATA__ are compiled only on first use: --check compiles them now.
+    const rare = spawnSync(
+      "perl",
+      ["-w", fileURLToPath(new URL("../../src/tmux/wrapper.pl", import.meta.url)), "--check"],
+      { encoding: "utf8" },
+    );
+    expect(rare.stderr).toBe("");
+    expect(rare.status).toBe(0);
   });
 
   it("records exit code 3", async () => {
