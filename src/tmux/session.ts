@@ -379,9 +379,10 @@ function messageOf(error: unknown): string {
 
 /**
  * The wrapper runs from where termorch is installed: next to this module in src/ and, via
- * scripts/copy-assets.js, in dist/. perl reads it once when the pane starts.
+ * scripts/copy-assets.js, in dist/. perl reads it once when the pane starts. The path goes
+ * through ../tmux/ so that it also holds from the CLI bundle in dist/cli/ (scripts/bundle.js).
  */
-const WRAPPER_PATH = fileURLToPath(new URL("./wrapper.pl", import.meta.url));
+const WRAPPER_PATH = fileURLToPath(new URL("../tmux/wrapper.pl", import.meta.url));
 
 let perlCache: Promise<string> | null = null;
 /** An absolute perl path, so neither tmux's nor pipe-pane's environment decides which perl runs. */
