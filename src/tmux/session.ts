@@ -337,9 +337,9 @@ const OS_CONSTANTS: Record<string, number> = (() => {
     e_again: EAGAIN,
     e_noent: ENOENT,
   };
-  const sys: Record<string, { setsid: number; gettimeofday: number }> = {
-    x64: { setsid: 112, gettimeofday: 96 },
-    arm64: { setsid: 157, gettimeofday: 169 },
+  const sys: Record<string, { setsid: number; gettimeofday: number; prctl: number }> = {
+    x64: { setsid: 112, gettimeofday: 96, prctl: 157 },
+    arm64: { setsid: 157, gettimeofday: 169, prctl: 167 },
   };
   // waitpid's WNOHANG is 1 on Linux, macOS and the BSDs.
   if (process.platform !== "win32") out.wnohang = 1;
@@ -347,6 +347,7 @@ const OS_CONSTANTS: Record<string, number> = (() => {
   if (nums) {
     out.sys_setsid = nums.setsid;
     out.sys_gettimeofday = nums.gettimeofday;
+    out.sys_prctl = nums.prctl;
   }
   return out;
 })();

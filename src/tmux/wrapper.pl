@@ -46,7 +46,7 @@ sub K {
 
 # Takes the k_* lines of a launch/filter file. Syscall numbers are used only by a 64-bit perl
 # (termorch sends them for x86-64 and arm64 Linux) and only after a sanity check.
-my ($SYS_SETSID, $SYS_GETTIMEOFDAY);
+my ($SYS_SETSID, $SYS_GETTIMEOFDAY, $SYS_PRCTL);
 sub set_constants {
   my ($spec) = @_;
   for my $key (keys %$spec) {
@@ -56,6 +56,7 @@ sub set_constants {
   }
   if (length(pack('L!', 0)) == 8) {
     $SYS_SETSID = delete $K{sys_setsid};
+    $SYS_PRCTL = delete $K{sys_prctl};
     $SYS_GETTIMEOFDAY = delete $K{sys_gettimeofday};
     $SYS_GETTIMEOFDAY = undef if defined $SYS_GETTIMEOFDAY && abs(hires_time() - time()) > 2;
   }
@@ -354,9 +355,27 @@ sub group_members {
   return kill(0, -$id) ? (-$id) : ();
 }
 
+# Linux: PR_SET_CHILD_SUBREAPER. Whatever of the agent's tree outlives its parent is then
+# re-parented to us instead of init: every member of its group or session descends from the
+# agent, so once the agent is gone an empty list of our children proves that none is left,
+# without reading the stat file of every process on the machine (~0.3 ms at 70 processes).
+my $subreaper = 0;
+
+sub become_subreaper {
+  $subreaper = defined $SYS_PRCTL && syscall($SYS_PRCTL, 36, 1, 0, 0, 0) == 0 ? 1 : 0;
+}
+
+sub have_children {
+  open(my $fh, '<', "/proc/$$/task/$$/children") or return 1;
+  my $list = <$fh>;
+  close $fh;
+  return defined $list && $list =~ /[0-9]/;
+}
+
 # Ends whatever is left of the agent's group (end_leftovers). Returns how many were left.
 sub reap_leftovers {
   my ($id, $with_session) = @_;
+  return 0 if $subreaper && !have_children();
   my @left = group_members($id, $with_session);
   return @left ? end_leftovers($id, $with_session, scalar @left) : 0;
 }
@@ -540,6 +559,7 @@ sub main {
     # Best effort: a smaller limit (fs.pipe-max-size) only costs speed.
     if ($^O eq 'linux') { fcntl($_, 1031, 1 << 20) for ($out_w, $err_w) }
   }
+  become_subreaper();
   my $pid = fork();
   fail_setup("fork: $!") unless defined $pid;
   if ($pid == 0) {

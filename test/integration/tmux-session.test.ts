@@ -262,6 +262,19 @@ describe("leftovers and limits", () => {
     expect(isAlive(Number((await readFile(pidFile, "utf8")).trim()))).toBe(false);
   });
 
+  it("ends a leftover that a job-control shell moved to a process group of its own", async () => {
+    // Not in the agent's group, only in its session: found through the wrapper's children (it
+    // is the subreaper of the agent's tree) and then the session scan.
+    const pidFile = join(root, "job-leftover.pid");
+    const script = 'set -m; sleep 1000 >/dev/null 2>&1 & echo $! > "$1"';
+    const spec = taskSpec(root, ["bash", "-c", script, "bash", pidFile]);
+    const exit = await (await launch(server, spec)).exited;
+    expect(exit.exit_code).toBe(0);
+    const pid = Number((await readFile(pidFile, "utf8")).trim());
+    expect(pid).toBeGreaterThan(1);
+    expect(isAlive(pid)).toBe(false);
+  });
+
   it("applies memory_mb as an address-space limit", async () => {
     const grab = 'my $x = "a" x (300 * 1024 * 1024); print length($x), "\\n"';
     const limited = taskSpec(root, ["perl", "-e", grab], { memoryMb: 100 });
