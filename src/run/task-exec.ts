@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, rmSync, statSync } from "node:fs";
 import { cp, stat, writeFile } from "node:fs/promises";
 import { join, relative } from "node:path";
 import { substitute } from "../agent/command.js";
@@ -497,12 +497,16 @@ async function collectArtifacts(
     }
     const handoff = join(cwd, "handoff.md");
     if (
-      (await stat(handoff).catch(() => null))?.isFile() &&
-      !(await stat(join(artifactsDir, "handoff.md")).catch(() => null))
+      statSync(handoff, { throwIfNoEntry: false })?.isFile() &&
+      !existsSync(join(artifactsDir, "handoff.md"))
     ) {
       await cp(handoff, join(artifactsDir, "handoff.md"));
     }
-    const files = await onlyFiles(artifactsDir, await findMatches(artifactsDir, "**", []));
+    // Most agents leave nothing here: one readdir spares the walk.
+    const files =
+      readdirSync(artifactsDir).length === 0
+        ? []
+        : await onlyFiles(artifactsDir, await findMatches(artifactsDir, "**", []));
     // Everything under the run directory is redacted, what the agent put here included.
     for (const f of files) await redactFile(join(artifactsDir, f), ctx.redactor);
     const dir = relative(ctx.runDir, artifactsDir);
