@@ -1,9 +1,12 @@
-// 3. Log throughput: an agent writing 200 MB (realistic log lines, from the page cache with
-// `cat`: the fastest producer there is, so the worst case) to stdout — and a variant split
-// 100 MB / 100 MB across stdout and stderr — under termorch vs the same command redirecting to
-// files directly. termorch always applies its 10 built-in token patterns; a second run adds a
+// 3. Log throughput: an agent writing 200 MB (realistic log lines, from the page cache) to
+// stdout — and a variant split 100 MB / 100 MB across stdout and stderr — under termorch vs the
+// same command redirecting to files directly. Two producers: `cat` (coreutils 9 copies a file
+// to a file inside the kernel with copy_file_range, so its direct baseline does no
+// user-space copy at all: the worst case) and `dd bs=256K` (read and write, as an agent that
+// prints does). termorch always applies its 10 built-in token patterns; a second run adds a
 // secret literal and a configured pattern; the tmux adapter run directly with no pattern shows
 // the cost of the pipeline alone. Bytes lost must be 0 (sizes and SHA-256 compared).
+import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { createReadStream, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -46,6 +49,11 @@ function writeLogFile(path, bytes) {
   writeFileSync(path, out.subarray(0, bytes));
 }
 
+/** Flushes dirty pages, so no measurement pays for an earlier one's writeback. */
+function settle() {
+  spawnSync("sync");
+}
+
 async function sha256(path) {
   const h = createHash("sha256");
   for await (const chunk of createReadStream(path)) h.update(chunk);
@@ -58,21 +66,32 @@ async function same(a, b) {
   return { lost: sb - sa, equal: sa === sb && (await sha256(a)) === (await sha256(b)) };
 }
 
-async function direct(dir, split) {
+/** The agent's argv for one producer: the whole file to stdout, or the halves to stdout and stderr. */
+function producer(kind, dir, split) {
+  const one = (f) => (kind === "dd" ? `dd if="${f}" bs=256K status=none` : `cat "${f}"`);
+  if (!split)
+    return kind === "dd"
+      ? ["dd", `if=${join(dir, "full.log")}`, "bs=256K", "status=none"]
+      : ["cat", join(dir, "full.log")];
+  return ["sh", "-c", `${one(join(dir, "half1.log"))} & ${one(join(dir, "half2.log"))} >&2; wait`];
+}
+
+async function direct(dir, split, kind) {
   const out = join(dir, "direct.out");
   const err = join(dir, "direct.err");
+  rmSync(out, { force: true });
+  rmSync(err, { force: true });
+  const one = (f) => (kind === "dd" ? `dd if="${f}" bs=256K status=none` : `cat "${f}"`);
   const cmd = split
-    ? `cat "${join(dir, "half1.log")}" > "${out}" & cat "${join(dir, "half2.log")}" > "${err}"; wait`
-    : `cat "${join(dir, "full.log")}" > "${out}"`;
+    ? `${one(join(dir, "half1.log"))} > "${out}" & ${one(join(dir, "half2.log"))} > "${err}"; wait`
+    : `${one(join(dir, "full.log"))} > "${out}"`;
   const r = await timed("sh", ["-c", cmd]);
   return r.wall;
 }
 
 /** One `termorch run` of one task; returns the task's duration (launch → status success) and the logs. */
-async function viaTermorch(dir, split, extra) {
-  const cmd = split
-    ? ["sh", "-c", `cat "${join(dir, "half1.log")}" & cat "${join(dir, "half2.log")}" >&2; wait`]
-    : ["cat", join(dir, "full.log")];
+async function viaTermorch(dir, split, extra, kind) {
+  const cmd = producer(kind, dir, split);
   const run = join(dir, extra ? "run-more" : "run-builtin");
   rmSync(run, { recursive: true, force: true });
   mkdirSync(run);
@@ -93,15 +112,13 @@ async function viaTermorch(dir, split, extra) {
 }
 
 /** The tmux adapter alone, with no redaction pattern at all (termorch always has its built-ins). */
-async function viaAdapter(dir, split) {
+async function viaAdapter(dir, split, kind) {
   const { TmuxServer } = await import(join(ROOT, "dist", "tmux", "server.js"));
   const { launch } = await import(join(ROOT, "dist", "tmux", "session.js"));
   const socket = trackSocket(uniqueSocket("logs-adapter"));
   const server = new TmuxServer({ socket });
   const attempt = join(dir, `adapter-${Date.now()}`);
-  const argv = split
-    ? ["sh", "-c", `cat "${join(dir, "half1.log")}" & cat "${join(dir, "half2.log")}" >&2; wait`]
-    : ["cat", join(dir, "full.log")];
+  const argv = producer(kind, dir, split);
   // The server and its control client are started first: a run reuses them for every task.
   await server.connect();
   const t0 = performance.now();
@@ -139,40 +156,51 @@ export async function run(opts = {}) {
   const target = { value: 1.5, text: "≤ 1.5× direct" };
   let lostTotal = 0;
   let allEqual = true;
-  for (const split of [false, true]) {
-    const label = split ? "200 MB split stdout+stderr" : "200 MB stdout";
+  const variants = [
+    { split: false, kind: "cat" },
+    { split: false, kind: "dd" },
+    { split: true, kind: "cat" },
+    { split: true, kind: "dd" },
+  ];
+  for (const { split, kind } of variants) {
+    const label = `${split ? "200 MB split stdout+stderr" : "200 MB stdout"}, ${kind}`;
     const d = [];
     const plain = [];
     const builtIn = [];
     const more = [];
-    for (let i = 0; i < reps; i++) {
-      d.push(await direct(dir, split));
-      const checks = [];
-      const a = await viaAdapter(dir, split);
-      plain.push(a.wall);
-      checks.push(a);
-      const t = await viaTermorch(dir, split, false);
-      builtIn.push(t.wall);
-      checks.push(t);
-      const m = await viaTermorch(dir, split, true);
-      more.push(m.wall);
-      checks.push(m);
-      for (const c of checks) {
-        const pairs = split
-          ? [
-              [join(dir, "half1.log"), c.out],
-              [join(dir, "half2.log"), c.err],
-            ]
-          : [[join(dir, "full.log"), c.out]];
-        for (const [src, log] of pairs) {
-          const s = await same(src, log);
-          lostTotal += Math.abs(s.lost);
-          allEqual &&= s.equal;
-        }
+    // Checks a run's logs against the sources, then drops them: 200 MB files left dirty in the
+    // page cache are written back during the next measurement and slow it down at random.
+    const check = async (c) => {
+      const pairs = split
+        ? [
+            [join(dir, "half1.log"), c.out],
+            [join(dir, "half2.log"), c.err],
+          ]
+        : [[join(dir, "full.log"), c.out]];
+      for (const [src, log] of pairs) {
+        const s = await same(src, log);
+        lostTotal += Math.abs(s.lost);
+        allEqual &&= s.equal;
       }
+      for (const f of [c.out, c.err]) rmSync(f, { force: true });
+      settle();
+    };
+    for (let i = 0; i < reps; i++) {
+      settle();
+      d.push(await direct(dir, split, kind));
+      settle();
+      const a = await viaAdapter(dir, split, kind);
+      plain.push(a.wall);
+      await check(a);
+      const t = await viaTermorch(dir, split, false, kind);
+      builtIn.push(t.wall);
+      await check(t);
+      const m = await viaTermorch(dir, split, true, kind);
+      more.push(m.wall);
+      await check(m);
     }
     const D = median(d);
-    rows.push(row(`logs ${label}: direct to files (cat > file)`, D, "s"));
+    rows.push(row(`logs ${label}: direct to files (> file)`, D, "s"));
     rows.push(row(`logs ${label}: tmux adapter, no pattern`, median(plain), "s", { baseline: D, target }));
     rows.push(
       row(`logs ${label}: termorch, 10 built-in patterns`, median(builtIn), "s", { baseline: D, target }),
@@ -195,7 +223,7 @@ export async function run(opts = {}) {
     name: "logs",
     rows,
     notes: [
-      `logs: median of ${reps}; termorch figures are the task's duration in the report (launch → status success); the adapter figure is launch() → exit record; direct is sh -c 'cat … > file' from spawn to exit. The producer is cat from the page cache (the worst case: it costs nothing itself).`,
+      `logs: median of ${reps}; termorch figures are the task's duration in the report (launch → status success); the adapter figure is launch() → exit record; direct is sh -c '<producer> > file' from spawn to exit. Producers read from the page cache: cat (its direct baseline is an in-kernel copy_file_range, no user-space copy: the worst case) and dd bs=256K (read/write, like an agent that prints).`,
     ],
   };
 }
