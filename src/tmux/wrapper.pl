@@ -708,9 +708,10 @@ sub main {
       signal_group($s, $pid, $with_session) unless $reaped && !group_members($pid, $with_session);
     }
     delete $pending{CHLD};
-    if (!$reaped) {
-      my $r = waitpid($pid, K('wnohang'));
-      if ($r == $pid) {
+    # The agent, and orphans of its tree handed to us as its subreaper (left unreaped, they
+    # would stay zombies for as long as the agent runs).
+    while ((my $r = waitpid(-1, K('wnohang'))) > 0) {
+      if ($r == $pid && !$reaped) {
         ($reaped, $wait_status, $finished_at) = (1, $?, now_iso());
         if (%streams) {
           # Its leftovers still hold the pipes: give them a moment, then end them.

@@ -273,6 +273,20 @@ describe("leftovers and limits", () => {
     expect(isAlive(pid)).toBe(false);
   });
 
+  it("reaps orphans of a live agent's tree instead of leaving them zombies", async () => {
+    // The wrapper is the subreaper of the agent's tree: an orphan that exits while the agent
+    // still runs becomes its child, and must be reaped (a zombie keeps /proc/<pid> with state Z).
+    const orphan = join(root, "orphan.pid");
+    const gate = join(root, "orphan.gate");
+    const script = '(sleep 0.1 & echo $! > "$1"); while [ ! -e "$2" ]; do sleep 0.05; done';
+    const running = await launch(server, taskSpec(root, ["sh", "-c", script, "sh", orphan, gate]));
+    const pid = Number(await waitFor(async () => (await readFile(orphan, "utf8").catch(() => "")).trim()));
+    expect(pid).toBeGreaterThan(1);
+    await waitFor(() => !existsSync(`/proc/${pid}`), 10_000, "the orphan reaped");
+    await writeFile(gate, "");
+    expect((await running.exited).exit_code).toBe(0);
+  });
+
   it("applies memory_mb as an address-space limit", async () => {
     const grab = 'my $x = "a" x (300 * 1024 * 1024); print length($x), "\\n"';
     const limited = taskSpec(root, ["perl", "-e", grab], { memoryMb: 100 });
