@@ -1,4 +1,4 @@
-import { lstat } from "node:fs/promises";
+import { lstat, realpath, rm } from "node:fs/promises";
 import path from "node:path";
 import type { Conflict } from "../contract/report.js";
 import { GitError } from "./errors.js";
@@ -165,6 +165,57 @@ export async function removeWorktree(repo: string, worktreePath: string): Promis
     stderr: r.stderr,
     status: r.exitCode,
   });
+}
+
+/**
+ * Removes many worktrees of one repository at once: their folders, then a single
+ * `git worktree prune`, instead of one serialised `git worktree remove` (a few ms of CPU) per
+ * task. Only paths `git worktree list` names as linked worktrees of `repo` are touched (include
+ * symlinks inside are removed, never followed); their work must be committed already.
+ * Returns the paths that were removed.
+ */
+export async function removeWorktrees(repo: string, paths: readonly string[]): Promise<string[]> {
+  // Compared as real paths: git lists them resolved ($TMPDIR may be a symlink, as on macOS).
+  const real = (p: string): Promise<string> => realpath(p).catch(() => path.resolve(p));
+  const wanted = new Set(await Promise.all(paths.map(real)));
+  const linked = await Promise.all((await listWorktrees(repo)).slice(1).map((w) => real(w.path)));
+  const doomed = linked.filter((p) => wanted.has(p));
+  await Promise.all(doomed.map((p) => rm(p, { recursive: true, force: true })));
+  if (doomed.length > 0) await serialized(repo, () => git(repo, ["worktree", "prune"]));
+  return doomed;
+}
+
+/**
+ * Deletes the branches whose tips `commit` contains (one `for-each-ref --merged`, one
+ * `update-ref --stdin` transaction, each deletion a compare-and-swap on the tip just read), so
+ * no commit can be lost. A branch checked out in a worktree is kept. Returns what was kept.
+ */
+export async function deleteMergedBranches(
+  repo: string,
+  branches: readonly string[],
+  commit: string,
+): Promise<string[]> {
+  const refs = [...new Set(branches.map(branchRef))];
+  if (refs.length === 0) return [];
+  const merged = await git(repo, [
+    "for-each-ref",
+    "--format=%(refname)%00%(objectname)",
+    `--merged=${commit}`,
+    ...refs,
+  ]);
+  const tips = new Map(
+    merged.stdout
+      .split("\n")
+      .filter(Boolean)
+      .map((line) => line.split("\0") as [string, string]),
+  );
+  const checkedOut = new Set((await listWorktrees(repo)).map((w) => w.branch));
+  const doomed = refs.filter((r) => tips.has(r) && !checkedOut.has(r));
+  if (doomed.length > 0) {
+    const input = doomed.map((r) => `delete ${r} ${tips.get(r)}\n`).join("");
+    await git(repo, ["update-ref", "-m", "termorch: delete merged branch", "--stdin"], { input });
+  }
+  return refs.filter((r) => !doomed.includes(r)).map(shortBranch);
 }
 
 /** Outcome of deleteBranch. */

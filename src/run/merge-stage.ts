@@ -4,8 +4,12 @@ import { agentEnvironment } from "../agent/environment.js";
 import type { Gate, Report } from "../contract/report.js";
 import { findMatches } from "../fs/find-files.js";
 import { advanceTarget, checkMerge, createIntegrationCommit, mergeOntoMovedTarget } from "../git/merge.js";
-import { git } from "../git/repo.js";
-import { deleteBranch, prepareDetachedWorktree, removeWorktree } from "../git/worktree.js";
+import {
+  deleteMergedBranches,
+  prepareDetachedWorktree,
+  removeWorktree,
+  removeWorktrees,
+} from "../git/worktree.js";
 import { type MergeOutcome, skippedMerge } from "../report/build.js";
 import { inRepo, type RunContext, worktreePath, worktreesRoot } from "./context.js";
 import { errorText } from "./task-exec.js";
@@ -115,7 +119,7 @@ export async function mergeStage(ctx: RunContext, order: readonly string[]): Pro
     });
     switch (advanced.status) {
       case "advanced":
-        await cleanUp(ctx, order, integrationBranch);
+        await cleanUp(ctx, order, integrationBranch, next);
         return { merge: { ...outcome, result: "success", resultCommit: next, reason: null }, validation };
       case "moved": {
         if (advanced.current === null)
@@ -277,20 +281,26 @@ async function runLevelGates(ctx: RunContext, integration: string): Promise<Gate
 }
 
 /** After a successful merge: task worktrees and branches go, unless --keep-branches. */
-async function cleanUp(ctx: RunContext, order: readonly string[], integrationBranch: string): Promise<void> {
+async function cleanUp(
+  ctx: RunContext,
+  order: readonly string[],
+  integrationBranch: string,
+  merged: string,
+): Promise<void> {
   if (ctx.keepBranches) return;
   const root = ctx.git!.root;
-  for (const id of order) {
-    const t = ctx.tasks.get(id)!;
-    try {
-      await removeWorktree(root, worktreePath(ctx, id));
-      if (t.branch) await deleteBranch(root, t.branch, { force: false });
-    } catch (error) {
-      ctx.log.warn({ task: id, err: errorText(error) }, "could not remove a task worktree or branch");
-    }
+  // In bulk: a git process per task and branch was most of what a run spent after its merge.
+  try {
+    await removeWorktrees(
+      root,
+      order.map((id) => worktreePath(ctx, id)),
+    );
+    const branches = order.flatMap((id) => ctx.tasks.get(id)!.branch ?? []);
+    const kept = await deleteMergedBranches(root, [...branches, integrationBranch], merged);
+    if (kept.length > 0) ctx.log.warn({ kept }, "branches not contained in the merged target were kept");
+  } catch (error) {
+    ctx.log.warn({ err: errorText(error) }, "could not remove the task worktrees or branches");
   }
-  await deleteBranch(root, integrationBranch, { force: false }).catch(() => {});
   // The run's folder of worktrees, now empty.
   await rmdir(join(worktreesRoot(), ctx.runId)).catch(() => {});
-  await git(root, ["worktree", "prune"]).catch(() => {});
 }

@@ -479,7 +479,9 @@ async function collectArtifacts(
 ): Promise<void> {
   try {
     if (ctx.git && t.startCommit && t.commit) {
-      const patch = await diffPatch(ctx.git.root, t.startCommit, t.commit);
+      // No commit of its own: the patch is empty, and no git process is needed to say so.
+      const patch =
+        t.commit === t.startCommit ? Buffer.alloc(0) : await diffPatch(ctx.git.root, t.startCommit, t.commit);
       // latin1 maps bytes 1:1, so redaction keeps binary patches byte-exact.
       const redacted = Buffer.from(ctx.redactor.redact(patch.toString("latin1")), "latin1");
       await writeFile(join(artifactsDir, "changes.patch"), redacted, { mode: 0o600 });

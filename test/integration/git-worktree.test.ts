@@ -6,10 +6,12 @@ import { commitTaskChanges } from "../../src/git/commit.js";
 import { GitError } from "../../src/git/errors.js";
 import {
   deleteBranch,
+  deleteMergedBranches,
   listWorktrees,
   prepareDetachedWorktree,
   prepareTaskWorktree,
   removeWorktree,
+  removeWorktrees,
 } from "../../src/git/worktree.js";
 import { branchWith, g, makeRepo, type TestRepo } from "../fixtures/git-repo.js";
 
@@ -390,5 +392,63 @@ describe("deleteBranch", () => {
     const res = await deleteBranch(r.root, "termorch/run1/A", { force: true });
     expect(res.status).toBe("kept");
     expect(await g(wt, "rev-parse", "HEAD")).toBe(base);
+  });
+});
+
+describe("removeWorktrees and deleteMergedBranches (the cleanup after a merge)", () => {
+  it("removes the named worktrees in one go, never following include links, and leaves others alone", async () => {
+    const r = await repo();
+    const base = await r.git("rev-parse", "HEAD");
+    await r.write("node_modules/keep.js", "keep\n");
+    const paths = ["A", "B", "C"].map((id) => r.wtPath(id));
+    for (const [i, p] of paths.entries())
+      await prepareTaskWorktree({
+        repo: r.root,
+        path: p,
+        branch: `termorch/run1/${"ABC"[i]}`,
+        base,
+        deps: [],
+        include: ["node_modules"],
+      });
+    await writeFile(path.join(paths[0]!, "scratch.txt"), "s\n");
+    const stray = path.join(r.tmp, "stray");
+    await mkdir(stray);
+    const removed = await removeWorktrees(r.root, [paths[0]!, paths[1]!, stray]);
+    expect(removed.sort()).toEqual([paths[0]!, paths[1]!].map((p) => path.resolve(p)).sort());
+    expect(await exists(paths[0]!)).toBe(false);
+    expect(await exists(paths[1]!)).toBe(false);
+    expect(await exists(paths[2]!)).toBe(true);
+    expect((await stat(stray)).isDirectory()).toBe(true);
+    expect(await r.read("node_modules/keep.js")).toBe("keep\n");
+    expect((await listWorktrees(r.root)).map((w) => path.resolve(w.path))).toEqual([
+      path.resolve(r.root),
+      path.resolve(paths[2]!),
+    ]);
+  });
+
+  it("deletes only branches the merged commit contains and keeps checked-out ones", async () => {
+    const r = await repo();
+    const base = await r.git("rev-parse", "HEAD");
+    const a = await branchWith(r, "termorch/run1/A", base, { "a.txt": "A\n" });
+    const b = await branchWith(r, "termorch/run1/B", a, { "b.txt": "B\n" });
+    const c = await branchWith(r, "termorch/run1/C", base, { "c.txt": "C\n" });
+    await prepareTaskWorktree({
+      repo: r.root,
+      path: r.wtPath("D"),
+      branch: "termorch/run1/D",
+      base,
+      deps: [],
+      include: [],
+    });
+    const kept = await deleteMergedBranches(
+      r.root,
+      ["termorch/run1/A", "termorch/run1/B", "termorch/run1/C", "termorch/run1/D", "termorch/run1/gone"],
+      b,
+    );
+    // C is not in b (its commit would be lost); D is checked out; "gone" never existed.
+    expect(kept.sort()).toEqual(["termorch/run1/C", "termorch/run1/D", "termorch/run1/gone"]);
+    expect(await r.git("rev-parse", "termorch/run1/C")).toBe(c);
+    expect(await r.git("for-each-ref", "--format=%(refname)", "refs/heads/termorch/run1/A")).toBe("");
+    expect(await r.git("for-each-ref", "--format=%(refname)", "refs/heads/termorch/run1/B")).toBe("");
   });
 });
