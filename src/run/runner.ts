@@ -287,6 +287,7 @@ function tmuxFor(socket: string, input: RunInput): TmuxServer {
     socket,
     historyLimit: input.config.defaults.history_limit,
     size: input.config.defaults.session_size as `${number}x${number}`,
+    controlMode: input.config.tmux.control_mode,
   });
 }
 
@@ -626,7 +627,7 @@ async function closeSessions(ctx: RunContext, policy: "default" | "keep" | "clea
     const closing = [...ctx.tasks.values()].filter(
       (t) => t.session && t.attempts > 0 && (policy === "clean" || t.state === "success"),
     );
-    await Promise.all(closing.map((t) => ctx.tmux.killSession(t.session!).catch(() => {})));
+    await ctx.tmux.killSessions(closing.map((t) => t.session!)).catch(() => {});
   }
   await ctx.tmux.closeIfIdle().catch(() => {});
 }

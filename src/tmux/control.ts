@@ -7,8 +7,8 @@ import { TmuxError } from "./errors.js";
  * server ~0.1 ms instead of a spawned client's ~4 ms plus Node's spawn (TMUX-NOTES: cost).
  *
  * A control client must be attached to a session, so it creates a placeholder session
- * (`termorch-control-…`, running `sleep`) with `destroy-unattached on`: when this client goes —
- * close(), our process exiting, its stdin closing — the placeholder goes with it.
+ * (`termorch-control-…`) whose program waits for this process to exit: close() kills it, and
+ * should this process die instead, it ends within a second and the placeholder with it.
  *
  * Commands are written one line each, every argument single-quoted for tmux's parser (so no
  * argv-form escaping applies here). tmux answers every command of a line with a
@@ -55,14 +55,21 @@ export class ControlClient {
       "-y",
       String(size.height),
       "--",
-      "sleep",
-      "2147483647",
+      // Lives as long as this process: with remain-on-exit off for its window, the placeholder
+      // closes by itself within a second of our exit, the way any session whose program ends
+      // does. Not destroy-unattached: tmux 3.3a's server crashed when it collected a session
+      // that way (control-pool.ts).
+      "perl",
+      "-e",
+      "sleep 1 while kill 0, $ARGV[0]",
+      String(process.pid),
       ";",
       "set-option",
+      "-w",
       "-t",
       `=${this.session}:`,
-      "destroy-unattached",
-      "on",
+      "remain-on-exit",
+      "off",
     ];
     this.child = spawn(bin, args, { env, stdio: ["pipe", "pipe", "pipe"] });
     this.exitPromise = new Promise((resolve) => {
@@ -124,19 +131,21 @@ export class ControlClient {
    */
   async close(): Promise<void> {
     if (!this.exited) {
-      // Killing the session we are attached to makes tmux end this client; EOF does the same
-      // through destroy-unattached should the command not get through.
+      // Killing the session we are attached to makes tmux end this client. Its stdin stays open
+      // until then: a client that leaves first would leave the placeholder for its program to
+      // end (within a second), the other way it goes.
       this.child.stdin!.write(`kill-session -t ${quote(`=${this.session}`)}\n`);
-      this.child.stdin!.end();
       this.child.ref();
       (this.child.stdout as unknown as { ref?: () => void }).ref?.();
-      const timer = setTimeout(() => this.child.kill("SIGTERM"), 2000);
+      const timer = setTimeout(() => this.child.stdin!.end(), 2000);
+      const kill = setTimeout(() => this.child.kill("SIGTERM"), 4000);
       await this.exitPromise;
       clearTimeout(timer);
+      clearTimeout(kill);
     }
   }
 
-  /** Kills the client process (its placeholder then goes with destroy-unattached). */
+  /** Kills the client process (its placeholder then ends with this process). */
   destroy(): void {
     if (!this.exited) this.child.kill("SIGTERM");
   }

@@ -3,7 +3,8 @@ import { chmod, lstat, mkdir, readFile, realpath, rename, rm, writeFile } from "
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { execa } from "execa";
-import { ControlClient, lineSafe } from "./control.js";
+import { type ControlClient, lineSafe } from "./control.js";
+import { ControlLease } from "./control-pool.js";
 import { TmuxEnvironmentError, TmuxError } from "./errors.js";
 
 /** How to reach (and, on first use, start) termorch's private tmux server. */
@@ -18,6 +19,8 @@ export interface TmuxServerOptions {
   baseEnv?: NodeJS.ProcessEnv;
   /** The tmux executable. Default `tmux` (looked up in PATH). */
   tmuxBin?: string;
+  /** Use a control-mode client for commands once {@link TmuxServer.connect} is called (Config tmux.control_mode). */
+  controlMode?: boolean;
 }
 
 /** One pane of the server, as `list-panes -a` shows it. */
@@ -82,7 +85,8 @@ export class TmuxServer {
   private readonly bin: string;
   private confPath: Promise<string> | null = null;
   private control: ControlClient | null = null;
-  private controlStart: Promise<void> | null = null;
+  private lease: ControlLease | null = null;
+  private readonly controlMode: boolean;
 
   constructor(options: TmuxServerOptions) {
     if (!/^[A-Za-z0-9_.-]+$/.test(options.socket)) {
@@ -98,6 +102,7 @@ export class TmuxServer {
     this.width = Number(size[1]);
     this.height = Number(size[2]);
     this.bin = options.tmuxBin ?? "tmux";
+    this.controlMode = options.controlMode ?? false;
     this.baseEnv = options.baseEnv ?? process.env;
     this.env = minimalEnv(this.baseEnv);
   }
@@ -141,36 +146,33 @@ export class TmuxServer {
   }
 
   /**
-   * Starts (once) the persistent control-mode client that carries {@link command}s while tasks
-   * run. It starts the server if needed, so only launching calls it; queries of a server that is
-   * not running keep answering "nothing there" without starting one. Falls back silently to
-   * spawned clients if it cannot connect.
+   * With controlMode, starts (once) the persistent control-mode client that carries
+   * {@link command}s while tasks run: this process's one client for this server, shared with its
+   * other runs (see control-pool.ts); without it, commands keep using spawned clients. It starts the server if needed, so only launching calls it; queries of a
+   * server that is not running keep answering "nothing there" without starting one. Falls back
+   * silently to spawned clients if it cannot connect.
    */
   async connect(): Promise<void> {
-    if (this.control?.alive) return;
-    this.controlStart ??= (async () => {
-      const conf = await this.config();
-      const client = new ControlClient(
-        this.bin,
-        ["-L", this.socket, "-f", conf],
-        this.env,
-        { width: this.width, height: this.height },
-        COMMAND_TIMEOUT_MS,
-      );
-      if (await client.ready) this.control = client;
-      else await client.close();
-    })().finally(() => {
-      this.controlStart = null;
+    if (!this.controlMode || this.control?.alive) return;
+    const conf = await this.config();
+    this.lease ??= ControlLease.take({
+      bin: this.bin,
+      socket: this.socket,
+      socketPath: await this.defaultSocketPath(),
+      baseArgs: ["-L", this.socket, "-f", conf],
+      env: this.env,
+      size: { width: this.width, height: this.height },
+      timeoutMs: COMMAND_TIMEOUT_MS,
     });
-    await this.controlStart;
+    this.control = await this.lease.client();
   }
 
-  /** Ends the control-mode client and its placeholder session (the server stays). */
+  /** Lets go of the control-mode client; the process's last user ends it and its placeholder (the server stays). */
   async disconnect(): Promise<void> {
-    await this.controlStart?.catch(() => {});
-    const control = this.control;
+    const lease = this.lease;
+    this.lease = null;
     this.control = null;
-    await control?.close();
+    await lease?.release();
   }
 
   /** Absolute path of the server's socket (for `tmux -S`), whether or not the server runs. */
@@ -181,7 +183,11 @@ export class TmuxServer {
     } catch (error) {
       if (!(error instanceof TmuxError)) throw error;
     }
-    // What tmux itself computes for -L: $TMUX_TMPDIR (or /tmp), resolved, + tmux-UID/NAME.
+    return this.defaultSocketPath();
+  }
+
+  /** What tmux itself computes for -L: $TMUX_TMPDIR (or /tmp), resolved, + tmux-UID/NAME. */
+  private async defaultSocketPath(): Promise<string> {
     const base = this.env.TMUX_TMPDIR || "/tmp";
     const resolved = await realpath(base).catch(() => base);
     return join(resolved, `tmux-${process.getuid?.() ?? 0}`, this.socket);
@@ -243,6 +249,32 @@ export class TmuxServer {
     } catch (error) {
       if (error instanceof TmuxError && (error.noServer || error.noTarget)) return false;
       throw error;
+    }
+  }
+
+  /**
+   * Kills many sessions with one tmux command line per 50 (a spawned client costs ~4 ms).
+   * tmux skips the rest of a line after a failing command, so the names that exist are found
+   * first; a chunk that fails anyway (one went meanwhile) is retried one by one.
+   */
+  async killSessions(names: readonly string[]): Promise<void> {
+    if (names.length === 0) return;
+    let listed: string;
+    try {
+      listed = await this.command(["list-sessions", "-F", "#{session_name}"]);
+    } catch (error) {
+      if (error instanceof TmuxError && (error.noServer || error.noTarget)) return;
+      throw error;
+    }
+    const existing = new Set(listed.split("\n"));
+    const doomed = names.filter((n) => existing.has(n));
+    for (let i = 0; i < doomed.length; i += 50) {
+      const chunk = doomed.slice(i, i + 50);
+      try {
+        await this.command(...chunk.map((n) => ["kill-session", "-t", `=${n}`]));
+      } catch {
+        for (const n of chunk) await this.killSession(n).catch(() => false);
+      }
     }
   }
 

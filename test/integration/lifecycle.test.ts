@@ -3,6 +3,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 
 import { join } from "node:path";
 import { execa } from "execa";
 import { describe, expect, it } from "vitest";
+import { TmuxServer } from "../../src/tmux/server.js";
 import {
   BIN,
   cliEnv,
@@ -54,6 +55,26 @@ describe("run lifecycle", () => {
     // The run is over: its state says so, and there is nothing to resume.
     expect(JSON.parse(readFileSync(join(dir, "state.json"), "utf8")).phase).toBe("reported");
     expect((await termorch(["resume", dir], { socket })).exitCode).toBe(2);
+  });
+
+  it("keeps one tmux server alive while several termorch processes start and end on it at once", async () => {
+    // tmux 3.3a's server crashes when control-mode clients start or end together
+    // (src/tmux/control-pool.ts): a witness session must outlive four concurrent runs.
+    const server = new TmuxServer({ socket });
+    await server.run(["new-session", "-d", "-s", "witness", "sleep", "1000"]);
+    const pid = await server.serverPid();
+    const runs = [0, 1, 2, 3].map(() => {
+      const { dir } = workspace();
+      return { dir, file: writeAssignments(dir, [{ id: "a" }, { id: "b" }, { id: "c" }]) };
+    });
+    const results = await Promise.all(runs.map((r) => termorch(["run", r.file], { socket })));
+    for (const [i, r] of results.entries()) {
+      expect(r.exitCode, r.stderr).toBe(0);
+      expect(readReport(runs[i]!.dir).summary.completed).toBe(true);
+    }
+    expect(tmuxSessions(socket)).toContain("witness");
+    expect(await server.serverPid()).toBe(pid);
+    await server.killSession("witness");
   });
 
   it("streams a gate's output into a capped log without failing the gate", async () => {

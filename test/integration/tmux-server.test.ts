@@ -109,23 +109,36 @@ describe("TmuxServer", () => {
 });
 
 describe("control-mode client", () => {
-  it("carries launches over one placeholder session that disconnect removes", async () => {
+  const placeholders = async (): Promise<string[]> =>
+    (await server.run(["list-sessions", "-F", "#{session_name}"]))
+      .split("\n")
+      .filter((s) => s.startsWith(CONTROL_SESSION_PREFIX));
+
+  it("is not used unless asked for (tmux <= 3.5 can crash with one starting)", async () => {
+    const task = await launch(server, taskSpec(root, ["sleep", "60"]));
+    expect(await placeholders()).toEqual([]);
+    await task.kill(2_000);
+  });
+
+  it("carries launches of every server object of the process over one shared client", async () => {
+    const socket = server.socket;
+    const a = new TmuxServer({ socket, historyLimit: 1234, size: "120x40", controlMode: true });
+    const b = new TmuxServer({ socket, historyLimit: 1234, size: "120x40", controlMode: true });
     const spec = taskSpec(root, ["sleep", "60"]);
-    const task = await launch(server, spec);
-    await (await launch(server, taskSpec(root, ["true"]))).exited;
-    const sessions = (await server.run(["list-sessions", "-F", "#{session_name}"])).split("\n");
-    expect(sessions.filter((s) => s.startsWith(CONTROL_SESSION_PREFIX))).toHaveLength(1);
+    const task = await launch(a, spec);
+    await (await launch(b, taskSpec(root, ["true"]))).exited;
+    expect(await placeholders()).toHaveLength(1);
     // Raw arguments with quotes, semicolons and format characters arrive intact.
     const odd = `it's; "odd" #{pane_id} ;`;
-    await server.command(["set-option", "-t", `=${spec.session}:`, "@termorch_note", odd]);
-    expect(await server.command(["show-options", "-v", "-t", `=${spec.session}:`, "@termorch_note"])).toBe(
-      odd,
-    );
+    await a.command(["set-option", "-t", `=${spec.session}:`, "@termorch_note", odd]);
+    expect(await b.command(["show-options", "-v", "-t", `=${spec.session}:`, "@termorch_note"])).toBe(odd);
     await task.kill(2_000);
-    await server.killSession(spec.session);
-    await server.disconnect();
-    const after = (await server.run(["list-sessions", "-F", "#{session_name}"])).split("\n");
-    expect(after.filter((s) => s.startsWith(CONTROL_SESSION_PREFIX))).toEqual([]);
+    await a.killSession(spec.session);
+    // The client stays while one user is left; the last one's disconnect removes it.
+    await a.disconnect();
+    expect(await placeholders()).toHaveLength(1);
+    await b.disconnect();
+    expect(await placeholders()).toEqual([]);
   });
 });
 
