@@ -10,7 +10,8 @@ import { ControlClient } from "./control.js";
  * destroy-unattached, which control.ts therefore no longer uses). So a process keeps ONE control
  * client per server, shared by all its runs (the daemon drives several at once), and starts and
  * ends it while holding a lock that every termorch process using that socket takes (two cron
- * runs may start together).
+ * runs may start together). What this cannot prevent — another process creating or killing a
+ * session while our client is still identifying (tmux PR #4980) — is why control mode is opt-in.
  */
 
 /** What identifies a shareable client: the same server, reached the same way. */
