@@ -584,7 +584,7 @@ export function statusOf(ctx: RunContext, t: TaskRun, state: StatusFile["state"]
 }
 
 /**
- * Every state change goes to the ledger, the task's state file and the status file, in that
+ * Every state change goes to the ledger, the task journal and the status file, in that
  * order: whoever sees the status file (an operator, a test, a resume) can rely on the other two.
  */
 export async function setStatus(ctx: RunContext, t: TaskRun, state: StatusFile["state"]): Promise<void> {
