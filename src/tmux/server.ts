@@ -1,7 +1,7 @@
 import { type ExecFileException, execFile } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
 import { chmod, lstat, mkdir, readFile, realpath, rename, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { setPriority, tmpdir } from "node:os";
 import { join } from "node:path";
 import { type ControlClient, lineSafe } from "./control.js";
 import { ControlLease } from "./control-pool.js";
@@ -117,7 +117,7 @@ export class TmuxServer {
     const conf = await this.config();
     const r = await new Promise<{ error: ExecFileException | null; stdout: string; stderr: string }>(
       (resolve) => {
-        execFile(
+        const child = execFile(
           this.bin,
           ["-L", this.socket, "-f", conf, ...args],
           {
@@ -128,7 +128,18 @@ export class TmuxServer {
             encoding: "utf8",
           },
           (error, stdout, stderr) => resolve({ error, stdout, stderr }),
-        ).stdin?.end();
+        );
+        child.stdin?.end();
+        // A client only hands its command to the server: on a busy machine the wrappers that
+        // record agents' exits, and we who announce them, go first (exit → status p50 at P8 on
+        // 2 cores: 50 ms at the same priority, 12 ms at nice 10; throughput unchanged).
+        if (child.pid) {
+          try {
+            setPriority(child.pid, 10);
+          } catch {
+            // Gone already, or not allowed: it runs at our priority.
+          }
+        }
       },
     );
     if (!r.error) return r.stdout.endsWith("\n") ? r.stdout.slice(0, -1) : r.stdout;
