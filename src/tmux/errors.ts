@@ -15,6 +15,8 @@ export class TmuxError extends TermorchError {
     readonly stderr: string,
     /** tmux's exit status; null when it could not be started, timed out or was killed. */
     readonly status: number | null,
+    /** What the command line printed before it failed (a spawned client's stdout). */
+    readonly stdout = "",
   ) {
     super(message);
     this.name = "TmuxError";

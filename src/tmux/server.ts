@@ -23,6 +23,12 @@ export interface TmuxServerOptions {
   controlMode?: boolean;
 }
 
+interface BatchItem {
+  commands: (readonly string[])[];
+  resolve: () => void;
+  reject: (error: unknown) => void;
+}
+
 /** One pane of the server, as `list-panes -a` shows it. */
 export interface PaneRow {
   session: string;
@@ -87,6 +93,8 @@ export class TmuxServer {
   private control: ControlClient | null = null;
   private lease: ControlLease | null = null;
   private readonly controlMode: boolean;
+  /** Command lines waiting for this turn's shared client (commandInBatch). */
+  private batch: BatchItem[] | null = null;
 
   constructor(options: TmuxServerOptions) {
     if (!/^[A-Za-z0-9_.-]+$/.test(options.socket)) {
@@ -151,7 +159,48 @@ export class TmuxServer {
     const why = r.error.killed
       ? `timed out after ${COMMAND_TIMEOUT_MS} ms`
       : stderr || `exited with ${status ?? r.error.signal ?? "an error"}`;
-    throw new TmuxError(`tmux ${args[0] ?? ""} failed: ${why}`, args, stderr, status);
+    throw new TmuxError(`tmux ${args[0] ?? ""} failed: ${why}`, args, stderr, status, r.stdout);
+  }
+
+  /**
+   * Runs independent command lines together: those asked for in one turn of the event loop
+   * share one spawned tmux client (a client costs ~4 ms of CPU; a wave of launches asks for
+   * several at once). Each settles on its own: tmux stops a command line at its first failing
+   * command, so a marker printed after each line tells which ran; the failing one gets the
+   * error and those after it run again.
+   */
+  commandInBatch(...commands: (readonly string[])[]): Promise<void> {
+    if (this.control?.alive) return this.command(...commands).then(() => {});
+    return new Promise((resolve, reject) => {
+      if (!this.batch) {
+        this.batch = [];
+        setImmediate(() => void this.flushBatch());
+      }
+      this.batch.push({ commands, resolve, reject });
+    });
+  }
+
+  private async flushBatch(): Promise<void> {
+    const items = this.batch ?? [];
+    this.batch = null;
+    if (items.length === 1) {
+      const [only] = items as [BatchItem];
+      await this.command(...only.commands).then(() => only.resolve(), only.reject);
+      return;
+    }
+    const marker = (k: number): string => `termorch-batch-${k}`;
+    const line = items.flatMap((item, k) => [...item.commands, ["display-message", "-p", marker(k)]]);
+    try {
+      await this.command(...line);
+      for (const item of items) item.resolve();
+    } catch (error) {
+      const printed = error instanceof TmuxError ? new Set(error.stdout.split("\n")) : new Set<string>();
+      let k = 0;
+      while (k < items.length && printed.has(marker(k))) items[k++]!.resolve();
+      items[k]?.reject(error);
+      for (const item of items.slice(k + 1))
+        this.commandInBatch(...item.commands).then(item.resolve, item.reject);
+    }
   }
 
   /**

@@ -247,7 +247,7 @@ export async function adopt(server: TmuxServer, spec: AdoptSpec): Promise<Runnin
  */
 async function runLaunch(server: TmuxServer, commands: string[][]): Promise<void> {
   try {
-    await server.command(...commands);
+    await server.commandInBatch(...commands);
   } catch (error) {
     if (!(error instanceof TmuxError && /server exited unexpectedly|lost server/i.test(error.stderr)))
       throw error;

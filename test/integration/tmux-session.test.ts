@@ -7,7 +7,7 @@ import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LaunchError } from "../../src/tmux/errors.js";
 import type { TmuxServer } from "../../src/tmux/server.js";
-import { adopt, launch } from "../../src/tmux/session.js";
+import { adopt, launch, type RunningTask } from "../../src/tmux/session.js";
 import {
   groupMembers,
   isAlive,
@@ -173,6 +173,40 @@ describe("launch", () => {
     expect(existsSync(join(spec.attemptDir, "pid"))).toBe(true);
     const exit = await task.kill(5_000);
     expect(exit.signal).toBe("SIGTERM");
+  });
+
+  it("launches asked for together share a tmux client and still succeed or fail one by one", async () => {
+    const live = taskSpec(root, ["sleep", "30"]);
+    const first = await launch(server, live);
+    await waitFor(() => existsSync(join(live.attemptDir, "pid")));
+    // One command line for all four; the duplicate in the middle fails alone, and the launches
+    // after it run again by themselves.
+    const specs = [
+      taskSpec(root, ["sh", "-c", "exit 0"]),
+      { ...live, attemptDir: join(root, "dup-attempt") },
+      taskSpec(root, ["sh", "-c", "exit 5"]),
+      taskSpec(root, ["sh", "-c", "exit 6"]),
+    ];
+    const run = server.run.bind(server);
+    let clients = 0;
+    server.run = (args) => {
+      clients += 1;
+      return run(args);
+    };
+    const results = await Promise.allSettled(specs.map((s) => launch(server, s))).finally(() => {
+      server.run = run;
+    });
+    // The batch up to the duplicate, then the two after it together.
+    expect(clients).toBe(2);
+    expect(results.map((r) => r.status)).toEqual(["fulfilled", "rejected", "fulfilled", "fulfilled"]);
+    expect((results[1] as PromiseRejectedResult).reason).toMatchObject({ code: "duplicate_session" });
+    const codes = await Promise.all(
+      [0, 2, 3].map(
+        async (i) => (await (results[i] as PromiseFulfilledResult<RunningTask>).value.exited).exit_code,
+      ),
+    );
+    expect(codes).toEqual([0, 5, 6]);
+    await first.kill(5_000);
   });
 
   it("keeps the session (dead pane) after the agent ended", async () => {
