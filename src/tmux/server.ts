@@ -56,6 +56,9 @@ const PANE_FORMAT = [
   "#{@termorch_attempt}",
 ].join("\t");
 
+/** Bytes of arguments per batched command line (commandInBatch); tmux's own limit is ~16 KB. */
+const BATCH_BYTES = 8 * 1024;
+
 /** A tmux client round trip is a few ms; this only stops a wedged server from hanging us. */
 const COMMAND_TIMEOUT_MS = 30_000;
 
@@ -183,6 +186,25 @@ export class TmuxServer {
   private async flushBatch(): Promise<void> {
     const items = this.batch ?? [];
     this.batch = null;
+    // tmux refuses a command line over ~16 KB ("command too long"): chunks stay well under.
+    const chunks: BatchItem[][] = [];
+    let size = Number.POSITIVE_INFINITY;
+    for (const item of items) {
+      const bytes = item.commands.reduce(
+        (n, c) => n + c.reduce((m, a) => m + Buffer.byteLength(a) + 1, 2),
+        64,
+      );
+      if (size + bytes > BATCH_BYTES) {
+        chunks.push([]);
+        size = 0;
+      }
+      chunks.at(-1)!.push(item);
+      size += bytes;
+    }
+    await Promise.all(chunks.map((chunk) => this.runBatch(chunk)));
+  }
+
+  private async runBatch(items: BatchItem[]): Promise<void> {
     if (items.length === 1) {
       const [only] = items as [BatchItem];
       await this.command(...only.commands).then(() => only.resolve(), only.reject);

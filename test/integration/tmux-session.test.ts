@@ -209,6 +209,15 @@ describe("launch", () => {
     await first.kill(5_000);
   });
 
+  it("splits a large burst of launches under tmux's command-line limit", async () => {
+    // Forty launches are ~25 KB of arguments; one command line over ~16 KB is refused whole.
+    const specs = Array.from({ length: 40 }, (_, i) => taskSpec(root, ["sh", "-c", `exit ${i % 7}`]));
+    const running = await Promise.all(specs.map((s) => launch(server, s)));
+    const codes = await Promise.all(running.map(async (r) => (await r.exited).exit_code));
+    expect(codes).toEqual(specs.map((_, i) => i % 7));
+    await Promise.all(specs.map((s) => server.killSession(s.session)));
+  });
+
   it("keeps the session (dead pane) after the agent ended", async () => {
     const spec = taskSpec(root, ["sh", "-c", "echo bye; exit 4"]);
     await (await launch(server, spec)).exited;
