@@ -246,9 +246,10 @@ export class TmuxServer {
   /**
    * With controlMode, starts (once) the persistent control-mode client that carries
    * {@link command}s while tasks run: this process's one client for this server, shared with its
-   * other runs (see control-pool.ts); without it, commands keep using spawned clients. It starts the server if needed, so only launching calls it; queries of a
-   * server that is not running keep answering "nothing there" without starting one. Falls back
-   * silently to spawned clients if it cannot connect.
+   * other runs (see control-pool.ts); without it, commands keep using spawned clients. It starts
+   * the server if needed, so only launching calls it; queries of a server that is not running
+   * keep answering "nothing there" without starting one. Falls back silently to spawned clients
+   * if it cannot connect.
    */
   async connect(): Promise<void> {
     if (!this.controlMode || this.control?.alive) return;
