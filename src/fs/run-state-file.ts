@@ -1,6 +1,7 @@
-import { closeSync, openSync, readFileSync, writeSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { RunState, TaskRun } from "../contract/state.js";
+import { AppendFile } from "./append-file.js";
 
 /**
  * The task journal of a live run: one line per task transition, the whole TaskRun, appended
@@ -9,33 +10,27 @@ import { RunState, TaskRun } from "../contract/state.js";
  * full copy or, on ext4, a flush of the file it replaces (~0.1 ms), at every transition.
  */
 export class TaskJournal {
-  private fd: number | null = null;
+  private readonly file: AppendFile;
+  private checked = false;
 
-  constructor(readonly path: string) {}
+  constructor(readonly path: string) {
+    this.file = new AppendFile(path);
+  }
 
   /** Synchronous: its callers write the task's status file right after, which must never be ahead of it. */
   write(task: TaskRun): void {
-    if (this.fd === null) {
-      this.fd = openSync(this.path, "a", 0o600);
+    if (!this.checked) {
       // A crash mid-append left a torn line: end it, so the next line stands on its own.
-      if (!endsWithNewline(this.path)) writeAll(this.fd, Buffer.from("\n"));
+      if (!this.file.endsWithNewline()) this.file.append("\n");
+      this.checked = true;
     }
-    writeAll(this.fd, Buffer.from(`${JSON.stringify(task)}\n`));
+    this.file.append(`${JSON.stringify(task)}\n`);
   }
 
   close(): void {
-    if (this.fd !== null) closeSync(this.fd);
-    this.fd = null;
+    this.file.close();
+    this.checked = false;
   }
-}
-
-function endsWithNewline(path: string): boolean {
-  const text = readFileSync(path);
-  return text.length === 0 || text[text.length - 1] === 0x0a;
-}
-
-function writeAll(fd: number, data: Buffer): void {
-  for (let off = 0; off < data.length; ) off += writeSync(fd, data, off);
 }
 
 export type RunStateRead = { ok: true; state: RunState } | { ok: false; path: string; problem: string };

@@ -63,7 +63,8 @@ export async function commitTaskChanges(worktree: string, o: CommitTaskChangesOp
   ).stdout
     .trim()
     .split("\n");
-  if (!old || !oldTree || !/^[0-9a-f]{40,64}$/.test(old) || !/^[0-9a-f]{40,64}$/.test(oldTree))
+  const objectId = /^[0-9a-f]{40,64}$/;
+  if (!old || !oldTree || !objectId.test(old) || !objectId.test(oldTree))
     throw new GitError(`cannot read the tip of ${ref} in ${worktree}`, { cwd: worktree });
   if (tree === oldTree) return old;
   // Plumbing rather than `git commit`: no commit template, hook or signing configuration of

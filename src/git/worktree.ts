@@ -1,5 +1,6 @@
 import { lstat, realpath, rm } from "node:fs/promises";
 import path from "node:path";
+import { KeyedQueue } from "../concurrency/keyed-queue.js";
 import type { Conflict } from "../contract/report.js";
 import { GitError } from "./errors.js";
 import { foldMerge } from "./fold.js";
@@ -17,17 +18,9 @@ export interface TaskDep {
  * calls race on `.git/worktrees/` ("failed to read .../commondir") under load, and no lock file
  * guards that, so retrying on lock errors does not help.
  */
-const worktreeQueues = new Map<string, Promise<unknown>>();
+const worktreeQueue = new KeyedQueue();
 function serialized<T>(repo: string, fn: () => Promise<T>): Promise<T> {
-  const key = path.resolve(repo);
-  const previous = worktreeQueues.get(key) ?? Promise.resolve();
-  const next = previous.catch(() => {}).then(fn);
-  const settled = next.catch(() => {});
-  worktreeQueues.set(key, settled);
-  void settled.then(() => {
-    if (worktreeQueues.get(key) === settled) worktreeQueues.delete(key);
-  });
-  return next;
+  return worktreeQueue.run(path.resolve(repo), fn);
 }
 
 /** What prepareTaskWorktree needs. */

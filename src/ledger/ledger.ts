@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
-import { closeSync, openSync, writeSync } from "node:fs";
 import { readFile, truncate } from "node:fs/promises";
 import { z } from "zod";
+import { AppendFile } from "../fs/append-file.js";
 import type { Redactor } from "../redact/redactor.js";
 import { canonicalJson } from "./canonical.js";
 
@@ -30,20 +30,21 @@ export function hashOf(event: Omit<LedgerEvent, "hash">): string {
 /**
  * The run's append-only, hash-chained record of decisions (DESIGN section 10). Each event is
  * one write() of one line to a file opened O_APPEND, so a crash leaves at most a torn last
- * line, which verification reports. Appends are synchronous: a line is a few hundred bytes,
- * and one write() costs microseconds where the promise API cost ~0.1 ms of CPU per event; it
- * also keeps the chain in call order without a queue.
+ * line, which verification reports. Appends are synchronous (AppendFile), which also keeps the
+ * chain in call order without a queue.
  */
 export class Ledger {
   private seq = 0;
   private prev = GENESIS;
-  private fd: number | null = null;
+  private readonly file: AppendFile;
 
   private constructor(
     readonly path: string,
     private readonly redactor: Redactor,
     private readonly now: () => Date,
-  ) {}
+  ) {
+    this.file = new AppendFile(path);
+  }
 
   /** Opens (or creates) a ledger, continuing an existing chain. */
   static async open(path: string, redactor: Redactor, now: () => Date = () => new Date()): Promise<Ledger> {
@@ -67,8 +68,7 @@ export class Ledger {
 
   /** Closes the file; a later append opens it again. */
   async close(): Promise<void> {
-    if (this.fd !== null) closeSync(this.fd);
-    this.fd = null;
+    this.file.close();
   }
 
   append(type: string, data: Record<string, unknown> = {}, taskId?: string): Promise<LedgerEvent> {
@@ -98,10 +98,7 @@ export class Ledger {
       .update(body.prev)
       .update(`{"data":${dataJson},${restJson}`)
       .digest("hex");
-    this.fd ??= openSync(this.path, "a", 0o600);
-    const line = Buffer.from(`{"data":${dataJson},"hash":"${hash}",${restJson}\n`);
-    // A regular file takes the whole line at once; a short write (disk full) goes on, not torn.
-    for (let off = 0; off < line.length; ) off += writeSync(this.fd, line, off);
+    this.file.append(`{"data":${dataJson},"hash":"${hash}",${restJson}\n`);
     this.seq += 1;
     this.prev = hash;
     return { ...body, hash };

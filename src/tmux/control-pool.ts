@@ -1,5 +1,6 @@
 import { mkdir, rm, rmdir, stat } from "node:fs/promises";
 import { dirname } from "node:path";
+import { KeyedQueue } from "../concurrency/keyed-queue.js";
 import { ControlClient } from "./control.js";
 
 /**
@@ -98,7 +99,7 @@ const WAIT_MS = 15_000;
 const POLL_MS = 5;
 
 /** In-process queue per lock, so this process's own callers wait without polling. */
-const queues = new Map<string, Promise<unknown>>();
+const queue = new KeyedQueue();
 
 /**
  * Runs `fn` holding `<socket path>.termorch-control.lock` (a directory: mkdir is atomic
@@ -107,23 +108,14 @@ const queues = new Map<string, Promise<unknown>>();
  */
 export function withControlLock<T>(socketPath: string, fn: () => Promise<T>): Promise<T> {
   const lock = `${socketPath}.termorch-control.lock`;
-  const previous = queues.get(lock) ?? Promise.resolve();
-  const next = previous
-    .catch(() => {})
-    .then(async () => {
-      const held = await acquire(lock);
-      try {
-        return await fn();
-      } finally {
-        if (held) await rmdir(lock).catch(() => {});
-      }
-    });
-  const settled = next.catch(() => {});
-  queues.set(lock, settled);
-  void settled.then(() => {
-    if (queues.get(lock) === settled) queues.delete(lock);
+  return queue.run(lock, async () => {
+    const held = await acquire(lock);
+    try {
+      return await fn();
+    } finally {
+      if (held) await rmdir(lock).catch(() => {});
+    }
   });
-  return next;
 }
 
 async function acquire(lock: string): Promise<boolean> {

@@ -352,9 +352,9 @@ export class TmuxServer {
   }
 
   /**
-   * Kills many sessions with one tmux command line per 50 (a spawned client costs ~4 ms).
-   * tmux skips the rest of a line after a failing command, so the names that exist are found
-   * first; a chunk that fails anyway (one went meanwhile) is retried one by one.
+   * Kills many sessions, sharing spawned clients as {@link commandInBatch} does. A failing
+   * command ends its line there, so only names that exist are sent (one that went meanwhile
+   * costs one more client).
    */
   async killSessions(names: readonly string[]): Promise<void> {
     if (names.length === 0) return;
@@ -366,15 +366,11 @@ export class TmuxServer {
       throw error;
     }
     const existing = new Set(listed.split("\n"));
-    const doomed = names.filter((n) => existing.has(n));
-    for (let i = 0; i < doomed.length; i += 50) {
-      const chunk = doomed.slice(i, i + 50);
-      try {
-        await this.command(...chunk.map((n) => ["kill-session", "-t", `=${n}`]));
-      } catch {
-        for (const n of chunk) await this.killSession(n).catch(() => false);
-      }
-    }
+    await Promise.all(
+      names
+        .filter((n) => existing.has(n))
+        .map((n) => this.commandInBatch(["kill-session", "-t", `=${n}`]).catch(() => {})),
+    );
   }
 
   /** What the session's active pane shows, with its scrollback; trailing blank lines removed. */
