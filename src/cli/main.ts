@@ -315,7 +315,7 @@ async function drive(
       return ExitCode.interrupted;
     }
     if (o.json) io.stdout.write(`${JSON.stringify(result.report, null, 2)}\n`);
-    else io.stderr.write(summary(result.report, result.reportPath));
+    else io.stderr.write(summary(result.report, result.reportPath, result.notWritten));
     return result.exitCode;
   } finally {
     if (ticker) clearInterval(ticker);
@@ -329,13 +329,18 @@ function startBanner(info: StartInfo): string {
     return `termorch: dry run ${info.runId}: ${info.tasks} tasks in ${info.waves} waves (nothing will be started)\n`;
   return [
     `termorch: ${info.resumed ? "resuming" : "run"} ${info.runId}: ${info.tasks} tasks in ${info.waves} waves`,
+    ...(info.keptApartFrom
+      ? [
+          `  run directory: ${info.runDir} (${info.keptApartFrom} is inside a git work tree, so the run's files are kept in .termorch/ there, which git ignores)`,
+        ]
+      : []),
     `  status files: ${info.runDir}/status/   logs: ${info.runDir}/logs/   artifacts: ${info.runDir}/artifacts/`,
     `  watch a task live: tmux -L ${info.socket} attach -r -t =${info.sessionPrefix}<task_id>   (list: tmux -L ${info.socket} ls)`,
     "",
   ].join("\n");
 }
 
-function summary(report: Report, path: string | null): string {
+function summary(report: Report, path: string | null, notWritten?: string): string {
   const lines: string[] = [];
   const ok = report.tasks.filter((t) => t.status === "success").length;
   if (report.error) {
@@ -368,6 +373,7 @@ function summary(report: Report, path: string | null): string {
       lines.push(`  conflict between ${c.tasks.join(", ")} in ${c.files.join(", ")}: ${c.detail}`);
   }
   if (path) lines.push(`  report: ${path}`);
+  else if (notWritten) lines.push(`  report: ${notWritten}`);
   return `${lines.join("\n")}\n`;
 }
 

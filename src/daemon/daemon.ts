@@ -206,7 +206,13 @@ export class Daemon {
         await this.answer(runId, JSON.parse(await readFile(existing, "utf8")));
         return;
       }
-      const { report } = await writeErrorReport(dir, Date.now(), internalError(error), ExitCode.internal);
+      const { report } = await writeErrorReport(
+        dir,
+        Date.now(),
+        internalError(error),
+        ExitCode.internal,
+        true,
+      );
       await this.answer(runId, { ...report, run_id: runId });
     } catch (failure) {
       this.opts.log.error({ run: runId, err: String(failure) }, "could not answer a failed run");

@@ -4,12 +4,15 @@ import type { Report } from "../contract/report.js";
 import { InputError, type TermorchError } from "../errors.js";
 import { writeJsonAtomic } from "../fs/atomic.js";
 import { buildReport, type RunError, skippedMerge } from "../report/build.js";
+import { mayWriteLooseReport } from "./run-dir.js";
 
 /** Where a run's report went. */
 export interface RunResult {
   report: Report;
-  /** Where the report was written, or null when the run directory was not writable. */
+  /** Where the report was written, or null when it was not (see `notWritten`). */
   reportPath: string | null;
+  /** Why the report was not written to a file, when it was not. */
+  notWritten?: string;
   exitCode: number;
   runDir: string;
 }
@@ -23,14 +26,20 @@ export function errorOf(error: TermorchError): RunError {
   };
 }
 
+/**
+ * The report of a run that failed before or outside its normal end. `own`: `runDir` is the
+ * run's own folder (it started there), so the report belongs there whatever else is in it.
+ */
 export async function writeErrorReport(
   runDir: string,
   startedAt: number,
   error: RunError,
   exitCode: number,
+  own = false,
 ): Promise<RunResult> {
-  // Never create folders for a run that did not start: the report goes only where the run directory exists.
-  const writable = existsSync(runDir);
+  // Never create folders for a run that did not start, never overwrite another run's report,
+  // never put a file where git status would show it: the report goes only where that is safe.
+  const writable = own ? existsSync(runDir) : await mayWriteLooseReport(runDir);
   const report = buildReport({
     runId: null,
     startedAt,
@@ -49,7 +58,14 @@ export async function writeErrorReport(
     peakParallelism: 0,
   });
   report.exit_code = exitCode;
-  return writable ? writeReport(runDir, report) : { report, reportPath: null, exitCode, runDir };
+  return writable
+    ? writeReport(runDir, report)
+    : { report, reportPath: null, exitCode, runDir, notWritten: looseReportNote(runDir) };
+}
+
+/** Why a report that is not a run's own was kept off the disk. */
+export function looseReportNote(runDir: string): string {
+  return `not written to ${runDir}: that folder does not exist, holds another run's files, or is inside a git work tree`;
 }
 
 /** The report is written atomically and last; an unwritable run directory still returns it. */

@@ -26,7 +26,8 @@ import type { GitRun, LiveRun, RunContext, RunSettings } from "./context.js";
 import { Detached } from "./detached.js";
 import { dispatch } from "./dispatch.js";
 import { type MergeStageResult, mergeStage } from "./merge-stage.js";
-import { errorOf, type RunResult, writeErrorReport, writeReport } from "./report-file.js";
+import { errorOf, looseReportNote, type RunResult, writeErrorReport, writeReport } from "./report-file.js";
+import { mayWriteLooseReport, planRunDir, prepareRunDir, type RunDirPlan, runDirOf } from "./run-dir.js";
 import type { ScheduleMode } from "./schedule.js";
 import { attemptDirOf, errorText, taskArgv } from "./task-exec.js";
 import { newTaskRun, type TaskRun } from "./task-run.js";
@@ -85,6 +86,11 @@ export interface StartInfo {
   dryRun: boolean;
   sessionPrefix: string;
   resumed: boolean;
+  /**
+   * The folder the run directory would have been, had it not been inside a git work tree:
+   * the run's files went to `runDir` under it instead, which git ignores.
+   */
+  keptApartFrom: string | null;
 }
 
 export type { RunResult } from "./report-file.js";
@@ -102,7 +108,7 @@ export async function runAssignments(opts: RunOptions): Promise<RunResult | Deta
   const env = opts.env ?? process.env;
   const cwd = opts.cwd ?? process.cwd();
   const file = resolve(cwd, opts.assignmentsFile);
-  const runDir = resolve(cwd, opts.outDir ?? dirname(file));
+  const requestedDir = resolve(cwd, opts.outDir ?? dirname(file));
   const baseDir = opts.baseDir ? resolve(cwd, opts.baseDir) : dirname(file);
   const log = opts.logger ?? pino({ level: "silent" });
 
@@ -110,13 +116,16 @@ export async function runAssignments(opts: RunOptions): Promise<RunResult | Deta
   let git: GitRun | null = null;
   let lock: WorkspaceLock | null = null;
   let dryRun = false;
+  let plan: RunDirPlan | null = null;
   try {
     input = await loadAssignments(file, await loadConfig(opts.configFile, env, cwd), startedAt, baseDir);
     if (opts.runId) input = { ...input, runId: opts.runId };
     dryRun = opts.dryRun ?? input.assignments.mode.dry_run;
+    // A dry run writes its report only where that harms nothing; a real run needs a folder of its own.
+    if (!dryRun) plan = await planRunDir(requestedDir, opts.outDir !== undefined);
     // Two runs never work on one workspace at once (exit 4, or wait with --wait). The workspace
     // is inspected once the lock is held, so a run that waited starts from the current HEAD.
-    if (!dryRun) lock = await lockWorkspace(input.workspace, input.runId, runDir, opts);
+    if (plan) lock = await lockWorkspace(input.workspace, input.runId, runDirOf(plan, input.runId), opts);
     git = await inspectWorkspace(
       input.workspace,
       input.assignments.environment.worktree_include,
@@ -127,8 +136,10 @@ export async function runAssignments(opts: RunOptions): Promise<RunResult | Deta
     await lock?.release();
     // A locked workspace writes nothing: the run directory may be the holder's.
     if (!(error instanceof TermorchError) || error instanceof LockedError) throw error;
-    return writeErrorReport(runDir, startedAt, errorOf(error), error.exitCode);
+    return writeErrorReport(requestedDir, startedAt, errorOf(error), error.exitCode);
   }
+  let runDir = plan ? runDirOf(plan, input.runId) : requestedDir;
+  let own = false;
   try {
     const settings: RunSettings = {
       max_parallel:
@@ -147,7 +158,19 @@ export async function runAssignments(opts: RunOptions): Promise<RunResult | Deta
     const tmux = tmuxFor(socket, input);
     // Branches, worktrees and sessions are named by run id: a re-run of the same file must not
     // collide with what an earlier run kept for inspection, so it gets a suffix.
-    const runId = dryRun ? input.runId : await freshRunId(input.runId, git, tmux, runDir, env);
+    const runId = plan
+      ? await freshRunId(
+          input.runId,
+          git,
+          tmux,
+          plan.kind === "apart" ? { apart: (id) => runDirOf(plan, id) } : { folder: plan.dir },
+          env,
+        )
+      : input.runId;
+    if (plan) {
+      runDir = prepareRunDir(plan, runId);
+      own = true;
+    }
     const ctx = await buildLiveRun({
       input,
       git,
@@ -164,14 +187,23 @@ export async function runAssignments(opts: RunOptions): Promise<RunResult | Deta
       restored: null,
     });
     if (dryRun) {
-      opts.onStart?.(startInfo(ctx, true, false));
-      return writeReport(runDir, ctx.reportOf(skippedMerge("dry run"), "skipped", 0, null, true));
+      opts.onStart?.(startInfo(ctx, true, false, null));
+      const report = ctx.reportOf(skippedMerge("dry run"), "skipped", 0, null, true);
+      // Never over another run's files, never into the user's work tree.
+      if (await mayWriteLooseReport(runDir)) return writeReport(runDir, report);
+      return {
+        report,
+        reportPath: null,
+        exitCode: report.exit_code,
+        runDir,
+        notWritten: looseReportNote(runDir),
+      };
     }
-    return await drive(ctx, opts, false);
+    return await drive(ctx, opts, false, plan?.kind === "apart" ? plan.requested : null);
   } catch (error) {
     if (error instanceof TermorchError) throw error;
     // Something broke before the run could report for itself: the caller still gets a report.
-    return writeErrorReport(runDir, startedAt, internalError(error), ExitCode.internal);
+    return writeErrorReport(runDir, startedAt, internalError(error), ExitCode.internal, own);
   } finally {
     await lock?.release();
   }
@@ -477,10 +509,11 @@ function withLatestAttempt(ctx: LiveRun, t: TaskRun): TaskRun {
   };
 }
 
-function startInfo(ctx: LiveRun, dryRun: boolean, resumed: boolean): StartInfo {
+function startInfo(ctx: LiveRun, dryRun: boolean, resumed: boolean, keptApartFrom: string | null): StartInfo {
   return {
     runId: ctx.runId,
     runDir: ctx.runDir,
+    keptApartFrom,
     socket: ctx.socketName,
     tasks: ctx.tasks.size,
     waves: ctx.plan.waves.length,
@@ -495,10 +528,11 @@ async function drive(
   ctx: LiveRun,
   opts: DriveOptions,
   resumed: boolean,
+  keptApartFrom: string | null = null,
 ): Promise<RunResult | DetachedResult> {
   const { runDir, privateDir, ledger } = ctx;
   ctx.socketPath = await ctx.tmux.socketPath();
-  opts.onStart?.(startInfo(ctx, false, resumed));
+  opts.onStart?.(startInfo(ctx, false, resumed, keptApartFrom));
   await Promise.all(["logs", "status", "artifacts"].map((d) => mkdir(join(runDir, d), { recursive: true })));
   await mkdir(privateDir, { recursive: true, mode: 0o700 });
   if (!resumed) {

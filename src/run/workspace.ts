@@ -79,23 +79,32 @@ function isEmptyOrMissing(dir: string): boolean {
   }
 }
 
-/** The run id, or the first `<id>-<n>` that no branch, worktree folder, tmux session or other registered run uses yet. */
+/** Where runs go: one given folder, or a folder per run id (`apart`), which must not exist yet. */
+export type RunDirs = { folder: string } | { apart: (runId: string) => string };
+
+/**
+ * The run id, or the first `<id>-<n>` that no branch, worktree folder, tmux session, other
+ * registered run or (runs kept apart) run directory uses yet.
+ */
 export async function freshRunId(
   id: string,
   repo: GitRun | null,
   tmux: TmuxServer,
-  runDir: string,
+  dirs: RunDirs,
   env: Readonly<Record<string, string | undefined>>,
 ): Promise<string> {
   const live = new Set((await tmux.listPanes()).map((p) => p.run));
+  const runDirOf = (runId: string): string => ("folder" in dirs ? dirs.folder : dirs.apart(runId));
   // Operator commands find runs by id: another run directory that still holds its state owns the id.
   for (const entry of await registeredRuns(env)) {
-    if (entry.run_dir !== runDir && existsSync(join(entry.run_dir, "state.json"))) live.add(entry.run_id);
+    if (entry.run_dir !== runDirOf(entry.run_id) && existsSync(join(entry.run_dir, "state.json")))
+      live.add(entry.run_id);
   }
   for (let n = 1; ; n++) {
     const suffix = n === 1 ? "" : `-${n}`;
     const candidate = `${id.slice(0, 64 - suffix.length)}${suffix}`;
     if (live.has(candidate) || !isEmptyOrMissing(join(worktreesRoot(), candidate))) continue;
+    if ("apart" in dirs && existsSync(dirs.apart(candidate))) continue;
     if (repo) {
       const refs = await gitCmd(repo.root, [
         "for-each-ref",

@@ -157,7 +157,8 @@ describe("run lifecycle", () => {
       {},
       "eager.json",
     );
-    expect((await termorch(["run", eager], { socket })).exitCode).toBe(0);
+    // A run directory of its own: the first run's files are in `dir`.
+    expect((await termorch(["run", eager, "--out", join(dir, "eager")], { socket })).exitCode).toBe(0);
     expect(stamp(stamps, "next", "start")).toBeLessThan(stamp(stamps, "slow", "end"));
   });
 

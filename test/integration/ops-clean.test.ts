@@ -88,30 +88,22 @@ describe("termorch clean", () => {
     expect(registered()).toEqual([]);
   });
 
-  it("cleans a run whose folder a re-run took over, through the registry and the re-run's repository", async () => {
+  it("cleans a run through the registry after a re-run into its folder was refused", async () => {
     const { dir, repo } = world.workspace();
     const file = writeAssignments(dir, [{ id: "A", env: { WRITE: "a.txt=A", EXIT: "1" } }]);
     expect((await world.cli(["run", file])).exitCode).toBe(1);
     const first = stateOf(dir)!.run_id;
-    // Same file, same folder: the re-run gets a fresh id and replaces state.json and the report.
-    expect((await world.cli(["run", file])).exitCode).toBe(1);
-    const second = stateOf(dir)!.run_id;
-    expect(second).toBe(`${first}-2`);
-
-    const status = await world.cli(["status", "--json"]);
-    const problems = JSON.parse(status.stdout).problems as Array<{ run_id: string; message: string }>;
-    expect(problems.find((p) => p.run_id === first)?.message).toContain(`now holds run ${second}`);
+    // Same file, same folder: the folder holds the first run's files, so the re-run is refused.
+    const rerun = await world.cli(["run", file]);
+    expect(rerun.exitCode).toBe(2);
+    expect(rerun.stderr).toContain(`holds the files of run ${first}`);
+    expect(stateOf(dir)!.run_id).toBe(first);
 
     const cleaned = await world.cli(["clean", first, "--force"]);
     expect(cleaned.exitCode).toBe(0);
     expect(cleaned.stdout).toContain(`removed tmux session termorch-${first}-A`);
     expect(cleaned.stdout).toContain(`removed worktree ${join(worktreesRoot(), first, "A")}`);
     expect(cleaned.stdout).toContain(`removed branch termorch/${first}/A`);
-    expect(cleaned.stdout).toContain("unregistered");
-    // The re-run's own things are untouched.
-    expect(branches(repo)).toEqual([`termorch/${second}/A`]);
-    expect(tmuxSessions(world.socket)).toContain(`termorch-${second}-A`);
-    expect((await world.cli(["clean", second, "--force"])).exitCode).toBe(0);
     expect(branches(repo)).toEqual([]);
   });
 

@@ -1,0 +1,141 @@
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { dirname, join, relative } from "node:path";
+import { InputError } from "../errors.js";
+import { git } from "../git/repo.js";
+
+/** What termorch writes at the top of a run directory (DESIGN section 2). */
+const RUN_FILES = [
+  "execution_report.json",
+  "state.json",
+  "events.jsonl",
+  "logs/x",
+  "status/x",
+  "artifacts/x",
+  ".termorch/x",
+];
+
+/** Where a new run's files go. */
+export type RunDirPlan =
+  /** Into `dir` itself; `markIgnored`: write a `.gitignore` of `*` there first (a new folder in a work tree). */
+  | { kind: "here"; dir: string; markIgnored: boolean }
+  /**
+   * The requested folder is inside a git work tree that does not ignore it: each run gets
+   * `<base>/<run_id>`, under a `.termorch/` folder that ignores itself.
+   */
+  | { kind: "apart"; requested: string; base: string };
+
+/** A run whose files are already in a folder. */
+export interface HeldRun {
+  runId: string;
+  finished: boolean;
+}
+
+/** The run whose state.json is in `dir`, if any (an unreadable one still counts: it is not ours to overwrite). */
+export function heldRun(dir: string): HeldRun | null {
+  const file = join(dir, "state.json");
+  if (!existsSync(file)) return null;
+  try {
+    const s = JSON.parse(readFileSync(file, "utf8")) as { run_id?: unknown; phase?: unknown };
+    return { runId: typeof s.run_id === "string" ? s.run_id : "(unknown)", finished: s.phase === "reported" };
+  } catch {
+    return { runId: "(unreadable state.json)", finished: false };
+  }
+}
+
+/**
+ * The work tree that would show `dir`'s run files in `git status`, or null: `dir` is outside
+ * every work tree, or git ignores everything termorch writes there.
+ */
+export async function gitSightOf(dir: string): Promise<string | null> {
+  let probe = dir;
+  while (!existsSync(probe) && dirname(probe) !== probe) probe = dirname(probe);
+  const top = await git(probe, ["rev-parse", "--show-toplevel"], { allowExit: [0, 128] }).catch(() => null);
+  if (!top || top.exitCode !== 0 || !top.stdout.trim()) return null;
+  const root = top.stdout.trim();
+  const rel = relative(root, dir);
+  const paths = RUN_FILES.map((f) => (rel ? `${rel}/${f}` : f));
+  const ignored = await git(root, ["check-ignore", "-z", "--stdin"], {
+    input: `${paths.join("\0")}\0`,
+    allowExit: [0, 1, 128],
+  }).catch(() => null);
+  const count = ignored?.stdout.split("\0").filter(Boolean).length ?? 0;
+  return count === paths.length ? null : root;
+}
+
+function isEmptyOrMissing(dir: string): boolean {
+  try {
+    return readdirSync(dir).every((name) => name === ".gitignore");
+  } catch {
+    return true;
+  }
+}
+
+/**
+ * Decides where a new run's files go (never over another run's, never where `git status` would
+ * show them). `explicit`: the user named the folder (`--out`), so it is used as it is or refused.
+ */
+export async function planRunDir(requested: string, explicit: boolean): Promise<RunDirPlan> {
+  const held = heldRun(requested);
+  const sight = await gitSightOf(requested);
+  if (sight !== null && !explicit) {
+    return { kind: "apart", requested, base: join(requested, ".termorch", "runs") };
+  }
+  if (held) {
+    throw new InputError(
+      [
+        {
+          file: requested,
+          message: `this folder holds the files of run ${held.runId} (${held.finished ? "finished" : "not finished"}); a second run there would mix its logs, status files and report with that run's`,
+        },
+      ],
+      held.finished
+        ? "Give the new run its own folder with --out DIR, or move the earlier run's files away first."
+        : `Finish that run with: termorch resume ${requested} — or give the new run its own folder with --out DIR.`,
+    );
+  }
+  if (sight !== null) {
+    if (!isEmptyOrMissing(requested)) {
+      throw new InputError(
+        [
+          {
+            file: requested,
+            message: `--out names a folder inside the git work tree ${sight} that git does not ignore and that is not empty: termorch's files would show in git status`,
+          },
+        ],
+        "Choose a folder outside the repository, one git ignores, or a new folder (termorch then marks it ignored).",
+      );
+    }
+    return { kind: "here", dir: requested, markIgnored: true };
+  }
+  return { kind: "here", dir: requested, markIgnored: false };
+}
+
+/** The run directory of `runId` under a plan. */
+export function runDirOf(plan: RunDirPlan, runId: string): string {
+  return plan.kind === "here" ? plan.dir : join(plan.base, runId);
+}
+
+/** Creates what keeps the run's files out of git's sight (before any of them is written). */
+export function prepareRunDir(plan: RunDirPlan, runId: string): string {
+  const dir = runDirOf(plan, runId);
+  // A `.gitignore` of `*` ignores its whole folder, itself included: nothing in the user's
+  // repository (its .gitignore, .git/info/exclude) has to change.
+  const ignoreFile =
+    plan.kind === "apart"
+      ? join(plan.requested, ".termorch", ".gitignore")
+      : plan.markIgnored
+        ? join(dir, ".gitignore")
+        : null;
+  mkdirSync(dir, { recursive: true });
+  if (ignoreFile && !existsSync(ignoreFile))
+    writeFileSync(ignoreFile, "# termorch's run files (logs, status, reports): kept out of git\n*\n");
+  return dir;
+}
+
+/**
+ * Whether a report that is not a run's own (an input error, a dry run) may be written into
+ * `dir`: it exists, holds no run's files and is out of git's sight.
+ */
+export async function mayWriteLooseReport(dir: string): Promise<boolean> {
+  return existsSync(dir) && heldRun(dir) === null && (await gitSightOf(dir)) === null;
+}
