@@ -50,7 +50,7 @@ export async function gitSightOf(dir: string): Promise<string | null> {
   let probe = dir;
   while (!existsSync(probe) && dirname(probe) !== probe) probe = dirname(probe);
   const top = await git(probe, ["rev-parse", "--show-toplevel"], { allowExit: [0, 128] }).catch(() => null);
-  if (!top || top.exitCode !== 0 || !top.stdout.trim()) return null;
+  if (top?.exitCode !== 0 || !top.stdout.trim()) return null;
   const root = top.stdout.trim();
   const rel = relative(root, dir);
   const paths = RUN_FILES.map((f) => (rel ? `${rel}/${f}` : f));
