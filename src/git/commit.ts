@@ -72,7 +72,7 @@ export async function commitTaskChanges(worktree: string, o: CommitTaskChangesOp
   const identity = o.identity ?? (await commitIdentity(worktree));
   const parent =
     o.start !== undefined && exclude.length > 0
-      ? await stripIncludes(worktree, o.start, old, exclude, identity)
+      ? await stripIncludes(worktree, o.start, { commit: old, tree: oldTree }, exclude, identity)
       : { commit: old, tree: oldTree };
   if (tree === parent.tree && parent.commit === old) return old;
   // Plumbing rather than `git commit`: no commit template, hook or signing configuration of
@@ -110,35 +110,34 @@ async function unstage(
 async function stripIncludes(
   worktree: string,
   start: string,
-  tip: string,
+  tip: { commit: string; tree: string },
   paths: readonly string[],
   identity: Identity,
 ): Promise<{ commit: string; tree: string }> {
-  const tipTree = () => gitLine(worktree, ["rev-parse", "--verify", `${tip}^{tree}`]);
-  if (start === tip) return { commit: tip, tree: await tipTree() };
+  if (start === tip.commit) return tip;
   // The usual case costs one process: no commit of the agent's touches an include path.
   const touching = await git(worktree, [
     "rev-list",
     "--full-history",
     "-n",
     "1",
-    `${start}..${tip}`,
+    `${start}..${tip.commit}`,
     "--",
     ...includePathspecs(paths, false),
   ]);
-  if (touching.stdout.trim() === "") return { commit: tip, tree: await tipTree() };
+  if (touching.stdout.trim() === "") return tip;
   const list = await git(worktree, [
     "rev-list",
     "--reverse",
     "--topo-order",
     "--parents",
-    `${start}..${tip}`,
+    `${start}..${tip.commit}`,
   ]);
   const dir = await mkdtemp(path.join(tmpdir(), "termorch-index-"));
   // A scratch index: the worktree's own index holds the task's pending changes.
   const env = { GIT_INDEX_FILE: path.join(dir, "index") };
   const mapped = new Map<string, string>();
-  let last = { commit: tip, tree: "" };
+  let last = tip;
   try {
     for (const line of list.stdout.split("\n")) {
       const [commit, ...parents] = line.trim().split(" ");
