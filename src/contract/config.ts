@@ -13,6 +13,13 @@ export const AgentSpec = z.strictObject({
 });
 export type AgentSpec = z.infer<typeof AgentSpec>;
 
+// git rejects or strips `<`, `>` and newlines in names and addresses.
+const GitName = z
+  .string()
+  .trim()
+  .min(1)
+  .regex(/^[^<>\n\0]+$/, "must not contain <, > or a line break");
+
 export const Config = z.strictObject({
   $schema: z.string().optional(),
   agents: z.record(z.string().min(1), AgentSpec).default({}),
@@ -48,6 +55,24 @@ export const Config = z.strictObject({
       history_limit: 10000,
       session_size: "200x50",
     }),
+  git: z
+    .strictObject({
+      author: z
+        .strictObject({
+          name: GitName.optional().describe(
+            "Author and committer name (default: the repository's user.name)",
+          ),
+          email: GitName.optional().describe(
+            "Author and committer e-mail (default: the repository's user.email)",
+          ),
+        })
+        .optional()
+        .describe(
+          "Who termorch's commits (task results, dependency merges, the integration) are by. Default: the repository's configured user.name/user.email (local, global or system config), else termorch <termorch@localhost>. Each commit also names its run and task in Termorch-Run/Termorch-Task trailers.",
+        ),
+    })
+    .default({})
+    .describe("How termorch makes commits"),
   tmux: z
     .strictObject({
       /** Socket name (tmux -L); default `termorch`, or $TERMORCH_TMUX_SOCKET. */

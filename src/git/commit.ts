@@ -1,6 +1,9 @@
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
 import { GitError } from "./errors.js";
 import { includePathspecs, normalizeInclude } from "./include.js";
-import { branchRef, commitTree, git, gitBuffer, gitLine } from "./repo.js";
+import { branchRef, commitIdentity, commitTree, git, gitBuffer, gitLine, type Identity } from "./repo.js";
 
 /** What commitTaskChanges needs. */
 export interface CommitTaskChangesOptions {
@@ -10,14 +13,22 @@ export interface CommitTaskChangesOptions {
   exclude: readonly string[];
   /** When given, HEAD must be on this branch: an agent that switched branches is caught, not followed. */
   branch?: string;
+  /**
+   * The commit the task started from. With it, the agent's own commits since then are checked
+   * for include paths and re-created without them (see stripIncludes).
+   */
+  start?: string;
+  /** Author and committer of termorch's commit; default: the repository's configured user. */
+  identity?: Identity;
 }
 
 /**
  * Commits everything the agent changed in `worktree` (added, modified, deleted, and untracked
  * files that are not ignored) on the checked-out branch and returns the branch's tip. Nothing
  * changed, or the agent committed everything itself: no new commit, the tip is returned as is.
- * Include paths are never committed; if the agent committed them itself, a commit removing
- * them is added, so neither the task's tree nor its patch contains them.
+ * Include paths are never committed, whether the repository ignores them or not; commits the
+ * agent made itself that contain them are re-created without them, so no commit on the
+ * branch (and none merged into the user's branch) ever holds an include link.
  */
 export async function commitTaskChanges(worktree: string, o: CommitTaskChangesOptions): Promise<string> {
   const exclude = normalizeInclude(o.exclude);
@@ -41,19 +52,11 @@ export async function commitTaskChanges(worktree: string, o: CommitTaskChangesOp
       cwd: worktree,
     });
   }
-  await git(worktree, ["add", "-A", "--", ":(top)", ...includePathspecs(exclude, true)]);
-  if (exclude.length > 0) {
-    // The agent may have staged or committed an include symlink itself (`git add -A`).
-    await git(worktree, [
-      "rm",
-      "-r",
-      "-q",
-      "--cached",
-      "--ignore-unmatch",
-      "--",
-      ...includePathspecs(exclude, false),
-    ]);
-  }
+  // Everything is staged and the include paths are taken out of the index afterwards: naming
+  // them in `git add`'s pathspec (even as exclusions) fails when the repository ignores them
+  // ("The following paths are ignored"), and whether it does is the user's business.
+  await git(worktree, ["add", "-A", "--", ":(top)"]);
+  if (exclude.length > 0) await unstage(worktree, exclude);
   const tree = await gitLine(worktree, ["write-tree"]);
   // The tip and its tree in one process (a run pays a few git processes per task).
   const [old, oldTree] = (
@@ -66,12 +69,103 @@ export async function commitTaskChanges(worktree: string, o: CommitTaskChangesOp
   const objectId = /^[0-9a-f]{40,64}$/;
   if (!old || !oldTree || !objectId.test(old) || !objectId.test(oldTree))
     throw new GitError(`cannot read the tip of ${ref} in ${worktree}`, { cwd: worktree });
-  if (tree === oldTree) return old;
+  const identity = o.identity ?? (await commitIdentity(worktree));
+  const parent =
+    o.start !== undefined && exclude.length > 0
+      ? await stripIncludes(worktree, o.start, { commit: old, tree: oldTree }, exclude, identity)
+      : { commit: old, tree: oldTree };
+  if (tree === parent.tree && parent.commit === old) return old;
   // Plumbing rather than `git commit`: no commit template, hook or signing configuration of
   // the user's applies, and the compare-and-swap catches an agent still committing.
-  const commit = await commitTree(worktree, tree, [old], o.message);
+  const commit =
+    tree === parent.tree
+      ? parent.commit
+      : await commitTree(worktree, tree, [parent.commit], o.message, { identity });
   await git(worktree, ["update-ref", "-m", "termorch: commit task changes", ref, commit, old]);
   return commit;
+}
+
+/** Takes the include paths (and anything below them) out of the index of `worktree`. */
+async function unstage(
+  worktree: string,
+  paths: readonly string[],
+  env?: Record<string, string>,
+): Promise<void> {
+  await git(
+    worktree,
+    ["rm", "-r", "-q", "-f", "--cached", "--ignore-unmatch", "--", ...includePathspecs(paths, false)],
+    env ? { env } : {},
+  );
+}
+
+/**
+ * The agent's own commits `start..tip` re-created without the include paths, when any of them
+ * holds one (an agent that runs `git add -A && git commit` commits the links). Each commit keeps
+ * its message, author and date, its parents mapped to their re-created versions; the committer
+ * is termorch's identity, which did the rewrite. Re-creating rather than squashing keeps the
+ * agent's history as it made it, only without the links; a commit left with nothing else keeps
+ * its (now empty) change, so the agent's messages still line up with what they describe.
+ * Returns the new tip and its tree (the old ones when nothing needed stripping).
+ */
+async function stripIncludes(
+  worktree: string,
+  start: string,
+  tip: { commit: string; tree: string },
+  paths: readonly string[],
+  identity: Identity,
+): Promise<{ commit: string; tree: string }> {
+  if (start === tip.commit) return tip;
+  // The usual case costs one process: no commit of the agent's touches an include path.
+  const touching = await git(worktree, [
+    "rev-list",
+    "--full-history",
+    "-n",
+    "1",
+    `${start}..${tip.commit}`,
+    "--",
+    ...includePathspecs(paths, false),
+  ]);
+  if (touching.stdout.trim() === "") return tip;
+  const list = await git(worktree, [
+    "rev-list",
+    "--reverse",
+    "--topo-order",
+    "--parents",
+    `${start}..${tip.commit}`,
+  ]);
+  const dir = await mkdtemp(path.join(tmpdir(), "termorch-index-"));
+  // A scratch index: the worktree's own index holds the task's pending changes.
+  const env = { GIT_INDEX_FILE: path.join(dir, "index") };
+  const mapped = new Map<string, string>();
+  let last = tip;
+  try {
+    for (const line of list.stdout.split("\n")) {
+      const [commit, ...parents] = line.trim().split(" ");
+      if (!commit) continue;
+      const raw = (await git(worktree, ["cat-file", "commit", commit])).stdout;
+      const oldTree = /^tree ([0-9a-f]+)$/m.exec(raw)?.[1];
+      const author = /^author (.*) <([^>]*)> (\d+ [+-]\d{4})$/m.exec(raw);
+      if (!oldTree || !author)
+        throw new GitError(`cannot read commit ${commit} in ${worktree}`, { cwd: worktree });
+      const message = raw.slice(raw.indexOf("\n\n") + 2);
+      await git(worktree, ["read-tree", oldTree], { env });
+      await unstage(worktree, paths, env);
+      const tree = await gitLine(worktree, ["write-tree"], { env });
+      const newParents = parents.map((p) => mapped.get(p) ?? p);
+      const same = tree === oldTree && newParents.every((p, i) => p === parents[i]);
+      const next = same
+        ? commit
+        : await commitTree(worktree, tree, newParents, message, {
+            identity,
+            author: { name: author[1] ?? "", email: author[2] ?? "", date: author[3] ?? "" },
+          });
+      mapped.set(commit, next);
+      last = { commit: next, tree };
+    }
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+  return last;
 }
 
 /** How a path changed between two commits (git's name-status letters). */

@@ -6,7 +6,7 @@ import {
   type MergeTreeResult,
   mergeTree,
 } from "./merge-tree.js";
-import { commitTree, git, treeOf } from "./repo.js";
+import { commitTree, git, TERMORCH_IDENTITY, treeOf } from "./repo.js";
 
 /** A task's commit to merge. */
 export interface FoldItem {
@@ -77,7 +77,10 @@ export async function foldMerge(
     }
     const r = await mergeTree(repo, acc, item.commit);
     if (r.clean) {
-      acc = await commitTree(repo, r.tree, [acc, item.commit], `termorch: in-memory merge of ${item.task}`);
+      // A scratch commit for the next merge-tree only (never referenced): no identity lookup.
+      acc = await commitTree(repo, r.tree, [acc, item.commit], `termorch: in-memory merge of ${item.task}`, {
+        identity: TERMORCH_IDENTITY,
+      });
       accTree = r.tree;
       merged.push(item);
       continue;

@@ -1,6 +1,7 @@
 import type { Conflict } from "../contract/report.js";
 import { ChangeCache, conflictUnits, type FoldItem, foldMerge } from "./fold.js";
 import { mergeTree } from "./merge-tree.js";
+import type { Identity } from "./repo.js";
 import { branchRef, commitTree, git, independentCommits, requireCommit, treeOf } from "./repo.js";
 
 export { type AdvanceResult, type AdvanceTargetOptions, advanceTarget } from "./advance.js";
@@ -65,6 +66,8 @@ export interface IntegrationCommitOptions {
   message: string;
   /** Branch to point at the result, e.g. `termorch/<run>/integration` (created or reset). */
   branch: string;
+  /** Author and committer; default: the repository's configured user. */
+  identity?: Identity;
 }
 
 /**
@@ -77,7 +80,7 @@ export async function createIntegrationCommit(repo: string, o: IntegrationCommit
   const commit =
     o.parents.length === 1 && (await treeOf(repo, first)) === o.tree
       ? first
-      : await commitTree(repo, o.tree, o.parents, o.message);
+      : await commitTree(repo, o.tree, o.parents, o.message, o);
   await git(repo, ["update-ref", "-m", "termorch: integration", branchRef(o.branch), commit]);
   return commit;
 }
@@ -95,6 +98,8 @@ export interface MovedTargetOptions {
   message: string;
   /** When given, this branch (the integration branch) is pointed at the result. */
   branch?: string;
+  /** Author and committer; default: the repository's configured user. */
+  identity?: Identity;
 }
 
 /** The integration merged onto the moved target, or the conflicts (then nothing was changed). */
@@ -136,7 +141,7 @@ export async function mergeOntoMovedTarget(repo: string, o: MovedTargetOptions):
   const commit =
     heads.length === 1 && heads[0] !== undefined
       ? heads[0]
-      : await commitTree(repo, r.tree, [target, integration], o.message);
+      : await commitTree(repo, r.tree, [target, integration], o.message, o);
   if (o.branch !== undefined) {
     await git(repo, [
       "update-ref",

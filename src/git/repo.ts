@@ -3,7 +3,10 @@ import { setTimeout as delay } from "node:timers/promises";
 import { execa } from "execa";
 import { GitError, GitVersionError } from "./errors.js";
 
-/** Name and address on every commit termorch itself creates. */
+/**
+ * Name and address of git calls that need an identity but make no commit of record (and of
+ * commits when the repository has no user configured: see commitIdentity).
+ */
 export const TERMORCH_IDENTITY = { name: "termorch", email: "termorch@localhost" } as const;
 
 /** `merge-tree --write-tree` (in-memory merges with structured conflict messages) arrived in git 2.38. */
@@ -302,15 +305,81 @@ export async function independentCommits(repo: string, commits: readonly string[
   return unique.filter((c) => keep.has(c));
 }
 
-/** Creates a commit object (no ref moves) with termorch as author and committer. */
+/** Who a commit is by: git's user.name and user.email. */
+export interface Identity {
+  name: string;
+  email: string;
+}
+
+/** An author as a commit records it, date included (`<seconds> <+hhmm>`), e.g. when re-creating a commit. */
+export interface DatedIdentity extends Identity {
+  date: string;
+}
+
+/**
+ * Who termorch's commits are by: `override` (the config's `git.author`), else the repository's
+ * configured user (local, global and system config, as `git commit` would use), else termorch
+ * itself. Each field falls back on its own, so a repository with only user.email set keeps it.
+ */
+export async function commitIdentity(repo: string, override?: Partial<Identity>): Promise<Identity> {
+  let name = override?.name;
+  let email = override?.email;
+  if (name === undefined || email === undefined) {
+    const r = await git(repo, ["config", "-z", "--get-regexp", "^user\\.(name|email)$"], {
+      allowExit: [0, 1],
+    });
+    // `key\nvalue\0` per entry; the last of several values wins, as for git itself.
+    const found: Record<string, string> = {};
+    for (const entry of r.stdout.split("\0")) {
+      const nl = entry.indexOf("\n");
+      if (nl > 0) found[entry.slice(0, nl)] = entry.slice(nl + 1);
+    }
+    name ??= clean(found["user.name"]);
+    email ??= clean(found["user.email"]);
+  }
+  return { name: name ?? TERMORCH_IDENTITY.name, email: email ?? TERMORCH_IDENTITY.email };
+}
+
+// git refuses (or strips) names and addresses made only of these, and `<`/`>` would break the header.
+function clean(v: string | undefined): string | undefined {
+  const t = v?.replace(/[<>\n]/g, "").trim();
+  return t ? t : undefined;
+}
+
+/** Appends git trailers (`Key: value` lines) to a commit message, after a blank line. */
+export function withTrailers(message: string, trailers: Readonly<Record<string, string>>): string {
+  const lines = Object.entries(trailers).map(([k, v]) => `${k}: ${v.replace(/\s+/g, " ")}`);
+  if (lines.length === 0) return message;
+  return `${message.replace(/\n+$/, "")}\n\n${lines.join("\n")}\n`;
+}
+
+/** Options of commitTree. */
+export interface CommitTreeOptions {
+  /** Author and committer; default: commitIdentity(repo) (costs one git process). */
+  identity?: Identity;
+  /** A different author with its own date (re-created commits keep their author); the committer stays `identity`. */
+  author?: DatedIdentity;
+}
+
+/** Creates a commit object (no ref moves). */
 export async function commitTree(
   repo: string,
   tree: string,
   parents: readonly string[],
   message: string,
+  opts: CommitTreeOptions = {},
 ): Promise<string> {
   const args = ["commit-tree", tree];
   for (const p of parents) args.push("-p", p);
+  const who = opts.identity ?? (await commitIdentity(repo));
+  const env: Record<string, string> = {
+    GIT_AUTHOR_NAME: opts.author?.name ?? who.name,
+    GIT_AUTHOR_EMAIL: opts.author?.email ?? who.email,
+    GIT_COMMITTER_NAME: who.name,
+    GIT_COMMITTER_EMAIL: who.email,
+  };
+  if (opts.author) env.GIT_AUTHOR_DATE = opts.author.date;
   // The message goes through stdin so that no byte of it can be read as an option.
-  return (await git(repo, args, { input: message.endsWith("\n") ? message : `${message}\n` })).stdout.trim();
+  const input = message.endsWith("\n") ? message : `${message}\n`;
+  return (await git(repo, args, { input, env })).stdout.trim();
 }

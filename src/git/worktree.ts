@@ -5,7 +5,16 @@ import type { Conflict } from "../contract/report.js";
 import { GitError } from "./errors.js";
 import { foldMerge } from "./fold.js";
 import { linkIncludes, normalizeInclude } from "./include.js";
-import { branchRef, commitTree, git, independentCommits, requireCommit, resolveCommit } from "./repo.js";
+import {
+  branchRef,
+  commitTree,
+  git,
+  type Identity,
+  independentCommits,
+  requireCommit,
+  resolveCommit,
+  withTrailers,
+} from "./repo.js";
 
 /** A dependency of a task: its id and the branch holding its committed result. */
 export interface TaskDep {
@@ -37,6 +46,18 @@ export interface PrepareTaskWorktreeOptions {
   deps: readonly TaskDep[];
   /** Untracked workspace paths (relative to `repo`) to symlink into the worktree. */
   include: readonly string[];
+  /** Author and committer of a merge of several dependencies; default: the repository's configured user. */
+  identity?: Identity;
+  /** Trailers for that merge commit's message (e.g. the run and task). */
+  trailers?: Readonly<Record<string, string>>;
+  /**
+   * Take over what an earlier, interrupted attempt to prepare this same task left (a resumed
+   * run): `branch` when it holds no commit beyond the start commit, and the worktree at `path`
+   * on it. Anything else under that name is not provably a leftover, and is refused.
+   */
+  reclaim?: boolean;
+  /** Called right after the branch is created / the worktree is added (fault injection in tests). */
+  hooks?: { afterBranch?: () => void; afterWorktree?: () => void };
 }
 
 /** The worktree was created, or the dependencies conflict and nothing was created. */
@@ -54,6 +75,7 @@ export async function prepareTaskWorktree(o: PrepareTaskWorktreeOptions): Promis
   if (!start.ok) return start;
   const ref = branchRef(o.branch);
   const wt = path.resolve(o.path);
+  if (o.reclaim) await reclaimLeftovers(o.repo, ref, wt, start.commit);
   // Create-only compare-and-swap (empty old value): a leftover branch of an earlier attempt
   // is never silently reused or overwritten.
   const created = await git(o.repo, ["update-ref", "-m", "termorch: task branch", ref, start.commit, ""], {
@@ -65,6 +87,7 @@ export async function prepareTaskWorktree(o: PrepareTaskWorktreeOptions): Promis
       { cwd: o.repo, stderr: created.stderr, status: created.exitCode },
     );
   }
+  o.hooks?.afterBranch?.();
   try {
     // The short name makes git check the branch out; a full ref name would detach HEAD.
     await serialized(o.repo, () => git(o.repo, ["worktree", "add", "--quiet", wt, shortBranch(ref)]));
@@ -73,6 +96,7 @@ export async function prepareTaskWorktree(o: PrepareTaskWorktreeOptions): Promis
     await git(o.repo, ["update-ref", "-d", ref, start.commit], { allowExit: [0, 1, 128] });
     throw err;
   }
+  o.hooks?.afterWorktree?.();
   try {
     await linkIncludes(o.repo, wt, include);
   } catch (err) {
@@ -97,8 +121,71 @@ async function startCommit(
   const heads = await independentCommits(o.repo, tips);
   if (heads.length === 1) return { ok: true, commit: heads[0] as string };
   const names = o.deps.map((d) => d.task).join(", ");
-  const commit = await commitTree(o.repo, fold.tree, heads, `termorch: merge ${names} for ${o.branch}`);
+  const message = withTrailers(`termorch: merge ${names} for ${o.branch}`, o.trailers ?? {});
+  const commit = await commitTree(
+    o.repo,
+    fold.tree,
+    heads,
+    message,
+    o.identity ? { identity: o.identity } : {},
+  );
   return { ok: true, commit };
+}
+
+/**
+ * Removes the branch and worktree an interrupted preparation of the same task left behind, so
+ * it can be prepared again. Only what is provably such a leftover goes: the branch must point
+ * at the start commit just computed, or at an equivalent one (a merge of several dependencies
+ * is re-created with a new date: same tree, same parents), so it holds no work; the worktree
+ * must be at `wt` (termorch's path for this run and task) and on that branch. Anything else is
+ * left alone and refused with what to do.
+ */
+async function reclaimLeftovers(repo: string, ref: string, wt: string, start: string): Promise<void> {
+  const tip = await resolveCommit(repo, ref);
+  const worktrees = await listWorktrees(repo);
+  const here = await realpath(wt).catch(() => wt);
+  const sameDir = async (p: string): Promise<boolean> => (await realpath(p).catch(() => p)) === here;
+  const atPath: WorktreeEntry[] = [];
+  for (const w of worktrees) if (await sameDir(w.path)) atPath.push(w);
+  const onBranch = worktrees.find((w) => w.branch === ref);
+  if (tip === null) {
+    // A worktree at our path on no branch of ours is not something this task left.
+    if (atPath.length > 0)
+      throw new GitError(
+        `a worktree is already at ${wt} (not on ${shortBranch(ref)}); remove it with: git worktree remove --force ${wt}`,
+        { cwd: repo },
+      );
+    return;
+  }
+  if (!(await equivalent(repo, tip, start))) {
+    throw new GitError(
+      `cannot create branch ${shortBranch(ref)}: it exists and holds commits beyond the task's start, so it is not a leftover of an attempt that never launched; it was left alone (inspect it, then delete it with: git branch -D ${shortBranch(ref)})`,
+      { cwd: repo },
+    );
+  }
+  if (onBranch && !(await sameDir(onBranch.path))) {
+    throw new GitError(
+      `cannot create branch ${shortBranch(ref)}: it is checked out in ${onBranch.path}, not in termorch's worktree ${wt}; it was left alone`,
+      { cwd: repo },
+    );
+  }
+  if (atPath.some((w) => w.branch !== ref)) {
+    throw new GitError(
+      `a worktree is already at ${wt} (not on ${shortBranch(ref)}); remove it with: git worktree remove --force ${wt}`,
+      { cwd: repo },
+    );
+  }
+  if (onBranch) await removeWorktree(repo, wt);
+  // Compare-and-swap on the tip checked above.
+  await git(repo, ["update-ref", "-m", "termorch: reclaim an interrupted preparation", "-d", ref, tip]);
+}
+
+/** The same commit, or one with the same tree and parents (a re-created merge commit). */
+async function equivalent(repo: string, a: string, b: string): Promise<boolean> {
+  if (a === b) return true;
+  const r = await git(repo, ["rev-list", "--no-walk=unsorted", "--format=%T %P", a, b]);
+  const shapes = r.stdout.split("\n").filter((l) => l !== "" && !l.startsWith("commit "));
+  return shapes.length === 2 && shapes[0] === shapes[1];
 }
 
 function combine(o: PrepareTaskWorktreeOptions, conflicts: readonly Conflict[]): Conflict {

@@ -6,6 +6,7 @@ import type { RunState } from "../contract/state.js";
 import type { LogNames } from "../fs/log-names.js";
 import type { TaskJournal } from "../fs/run-state-file.js";
 import type { StatusFiles } from "../fs/status-files.js";
+import type { Identity } from "../git/repo.js";
 import type { ResolvedTask, RunInput } from "../input/assignments-file.js";
 import type { Ledger } from "../ledger/ledger.js";
 import type { Plan } from "../plan/waves.js";
@@ -51,8 +52,16 @@ export interface RunContext {
   resolved: Map<string, ResolvedTask>;
   verify: boolean;
   keepBranches: boolean;
-  /** Fault injection for tests of the rollback path ($TERMORCH_FAULT=after-ref-update). */
+  /**
+   * Fault injection for crash tests ($TERMORCH_FAULT): `after-ref-update` (merge rollback);
+   * `after-branch-created` / `after-worktree-added`, optionally `:<task>`, SIGKILL the process
+   * while that task's worktree is being prepared.
+   */
   fault: string | null;
+  /** The run was interrupted and is being resumed: leftovers of its own earlier process may exist. */
+  resumed: boolean;
+  /** Author and committer of termorch's commits (config `git.author`, else the repository's user). */
+  identity: Identity;
   killGraceMs: number;
   maxLogBytes: number;
   processEnv: Readonly<Record<string, string | undefined>>;

@@ -64,12 +64,13 @@ export async function mergeStage(ctx: RunContext, order: readonly string[]): Pro
     };
   }
   const integrationBranch = `termorch/${ctx.runId}/integration`;
-  const message = `termorch: integrate run ${ctx.runId}\n\nTasks merged, in order:\n${order.map((id) => `- ${id}`).join("\n")}\n`;
+  const message = `termorch: integrate run ${ctx.runId}\n\nTasks merged, in order:\n${order.map((id) => `- ${id}`).join("\n")}\n\nTermorch-Run: ${ctx.runId}\n`;
   const integration = await createIntegrationCommit(root, {
     tree: check.tree,
     parents: check.parents,
     message,
     branch: integrationBranch,
+    identity: ctx.identity,
   });
   outcome.resultCommit = integration;
 
@@ -139,6 +140,7 @@ export async function mergeStage(ctx: RunContext, order: readonly string[]): Pro
           items,
           message,
           branch: integrationBranch,
+          identity: ctx.identity,
         });
         if (!onto.ok)
           return {

@@ -14,6 +14,7 @@ import { registerRun } from "../fs/registry.js";
 import { readRunStateFile, TaskJournal } from "../fs/run-state-file.js";
 import { SnapshotWriter } from "../fs/state-store.js";
 import { StatusFiles } from "../fs/status-files.js";
+import { commitIdentity, TERMORCH_IDENTITY } from "../git/repo.js";
 import { loadAssignments, type RunInput } from "../input/assignments-file.js";
 import { loadConfig } from "../input/config-file.js";
 import { Ledger } from "../ledger/ledger.js";
@@ -402,6 +403,8 @@ async function buildLiveRun(p: {
     verify: settings.verify,
     keepBranches: settings.keep_branches,
     fault: env.TERMORCH_FAULT || null,
+    resumed: p.restored !== null,
+    identity: p.git ? await commitIdentity(p.git.root, input.config.git.author) : TERMORCH_IDENTITY,
     killGraceMs: input.config.defaults.kill_grace_s * 1000,
     maxLogBytes:
       input.assignments.environment.resource_limits.max_log_bytes ?? input.config.defaults.max_log_bytes,

@@ -8,8 +8,8 @@ import type { Gate } from "../contract/report.js";
 import type { StatusFile } from "../contract/status.js";
 import { findMatches, matchesAny } from "../fs/find-files.js";
 import { changedFiles, commitTaskChanges, diffPatch } from "../git/commit.js";
-import { git } from "../git/repo.js";
-import { deleteBranch, prepareTaskWorktree, removeWorktree } from "../git/worktree.js";
+import { git, withTrailers } from "../git/repo.js";
+import { prepareTaskWorktree } from "../git/worktree.js";
 import { redactFile } from "../redact/redact-file.js";
 import { adopt, type ExitRecord, launch, type RunningTask } from "../tmux/session.js";
 import {
@@ -68,11 +68,6 @@ export async function executeTask(ctx: RunContext, taskId: string, resume = fals
   }
   if (ctx.git && !reuse) {
     t.branch = taskBranch(ctx.runId, taskId);
-    // An earlier process died while preparing this task (nothing was launched, nothing to lose).
-    if (resume) {
-      await removeWorktree(ctx.git.root, wt).catch(() => {});
-      await deleteBranch(ctx.git.root, t.branch, { force: true }).catch(() => {});
-    }
     const prepared = await prepareTaskWorktree({
       repo: ctx.git.root,
       path: wt,
@@ -80,6 +75,13 @@ export async function executeTask(ctx: RunContext, taskId: string, resume = fals
       base: ctx.git.baseCommit,
       deps: task.dependencies.map((d) => ({ task: d, branch: taskBranch(ctx.runId, d) })),
       include: inRepo(ctx, ctx.input.assignments.environment.worktree_include),
+      identity: ctx.identity,
+      trailers: trailersOf(ctx, taskId),
+      // An earlier process of this run may have died while preparing this task, before it
+      // recorded the start commit (so nothing was launched): its branch and worktree are taken
+      // over when they provably hold nothing else.
+      reclaim: ctx.resumed,
+      hooks: faultHooks(ctx, taskId),
     }).catch((error: unknown) => ({ ok: false as const, error }));
     if (!prepared.ok) {
       t.session = null;
@@ -134,7 +136,9 @@ export async function executeTask(ctx: RunContext, taskId: string, resume = fals
       await collectArtifacts(ctx, t, cwd, artifactsDir);
       return finish(ctx, t, null, exit.record);
     }
-    if (reason === "cancelled" || ctx.signal.aborted || t.attempts >= maxAttempts) {
+    // A worktree that is gone cannot be reset for another attempt.
+    const gone = ctx.git !== null && !existsSync(wt);
+    if (reason === "cancelled" || ctx.signal.aborted || t.attempts >= maxAttempts || gone) {
       await collectArtifacts(ctx, t, cwd, artifactsDir);
       return finish(ctx, t, reason, exit.record);
     }
@@ -378,10 +382,21 @@ async function runGates(ctx: RunContext, t: TaskRun, cwd: string, wt: string): P
   t.gates = gates;
   const include = ctx.input.assignments.environment.worktree_include;
   if (ctx.git) {
+    // Without its worktree there is nothing to commit or check, and git cannot even start there.
+    if (!existsSync(wt)) {
+      t.detail = `its worktree ${wt} was deleted while the agent ran (by the agent?); its work is lost`;
+      gates.push({ name: "commit", required: true, passed: false, detail: t.detail });
+      return "lost";
+    }
     try {
       t.commit = await commitTaskChanges(wt, {
-        message: `termorch: task ${t.id} (agent ${r.task.agent}, run ${ctx.runId})`,
+        message: withTrailers(
+          `termorch: task ${t.id} (agent ${r.task.agent}, run ${ctx.runId})`,
+          trailersOf(ctx, t.id),
+        ),
         exclude: inRepo(ctx, include),
+        ...(t.startCommit ? { start: t.startCommit } : {}),
+        identity: ctx.identity,
       });
     } catch (error) {
       t.detail = `could not commit its changes: ${ctx.redactor.redact(errorText(error))}`;
@@ -468,6 +483,26 @@ async function runGates(ctx: RunContext, t: TaskRun, cwd: string, wt: string): P
   if (failures.length === 0) return null;
   t.detail = failures.join("; ");
   return "validation";
+}
+
+/** Trailers naming the run and task on every commit termorch makes for a task. */
+function trailersOf(ctx: RunContext, taskId: string): Record<string, string> {
+  return { "Termorch-Run": ctx.runId, "Termorch-Task": taskId };
+}
+
+/** $TERMORCH_FAULT points inside the preparation of a task's worktree (crash tests of resume). */
+function faultHooks(
+  ctx: RunContext,
+  taskId: string,
+): { afterBranch?: () => void; afterWorktree?: () => void } {
+  const [point, only] = (ctx.fault ?? "").split(":");
+  if (only !== undefined && only !== taskId) return {};
+  const die = (): void => {
+    process.kill(process.pid, "SIGKILL");
+  };
+  if (point === "after-branch-created") return { afterBranch: die };
+  if (point === "after-worktree-added") return { afterWorktree: die };
+  return {};
 }
 
 /** artifacts/<task>/: what the agent wrote there, changes.patch, copies of required artifacts, handoff.md. */

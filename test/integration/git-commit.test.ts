@@ -115,9 +115,18 @@ describe("commitTaskChanges", () => {
     await write("work.txt", "w\n");
     await g(wt, "add", "-A");
     await g(wt, "commit", "-q", "-m", "agent commits everything");
-    const tip = await commitTaskChanges(wt, { message: "m", exclude: [".env"] });
-    expect(await changedFiles(r.root, base, tip)).toEqual(["work.txt"]);
+    await write("more.txt", "m\n");
+    await g(wt, "add", "-A");
+    await g(wt, "commit", "-q", "-m", "agent commits again");
+    const tip = await commitTaskChanges(wt, { message: "m", exclude: [".env"], start: base });
+    expect(await changedFiles(r.root, base, tip)).toEqual(["more.txt", "work.txt"]);
     expect((await diffPatch(r.root, base, tip)).toString()).not.toContain(".env");
+    // The agent's commits are re-created without the link (message and author kept); none holds it.
+    expect(await r.git("log", "--format=%an|%s", `${base}..${tip}`)).toBe(
+      "Test User|agent commits again\nTest User|agent commits everything",
+    );
+    expect(await r.git("log", "--full-history", "--format=%H", `${base}..${tip}`, "--", ".env")).toBe("");
+    expect(await g(wt, "status", "--porcelain", "--untracked-files=no")).toBe("");
   });
 
   it("refuses to commit unresolved conflicts or a detached HEAD", async () => {
