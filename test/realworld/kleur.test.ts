@@ -22,7 +22,7 @@ import kleur from '../index.mjs';
 
 test('chained styles wrap the text once each', () => {
 	kleur.enabled = true;
-	assert.is(kleur.red().bold('x'), '\\x1b[31m\\x1b[1mx\\x1b[22m\\x1b[39m');
+	assert.is(kleur.red().bold('x'), '\\x1b[31m\\x1b[1mx\\x1b[39m\\x1b[22m');
 });
 
 test.run();
