@@ -18,6 +18,25 @@ export const Gate = z.strictObject({
 });
 export type Gate = z.infer<typeof Gate>;
 
+/** A ref of the user's repository that changed during the run (termorch's own branches aside). */
+export const RefChange = z.strictObject({
+  ref: z.string().describe("Full ref name, e.g. refs/heads/other"),
+  old: z.string().nullable().describe("Its commit when the run started; null: it was created during the run"),
+  new: z.string().nullable().describe("Its commit at the merge; null: it was deleted during the run"),
+  task: z
+    .string()
+    .nullable()
+    .describe(
+      "The task whose agent changed it: the ref was checked out in that task's worktree, or points at a commit made there; null when that cannot be told",
+    ),
+  during: z
+    .array(z.string())
+    .describe(
+      "When no task can be named: the tasks that were running when the ref last changed (from its reflog), if known",
+    ),
+});
+export type RefChange = z.infer<typeof RefChange>;
+
 export const TaskReport = z.strictObject({
   id: z.string(),
   agent: z.string(),
@@ -34,6 +53,11 @@ export const TaskReport = z.strictObject({
   session: z.string().nullable(),
   branch: z.string().nullable(),
   commit: z.string().nullable(),
+  refs_created: z
+    .array(z.string())
+    .describe(
+      "Refs the task's agent created in the user's repository (e.g. a branch it switched to; its commits were brought onto `branch`); removed after a successful merge and by `termorch clean` when no commit would be lost",
+    ),
   gates: z.array(Gate),
   /** Exact argv the task runs (after placeholder substitution). */
   argv: z.array(z.string()),
@@ -74,6 +98,26 @@ export const Report = z.strictObject({
     result_commit: z.string().nullable(),
     target: z.string().nullable(),
     gates: z.array(Gate),
+    validated_commit: z
+      .string()
+      .nullable()
+      .describe(
+        "The commit the run-level gates (`gates`) were evaluated on; on success it is `result_commit`, the commit the target ends at. null when no run-level gate ran",
+      ),
+    target_moved: z
+      .boolean()
+      .describe(
+        "The target branch moved during the run (the user committed on it): the run's result was merged onto its new tip and the gates ran on that merge",
+      ),
+    target_moved_to: z
+      .string()
+      .nullable()
+      .describe("The tip of the moved target the result was (last) merged onto; null when it did not move"),
+    refs_changed: z
+      .array(RefChange)
+      .describe(
+        "Refs of the user's repository created, moved or deleted during the run other than termorch's own branches and the user's own commits on the target. A target moved by an agent is never merged over: the merge fails and says so",
+      ),
   }),
   schema_version: z.literal(1),
   run_id: z.string().nullable(),

@@ -22,6 +22,8 @@ export const TaskRun = z.strictObject({
   startCommit: z.string().nullable(),
   /** The task branch's tip after its work was committed. */
   commit: z.string().nullable(),
+  /** Refs the agent created in the user's repository (reported, and removed with the task branch). */
+  refsCreated: z.array(z.string()).default([]),
   /** Log paths relative to the run directory. */
   logs: z.strictObject({ stdout: z.string(), stderr: z.string() }).nullable(),
   artifacts: z.array(z.string()),

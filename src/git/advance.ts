@@ -14,6 +14,12 @@ export interface AdvanceTargetOptions {
   newCommit: string;
   /** Reflog message. */
   message?: string;
+  /**
+   * Called right before the ref is moved, once the move is certain to be tried: the caller
+   * makes it durable, so that a crash before the work tree follows can be finished by
+   * finishAdvance. Not called when nothing is to be moved.
+   */
+  intent?: (advance: AdvanceRecord) => Promise<void>;
   /** Test seams: a throw from either makes advanceTarget roll back. */
   hooks?: {
     /** Called right after the ref moved, before the work tree is updated. */
@@ -21,6 +27,15 @@ export interface AdvanceTargetOptions {
     /** Called after the work tree (if the target is checked out) was updated. */
     afterWorktreeUpdate?: () => unknown;
   };
+}
+
+/** An advance as recorded before the ref moves. */
+export interface AdvanceRecord {
+  ref: string;
+  old: string;
+  new: string;
+  /** The worktree that has the ref checked out (its index and work tree follow the ref), or null. */
+  worktree: string | null;
 }
 
 /** Outcome of advanceTarget. */
@@ -70,6 +85,7 @@ export async function advanceTarget(repo: string, o: AdvanceTargetOptions): Prom
     }
   }
 
+  await o.intent?.({ ref, old, new: newCommit, worktree: wt });
   const upd = await git(repo, ["update-ref", "-m", o.message ?? "termorch: merge run", ref, newCommit, old], {
     allowExit: [0, 1, 128],
   });
@@ -101,6 +117,46 @@ export async function advanceTarget(repo: string, o: AdvanceTargetOptions): Prom
   return { status: "advanced", ref, old, new: newCommit, worktree: wt };
 }
 
+/** Outcome of finishAdvance. */
+export type FinishAdvanceResult =
+  /** The ref never moved (the interruption came before): nothing to finish. */
+  | { status: "not_moved" }
+  /** The ref is somewhere else than either end of the advance: left alone. */
+  | { status: "elsewhere"; current: string | null }
+  | Extract<AdvanceResult, { status: "advanced" | "rolled_back" | "rollback_failed" }>;
+
+/**
+ * Completes an advance whose process died after it moved the ref and before the index and
+ * work tree followed (advanceTarget's `intent`). The ref at `new` and the index at `old` is
+ * what the user would otherwise see as every change of the run staged for reverting. The
+ * interrupted two-tree update is run again (a no-op where it had already happened); if it is
+ * refused (a partial update, or changes the user made since), ref, index and work tree are
+ * rolled back to `old` instead, the same way advanceTarget rolls back. Either way ref, index
+ * and work tree agree afterwards.
+ */
+export async function finishAdvance(repo: string, r: AdvanceRecord): Promise<FinishAdvanceResult> {
+  const current = await refValue(repo, r.ref);
+  if (current === r.old) return { status: "not_moved" };
+  if (current !== r.new) return { status: "elsewhere", current };
+  const checkedOut = (await listWorktrees(repo)).some((w) => w.branch === r.ref && w.path === r.worktree);
+  const wt = checkedOut ? r.worktree : null;
+  if (wt !== null) {
+    await git(wt, ["update-index", "-q", "--refresh"], { allowExit: [0, 1] });
+    const upd = await git(wt, ["read-tree", "-m", "-u", r.old, r.new], { allowExit: [0, 128] });
+    if (upd.exitCode !== 0) {
+      return rollback(repo, {
+        ref: r.ref,
+        old: r.old,
+        newCommit: r.new,
+        wt,
+        phase: "worktree-failed",
+        cause: `the work tree of ${wt} could not be brought to ${r.new} after an interruption (${upd.stderr.trim()})`,
+      });
+    }
+  }
+  return { status: "advanced", ref: r.ref, old: r.old, new: r.new, worktree: wt };
+}
+
 async function refValue(repo: string, ref: string): Promise<string | null> {
   const r = await git(repo, ["rev-parse", "-q", "--verify", ref], { allowExit: [0, 1] });
   return r.exitCode === 0 ? r.stdout.trim() : null;
@@ -115,7 +171,10 @@ interface RollbackState {
   cause: string;
 }
 
-async function rollback(repo: string, s: RollbackState): Promise<AdvanceResult> {
+async function rollback(
+  repo: string,
+  s: RollbackState,
+): Promise<Extract<AdvanceResult, { status: "rolled_back" | "rollback_failed" }>> {
   const left: string[] = [];
   if (s.wt !== null && s.phase !== "ref") {
     let restored = false;

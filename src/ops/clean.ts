@@ -94,7 +94,9 @@ export async function cleanRun(run: OpsRun, opts: { force: boolean; env: Env }):
     : (run.siblingRepo ?? (await repoOfWorktrees(ownRoot)));
   if (repo && existsSync(repo)) {
     await removeWorktrees(repo, runId, ownRoot, opts.force, report);
-    await deleteBranches(repo, runId, opts.force, report);
+    // Refs the run's agents created go first, while the task branches still hold their commits.
+    const agentRefs = (run.state?.tasks ?? []).flatMap((t) => t.refsCreated);
+    await deleteBranches(repo, runId, opts.force, report, agentRefs);
   } else if (repo || !run.state) {
     const why = repo ? `its repository ${repo} is gone` : "its repository is unknown (no state.json)";
     if (existsSync(ownRoot)) report.kept.push({ what: `worktree folder ${ownRoot}`, why });
@@ -217,13 +219,14 @@ async function deleteBranches(
   runId: string,
   force: boolean,
   report: CleanReport,
+  agentRefs: readonly string[] = [],
 ): Promise<void> {
   const r = await git(repo, ["for-each-ref", "--format=%(refname)", `refs/heads/termorch/${runId}/`]);
   const refs = r.stdout.split("\n").filter(Boolean);
   // The integration branch holds every task's work: tried last, so task branches it contains go first.
   refs.sort((a, b) => Number(a.endsWith("/integration")) - Number(b.endsWith("/integration")));
-  for (const ref of refs) {
-    const branch = ref.slice("refs/heads/".length);
+  for (const ref of [...new Set(agentRefs), ...refs]) {
+    const branch = ref.startsWith("refs/heads/") ? ref.slice("refs/heads/".length) : ref;
     try {
       const result = await deleteBranch(repo, branch, { force });
       if (result.status === "deleted") report.removed.push(`branch ${branch}`);

@@ -1,4 +1,4 @@
-import type { Conflict, Gate, Report, TaskReport } from "../contract/report.js";
+import type { Conflict, Gate, RefChange, Report, TaskReport } from "../contract/report.js";
 import { ExitCode as Exit, type ExitCode, type InputProblem } from "../errors.js";
 import type { TaskRun } from "../run/task-run.js";
 
@@ -12,6 +12,11 @@ export interface MergeOutcome {
   resultCommit: string | null;
   target: string | null;
   gates: Gate[];
+  /** The commit the run-level gates ran on. */
+  validatedCommit: string | null;
+  /** The tip of the target the result was merged onto, when the target moved during the run. */
+  targetMovedTo: string | null;
+  refsChanged: RefChange[];
 }
 
 export function skippedMerge(reason: string): MergeOutcome {
@@ -24,6 +29,9 @@ export function skippedMerge(reason: string): MergeOutcome {
     resultCommit: null,
     target: null,
     gates: [],
+    validatedCommit: null,
+    targetMovedTo: null,
+    refsChanged: [],
   };
 }
 
@@ -93,6 +101,7 @@ export function taskReport(t: TaskRun): TaskReport {
     session: t.session,
     branch: t.branch,
     commit: t.commit,
+    refs_created: t.refsCreated,
     gates: t.gates,
     argv: t.argv,
     dependencies: t.dependencies,
@@ -146,6 +155,10 @@ export function buildReport(input: ReportInput): Report {
       result_commit: input.merge.resultCommit,
       target: input.merge.target,
       gates: input.merge.gates,
+      validated_commit: input.merge.validatedCommit,
+      target_moved: input.merge.targetMovedTo !== null,
+      target_moved_to: input.merge.targetMovedTo,
+      refs_changed: input.merge.refsChanged,
     },
     schema_version: 1,
     run_id: input.runId,

@@ -27,6 +27,7 @@ import type { GitRun, LiveRun, RunContext, RunSettings } from "./context.js";
 import { Detached } from "./detached.js";
 import { dispatch } from "./dispatch.js";
 import { type MergeStageResult, mergeStage } from "./merge-stage.js";
+import { snapshotRefs } from "./ref-watch.js";
 import { errorOf, looseReportNote, type RunResult, writeErrorReport, writeReport } from "./report-file.js";
 import { mayWriteLooseReport, planRunDir, prepareRunDir, type RunDirPlan, runDirOf } from "./run-dir.js";
 import type { ScheduleMode } from "./schedule.js";
@@ -559,6 +560,8 @@ async function drive(
       argv: Object.fromEntries([...ctx.tasks.values()].map((t) => [t.id, t.argv])),
     });
     await ctx.status.clear(ctx.tasks.keys());
+    // Before any agent runs: what they change in the user's repository is found against it.
+    await snapshotRefs(ctx);
   }
   await ctx.persist();
   await registerRun(

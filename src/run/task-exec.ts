@@ -7,8 +7,9 @@ import type { Reason } from "../contract/reason.js";
 import type { Gate } from "../contract/report.js";
 import type { StatusFile } from "../contract/status.js";
 import { findMatches, matchesAny } from "../fs/find-files.js";
-import { changedFiles, commitTaskChanges, diffPatch } from "../git/commit.js";
+import { type CommitTaskChangesOptions, changedFiles, commitTaskChanges, diffPatch } from "../git/commit.js";
 import { git, withTrailers } from "../git/repo.js";
+import { bringHeadOntoTaskBranch } from "../git/task-head.js";
 import { prepareTaskWorktree } from "../git/worktree.js";
 import { redactFile } from "../redact/redact-file.js";
 import { adopt, type ExitRecord, launch, type RunningTask } from "../tmux/session.js";
@@ -22,6 +23,7 @@ import {
   worktreePath,
 } from "./context.js";
 import { Detached } from "./detached.js";
+import { createdDuringRun } from "./ref-watch.js";
 import type { TaskRun } from "./task-run.js";
 import { testsGate } from "./tests-gate.js";
 
@@ -389,7 +391,7 @@ async function runGates(ctx: RunContext, t: TaskRun, cwd: string, wt: string): P
       return "lost";
     }
     try {
-      t.commit = await commitTaskChanges(wt, {
+      t.commit = await commitOnTaskBranch(ctx, t, wt, {
         message: withTrailers(
           `termorch: task ${t.id} (agent ${r.task.agent}, run ${ctx.runId})`,
           trailersOf(ctx, t.id),
@@ -503,6 +505,33 @@ function faultHooks(
   if (point === "after-branch-created") return { afterBranch: die };
   if (point === "after-worktree-added") return { afterWorktree: die };
   return {};
+}
+
+/**
+ * Commits the agent's work on the task branch, which is what gets merged and reported. An
+ * agent may have switched its worktree to a branch of its own or a detached HEAD: then its
+ * work is brought onto the task branch (the branch it created is recorded, to be reported and
+ * removed), or the commit gate fails. Looked into only when the commit finds HEAD elsewhere,
+ * so the usual task pays no extra git process.
+ */
+async function commitOnTaskBranch(
+  ctx: RunContext,
+  t: TaskRun,
+  wt: string,
+  o: Omit<CommitTaskChangesOptions, "branch">,
+): Promise<string> {
+  const branch = t.branch;
+  if (branch === null) return commitTaskChanges(wt, o);
+  try {
+    return await commitTaskChanges(wt, { ...o, branch });
+  } catch (error) {
+    const head = await bringHeadOntoTaskBranch(wt, branch, (ref) => createdDuringRun(ctx, ref));
+    if (!head.moved) throw error;
+    if (head.from !== null && !t.refsCreated.includes(head.from))
+      t.refsCreated = [...t.refsCreated, head.from];
+    await ctx.ledger.append("task.head_taken", { from: head.from, branch, commit: head.commit }, t.id);
+    return commitTaskChanges(wt, { ...o, branch });
+  }
 }
 
 /** artifacts/<task>/: what the agent wrote there, changes.patch, copies of required artifacts, handoff.md. */

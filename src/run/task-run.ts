@@ -18,6 +18,7 @@ export function newTaskRun(id: string, agent: string, dependencies: string[], ar
     branch: null,
     startCommit: null,
     commit: null,
+    refsCreated: [],
     logs: null,
     artifacts: [],
     gates: [],
