@@ -571,6 +571,8 @@ async function drive(
     exit_code: report.exit_code,
     completed: report.summary.completed,
     failed_tasks: report.summary.failed_tasks,
+    skipped_tasks: report.summary.skipped_tasks,
+    cancelled_tasks: report.summary.cancelled_tasks,
   });
   const result = await writeReport(runDir, report);
   await ctx.saveFinal({
