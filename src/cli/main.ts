@@ -315,7 +315,7 @@ async function drive(
       return ExitCode.interrupted;
     }
     if (o.json) io.stdout.write(`${JSON.stringify(result.report, null, 2)}\n`);
-    else io.stderr.write(summary(result.report, result.reportPath));
+    else io.stderr.write(summary(result.report, result.reportPath, result.keptSessions ?? []));
     return result.exitCode;
   } finally {
     if (ticker) clearInterval(ticker);
@@ -335,7 +335,7 @@ function startBanner(info: StartInfo): string {
   ].join("\n");
 }
 
-function summary(report: Report, path: string | null): string {
+function summary(report: Report, path: string | null, keptSessions: readonly string[]): string {
   const lines: string[] = [];
   const ok = report.tasks.filter((t) => t.status === "success").length;
   if (report.error) {
@@ -359,10 +359,10 @@ function summary(report: Report, path: string | null): string {
         `  ${t.id}: ${t.status} (${t.reason}${t.detail ? `: ${t.detail}` : ""})${t.logs.stderr ? `; stderr: ${t.logs.stderr}` : ""}`,
       );
     }
-    const kept = report.tasks.filter((t) => t.status === "failed" && t.session && t.attempts > 0);
-    if (kept.length && report.tmux_socket)
+    // Only sessions still alive: --clean closed them all, a lost task's session is gone.
+    if (keptSessions.length && report.tmux_socket)
       lines.push(
-        `  kept for inspection: ${kept.map((t) => `tmux -L ${report.tmux_socket} attach -t =${t.session}`).join("; ")}`,
+        `  kept for inspection: ${keptSessions.map((s) => `tmux -L ${report.tmux_socket} attach -t =${s}`).join("; ")}`,
       );
     for (const c of report.summary.conflicts)
       lines.push(`  conflict between ${c.tasks.join(", ")} in ${c.files.join(", ")}: ${c.detail}`);

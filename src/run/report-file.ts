@@ -12,6 +12,8 @@ export interface RunResult {
   reportPath: string | null;
   exitCode: number;
   runDir: string;
+  /** Task sessions left alive in tmux after the run (for inspection); absent: none. */
+  keptSessions?: string[];
 }
 
 export function errorOf(error: TermorchError): RunError {
