@@ -124,7 +124,7 @@ export async function main(
           `${JSON.stringify({ valid: true, run_id: input.runId, waves: plan.waves, critical_path: plan.criticalPath }, null, 2)}\n`,
         );
       else {
-        io.stdout.write(`${input.file}: valid, ${input.tasks.length} tasks in ${plan.waves.length} waves\n`);
+        io.stdout.write(`${input.file}: valid, ${tasksInWaves(input.tasks.length, plan.waves.length)}\n`);
         for (const [i, w] of plan.waves.entries()) io.stdout.write(`  wave ${i + 1}: ${w.join(", ")}\n`);
         io.stdout.write(`  critical path: ${plan.criticalPath.join(" -> ")}\n`);
       }
@@ -144,7 +144,7 @@ export async function main(
           "Pass a run directory of a run that started.",
         );
       const check = await verifyLedger(path);
-      if (check.ok) io.stdout.write(`${path}: intact, ${check.events} events\n`);
+      if (check.ok) io.stdout.write(`${path}: intact, ${plural(check.events, "event")}\n`);
       else {
         io.stderr.write(
           `${path}: broken at line ${check.line}${check.seq === null ? "" : ` (seq ${check.seq})`}: ${check.problem}\n`,
@@ -324,11 +324,20 @@ async function drive(
   }
 }
 
+/** `1 task in 1 wave`, `2 tasks in 3 waves`. */
+function tasksInWaves(tasks: number, waves: number): string {
+  return `${plural(tasks, "task")} in ${plural(waves, "wave")}`;
+}
+
+function plural(n: number, word: string): string {
+  return `${n} ${word}${n === 1 ? "" : "s"}`;
+}
+
 function startBanner(info: StartInfo): string {
-  if (info.dryRun)
-    return `termorch: dry run ${info.runId}: ${info.tasks} tasks in ${info.waves} waves (nothing will be started)\n`;
+  // A dry run has one header: the summary's, printed with its waves and argv.
+  if (info.dryRun) return "";
   return [
-    `termorch: ${info.resumed ? "resuming" : "run"} ${info.runId}: ${info.tasks} tasks in ${info.waves} waves`,
+    `termorch: ${info.resumed ? "resuming" : "run"} ${info.runId}: ${tasksInWaves(info.tasks, info.waves)}`,
     `  status files: ${info.runDir}/status/   logs: ${info.runDir}/logs/   artifacts: ${info.runDir}/artifacts/`,
     `  watch a task live: tmux -L ${info.socket} attach -r -t =${info.sessionPrefix}<task_id>   (list: tmux -L ${info.socket} ls)`,
     "",
@@ -346,13 +355,13 @@ function summary(report: Report, path: string | null, keptSessions: readonly str
     if (report.error.hint) lines.push(`  ${report.error.hint}`);
   } else if (report.dry_run) {
     lines.push(
-      `termorch: dry run of ${report.run_id}: ${report.tasks.length} tasks in ${report.waves.length} waves`,
+      `termorch: dry run of ${report.run_id}: ${tasksInWaves(report.tasks.length, report.waves.length)} (nothing started)`,
     );
     for (const [i, w] of report.waves.entries()) lines.push(`  wave ${i + 1}: ${w.join(", ")}`);
     for (const t of report.tasks) lines.push(`  ${t.id}: ${JSON.stringify(t.argv)}`);
   } else {
     lines.push(
-      `termorch: run ${report.run_id}: ${ok}/${report.tasks.length} tasks succeeded in ${(report.summary.metrics?.wall_time_ms ?? 0) / 1000}s; merge ${report.merge.result}${report.merge.reason ? ` (${report.merge.reason})` : ""}`,
+      `termorch: run ${report.run_id}: ${ok}/${plural(report.tasks.length, "task")} succeeded in ${(report.summary.metrics?.wall_time_ms ?? 0) / 1000}s; merge ${report.merge.result}${report.merge.reason ? ` (${report.merge.reason})` : ""}`,
     );
     for (const t of report.tasks.filter((x) => x.status !== "success")) {
       lines.push(
