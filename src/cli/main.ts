@@ -1,4 +1,5 @@
 import { existsSync, readFileSync } from "node:fs";
+import { Writable } from "node:stream";
 import { Argument, Command, CommanderError, InvalidArgumentError, Option } from "commander";
 import { secretValuesOf } from "../agent/environment.js";
 import { jsonSchemaOf, type SchemaName, schemas } from "../contract/json-schema.js";
@@ -30,6 +31,36 @@ export interface Io {
   stderr: NodeJS.WritableStream & { isTTY?: boolean };
   env: Readonly<Record<string, string | undefined>>;
   cwd: string;
+  /** Aborted once stdout's reader went away (`| head -1`): a command that follows output may stop. */
+  readerGone?: AbortSignal;
+}
+
+/**
+ * stdout or stderr as the commands see them. When the reader of a pipe goes away
+ * (`termorch validate x.json | head -1`), the next write fails with EPIPE as an 'error' event,
+ * which would end the process with a stack trace. Instead the output is dropped from then on
+ * and the command ends normally, with its own exit code (not 141): the work it was doing (a
+ * run, a cancel, a clean) is not cut short by whoever stopped reading its messages.
+ */
+class Output extends Writable {
+  readonly gone = new AbortController();
+  readonly isTTY: boolean | undefined;
+
+  constructor(private readonly target: NodeJS.WritableStream & { isTTY?: boolean }) {
+    super();
+    this.isTTY = target.isTTY;
+    // Any write error of our own output has nowhere to be reported: it only stops the output.
+    target.on("error", () => this.gone.abort());
+  }
+
+  override _write(chunk: Buffer, _encoding: BufferEncoding, done: () => void): void {
+    if (this.gone.signal.aborted) {
+      done();
+      return;
+    }
+    // A failed write calls back too (with the error the listener above already handled).
+    this.target.write(chunk, () => done());
+  }
 }
 
 const positiveInt = (value: string): number => {
@@ -43,6 +74,8 @@ export async function main(
   argv: string[],
   io: Io = { stdout: process.stdout, stderr: process.stderr, env: process.env, cwd: process.cwd() },
 ): Promise<number> {
+  const stdout = new Output(io.stdout);
+  io = { ...io, stdout, stderr: new Output(io.stderr), readerGone: stdout.gone.signal };
   let code: number = ExitCode.ok;
   let debug = argv.includes("--debug");
   const program = new Command()
