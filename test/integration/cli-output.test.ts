@@ -71,18 +71,21 @@ describe("a reader that goes away", () => {
       invalid,
       JSON.stringify({ tasks: Array.from({ length: 40 }, (_, i) => ({ id: `bad id ${i}` })) }),
     );
-    // The failure was intermittent (2 of 3 tries): many tries each.
+    // The failure was intermittent (2 of 3 tries): many tries of the commands that write in
+    // many pieces (a single write smaller than the pipe's buffer cannot fail this way).
     for (let i = 0; i < 8; i++) {
       const validate = await firstLineThenClose(["validate", file], "stdout").ended;
-      expect(validate.rest).toBe("");
-      expect(validate).toMatchObject({ code: 0, signal: null });
-      const schema = await firstLineThenClose(["schema", "report"], "stdout").ended;
-      expect(schema).toMatchObject({ code: 0, signal: null, rest: "" });
-      const help = await firstLineThenClose(["--help"], "stdout").ended;
-      expect(help).toMatchObject({ code: 0, signal: null, rest: "" });
+      expect(validate).toMatchObject({ code: 0, signal: null, rest: "" });
       // The problems go to stderr: an uncaught EPIPE there would exit 1, not 2.
       const problems = await firstLineThenClose(["validate", invalid], "stderr").ended;
       expect(problems).toMatchObject({ code: 2, signal: null, rest: "" });
+    }
+    for (const args of [["schema", "report"], ["--help"], ["validate", file, "--json"]]) {
+      expect(await firstLineThenClose(args, "stdout").ended).toMatchObject({
+        code: 0,
+        signal: null,
+        rest: "",
+      });
     }
   });
 
