@@ -54,12 +54,19 @@ class Output extends Writable {
   }
 
   override _write(chunk: Buffer, _encoding: BufferEncoding, done: () => void): void {
-    if (this.gone.signal.aborted) {
+    // Passed through at once (not after the target's callback), so stdout and stderr sent to
+    // one pipe (2>&1) keep the order they were written in.
+    if (this.gone.signal.aborted || this.target.write(chunk)) {
       done();
       return;
     }
-    // A failed write calls back too (with the error the listener above already handled).
-    this.target.write(chunk, () => done());
+    const resume = (): void => {
+      this.target.off("drain", resume);
+      this.gone.signal.removeEventListener("abort", resume);
+      done();
+    };
+    this.target.once("drain", resume);
+    this.gone.signal.addEventListener("abort", resume, { once: true });
   }
 }
 
