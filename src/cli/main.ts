@@ -1,4 +1,5 @@
 import { existsSync, readFileSync } from "node:fs";
+import { Writable } from "node:stream";
 import { Argument, Command, CommanderError, InvalidArgumentError, Option } from "commander";
 import { secretValuesOf } from "../agent/environment.js";
 import { jsonSchemaOf, type SchemaName, schemas } from "../contract/json-schema.js";
@@ -30,6 +31,43 @@ export interface Io {
   stderr: NodeJS.WritableStream & { isTTY?: boolean };
   env: Readonly<Record<string, string | undefined>>;
   cwd: string;
+  /** Aborted once stdout's reader went away (`| head -1`): a command that follows output may stop. */
+  readerGone?: AbortSignal;
+}
+
+/**
+ * stdout or stderr as the commands see them. When the reader of a pipe goes away
+ * (`termorch validate x.json | head -1`), the next write fails with EPIPE as an 'error' event,
+ * which would end the process with a stack trace. Instead the output is dropped from then on
+ * and the command ends normally, with its own exit code (not 141): the work it was doing (a
+ * run, a cancel, a clean) is not cut short by whoever stopped reading its messages.
+ */
+class Output extends Writable {
+  readonly gone = new AbortController();
+  readonly isTTY: boolean | undefined;
+
+  constructor(private readonly target: NodeJS.WritableStream & { isTTY?: boolean }) {
+    super();
+    this.isTTY = target.isTTY;
+    // Any write error of our own output has nowhere to be reported: it only stops the output.
+    target.on("error", () => this.gone.abort());
+  }
+
+  override _write(chunk: Buffer, _encoding: BufferEncoding, done: () => void): void {
+    // Passed through at once (not after the target's callback), so stdout and stderr sent to
+    // one pipe (2>&1) keep the order they were written in.
+    if (this.gone.signal.aborted || this.target.write(chunk)) {
+      done();
+      return;
+    }
+    const resume = (): void => {
+      this.target.off("drain", resume);
+      this.gone.signal.removeEventListener("abort", resume);
+      done();
+    };
+    this.target.once("drain", resume);
+    this.gone.signal.addEventListener("abort", resume, { once: true });
+  }
 }
 
 const positiveInt = (value: string): number => {
@@ -43,6 +81,8 @@ export async function main(
   argv: string[],
   io: Io = { stdout: process.stdout, stderr: process.stderr, env: process.env, cwd: process.cwd() },
 ): Promise<number> {
+  const stdout = new Output(io.stdout);
+  io = { ...io, stdout, stderr: new Output(io.stderr), readerGone: stdout.gone.signal };
   let code: number = ExitCode.ok;
   let debug = argv.includes("--debug");
   const program = new Command()
@@ -124,7 +164,7 @@ export async function main(
           `${JSON.stringify({ valid: true, run_id: input.runId, waves: plan.waves, critical_path: plan.criticalPath }, null, 2)}\n`,
         );
       else {
-        io.stdout.write(`${input.file}: valid, ${input.tasks.length} tasks in ${plan.waves.length} waves\n`);
+        io.stdout.write(`${input.file}: valid, ${tasksInWaves(input.tasks.length, plan.waves.length)}\n`);
         for (const [i, w] of plan.waves.entries()) io.stdout.write(`  wave ${i + 1}: ${w.join(", ")}\n`);
         io.stdout.write(`  critical path: ${plan.criticalPath.join(" -> ")}\n`);
       }
@@ -144,7 +184,7 @@ export async function main(
           "Pass a run directory of a run that started.",
         );
       const check = await verifyLedger(path);
-      if (check.ok) io.stdout.write(`${path}: intact, ${check.events} events\n`);
+      if (check.ok) io.stdout.write(`${path}: intact, ${plural(check.events, "event")}\n`);
       else {
         io.stderr.write(
           `${path}: broken at line ${check.line}${check.seq === null ? "" : ` (seq ${check.seq})`}: ${check.problem}\n`,
@@ -315,7 +355,10 @@ async function drive(
       return ExitCode.interrupted;
     }
     if (o.json) io.stdout.write(`${JSON.stringify(result.report, null, 2)}\n`);
-    else io.stderr.write(summary(result.report, result.reportPath, result.notWritten));
+    else
+      io.stderr.write(
+        summary(result.report, result.reportPath, result.keptSessions ?? [], result.notWritten),
+      );
     return result.exitCode;
   } finally {
     if (ticker) clearInterval(ticker);
@@ -324,11 +367,20 @@ async function drive(
   }
 }
 
+/** `1 task in 1 wave`, `2 tasks in 3 waves`. */
+function tasksInWaves(tasks: number, waves: number): string {
+  return `${plural(tasks, "task")} in ${plural(waves, "wave")}`;
+}
+
+function plural(n: number, word: string): string {
+  return `${n} ${word}${n === 1 ? "" : "s"}`;
+}
+
 function startBanner(info: StartInfo): string {
-  if (info.dryRun)
-    return `termorch: dry run ${info.runId}: ${info.tasks} tasks in ${info.waves} waves (nothing will be started)\n`;
+  // A dry run has one header: the summary's, printed with its waves and argv.
+  if (info.dryRun) return "";
   return [
-    `termorch: ${info.resumed ? "resuming" : "run"} ${info.runId}: ${info.tasks} tasks in ${info.waves} waves`,
+    `termorch: ${info.resumed ? "resuming" : "run"} ${info.runId}: ${tasksInWaves(info.tasks, info.waves)}`,
     ...(info.keptApartFrom
       ? [
           `  run directory: ${info.runDir} (${info.keptApartFrom} is inside a git work tree, so the run's files are kept in .termorch/ there, which git ignores)`,
@@ -340,7 +392,12 @@ function startBanner(info: StartInfo): string {
   ].join("\n");
 }
 
-function summary(report: Report, path: string | null, notWritten?: string): string {
+function summary(
+  report: Report,
+  path: string | null,
+  keptSessions: readonly string[],
+  notWritten?: string,
+): string {
   const lines: string[] = [];
   const ok = report.tasks.filter((t) => t.status === "success").length;
   if (report.error) {
@@ -351,23 +408,23 @@ function summary(report: Report, path: string | null, notWritten?: string): stri
     if (report.error.hint) lines.push(`  ${report.error.hint}`);
   } else if (report.dry_run) {
     lines.push(
-      `termorch: dry run of ${report.run_id}: ${report.tasks.length} tasks in ${report.waves.length} waves`,
+      `termorch: dry run of ${report.run_id}: ${tasksInWaves(report.tasks.length, report.waves.length)} (nothing started)`,
     );
     for (const [i, w] of report.waves.entries()) lines.push(`  wave ${i + 1}: ${w.join(", ")}`);
     for (const t of report.tasks) lines.push(`  ${t.id}: ${JSON.stringify(t.argv)}`);
   } else {
     lines.push(
-      `termorch: run ${report.run_id}: ${ok}/${report.tasks.length} tasks succeeded in ${(report.summary.metrics?.wall_time_ms ?? 0) / 1000}s; merge ${report.merge.result}${report.merge.reason ? ` (${report.merge.reason})` : ""}`,
+      `termorch: run ${report.run_id}: ${ok}/${plural(report.tasks.length, "task")} succeeded in ${(report.summary.metrics?.wall_time_ms ?? 0) / 1000}s; merge ${report.merge.result}${report.merge.reason ? ` (${report.merge.reason})` : ""}`,
     );
     for (const t of report.tasks.filter((x) => x.status !== "success")) {
       lines.push(
         `  ${t.id}: ${t.status} (${t.reason}${t.detail ? `: ${t.detail}` : ""})${t.logs.stderr ? `; stderr: ${t.logs.stderr}` : ""}`,
       );
     }
-    const kept = report.tasks.filter((t) => t.status === "failed" && t.session && t.attempts > 0);
-    if (kept.length && report.tmux_socket)
+    // Only sessions still alive: --clean closed them all, a lost task's session is gone.
+    if (keptSessions.length && report.tmux_socket)
       lines.push(
-        `  kept for inspection: ${kept.map((t) => `tmux -L ${report.tmux_socket} attach -t =${t.session}`).join("; ")}`,
+        `  kept for inspection: ${keptSessions.map((s) => `tmux -L ${report.tmux_socket} attach -t =${s}`).join("; ")}`,
       );
     for (const c of report.summary.conflicts)
       lines.push(`  conflict between ${c.tasks.join(", ")} in ${c.files.join(", ")}: ${c.detail}`);

@@ -145,6 +145,8 @@ export function registerOperatorCommands(program: Command, io: Io, setCode: (cod
       const stop = (): void => controller.abort();
       process.on("SIGINT", stop);
       process.on("SIGTERM", stop);
+      // Nobody reads any more (`| head`): following is pointless, and that end is not a failure.
+      io.readerGone?.addEventListener("abort", stop, { once: true });
       try {
         const end = await followLog({
           runDir: state.run_dir,
@@ -156,11 +158,16 @@ export function registerOperatorCommands(program: Command, io: Io, setCode: (cod
           signal: controller.signal,
         });
         setCode(
-          end === "finished" ? ExitCode.ok : end === "aborted" ? ExitCode.interrupted : ExitCode.failed,
+          end === "finished" || io.readerGone?.aborted
+            ? ExitCode.ok
+            : end === "aborted"
+              ? ExitCode.interrupted
+              : ExitCode.failed,
         );
       } finally {
         process.off("SIGINT", stop);
         process.off("SIGTERM", stop);
+        io.readerGone?.removeEventListener("abort", stop);
       }
     });
 

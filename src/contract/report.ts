@@ -82,7 +82,21 @@ export type Metrics = z.infer<typeof Metrics>;
 export const Report = z.strictObject({
   summary: z.strictObject({
     completed: z.boolean(),
-    failed_tasks: z.array(z.string()),
+    failed_tasks: z
+      .array(z.string())
+      .describe(
+        "Tasks whose own attempt failed (reason exit_code, timeout, signal, launch_error, validation, conflict or lost). Not the skipped or cancelled ones: they have their own lists.",
+      ),
+    skipped_tasks: z
+      .array(z.string())
+      .describe(
+        "Tasks that never ran because a dependency did not succeed (status skipped, reason dependency_failed); each task's detail names the root failure.",
+      ),
+    cancelled_tasks: z
+      .array(z.string())
+      .describe(
+        "Tasks the run's cancellation (signal, termorch cancel, --fail-fast, internal error) ended while running (status failed) or kept from starting (status skipped); reason cancelled.",
+      ),
     validation: z.enum(["passed", "failed", "skipped"]),
     conflicts: z.array(Conflict),
     metrics: Metrics.optional(),

@@ -117,7 +117,11 @@ export function buildReport(input: ReportInput): Report {
   const busy = tasks.reduce((sum, t) => sum + (t.duration_ms ?? 0), 0);
   const conflicts = input.merge.conflicts;
   const exitCode = exitCodeOf(input);
-  const failedTasks = tasks.filter((t) => t.status === "failed" || t.status === "skipped").map((t) => t.id);
+  // Every task that did not succeed is in exactly one of the three lists.
+  const idsWhere = (keep: (t: TaskReport) => boolean): string[] => tasks.filter(keep).map((t) => t.id);
+  const cancelledTasks = idsWhere((t) => t.status !== "success" && t.reason === "cancelled");
+  const failedTasks = idsWhere((t) => t.status === "failed" && t.reason !== "cancelled");
+  const skippedTasks = idsWhere((t) => t.status === "skipped" && t.reason !== "cancelled");
   const completed =
     input.error === null &&
     !input.cancelled &&
@@ -131,6 +135,8 @@ export function buildReport(input: ReportInput): Report {
     summary: {
       completed,
       failed_tasks: failedTasks,
+      skipped_tasks: skippedTasks,
+      cancelled_tasks: cancelledTasks,
       validation: input.validation,
       conflicts,
       metrics: {

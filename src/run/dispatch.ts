@@ -1,8 +1,10 @@
 import PQueue from "p-queue";
+import { compareIds } from "../plan/graph.js";
 import type { LiveRun, RunContext } from "./context.js";
 import { Detached } from "./detached.js";
 import { Schedule } from "./schedule.js";
 import { executeTask, skipTask } from "./task-exec.js";
+import type { TaskRun } from "./task-run.js";
 
 /**
  * Runs the schedule to its end through a p-queue bounded by max_parallel; returns the peak
@@ -121,10 +123,37 @@ export async function dispatch(ctx: LiveRun, hostQueue: PQueue | undefined): Pro
   return peak;
 }
 
+/**
+ * Names the root failures behind a skipped task, e.g. `a dependency failed: A (exit_code) via B`.
+ * Walks the dependency graph rather than trusting the states of the other tasks being skipped in
+ * the same batch: those may not be marked yet (the batch is in id order, not dependency order).
+ */
 function dependencyFailed(ctx: RunContext, id: string): string {
-  const failed = ctx.tasks.get(id)!.dependencies.filter((d) => {
-    const s = ctx.tasks.get(d)!.state;
-    return s === "failed" || s === "skipped";
-  });
-  return `a dependency failed (${failed.join(", ")})`;
+  const isRoot = (t: TaskRun): boolean =>
+    t.state === "failed" || (t.state === "skipped" && t.reason !== "dependency_failed");
+  const rootsMemo = new Map<string, string[]>();
+  // The tasks that did not succeed on their own account, upstream of `dep` (itself included).
+  const rootsOf = (dep: string): string[] => {
+    const known = rootsMemo.get(dep);
+    if (known) return known;
+    const t = ctx.tasks.get(dep)!;
+    let roots: string[] = [];
+    if (isRoot(t)) roots = [dep];
+    else if (t.state !== "success" && t.state !== "running")
+      roots = [...new Set(t.dependencies.flatMap(rootsOf))].sort(compareIds);
+    rootsMemo.set(dep, roots);
+    return roots;
+  };
+  const describe = (root: string): string => {
+    const t = ctx.tasks.get(root)!;
+    return `${root} (${t.reason ?? t.state})`;
+  };
+  const parts: string[] = [];
+  for (const dep of ctx.tasks.get(id)!.dependencies) {
+    const roots = rootsOf(dep);
+    if (roots.length === 0) continue;
+    parts.push(roots.includes(dep) ? describe(dep) : `${roots.map(describe).join(", ")} via ${dep}`);
+  }
+  if (parts.length === 0) return "a dependency did not succeed";
+  return `${parts.length > 1 ? "dependencies failed" : "a dependency failed"}: ${parts.join("; ")}`;
 }

@@ -15,6 +15,8 @@ export interface RunResult {
   notWritten?: string;
   exitCode: number;
   runDir: string;
+  /** Task sessions left alive in tmux after the run (for inspection); absent: none. */
+  keptSessions?: string[];
 }
 
 export function errorOf(error: TermorchError): RunError {

@@ -611,6 +611,8 @@ async function drive(
     exit_code: report.exit_code,
     completed: report.summary.completed,
     failed_tasks: report.summary.failed_tasks,
+    skipped_tasks: report.summary.skipped_tasks,
+    cancelled_tasks: report.summary.cancelled_tasks,
   });
   const result = await writeReport(runDir, report);
   await ctx.saveFinal({
@@ -624,10 +626,10 @@ async function drive(
   ctx.journal.close();
   await rm(ctx.journal.path, { force: true }).catch(() => {});
   await ledger.close();
-  await closeSessions(ctx, ctx.settings.sessions);
+  const keptSessions = await closeSessions(ctx, ctx.settings.sessions);
   if (internal === null && !ctx.cancel.signal.aborted)
     await rm(join(privateDir, "tasks"), { recursive: true, force: true }).catch(() => {});
-  return result;
+  return { ...result, keptSessions };
 }
 
 /** Leaves the run to a later resume: state persisted, agents still running in tmux, no report. */
@@ -661,13 +663,24 @@ function watchForCancel(ctx: LiveRun): FSWatcher | null {
   }
 }
 
-/** Successful sessions close once the report is written; failed ones stay for inspection unless --clean. */
-async function closeSessions(ctx: RunContext, policy: "default" | "keep" | "clean"): Promise<void> {
+/**
+ * Successful sessions close once the report is written; failed ones stay for inspection unless
+ * --clean. Returns the task sessions still alive afterwards (a lost task's session is gone), so
+ * the CLI names only sessions one can attach to.
+ */
+async function closeSessions(ctx: RunContext, policy: "default" | "keep" | "clean"): Promise<string[]> {
   if (policy !== "keep") {
     const closing = [...ctx.tasks.values()].filter(
       (t) => t.session && t.attempts > 0 && (policy === "clean" || t.state === "success"),
     );
     await ctx.tmux.killSessions(closing.map((t) => t.session!)).catch(() => {});
   }
+  const live = new Set(
+    await ctx.tmux
+      .listPanes()
+      .then((panes) => panes.map((p) => p.session))
+      .catch(() => []),
+  );
   await ctx.tmux.closeIfIdle().catch(() => {});
+  return [...ctx.tasks.values()].flatMap((t) => (t.session && live.has(t.session) ? [t.session] : []));
 }

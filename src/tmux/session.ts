@@ -182,6 +182,10 @@ export async function launch(server: TmuxServer, spec: LaunchSpec): Promise<Runn
       "-d",
       "-s",
       spec.session,
+      // Named after the task: tmux then turns automatic-rename off for the window, which
+      // would otherwise show the running program (`perl`, the wrapper).
+      "-n",
+      spec.taskId,
       "-E",
       "-c",
       formatEscape(spec.cwd),

@@ -103,7 +103,12 @@ describe("termorch run", () => {
     expect(byId.free).toMatchObject({ status: "success" });
     expect(existsSync(join(stamps, "child.start"))).toBe(false);
     expect(existsSync(join(stamps, "free.end"))).toBe(true);
-    expect(report.summary).toMatchObject({ completed: false, failed_tasks: ["bad", "child", "grandchild"] });
+    expect(report.summary).toMatchObject({
+      completed: false,
+      failed_tasks: ["bad"],
+      skipped_tasks: ["child", "grandchild"],
+      cancelled_tasks: [],
+    });
     expect(readdirSync(join(dir, "status")).sort()).toEqual([
       "bad.failed",
       "child.skipped",

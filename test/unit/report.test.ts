@@ -52,7 +52,11 @@ describe("report", () => {
   it("is not completed and exits 1 when a task failed", () => {
     const report = buildReport(input(["success", "failed", "skipped"]));
     expect(report.summary.completed).toBe(false);
-    expect(report.summary.failed_tasks).toEqual(["T1", "T2"]);
+    expect(report.summary).toMatchObject({
+      failed_tasks: ["T1"],
+      skipped_tasks: ["T2"],
+      cancelled_tasks: [],
+    });
     expect(report.exit_code).toBe(1);
     expect(report.summary.metrics?.tasks_by_status).toEqual({ success: 1, failed: 1, skipped: 1 });
   });

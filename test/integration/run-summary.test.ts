@@ -1,0 +1,152 @@
+import { execFileSync } from "node:child_process";
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { execa } from "execa";
+import { describe, expect, it } from "vitest";
+import {
+  BIN,
+  cliEnv,
+  ROOT,
+  readReport,
+  termorch,
+  testFile,
+  tmuxSessions,
+  waitFor,
+  writeAssignments,
+} from "./harness.js";
+
+const { socket, workspace } = testFile("run-summary");
+
+const statusOf = (dir: string, id: string, state: string): { session: string } =>
+  JSON.parse(readFileSync(join(dir, "status", `${id}.${state}`), "utf8"));
+
+const windowNames = (session: string): string[] =>
+  execFileSync("tmux", ["-L", socket, "list-windows", "-t", `=${session}`, "-F", "#{window_name}"], {
+    encoding: "utf8",
+    env: { ...process.env, TMUX: "" },
+  })
+    .split("\n")
+    .filter(Boolean);
+
+describe("the run's summary", () => {
+  it("lists failed, skipped and cancelled tasks apart, and names a skipped task's root failure", async () => {
+    const { dir } = workspace();
+    // "alpha" sorts before "mid", which it depends on: the skip batch is not in dependency order.
+    const file = writeAssignments(dir, [
+      { id: "bad", env: { EXIT: "7" } },
+      { id: "mid", dependencies: ["bad"] },
+      { id: "alpha", dependencies: ["mid"] },
+      { id: "free" },
+    ]);
+    const result = await termorch(["run", file], { socket });
+    expect(result.exitCode).toBe(1);
+    const report = readReport(dir);
+    expect(report.summary).toMatchObject({
+      failed_tasks: ["bad"],
+      skipped_tasks: ["mid", "alpha"],
+      cancelled_tasks: [],
+    });
+    const byId = Object.fromEntries(report.tasks.map((t) => [t.id, t]));
+    expect(byId.alpha!.detail).toBe("a dependency failed: bad (exit_code) via mid");
+    expect(byId.mid!.detail).toBe("a dependency failed: bad (exit_code)");
+    expect(result.stderr).toContain(
+      "alpha: skipped (dependency_failed: a dependency failed: bad (exit_code) via mid)",
+    );
+    expect(result.stderr).not.toContain("()");
+  });
+
+  it("puts the tasks a cancellation ended or kept from starting in cancelled_tasks, not failed_tasks", async () => {
+    const { dir, stamps } = workspace();
+    const file = writeAssignments(dir, [
+      // Fails once "slow" is running, so --fail-fast finds it running.
+      { id: "bad", env: { EXIT: "1", WAIT_FILE: join(stamps, "slow.start") } },
+      { id: "child", dependencies: ["bad"] },
+      { id: "slow", env: { STAMPS: stamps, WAIT_FILE: join(dir, "never") } },
+      { id: "later", dependencies: ["slow"] },
+    ]);
+    const result = await termorch(["run", file, "--fail-fast", "--max-parallel", "2"], { socket });
+    expect(result.exitCode).toBe(1);
+    const report = readReport(dir);
+    expect(report.tasks.map((t) => [t.id, t.status, t.reason])).toEqual([
+      ["bad", "failed", "exit_code"],
+      ["child", "skipped", "dependency_failed"],
+      ["slow", "failed", "cancelled"],
+      ["later", "skipped", "cancelled"],
+    ]);
+    expect(report.summary).toMatchObject({
+      failed_tasks: ["bad"],
+      skipped_tasks: ["child"],
+      cancelled_tasks: ["slow", "later"],
+    });
+  });
+
+  it("documents each list in the report's JSON Schema", async () => {
+    const result = await termorch(["schema", "report"], { socket });
+    const summary = JSON.parse(result.stdout).properties.summary;
+    expect(summary.required).toEqual(
+      expect.arrayContaining(["failed_tasks", "skipped_tasks", "cancelled_tasks"]),
+    );
+    expect(summary.properties.failed_tasks.description).toMatch(
+      /own attempt failed.*not the skipped or cancelled/is,
+    );
+    expect(summary.properties.skipped_tasks.description).toMatch(/dependency/);
+    expect(summary.properties.cancelled_tasks.description).toMatch(/cancel/);
+  });
+});
+
+describe("kept for inspection", () => {
+  it("names the live session of a failed task, whose window is named after the task", async () => {
+    const { dir } = workspace();
+    const file = writeAssignments(dir, [{ id: "broken", env: { EXIT: "3", SAY: "x" } }]);
+    const result = await termorch(["run", file], { socket });
+    expect(result.exitCode).toBe(1);
+    const session = readReport(dir).tasks[0]!.session!;
+    expect(result.stderr).toContain(`kept for inspection: tmux -L ${socket} attach -t =${session}`);
+    expect(tmuxSessions(socket)).toContain(session);
+    // Not `perl` (the in-pane wrapper) nor whatever the agent ran last.
+    expect(windowNames(session)).toEqual(["broken"]);
+  });
+
+  it("names no session after --clean closed them all", async () => {
+    const { dir } = workspace();
+    const file = writeAssignments(dir, [{ id: "broken", env: { EXIT: "3" } }]);
+    const result = await termorch(["run", file, "--clean"], { socket });
+    expect(result.exitCode).toBe(1);
+    expect(tmuxSessions(socket)).not.toContain(readReport(dir).tasks[0]!.session);
+    expect(result.stderr).toContain("broken: failed (exit_code");
+    expect(result.stderr).not.toContain("kept for inspection");
+  });
+
+  it("does not name the session of a lost task", async () => {
+    const { dir } = workspace();
+    const file = writeAssignments(dir, [
+      { id: "gone", env: { WAIT_FILE: join(dir, "never") } },
+      { id: "broken", env: { EXIT: "3", WAIT_FILE: join(dir, "go") } },
+    ]);
+    const run = execa(process.execPath, [BIN, "run", file, "--max-parallel", "2"], {
+      reject: false,
+      cwd: ROOT,
+      env: cliEnv(socket),
+    });
+    await waitFor(() => existsSync(join(dir, "status", "gone.running")), 30_000, "gone running");
+    await waitFor(() => existsSync(join(dir, "status", "broken.running")), 30_000, "broken running");
+    // An operator closes the session: the task is lost.
+    execFileSync(
+      "tmux",
+      ["-L", socket, "kill-session", "-t", `=${statusOf(dir, "gone", "running").session}`],
+      {
+        env: { ...process.env, TMUX: "" },
+      },
+    );
+    await waitFor(() => existsSync(join(dir, "status", "gone.failed")), 30_000, "gone failed");
+    execFileSync("touch", [join(dir, "go")]);
+    const result = await run;
+    expect(result.exitCode).toBe(1);
+    const byId = Object.fromEntries(readReport(dir).tasks.map((t) => [t.id, t]));
+    expect(byId.gone).toMatchObject({ status: "failed", reason: "lost" });
+    const kept = String(result.stderr)
+      .split("\n")
+      .find((l) => l.includes("kept for inspection"));
+    expect(kept).toBe(`  kept for inspection: tmux -L ${socket} attach -t =${byId.broken!.session}`);
+  });
+});
