@@ -6,6 +6,7 @@ import PQueue from "p-queue";
 import type { Logger } from "pino";
 import { ExitCode, LockedError } from "../errors.js";
 import { writeJsonAtomic } from "../fs/atomic.js";
+import { jsonText } from "../input/json-file.js";
 import { writeErrorReport } from "../run/report-file.js";
 import {
   type DetachedResult,
@@ -133,7 +134,10 @@ export class Daemon {
   private async settle(path: string): Promise<void> {
     for (;;) {
       try {
-        JSON.parse(await readFile(path, "utf8"));
+        const text = jsonText(await readFile(path));
+        // Not UTF-8 may be a writer stopped mid-character: waited for like a half-written file.
+        if (typeof text !== "string") throw new Error(text.problem);
+        JSON.parse(text);
         return;
       } catch {
         const age = Date.now() - (await stat(path)).mtimeMs;
