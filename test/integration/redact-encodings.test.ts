@@ -1,7 +1,7 @@
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { filesContaining, readReport, ROOT, termorch, testFile, writeAssignments } from "./harness.js";
+import { filesContaining, ROOT, readReport, termorch, testFile, writeAssignments } from "./harness.js";
 
 const { socket, workspace } = testFile("redact-enc");
 const AGENT = join(ROOT, "test", "fixtures", "agents", "print-encoded.mjs");
