@@ -72,7 +72,8 @@ export class Daemon {
   async start(): Promise<void> {
     const { inbox, runs, outbox, logs } = this.layout;
     for (const dir of [inbox, runs, outbox, logs]) await mkdir(dir, { recursive: true });
-    this.opts.log.info({ home: this.layout.root, pid: process.pid }, "daemon starting");
+    // The logger's base already carries the pid.
+    this.opts.log.info({ home: this.layout.root }, "daemon starting");
     await this.recover();
     const stableMs = this.opts.stableMs ?? 300;
     this.watcher = chokidar.watch(inbox, {
@@ -172,33 +173,40 @@ export class Daemon {
 
   /** Drives one run through the run queue and answers it in the outbox. One bad run never stops the others. */
   private async drive(runId: string, start: () => Promise<RunResult | DetachedResult>): Promise<void> {
-    await this.runs
-      .add(
-        async () => {
-          if (this.stopping) return;
-          try {
-            const result = await start();
-            if ("detached" in result) {
-              this.opts.log.info({ run: runId }, "run detached; it resumes on the next start");
-              return;
-            }
-            await this.answer(runId, result.report);
-            this.opts.log.info(
-              { run: runId, exit_code: result.exitCode, completed: result.report.summary.completed },
-              "run finished",
-            );
-          } catch (error) {
-            this.opts.log.error({ run: runId, err: String(error) }, "run failed to complete");
-            // Every run gets an answer, a failed one too (unless it is left for the next start).
-            if (!this.stopping && !(error instanceof LockedError)) await this.answerFailure(runId, error);
-          }
-        },
-        { signal: this.detach.signal },
-      )
-      .catch(() => {
-        // Still queued when the daemon stopped: it starts on the next start (recovery).
+    // No abort signal for p-queue: it would reject a run that is already running at once, so the
+    // log would call it queued and stop() would return before the run had detached.
+    await this.runs.add(async () => {
+      if (this.stopping) {
         this.opts.log.info({ run: runId }, "run left queued; it starts on the next start");
-      });
+        return;
+      }
+      try {
+        const result = await start();
+        if ("detached" in result) {
+          this.opts.log.info(
+            { run: runId },
+            "run detached: its agents keep running, the next start resumes it",
+          );
+          return;
+        }
+        await this.answer(runId, result.report);
+        this.opts.log.info(
+          { run: runId, exit_code: result.exitCode, completed: result.report.summary.completed },
+          "run finished",
+        );
+      } catch (error) {
+        if (this.stopping && error instanceof LockedError) {
+          this.opts.log.info(
+            { run: runId },
+            "run left waiting for its workspace lock; it starts on the next start",
+          );
+          return;
+        }
+        this.opts.log.error({ run: runId, err: String(error) }, "run failed to complete");
+        // Every run gets an answer, a failed one too (unless it is left for the next start).
+        if (!this.stopping && !(error instanceof LockedError)) await this.answerFailure(runId, error);
+      }
+    });
   }
 
   private async answerFailure(runId: string, error: unknown): Promise<void> {
