@@ -28,11 +28,13 @@ export async function writeErrorReport(
   startedAt: number,
   error: RunError,
   exitCode: number,
+  /** The run's id when it is known although the run did not start (read from an invalid file). */
+  runId: string | null = null,
 ): Promise<RunResult> {
   // Never create folders for a run that did not start: the report goes only where the run directory exists.
   const writable = existsSync(runDir);
   const report = buildReport({
-    runId: null,
+    runId,
     startedAt,
     finishedAt: Date.now(),
     dryRun: false,

@@ -127,7 +127,8 @@ export async function runAssignments(opts: RunOptions): Promise<RunResult | Deta
     await lock?.release();
     // A locked workspace writes nothing: the run directory may be the holder's.
     if (!(error instanceof TermorchError) || error instanceof LockedError) throw error;
-    return writeErrorReport(runDir, startedAt, errorOf(error), error.exitCode);
+    const runId = opts.runId ?? (error instanceof InputError ? error.runId : null);
+    return writeErrorReport(runDir, startedAt, errorOf(error), error.exitCode, runId);
   }
   try {
     const settings: RunSettings = {
