@@ -55,14 +55,15 @@ export async function loadConfig(
       });
     }
   });
-  if (problems.length === 0) {
-    for (const { index, error } of await perlRejects(config.redact)) {
-      problems.push({
-        file,
-        field: `redact[${index}]`,
-        message: `invalid pattern for the log wrapper (Perl): ${error}`,
-      });
-    }
+  // Every pattern is checked by both engines, so one pass names all the bad ones.
+  const reported = new Set(problems.map((p) => p.field));
+  for (const { index, error } of await perlRejects(config.redact)) {
+    if (reported.has(`redact[${index}]`)) continue;
+    problems.push({
+      file,
+      field: `redact[${index}]`,
+      message: `invalid pattern for the log wrapper (Perl): ${error}`,
+    });
   }
   if (problems.length > 0) throw new InputError(problems);
   return { config: withAbsoluteAgentPaths(config, [dirname(file), cwd]), file };

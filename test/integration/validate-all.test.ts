@@ -70,6 +70,23 @@ describe("every problem of an input file in one pass", () => {
     expect(result.stderr).toMatch(/field tasks\[0\]\.agent, task A: unknown agent "nobody"/);
   });
 
+  it("names every bad redaction pattern of the config, whichever engine refuses it", async () => {
+    const h = home();
+    const j = job(h, "patterns", [{ id: "A" }]);
+    const file = join(h, "patterns.json");
+    writeFileSync(file, JSON.stringify(j.body));
+    const config = join(h, "config.json");
+    // JavaScript refuses the first, Perl the third (a variable-length lookbehind).
+    writeFileSync(config, JSON.stringify({ redact: ["a(", "fine-[0-9]+", "a(?<=x+)b"] }));
+    const result = await termorch(["validate", file, "--config", config], { socket });
+    expect(result.exitCode).toBe(2);
+    expect(result.stderr).toMatch(/config\.json, field redact\[0\]: invalid pattern: /);
+    expect(result.stderr).toMatch(
+      /config\.json, field redact\[2\]: invalid pattern for the log wrapper \(Perl\)/,
+    );
+    expect(result.stderr).not.toMatch(/redact\[1\]/);
+  });
+
   it("the daemon's answer carries the file's run_id and every problem", async () => {
     const h = home();
     void startDaemon(h);
