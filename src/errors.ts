@@ -47,6 +47,8 @@ export class InputError extends TermorchError {
   constructor(
     readonly problems: InputProblem[],
     readonly hint = "Fix the input and run again; nothing was started.",
+    /** The run id the input gave, when it could be read: the error report carries it. */
+    readonly runId: string | null = null,
   ) {
     super(problems.map(formatProblem).join("\n"));
   }

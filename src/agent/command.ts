@@ -17,7 +17,7 @@ export function substitute(argv: readonly string[], values: Placeholders): strin
 }
 
 /** The agent definition a task uses: its explicit `command`, else the registry entry. */
-export function agentFor(task: Task, config: Config): AgentSpec | undefined {
+export function agentFor(task: Pick<Task, "agent" | "command">, config: Config): AgentSpec | undefined {
   // Own keys only: an agent named "constructor" must not find Object.prototype's.
   const registered = Object.hasOwn(config.agents, task.agent) ? config.agents[task.agent] : undefined;
   if (task.command) return { tty: false, env: {}, ...registered, command: task.command };

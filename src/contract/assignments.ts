@@ -17,9 +17,9 @@ export const NoNul = z.string().refine((v) => !v.includes("\0"), "must not conta
 
 export const SuccessCriteria = z.strictObject({
   /** Paths or globs that must exist after the work is done. */
-  required_artifacts: z.array(z.string().min(1)).default([]),
+  required_artifacts: z.array(NoNul.min(1)).default([]),
   /** A command line run with `sh -c`; exit 0 means the gate passed. */
-  tests_cmd: z.string().min(1).optional(),
+  tests_cmd: NoNul.min(1).optional(),
 });
 export type SuccessCriteria = z.infer<typeof SuccessCriteria>;
 
@@ -33,7 +33,7 @@ export const Task = z.strictObject({
   timeout_s: TimeoutS.optional(),
   retries: z.number().int().min(0).max(20).default(0),
   env: z.record(z.string().regex(envName, "must be an environment variable name"), NoNul).default({}),
-  allowed_paths: z.array(z.string().min(1)).optional(),
+  allowed_paths: z.array(NoNul.min(1)).optional(),
   success_criteria: SuccessCriteria.optional(),
 });
 export type Task = z.infer<typeof Task>;

@@ -1,6 +1,14 @@
 import { z } from "zod";
 import { NoNul, TimeoutS } from "./assignments.js";
 
+/**
+ * tmux socket names (tmux -L) become a file name in tmux's socket folder: no "." or "..", nothing
+ * that starts like an option or a hidden file, and short enough for a socket path.
+ */
+export const SOCKET_NAME_PATTERN = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$/;
+export const SOCKET_NAME_RULE =
+  "must be 1-64 letters, digits, _ . - starting with a letter, digit or _ (so not . or ..)";
+
 export const AgentSpec = z.strictObject({
   /** argv; placeholders {task_id} {context_path} {workspace} {artifacts_dir} {run_id}. */
   command: z.array(NoNul).min(1),
@@ -24,7 +32,7 @@ export const Config = z.strictObject({
   $schema: z.string().optional(),
   agents: z.record(z.string().min(1), AgentSpec).default({}),
   /** Extra redaction patterns (JavaScript/Perl regex syntax; a leading `(?i)` makes one case-insensitive). */
-  redact: z.array(z.string()).default([]),
+  redact: z.array(NoNul).default([]),
   /** Environment variable names whose values are always secret, whatever they are called. */
   secret_env: z.array(z.string()).default([]),
   /** Name fragments that make an environment variable secret. */
@@ -76,10 +84,7 @@ export const Config = z.strictObject({
   tmux: z
     .strictObject({
       /** Socket name (tmux -L); default `termorch`, or $TERMORCH_TMUX_SOCKET. */
-      socket: z
-        .string()
-        .regex(/^[A-Za-z0-9_.-]+$/)
-        .optional(),
+      socket: z.string().regex(SOCKET_NAME_PATTERN, SOCKET_NAME_RULE).optional(),
       /**
        * Carry tmux commands over one control-mode client per process (~0.1 ms a command instead
        * of a spawned client's ~4 ms). Off by default: tmux up to at least 3.5 can crash its

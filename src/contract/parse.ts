@@ -18,13 +18,17 @@ export function jsonPath(path: readonly PropertyKey[]): string {
 export function parseWith<S extends z.ZodType>(schema: S, data: unknown, file: string): z.infer<S> {
   const result = schema.safeParse(data);
   if (result.success) return result.data;
-  const problems: InputProblem[] = result.error.issues.map((issue) => {
+  throw new InputError(schemaProblems(result.error, data, file));
+}
+
+/** A failed validation's issues as problems naming the file, the field and the task. */
+export function schemaProblems(error: z.ZodError, data: unknown, file: string): InputProblem[] {
+  return error.issues.map((issue) => {
     const p: InputProblem = { file, field: jsonPath(issue.path), message: describeIssue(issue) };
     const task = taskIdAt(data, issue.path);
     if (task) p.task = task;
     return p;
   });
-  throw new InputError(problems);
 }
 
 function describeIssue(issue: z.core.$ZodIssue): string {

@@ -2,6 +2,7 @@ import { mkdir, readFile, rename, rmdir } from "node:fs/promises";
 import { basename, extname, join } from "node:path";
 import { RUN_ID_PATTERN } from "../contract/assignments.js";
 import { writeJsonAtomic } from "../fs/atomic.js";
+import { jsonText } from "../input/json-file.js";
 
 /** A file taken from the inbox: it now lives at `runs/<runId>/assignments.json`. */
 export interface Claim {
@@ -25,8 +26,9 @@ export function isCandidate(name: string): boolean {
 /** run_id from the file when it has a usable one, else its base name. */
 export async function runIdFor(path: string): Promise<string> {
   try {
-    const parsed = JSON.parse(await readFile(path, "utf8")) as { run_id?: unknown };
-    if (typeof parsed.run_id === "string" && RUN_ID_PATTERN.test(parsed.run_id)) return parsed.run_id;
+    const text = jsonText(await readFile(path));
+    const parsed = (typeof text === "string" ? JSON.parse(text) : null) as { run_id?: unknown } | null;
+    if (typeof parsed?.run_id === "string" && RUN_ID_PATTERN.test(parsed.run_id)) return parsed.run_id;
   } catch {}
   const base = basename(path, extname(path))
     .replace(/[^A-Za-z0-9_-]/g, "_")

@@ -6,6 +6,7 @@ import PQueue from "p-queue";
 import type { Logger } from "pino";
 import { ExitCode, LockedError } from "../errors.js";
 import { writeJsonAtomic } from "../fs/atomic.js";
+import { jsonText } from "../input/json-file.js";
 import { writeErrorReport } from "../run/report-file.js";
 import {
   type DetachedResult,
@@ -71,7 +72,8 @@ export class Daemon {
   async start(): Promise<void> {
     const { inbox, runs, outbox, logs } = this.layout;
     for (const dir of [inbox, runs, outbox, logs]) await mkdir(dir, { recursive: true });
-    this.opts.log.info({ home: this.layout.root, pid: process.pid }, "daemon starting");
+    // The logger's base already carries the pid.
+    this.opts.log.info({ home: this.layout.root }, "daemon starting");
     await this.recover();
     const stableMs = this.opts.stableMs ?? 300;
     this.watcher = chokidar.watch(inbox, {
@@ -133,7 +135,10 @@ export class Daemon {
   private async settle(path: string): Promise<void> {
     for (;;) {
       try {
-        JSON.parse(await readFile(path, "utf8"));
+        const text = jsonText(await readFile(path));
+        // Not UTF-8 may be a writer stopped mid-character: waited for like a half-written file.
+        if (typeof text !== "string") throw new Error(text.problem);
+        JSON.parse(text);
         return;
       } catch {
         const age = Date.now() - (await stat(path)).mtimeMs;
@@ -168,33 +173,40 @@ export class Daemon {
 
   /** Drives one run through the run queue and answers it in the outbox. One bad run never stops the others. */
   private async drive(runId: string, start: () => Promise<RunResult | DetachedResult>): Promise<void> {
-    await this.runs
-      .add(
-        async () => {
-          if (this.stopping) return;
-          try {
-            const result = await start();
-            if ("detached" in result) {
-              this.opts.log.info({ run: runId }, "run detached; it resumes on the next start");
-              return;
-            }
-            await this.answer(runId, result.report);
-            this.opts.log.info(
-              { run: runId, exit_code: result.exitCode, completed: result.report.summary.completed },
-              "run finished",
-            );
-          } catch (error) {
-            this.opts.log.error({ run: runId, err: String(error) }, "run failed to complete");
-            // Every run gets an answer, a failed one too (unless it is left for the next start).
-            if (!this.stopping && !(error instanceof LockedError)) await this.answerFailure(runId, error);
-          }
-        },
-        { signal: this.detach.signal },
-      )
-      .catch(() => {
-        // Still queued when the daemon stopped: it starts on the next start (recovery).
+    // No abort signal for p-queue: it would reject a run that is already running at once, so the
+    // log would call it queued and stop() would return before the run had detached.
+    await this.runs.add(async () => {
+      if (this.stopping) {
         this.opts.log.info({ run: runId }, "run left queued; it starts on the next start");
-      });
+        return;
+      }
+      try {
+        const result = await start();
+        if ("detached" in result) {
+          this.opts.log.info(
+            { run: runId },
+            "run detached: its agents keep running, the next start resumes it",
+          );
+          return;
+        }
+        await this.answer(runId, result.report);
+        this.opts.log.info(
+          { run: runId, exit_code: result.exitCode, completed: result.report.summary.completed },
+          "run finished",
+        );
+      } catch (error) {
+        if (this.stopping && error instanceof LockedError) {
+          this.opts.log.info(
+            { run: runId },
+            "run left waiting for its workspace lock; it starts on the next start",
+          );
+          return;
+        }
+        this.opts.log.error({ run: runId, err: String(error) }, "run failed to complete");
+        // Every run gets an answer, a failed one too (unless it is left for the next start).
+        if (!this.stopping && !(error instanceof LockedError)) await this.answerFailure(runId, error);
+      }
+    });
   }
 
   private async answerFailure(runId: string, error: unknown): Promise<void> {
@@ -206,14 +218,11 @@ export class Daemon {
         await this.answer(runId, JSON.parse(await readFile(existing, "utf8")));
         return;
       }
-      const { report } = await writeErrorReport(
-        dir,
-        Date.now(),
-        internalError(error),
-        ExitCode.internal,
-        true,
-      );
-      await this.answer(runId, { ...report, run_id: runId });
+      const { report } = await writeErrorReport(dir, Date.now(), internalError(error), ExitCode.internal, {
+        own: true,
+        runId,
+      });
+      await this.answer(runId, report);
     } catch (failure) {
       this.opts.log.error({ run: runId, err: String(failure) }, "could not answer a failed run");
     }

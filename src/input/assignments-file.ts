@@ -1,13 +1,14 @@
 import { statSync } from "node:fs";
 import { basename, dirname, extname, resolve } from "node:path";
+import type { z } from "zod";
 import { agentFor } from "../agent/command.js";
-import { Assignments, RUN_ID_PATTERN, type Task } from "../contract/assignments.js";
+import { Assignments, Environment, RUN_ID_PATTERN, SuccessCriteria, Task } from "../contract/assignments.js";
 import type { AgentSpec, Config } from "../contract/config.js";
-import { parseWith } from "../contract/parse.js";
+import { schemaProblems } from "../contract/parse.js";
 import { InputError, type InputProblem } from "../errors.js";
 import { compactTimestamp } from "../fs/log-names.js";
 import { resolveInside } from "../fs/paths.js";
-import { graphProblems } from "../plan/graph.js";
+import { graphProblems, type PlanNode } from "../plan/graph.js";
 import type { LoadedConfig } from "./config-file.js";
 import { readJsonFileWithHash } from "./json-file.js";
 
@@ -44,19 +45,26 @@ export async function loadAssignments(
   const config = loaded.config;
   const abs = resolve(file);
   const read = await readJsonFileWithHash(abs, "assignments file");
-  const assignments = parseWith(Assignments, read.data, abs);
-  const problems: InputProblem[] = graphProblems(assignments.tasks, abs);
+  const parsed = Assignments.safeParse(read.data);
+  // A file that fails the schema is still checked wherever its parts can be (the graph, the
+  // tasks that parsed, the workspace), so that one pass lists every problem.
+  const view = parsed.success ? wholeView(parsed.data) : partialView(read.data);
+  const problems: InputProblem[] = parsed.success ? [] : schemaProblems(parsed.error, read.data, abs);
+  problems.push(...graphProblems(view.nodes, abs));
   const at = (p: Omit<InputProblem, "file">): void => {
     problems.push({ file: abs, ...p });
   };
 
-  const workspace = resolve(baseDir ?? dirname(abs), assignments.environment.workspace_dir);
-  if (!isDirectory(workspace)) {
-    at({
-      field: "environment.workspace_dir",
-      message: `workspace "${assignments.environment.workspace_dir}" (${workspace}) is not an existing directory`,
-    });
-    throw new InputError(problems);
+  let workspace: string | undefined;
+  if (view.workspaceDir !== undefined) {
+    workspace = resolve(baseDir ?? dirname(abs), view.workspaceDir);
+    if (!isDirectory(workspace)) {
+      at({
+        field: "environment.workspace_dir",
+        message: `workspace "${view.workspaceDir}" (${workspace}) is not an existing directory`,
+      });
+      workspace = undefined;
+    }
   }
 
   const resolved = new Map<string, ReturnType<typeof resolveInside>>();
@@ -66,6 +74,8 @@ export async function loadAssignments(
     userPath: string,
     mustExist: boolean,
   ): string | undefined => {
+    // Paths in a workspace that is not there cannot be checked (that problem is reported).
+    if (workspace === undefined) return undefined;
     // Thousands of tasks often share one context file: resolve (realpath) each path once.
     let result = resolved.get(userPath);
     if (!result) {
@@ -90,38 +100,50 @@ export async function loadAssignments(
   };
 
   const tasks: ResolvedTask[] = [];
-  assignments.tasks.forEach((task, i) => {
-    const contextPath = inside(`tasks[${i}].context_path`, task.id, task.context_path, true);
-    const agent = agentFor(task, config);
-    if (!agent) {
+  for (const t of view.tasks) {
+    const i = t.index;
+    const contextPath =
+      t.contextPath === undefined
+        ? undefined
+        : inside(`tasks[${i}].context_path`, t.label, t.contextPath, true);
+    // With a malformed `command` it is unknown whether the registry would be asked at all.
+    const agent =
+      t.agent === undefined || t.commandMalformed
+        ? undefined
+        : agentFor({ agent: t.agent, command: t.command }, config);
+    if (t.agent !== undefined && !t.commandMalformed && !agent) {
       const known = Object.keys(config.agents);
       at({
         field: `tasks[${i}].agent`,
-        task: task.id,
-        message: `unknown agent "${task.agent}" (${known.length ? `defined agents: ${known.join(", ")}` : "no agents are defined: pass --config or set TERMORCH_CONFIG"}); define it in the config's "agents" or give the task an explicit "command"`,
+        task: t.label,
+        message: `unknown agent "${t.agent}" (${known.length ? `defined agents: ${known.join(", ")}` : "no agents are defined: pass --config or set TERMORCH_CONFIG"}); define it in the config's "agents" or give the task an explicit "command"`,
       });
     }
-    for (const [j, p] of (task.allowed_paths ?? []).entries())
-      globInside(`tasks[${i}].allowed_paths[${j}]`, task.id, p);
-    for (const [j, p] of (task.success_criteria?.required_artifacts ?? []).entries()) {
-      globInside(`tasks[${i}].success_criteria.required_artifacts[${j}]`, task.id, p);
+    for (const [j, p] of (t.allowedPaths ?? []).entries())
+      globInside(`tasks[${i}].allowed_paths[${j}]`, t.label, p);
+    for (const [j, p] of (t.requiredArtifacts ?? []).entries()) {
+      globInside(`tasks[${i}].success_criteria.required_artifacts[${j}]`, t.label, p);
     }
-    if (contextPath && agent) tasks.push({ task, agent, contextPath });
-  });
-  // The config's default includes join in where they exist in this workspace.
-  for (const p of config.defaults.worktree_include) {
-    if (!assignments.environment.worktree_include.includes(p) && exists(resolve(workspace, p))) {
-      assignments.environment.worktree_include.push(p);
-    }
+    if (t.task && contextPath && agent) tasks.push({ task: t.task, agent, contextPath });
   }
-  assignments.environment.worktree_include.forEach((p, j) => {
-    inside(`environment.worktree_include[${j}]`, undefined, p, true);
-  });
-  assignments.success_criteria.required_artifacts.forEach((p, j) => {
+  const include = view.worktreeInclude;
+  if (include && workspace !== undefined) {
+    // The config's default includes join in where they exist in this workspace.
+    for (const p of config.defaults.worktree_include) {
+      if (!include.includes(p) && exists(resolve(workspace, p))) include.push(p);
+    }
+    include.forEach((p, j) => {
+      inside(`environment.worktree_include[${j}]`, undefined, p, true);
+    });
+  }
+  (view.requiredArtifacts ?? []).forEach((p, j) => {
     globInside(`success_criteria.required_artifacts[${j}]`, undefined, p);
   });
-  if (problems.length > 0) throw new InputError(problems);
+  if (!parsed.success || workspace === undefined || problems.length > 0) {
+    throw new InputError(problems, undefined, view.runId ?? null);
+  }
 
+  const assignments = parsed.data;
   return {
     file: abs,
     sha256: read.sha256,
@@ -132,6 +154,108 @@ export async function loadAssignments(
     tasks,
     config,
   };
+}
+
+/** What the checks after the schema look at: the whole file, or whichever parts of it are valid. */
+interface InputView {
+  runId?: string;
+  /** Tasks with a string id, for the graph checks. */
+  nodes: Array<PlanNode & { index: number }>;
+  tasks: TaskView[];
+  workspaceDir?: string;
+  /** The assignments' own list (default includes are added to it). */
+  worktreeInclude?: string[];
+  requiredArtifacts?: string[];
+}
+
+interface TaskView {
+  /** Place in the file's task list. */
+  index: number;
+  /** The task as messages name it: its id, or `#index` without one. */
+  label: string;
+  contextPath?: string;
+  agent?: string;
+  command?: string[];
+  commandMalformed: boolean;
+  allowedPaths?: string[];
+  requiredArtifacts?: string[];
+  /** The whole task, when the whole file passed the schema. */
+  task?: Task;
+}
+
+function wholeView(a: Assignments): InputView {
+  return {
+    ...(a.run_id === undefined ? {} : { runId: a.run_id }),
+    nodes: a.tasks.map((t, index) => ({ id: t.id, dependencies: t.dependencies, index })),
+    tasks: a.tasks.map((task, index) => ({
+      index,
+      label: task.id,
+      contextPath: task.context_path,
+      agent: task.agent,
+      ...(task.command ? { command: task.command } : {}),
+      commandMalformed: false,
+      ...(task.allowed_paths ? { allowedPaths: task.allowed_paths } : {}),
+      requiredArtifacts: task.success_criteria?.required_artifacts ?? [],
+      task,
+    })),
+    workspaceDir: a.environment.workspace_dir,
+    worktreeInclude: a.environment.worktree_include,
+    requiredArtifacts: a.success_criteria.required_artifacts,
+  };
+}
+
+/** The valid parts of a file that failed the schema, each checked with its own part of the schema. */
+function partialView(data: unknown): InputView {
+  const part = <S extends z.ZodType>(schema: S, value: unknown): z.infer<S> | undefined => {
+    const result = schema.safeParse(value);
+    return result.success ? result.data : undefined;
+  };
+  const root = record(data);
+  const environment = record(root.environment);
+  const view: InputView = { nodes: [], tasks: [] };
+  const assign = <K extends keyof InputView>(key: K, value: InputView[K] | undefined): void => {
+    if (value !== undefined) view[key] = value;
+  };
+  assign("runId", part(Assignments.shape.run_id, root.run_id));
+  assign("workspaceDir", part(Environment.shape.workspace_dir, environment.workspace_dir));
+  assign("worktreeInclude", part(Environment.shape.worktree_include, environment.worktree_include));
+  assign(
+    "requiredArtifacts",
+    part(SuccessCriteria.shape.required_artifacts, record(root.success_criteria).required_artifacts),
+  );
+  (Array.isArray(root.tasks) ? root.tasks : []).forEach((raw: unknown, index) => {
+    const t = record(raw);
+    const id = typeof t.id === "string" ? t.id : undefined;
+    if (id !== undefined) {
+      const deps = Array.isArray(t.dependencies) ? t.dependencies : [];
+      view.nodes.push({ id, dependencies: deps.filter((d): d is string => typeof d === "string"), index });
+    }
+    const command = part(Task.shape.command, t.command);
+    const task: TaskView = {
+      index,
+      label: id ?? `#${index}`,
+      commandMalformed: t.command !== undefined && !command,
+    };
+    const set = <K extends keyof TaskView>(key: K, value: TaskView[K] | undefined): void => {
+      if (value !== undefined) task[key] = value;
+    };
+    set("contextPath", part(Task.shape.context_path, t.context_path));
+    set("agent", part(Task.shape.agent, t.agent));
+    set("command", command);
+    set("allowedPaths", part(Task.shape.allowed_paths, t.allowed_paths));
+    set(
+      "requiredArtifacts",
+      part(SuccessCriteria.shape.required_artifacts, record(t.success_criteria).required_artifacts),
+    );
+    view.tasks.push(task);
+  });
+  return view;
+}
+
+function record(value: unknown): Record<string, unknown> {
+  return value !== null && typeof value === "object" && !Array.isArray(value)
+    ? (value as Record<string, unknown>)
+    : {};
 }
 
 /** The file's base name plus a UTC timestamp, cut to the run id pattern. */

@@ -2,7 +2,7 @@ import { existsSync } from "node:fs";
 import { homedir } from "node:os";
 import { dirname, isAbsolute, join, resolve } from "node:path";
 import { execa } from "execa";
-import { Config } from "../contract/config.js";
+import { Config, SOCKET_NAME_PATTERN, SOCKET_NAME_RULE } from "../contract/config.js";
 import { parseWith } from "../contract/parse.js";
 import { InputError, type InputProblem } from "../errors.js";
 import { compile } from "../redact/redactor.js";
@@ -20,6 +20,17 @@ export async function loadConfig(
   env: Readonly<Record<string, string | undefined>>,
   cwd: string,
 ): Promise<LoadedConfig> {
+  const socket = env.TERMORCH_TMUX_SOCKET;
+  if (socket && !SOCKET_NAME_PATTERN.test(socket)) {
+    throw new InputError(
+      [
+        {
+          message: `environment variable TERMORCH_TMUX_SOCKET="${socket}": a tmux socket name ${SOCKET_NAME_RULE}`,
+        },
+      ],
+      "Set TERMORCH_TMUX_SOCKET to a plain name (or unset it); nothing was started.",
+    );
+  }
   const named = explicit ?? env.TERMORCH_CONFIG;
   let file: string | null = null;
   if (named) file = resolve(cwd, named);
@@ -44,14 +55,15 @@ export async function loadConfig(
       });
     }
   });
-  if (problems.length === 0) {
-    for (const { index, error } of await perlRejects(config.redact)) {
-      problems.push({
-        file,
-        field: `redact[${index}]`,
-        message: `invalid pattern for the log wrapper (Perl): ${error}`,
-      });
-    }
+  // Every pattern is checked by both engines, so one pass names all the bad ones.
+  const reported = new Set(problems.map((p) => p.field));
+  for (const { index, error } of await perlRejects(config.redact)) {
+    if (reported.has(`redact[${index}]`)) continue;
+    problems.push({
+      file,
+      field: `redact[${index}]`,
+      message: `invalid pattern for the log wrapper (Perl): ${error}`,
+    });
   }
   if (problems.length > 0) throw new InputError(problems);
   return { config: withAbsoluteAgentPaths(config, [dirname(file), cwd]), file };
@@ -82,7 +94,7 @@ function withAbsoluteAgentPaths(config: Config, bases: readonly string[]): Confi
 async function perlRejects(patterns: readonly string[]): Promise<Array<{ index: number; error: string }>> {
   if (patterns.length === 0) return [];
   const check =
-    'my $i = 0; for my $p (@ARGV) { eval { qr/$p/ }; if ($@) { (my $e = $@) =~ s/s+/ /g; print "$i\t$e\n" } $i++ }';
+    'my $i = 0; for my $p (@ARGV) { eval { qr/$p/ }; if ($@) { (my $e = $@) =~ s/\\s+/ /g; print "$i\t$e\n" } $i++ }';
   const result = await execa("perl", ["-e", check, ...patterns], {
     reject: false,
     extendEnv: false,

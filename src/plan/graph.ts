@@ -18,10 +18,15 @@ export interface TaskGraph {
  * Checks ids, duplicates, unknown dependencies and cycles, and returns every problem found
  * (not just the first) so the user can fix the file in one pass.
  */
-export function graphProblems(nodes: readonly PlanNode[], file?: string): InputProblem[] {
+export function graphProblems(
+  /** `index`: the task's place in the file, when the list leaves out tasks that have no usable id. */
+  nodes: readonly (PlanNode & { index?: number })[],
+  file?: string,
+): InputProblem[] {
   const problems: InputProblem[] = [];
   const index = new Map<string, number>();
-  nodes.forEach((node, i) => {
+  nodes.forEach((node, n) => {
+    const i = node.index ?? n;
     if (index.has(node.id)) {
       problems.push({
         file,
@@ -31,7 +36,8 @@ export function graphProblems(nodes: readonly PlanNode[], file?: string): InputP
       });
     } else index.set(node.id, i);
   });
-  nodes.forEach((node, i) => {
+  nodes.forEach((node, n) => {
+    const i = node.index ?? n;
     node.dependencies.forEach((dep, j) => {
       if (!index.has(dep)) {
         problems.push({
@@ -50,17 +56,22 @@ export function graphProblems(nodes: readonly PlanNode[], file?: string): InputP
       }
     });
   });
-  if (problems.length === 0) {
-    const cycle = findCycle(nodes);
-    if (cycle) {
-      const first = cycle[0]!;
-      problems.push({
-        file,
-        field: `tasks[${index.get(first)}].dependencies`,
-        task: first,
-        message: `dependency cycle: ${[...cycle, first].join(" -> ")}`,
-      });
-    }
+  // Searched for even when other problems were found, so that one pass shows them all: among the
+  // first task of each id (as above), without self-dependencies (reported above); unknown ids
+  // are not followed.
+  const firsts = new Map<string, PlanNode>();
+  for (const n of nodes) if (!firsts.has(n.id)) firsts.set(n.id, n);
+  const cycle = findCycle(
+    [...firsts.values()].map((n) => ({ id: n.id, dependencies: n.dependencies.filter((d) => d !== n.id) })),
+  );
+  if (cycle) {
+    const first = cycle[0]!;
+    problems.push({
+      file,
+      field: `tasks[${index.get(first)}].dependencies`,
+      task: first,
+      message: `dependency cycle: ${[...cycle, first].join(" -> ")}`,
+    });
   }
   return problems.map((p) => (p.file === undefined ? withoutFile(p) : p));
 }

@@ -31,6 +31,63 @@ export function escapeRegex(literal: string): string {
   );
 }
 
+/** Characters that no common JSON or URL encoder rewrites: they stand for themselves in every form. */
+const PLAIN = /^[A-Za-z0-9_.-]$/;
+
+const JSON_SHORT: Readonly<Record<string, string>> = {
+  '"': '\\"',
+  "\\": "\\\\",
+  "/": "\\/",
+  "\b": "\\b",
+  "\f": "\\f",
+  "\n": "\\n",
+  "\r": "\\r",
+  "\t": "\\t",
+};
+
+/** Hex digits in a pattern that matches them in either case (`%c3` and `%C3`, `\u00e9` and `\u00E9`). */
+function anyCaseHex(n: number, width: number): string {
+  return n
+    .toString(16)
+    .padStart(width, "0")
+    .replace(/[a-f]/g, (d) => `[${d}${d.toUpperCase()}]`);
+}
+
+/**
+ * Every spelling of one character that an agent printing the secret may produce: itself, its
+ * JSON escapes (JSON.stringify, Python's json.dumps with and without ensure_ascii, `\/` of PHP,
+ * `\u00XX` of encoders that escape more), its percent-encoding (encodeURIComponent, quote_plus,
+ * form encoding's `+` for a space) and, for a non-ASCII character, its UTF-8 bytes as single
+ * characters: how they look to the byte-exact (latin1) redaction of artifacts and patches, and
+ * what the in-pane wrapper, which works on bytes, sees anyway.
+ */
+function characterForms(ch: string): string {
+  if (PLAIN.test(ch)) return ch;
+  const bytes = [...Buffer.from(ch, "utf8")];
+  const forms = new Set<string>([escapeRegex(ch)]);
+  const short = JSON_SHORT[ch];
+  if (short !== undefined) forms.add(escapeRegex(short));
+  let units = "";
+  for (let i = 0; i < ch.length; i++) units += `\\\\u${anyCaseHex(ch.charCodeAt(i), 4)}`;
+  forms.add(units);
+  forms.add(bytes.map((b) => `%${anyCaseHex(b, 2)}`).join(""));
+  if (ch === " ") forms.add("\\+");
+  if (bytes.length > 1) forms.add(bytes.map((b) => `\\x{${b.toString(16)}}`).join(""));
+  // Longest first: JSON's two-character "\\\\" must win over a raw backslash, or half an escape stays behind.
+  return `(?:${[...forms].sort((a, b) => b.length - a.length).join("|")})`;
+}
+
+/**
+ * The pattern for one secret value: the value in any of the encodings above (one alternation per
+ * character, so the pattern stays one pass however many forms there are; a run of plain
+ * characters stays a literal that both engines search for quickly).
+ */
+export function secretPattern(value: string): string {
+  let out = "";
+  for (const ch of value) out += characterForms(ch);
+  return out;
+}
+
 export function isSecretName(
   name: string,
   fragments: readonly string[],
@@ -54,7 +111,7 @@ export class Redactor {
     const literals = [...new Set([...secretValues].filter((v) => v.length >= MIN_SECRET_LENGTH))]
       // Longest first, so a secret containing another is removed whole.
       .sort((a, b) => b.length - a.length)
-      .map(escapeRegex);
+      .map(secretPattern);
     return new Redactor([...literals, ...TOKEN_PATTERNS, ...patterns]);
   }
 

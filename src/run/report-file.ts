@@ -28,22 +28,24 @@ export function errorOf(error: TermorchError): RunError {
   };
 }
 
-/**
- * The report of a run that failed before or outside its normal end. `own`: `runDir` is the
- * run's own folder (it started there), so the report belongs there whatever else is in it.
- */
+/** The report of a run that failed before or outside its normal end. */
 export async function writeErrorReport(
   runDir: string,
   startedAt: number,
   error: RunError,
   exitCode: number,
-  own = false,
+  o: {
+    /** `runDir` is the run's own folder (it started there): the report belongs there whatever else is in it. */
+    own?: boolean;
+    /** The run's id when it is known although the run did not start (read from an invalid file). */
+    runId?: string | null;
+  } = {},
 ): Promise<RunResult> {
   // Never create folders for a run that did not start, never overwrite another run's report,
   // never put a file where git status would show it: the report goes only where that is safe.
-  const writable = own ? existsSync(runDir) : await mayWriteLooseReport(runDir);
+  const writable = o.own ? existsSync(runDir) : await mayWriteLooseReport(runDir);
   const report = buildReport({
-    runId: null,
+    runId: o.runId ?? null,
     startedAt,
     finishedAt: Date.now(),
     dryRun: false,

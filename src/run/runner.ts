@@ -138,7 +138,8 @@ export async function runAssignments(opts: RunOptions): Promise<RunResult | Deta
     await lock?.release();
     // A locked workspace writes nothing: the run directory may be the holder's.
     if (!(error instanceof TermorchError) || error instanceof LockedError) throw error;
-    return writeErrorReport(requestedDir, startedAt, errorOf(error), error.exitCode);
+    const runId = opts.runId ?? (error instanceof InputError ? error.runId : null);
+    return writeErrorReport(requestedDir, startedAt, errorOf(error), error.exitCode, { runId });
   }
   let runDir = plan ? runDirOf(plan, input.runId) : requestedDir;
   let own = false;
@@ -205,7 +206,7 @@ export async function runAssignments(opts: RunOptions): Promise<RunResult | Deta
   } catch (error) {
     if (error instanceof TermorchError) throw error;
     // Something broke before the run could report for itself: the caller still gets a report.
-    return writeErrorReport(runDir, startedAt, internalError(error), ExitCode.internal, own);
+    return writeErrorReport(runDir, startedAt, internalError(error), ExitCode.internal, { own });
   } finally {
     await lock?.release();
   }

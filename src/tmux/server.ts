@@ -3,6 +3,7 @@ import { createHash, randomBytes } from "node:crypto";
 import { chmod, lstat, mkdir, readFile, realpath, rename, rm, writeFile } from "node:fs/promises";
 import { setPriority, tmpdir } from "node:os";
 import { join } from "node:path";
+import { SOCKET_NAME_PATTERN, SOCKET_NAME_RULE } from "../contract/config.js";
 import { type ControlClient, lineSafe } from "./control.js";
 import { ControlLease } from "./control-pool.js";
 import { TmuxEnvironmentError, TmuxError } from "./errors.js";
@@ -100,10 +101,8 @@ export class TmuxServer {
   private batch: BatchItem[] | null = null;
 
   constructor(options: TmuxServerOptions) {
-    if (!/^[A-Za-z0-9_.-]+$/.test(options.socket)) {
-      throw new TmuxEnvironmentError(
-        `invalid tmux socket name "${options.socket}": use letters, digits, . _ -`,
-      );
+    if (!SOCKET_NAME_PATTERN.test(options.socket)) {
+      throw new TmuxEnvironmentError(`invalid tmux socket name "${options.socket}": it ${SOCKET_NAME_RULE}`);
     }
     this.socket = options.socket;
     this.historyLimit = options.historyLimit ?? 10_000;
