@@ -330,8 +330,12 @@ function classify(
     t.detail = "the run was cancelled while it ran";
     return { record, reason: "cancelled" };
   }
+  // A tty agent's stdout and stderr both went to its terminal: the transcript is the stdout
+  // log, and the stderr log holds at most termorch's own notes.
+  const tty = ctx.resolved.get(t.id)?.agent.tty === true;
+  const see = tty ? `see ${t.logs?.stdout} (its terminal transcript)` : `see ${t.logs?.stderr}`;
   if (record.launch_failed) {
-    t.detail = `its command could not be started (exit ${record.exit_code})${record.detail ? `: ${ctx.redactor.redact(record.detail)}` : ""}; see ${t.logs?.stderr}`;
+    t.detail = `its command could not be started (exit ${record.exit_code})${record.detail ? `: ${ctx.redactor.redact(record.detail)}` : ""}; ${see}`;
     return { record, reason: "launch_error" };
   }
   if (record.lost) {
@@ -339,14 +343,15 @@ function classify(
     return { record, reason: "lost" };
   }
   if (record.signal) {
-    t.detail = `killed by ${record.signal}`;
+    t.detail = `killed by ${record.signal}${tty ? `; ${see}` : ""}`;
     return { record, reason: "signal" };
   }
   if (record.exit_code !== 0) {
-    t.detail =
+    t.detail = `${
       record.exit_code === 127
         ? "exited with code 127 (command not found?)"
-        : `exited with code ${record.exit_code}`;
+        : `exited with code ${record.exit_code}`
+    }${tty ? `; ${see}` : ""}`;
     return { record, reason: "exit_code" };
   }
   t.detail = null;

@@ -895,7 +895,19 @@ sub filter_main {
   my ($patterns) = load_patterns($spec->{redact});
   my $log = log_open($spec->{stdout_log}, $spec->{max_log_bytes} || 0);
   my $marker = "\e]7777;termorch-end:$spec->{token}\a";
-  my ($feed, $finish) = line_feeder($log, $patterns);
+  my ($line_feed, $finish) = line_feeder($log, $patterns);
+  # The terminal's line discipline turns every "\n" into "\r\n": the transcript keeps plain
+  # newlines, like the tty=0 logs. A "\r" alone (a progress line redrawn in place) is kept:
+  # as "\n" every redraw would become a line of its own, and `cat` still shows the final
+  # state. "\r\r\n" (a program in raw mode writing "\r\n" itself) is a newline too. A "\r"
+  # ending a chunk waits for the next one, which may start with its "\n".
+  my $cr = '';
+  my $feed = sub {
+    my $text = $cr . $_[0];
+    $cr = $text =~ s/(\r+)\z// ? $1 : '';
+    $text =~ s/\r+\n/\n/g;
+    $line_feed->($text);
+  };
   my $bytes = 0;
   my $pending = '';
   while (1) {
@@ -927,6 +939,7 @@ sub filter_main {
     $bytes += length $pending;
     $feed->($pending);
   }
+  $line_feed->($cr);
   $finish->();
   log_close($log);
   my $report = "bytes=$bytes\ntruncated=" . ($log->{truncated} ? 1 : 0) . "\n";

@@ -1,0 +1,42 @@
+import { readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { readReport, termorch, testFile, writeAssignments } from "./harness.js";
+
+const { socket, workspace } = testFile("tty-transcript");
+
+describe("a failed tty task", () => {
+  it("points at the transcript (the stdout log), which keeps plain newlines", async () => {
+    const { dir } = workspace();
+    const config = join(dir, "config.json");
+    // Output on both streams, a progress line redrawn in place, then a failure.
+    const script = 'echo first line; printf "10%%\\r50%%\\r100%%\\n"; echo "went wrong" >&2; exit 3';
+    writeFileSync(
+      config,
+      JSON.stringify({ agents: { term: { command: ["bash", "-c", script], tty: true } } }),
+    );
+    const file = writeAssignments(dir, [{ id: "t1" }]);
+    const a = JSON.parse(readFileSync(file, "utf8"));
+    delete a.tasks[0].command;
+    a.tasks[0].agent = "term";
+    writeFileSync(file, JSON.stringify(a));
+
+    const result = await termorch(["run", file, "--config", config], { socket });
+    expect(result.exitCode).toBe(1);
+    const task = readReport(dir).tasks[0]!;
+    expect(task.reason).toBe("exit_code");
+    const out = task.logs.stdout!;
+    expect(task.detail).toBe(`exited with code 3; see ${out} (its terminal transcript)`);
+    // The summary names the transcript, not the empty stderr log.
+    const summary = `${result.stdout}${result.stderr}`;
+    expect(summary).toContain(`see ${out}`);
+    expect(summary).not.toContain(`stderr: ${task.logs.stderr}`);
+
+    const transcript = readFileSync(join(dir, out), "utf8");
+    expect(transcript).toContain("first line\n");
+    expect(transcript).toContain("went wrong\n");
+    expect(transcript).not.toContain("\r\n");
+    // A lone carriage return (a redraw) is kept as the terminal showed it.
+    expect(transcript).toContain("10%\r50%\r100%\n");
+  });
+});
