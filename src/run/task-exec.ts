@@ -189,6 +189,11 @@ function newLogs(ctx: RunContext, t: TaskRun): void {
   t.logs = { stdout: `logs/${stem}.out`, stderr: `logs/${stem}.err` };
 }
 
+/** `<run-dir>/.termorch/<run>/cgroups`: where wrappers record their agents' cgroups while they exist. */
+export function cgroupRecords(ctx: Pick<RunContext, "privateDir">): string {
+  return join(ctx.privateDir, "cgroups");
+}
+
 /** `<run-dir>/.termorch/<run>/tasks/<task>/<attempt>`: where an attempt's wrapper files and exit.json live. */
 export function attemptDirOf(ctx: Pick<RunContext, "privateDir">, taskId: string, attempt: number): string {
   return join(ctx.privateDir, "tasks", taskId, String(attempt));
@@ -219,6 +224,11 @@ async function launchAndWatch(
       redact: ctx.redactSources,
       maxLogBytes: ctx.maxLogBytes,
       ...(limits.memory_mb ? { memoryMb: limits.memory_mb } : {}),
+      // For hosts whose cgroups a manager owns (and to test what works without one).
+      ...(ctx.processEnv.TERMORCH_CGROUP === "off" ? { cgroup: false } : {}),
+      // Kept when the run ends (its tasks folder is removed), so that clean finds what a killed
+      // wrapper left there.
+      cgroupRecord: join(cgroupRecords(ctx), `${t.id}.${t.attempts}`),
     });
   } catch (error) {
     t.detail = `could not start its tmux session: ${ctx.redactor.redact(errorText(error))}`;
