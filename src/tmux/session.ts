@@ -399,7 +399,7 @@ const WRAPPER_PATH = fileURLToPath(new URL("../tmux/wrapper.pl", import.meta.url
 
 let perlCache: Promise<string> | null = null;
 /** An absolute perl path, so neither tmux's nor pipe-pane's environment decides which perl runs. */
-function findPerl(): Promise<string> {
+export function findPerl(): Promise<string> {
   perlCache ??= (async () => {
     for (const dir of (process.env.PATH ?? "/usr/bin:/bin").split(delimiter)) {
       if (!dir.startsWith("/")) continue;

@@ -49,11 +49,9 @@ describe.each([
     const file = writeAssignments(dir, [{ id: "t1", command: ["bash", "-c", `${escapees(dir)}\nexit 0`] }]);
     const result = await termorch(["run", file], { socket, env });
     expect(result.exitCode).toBe(0);
-    for (const name of ["piped", "quiet"]) {
-      const pid = pidIn(join(dir, `${name}.pid`));
-      // The wrapper ends them before it records the agent's end: nothing to wait for.
-      expect(running(pid), `${name} ${pid}`).toBe(false);
-    }
+    const pids = ["piped", "quiet"].map((name) => pidIn(join(dir, `${name}.pid`)));
+    // The wrapper ends them before it records the agent's end: nothing to wait for.
+    for (const pid of pids) expect(running(pid), `pid ${pid}`).toBe(false);
     const task = readReport(dir).tasks[0]!;
     expect(task.status).toBe("success");
     expect(readFileSync(join(dir, task.logs.stderr!), "utf8")).toMatch(
