@@ -332,6 +332,21 @@ function classify(
   record: ExitRecord,
   how: { timedOut: boolean; timeoutS: number | undefined; cancelled: boolean },
 ): AttemptResult {
+  const result = classifyExit(ctx, t, record, how);
+  // A tty agent's stdout and stderr both went to its terminal: its output is in the transcript
+  // (the stdout log); the stderr log holds at most termorch's own notes.
+  if (result.reason !== null && ctx.resolved.get(t.id)?.agent.tty === true && t.logs)
+    t.detail = `${t.detail}; see ${t.logs.stdout} (its terminal transcript)`;
+  return result;
+}
+
+function classifyExit(
+  ctx: RunContext,
+  t: TaskRun,
+  record: ExitRecord,
+  how: { timedOut: boolean; timeoutS: number | undefined; cancelled: boolean },
+): AttemptResult {
+  const tty = ctx.resolved.get(t.id)?.agent.tty === true;
   if (how.timedOut) {
     t.detail = `timed out after ${how.timeoutS} s; its process group was terminated`;
     return { record, reason: "timeout" };
@@ -340,12 +355,8 @@ function classify(
     t.detail = "the run was cancelled while it ran";
     return { record, reason: "cancelled" };
   }
-  // A tty agent's stdout and stderr both went to its terminal: the transcript is the stdout
-  // log, and the stderr log holds at most termorch's own notes.
-  const tty = ctx.resolved.get(t.id)?.agent.tty === true;
-  const see = tty ? `see ${t.logs?.stdout} (its terminal transcript)` : `see ${t.logs?.stderr}`;
   if (record.launch_failed) {
-    t.detail = `its command could not be started (exit ${record.exit_code})${record.detail ? `: ${ctx.redactor.redact(record.detail)}` : ""}; ${see}`;
+    t.detail = `its command could not be started (exit ${record.exit_code})${record.detail ? `: ${ctx.redactor.redact(record.detail)}` : ""}${tty ? "" : `; see ${t.logs?.stderr}`}`;
     return { record, reason: "launch_error" };
   }
   if (record.lost) {
@@ -353,15 +364,14 @@ function classify(
     return { record, reason: "lost" };
   }
   if (record.signal) {
-    t.detail = `killed by ${record.signal}${tty ? `; ${see}` : ""}`;
+    t.detail = `killed by ${record.signal}`;
     return { record, reason: "signal" };
   }
   if (record.exit_code !== 0) {
-    t.detail = `${
+    t.detail =
       record.exit_code === 127
         ? "exited with code 127 (command not found?)"
-        : `exited with code ${record.exit_code}`
-    }${tty ? `; ${see}` : ""}`;
+        : `exited with code ${record.exit_code}`;
     return { record, reason: "exit_code" };
   }
   t.detail = null;

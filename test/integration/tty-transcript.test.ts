@@ -1,6 +1,7 @@
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import type { TaskReport } from "../../src/contract/report.js";
 import { readReport, termorch, testFile, writeAssignments } from "./harness.js";
 
 const { socket, workspace } = testFile("tty-transcript");
@@ -10,20 +11,23 @@ describe("a failed tty task", () => {
     const { dir } = workspace();
     const config = join(dir, "config.json");
     // Output on both streams, a progress line redrawn in place, then a failure.
-    const script = 'echo first line; printf "10%%\\r50%%\\r100%%\\n"; echo "went wrong" >&2; exit 3';
+    const script =
+      'echo first line; printf "10%%\\r50%%\\r100%%\\n"; echo "went wrong" >&2; [ -n "${SLEEPY:-}" ] && sleep 100; exit 3';
     writeFileSync(
       config,
       JSON.stringify({ agents: { term: { command: ["bash", "-c", script], tty: true } } }),
     );
-    const file = writeAssignments(dir, [{ id: "t1" }]);
+    const file = writeAssignments(dir, [{ id: "t1" }, { id: "t2", env: { SLEEPY: "1" }, timeout_s: 1 }]);
     const a = JSON.parse(readFileSync(file, "utf8"));
-    delete a.tasks[0].command;
-    a.tasks[0].agent = "term";
+    for (const t of a.tasks) {
+      delete t.command;
+      t.agent = "term";
+    }
     writeFileSync(file, JSON.stringify(a));
 
     const result = await termorch(["run", file, "--config", config], { socket });
     expect(result.exitCode).toBe(1);
-    const task = readReport(dir).tasks[0]!;
+    const [task, slow] = readReport(dir).tasks as [TaskReport, TaskReport];
     expect(task.reason).toBe("exit_code");
     const out = task.logs.stdout!;
     expect(task.detail).toBe(`exited with code 3; see ${out} (its terminal transcript)`);
@@ -31,6 +35,10 @@ describe("a failed tty task", () => {
     const summary = `${result.stdout}${result.stderr}`;
     expect(summary).toContain(`see ${out}`);
     expect(summary).not.toContain(`stderr: ${task.logs.stderr}`);
+    // Whatever the failure: here a timeout.
+    expect(slow.reason).toBe("timeout");
+    expect(slow.detail).toMatch(/^timed out after 1 s; .*; see logs\/\S+\.out \(its terminal transcript\)$/);
+    expect(summary).not.toContain(`stderr: ${slow.logs.stderr}`);
 
     const transcript = readFileSync(join(dir, out), "utf8");
     expect(transcript).toContain("first line\n");
