@@ -59,6 +59,18 @@ describe.each([
     );
   });
 
+  it("end with the task when it times out", async () => {
+    const { dir } = workspace();
+    const file = writeAssignments(dir, [
+      { id: "t1", timeout_s: 2, command: ["bash", "-c", `${escapees(dir)}\nexec sleep 1000`] },
+    ]);
+    const result = await termorch(["run", file], { socket, env });
+    expect(result.exitCode).toBe(1);
+    expect(readReport(dir).tasks[0]!.reason).toBe("timeout");
+    const pids = ["piped", "quiet"].map((name) => pidIn(join(dir, `${name}.pid`)));
+    for (const pid of pids) expect(running(pid), `pid ${pid}`).toBe(false);
+  });
+
   it("end with `clean` when the wrapper that watched them was killed", async () => {
     const { dir } = workspace();
     // In a cgroup of its own, a third one clears its environment: only the cgroup still knows it.
