@@ -12,7 +12,7 @@ describe("a failed tty task", () => {
     const config = join(dir, "config.json");
     // Output on both streams, a progress line redrawn in place, then a failure.
     const script =
-      'echo first line; printf "10%%\\r50%%\\r100%%\\n"; echo "went wrong" >&2; [ -n "${SLEEPY:-}" ] && sleep 100; exit 3';
+      'echo first line; printf "10%%\\r50%%\\r100%%\\n"; echo "went wrong" >&2; [ -n "$SLEEPY" ] && sleep 100; exit 3';
     writeFileSync(
       config,
       JSON.stringify({ agents: { term: { command: ["bash", "-c", script], tty: true } } }),
