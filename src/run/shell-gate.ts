@@ -76,6 +76,7 @@ export async function runShellGate(opts: {
   child.stderr?.on("data", (chunk: Buffer) => err.write(chunk));
   let group: number | null = null;
   let status: number | null = null;
+  let ending = false;
   let pending = "";
   const reports = child.stdio[3] as Readable | null;
   reports?.on("data", (chunk: Buffer) => {
@@ -92,17 +93,17 @@ export async function runShellGate(opts: {
       } else if (st) status = Number(st);
     }
   });
-  let ending = false;
   const signalGroup = (signal: NodeJS.Signals): void => {
     if (group === null) return;
     try {
       process.kill(-group, signal);
     } catch {}
   };
+  let escalation: NodeJS.Timeout | null = null;
   const killTree = (): void => {
     ending = true;
     signalGroup("SIGTERM");
-    setTimeout(() => signalGroup("SIGKILL"), opts.killGraceMs).unref();
+    escalation ??= setTimeout(() => signalGroup("SIGKILL"), opts.killGraceMs);
   };
   let timedOut = false;
   const timer =
@@ -123,13 +124,16 @@ export async function runShellGate(opts: {
       child.once("exit", (code, signal) => done({ code, signal }));
     },
   );
-  await Promise.race([closed, new Promise((done) => setTimeout(done, OUTPUT_DRAIN_MS))]);
+  let drain: NodeJS.Timeout | undefined;
+  await Promise.race([closed, new Promise((done) => (drain = setTimeout(done, OUTPUT_DRAIN_MS)))]);
+  clearTimeout(drain);
   for (const stream of [child.stdout, child.stderr, reports]) stream?.destroy();
   if (timer) clearTimeout(timer);
+  if (escalation) clearTimeout(escalation);
   opts.signal?.removeEventListener("abort", killTree);
   child.stdin?.destroy();
-  // A backstop: the watchdog ended the group already, unless it was killed itself.
-  signalGroup("SIGKILL");
+  // The watchdog reports only once it has ended the group; killed itself, it could not.
+  if (status === null) signalGroup("SIGKILL");
   if (exit.error) err.write(Buffer.from(`termorch: cannot run the gate: ${exit.error.message}\n`));
   await Promise.all([out.close(), err.close()]);
   if (opts.record) rmSync(opts.record, { force: true });
