@@ -5,11 +5,15 @@ import { registeredRuns, unregisterRun } from "../fs/registry.js";
 import { git } from "../git/repo.js";
 import { deleteBranch, listWorktrees, removeWorktree } from "../git/worktree.js";
 import { worktreesRoot } from "../run/context.js";
+import { endLeftovers } from "./leftovers.js";
 import { driverAlive } from "./liveness.js";
 import { type OpsRun, phaseOf } from "./runs.js";
 import { serverFor } from "./sessions.js";
 
 type Env = Readonly<Record<string, string | undefined>>;
+
+/** How long leftover processes get between TERM and KILL. */
+const LEFTOVER_GRACE_MS = 3000;
 
 /** Whether a run may be cleaned, and the words to say so. */
 export type CleanDecision = { clean: true; label: string } | { clean: false; label: string; hint: string };
@@ -89,6 +93,18 @@ export async function cleanRun(run: OpsRun, opts: { force: boolean; env: Env }):
   if (socket) await closeSessions(run, socket, opts.env, report);
 
   const ownRoot = join(worktreesRoot(), runId);
+  // What the run started and its wrappers could not end (a wrapper killed, a process outside
+  // their reach): a finished run has nothing left to run.
+  const leftovers = await endLeftovers({
+    runDir: run.runDir,
+    runId,
+    worktrees: ownRoot,
+    graceMs: LEFTOVER_GRACE_MS,
+  });
+  if (leftovers.ended > 0)
+    report.removed.push(`${leftovers.ended} process(es) of the run that were still running`);
+  for (const c of leftovers.cgroups) report.removed.push(`cgroup ${c}`);
+  report.kept.push(...leftovers.kept);
   const repo = run.state
     ? (run.state.git?.root ?? null)
     : (run.siblingRepo ?? (await repoOfWorktrees(ownRoot)));

@@ -195,6 +195,11 @@ function newLogs(ctx: RunContext, t: TaskRun): void {
   t.logs = { stdout: `logs/${stem}.out`, stderr: `logs/${stem}.err` };
 }
 
+/** `<run-dir>/.termorch/<run>/cgroups`: where wrappers record their agents' cgroups while they exist. */
+export function cgroupRecords(ctx: Pick<RunContext, "privateDir">): string {
+  return join(ctx.privateDir, "cgroups");
+}
+
 /** `<run-dir>/.termorch/<run>/tasks/<task>/<attempt>`: where an attempt's wrapper files and exit.json live. */
 export function attemptDirOf(ctx: Pick<RunContext, "privateDir">, taskId: string, attempt: number): string {
   return join(ctx.privateDir, "tasks", taskId, String(attempt));
@@ -225,6 +230,11 @@ async function launchAndWatch(
       redact: ctx.redactSources,
       maxLogBytes: ctx.maxLogBytes,
       ...(limits.memory_mb ? { memoryMb: limits.memory_mb } : {}),
+      // For hosts whose cgroups a manager owns (and to test what works without one).
+      ...(ctx.processEnv.TERMORCH_CGROUP === "off" ? { cgroup: false } : {}),
+      // Kept when the run ends (its tasks folder is removed), so that clean finds what a killed
+      // wrapper left there.
+      cgroupRecord: join(cgroupRecords(ctx), `${t.id}.${t.attempts}`),
     });
   } catch (error) {
     t.detail = `could not start its tmux session: ${ctx.redactor.redact(errorText(error))}`;
@@ -328,6 +338,21 @@ function classify(
   record: ExitRecord,
   how: { timedOut: boolean; timeoutS: number | undefined; cancelled: boolean },
 ): AttemptResult {
+  const result = classifyExit(ctx, t, record, how);
+  // A tty agent's stdout and stderr both went to its terminal: its output is in the transcript
+  // (the stdout log); the stderr log holds at most termorch's own notes.
+  if (result.reason !== null && ctx.resolved.get(t.id)?.agent.tty === true && t.logs)
+    t.detail = `${t.detail}; see ${t.logs.stdout} (its terminal transcript)`;
+  return result;
+}
+
+function classifyExit(
+  ctx: RunContext,
+  t: TaskRun,
+  record: ExitRecord,
+  how: { timedOut: boolean; timeoutS: number | undefined; cancelled: boolean },
+): AttemptResult {
+  const tty = ctx.resolved.get(t.id)?.agent.tty === true;
   if (how.timedOut) {
     t.detail = `timed out after ${how.timeoutS} s; its process group was terminated`;
     return { record, reason: "timeout" };
@@ -337,7 +362,7 @@ function classify(
     return { record, reason: "cancelled" };
   }
   if (record.launch_failed) {
-    t.detail = `its command could not be started (exit ${record.exit_code})${record.detail ? `: ${ctx.redactor.redact(record.detail)}` : ""}; see ${t.logs?.stderr}`;
+    t.detail = `its command could not be started (exit ${record.exit_code})${record.detail ? `: ${ctx.redactor.redact(record.detail)}` : ""}${tty ? "" : `; see ${t.logs?.stderr}`}`;
     return { record, reason: "launch_error" };
   }
   if (record.lost) {

@@ -1,3 +1,4 @@
+import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import type { Gate } from "../contract/report.js";
 import type { RunContext } from "./context.js";
@@ -7,7 +8,8 @@ import { runShellGate } from "./shell-gate.js";
 /**
  * A `tests_cmd` gate (a task's or the run's): runs the command line with `sh -c` in `cwd`,
  * logs to `logs/<logName>-<ts>.out/.err`, and returns the gate. Cancel ends it; a detach (daemon
- * shutdown) ends it too and throws Detached, so the resumed run checks again.
+ * shutdown) ends it too and throws Detached, so the resumed run checks again. A gate a dead driver
+ * left is ended before the resumed run starts it again (runShellGate's `record`).
  */
 export async function testsGate(
   ctx: RunContext,
@@ -21,6 +23,9 @@ export async function testsGate(
   },
 ): Promise<Gate> {
   const stem = ctx.logNames.next(o.logName, ctx.now());
+  // Per gate, not per attempt: a resumed run's gate must find the one its dead driver left.
+  const records = join(ctx.privateDir, "gates");
+  await mkdir(records, { recursive: true, mode: 0o700 });
   const result = await runShellGate({
     command: o.command,
     cwd: o.cwd,
@@ -31,6 +36,7 @@ export async function testsGate(
     stderrLog: join(ctx.runDir, "logs", `${stem}.err`),
     redactor: ctx.redactor,
     maxLogBytes: ctx.maxLogBytes,
+    record: join(records, `${o.logName}.json`),
     signal: AbortSignal.any([ctx.signal, ctx.detach]),
   });
   if (ctx.detach.aborted) throw new Detached();

@@ -11,7 +11,7 @@ import {
 } from "node:fs";
 import { access, chmod, readFile, rm } from "node:fs/promises";
 import { constants as osConstants } from "node:os";
-import { delimiter, join } from "node:path";
+import { delimiter, dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { z } from "zod";
 import { LaunchError, TmuxEnvironmentError, TmuxError } from "./errors.js";
@@ -43,6 +43,13 @@ export interface LaunchSpec {
   maxLogBytes: number;
   /** Address-space limit per agent process (RLIMIT_AS), in MiB. */
   memoryMb?: number;
+  /** false: never put the agent in a cgroup of its own (default: where the machine allows it). */
+  cgroup?: boolean;
+  /**
+   * Absolute file where the wrapper records the agent's cgroup while it exists (default: `cgroup`
+   * in attemptDir). Outside attemptDir, the record can outlive the attempt's folder.
+   */
+  cgroupRecord?: string;
 }
 
 /** What is needed to watch an attempt started by an earlier process (resume). */
@@ -131,6 +138,8 @@ export async function launch(server: TmuxServer, spec: LaunchSpec): Promise<Runn
     // mkdir tells whether it created the folder: a fresh one needs no checks for leftovers.
     // Synchronous like the launch file below: microseconds each, cheaper than the promise API.
     fresh = mkdirSync(dir, { recursive: true, mode: 0o700 }) !== undefined;
+    if (spec.cgroupRecord !== undefined)
+      mkdirSync(dirname(spec.cgroupRecord), { recursive: true, mode: 0o700 });
   } catch (error) {
     throw new LaunchError(`cannot prepare ${dir}: ${messageOf(error)}`, "setup", spec.session, {
       cause: error,
@@ -277,6 +286,7 @@ function checkSpec(spec: LaunchSpec): void {
     ["stdoutLog", spec.stdoutLog],
     ["stderrLog", spec.stderrLog],
     ["cwd", spec.cwd],
+    ...(spec.cgroupRecord !== undefined ? [["cgroupRecord", spec.cgroupRecord] as const] : []),
   ] as const) {
     if (!path.startsWith("/") || path.includes("\0")) bad(`${what} must be an absolute path`);
   }
@@ -312,6 +322,8 @@ function commonLines(spec: LaunchSpec, token: string): string[] {
 function launchText(spec: LaunchSpec, token: string): string {
   const lines = [...commonLines(spec, token), `cwd=${enc(spec.cwd)}`];
   if (spec.memoryMb !== undefined) lines.push(`memory_mb=${spec.memoryMb}`);
+  if (spec.cgroup === false) lines.push("cgroup=0");
+  if (spec.cgroupRecord !== undefined) lines.push(`cgroup_record=${enc(spec.cgroupRecord)}`);
   for (const arg of spec.argv) lines.push(`arg=${enc(arg)}`);
   for (const [k, v] of Object.entries(spec.env)) lines.push(`env=${enc(`${k}=${v}`)}`);
   for (const p of spec.redact) lines.push(`redact=${enc(p)}`);
@@ -391,7 +403,7 @@ const WRAPPER_PATH = fileURLToPath(new URL("../tmux/wrapper.pl", import.meta.url
 
 let perlCache: Promise<string> | null = null;
 /** An absolute perl path, so neither tmux's nor pipe-pane's environment decides which perl runs. */
-function findPerl(): Promise<string> {
+export function findPerl(): Promise<string> {
   perlCache ??= (async () => {
     for (const dir of (process.env.PATH ?? "/usr/bin:/bin").split(delimiter)) {
       if (!dir.startsWith("/")) continue;

@@ -7,11 +7,15 @@
 # Files in ATTEMPT_DIR (written by session.ts), key=value lines, values %-encoded (%25 %0A %0D
 # %00), each deleted as soon as it is read (it may hold secrets):
 #   launch       version, cwd, stdout_log, stderr_log, tty (0|1), max_log_bytes (0 = no cap),
-#                memory_mb (optional), token; arg= (the argv, in order), env= (NAME=VALUE: the
-#                agent's whole environment), redact= (regexes); k_*= (OS constants, below)
+#                memory_mb (optional), cgroup (optional; 0: none), cgroup_record (optional:
+#                the file recording the agent's cgroup, default ATTEMPT_DIR/cgroup), token;
+#                arg= (the argv, in order), env= (NAME=VALUE: the agent's whole environment),
+#                redact= (regexes); k_*= (OS constants, below)
 #   filter       tty mode, for the --filter process: the same settings and redact= patterns
 # Files it writes:
 #   pid          the agent's pid, which is also its process group id (tmp + rename)
+#   cgroup       the agent's cgroup path (Linux, where one could be made; or at cgroup_record),
+#                removed with the cgroup
 #   exit.json    how the attempt ended (tmp + rename); its appearance is the completion event
 #   filter.done  tty mode: the filter's byte count, once it has logged everything (tmp + rename)
 #
@@ -334,27 +338,97 @@ sub str { return defined $_[0] ? [$_[0]] : undef }
 # ---------------------------------------------------------------------------------------------
 # The agent's process group
 
-# Live (non-zombie) processes whose process group, or session, is $id. The session matters for
-# tty=0, where the agent leads its own session: a job-control shell inside it may have moved
-# children to groups of their own. Zombies are excluded because nothing may ever reap them (a
-# container's init often does not).
+# Live (non-zombie) processes of the agent: those whose process group, or session, is $id;
+# those that descend from us; and those in its cgroup. The session matters for tty=0, where the
+# agent leads its own session: a job-control shell inside it may have moved children to groups
+# of their own. Descent catches what left the session (setsid): as the agent's subreaper we
+# inherit whatever of its tree loses its parent, so all of it stays below us. Zombies are
+# excluded because nothing may ever reap them (a container's init often does not).
 sub group_members {
   my ($id, $with_session) = @_;
-  my @pids;
+  my %found;
   if (opendir(my $dh, '/proc')) {
+    my %children;
     while (defined(my $e = readdir $dh)) {
       next unless $e =~ /\A[0-9]+\z/ && $e != $$;
       open(my $fh, '<', "/proc/$e/stat") or next;
       my $stat = <$fh>;
       close $fh;
-      next unless defined $stat && $stat =~ /\A\d+ \(.*\) (\S) -?\d+ (-?\d+) (-?\d+)/s;
+      next unless defined $stat && $stat =~ /\A\d+ \(.*\) (\S) (-?\d+) (-?\d+) (-?\d+)/s;
       next if $1 eq 'Z' || $1 eq 'X';
-      push @pids, $e if $2 == $id || ($with_session && $3 == $id);
+      push @{ $children{$2} }, $e;
+      $found{$e} = 1 if $3 == $id || ($with_session && $4 == $id);
     }
     closedir $dh;
-    return @pids;
+    my @below = ($$);
+    while (defined(my $p = pop @below)) {
+      for my $c (@{ $children{$p} || [] }) {
+        $found{$c} = 1;
+        push @below, $c;
+      }
+    }
+    $found{$_} = 1 for cgroup_procs();
+    return keys %found;
   }
   return kill(0, -$id) ? (-$id) : ();
+}
+
+# Linux, cgroup v2: where we may create one (root, or a delegated subtree of our own), the
+# agent gets a cgroup of its own, and whatever it starts stays in it, whatever its session or
+# parent; clean finds it through its record (cgroup_record=, default ATTEMPT_DIR/cgroup) even if
+# we were killed. Off with cgroup=0. Anything that fails leaves the agent where it is.
+my $cgroup;
+
+sub enter_cgroup {
+  my ($pid, $record, $name) = @_;
+  open(my $mi, '<', '/proc/self/mountinfo') or return;
+  my $mount;
+  while (my $line = <$mi>) {
+    # Only a mount of the hierarchy's root: our path in /proc/self/cgroup is relative to it.
+    next unless $line =~ /\A\S+ \S+ \S+ \/ (\S+) .* - cgroup2 /;
+    ($mount = $1) =~ s/\\([0-7]{3})/chr(oct $1)/ge;
+    last;
+  }
+  close $mi;
+  return unless defined $mount && open(my $cg, '<', '/proc/self/cgroup');
+  my ($path) = map { /\A0::(\/.*)\n?\z/ ? $1 : () } <$cg>;
+  close $cg;
+  return unless defined $path && $path !~ / \(deleted\)\z/;
+  $path = '' if $path eq '/';
+  my $target = "$mount$path/$name";
+  mkdir($target) or return;
+  my $ok = 0;
+  if (sysopen(my $fh, "$target/cgroup.procs", K('o_wronly'))) {
+    $ok = defined syswrite($fh, "$pid\n");
+    close $fh;
+  }
+  if (!$ok || !write_atomic($record, "$target\n")) {
+    rmdir $target;
+    return;
+  }
+  $cgroup = $target;
+}
+
+sub cgroup_procs {
+  return () unless defined $cgroup && open(my $fh, '<', "$cgroup/cgroup.procs");
+  my @pids = grep { $_ != $$ } map { /\A(\d+)/ ? $1 : () } <$fh>;
+  close $fh;
+  return @pids;
+}
+
+# Removes the agent's cgroup once it is empty (KILLing what is left there, atomically against
+# forks where cgroup.kill exists), and its record.
+sub leave_cgroup {
+  my ($record) = @_;
+  return unless defined $cgroup;
+  for my $step (1 .. 100) {
+    last if rmdir $cgroup;
+    if (open(my $fh, '>', "$cgroup/cgroup.kill")) { print $fh "1\n"; close $fh }
+    kill 'KILL', cgroup_procs();
+    hires_sleep(0.01);
+  }
+  unlink $record unless -d $cgroup;
+  $cgroup = undef;
 }
 
 # Linux: PR_SET_CHILD_SUBREAPER. Whatever of the agent's tree outlives its parent is then
@@ -620,6 +694,10 @@ sub main {
     local $SIG{TTOU} = 'IGNORE';
     POSIX::tcsetpgrp(0, $pid);
   }
+  # Before "go": the agent starts nothing outside its cgroup.
+  my $cgroup_record = defined $spec->{cgroup_record} ? $spec->{cgroup_record} : "$dir/cgroup";
+  enter_cgroup($pid, $cgroup_record, "termorch-$token")
+    if $^O eq 'linux' && ($spec->{cgroup} // 1) && defined $token && $token =~ /\A[0-9a-f]{1,64}\z/;
   write_atomic("$dir/pid", "$pid\n") or note("cannot write $dir/pid: $!");
   my $started_at = now_iso();
   syswrite($go_w, 'g');
@@ -751,6 +829,9 @@ sub main {
     waitpid($pid, 0);
     ($wait_status, $finished_at) = ($?, now_iso());
   }
+  leave_cgroup($cgroup_record);
+  # The leftovers we ended were our children (we are the subreaper): no zombies behind us.
+  1 while waitpid(-1, K('wnohang')) > 0;
 
   my %result = (
     pid          => $pid,
@@ -863,6 +944,10 @@ sub signal_group {
   my ($sig, $id, $with_session) = @_;
   kill $sig, -$id;
   kill $sig, $_ for group_members($id, $with_session);
+  if ($sig eq 'KILL' && defined $cgroup && open(my $fh, '>', "$cgroup/cgroup.kill")) {
+    print $fh "1\n";
+    close $fh;
+  }
 }
 
 # Whether execvp would find $name with the current PATH (execvp's default when unset).
@@ -895,7 +980,19 @@ sub filter_main {
   my ($patterns) = load_patterns($spec->{redact});
   my $log = log_open($spec->{stdout_log}, $spec->{max_log_bytes} || 0);
   my $marker = "\e]7777;termorch-end:$spec->{token}\a";
-  my ($feed, $finish) = line_feeder($log, $patterns);
+  my ($line_feed, $finish) = line_feeder($log, $patterns);
+  # The terminal's line discipline turns every "\n" into "\r\n": the transcript keeps plain
+  # newlines, like the tty=0 logs. A "\r" alone (a progress line redrawn in place) is kept:
+  # as "\n" every redraw would become a line of its own, and `cat` still shows the final
+  # state. "\r\r\n" (a program in raw mode writing "\r\n" itself) is a newline too. A "\r"
+  # ending a chunk waits for the next one, which may start with its "\n".
+  my $cr = '';
+  my $feed = sub {
+    my $text = $cr . $_[0];
+    $cr = $text =~ s/(\r+)\z// ? $1 : '';
+    $text =~ s/\r+\n/\n/g;
+    $line_feed->($text);
+  };
   my $bytes = 0;
   my $pending = '';
   while (1) {
@@ -927,6 +1024,7 @@ sub filter_main {
     $bytes += length $pending;
     $feed->($pending);
   }
+  $line_feed->($cr);
   $finish->();
   log_close($log);
   my $report = "bytes=$bytes\ntruncated=" . ($log->{truncated} ? 1 : 0) . "\n";
