@@ -49,7 +49,12 @@ export function daemonTestFile(tag: string) {
   const job = (h: string, name: string, tasks: Array<Record<string, unknown>>) => {
     const ws = makeWorkspace();
     cleanups.push(ws.cleanup);
-    const body: Record<string, unknown> = {
+    const body: {
+      run_id: string;
+      tasks: Array<Record<string, unknown>>;
+      environment: Record<string, unknown>;
+      [key: string]: unknown;
+    } = {
       run_id: name,
       tasks: tasks.map((t) => ({
         agent: "step",

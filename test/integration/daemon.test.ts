@@ -1,84 +1,10 @@
-import { existsSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { execa, type ResultPromise } from "execa";
-import { afterAll, afterEach, describe, expect, it } from "vitest";
-import { Report } from "../../src/contract/report.js";
-import {
-  BIN,
-  cliEnv,
-  git,
-  killServer,
-  makeWorkspace,
-  ROOT,
-  STEP,
-  tmuxSessions,
-  uniqueSocket,
-  waitFor,
-} from "./harness.js";
+import { describe, expect, it } from "vitest";
+import { daemonTestFile } from "./daemon-harness.js";
+import { git, lines, tmuxSessions, waitFor } from "./harness.js";
 
-const socket = uniqueSocket("daemon");
-const cleanups: Array<() => void> = [];
-const daemons: ResultPromise[] = [];
-afterEach(async () => {
-  for (const d of daemons.splice(0)) {
-    d.kill("SIGKILL");
-    await d.catch(() => {});
-  }
-});
-afterAll(() => {
-  killServer(socket);
-  for (const c of cleanups) c();
-});
-
-function home() {
-  const dir = mkdtempSync(join(tmpdir(), "termorch-home-"));
-  cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
-  return dir;
-}
-
-function startDaemon(h: string, ...args: string[]): ResultPromise {
-  const d = execa(process.execPath, [BIN, "daemon", "--home", h, ...args], {
-    reject: false,
-    cwd: ROOT,
-    env: cliEnv(socket),
-  });
-  daemons.push(d);
-  return d;
-}
-
-async function ready(h: string) {
-  await waitFor(
-    () =>
-      existsSync(join(h, "logs", "termorch.log")) &&
-      readFileSync(join(h, "logs", "termorch.log"), "utf8").includes("watching the inbox"),
-    30_000,
-    "the daemon to watch its inbox",
-  );
-}
-
-/** A workspace repo next to the inbox, and an assignments body whose workspace_dir points at it. */
-function job(h: string, name: string, tasks: Array<Record<string, unknown>>) {
-  const ws = makeWorkspace();
-  cleanups.push(ws.cleanup);
-  const body = {
-    run_id: name,
-    tasks: tasks.map((t) => ({
-      agent: "step",
-      context_path: "ctx/task.md",
-      command: ["bash", STEP],
-      dependencies: [],
-      ...t,
-    })),
-    environment: { workspace_dir: ws.repo },
-  };
-  return { ws, body, drop: () => writeFileSync(join(h, "inbox", `${name}.json`), JSON.stringify(body)) };
-}
-
-const answer = (h: string, id: string) => join(h, "outbox", `${id}.json`);
-const readAnswer = (h: string, id: string) => Report.parse(JSON.parse(readFileSync(answer(h, id), "utf8")));
-const lines = (file: string) =>
-  existsSync(file) ? readFileSync(file, "utf8").trim().split("\n").filter(Boolean) : [];
+const { socket, home, startDaemon, ready, job, answer, readAnswer } = daemonTestFile("daemon");
 
 describe("termorch daemon", () => {
   it("answers three files dropped at once, an invalid one too, and keeps going", async () => {
@@ -121,8 +47,7 @@ describe("termorch daemon", () => {
     const h = home();
     void startDaemon(h);
     await ready(h);
-    const stamps = mkdtempSync(join(tmpdir(), "termorch-stamps-"));
-    cleanups.push(() => rmSync(stamps, { recursive: true, force: true }));
+    const stamps = home();
     const first = job(h, "first", [{ id: "F", env: { STAMPS: stamps, SLEEP: "0.5", WRITE: "f.txt=f" } }]);
     const second = {
       ...first.body,

@@ -1,13 +1,15 @@
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { execa } from "execa";
-import { afterAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import {
   BIN,
   cliEnv,
+  killedAfterFile,
   lines,
   ROOT,
   readReport,
+  running,
   termorch,
   testFile,
   waitFor,
@@ -16,23 +18,8 @@ import {
 
 const { socket, workspace } = testFile("gate-death");
 
-/** Whether a process still runs (a zombie does not: it only waits to be reaped). */
-function running(pid: number): boolean {
-  try {
-    return !/^\S+ \(.*\) [ZX] /s.test(readFileSync(`/proc/${pid}/stat`, "utf8"));
-  } catch {
-    return false;
-  }
-}
-
-const started: number[] = [];
-afterAll(() => {
-  for (const pid of started) {
-    try {
-      process.kill(pid, "SIGKILL");
-    } catch {}
-  }
-});
+/** Processes the agents start; any still running when the file ends are killed. */
+const started = killedAfterFile();
 
 /**
  * A run-level tests_cmd that counts its starts, notes any process of an earlier start still

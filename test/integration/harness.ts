@@ -208,6 +208,28 @@ export function isAlive(pid: number): boolean {
   }
 }
 
+/** Whether a process still runs (a zombie does not: it only waits to be reaped). */
+export function running(pid: number): boolean {
+  try {
+    return !/^\S+ \(.*\) [ZX] /s.test(readFileSync(`/proc/${pid}/stat`, "utf8"));
+  } catch {
+    return false;
+  }
+}
+
+/** A list of pids that are SIGKILLed after the test file, whatever happened to its tests. */
+export function killedAfterFile(): number[] {
+  const pids: number[] = [];
+  afterAll(() => {
+    for (const pid of pids) {
+      try {
+        process.kill(pid, "SIGKILL");
+      } catch {}
+    }
+  });
+  return pids;
+}
+
 /** Every file under `dir` whose content contains `needle`. */
 export function filesContaining(dir: string, needle: string): string[] {
   return listFiles(dir)

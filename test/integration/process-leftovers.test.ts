@@ -1,27 +1,20 @@
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, describe, expect, it } from "vitest";
-import { readReport, termorch, testFile, waitFor, writeAssignments } from "./harness.js";
+import { describe, expect, it } from "vitest";
+import {
+  killedAfterFile,
+  readReport,
+  running,
+  termorch,
+  testFile,
+  waitFor,
+  writeAssignments,
+} from "./harness.js";
 
 const { socket, workspace } = testFile("leftovers");
 
-/** Whether a process still runs (a zombie does not: it only waits to be reaped). */
-function running(pid: number): boolean {
-  try {
-    return !/^\S+ \(.*\) [ZX] /s.test(readFileSync(`/proc/${pid}/stat`, "utf8"));
-  } catch {
-    return false;
-  }
-}
-
-const started: number[] = [];
-afterAll(() => {
-  for (const pid of started) {
-    try {
-      process.kill(pid, "SIGKILL");
-    } catch {}
-  }
-});
+/** Processes the agents start; any still running when the file ends are killed. */
+const started = killedAfterFile();
 
 const pidIn = (file: string): number => {
   const pid = Number(readFileSync(file, "utf8").trim());
