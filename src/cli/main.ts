@@ -8,7 +8,7 @@ import { Daemon, homeLayout } from "../daemon/daemon.js";
 import { daemonLogger } from "../daemon/log.js";
 import { ExitCode, InputError, TermorchError } from "../errors.js";
 import { loadAssignments } from "../input/assignments-file.js";
-import { loadConfig } from "../input/config-file.js";
+import { loadConfig, loadConfigOrProblems } from "../input/config-file.js";
 import { verifyLedger } from "../ledger/ledger.js";
 import { terminalLogger } from "../log/pretty.js";
 import { buildGraph } from "../plan/graph.js";
@@ -154,7 +154,7 @@ export async function main(
     .action(async (file: string, o: { config?: string; json?: boolean }) => {
       const input = await loadAssignments(
         resolvePath(io.cwd, file),
-        await loadConfig(o.config, io.env, io.cwd),
+        await loadConfigOrProblems(o.config, io.env, io.cwd),
         Date.now(),
       );
       const graph = buildGraph(input.assignments.tasks);

@@ -49,7 +49,12 @@ export async function loadAssignments(
   // A file that fails the schema is still checked wherever its parts can be (the graph, the
   // tasks that parsed, the workspace), so that one pass lists every problem.
   const view = parsed.success ? wholeView(parsed.data) : partialView(read.data);
-  const problems: InputProblem[] = parsed.success ? [] : schemaProblems(parsed.error, read.data, abs);
+  // An invalid config leaves the agents unknown; everything else in the file is still checked.
+  const configProblems = loaded.problems ?? [];
+  const problems: InputProblem[] = [
+    ...configProblems,
+    ...(parsed.success ? [] : schemaProblems(parsed.error, read.data, abs)),
+  ];
   problems.push(...graphProblems(view.nodes, abs));
   const at = (p: Omit<InputProblem, "file">): void => {
     problems.push({ file: abs, ...p });
@@ -111,7 +116,7 @@ export async function loadAssignments(
       t.agent === undefined || t.commandMalformed
         ? undefined
         : agentFor({ agent: t.agent, command: t.command }, config);
-    if (t.agent !== undefined && !t.commandMalformed && !agent) {
+    if (t.agent !== undefined && !t.commandMalformed && !agent && configProblems.length === 0) {
       const known = Object.keys(config.agents);
       at({
         field: `tasks[${i}].agent`,

@@ -12,6 +12,25 @@ export interface LoadedConfig {
   config: Config;
   /** The file it came from, or null when none was found (no agents defined). */
   file: string | null;
+  /**
+   * What is wrong with the config, when it could not be loaded (then `config` is the empty
+   * default): reported together with the assignments file's problems, which are still checked.
+   */
+  problems?: InputProblem[];
+}
+
+/** loadConfig for a command that checks an assignments file next: an invalid config becomes its problems. */
+export async function loadConfigOrProblems(
+  explicit: string | undefined,
+  env: Readonly<Record<string, string | undefined>>,
+  cwd: string,
+): Promise<LoadedConfig> {
+  try {
+    return await loadConfig(explicit, env, cwd);
+  } catch (error) {
+    if (!(error instanceof InputError)) throw error;
+    return { config: Config.parse({}), file: null, problems: error.problems };
+  }
 }
 
 /** Config lookup of DESIGN section 9: --config, $TERMORCH_CONFIG, ./config/termorch.json, ~/.config/termorch/config.json. */

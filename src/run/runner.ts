@@ -16,7 +16,7 @@ import { SnapshotWriter } from "../fs/state-store.js";
 import { StatusFiles } from "../fs/status-files.js";
 import { commitIdentity, TERMORCH_IDENTITY } from "../git/repo.js";
 import { loadAssignments, type RunInput } from "../input/assignments-file.js";
-import { loadConfig } from "../input/config-file.js";
+import { loadConfig, loadConfigOrProblems } from "../input/config-file.js";
 import { Ledger } from "../ledger/ledger.js";
 import { buildGraph } from "../plan/graph.js";
 import { planWaves } from "../plan/waves.js";
@@ -120,7 +120,12 @@ export async function runAssignments(opts: RunOptions): Promise<RunResult | Deta
   let dryRun = false;
   let plan: RunDirPlan | null = null;
   try {
-    input = await loadAssignments(file, await loadConfig(opts.configFile, env, cwd), startedAt, baseDir);
+    input = await loadAssignments(
+      file,
+      await loadConfigOrProblems(opts.configFile, env, cwd),
+      startedAt,
+      baseDir,
+    );
     if (opts.runId) input = { ...input, runId: opts.runId };
     dryRun = opts.dryRun ?? input.assignments.mode.dry_run;
     // A dry run writes its report only where that harms nothing; a real run needs a folder of its own.

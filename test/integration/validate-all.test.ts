@@ -87,6 +87,26 @@ describe("every problem of an input file in one pass", () => {
     expect(result.stderr).not.toMatch(/redact\[1\]/);
   });
 
+  it("an invalid config hides none of the assignments file's problems (nor invents unknown agents)", async () => {
+    const h = home();
+    const j = job(h, "both-bad", [{ id: "A", agent: "nobody", command: undefined, retries: -1 }]);
+    const file = join(h, "both-bad.json");
+    writeFileSync(file, JSON.stringify(j.body));
+    const config = join(h, "config.json");
+    writeFileSync(config, JSON.stringify({ redact: ["a("], agnets: {} }));
+    for (const args of [
+      ["validate", file, "--config", config],
+      ["run", file, "--config", config],
+    ]) {
+      const result = await termorch(args, { socket });
+      expect(result.exitCode).toBe(2);
+      expect(result.stderr).toMatch(/config\.json, field \(root\): unknown key "agnets"/);
+      expect(result.stderr).toMatch(/both-bad\.json, field tasks\[0\]\.retries, task A: Too small/);
+      // The agents are unknown while the config is broken: no "unknown agent" guess.
+      expect(result.stderr).not.toMatch(/unknown agent/);
+    }
+  });
+
   it("the daemon's answer carries the file's run_id and every problem", async () => {
     const h = home();
     void startDaemon(h);
