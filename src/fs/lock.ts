@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from "node:crypto";
 import { readFileSync, realpathSync } from "node:fs";
-import { link, mkdir, open, readFile, rename, rm } from "node:fs/promises";
+import { link, mkdir, open, readFile, rename, rm, writeFile } from "node:fs/promises";
 import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
 import { LockedError } from "../errors.js";
@@ -18,6 +18,8 @@ export interface LockHolder {
 
 export interface WorkspaceLock {
   path: string;
+  /** Names the holder's run anew (its id and folder are settled only once the lock is held). */
+  update(holder: Pick<LockHolder, "run_id" | "run_dir">): Promise<void>;
   release(): Promise<void>;
 }
 
@@ -55,7 +57,20 @@ export async function acquireLock(
       const handle = await open(path, "wx", 0o600);
       await handle.writeFile(`${JSON.stringify(me)}\n`);
       await handle.close();
-      return { path, release: () => releaseLock(path, me) };
+      return {
+        path,
+        update: async (next) => {
+          const before = me.run_id;
+          Object.assign(me, next);
+          // Written beside and renamed over: a reader never sees a half-written holder.
+          const tmp = `${path}.${process.pid}.tmp`;
+          await writeFile(tmp, `${JSON.stringify(me)}\n`, { mode: 0o600 });
+          const current = await readHolder(path);
+          if (current?.pid === me.pid && current.run_id === before) await rename(tmp, path);
+          else await rm(tmp, { force: true });
+        },
+        release: () => releaseLock(path, me),
+      };
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
     }

@@ -1,4 +1,4 @@
-import { realpathSync } from "node:fs";
+import { readdirSync, realpathSync } from "node:fs";
 import { isAbsolute, relative, resolve, sep } from "node:path";
 
 /** True when `candidate` is `root` or lies below it (both absolute, normalised). */
@@ -36,5 +36,14 @@ function realpathOfExistingPrefix(path: string): string {
       tail.push(head.slice(parent.length + (parent.endsWith(sep) ? 0 : 1)));
       head = parent;
     }
+  }
+}
+
+/** Whether `dir` is missing or holds nothing but the names in `except`. */
+export function isEmptyOrMissing(dir: string, except: readonly string[] = []): boolean {
+  try {
+    return readdirSync(dir).every((name) => except.includes(name));
+  } catch {
+    return true;
   }
 }

@@ -4,7 +4,7 @@ import type { Report } from "../contract/report.js";
 import { InputError, type TermorchError } from "../errors.js";
 import { writeJsonAtomic } from "../fs/atomic.js";
 import { buildReport, type RunError, skippedMerge } from "../report/build.js";
-import { mayWriteLooseReport } from "./run-dir.js";
+import { looseReportBlocker } from "./run-dir.js";
 
 /** Where a run's report went. */
 export interface RunResult {
@@ -43,7 +43,11 @@ export async function writeErrorReport(
 ): Promise<RunResult> {
   // Never create folders for a run that did not start, never overwrite another run's report,
   // never put a file where git status would show it: the report goes only where that is safe.
-  const writable = o.own ? existsSync(runDir) : await mayWriteLooseReport(runDir);
+  const blocker = o.own
+    ? existsSync(runDir)
+      ? null
+      : `${runDir} does not exist`
+    : await looseReportBlocker(runDir);
   const report = buildReport({
     runId: o.runId ?? null,
     startedAt,
@@ -62,14 +66,14 @@ export async function writeErrorReport(
     peakParallelism: 0,
   });
   report.exit_code = exitCode;
-  return writable
+  return blocker === null
     ? writeReport(runDir, report)
-    : { report, reportPath: null, exitCode, runDir, notWritten: looseReportNote(runDir) };
+    : { report, reportPath: null, exitCode, runDir, notWritten: notWrittenNote(blocker) };
 }
 
-/** Why a report that is not a run's own was kept off the disk. */
-export function looseReportNote(runDir: string): string {
-  return `not written to ${runDir}: that folder does not exist, holds another run's files, or is inside a git work tree`;
+/** What the user is told about a report kept off the disk, and how to get it. */
+export function notWrittenNote(blocker: string): string {
+  return `not written (${blocker}); --json prints it, --out DIR writes it elsewhere`;
 }
 
 /** The report is written atomically and last; an unwritable run directory still returns it. */

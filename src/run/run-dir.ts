@@ -1,6 +1,7 @@
-import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, realpathSync, writeFileSync } from "node:fs";
 import { dirname, join, relative } from "node:path";
 import { InputError } from "../errors.js";
+import { isEmptyOrMissing } from "../fs/paths.js";
 import { git } from "../git/repo.js";
 
 /** What termorch writes at the top of a run directory (DESIGN section 2). */
@@ -52,7 +53,8 @@ export async function gitSightOf(dir: string): Promise<string | null> {
   const top = await git(probe, ["rev-parse", "--show-toplevel"], { allowExit: [0, 128] }).catch(() => null);
   if (top?.exitCode !== 0 || !top.stdout.trim()) return null;
   const root = top.stdout.trim();
-  const rel = relative(root, dir);
+  // git names its top level resolved; so must the path be (through a symlinked folder, say).
+  const rel = relative(root, join(realpathSync(probe), relative(probe, dir)));
   const paths = RUN_FILES.map((f) => (rel ? `${rel}/${f}` : f));
   const ignored = await git(root, ["check-ignore", "-z", "--stdin"], {
     input: `${paths.join("\0")}\0`,
@@ -60,14 +62,6 @@ export async function gitSightOf(dir: string): Promise<string | null> {
   }).catch(() => null);
   const count = ignored?.stdout.split("\0").filter(Boolean).length ?? 0;
   return count === paths.length ? null : root;
-}
-
-function isEmptyOrMissing(dir: string): boolean {
-  try {
-    return readdirSync(dir).every((name) => name === ".gitignore");
-  } catch {
-    return true;
-  }
 }
 
 /**
@@ -94,7 +88,7 @@ export async function planRunDir(requested: string, explicit: boolean): Promise<
     );
   }
   if (sight !== null) {
-    if (!isEmptyOrMissing(requested)) {
+    if (!isEmptyOrMissing(requested, [".gitignore"])) {
       throw new InputError(
         [
           {
@@ -133,9 +127,14 @@ export function prepareRunDir(plan: RunDirPlan, runId: string): string {
 }
 
 /**
- * Whether a report that is not a run's own (an input error, a dry run) may be written into
- * `dir`: it exists, holds no run's files and is out of git's sight.
+ * Why a report that is not a run's own (an input error, a dry run) must not be written into
+ * `dir`, or null when it may: `dir` exists, holds no run's files and is out of git's sight.
  */
-export async function mayWriteLooseReport(dir: string): Promise<boolean> {
-  return existsSync(dir) && heldRun(dir) === null && (await gitSightOf(dir)) === null;
+export async function looseReportBlocker(dir: string): Promise<string | null> {
+  if (!existsSync(dir)) return `${dir} does not exist`;
+  const held = heldRun(dir);
+  if (held) return `${dir} holds the files of run ${held.runId}`;
+  const sight = await gitSightOf(dir);
+  if (sight) return `${dir} is inside the git work tree ${sight}, where git status would show it`;
+  return null;
 }

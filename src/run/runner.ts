@@ -28,8 +28,8 @@ import { Detached } from "./detached.js";
 import { dispatch } from "./dispatch.js";
 import { type MergeStageResult, mergeStage } from "./merge-stage.js";
 import { snapshotRefs } from "./ref-watch.js";
-import { errorOf, looseReportNote, type RunResult, writeErrorReport, writeReport } from "./report-file.js";
-import { mayWriteLooseReport, planRunDir, prepareRunDir, type RunDirPlan, runDirOf } from "./run-dir.js";
+import { errorOf, notWrittenNote, type RunResult, writeErrorReport, writeReport } from "./report-file.js";
+import { looseReportBlocker, planRunDir, prepareRunDir, type RunDirPlan, runDirOf } from "./run-dir.js";
 import type { ScheduleMode } from "./schedule.js";
 import { attemptDirOf, errorText, taskArgv } from "./task-exec.js";
 import { newTaskRun, type TaskRun } from "./task-run.js";
@@ -128,11 +128,12 @@ export async function runAssignments(opts: RunOptions): Promise<RunResult | Deta
     );
     if (opts.runId) input = { ...input, runId: opts.runId };
     dryRun = opts.dryRun ?? input.assignments.mode.dry_run;
+    // Two runs never work on one workspace at once (exit 4, or wait with --wait). The workspace
+    // and the run directory are looked at once the lock is held: a run that waited starts from
+    // the current HEAD, and finds the folder as the run it waited for left it.
+    if (!dryRun) lock = await lockWorkspace(input.workspace, input.runId, requestedDir, opts);
     // A dry run writes its report only where that harms nothing; a real run needs a folder of its own.
     if (!dryRun) plan = await planRunDir(requestedDir, opts.outDir !== undefined);
-    // Two runs never work on one workspace at once (exit 4, or wait with --wait). The workspace
-    // is inspected once the lock is held, so a run that waited starts from the current HEAD.
-    if (plan) lock = await lockWorkspace(input.workspace, input.runId, runDirOf(plan, input.runId), opts);
     git = await inspectWorkspace(
       input.workspace,
       input.assignments.environment.worktree_include,
@@ -178,6 +179,8 @@ export async function runAssignments(opts: RunOptions): Promise<RunResult | Deta
     if (plan) {
       runDir = prepareRunDir(plan, runId);
       own = true;
+      // Whoever finds the workspace locked is told the run id and folder this run really has.
+      await lock?.update({ run_id: runId, run_dir: runDir });
     }
     const ctx = await buildLiveRun({
       input,
@@ -198,13 +201,14 @@ export async function runAssignments(opts: RunOptions): Promise<RunResult | Deta
       opts.onStart?.(startInfo(ctx, true, false, null));
       const report = ctx.reportOf(skippedMerge("dry run"), "skipped", 0, null, true);
       // Never over another run's files, never into the user's work tree.
-      if (await mayWriteLooseReport(runDir)) return writeReport(runDir, report);
+      const blocker = await looseReportBlocker(runDir);
+      if (blocker === null) return writeReport(runDir, report);
       return {
         report,
         reportPath: null,
         exitCode: report.exit_code,
         runDir,
-        notWritten: looseReportNote(runDir),
+        notWritten: notWrittenNote(blocker),
       };
     }
     return await drive(ctx, opts, false, plan?.kind === "apart" ? plan.requested : null);

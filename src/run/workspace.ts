@@ -1,6 +1,7 @@
-import { existsSync, readdirSync, realpathSync } from "node:fs";
+import { existsSync, realpathSync } from "node:fs";
 import { join, posix, relative } from "node:path";
 import { InputError, type InputProblem } from "../errors.js";
+import { isEmptyOrMissing } from "../fs/paths.js";
 import { registeredRuns } from "../fs/registry.js";
 import { normalizeInclude } from "../git/include.js";
 import { dirtyTrackedFiles, git as gitCmd, repoInfo, requireGitVersion } from "../git/repo.js";
@@ -69,14 +70,6 @@ async function checkInclude(root: string, prefix: string, include: readonly stri
     }
   }
   if (problems.length > 0) throw new InputError(problems);
-}
-
-function isEmptyOrMissing(dir: string): boolean {
-  try {
-    return readdirSync(dir).length === 0;
-  } catch {
-    return true;
-  }
 }
 
 /** Where runs go: one given folder, or a folder per run id (`apart`), which must not exist yet. */

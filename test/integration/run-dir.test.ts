@@ -1,7 +1,7 @@
-import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { git, readReport, STEP, termorch, testFile, writeAssignments } from "./harness.js";
+import { git, readReport, STEP, termorch, testFile, waitFor, writeAssignments } from "./harness.js";
 
 const { socket, workspace } = testFile("rundir");
 const cli = (args: string[]) => termorch(args, { socket });
@@ -123,5 +123,49 @@ describe("the run directory", () => {
     const json = await cli(["run", file, "--dry-run", "--json"]);
     expect(JSON.parse(json.stdout).dry_run).toBe(true);
     expect(readFileSync(join(dir, "execution_report.json"), "utf8")).toBe(before);
+  });
+
+  it("uses a folder git ignores, also when its path goes through a symlink", async () => {
+    const { dir, repo } = workspace();
+    writeFileSync(join(repo, ".gitignore"), "runs/\n");
+    git(repo, "add", ".gitignore");
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "ignore runs");
+    mkdirSync(join(repo, "runs"));
+    symlinkSync(repo, join(dir, "link"));
+    const file = writeAssignments(join(repo, "runs"), [{ id: "A", env: { WRITE: "a.txt=A" } }], {
+      environment: { workspace_dir: ".." },
+    });
+    const r = await cli(["run", join(dir, "link", "runs", "assignments.json")]);
+    expect(r.exitCode, r.stderr).toBe(0);
+    expect(r.stderr).not.toContain("run directory:");
+    expect(readReport(join(repo, "runs")).merge.result).toBe("success");
+    expect(existsSync(join(repo, "runs", ".termorch", "runs"))).toBe(false);
+    expect(git(repo, "status", "--porcelain", "--untracked-files=all")).toBe("");
+    expect(file).toBe(join(repo, "runs", "assignments.json"));
+  });
+
+  it("a second run of the same file while the first still runs finds the workspace locked (exit 4), naming the run", async () => {
+    const { dir, stamps } = workspace();
+    const release = join(dir, "release");
+    const file = writeAssignments(dir, [{ id: "A", env: { WAIT_FILE: release, STAMPS: stamps } }]);
+    // A first run that fails keeps its branch: the next run of the file needs a fresh id.
+    const out1 = join(dir, "one");
+    const failing = writeAssignments(dir, [{ id: "A", env: { EXIT: "1" } }], {}, "failing.json");
+    const runId = JSON.parse(readFileSync(failing, "utf8")).run_id as string;
+    writeFileSync(file, readFileSync(file, "utf8").replace(/"run_id": "[^"]+"/, `"run_id": "${runId}"`));
+    expect((await cli(["run", failing, "--out", out1])).exitCode).toBe(1);
+
+    const out2 = join(dir, "two");
+    const live = termorch(["run", file, "--out", out2], { socket });
+    await waitFor(() => existsSync(join(stamps, "A.start")), 30_000, "the live run's agent");
+    const second = await cli(["run", file, "--out", join(dir, "three")]);
+    expect(second.exitCode).toBe(4);
+    expect(second.stderr).toContain(`locked by run ${runId}-2`);
+    expect(second.stderr).toContain(`run directory ${out2}`);
+    // Into the live run's own folder: the lock answers first, not the folder check.
+    const same = await cli(["run", file, "--out", out2]);
+    expect(same.exitCode).toBe(4);
+    writeFileSync(release, "");
+    expect((await live).exitCode).toBe(0);
   });
 });
