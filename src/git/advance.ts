@@ -160,7 +160,8 @@ export async function finishAdvance(repo: string, r: AdvanceRecord): Promise<Fin
   const checkedOut = (await listWorktrees(repo)).some((w) => w.branch === r.ref && w.path === r.worktree);
   const wt = checkedOut ? r.worktree : null;
   if (wt !== null) {
-    await git(wt, ["update-index", "-q", "--refresh"], { allowExit: [0, 1] });
+    // The refresh only spares read-tree false "changes"; a held index lock fails read-tree next.
+    await git(wt, ["update-index", "-q", "--refresh"], { allowExit: [0, 1, 128] });
     const upd = await git(wt, ["read-tree", "-m", "-u", r.old, r.new], { allowExit: [0, 128] });
     if (upd.exitCode !== 0) {
       return rollback(repo, {
@@ -169,7 +170,8 @@ export async function finishAdvance(repo: string, r: AdvanceRecord): Promise<Fin
         newCommit: r.new,
         wt,
         phase: "worktree-failed",
-        cause: `the work tree of ${wt} could not be brought to ${r.new} after an interruption (${upd.stderr.trim()})`,
+        // git's first line names the problem; the rest is advice for an interactive user.
+        cause: `the work tree of ${wt} could not be brought to ${r.new} after an interruption: ${upd.stderr.trim().split("\n")[0]}`,
       });
     }
   }
