@@ -76,7 +76,8 @@ type Phase = "ref" | "worktree-failed" | "worktree-done";
  * tree follow with a two-tree merge (`git read-tree -m -u old new`), which keeps the user's
  * uncommitted changes to files the update does not touch and refuses to overwrite any other;
  * that is tried first without writing (`-n`), so a refusal changes nothing. If anything fails
- * after the ref moved, ref, index and work tree are restored to `expectedOld`.
+ * after the ref moved, ref, index and work tree are restored to `expectedOld`; when the index
+ * and work tree cannot be, the ref stays at `newCommit` (rollback_failed), for finishAdvance.
  */
 export async function advanceTarget(repo: string, o: AdvanceTargetOptions): Promise<AdvanceResult> {
   const ref = branchRef(o.ref);
