@@ -192,17 +192,18 @@ async function mergeTasks(
         }),
       ...advanceHooks(ctx.fault),
     });
-    // Once the target moved, the record stays until the run is reported (drive clears it): a
-    // resume after a crash in the clean-up or before the report finds it, and finishes or
+    // The record of a move that was tried stays until the run is reported (drive clears it):
+    // a resume after a crash in the clean-up or before the report finds it, and finishes or
     // reports that move instead of merging a second time.
-    if (advanced.status !== "advanced" && advanced.status !== "rollback_failed") await clearMergeIntent(ctx);
     switch (advanced.status) {
       case "advanced":
         await cleanUp(ctx, order, integrationBranch, next);
         await killPoint(ctx.fault, "kill-after-merge");
         return { merge: { ...outcome, result: "success", resultCommit: next, reason: null }, validation };
       case "moved":
-        // Moved again since it was read above: the next round merges onto it.
+        // Moved again since it was read above (termorch's update did not happen): the next
+        // round merges onto it.
+        await clearMergeIntent(ctx);
         continue;
       case "blocked":
         return {
@@ -214,11 +215,8 @@ async function mergeTasks(
           validation,
         };
       case "rolled_back":
-      case "rollback_failed": {
-        const failed = advanceFailed(ctx, outcome, validation, advanced);
-        if (!failed.unfinished) await clearMergeIntent(ctx);
-        return failed;
-      }
+      case "rollback_failed":
+        return advanceFailed(ctx, outcome, validation, advanced);
     }
   }
   return {
