@@ -3,10 +3,11 @@ import { Gate } from "./report.js";
 
 /**
  * `<run-dir>/.termorch/<run>/merge-intent.json`: written (and flushed) right before the
- * target ref is moved, removed once the move and its work-tree update are complete. A resume
- * that finds it knows an advance may have stopped half-way (ref moved, index and work tree
- * not yet) and finishes or undoes it; it also holds what the report needs to say about the
- * merge, which the resumed process has not computed.
+ * target ref is moved, removed once the run is reported (or at once, when the ref did not
+ * move). A resume that finds it knows an advance may have stopped half-way (ref moved, index
+ * and work tree not yet), or completed without a report, and finishes, undoes or reports it
+ * rather than merging again; it also holds what the report needs to say about the merge,
+ * which the resumed process has not computed.
  */
 export const MergeIntent = z.strictObject({
   /** The target ref, e.g. `refs/heads/main`. */

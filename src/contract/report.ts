@@ -27,7 +27,7 @@ export const RefChange = z.strictObject({
     .string()
     .nullable()
     .describe(
-      "The task whose agent changed it: the ref was checked out in that task's worktree, or points at a commit made there; null when that cannot be told",
+      "The task whose agent changed it: certainly when the ref was checked out in that task's worktree, likely when it only points at a commit made there (it may be the user's own ref: it is reported, never removed); null when that cannot be told",
     ),
   during: z
     .array(z.string())
@@ -56,7 +56,7 @@ export const TaskReport = z.strictObject({
   refs_created: z
     .array(z.string())
     .describe(
-      "Refs the task's agent created in the user's repository (e.g. a branch it switched to; its commits were brought onto `branch`); removed after a successful merge and by `termorch clean` when no commit would be lost",
+      "Branches the task's agent certainly created in the user's repository: one it switched to (its commits were brought onto `branch`) or had checked out in its worktree; removed after a successful merge and by `termorch clean` when no commit would be lost. Refs that merely point at the task's commits are only listed in `merge.refs_changed`",
     ),
   gates: z.array(Gate),
   /** Exact argv the task runs (after placeholder substitution). */

@@ -48,8 +48,25 @@ export type AdvanceResult =
   | { status: "blocked"; ref: string; worktree: string; detail: string }
   /** Something failed after the ref moved; ref, index and work tree are back at `old`. */
   | { status: "rolled_back"; ref: string; old: string; detail: string }
-  /** Something failed and the rollback could not complete either; `detail` says what is left where. */
-  | { status: "rollback_failed"; ref: string; old: string; new: string; detail: string };
+  /**
+   * Something failed and the rollback could not complete either; `detail` says what is left
+   * where. When the index and work tree could not be restored, the ref is left at `new` (`at`):
+   * moving it back would leave the index at `new` under a ref at `old`, every change of the
+   * update staged for reverting, while at `new` the state is the one finishAdvance completes.
+   */
+  | {
+      status: "rollback_failed";
+      ref: string;
+      old: string;
+      new: string;
+      /** Where the ref stands now: `new` (the update is to be finished), `old`, or elsewhere. */
+      at: string | null;
+      /** The worktree whose index and work tree could not be restored, or null. */
+      worktree: string | null;
+      /** A lock file another git process held that stopped the restore (e.g. `.git/index.lock`), or null. */
+      lock: string | null;
+      detail: string;
+    };
 
 type Phase = "ref" | "worktree-failed" | "worktree-done";
 
@@ -59,7 +76,8 @@ type Phase = "ref" | "worktree-failed" | "worktree-done";
  * tree follow with a two-tree merge (`git read-tree -m -u old new`), which keeps the user's
  * uncommitted changes to files the update does not touch and refuses to overwrite any other;
  * that is tried first without writing (`-n`), so a refusal changes nothing. If anything fails
- * after the ref moved, ref, index and work tree are restored to `expectedOld`.
+ * after the ref moved, ref, index and work tree are restored to `expectedOld`; when the index
+ * and work tree cannot be, the ref stays at `newCommit` (rollback_failed), for finishAdvance.
  */
 export async function advanceTarget(repo: string, o: AdvanceTargetOptions): Promise<AdvanceResult> {
   const ref = branchRef(o.ref);
@@ -131,8 +149,10 @@ export type FinishAdvanceResult =
  * what the user would otherwise see as every change of the run staged for reverting. The
  * interrupted two-tree update is run again (a no-op where it had already happened); if it is
  * refused (a partial update, or changes the user made since), ref, index and work tree are
- * rolled back to `old` instead, the same way advanceTarget rolls back. Either way ref, index
- * and work tree agree afterwards.
+ * rolled back to `old` instead, the same way advanceTarget rolls back, and ref, index and work
+ * tree agree afterwards. When neither can be done (another git process holds the index lock,
+ * e.g. the killed driver's own `read-tree` still running), the ref stays at `new`
+ * (rollback_failed): finishing can be tried again later.
  */
 export async function finishAdvance(repo: string, r: AdvanceRecord): Promise<FinishAdvanceResult> {
   const current = await refValue(repo, r.ref);
@@ -141,7 +161,8 @@ export async function finishAdvance(repo: string, r: AdvanceRecord): Promise<Fin
   const checkedOut = (await listWorktrees(repo)).some((w) => w.branch === r.ref && w.path === r.worktree);
   const wt = checkedOut ? r.worktree : null;
   if (wt !== null) {
-    await git(wt, ["update-index", "-q", "--refresh"], { allowExit: [0, 1] });
+    // The refresh only spares read-tree false "changes"; a held index lock fails read-tree next.
+    await git(wt, ["update-index", "-q", "--refresh"], { allowExit: [0, 1, 128] });
     const upd = await git(wt, ["read-tree", "-m", "-u", r.old, r.new], { allowExit: [0, 128] });
     if (upd.exitCode !== 0) {
       return rollback(repo, {
@@ -150,7 +171,8 @@ export async function finishAdvance(repo: string, r: AdvanceRecord): Promise<Fin
         newCommit: r.new,
         wt,
         phase: "worktree-failed",
-        cause: `the work tree of ${wt} could not be brought to ${r.new} after an interruption (${upd.stderr.trim()})`,
+        // git's first line names the problem; the rest is advice for an interactive user.
+        cause: `the work tree of ${wt} could not be brought to ${r.new} after an interruption: ${upd.stderr.trim().split("\n")[0]}`,
       });
     }
   }
@@ -175,7 +197,6 @@ async function rollback(
   repo: string,
   s: RollbackState,
 ): Promise<Extract<AdvanceResult, { status: "rolled_back" | "rollback_failed" }>> {
-  const left: string[] = [];
   if (s.wt !== null && s.phase !== "ref") {
     let restored = false;
     if (s.phase === "worktree-done") {
@@ -185,19 +206,34 @@ async function rollback(
       restored = back.exitCode === 0;
     }
     if (!restored) restored = await restorePaths(s.wt, s.old, s.newCommit).catch(() => false);
-    if (!restored) left.push(`the index and work tree of ${s.wt} could not be restored to ${s.old}`);
+    if (!restored) {
+      // The ref stays at new: see the rollback_failed result.
+      const lock = await heldIndexLock(s.wt);
+      return {
+        status: "rollback_failed",
+        ref: s.ref,
+        old: s.old,
+        new: s.newCommit,
+        at: s.newCommit,
+        worktree: s.wt,
+        lock,
+        detail: `advancing ${s.ref} failed (${s.cause}) and its index and work tree in ${s.wt} could not be restored to ${s.old}${lock ? ` (another git process holds ${lock})` : ""}, so ${s.ref} was left at ${s.newCommit}`,
+      };
+    }
   }
   const back = await git(repo, ["update-ref", "-m", "termorch: roll back", s.ref, s.old, s.newCommit], {
     allowExit: [0, 1, 128],
   });
-  if (back.exitCode !== 0) left.push(`${s.ref} could not be reset to ${s.old}: ${back.stderr.trim()}`);
-  if (left.length > 0) {
+  if (back.exitCode !== 0) {
     return {
       status: "rollback_failed",
       ref: s.ref,
       old: s.old,
       new: s.newCommit,
-      detail: `advancing ${s.ref} failed (${s.cause}) and the rollback did not complete: ${left.join("; ")}`,
+      at: await refValue(repo, s.ref),
+      worktree: null,
+      lock: null,
+      detail: `advancing ${s.ref} failed (${s.cause}) and ${s.ref} could not be reset to ${s.old}: ${back.stderr.trim()}`,
     };
   }
   return {
@@ -206,6 +242,16 @@ async function rollback(
     old: s.old,
     detail: `advancing ${s.ref} failed (${s.cause}); ${s.ref}, its index and work tree are back at ${s.old}`,
   };
+}
+
+/** The index lock of worktree `wt` when some process holds it (the file exists), else null. */
+async function heldIndexLock(wt: string): Promise<string | null> {
+  const r = await git(wt, ["rev-parse", "--git-path", "index.lock"], { allowExit: [0, 128] }).catch(
+    () => null,
+  );
+  if (r === null || r.exitCode !== 0) return null;
+  const file = path.resolve(wt, r.stdout.trim());
+  return (await lstat(file).catch(() => null)) === null ? null : file;
 }
 
 /**

@@ -11,7 +11,11 @@ export interface CommitTaskChangesOptions {
   message: string;
   /** Paths linked into the worktree by `include`: never committed. */
   exclude: readonly string[];
-  /** When given, HEAD must be on this branch: an agent that switched branches is caught, not followed. */
+  /**
+   * When given, HEAD must be on this branch, else this throws: an agent that switched branches
+   * is caught here (the caller, commitOnTaskBranch, may then bring HEAD back by fast-forward and
+   * commit again).
+   */
   branch?: string;
   /**
    * The commit the task started from. With it, the agent's own commits since then are checked

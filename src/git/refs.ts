@@ -42,6 +42,8 @@ interface ReflogEntry {
   new: string;
   /** Epoch seconds. */
   time: number;
+  /** What the command that made the entry said it did (termorch's own start with `termorch:`). */
+  message: string;
 }
 
 /** The last entry of the reflog file `file`; null when there is none (no file, logging off). */
@@ -52,9 +54,9 @@ async function lastReflogEntry(file: string): Promise<ReflogEntry | null> {
   const last = lines[lines.length - 1];
   if (last === undefined) return null;
   // `<old> <new> <name> <<email>> <epoch> <tz>\t<message>`: the name may hold spaces, the rest not.
-  const m = /^([0-9a-f]{40,64}) ([0-9a-f]{40,64}) .*> (\d+) [-+]\d{4}(?:\t|$)/.exec(last);
+  const m = /^([0-9a-f]{40,64}) ([0-9a-f]{40,64}) .*> (\d+) [-+]\d{4}(?:\t(.*)|$)/.exec(last);
   if (!m) return null;
-  return { old: m[1]!, new: m[2]!, time: Number(m[3]) };
+  return { old: m[1]!, new: m[2]!, time: Number(m[3]), message: m[4] ?? "" };
 }
 
 /** Absolute path of a file in the git directory of the worktree `wt` (`git rev-parse --git-path`). */
@@ -80,7 +82,9 @@ export async function lastRefChange(repo: string, ref: string): Promise<number |
  * branch's reflog only. So the target moved in the user's checkout exactly when the last entry
  * of that checkout's HEAD reflog, written during the run, moved it to `tip`. Anything else (an
  * agent's `git update-ref refs/heads/main ...`, or the user moving HEAD elsewhere afterwards) is
- * not taken for the user's commit. Where git keeps no HEAD reflog (core.logAllRefUpdates off),
+ * not taken for the user's commit. Nor is termorch's own update of the target (its reflog
+ * message starts with `termorch:`): it runs in the user's checkout too, and an earlier merge of
+ * the same run is not a commit of the user's to merge onto. Where git keeps no HEAD reflog (core.logAllRefUpdates off),
  * the fallback is the condition the merge itself needs: the checkout's index is exactly `tip`'s
  * tree, so advancing from `tip` keeps ref, index and work tree in agreement.
  */
@@ -93,7 +97,10 @@ export async function movedInCheckout(
   const head = await git(root, ["symbolic-ref", "-q", "HEAD"], { allowExit: [0, 1] });
   if (head.exitCode !== 0 || head.stdout.trim() !== ref) return false;
   const last = await lastReflogEntry(await gitPath(root, "logs/HEAD"));
-  if (last !== null) return last.new === tip && last.time >= Math.floor(sinceMs / 1000);
+  if (last !== null)
+    return (
+      last.new === tip && !last.message.startsWith("termorch:") && last.time >= Math.floor(sinceMs / 1000)
+    );
   const same = await git(root, ["diff-index", "--cached", "--quiet", tip, "--"], { allowExit: [0, 1] });
   return same.exitCode === 0;
 }

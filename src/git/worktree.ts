@@ -265,6 +265,9 @@ export async function removeWorktrees(repo: string, paths: readonly string[]): P
   return doomed;
 }
 
+/** Whether `ref` is a full branch name (`refs/heads/...`): the only refs termorch ever deletes. */
+export const isBranch = (ref: string): boolean => ref.startsWith("refs/heads/");
+
 /**
  * Deletes the branches whose tips `commit` contains (one `for-each-ref --merged`, one
  * `update-ref --stdin` transaction, each deletion a compare-and-swap on the tip just read), so

@@ -3,7 +3,7 @@ import { lstat, readdir, realpath, rmdir } from "node:fs/promises";
 import { join, relative } from "node:path";
 import { registeredRuns, unregisterRun } from "../fs/registry.js";
 import { git } from "../git/repo.js";
-import { deleteBranch, listWorktrees, removeWorktree } from "../git/worktree.js";
+import { deleteBranch, isBranch, listWorktrees, removeWorktree } from "../git/worktree.js";
 import { worktreesRoot } from "../run/context.js";
 import { endLeftovers } from "./leftovers.js";
 import { driverAlive } from "./liveness.js";
@@ -111,7 +111,8 @@ export async function cleanRun(run: OpsRun, opts: { force: boolean; env: Env }):
   if (repo && existsSync(repo)) {
     await removeWorktrees(repo, runId, ownRoot, opts.force, report);
     // Refs the run's agents created go first, while the task branches still hold their commits.
-    const agentRefs = (run.state?.tasks ?? []).flatMap((t) => t.refsCreated);
+    // Only branches: a run of an older termorch may have recorded other refs.
+    const agentRefs = (run.state?.tasks ?? []).flatMap((t) => t.refsCreated.filter(isBranch));
     await deleteBranches(repo, runId, opts.force, report, agentRefs);
   } else if (repo || !run.state) {
     const why = repo ? `its repository ${repo} is gone` : "its repository is unknown (no state.json)";

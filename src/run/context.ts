@@ -1,6 +1,7 @@
 import { tmpdir } from "node:os";
 import { join, posix } from "node:path";
 import type { Logger } from "pino";
+import type { RefsSnapshot } from "../contract/merge-journal.js";
 import type { Conflict, Report } from "../contract/report.js";
 import type { RunState } from "../contract/state.js";
 import type { LogNames } from "../fs/log-names.js";
@@ -24,6 +25,11 @@ export interface GitRun {
   targetRef: string | null;
   /** Where the workspace sits inside the repository ("" at its root, else e.g. "packages/app"). */
   prefix: string;
+  /**
+   * The repository's refs, listed together with `baseCommit` (a new run; a resume reads them
+   * back from the run's refs.json instead).
+   */
+  refsAtStart?: RefsSnapshot;
 }
 
 /** What every stage of one run shares. Built once by the runner. */
@@ -52,11 +58,7 @@ export interface RunContext {
   resolved: Map<string, ResolvedTask>;
   verify: boolean;
   keepBranches: boolean;
-  /**
-   * Fault injection for crash tests ($TERMORCH_FAULT): `after-ref-update` (merge rollback);
-   * `after-branch-created` / `after-worktree-added`, optionally `:<task>`, SIGKILL the process
-   * while that task's worktree is being prepared.
-   */
+  /** $TERMORCH_FAULT: a fault injected for crash tests; the points are listed in faults.ts. */
   fault: string | null;
   /** The run was interrupted and is being resumed: leftovers of its own earlier process may exist. */
   resumed: boolean;

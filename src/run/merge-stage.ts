@@ -1,43 +1,33 @@
-import { rmdir, stat } from "node:fs/promises";
+import { rmdir } from "node:fs/promises";
 import { join } from "node:path";
-import { agentEnvironment } from "../agent/environment.js";
-import type { MergeIntent } from "../contract/merge-journal.js";
-import type { Gate, RefChange, Report } from "../contract/report.js";
-import { findMatches } from "../fs/find-files.js";
-import { finishAdvance } from "../git/advance.js";
-import {
-  type AdvanceTargetOptions,
-  advanceTarget,
-  checkMerge,
-  createIntegrationCommit,
-  mergeOntoMovedTarget,
-} from "../git/merge.js";
+import type { RefChange, Report } from "../contract/report.js";
+import { advanceTarget, checkMerge, createIntegrationCommit, mergeOntoMovedTarget } from "../git/merge.js";
 import { movedInCheckout } from "../git/refs.js";
 import { resolveCommit } from "../git/repo.js";
-import {
-  deleteMergedBranches,
-  prepareDetachedWorktree,
-  removeWorktree,
-  removeWorktrees,
-} from "../git/worktree.js";
+import { deleteMergedBranches, isBranch, removeWorktrees } from "../git/worktree.js";
 import { type MergeOutcome, skippedMerge } from "../report/build.js";
-import { inRepo, type RunContext, worktreePath, worktreesRoot } from "./context.js";
+import { type RunContext, worktreePath, worktreesRoot } from "./context.js";
+import { advanceHooks, killPoint } from "./faults.js";
 import { clearMergeIntent, readMergeIntent, recordMergeIntent } from "./merge-intent.js";
-import { refChanges, refsAtStart } from "./ref-watch.js";
+import {
+  advanceFailed,
+  finishInterruptedMerge,
+  integrationBranchOf,
+  type MergeStageResult,
+  short,
+} from "./merge-recovery.js";
+import { recordCreatedRefs, refChanges, refsAtStart } from "./ref-watch.js";
+import { runLevelGates } from "./run-level-gates.js";
 import { errorText } from "./task-exec.js";
-import { testsGate } from "./tests-gate.js";
 
-export interface MergeStageResult {
-  merge: MergeOutcome;
-  validation: Report["summary"]["validation"];
-}
+export type { MergeStageResult } from "./merge-recovery.js";
 
 /**
  * Conflict check, integration commit, run-level gates and the atomic update of the target
  * (DESIGN section 6). All or nothing: the user's branch moves only when every task succeeded,
  * nothing conflicts and every gate passed. A resume first finishes (or undoes) an update of
- * the target that the interrupted driver left half-done. Refs of the user's repository that
- * changed during the run are reported, whatever the outcome.
+ * the target that the interrupted driver left half-done, or reports one it completed. Refs of
+ * the user's repository that changed during the run are reported, whatever the outcome.
  */
 export async function mergeStage(ctx: RunContext, order: readonly string[]): Promise<MergeStageResult> {
   if (!ctx.git)
@@ -47,77 +37,21 @@ export async function mergeStage(ctx: RunContext, order: readonly string[]): Pro
     };
   const interrupted = await readMergeIntent(ctx);
   const recovered = interrupted ? await finishInterruptedMerge(ctx, order, interrupted) : null;
-  const refsChanged = await refChanges(ctx).catch((error: unknown) => {
+  const found = await refChanges(ctx, interrupted?.new ?? null).catch((error: unknown) => {
     ctx.log.warn({ err: errorText(error) }, "could not compare the repository's refs with the run's start");
     return [];
   });
+  recordCreatedRefs(ctx, found);
+  const refsChanged = found.map((f) => f.change);
   let stage: MergeStageResult;
   if (recovered) {
     if (recovered.merge.result === "success")
       await cleanUp(ctx, order, integrationBranchOf(ctx), recovered.merge.resultCommit!);
-    await clearMergeIntent(ctx);
     stage = recovered;
   } else {
     stage = await mergeTasks(ctx, order, refsChanged);
   }
   return { ...stage, merge: { ...stage.merge, refsChanged } };
-}
-
-const integrationBranchOf = (ctx: RunContext): string => `termorch/${ctx.runId}/integration`;
-const short = (sha: string | null): string => (sha === null ? "nothing" : sha.slice(0, 12));
-
-/**
- * The driver died while moving the target (merge-intent.json is there): the move is finished
- * or undone first, so the user's ref, index and work tree agree. Null when the ref never moved:
- * then the merge simply runs again.
- */
-async function finishInterruptedMerge(
-  ctx: RunContext,
-  order: readonly string[],
-  intent: MergeIntent,
-): Promise<MergeStageResult | null> {
-  const { root, baseCommit, targetRef } = ctx.git!;
-  const done = await finishAdvance(root, intent);
-  await ctx.ledger.append("merge.interrupted_update", { ...intent, outcome: done.status });
-  const outcome: MergeOutcome = {
-    ...skippedMerge(""),
-    order: [...order],
-    baseCommit,
-    target: targetRef,
-    resultCommit: intent.new,
-    gates: intent.gates,
-    validatedCommit: intent.validated_commit,
-    targetMovedTo: intent.target_moved_to,
-  };
-  const validation = intent.validation;
-  const where = `the result is on ${integrationBranchOf(ctx)}`;
-  switch (done.status) {
-    case "not_moved":
-      await clearMergeIntent(ctx);
-      return null;
-    case "advanced":
-      return { merge: { ...outcome, result: "success", reason: null }, validation };
-    case "elsewhere":
-      return {
-        merge: {
-          ...outcome,
-          result: "failed",
-          reason: `termorch was interrupted while moving ${intent.ref} from ${short(intent.old)} to ${short(intent.new)}, and it is now at ${short(done.current)}: it was moved since, so termorch left it alone (check git status there); ${where}`,
-        },
-        validation,
-      };
-    case "rolled_back":
-      return {
-        merge: {
-          ...outcome,
-          result: "rolled_back",
-          reason: `${done.detail}; ${where}`,
-        },
-        validation,
-      };
-    case "rollback_failed":
-      return { merge: { ...outcome, result: "failed", reason: done.detail }, validation };
-  }
 }
 
 async function mergeTasks(
@@ -256,17 +190,20 @@ async function mergeTasks(
           validated_commit: outcome.validatedCommit,
           target_moved_to: outcome.targetMovedTo,
         }),
-      ...faultHooks(ctx.fault),
+      ...advanceHooks(ctx.fault),
     });
-    if (advanced.status !== "advanced") await clearMergeIntent(ctx);
+    // The record of a move that was tried stays until the run is reported (drive clears it):
+    // a resume after a crash in the clean-up or before the report finds it, and finishes or
+    // reports that move instead of merging a second time.
     switch (advanced.status) {
       case "advanced":
         await cleanUp(ctx, order, integrationBranch, next);
-        // Only now: a resume after a crash in the clean-up finds the record and finishes it.
-        await clearMergeIntent(ctx);
+        await killPoint(ctx.fault, "kill-after-merge");
         return { merge: { ...outcome, result: "success", resultCommit: next, reason: null }, validation };
       case "moved":
-        // Moved again since it was read above: the next round merges onto it.
+        // Moved again since it was read above (termorch's update did not happen): the next
+        // round merges onto it.
+        await clearMergeIntent(ctx);
         continue;
       case "blocked":
         return {
@@ -278,23 +215,8 @@ async function mergeTasks(
           validation,
         };
       case "rolled_back":
-        return {
-          merge: {
-            ...outcome,
-            result: "rolled_back",
-            reason: `the update of ${targetRef} failed and was rolled back to ${advanced.old}: ${advanced.detail}`,
-          },
-          validation,
-        };
       case "rollback_failed":
-        return {
-          merge: {
-            ...outcome,
-            result: "failed",
-            reason: `the update of ${targetRef} failed and so did the rollback: ${advanced.detail}`,
-          },
-          validation,
-        };
+        return advanceFailed(ctx, outcome, validation, advanced);
     }
   }
   return {
@@ -340,117 +262,6 @@ async function refuseForeignMove(
   };
 }
 
-/**
- * $TERMORCH_FAULT for crash tests: `after-ref-update` fails right after the target moved (the
- * rollback path); `kill-after-ref-update` kills the driver there (the resume path).
- */
-function faultHooks(fault: string | null): Pick<AdvanceTargetOptions, "hooks"> {
-  if (fault === "after-ref-update")
-    return {
-      hooks: {
-        afterRefUpdate: () => {
-          throw new Error("injected fault after the ref update");
-        },
-      },
-    };
-  if (fault === "kill-after-ref-update")
-    return {
-      hooks: {
-        afterRefUpdate: () => {
-          process.kill(process.pid, "SIGKILL");
-          return new Promise(() => {});
-        },
-      },
-    };
-  return {};
-}
-
-/** success_criteria of the whole run, checked on the integration commit in a scratch worktree. */
-async function runLevelGates(ctx: RunContext, integration: string): Promise<Gate[]> {
-  const criteria = ctx.input.assignments.success_criteria;
-  const gates: Gate[] = [];
-  if (!ctx.verify) {
-    if (criteria.required_artifacts.length)
-      gates.push({
-        name: "run.required_artifacts",
-        required: true,
-        passed: null,
-        detail: "skipped (verify: false)",
-      });
-    if (criteria.tests_cmd)
-      gates.push({ name: "run.tests_cmd", required: true, passed: null, detail: "skipped (verify: false)" });
-    return gates;
-  }
-  if (criteria.required_artifacts.length === 0 && !criteria.tests_cmd) return gates;
-  const scratch = join(worktreesRoot(), ctx.runId, ".integration");
-  const include = ctx.input.assignments.environment.worktree_include;
-  await removeWorktree(ctx.git!.root, scratch).catch(() => {});
-  await prepareDetachedWorktree({
-    repo: ctx.git!.root,
-    path: scratch,
-    commit: integration,
-    include: inRepo(ctx, include),
-  });
-  // The gates look at the workspace's folder of the integration tree.
-  const workspace = join(scratch, ctx.git!.prefix);
-  try {
-    if (criteria.required_artifacts.length) {
-      const missing: string[] = [];
-      for (const p of criteria.required_artifacts) {
-        const inRunDir = p.startsWith("artifacts/");
-        const found = inRunDir ? await findMatches(ctx.runDir, p) : await findMatches(workspace, p, include);
-        if (found.length === 0 || (inRunDir && !(await stat(join(ctx.runDir, found[0]!)).catch(() => null))))
-          missing.push(p);
-      }
-      gates.push({
-        name: "run.required_artifacts",
-        required: true,
-        passed: missing.length === 0,
-        detail:
-          missing.length === 0
-            ? `present: ${criteria.required_artifacts.join(", ")}`
-            : `missing: ${missing.join(", ")}`,
-      });
-    }
-    if (criteria.tests_cmd) {
-      if (gates.some((g) => g.passed === false)) {
-        gates.push({
-          name: "run.tests_cmd",
-          required: true,
-          passed: null,
-          detail: "not run: an earlier gate failed",
-        });
-      } else {
-        const { env } = agentEnvironment({
-          processEnv: ctx.processEnv,
-          envVars: ctx.input.assignments.environment.env_vars,
-          agentEnv: {},
-          taskEnv: {},
-          termorch: { TERMORCH_RUN_ID: ctx.runId, TERMORCH_WORKSPACE: workspace },
-          config: ctx.input.config,
-        });
-        gates.push(
-          await testsGate(ctx, {
-            name: "run.tests_cmd",
-            command: criteria.tests_cmd,
-            cwd: workspace,
-            env,
-            timeoutS:
-              ctx.input.assignments.environment.resource_limits.timeout_s ??
-              ctx.input.config.defaults.timeout_s,
-            logName: "tests",
-          }),
-        );
-      }
-    }
-  } finally {
-    await removeWorktree(ctx.git!.root, scratch).catch((error: unknown) =>
-      ctx.log.warn({ err: errorText(error) }, "could not remove the scratch worktree"),
-    );
-  }
-  return gates;
-}
-
 /** After a successful merge: task worktrees and branches go, unless --keep-branches. */
 async function cleanUp(
   ctx: RunContext,
@@ -466,10 +277,11 @@ async function cleanUp(
       root,
       order.map((id) => worktreePath(ctx, id)),
     );
-    // Refs the agents created go with their task branches (only when merged: nothing is lost).
+    // Branches the agents created go with their task branches (only when merged: nothing is
+    // lost). Only branches: a tag or a remote-tracking ref is never termorch's to delete.
     const branches = order.flatMap((id) => {
       const t = ctx.tasks.get(id)!;
-      return [...(t.branch ? [t.branch] : []), ...t.refsCreated];
+      return [...(t.branch ? [t.branch] : []), ...t.refsCreated.filter(isBranch)];
     });
     const kept = await deleteMergedBranches(root, [...branches, integrationBranch], merged);
     if (kept.length > 0) ctx.log.warn({ kept }, "branches not contained in the merged target were kept");

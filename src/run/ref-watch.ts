@@ -12,8 +12,10 @@ import type { TaskRun } from "./task-run.js";
 /**
  * Agents work in worktrees of the user's repository, and worktrees share its refs: an agent
  * can create, move or delete any branch or tag of the user's. termorch lists the refs when a
- * run starts and compares before the merge, to report (and, for refs an agent created, clean
- * up) what changed; a target an agent moved is never merged over (see merge-stage).
+ * run starts and compares before the merge, to report what changed; a target an agent moved
+ * is never merged over (see merge-stage). Only branches an agent certainly created (it had
+ * them checked out in its worktree) are removed with its task branch: a ref that merely points
+ * at a task's commits may be the user's (`git branch review termorch/<run>/A`, a push).
  */
 
 const FILE = "refs.json";
@@ -22,10 +24,22 @@ const snapshots = new WeakMap<RunContext, RefsSnapshot | null>();
 /** termorch's own branches (every run's, since runs of sibling workspaces share a repository). */
 const isOurs = (ref: string): boolean => ref.startsWith("refs/heads/termorch/");
 
-/** Lists the repository's refs at the start of a run, before any agent runs; kept for a resume. */
+/**
+ * Lists the repository's refs, with the time of the listing. Taken together with the run's base
+ * commit (inspectWorkspace): a commit of the user's right after that must come after the list's
+ * time, or the merge would take it for someone else's move of the target.
+ */
+export async function takeRefsSnapshot(root: string, now: number): Promise<RefsSnapshot> {
+  return { taken_at: now, refs: await listRefs(root) };
+}
+
+/**
+ * Keeps the refs of the start of the run for the merge and for a resume, before any agent runs:
+ * the list inspectWorkspace took, or one taken now.
+ */
 export async function snapshotRefs(ctx: RunContext): Promise<void> {
   if (!ctx.git) return;
-  const snap: RefsSnapshot = { taken_at: ctx.now(), refs: await listRefs(ctx.git.root) };
+  const snap = ctx.git.refsAtStart ?? (await takeRefsSnapshot(ctx.git.root, ctx.now()));
   await writeJsonAtomic(join(ctx.privateDir, FILE), snap, 0o600, false);
   snapshots.set(ctx, snap);
 }
@@ -46,13 +60,23 @@ export async function createdDuringRun(ctx: RunContext, ref: string): Promise<bo
   return snap !== null && !(ref in snap.refs) && !isOurs(ref);
 }
 
+/** A ref that changed during the run, as found by refChanges. */
+export interface FoundRefChange {
+  change: RefChange;
+  /**
+   * The task whose agent certainly created the ref, a branch: it had it checked out in its
+   * worktree. Such a ref goes with the task's branch (recordCreatedRefs); null for any other.
+   */
+  createdBy: string | null;
+}
+
 /**
- * Every ref that changed since the run started, except termorch's own branches and a target
- * the user moved by committing in their checkout (that is `target_moved`). Each change is
- * attributed to a task where that is sound; refs a task's agent created are added to its
- * `refsCreated`, so they are reported with it and removed with its branch.
+ * Every ref that changed since the run started, except termorch's own branches, a target the
+ * user moved by committing in their checkout (that is `target_moved`) and a target at
+ * `merged`, the run's own result (a resume after the merge), each attributed to a task where
+ * that can be told. Only reads: recordCreatedRefs records what it found.
  */
-export async function refChanges(ctx: RunContext): Promise<RefChange[]> {
+export async function refChanges(ctx: RunContext, merged: string | null = null): Promise<FoundRefChange[]> {
   const snap = await refsAtStart(ctx);
   if (!ctx.git || snap === null) return [];
   const { root, targetRef } = ctx.git;
@@ -61,34 +85,58 @@ export async function refChanges(ctx: RunContext): Promise<RefChange[]> {
   const checkedOut = new Map(
     (await listWorktrees(root)).flatMap((w) => (w.branch ? [[w.branch, w] as const] : [])),
   );
-  const out: RefChange[] = [];
+  const out: FoundRefChange[] = [];
   for (const m of moves) {
-    if (m.ref === targetRef && m.new !== null && (await movedInCheckout(root, m.ref, m.new, snap.taken_at)))
+    if (
+      m.ref === targetRef &&
+      m.new !== null &&
+      (m.new === merged || (await movedInCheckout(root, m.ref, m.new, snap.taken_at)))
+    )
       continue;
-    const task = await attribute(ctx, m, checkedOut.get(m.ref)?.path ?? null);
-    if (task && m.old === null && !task.refsCreated.includes(m.ref)) {
-      task.refsCreated = [...task.refsCreated, m.ref];
-      ctx.journal.write(task);
-    }
-    out.push({ ...m, task: task?.id ?? null, during: task ? [] : await runningWhen(ctx, m.ref) });
+    const by = await attribute(ctx, m, checkedOut.get(m.ref)?.path ?? null);
+    const created = by?.sure === true && m.old === null && m.ref.startsWith("refs/heads/");
+    out.push({
+      change: { ...m, task: by?.task.id ?? null, during: by ? [] : await runningWhen(ctx, m.ref) },
+      createdBy: created ? by.task.id : null,
+    });
   }
   return out;
 }
 
 /**
- * The task whose agent made the change: it created the ref as the branch it switched to, the
- * ref is checked out in its worktree, or the ref points at a commit made in its worktree (one
- * its branch or HEAD holds and its start commit does not). Null when no task is known for sure.
+ * Adds the refs found to be created by a task's agent to its `refsCreated` (journaled), so they
+ * are reported with it and removed with its branch after the merge or by `termorch clean`.
  */
-async function attribute(ctx: RunContext, m: RefMove, checkedOutIn: string | null): Promise<TaskRun | null> {
+export function recordCreatedRefs(ctx: RunContext, found: readonly FoundRefChange[]): void {
+  for (const { change, createdBy } of found) {
+    const task = createdBy === null ? undefined : ctx.tasks.get(createdBy);
+    if (!task || task.refsCreated.includes(change.ref)) continue;
+    task.refsCreated = [...task.refsCreated, change.ref];
+    ctx.journal.write(task);
+  }
+}
+
+/**
+ * The task whose agent made the change. Sure when termorch recorded it (the branch the agent
+ * switched to) or the ref is checked out in the task's worktree; only likely when the ref
+ * points at a commit made in its worktree (one its branch or HEAD holds and its start commit
+ * does not): the user may have pointed a ref of their own at a task's work. Null when no task
+ * is known.
+ */
+async function attribute(
+  ctx: RunContext,
+  m: RefMove,
+  checkedOutIn: string | null,
+): Promise<{ task: TaskRun; sure: boolean } | null> {
   const tasks = [...ctx.tasks.values()];
   const byRecord = tasks.find((t) => t.refsCreated.includes(m.ref));
-  if (byRecord) return byRecord;
+  if (byRecord) return { task: byRecord, sure: true };
   if (checkedOutIn !== null) {
     // git lists worktrees by their real path; $TMPDIR may be a symlink (macOS).
     const real = await realpath(checkedOutIn).catch(() => checkedOutIn);
     for (const t of tasks) {
-      if ((await realpath(worktreePath(ctx, t.id)).catch(() => null)) === real) return t;
+      if ((await realpath(worktreePath(ctx, t.id)).catch(() => null)) === real)
+        return { task: t, sure: true };
     }
   }
   if (m.new === null) return null;
@@ -100,7 +148,8 @@ async function attribute(ctx: RunContext, m: RefMove, checkedOutIn: string | nul
     if (t.startCommit === null) continue;
     const tip = t.commit ?? t.branch;
     if (tip === null) continue;
-    if ((await contains(m.new, tip)) && !(await contains(m.new, t.startCommit))) return t;
+    if ((await contains(m.new, tip)) && !(await contains(m.new, t.startCommit)))
+      return { task: t, sure: false };
   }
   return null;
 }

@@ -26,6 +26,8 @@ import { TmuxServer } from "../tmux/server.js";
 import type { GitRun, LiveRun, RunContext, RunSettings } from "./context.js";
 import { Detached } from "./detached.js";
 import { dispatch } from "./dispatch.js";
+import { pausePoint } from "./faults.js";
+import { clearMergeIntent } from "./merge-intent.js";
 import { type MergeStageResult, mergeStage } from "./merge-stage.js";
 import { snapshotRefs } from "./ref-watch.js";
 import { errorOf, notWrittenNote, type RunResult, writeErrorReport, writeReport } from "./report-file.js";
@@ -545,6 +547,7 @@ async function drive(
   keptApartFrom: string | null = null,
 ): Promise<RunResult | DetachedResult> {
   const { runDir, privateDir, ledger } = ctx;
+  await pausePoint(ctx.fault, runDir);
   ctx.socketPath = await ctx.tmux.socketPath();
   opts.onStart?.(startInfo(ctx, false, resumed, keptApartFrom));
   await Promise.all(["logs", "status", "artifacts"].map((d) => mkdir(join(runDir, d), { recursive: true })));
@@ -570,7 +573,8 @@ async function drive(
       argv: Object.fromEntries([...ctx.tasks.values()].map((t) => [t.id, t.argv])),
     });
     await ctx.status.clear(ctx.tasks.keys());
-    // Before any agent runs: what they change in the user's repository is found against it.
+    // Before any agent runs: what they change in the user's repository is found against it
+    // (the list taken with the base commit, see inspectWorkspace).
     await snapshotRefs(ctx);
   }
   await ctx.persist();
@@ -627,12 +631,16 @@ async function drive(
   const result = await writeReport(runDir, report);
   await ctx.saveFinal({
     ...ctx.state(),
-    phase: "reported",
+    // A move of the target left unfinished keeps the run open: `termorch resume` finishes it.
+    phase: stage.unfinished ? "running" : "reported",
     // Complete now: the task journal is no longer needed.
     task_journal: null,
     report: result.reportPath,
     exit_code: report.exit_code,
   });
+  // Only once state.json says reported: a crash before that leaves a resume the record of a
+  // move that happened, which it then reports rather than merging again.
+  if (!stage.unfinished) await clearMergeIntent(ctx);
   ctx.journal.close();
   await rm(ctx.journal.path, { force: true }).catch(() => {});
   await ledger.close();

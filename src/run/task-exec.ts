@@ -23,6 +23,7 @@ import {
   worktreePath,
 } from "./context.js";
 import { Detached } from "./detached.js";
+import { prepareHooks } from "./faults.js";
 import { createdDuringRun } from "./ref-watch.js";
 import type { TaskRun } from "./task-run.js";
 import { testsGate } from "./tests-gate.js";
@@ -83,7 +84,7 @@ export async function executeTask(ctx: RunContext, taskId: string, resume = fals
       // recorded the start commit (so nothing was launched): its branch and worktree are taken
       // over when they provably hold nothing else.
       reclaim: ctx.resumed,
-      hooks: faultHooks(ctx, taskId),
+      hooks: prepareHooks(ctx.fault, taskId),
     }).catch((error: unknown) => ({ ok: false as const, error }));
     if (!prepared.ok) {
       t.session = null;
@@ -515,21 +516,6 @@ async function runGates(ctx: RunContext, t: TaskRun, cwd: string, wt: string): P
 /** Trailers naming the run and task on every commit termorch makes for a task. */
 function trailersOf(ctx: RunContext, taskId: string): Record<string, string> {
   return { "Termorch-Run": ctx.runId, "Termorch-Task": taskId };
-}
-
-/** $TERMORCH_FAULT points inside the preparation of a task's worktree (crash tests of resume). */
-function faultHooks(
-  ctx: RunContext,
-  taskId: string,
-): { afterBranch?: () => void; afterWorktree?: () => void } {
-  const [point, only] = (ctx.fault ?? "").split(":");
-  if (only !== undefined && only !== taskId) return {};
-  const die = (): void => {
-    process.kill(process.pid, "SIGKILL");
-  };
-  if (point === "after-branch-created") return { afterBranch: die };
-  if (point === "after-worktree-added") return { afterWorktree: die };
-  return {};
 }
 
 /**

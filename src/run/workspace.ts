@@ -7,6 +7,7 @@ import { normalizeInclude } from "../git/include.js";
 import { dirtyTrackedFiles, git as gitCmd, repoInfo, requireGitVersion } from "../git/repo.js";
 import type { TmuxServer } from "../tmux/server.js";
 import { type GitRun, worktreesRoot } from "./context.js";
+import { takeRefsSnapshot } from "./ref-watch.js";
 
 /** Refuses what would make the run unsafe before anything starts; returns the git side or null. */
 export async function inspectWorkspace(
@@ -15,6 +16,9 @@ export async function inspectWorkspace(
   allowDirty: boolean,
   dryRun: boolean,
 ): Promise<GitRun | null> {
+  // The refs' time is taken before HEAD is read: a commit of the user's made after the base
+  // commit was read is then always later than the list (see takeRefsSnapshot).
+  const startedAt = Date.now();
   const info = await repoInfo(workspace);
   if (!info) return null;
   await requireGitVersion();
@@ -40,7 +44,10 @@ export async function inspectWorkspace(
   }
   const prefix = relative(info.root, realpathSync(workspace));
   await checkInclude(info.root, prefix, include);
-  return { root: info.root, baseCommit: info.head, targetRef: info.ref, prefix };
+  const git: GitRun = { root: info.root, baseCommit: info.head, targetRef: info.ref, prefix };
+  // A dry run changes nothing, so there is nothing to compare against.
+  if (!dryRun) git.refsAtStart = await takeRefsSnapshot(info.root, startedAt);
+  return git;
 }
 
 /**
