@@ -28,11 +28,52 @@ export async function readJsonFileWithHash(
   }
   const text = jsonText(bytes);
   if (typeof text !== "string") throw new InputError([{ file, message: text.problem }]);
+  let data: unknown;
   try {
-    return { data: JSON.parse(text), sha256: createHash("sha256").update(bytes).digest("hex") };
+    data = JSON.parse(text);
   } catch (error) {
     throw new InputError([{ file, message: `not valid JSON: ${(error as Error).message}` }]);
   }
+  const broken = loneSurrogateAt(data);
+  if (broken !== null) {
+    throw new InputError([
+      {
+        file,
+        field: broken,
+        message:
+          "a \\uD800-\\uDFFF escape that is not half of a surrogate pair encodes no character; it would be passed on as U+FFFD, not as written",
+      },
+    ]);
+  }
+  return { data, sha256: createHash("sha256").update(bytes).digest("hex") };
+}
+
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/**
+ * The JSON path of the first string (key or value) holding a lone UTF-16 surrogate, which
+ * valid UTF-8 can carry only as a `\uD800`-style escape; null when there is none. Iterative:
+ * input may nest deeper than the call stack.
+ */
+export function loneSurrogateAt(data: unknown): string | null {
+  const stack: Array<[unknown, string]> = [[data, ""]];
+  while (stack.length > 0) {
+    const [value, path] = stack.pop()!;
+    if (typeof value === "string") {
+      if (LONE_SURROGATE.test(value)) return path || "(root)";
+    } else if (Array.isArray(value)) {
+      value.forEach((v, i) => {
+        stack.push([v, `${path}[${i}]`]);
+      });
+    } else if (value !== null && typeof value === "object") {
+      for (const [k, v] of Object.entries(value)) {
+        const at = path ? `${path}.${k}` : k;
+        if (LONE_SURROGATE.test(k)) return at;
+        stack.push([v, at]);
+      }
+    }
+  }
+  return null;
 }
 
 /**

@@ -54,6 +54,22 @@ describe("input that is not what it seems: exit 2 naming the place", () => {
     await refusedRun(dir, repo, [file], [/not valid UTF-8/, new RegExp(`line ${line}`)]);
   });
 
+  it("refuses a lone surrogate escape (\\ud800), which would run as U+FFFD; accepts a surrogate pair", async () => {
+    const { dir, repo } = workspace();
+    const file = writeAssignments(dir, [{ id: "A", success_criteria: { tests_cmd: "echo PAIRED" } }]);
+    const original = readFileSync(file, "utf8");
+    writeFileSync(file, original.replace("PAIRED", "x\\ud800y"));
+    const validate = await termorch(["validate", file], { socket });
+    expect(validate.exitCode).toBe(2);
+    expect(validate.stderr).toMatch(
+      /field tasks\[0\]\.success_criteria\.tests_cmd: a \\uD800-\\uDFFF escape/,
+    );
+    await refusedRun(dir, repo, [file], [/tests_cmd/, /surrogate pair/]);
+    // An emoji written as its escaped pair is a character like any other.
+    writeFileSync(file, original.replace("PAIRED", "\\ud83d\\ude00"));
+    expect((await termorch(["validate", file], { socket })).exitCode).toBe(0);
+  });
+
   it("refuses invalid UTF-8 in a config file and a UTF-16 file; accepts a UTF-8 byte order mark", async () => {
     const { dir } = workspace();
     const file = writeAssignments(dir, [{ id: "A" }]);
