@@ -22,6 +22,7 @@ import {
   runAssignments,
   type StartInfo,
 } from "../run/runner.js";
+import { inspectWorkspace } from "../run/workspace.js";
 import { registerOperatorCommands } from "./operator.js";
 import { progressLine } from "./progress.js";
 
@@ -156,6 +157,14 @@ export async function main(
         resolvePath(io.cwd, file),
         await loadConfigOrProblems(o.config, io.env, io.cwd),
         Date.now(),
+      );
+      // What `run` checks in the workspace's repository too, so that valid here means runnable there.
+      await inspectWorkspace(
+        input.workspace,
+        input.assignments.environment.worktree_include,
+        true,
+        true,
+        input.file,
       );
       const graph = buildGraph(input.assignments.tasks);
       const plan = planWaves(input.assignments.tasks, graph.order);

@@ -141,6 +141,7 @@ export async function runAssignments(opts: RunOptions): Promise<RunResult | Deta
       input.assignments.environment.worktree_include,
       opts.allowDirty ?? false,
       dryRun,
+      input.file,
     );
   } catch (error) {
     await lock?.release();

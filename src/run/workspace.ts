@@ -9,12 +9,16 @@ import type { TmuxServer } from "../tmux/server.js";
 import { type GitRun, worktreesRoot } from "./context.js";
 import { takeRefsSnapshot } from "./ref-watch.js";
 
-/** Refuses what would make the run unsafe before anything starts; returns the git side or null. */
+/**
+ * Refuses what would make the run unsafe before anything starts; returns the git side or null.
+ * `file`: the assignments file, named in the problems found.
+ */
 export async function inspectWorkspace(
   workspace: string,
   include: readonly string[],
   allowDirty: boolean,
   dryRun: boolean,
+  file?: string,
 ): Promise<GitRun | null> {
   // The refs' time is taken before HEAD is read: a commit of the user's made after the base
   // commit was read is then always later than the list (see takeRefsSnapshot).
@@ -43,7 +47,7 @@ export async function inspectWorkspace(
     }
   }
   const prefix = relative(info.root, realpathSync(workspace));
-  await checkInclude(info.root, prefix, include);
+  await checkInclude(info.root, prefix, include, file);
   const git: GitRun = { root: info.root, baseCommit: info.head, targetRef: info.ref, prefix };
   // A dry run changes nothing, so there is nothing to compare against.
   if (!dryRun) git.refsAtStart = await takeRefsSnapshot(info.root, startedAt);
@@ -54,7 +58,12 @@ export async function inspectWorkspace(
  * worktree_include paths are linked into every worktree and never committed, so they must be
  * untracked: linking a tracked path (or the workspace itself) would make every task fail.
  */
-async function checkInclude(root: string, prefix: string, include: readonly string[]): Promise<void> {
+async function checkInclude(
+  root: string,
+  prefix: string,
+  include: readonly string[],
+  file: string | undefined,
+): Promise<void> {
   const problems: InputProblem[] = [];
   for (const [j, p] of include.entries()) {
     const field = `environment.worktree_include[${j}]`;
@@ -63,6 +72,7 @@ async function checkInclude(root: string, prefix: string, include: readonly stri
       normalizeInclude([inRepo]);
     } catch {
       problems.push({
+        ...(file ? { file } : {}),
         field,
         message: `"${p}" must name a path inside the workspace, not the workspace itself or .git`,
       });
@@ -71,6 +81,7 @@ async function checkInclude(root: string, prefix: string, include: readonly stri
     const tracked = await gitCmd(root, ["ls-files", "-z", "--", `:(top,literal)${inRepo}`]);
     if (tracked.stdout !== "") {
       problems.push({
+        ...(file ? { file } : {}),
         field,
         message: `"${p}" is tracked by git; worktree_include is for untracked paths such as node_modules or .env (tracked files are in every worktree already)`,
       });

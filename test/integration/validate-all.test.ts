@@ -107,6 +107,24 @@ describe("every problem of an input file in one pass", () => {
     }
   });
 
+  it("validate refuses what run refuses in the workspace's repository: a tracked worktree_include path", async () => {
+    const h = home();
+    const j = job(h, "tracked", [{ id: "A" }]);
+    j.body.environment.worktree_include = ["ctx", "README.md"];
+    const file = join(h, "tracked.json");
+    writeFileSync(file, JSON.stringify(j.body));
+    for (const command of ["validate", "run"]) {
+      const result = await termorch([command, file], { socket });
+      expect(result.exitCode, command).toBe(2);
+      expect(result.stderr).toMatch(
+        /tracked\.json, field environment\.worktree_include\[0\]: "ctx" is tracked by git/,
+      );
+      expect(result.stderr).toMatch(
+        /tracked\.json, field environment\.worktree_include\[1\]: "README\.md" is tracked/,
+      );
+    }
+  });
+
   it("the daemon's answer carries the file's run_id and every problem", async () => {
     const h = home();
     void startDaemon(h);
