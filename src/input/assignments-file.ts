@@ -121,7 +121,13 @@ export async function loadAssignments(
       at({
         field: `tasks[${i}].agent`,
         task: t.label,
-        message: `unknown agent "${t.agent}" (${known.length ? `defined agents: ${known.join(", ")}` : "no agents are defined: pass --config or set TERMORCH_CONFIG"}); define it in the config's "agents" or give the task an explicit "command"`,
+        message: `unknown agent "${t.agent}" (${
+          known.length
+            ? `defined agents: ${known.join(", ")}`
+            : loaded.file
+              ? `the config file ${loaded.file} defines no agents`
+              : "no config file was found, so no agents are defined: pass --config or set TERMORCH_CONFIG"
+        }); define it in the config's "agents" or give the task an explicit "command"`,
       });
     }
     for (const [j, p] of (t.allowedPaths ?? []).entries())

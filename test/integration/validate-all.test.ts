@@ -125,6 +125,21 @@ describe("every problem of an input file in one pass", () => {
     }
   });
 
+  it("an unknown agent's message says whether a config was found", async () => {
+    const h = home();
+    const j = job(h, "agentless", [{ id: "A", agent: "nobody", command: undefined }]);
+    const file = join(h, "agentless.json");
+    writeFileSync(file, JSON.stringify(j.body));
+    const config = join(h, "empty-config.json");
+    writeFileSync(config, "{}");
+    const withConfig = await termorch(["validate", file, "--config", config], { socket });
+    expect(withConfig.stderr).toContain(
+      `unknown agent "nobody" (the config file ${config} defines no agents)`,
+    );
+    const without = await termorch(["validate", file], { socket });
+    expect(without.stderr).toContain("no config file was found, so no agents are defined");
+  });
+
   it("the daemon's answer carries the file's run_id and every problem", async () => {
     const h = home();
     void startDaemon(h);
