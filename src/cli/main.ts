@@ -390,6 +390,11 @@ function startBanner(info: StartInfo): string {
   if (info.dryRun) return "";
   return [
     `termorch: ${info.resumed ? "resuming" : "run"} ${info.runId}: ${tasksInWaves(info.tasks, info.waves)}`,
+    ...(info.renamedFrom
+      ? [
+          `  run id ${info.renamedFrom} is taken (an earlier run's kept branches, worktrees, sessions or files), so this run is ${info.runId}`,
+        ]
+      : []),
     ...(info.keptApartFrom
       ? [
           `  run directory: ${info.runDir} (${info.keptApartFrom} is inside a git work tree, so the run's files are kept in .termorch/ there, which git ignores)`,

@@ -95,6 +95,8 @@ export interface StartInfo {
    * the run's files went to `runDir` under it instead, which git ignores.
    */
   keptApartFrom: string | null;
+  /** The run id the file asked for, when it was in use and the run got a suffixed one instead. */
+  renamedFrom: string | null;
 }
 
 export type { RunResult } from "./report-file.js";
@@ -531,6 +533,7 @@ function startInfo(ctx: LiveRun, dryRun: boolean, resumed: boolean, keptApartFro
     runId: ctx.runId,
     runDir: ctx.runDir,
     keptApartFrom,
+    renamedFrom: ctx.input.runId === ctx.runId ? null : ctx.input.runId,
     socket: ctx.socketName,
     tasks: ctx.tasks.size,
     waves: ctx.plan.waves.length,

@@ -166,6 +166,10 @@ describe("the run directory", () => {
     const same = await cli(["run", file, "--out", out2]);
     expect(same.exitCode).toBe(4);
     writeFileSync(release, "");
-    expect((await live).exitCode).toBe(0);
+    const finished = await live;
+    expect(finished.exitCode).toBe(0);
+    // The file's run id was taken by the first run's kept branch: the run says what it is called.
+    expect(finished.stderr).toContain(`run id ${runId} is taken`);
+    expect(finished.stderr).toContain(`so this run is ${runId}-2`);
   });
 });
