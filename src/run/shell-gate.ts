@@ -14,6 +14,11 @@ export interface ShellGateResult {
   signal: string | null;
   timedOut: boolean;
   durationMs: number;
+  /**
+   * Set when the command's wait status never reached us (the watchdog died, or could not reap
+   * it): what is known instead. The gate's result is unknown, so it must not pass.
+   */
+  statusLost: string | null;
 }
 
 /** Next to this module, also from the CLI bundle in dist/cli/ (see scripts/bundle.js). */
@@ -137,8 +142,15 @@ export async function runShellGate(opts: {
   if (exit.error) err.write(Buffer.from(`termorch: cannot run the gate: ${exit.error.message}\n`));
   await Promise.all([out.close(), err.close()]);
   if (opts.record) rmSync(opts.record, { force: true });
-  const result = decodeStatus(status) ?? { exitCode: exit.code, signal: exit.signal };
-  return { ...result, timedOut, durationMs: Date.now() - started };
+  const decoded = decodeStatus(status);
+  const statusLost =
+    decoded !== null
+      ? null
+      : exit.error
+        ? `the gate watchdog could not start: ${exit.error.message}`
+        : `the gate watchdog ${exit.signal ? `was killed by ${exit.signal}` : `exited with code ${exit.code}`} without reporting it`;
+  const result = decoded ?? { exitCode: null, signal: null };
+  return { ...result, timedOut, durationMs: Date.now() - started, statusLost };
 }
 
 /** A wait status as the watchdog reports it: low 7 bits the signal, high byte the exit code. */
