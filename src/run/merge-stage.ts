@@ -426,7 +426,11 @@ async function runLevelGates(ctx: RunContext, integration: string): Promise<Gate
           envVars: ctx.input.assignments.environment.env_vars,
           agentEnv: {},
           taskEnv: {},
-          termorch: { TERMORCH_RUN_ID: ctx.runId, TERMORCH_WORKSPACE: workspace },
+          termorch: {
+            TERMORCH_RUN_ID: ctx.runId,
+            TERMORCH_RUN_DIR: ctx.runDir,
+            TERMORCH_WORKSPACE: workspace,
+          },
           config: ctx.input.config,
         });
         gates.push(

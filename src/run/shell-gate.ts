@@ -3,9 +3,10 @@ import { readFileSync, rmSync } from "node:fs";
 import { constants } from "node:os";
 import type { Readable } from "node:stream";
 import { fileURLToPath } from "node:url";
+import { pollUntil } from "../concurrency/poll-until.js";
 import { writeFileAtomicSync } from "../fs/atomic.js";
 import { CappedLog } from "../fs/capped-log.js";
-import { processStartMs } from "../ops/liveness.js";
+import { processStartMs } from "../fs/proc.js";
 import type { Redactor } from "../redact/redactor.js";
 import { findPerl } from "../tmux/session.js";
 
@@ -202,20 +203,11 @@ async function endRecordedGate(path: string, graceMs: number): Promise<void> {
         } catch {}
       };
       kill("SIGTERM");
-      if (!(await until(() => !exists(), graceMs))) {
+      if (!(await pollUntil(() => !exists(), graceMs))) {
         kill("SIGKILL");
-        await until(() => !exists(), 5000);
+        await pollUntil(() => !exists(), 5000);
       }
     }
   }
   rmSync(path, { force: true });
-}
-
-async function until(check: () => boolean, ms: number): Promise<boolean> {
-  const end = Date.now() + ms;
-  for (;;) {
-    if (check()) return true;
-    if (Date.now() >= end) return false;
-    await new Promise((r) => setTimeout(r, 20));
-  }
 }

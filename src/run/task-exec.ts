@@ -7,6 +7,7 @@ import type { Reason } from "../contract/reason.js";
 import type { Gate } from "../contract/report.js";
 import type { StatusFile } from "../contract/status.js";
 import { findMatches, matchesAny } from "../fs/find-files.js";
+import { cgroupRecordsOf } from "../fs/private-dir.js";
 import { type CommitTaskChangesOptions, changedFiles, commitTaskChanges, diffPatch } from "../git/commit.js";
 import { git, withTrailers } from "../git/repo.js";
 import { bringHeadOntoTaskBranch } from "../git/task-head.js";
@@ -165,6 +166,7 @@ function agentEnvOf(ctx: RunContext, t: TaskRun, cwd: string, artifactsDir: stri
     taskEnv: r.task.env,
     termorch: {
       TERMORCH_RUN_ID: ctx.runId,
+      TERMORCH_RUN_DIR: ctx.runDir,
       TERMORCH_TASK_ID: t.id,
       TERMORCH_CONTEXT_PATH: r.contextPath,
       TERMORCH_WORKSPACE: cwd,
@@ -193,11 +195,6 @@ async function runAttempt(
 function newLogs(ctx: RunContext, t: TaskRun): void {
   const stem = ctx.logNames.next(ctx.resolved.get(t.id)!.task.agent, ctx.now());
   t.logs = { stdout: `logs/${stem}.out`, stderr: `logs/${stem}.err` };
-}
-
-/** `<run-dir>/.termorch/<run>/cgroups`: where wrappers record their agents' cgroups while they exist. */
-export function cgroupRecords(ctx: Pick<RunContext, "privateDir">): string {
-  return join(ctx.privateDir, "cgroups");
 }
 
 /** `<run-dir>/.termorch/<run>/tasks/<task>/<attempt>`: where an attempt's wrapper files and exit.json live. */
@@ -234,7 +231,7 @@ async function launchAndWatch(
       ...(ctx.processEnv.TERMORCH_CGROUP === "off" ? { cgroup: false } : {}),
       // Kept when the run ends (its tasks folder is removed), so that clean finds what a killed
       // wrapper left there.
-      cgroupRecord: join(cgroupRecords(ctx), `${t.id}.${t.attempts}`),
+      cgroupRecord: join(cgroupRecordsOf(ctx.privateDir), `${t.id}.${t.attempts}`),
     });
   } catch (error) {
     t.detail = `could not start its tmux session: ${ctx.redactor.redact(errorText(error))}`;
