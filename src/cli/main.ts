@@ -417,10 +417,11 @@ function summary(
       `termorch: run ${report.run_id}: ${ok}/${plural(report.tasks.length, "task")} succeeded in ${(report.summary.metrics?.wall_time_ms ?? 0) / 1000}s; merge ${report.merge.result}${report.merge.reason ? ` (${report.merge.reason})` : ""}`,
     );
     for (const t of report.tasks.filter((x) => x.status !== "success")) {
-      // A detail that names the log to read (a tty task's transcript) is not followed by another.
-      lines.push(
-        `  ${t.id}: ${t.status} (${t.reason}${t.detail ? `: ${t.detail}` : ""})${t.logs.stderr && !t.detail?.includes(" see logs/") ? `; stderr: ${t.logs.stderr}` : ""}`,
-      );
+      // The log that holds the agent's output: a tty agent's is its terminal transcript.
+      const log = t.output_log
+        ? `; ${t.output_log === t.logs.stdout ? "transcript" : "stderr"}: ${t.output_log}`
+        : "";
+      lines.push(`  ${t.id}: ${t.status} (${t.reason}${t.detail ? `: ${t.detail}` : ""})${log}`);
     }
     // Only sessions still alive: --clean closed them all, a lost task's session is gone.
     if (keptSessions.length && report.tmux_socket)

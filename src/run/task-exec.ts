@@ -326,30 +326,16 @@ async function watchAttempt(ctx: RunContext, t: TaskRun, running: RunningTask): 
     throw new Detached();
   }
   await ctx.ledger.append("task.exited", { attempt: t.attempts, ...record }, t.id);
-  return classify(ctx, t, record, { timedOut, timeoutS, cancelled });
+  return classifyExit(ctx, t, record, { timedOut, timeoutS, cancelled });
 }
 
-function classify(
-  ctx: RunContext,
-  t: TaskRun,
-  record: ExitRecord,
-  how: { timedOut: boolean; timeoutS: number | undefined; cancelled: boolean },
-): AttemptResult {
-  const result = classifyExit(ctx, t, record, how);
-  // A tty agent's stdout and stderr both went to its terminal: its output is in the transcript
-  // (the stdout log); the stderr log holds at most termorch's own notes.
-  if (result.reason !== null && ctx.resolved.get(t.id)?.agent.tty === true && t.logs)
-    t.detail = `${t.detail}; see ${t.logs.stdout} (its terminal transcript)`;
-  return result;
-}
-
+/** Details never name a log: the report's `output_log` says which one holds the agent's output. */
 function classifyExit(
   ctx: RunContext,
   t: TaskRun,
   record: ExitRecord,
   how: { timedOut: boolean; timeoutS: number | undefined; cancelled: boolean },
 ): AttemptResult {
-  const tty = ctx.resolved.get(t.id)?.agent.tty === true;
   if (how.timedOut) {
     t.detail = `timed out after ${how.timeoutS} s; its process group was terminated`;
     return { record, reason: "timeout" };
@@ -359,7 +345,7 @@ function classifyExit(
     return { record, reason: "cancelled" };
   }
   if (record.launch_failed) {
-    t.detail = `its command could not be started (exit ${record.exit_code})${record.detail ? `: ${ctx.redactor.redact(record.detail)}` : ""}${tty ? "" : `; see ${t.logs?.stderr}`}`;
+    t.detail = `its command could not be started (exit ${record.exit_code})${record.detail ? `: ${ctx.redactor.redact(record.detail)}` : ""}`;
     return { record, reason: "launch_error" };
   }
   if (record.lost) {
