@@ -43,31 +43,46 @@ export interface Io {
  * run, a cancel, a clean) is not cut short by whoever stopped reading its messages.
  */
 class Output extends Writable {
-  readonly gone = new AbortController();
+  /** Aborted once the target failed a write: its reader is gone, for good. */
+  readonly gone: AbortSignal;
   readonly isTTY: boolean | undefined;
 
   constructor(private readonly target: NodeJS.WritableStream & { isTTY?: boolean }) {
     super();
     this.isTTY = target.isTTY;
-    // Any write error of our own output has nowhere to be reported: it only stops the output.
-    target.on("error", () => this.gone.abort());
+    this.gone = brokenSignal(target);
   }
 
   override _write(chunk: Buffer, _encoding: BufferEncoding, done: () => void): void {
     // Passed through at once (not after the target's callback), so stdout and stderr sent to
     // one pipe (2>&1) keep the order they were written in.
-    if (this.gone.signal.aborted || this.target.write(chunk)) {
+    if (this.gone.aborted || this.target.write(chunk)) {
       done();
       return;
     }
     const resume = (): void => {
       this.target.off("drain", resume);
-      this.gone.signal.removeEventListener("abort", resume);
+      this.gone.removeEventListener("abort", resume);
       done();
     };
     this.target.once("drain", resume);
-    this.gone.signal.addEventListener("abort", resume, { once: true });
+    this.gone.addEventListener("abort", resume, { once: true });
   }
+}
+
+/** Per stream, however often main() runs in one process (tests): one 'error' listener each. */
+const broken = new WeakMap<NodeJS.WritableStream, AbortController>();
+
+function brokenSignal(target: NodeJS.WritableStream): AbortSignal {
+  let failed = broken.get(target);
+  if (!failed) {
+    const controller = new AbortController();
+    // Any write error of our own output has nowhere to be reported: it only stops the output.
+    target.on("error", () => controller.abort());
+    broken.set(target, controller);
+    failed = controller;
+  }
+  return failed.signal;
 }
 
 const positiveInt = (value: string): number => {
@@ -82,7 +97,7 @@ export async function main(
   io: Io = { stdout: process.stdout, stderr: process.stderr, env: process.env, cwd: process.cwd() },
 ): Promise<number> {
   const stdout = new Output(io.stdout);
-  io = { ...io, stdout, stderr: new Output(io.stderr), readerGone: stdout.gone.signal };
+  io = { ...io, stdout, stderr: new Output(io.stderr), readerGone: stdout.gone };
   let code: number = ExitCode.ok;
   let debug = argv.includes("--debug");
   const program = new Command()
