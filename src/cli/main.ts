@@ -44,31 +44,46 @@ export interface Io {
  * run, a cancel, a clean) is not cut short by whoever stopped reading its messages.
  */
 class Output extends Writable {
-  readonly gone = new AbortController();
+  /** Aborted once the target failed a write: its reader is gone, for good. */
+  readonly gone: AbortSignal;
   readonly isTTY: boolean | undefined;
 
   constructor(private readonly target: NodeJS.WritableStream & { isTTY?: boolean }) {
     super();
     this.isTTY = target.isTTY;
-    // Any write error of our own output has nowhere to be reported: it only stops the output.
-    target.on("error", () => this.gone.abort());
+    this.gone = brokenSignal(target);
   }
 
   override _write(chunk: Buffer, _encoding: BufferEncoding, done: () => void): void {
     // Passed through at once (not after the target's callback), so stdout and stderr sent to
     // one pipe (2>&1) keep the order they were written in.
-    if (this.gone.signal.aborted || this.target.write(chunk)) {
+    if (this.gone.aborted || this.target.write(chunk)) {
       done();
       return;
     }
     const resume = (): void => {
       this.target.off("drain", resume);
-      this.gone.signal.removeEventListener("abort", resume);
+      this.gone.removeEventListener("abort", resume);
       done();
     };
     this.target.once("drain", resume);
-    this.gone.signal.addEventListener("abort", resume, { once: true });
+    this.gone.addEventListener("abort", resume, { once: true });
   }
+}
+
+/** Per stream, however often main() runs in one process (tests): one 'error' listener each. */
+const broken = new WeakMap<NodeJS.WritableStream, AbortController>();
+
+function brokenSignal(target: NodeJS.WritableStream): AbortSignal {
+  let failed = broken.get(target);
+  if (!failed) {
+    const controller = new AbortController();
+    // Any write error of our own output has nowhere to be reported: it only stops the output.
+    target.on("error", () => controller.abort());
+    broken.set(target, controller);
+    failed = controller;
+  }
+  return failed.signal;
 }
 
 const positiveInt = (value: string): number => {
@@ -83,7 +98,7 @@ export async function main(
   io: Io = { stdout: process.stdout, stderr: process.stderr, env: process.env, cwd: process.cwd() },
 ): Promise<number> {
   const stdout = new Output(io.stdout);
-  io = { ...io, stdout, stderr: new Output(io.stderr), readerGone: stdout.gone.signal };
+  io = { ...io, stdout, stderr: new Output(io.stderr), readerGone: stdout.gone };
   let code: number = ExitCode.ok;
   let debug = argv.includes("--debug");
   const program = new Command()
@@ -431,10 +446,11 @@ function summary(
       `termorch: run ${report.run_id}: ${ok}/${plural(report.tasks.length, "task")} succeeded in ${(report.summary.metrics?.wall_time_ms ?? 0) / 1000}s; merge ${report.merge.result}${report.merge.reason ? ` (${report.merge.reason})` : ""}`,
     );
     for (const t of report.tasks.filter((x) => x.status !== "success")) {
-      // A detail that names the log to read (a tty task's transcript) is not followed by another.
-      lines.push(
-        `  ${t.id}: ${t.status} (${t.reason}${t.detail ? `: ${t.detail}` : ""})${t.logs.stderr && !t.detail?.includes(" see logs/") ? `; stderr: ${t.logs.stderr}` : ""}`,
-      );
+      // The log that holds the agent's output: a tty agent's is its terminal transcript.
+      const log = t.output_log
+        ? `; ${t.output_log === t.logs.stdout ? "transcript" : "stderr"}: ${t.output_log}`
+        : "";
+      lines.push(`  ${t.id}: ${t.status} (${t.reason}${t.detail ? `: ${t.detail}` : ""})${log}`);
     }
     // Only sessions still alive: --clean closed them all, a lost task's session is gone.
     if (keptSessions.length && report.tmux_socket)

@@ -42,6 +42,12 @@ export const TaskReport = z.strictObject({
   agent: z.string(),
   status: TaskState,
   logs: z.strictObject({ stdout: z.string().nullable(), stderr: z.string().nullable() }),
+  output_log: z
+    .string()
+    .nullable()
+    .describe(
+      "The log that holds what the task's agent wrote, to read when it failed: `logs.stderr`, or for an agent run in a terminal (`tty: true`, both of its streams went to the terminal) `logs.stdout`, its terminal transcript; null when it never ran",
+    ),
   artifacts: z.array(z.string()),
   exit_code: z.number().int().nullable(),
   reason: Reason.nullable(),

@@ -95,12 +95,7 @@ export async function cleanRun(run: OpsRun, opts: { force: boolean; env: Env }):
   const ownRoot = join(worktreesRoot(), runId);
   // What the run started and its wrappers could not end (a wrapper killed, a process outside
   // their reach): a finished run has nothing left to run.
-  const leftovers = await endLeftovers({
-    runDir: run.runDir,
-    runId,
-    worktrees: ownRoot,
-    graceMs: LEFTOVER_GRACE_MS,
-  });
+  const leftovers = await endLeftovers({ runDir: run.runDir, runId, graceMs: LEFTOVER_GRACE_MS });
   if (leftovers.ended > 0)
     report.removed.push(`${leftovers.ended} process(es) of the run that were still running`);
   for (const c of leftovers.cgroups) report.removed.push(`cgroup ${c}`);

@@ -1,5 +1,16 @@
-import { existsSync, readdirSync, readFileSync, rmdirSync, rmSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  rmdirSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { basename, isAbsolute, join } from "node:path";
+import { pollUntil } from "../concurrency/poll-until.js";
+import { cgroupRecordsOf, privateDirOf } from "../fs/private-dir.js";
+import { allPids, environOf, isDefunct, parentPid } from "../fs/proc.js";
 
 /** What was still running of a finished run, and what of it could not be ended. */
 export interface Leftovers {
@@ -16,19 +27,19 @@ const CGROUP_NAME = /^termorch-[0-9a-f]{1,64}$/;
 /**
  * Ends every process a finished run left running: those in its agents' cgroups (each attempt's
  * wrapper records its agent's cgroup in `.termorch/<run>/cgroups/`, a record that outlives a
- * killed wrapper and the end of the run), and, where /proc can tell, every process whose environment says it belongs to this
- * run: `TERMORCH_RUN_ID`, plus an artifacts folder in this run directory (agents, task gates) or
- * a workspace in this run's worktree folder (run-level gates). The environment finds them
- * whatever session or parent they have; what cleared or replaced its environment is out of reach.
+ * killed wrapper and the end of the run), and, where /proc can tell, every process whose
+ * environment says it belongs to this run: both `TERMORCH_RUN_ID` and `TERMORCH_RUN_DIR` (agents
+ * and gates get both), so that another run with the same id, in another run directory, is
+ * never touched. The environment finds them whatever session or parent they have; what cleared
+ * or replaced its environment is out of reach.
  */
 export async function endLeftovers(o: {
   runDir: string;
   runId: string;
-  worktrees: string;
   graceMs: number;
 }): Promise<Leftovers> {
   const out: Leftovers = { ended: 0, cgroups: [], kept: [] };
-  const records = join(o.runDir, ".termorch", o.runId, "cgroups");
+  const records = cgroupRecordsOf(privateDirOf(o.runDir, o.runId));
   const cgroups = recordedCgroups(records);
   const spare = ancestorsOfSelf();
   const find = (): number[] => {
@@ -41,14 +52,14 @@ export async function endLeftovers(o: {
   out.ended = first.length;
   if (first.length > 0) {
     signal(first, "SIGTERM");
-    if (!(await until(() => find().length === 0, o.graceMs))) {
+    if (!(await pollUntil(() => find().length === 0, o.graceMs, 50))) {
       for (const c of cgroups) {
         try {
           writeFileSync(join(c.path, "cgroup.kill"), "1\n");
         } catch {}
       }
       signal(find(), "SIGKILL");
-      await until(() => find().length === 0, 2000);
+      await pollUntil(() => find().length === 0, 2000, 50);
     }
     const left = find();
     if (left.length > 0)
@@ -101,38 +112,35 @@ function cgroupProcs(path: string): number[] {
 }
 
 /** Live processes whose environment marks them as this run's (Linux /proc; none elsewhere). */
-function taggedProcesses(o: { runDir: string; runId: string; worktrees: string }): number[] {
-  const out: number[] = [];
+function taggedProcesses(o: { runDir: string; runId: string }): number[] {
   const runTag = `TERMORCH_RUN_ID=${o.runId}`;
-  const artifacts = `TERMORCH_ARTIFACTS_DIR=${join(o.runDir, "artifacts")}/`;
-  const workspace = `TERMORCH_WORKSPACE=${o.worktrees}/`;
-  for (const name of safeReaddir("/proc")) {
-    if (!/^\d+$/.test(name)) continue;
-    let env: string[];
+  const dirPrefix = "TERMORCH_RUN_DIR=";
+  // The run directory as this command named it may differ in spelling (a symlink) from the
+  // run's own: both are compared resolved.
+  const resolved = (path: string): string => {
     try {
-      if (/^\S+ \(.*\) [ZX] /s.test(readFileSync(`/proc/${name}/stat`, "utf8"))) continue;
-      env = readFileSync(`/proc/${name}/environ`, "utf8").split("\0");
+      return realpathSync(path);
     } catch {
-      continue;
+      return path;
     }
-    if (!env.includes(runTag)) continue;
-    if (env.some((e) => e.startsWith(artifacts) || e.startsWith(workspace))) out.push(Number(name));
-  }
-  return out;
+  };
+  const runDirs = new Set([o.runDir, resolved(o.runDir)]);
+  const ours = (dir: string): boolean => runDirs.has(dir) || runDirs.has(resolved(dir));
+  return allPids().filter((pid) => {
+    const env = environOf(pid);
+    if (!env?.includes(runTag) || isDefunct(pid)) return false;
+    const dir = env.find((e) => e.startsWith(dirPrefix))?.slice(dirPrefix.length);
+    return dir !== undefined && ours(dir);
+  });
 }
 
 /** This process and its ancestors: never ended (clean may run inside an agent of the very run). */
 function ancestorsOfSelf(): Set<number> {
   const out = new Set<number>([process.pid]);
-  let pid = process.pid;
-  for (let i = 0; i < 64 && pid > 1; i++) {
-    try {
-      const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-      pid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
-      out.add(pid);
-    } catch {
-      break;
-    }
+  let pid: number | null = process.pid;
+  for (let i = 0; i < 64 && pid !== null && pid > 1; i++) {
+    pid = parentPid(pid);
+    if (pid !== null) out.add(pid);
   }
   return out;
 }
@@ -142,15 +150,6 @@ function signal(pids: number[], sig: NodeJS.Signals): void {
     try {
       process.kill(pid, sig);
     } catch {}
-  }
-}
-
-async function until(check: () => boolean, ms: number): Promise<boolean> {
-  const end = Date.now() + ms;
-  for (;;) {
-    if (check()) return true;
-    if (Date.now() >= end) return false;
-    await new Promise((r) => setTimeout(r, 50));
   }
 }
 

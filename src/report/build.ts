@@ -49,6 +49,8 @@ export interface ReportInput {
   dryRun: boolean;
   waves: string[][];
   tasks: readonly TaskRun[];
+  /** Tasks whose agent runs in a terminal (tty): its output is in the stdout log, the transcript. */
+  ttyTasks?: ReadonlySet<string>;
   merge: MergeOutcome;
   /** Run-level validation, when it ran. */
   validation: "passed" | "failed" | "skipped";
@@ -84,12 +86,13 @@ export function exitCodeOf(
   return Exit.ok;
 }
 
-export function taskReport(t: TaskRun): TaskReport {
+export function taskReport(t: TaskRun, tty: boolean): TaskReport {
   return {
     id: t.id,
     agent: t.agent,
     status: t.state === "pending" ? "skipped" : t.state,
     logs: { stdout: t.logs?.stdout ?? null, stderr: t.logs?.stderr ?? null },
+    output_log: (tty ? t.logs?.stdout : t.logs?.stderr) ?? null,
     artifacts: t.artifacts,
     exit_code: t.exitCode,
     reason: t.state === "pending" ? "cancelled" : t.reason,
@@ -110,7 +113,7 @@ export function taskReport(t: TaskRun): TaskReport {
 
 /** Builds execution_report.json: the seed's keys exactly, plus DESIGN section 2's additions. */
 export function buildReport(input: ReportInput): Report {
-  const tasks = input.tasks.map(taskReport);
+  const tasks = input.tasks.map((t) => taskReport(t, input.ttyTasks?.has(t.id) ?? false));
   const byStatus: Record<string, number> = {};
   for (const t of tasks) byStatus[t.status] = (byStatus[t.status] ?? 0) + 1;
   const wall = Math.max(0, input.finishedAt - input.startedAt);

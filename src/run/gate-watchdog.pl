@@ -7,11 +7,13 @@
 # fd 0 is a pipe from termorch, which never writes to it: EOF means termorch is gone (killed,
 # crashed), and the gate's whole process group is ended (TERM, then KILL after GRACE_MS).
 # fd 3 is a pipe to termorch: "pid N" once the command runs (N is also its process group), then
-# "status S" (the wait status) when it has ended. The command leads a process group of its own
-# (termorch signals it for a timeout or a cancel), with stdin from /dev/null and our stdout and
-# stderr. Whatever of its group outlives it is ended before we exit. UNSET_BADLANG=1: termorch
-# set PERL_BADLANG for us (a missing locale must not put perl's warning in the gate's log); the
-# command does not get it. Only perl-base, no modules.
+# "status S" (the wait status) when it has ended. We exit 0 once that is reported, and 70 when
+# there is no status to report (termorch is gone, the command could not be reaped, the report
+# failed). The command leads a process group of its own (termorch signals it for a timeout or a
+# cancel), with stdin from /dev/null and our stdout and stderr. Whatever of its group outlives
+# it is ended before we exit. UNSET_BADLANG=1: termorch set PERL_BADLANG for us (a missing
+# locale must not put perl's warning in the gate's log); the command does not get it. Only
+# perl-base, no modules.
 use strict;
 use warnings;
 
@@ -67,5 +69,6 @@ for (my $waited = 0; ; $waited += 20) {
 }
 kill 'KILL', -$pid;
 if (!defined $status && waitpid($pid, 0) == $pid) { $status = $? }
-print $report "status $status\n" if defined $status && !$orphaned;
-exit 0;
+# Our own exit code is never the gate's result: without a reported status termorch fails the gate.
+my $reported = defined $status && !$orphaned && print $report "status $status\n";
+exit($reported ? 0 : 70);

@@ -69,7 +69,11 @@ export async function runLevelGates(ctx: RunContext, integration: string): Promi
           envVars: ctx.input.assignments.environment.env_vars,
           agentEnv: {},
           taskEnv: {},
-          termorch: { TERMORCH_RUN_ID: ctx.runId, TERMORCH_WORKSPACE: workspace },
+          termorch: {
+            TERMORCH_RUN_ID: ctx.runId,
+            TERMORCH_RUN_DIR: ctx.runDir,
+            TERMORCH_WORKSPACE: workspace,
+          },
           config: ctx.input.config,
         });
         gates.push(

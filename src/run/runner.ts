@@ -480,6 +480,7 @@ async function buildLiveRun(p: {
           dryRun,
           waves: plan.waves,
           tasks: [...ctx.tasks.values()],
+          ttyTasks: new Set([...ctx.resolved].filter(([, r]) => r.agent.tty).map(([id]) => id)),
           merge: { ...merge, conflicts: [...ctx.depConflicts, ...merge.conflicts] },
           validation,
           cancelled: cancel.signal.aborted,

@@ -3,9 +3,10 @@ import { readFileSync, rmSync } from "node:fs";
 import { constants } from "node:os";
 import type { Readable } from "node:stream";
 import { fileURLToPath } from "node:url";
+import { pollUntil } from "../concurrency/poll-until.js";
 import { writeFileAtomicSync } from "../fs/atomic.js";
 import { CappedLog } from "../fs/capped-log.js";
-import { processStartMs } from "../ops/liveness.js";
+import { processStartMs } from "../fs/proc.js";
 import type { Redactor } from "../redact/redactor.js";
 import { findPerl } from "../tmux/session.js";
 
@@ -14,6 +15,11 @@ export interface ShellGateResult {
   signal: string | null;
   timedOut: boolean;
   durationMs: number;
+  /**
+   * Set when the command's wait status never reached us (the watchdog died, or could not reap
+   * it): what is known instead. The gate's result is unknown, so it must not pass.
+   */
+  statusLost: string | null;
 }
 
 /** Next to this module, also from the CLI bundle in dist/cli/ (see scripts/bundle.js). */
@@ -137,8 +143,15 @@ export async function runShellGate(opts: {
   if (exit.error) err.write(Buffer.from(`termorch: cannot run the gate: ${exit.error.message}\n`));
   await Promise.all([out.close(), err.close()]);
   if (opts.record) rmSync(opts.record, { force: true });
-  const result = decodeStatus(status) ?? { exitCode: exit.code, signal: exit.signal };
-  return { ...result, timedOut, durationMs: Date.now() - started };
+  const decoded = decodeStatus(status);
+  const statusLost =
+    decoded !== null
+      ? null
+      : exit.error
+        ? `the gate watchdog could not start: ${exit.error.message}`
+        : `the gate watchdog ${exit.signal ? `was killed by ${exit.signal}` : `exited with code ${exit.code}`} without reporting it`;
+  const result = decoded ?? { exitCode: null, signal: null };
+  return { ...result, timedOut, durationMs: Date.now() - started, statusLost };
 }
 
 /** A wait status as the watchdog reports it: low 7 bits the signal, high byte the exit code. */
@@ -190,20 +203,11 @@ async function endRecordedGate(path: string, graceMs: number): Promise<void> {
         } catch {}
       };
       kill("SIGTERM");
-      if (!(await until(() => !exists(), graceMs))) {
+      if (!(await pollUntil(() => !exists(), graceMs))) {
         kill("SIGKILL");
-        await until(() => !exists(), 5000);
+        await pollUntil(() => !exists(), 5000);
       }
     }
   }
   rmSync(path, { force: true });
-}
-
-async function until(check: () => boolean, ms: number): Promise<boolean> {
-  const end = Date.now() + ms;
-  for (;;) {
-    if (check()) return true;
-    if (Date.now() >= end) return false;
-    await new Promise((r) => setTimeout(r, 20));
-  }
 }

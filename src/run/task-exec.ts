@@ -7,6 +7,7 @@ import type { Reason } from "../contract/reason.js";
 import type { Gate } from "../contract/report.js";
 import type { StatusFile } from "../contract/status.js";
 import { findMatches, matchesAny } from "../fs/find-files.js";
+import { cgroupRecordsOf } from "../fs/private-dir.js";
 import { type CommitTaskChangesOptions, changedFiles, commitTaskChanges, diffPatch } from "../git/commit.js";
 import { git, withTrailers } from "../git/repo.js";
 import { bringHeadOntoTaskBranch } from "../git/task-head.js";
@@ -166,6 +167,7 @@ function agentEnvOf(ctx: RunContext, t: TaskRun, cwd: string, artifactsDir: stri
     taskEnv: r.task.env,
     termorch: {
       TERMORCH_RUN_ID: ctx.runId,
+      TERMORCH_RUN_DIR: ctx.runDir,
       TERMORCH_TASK_ID: t.id,
       TERMORCH_CONTEXT_PATH: r.contextPath,
       TERMORCH_WORKSPACE: cwd,
@@ -194,11 +196,6 @@ async function runAttempt(
 function newLogs(ctx: RunContext, t: TaskRun): void {
   const stem = ctx.logNames.next(ctx.resolved.get(t.id)!.task.agent, ctx.now());
   t.logs = { stdout: `logs/${stem}.out`, stderr: `logs/${stem}.err` };
-}
-
-/** `<run-dir>/.termorch/<run>/cgroups`: where wrappers record their agents' cgroups while they exist. */
-export function cgroupRecords(ctx: Pick<RunContext, "privateDir">): string {
-  return join(ctx.privateDir, "cgroups");
 }
 
 /** `<run-dir>/.termorch/<run>/tasks/<task>/<attempt>`: where an attempt's wrapper files and exit.json live. */
@@ -235,7 +232,7 @@ async function launchAndWatch(
       ...(ctx.processEnv.TERMORCH_CGROUP === "off" ? { cgroup: false } : {}),
       // Kept when the run ends (its tasks folder is removed), so that clean finds what a killed
       // wrapper left there.
-      cgroupRecord: join(cgroupRecords(ctx), `${t.id}.${t.attempts}`),
+      cgroupRecord: join(cgroupRecordsOf(ctx.privateDir), `${t.id}.${t.attempts}`),
     });
   } catch (error) {
     t.detail = `could not start its tmux session: ${ctx.redactor.redact(errorText(error))}`;
@@ -330,30 +327,16 @@ async function watchAttempt(ctx: RunContext, t: TaskRun, running: RunningTask): 
     throw new Detached();
   }
   await ctx.ledger.append("task.exited", { attempt: t.attempts, ...record }, t.id);
-  return classify(ctx, t, record, { timedOut, timeoutS, cancelled });
+  return classifyExit(ctx, t, record, { timedOut, timeoutS, cancelled });
 }
 
-function classify(
-  ctx: RunContext,
-  t: TaskRun,
-  record: ExitRecord,
-  how: { timedOut: boolean; timeoutS: number | undefined; cancelled: boolean },
-): AttemptResult {
-  const result = classifyExit(ctx, t, record, how);
-  // A tty agent's stdout and stderr both went to its terminal: its output is in the transcript
-  // (the stdout log); the stderr log holds at most termorch's own notes.
-  if (result.reason !== null && ctx.resolved.get(t.id)?.agent.tty === true && t.logs)
-    t.detail = `${t.detail}; see ${t.logs.stdout} (its terminal transcript)`;
-  return result;
-}
-
+/** Details never name a log: the report's `output_log` says which one holds the agent's output. */
 function classifyExit(
   ctx: RunContext,
   t: TaskRun,
   record: ExitRecord,
   how: { timedOut: boolean; timeoutS: number | undefined; cancelled: boolean },
 ): AttemptResult {
-  const tty = ctx.resolved.get(t.id)?.agent.tty === true;
   if (how.timedOut) {
     t.detail = `timed out after ${how.timeoutS} s; its process group was terminated`;
     return { record, reason: "timeout" };
@@ -363,7 +346,7 @@ function classifyExit(
     return { record, reason: "cancelled" };
   }
   if (record.launch_failed) {
-    t.detail = `its command could not be started (exit ${record.exit_code})${record.detail ? `: ${ctx.redactor.redact(record.detail)}` : ""}${tty ? "" : `; see ${t.logs?.stderr}`}`;
+    t.detail = `its command could not be started (exit ${record.exit_code})${record.detail ? `: ${ctx.redactor.redact(record.detail)}` : ""}`;
     return { record, reason: "launch_error" };
   }
   if (record.lost) {

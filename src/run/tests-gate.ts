@@ -40,12 +40,15 @@ export async function testsGate(
     signal: AbortSignal.any([ctx.signal, ctx.detach]),
   });
   if (ctx.detach.aborted) throw new Detached();
-  const passed = result.exitCode === 0 && !result.timedOut;
+  // A gate whose status was lost never passes: its command may well have failed.
+  const passed = result.statusLost === null && result.exitCode === 0 && !result.timedOut;
   const how = result.timedOut
     ? "timed out"
-    : result.signal
-      ? `killed by ${result.signal}`
-      : `exit code ${result.exitCode}`;
+    : result.statusLost !== null
+      ? `its exit status was lost (${result.statusLost})`
+      : result.signal
+        ? `killed by ${result.signal}`
+        : `exit code ${result.exitCode}`;
   return {
     name: o.name,
     required: true,

@@ -30,14 +30,16 @@ describe("a failed tty task", () => {
     const [task, slow] = readReport(dir).tasks as [TaskReport, TaskReport];
     expect(task.reason).toBe("exit_code");
     const out = task.logs.stdout!;
-    expect(task.detail).toBe(`exited with code 3; see ${out} (its terminal transcript)`);
+    expect(task.detail).toBe("exited with code 3");
+    expect(task.output_log).toBe(out);
     // The summary names the transcript, not the empty stderr log.
     const summary = `${result.stdout}${result.stderr}`;
-    expect(summary).toContain(`see ${out}`);
+    expect(summary).toContain(`t1: failed (exit_code: exited with code 3); transcript: ${out}\n`);
     expect(summary).not.toContain(`stderr: ${task.logs.stderr}`);
     // Whatever the failure: here a timeout.
     expect(slow.reason).toBe("timeout");
-    expect(slow.detail).toMatch(/^timed out after 1 s; .*; see logs\/\S+\.out \(its terminal transcript\)$/);
+    expect(slow.output_log).toBe(slow.logs.stdout);
+    expect(summary).toContain(`; transcript: ${slow.logs.stdout}\n`);
     expect(summary).not.toContain(`stderr: ${slow.logs.stderr}`);
 
     const transcript = readFileSync(join(dir, out), "utf8");

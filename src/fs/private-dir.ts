@@ -1,0 +1,14 @@
+import { join } from "node:path";
+
+/** `<run-dir>/.termorch/<run>`: a run's private files (journal, attempts, records), not its result. */
+export function privateDirOf(runDir: string, runId: string): string {
+  return join(runDir, ".termorch", runId);
+}
+
+/**
+ * `<private-dir>/cgroups`: where wrappers record their agents' cgroups while they exist. Kept
+ * when the run ends, so that `clean` finds what a killed wrapper left there.
+ */
+export function cgroupRecordsOf(privateDir: string): string {
+  return join(privateDir, "cgroups");
+}

@@ -1,0 +1,61 @@
+import { readdirSync, readFileSync } from "node:fs";
+
+/** Linux's USER_HZ: the unit of process start times in /proc/<pid>/stat, 100 on every mainstream arch. */
+const CLOCK_TICKS_PER_S = 100;
+
+/**
+ * The fields of /proc/<pid>/stat after the command name (field 2), which may hold spaces and
+ * parentheses: so they are counted after the last ')'. Index 0 is field 3 (the state).
+ */
+function statFields(pid: number): string[] | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  } catch {
+    return null;
+  }
+}
+
+/** Epoch ms when a process started, from /proc; null where /proc cannot tell. */
+export function processStartMs(pid: number): number | null {
+  const ticks = Number(statFields(pid)?.[19]);
+  try {
+    const btime = /^btime (\d+)$/m.exec(readFileSync("/proc/stat", "utf8"))?.[1];
+    if (!Number.isFinite(ticks) || btime === undefined) return null;
+    return Number(btime) * 1000 + (ticks * 1000) / CLOCK_TICKS_PER_S;
+  } catch {
+    return null;
+  }
+}
+
+/** A process's parent pid; null where /proc cannot tell. */
+export function parentPid(pid: number): number | null {
+  const ppid = Number(statFields(pid)?.[1]);
+  return Number.isInteger(ppid) ? ppid : null;
+}
+
+/** Whether a process has ended and only waits to be reaped (a zombie); false where /proc cannot tell. */
+export function isDefunct(pid: number): boolean {
+  const state = statFields(pid)?.[0];
+  return state === "Z" || state === "X";
+}
+
+/** A process's environment (`NAME=value` entries); null where it cannot be read. */
+export function environOf(pid: number): string[] | null {
+  try {
+    return readFileSync(`/proc/${pid}/environ`, "utf8").split("\0");
+  } catch {
+    return null;
+  }
+}
+
+/** The pids /proc lists (Linux); none elsewhere. */
+export function allPids(): number[] {
+  try {
+    return readdirSync("/proc")
+      .filter((name) => /^\d+$/.test(name))
+      .map(Number);
+  } catch {
+    return [];
+  }
+}
