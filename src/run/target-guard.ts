@@ -2,6 +2,7 @@ import type { RefChange } from "../contract/report.js";
 import { putBackBranch } from "../git/put-back.js";
 import { resolveCommit } from "../git/repo.js";
 import type { RunContext } from "./context.js";
+import { killPoint } from "./faults.js";
 import { short } from "./merge-recovery.js";
 
 /**
@@ -51,6 +52,7 @@ export async function answerForeignMove(
     : { status: "left" as const, why: "it is not a branch", todo: `check git -C ${root} status` };
   if (done.status === "put_back") {
     await ctx.ledger.append("merge.target_put_back", { ref, old: expected, new: tip, kept_on: tip && keep });
+    await killPoint(ctx.fault, "kill-after-put-back");
     return `${head}; it put ${ref} back to ${short(expected)}, where your index and work tree still were${tip === null ? "" : `, and kept the agent's commit ${short(tip)} on ${keep.slice("refs/heads/".length)}`} (see refs_changed)`;
   }
   return `${head} and left ${ref} as it is, because ${done.why} (see refs_changed). To do: ${done.todo}`;

@@ -125,3 +125,32 @@ describe("the user's branch moved by an agent", () => {
     expect(git(repo, "status", "--porcelain")).toBe("");
   });
 });
+
+describe("a driver killed right after it put the user's branch back", () => {
+  it("resume still refuses the merge and says why, though the branch looks untouched by then", async () => {
+    const { dir, repo } = workspace();
+    const base = git(repo, "rev-parse", "HEAD").trim();
+    const file = writeAssignments(dir, [
+      {
+        id: "A",
+        command: sh(`echo evil > evil.js && ${commitAll("agent A")} && git update-ref refs/heads/main HEAD`),
+      },
+    ]);
+    const crashed = await termorch(["run", file], { socket, env: { TERMORCH_FAULT: "kill-after-put-back" } });
+    expect(crashed.exitCode).not.toBe(0);
+    expect(existsSync(join(dir, "execution_report.json"))).toBe(false);
+    expect(git(repo, "rev-parse", "refs/heads/main").trim()).toBe(base);
+
+    const resumed = await termorch(["resume", dir], { socket });
+    expect(resumed.exitCode, resumed.stderr).toBe(1);
+    const report = readReport(dir);
+    const agentCommit = report.tasks[0]!.commit!;
+    expect(report.merge.result).toBe("failed");
+    expect(report.merge.reason).toContain(
+      `an agent moved refs/heads/main to ${agentCommit.slice(0, 12)} during the run: termorch does not merge over that; it put refs/heads/main back`,
+    );
+    expect(git(repo, "rev-parse", "refs/heads/main").trim()).toBe(base);
+    expect(git(repo, "status", "--porcelain")).toBe("");
+    expect(existsSync(join(repo, "evil.js"))).toBe(false);
+  });
+});
