@@ -32,7 +32,7 @@ export const RefChange = z.strictObject({
   during: z
     .array(z.string())
     .describe(
-      "When no task can be named: the tasks that were running when the ref last changed (from its reflog), if known",
+      "When no task can be named: the tasks that were running when the ref last changed, by its reflog. Empty when a task is named, and when git keeps no reflog for the ref (tags; core.logAllRefUpdates off) or no task ran at that time",
     ),
 });
 export type RefChange = z.infer<typeof RefChange>;
@@ -62,7 +62,7 @@ export const TaskReport = z.strictObject({
   refs_created: z
     .array(z.string())
     .describe(
-      "Branches the task's agent certainly created in the user's repository: one it switched to (its commits were brought onto `branch`) or had checked out in its worktree; removed after a successful merge and by `termorch clean` when no commit would be lost. Refs that merely point at the task's commits are only listed in `merge.refs_changed`",
+      "Branches the task's agent certainly created in the user's repository: one it switched to (its commits were brought onto `branch`) or had checked out in its worktree; removed after a successful merge and by `termorch clean` when no commit would be lost. A ref the agent created without checking it out (`git branch stray`, `git tag t`) is not here: termorch cannot tell it from one the user made during the run (a reflog entry does not say which worktree wrote it), so it is only listed in `merge.refs_changed` and never removed; nor are refs that merely point at the task's commits",
     ),
   gates: z.array(Gate),
   /** Exact argv the task runs (after placeholder substitution). */
@@ -136,7 +136,7 @@ export const Report = z.strictObject({
     refs_changed: z
       .array(RefChange)
       .describe(
-        "Refs of the user's repository created, moved or deleted during the run other than termorch's own branches and the user's own commits on the target. A target moved by an agent is never merged over: the merge fails and says so",
+        "Refs of the user's repository created, moved or deleted during the run other than termorch's own branches and the user's own commits on the target. Reported, never removed, except the branches in a task's `refs_created`: a ref an agent created without checking it out (`git branch stray`, `git tag t`) is listed here (`task` likely, or null) and stays, since termorch cannot tell it from one the user made. A target moved or deleted by an agent is never merged over: the merge fails and says so; when the user's index still matches the target's start, termorch puts it back there and keeps the commit it was moved to on `termorch/<run>/moved/<branch>` (the merge's reason says so), else it leaves it and the reason says what to run. Other branches an agent moved are only reported",
       ),
   }),
   schema_version: z.literal(1),

@@ -107,8 +107,9 @@ async function unstage(
  * holds one (an agent that runs `git add -A && git commit` commits the links). Each commit keeps
  * its message, author and date, its parents mapped to their re-created versions; the committer
  * is termorch's identity, which did the rewrite. Re-creating rather than squashing keeps the
- * agent's history as it made it, only without the links; a commit left with nothing else keeps
- * its (now empty) change, so the agent's messages still line up with what they describe.
+ * agent's history as it made it, only without the links; a commit that held nothing but links
+ * (`git add -f .venv && git commit`) is dropped, its children re-parented, so no empty commit
+ * of the task reaches the user's branch.
  * Returns the new tip and its tree (the old ones when nothing needed stripping).
  */
 async function stripIncludes(
@@ -141,6 +142,16 @@ async function stripIncludes(
   // A scratch index: the worktree's own index holds the task's pending changes.
   const env = { GIT_INDEX_FILE: path.join(dir, "index") };
   const mapped = new Map<string, string>();
+  // Trees of the commits seen (old and re-created ones), so emptiness is judged without a
+  // process per parent; a parent outside the range (the start) is looked up once.
+  const trees = new Map<string, string>();
+  const treeOf = async (commit: string): Promise<string> => {
+    const known = trees.get(commit);
+    if (known !== undefined) return known;
+    const tree = await gitLine(worktree, ["rev-parse", `${commit}^{tree}`]);
+    trees.set(commit, tree);
+    return tree;
+  };
   let last = tip;
   try {
     for (const line of list.stdout.split("\n")) {
@@ -151,19 +162,39 @@ async function stripIncludes(
       const author = /^author (.*) <([^>]*)> (\d+ [+-]\d{4})$/m.exec(raw);
       if (!oldTree || !author)
         throw new GitError(`cannot read commit ${commit} in ${worktree}`, { cwd: worktree });
+      trees.set(commit, oldTree);
       const message = raw.slice(raw.indexOf("\n\n") + 2);
       await git(worktree, ["read-tree", oldTree], { env });
       await unstage(worktree, paths, env);
       const tree = await gitLine(worktree, ["write-tree"], { env });
-      const newParents = parents.map((p) => mapped.get(p) ?? p);
-      const same = tree === oldTree && newParents.every((p, i) => p === parents[i]);
+      // Parents that collapsed into one another (both sides of a merge re-created as the same
+      // commit) count once: such a merge becomes an ordinary commit.
+      const newParents = [...new Set(parents.map((p) => mapped.get(p) ?? p))];
+      const same =
+        tree === oldTree &&
+        newParents.length === parents.length &&
+        newParents.every((p, i) => p === parents[i]);
+      // A commit that held nothing but include paths is left with no change at all: it is
+      // dropped (its children go onto its parent), or an empty commit would be merged into the
+      // user's branch. A commit that was empty as the agent made it stays, and so does a merge
+      // of two lines of history, whatever its tree.
+      const first = newParents[0];
+      const emptied =
+        !same &&
+        newParents.length === 1 &&
+        first !== undefined &&
+        tree === (await treeOf(first)) &&
+        (parents.length !== 1 || oldTree !== (await treeOf(parents[0]!)));
       const next = same
         ? commit
-        : await commitTree(worktree, tree, newParents, message, {
-            identity,
-            author: { name: author[1] ?? "", email: author[2] ?? "", date: author[3] ?? "" },
-          });
+        : emptied
+          ? first!
+          : await commitTree(worktree, tree, newParents, message, {
+              identity,
+              author: { name: author[1] ?? "", email: author[2] ?? "", date: author[3] ?? "" },
+            });
       mapped.set(commit, next);
+      trees.set(next, tree);
       last = { commit: next, tree };
     }
   } finally {

@@ -37,7 +37,7 @@ export function refMoves(
 }
 
 /** One line of a reflog. */
-interface ReflogEntry {
+export interface ReflogEntry {
   old: string;
   new: string;
   /** Epoch seconds. */
@@ -47,7 +47,7 @@ interface ReflogEntry {
 }
 
 /** The last entry of the reflog file `file`; null when there is none (no file, logging off). */
-async function lastReflogEntry(file: string): Promise<ReflogEntry | null> {
+export async function lastReflogEntry(file: string): Promise<ReflogEntry | null> {
   const text = await readFile(file, "utf8").catch(() => null);
   if (text === null) return null;
   const lines = text.split("\n").filter(Boolean);
@@ -60,7 +60,7 @@ async function lastReflogEntry(file: string): Promise<ReflogEntry | null> {
 }
 
 /** Absolute path of a file in the git directory of the worktree `wt` (`git rev-parse --git-path`). */
-async function gitPath(wt: string, name: string): Promise<string> {
+export async function gitPath(wt: string, name: string): Promise<string> {
   const r = await git(wt, ["rev-parse", "--git-path", name]);
   return path.resolve(wt, r.stdout.trim());
 }

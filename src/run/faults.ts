@@ -14,6 +14,8 @@ import type { AdvanceTargetOptions } from "../git/advance.js";
  *   a resume must finish the update (merge-intent.json).
  * - `kill-after-merge`: SIGKILL once the target moved and the run's branches were cleaned up,
  *   before the report: a resume must report the merge, not merge a second time.
+ * - `kill-after-put-back`: SIGKILL right after termorch put back a target an agent moved, before
+ *   the report: a resume must still refuse the merge (the target looks untouched by then).
  * - `after-branch-created[:task]`: SIGKILL right after a task branch was created, before its
  *   worktree: a resume must take the branch over.
  * - `after-worktree-added[:task]`: SIGKILL right after a task worktree was added, before its
@@ -26,6 +28,7 @@ export type FaultPoint =
   | "after-ref-update"
   | "kill-after-ref-update"
   | "kill-after-merge"
+  | "kill-after-put-back"
   | "after-branch-created"
   | "after-worktree-added"
   | "pause-before-drive";

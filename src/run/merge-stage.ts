@@ -18,6 +18,7 @@ import {
 } from "./merge-recovery.js";
 import { recordCreatedRefs, refChanges, refsAtStart } from "./ref-watch.js";
 import { runLevelGates } from "./run-level-gates.js";
+import { answerForeignMove, foreignTargetMove } from "./target-guard.js";
 import { errorText } from "./task-exec.js";
 
 export type { MergeStageResult } from "./merge-recovery.js";
@@ -49,7 +50,12 @@ export async function mergeStage(ctx: RunContext, order: readonly string[]): Pro
       await cleanUp(ctx, order, integrationBranchOf(ctx), recovered.merge.resultCommit!);
     stage = recovered;
   } else {
-    stage = await mergeTasks(ctx, order, refsChanged);
+    // An agent's move of the target is answered (put back where safe) whatever else happens,
+    // so a run whose tasks failed leaves the user's ref, index and work tree in agreement too.
+    const foreign = await foreignTargetMove(ctx, refsChanged);
+    stage = await mergeTasks(ctx, order, refsChanged, foreign);
+    if (foreign && !stage.merge.reason?.includes(foreign))
+      stage = { ...stage, merge: { ...stage.merge, reason: `${stage.merge.reason}. Also: ${foreign}` } };
   }
   return { ...stage, merge: { ...stage.merge, refsChanged } };
 }
@@ -58,6 +64,7 @@ async function mergeTasks(
   ctx: RunContext,
   order: readonly string[],
   refsChanged: readonly RefChange[],
+  foreign: string | null,
 ): Promise<MergeStageResult> {
   const tasks = order.map((id) => ctx.tasks.get(id)!);
   const unfinished = tasks.filter((t) => t.state !== "success");
@@ -135,6 +142,11 @@ async function mergeTasks(
   // The gates judge the exact commit the target is moved to: the integration while the target
   // is where the run started, else the merge of it onto the target's new tip (the user
   // committed meanwhile), judged again each time the target moves once more.
+  if (foreign)
+    return {
+      merge: { ...outcome, result: "failed", reason: `${foreign}; the result is on ${integrationBranch}` },
+      validation,
+    };
   let expected = baseCommit;
   let next = integration;
   let validated: string | null = null;
@@ -233,7 +245,8 @@ async function mergeTasks(
  * The target is no longer where the run (or the last round of the merge) found it. The user
  * committing on their branch in their checkout is merged onto; anything else moving it (an
  * agent's `git update-ref`, from its worktree) or deleting it is never merged over: the merge
- * fails and termorch leaves the ref as it is. Null when the move is the user's.
+ * fails, and termorch puts the ref back where that is safe (answerForeignMove). Null when the
+ * move is the user's.
  */
 async function refuseForeignMove(
   ctx: RunContext,
@@ -242,24 +255,10 @@ async function refuseForeignMove(
   tip: string | null,
 ): Promise<Pick<MergeOutcome, "result" | "reason"> | null> {
   const { root, targetRef } = ctx.git!;
-  const integrationBranch = integrationBranchOf(ctx);
-  if (tip === null)
-    return {
-      result: "failed",
-      reason: `the target ${targetRef} was deleted during the run; the result is on ${integrationBranch}`,
-    };
   const since = (await refsAtStart(ctx))?.taken_at ?? 0;
-  if (await movedInCheckout(root, targetRef!, tip, since)) return null;
-  const change = refsChanged.find((c) => c.ref === targetRef && c.new === tip);
-  const by = change?.task
-    ? ` (by the agent of task ${change.task})`
-    : change?.during.length
-      ? ` (while ${change.during.join(", ")} ran)`
-      : "";
-  return {
-    result: "failed",
-    reason: `${targetRef} was moved from ${short(expected)} to ${short(tip)} during the run, not by a commit in ${root}${by}: termorch does not merge over that and left ${targetRef} as it is (see refs_changed; its index and work tree may not match it: check git status there); the result is on ${integrationBranch}`,
-  };
+  if (tip !== null && (await movedInCheckout(root, targetRef!, tip, since))) return null;
+  const said = await answerForeignMove(ctx, refsChanged, expected, tip);
+  return { result: "failed", reason: `${said}; the result is on ${integrationBranchOf(ctx)}` };
 }
 
 /** After a successful merge: task worktrees and branches go, unless --keep-branches. */

@@ -36,8 +36,10 @@ describe("refs an agent makes in the user's repository", () => {
     ]);
     expect(report.merge.target_moved).toBe(false);
     expect(report.summary.completed).toBe(false);
-    // termorch did not touch the branch further: it is where the agent put it, nothing of B is in.
-    expect(git(repo, "rev-parse", "refs/heads/main").trim()).toBe(agentCommit);
+    // Nothing of the run is merged; the branch is put back where the user left it (see
+    // target-put-back.test.ts), the agent's commit kept on a branch of the run's.
+    expect(git(repo, "rev-parse", "refs/heads/main").trim()).toBe(base);
+    expect(git(repo, "rev-parse", `termorch/${report.run_id}/moved/main`).trim()).toBe(agentCommit);
     expect(existsSync(join(repo, "b.txt"))).toBe(false);
     // The task branches and the integration are kept for the user.
     expect(hasRef(repo, `refs/heads/termorch/${report.run_id}/integration`)).toBe(true);
