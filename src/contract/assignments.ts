@@ -2,6 +2,11 @@ import { z } from "zod";
 
 /** Task ids become file names, branch names and tmux session names. */
 export const TASK_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
+/**
+ * Task ids termorch's own branches use beside the tasks' (`termorch/<run>/integration`,
+ * `termorch/<run>/moved/<branch>`): a task of that name would collide with them.
+ */
+export const RESERVED_TASK_IDS = ["integration", "moved"] as const;
 /** Run ids take part in branch and session names too. */
 export const RUN_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
 
@@ -24,7 +29,13 @@ export const SuccessCriteria = z.strictObject({
 export type SuccessCriteria = z.infer<typeof SuccessCriteria>;
 
 export const Task = z.strictObject({
-  id: z.string().regex(TASK_ID_PATTERN, "must match ^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"),
+  id: z
+    .string()
+    .regex(TASK_ID_PATTERN, "must match ^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+    .refine((id) => !(RESERVED_TASK_IDS as readonly string[]).includes(id), {
+      error: (issue) =>
+        `"${String(issue.input)}" is reserved: termorch's own branches use termorch/<run>/${String(issue.input)}; choose another id`,
+    }),
   agent: z.string().min(1),
   context_path: z.string().min(1),
   dependencies: z.array(z.string()).default([]),

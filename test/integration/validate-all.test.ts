@@ -125,6 +125,17 @@ describe("every problem of an input file in one pass", () => {
     }
   });
 
+  it("refuses the task ids termorch's own branches use (integration, moved)", async () => {
+    const h = home();
+    const j = job(h, "reserved", [{ id: "integration" }, { id: "moved", dependencies: ["integration"] }]);
+    const file = join(h, "reserved.json");
+    writeFileSync(file, JSON.stringify(j.body));
+    const result = await termorch(["validate", file], { socket });
+    expect(result.exitCode).toBe(2);
+    expect(result.stderr).toMatch(/field tasks\[0\]\.id, task integration: "integration" is reserved/);
+    expect(result.stderr).toMatch(/field tasks\[1\]\.id, task moved: "moved" is reserved/);
+  });
+
   it("an unknown agent's message says whether a config was found", async () => {
     const h = home();
     const j = job(h, "agentless", [{ id: "A", agent: "nobody", command: undefined }]);
