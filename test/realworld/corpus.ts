@@ -15,12 +15,9 @@ import { afterAll, expect } from "vitest";
 import type { Report } from "../../src/contract/report.js";
 import { killServer, ROOT, readReport, termorch, uniqueSocket } from "../integration/harness.js";
 
-/**
- * The bundles of public repositories, beside the checkout (see the README there: how each
- * one's suite runs offline); `TERMORCH_FIXTURE_REPOS` points elsewhere.
- */
+/** The bundles of public repositories (repos/README.md: what each is, how its suite runs offline). */
 export const BUNDLES = resolve(
-  process.env.TERMORCH_FIXTURE_REPOS || resolve(ROOT, "..", "shared", "fixtures", "repos"),
+  process.env.TERMORCH_FIXTURE_REPOS || join(ROOT, "test", "realworld", "repos"),
 );
 if (!existsSync(join(BUNDLES, "kleur.bundle")))
   throw new Error(`no repository bundles in ${BUNDLES}: set TERMORCH_FIXTURE_REPOS to their folder`);
