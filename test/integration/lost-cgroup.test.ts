@@ -40,7 +40,8 @@ describe("a task whose in-pane wrapper is SIGKILLed", () => {
     if (!existsSync(inCgroup)) t.skip("this machine gives the agent no cgroup of its own");
     await waitFor(() => !running(pid), 5000, `the agent's child ${pid} to end`);
     // The cgroup and its record are gone too.
-    const records = join(dir, ".termorch", readReport(dir).run_id, "cgroups");
+    const records = join(dir, ".termorch", readReport(dir).run_id!, "cgroups");
+    expect(existsSync(join(records, ".."))).toBe(true);
     expect(existsSync(records) ? readdirSync(records) : []).toEqual([]);
   });
 });
