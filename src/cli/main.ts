@@ -446,10 +446,9 @@ function summary(
       `termorch: run ${report.run_id}: ${ok}/${plural(report.tasks.length, "task")} succeeded in ${(report.summary.metrics?.wall_time_ms ?? 0) / 1000}s; merge ${report.merge.result}${report.merge.reason ? ` (${report.merge.reason})` : ""}`,
     );
     for (const t of report.tasks.filter((x) => x.status !== "success")) {
-      // The log that holds the agent's output: a tty agent's is its terminal transcript.
-      const log = t.output_log
-        ? `; ${t.output_log === t.logs.stdout ? "transcript" : "stderr"}: ${t.output_log}`
-        : "";
+      // The log that holds the agent's output (stderr, or stdout when only that has text; a tty
+      // agent's terminal transcript): its name says which.
+      const log = t.output_log ? `; output: ${t.output_log}` : "";
       lines.push(`  ${t.id}: ${t.status} (${t.reason}${t.detail ? `: ${t.detail}` : ""})${log}`);
     }
     // Only sessions still alive: --clean closed them all, a lost task's session is gone.

@@ -46,7 +46,7 @@ export const TaskReport = z.strictObject({
     .string()
     .nullable()
     .describe(
-      "The log that holds what the task's agent wrote, to read when it failed: `logs.stderr`, or for an agent run in a terminal (`tty: true`, both of its streams went to the terminal) `logs.stdout`, its terminal transcript; null when it never ran",
+      "The log that holds what the task's agent wrote, to read when it failed: `logs.stderr` when it is not empty, else `logs.stdout` when that is not empty (an agent that reports on stdout), else `logs.stderr`; for an agent run in a terminal (`tty: true`, both of its streams went to the terminal) always `logs.stdout`, its terminal transcript. null when it never ran",
     ),
   artifacts: z.array(z.string()),
   exit_code: z.number().int().nullable(),

@@ -12,3 +12,8 @@ export function privateDirOf(runDir: string, runId: string): string {
 export function cgroupRecordsOf(privateDir: string): string {
   return join(privateDir, "cgroups");
 }
+
+/** The file where an attempt's wrapper records its agent's cgroup while it exists. */
+export function cgroupRecordOf(privateDir: string, taskId: string, attempt: number): string {
+  return join(cgroupRecordsOf(privateDir), `${taskId}.${attempt}`);
+}

@@ -1,14 +1,7 @@
-import {
-  existsSync,
-  readdirSync,
-  readFileSync,
-  realpathSync,
-  rmdirSync,
-  rmSync,
-  writeFileSync,
-} from "node:fs";
-import { basename, isAbsolute, join } from "node:path";
+import { existsSync, readdirSync, realpathSync, rmdirSync, rmSync } from "node:fs";
+import { join } from "node:path";
 import { pollUntil } from "../concurrency/poll-until.js";
+import { cgroupProcs, killCgroup, recordedCgroup } from "../fs/cgroup.js";
 import { cgroupRecordsOf, privateDirOf } from "../fs/private-dir.js";
 import { allPids, environOf, isDefunct, parentPid } from "../fs/proc.js";
 
@@ -21,8 +14,6 @@ export interface Leftovers {
   /** What survived, with why. */
   kept: Array<{ what: string; why: string }>;
 }
-
-const CGROUP_NAME = /^termorch-[0-9a-f]{1,64}$/;
 
 /**
  * Ends every process a finished run left running: those in its agents' cgroups (each attempt's
@@ -53,11 +44,7 @@ export async function endLeftovers(o: {
   if (first.length > 0) {
     signal(first, "SIGTERM");
     if (!(await pollUntil(() => find().length === 0, o.graceMs, 50))) {
-      for (const c of cgroups) {
-        try {
-          writeFileSync(join(c.path, "cgroup.kill"), "1\n");
-        } catch {}
-      }
+      for (const c of cgroups) killCgroup(c.path);
       signal(find(), "SIGKILL");
       await pollUntil(() => find().length === 0, 2000, 50);
     }
@@ -85,30 +72,10 @@ function recordedCgroups(records: string): Array<{ path: string; record: string 
   const found: Array<{ path: string; record: string }> = [];
   for (const name of safeReaddir(records)) {
     const record = join(records, name);
-    let path: string;
-    try {
-      path = readFileSync(record, "utf8").trim();
-    } catch {
-      continue;
-    }
-    // Only a folder the wrapper could have made: never a path a damaged file points elsewhere.
-    if (!isAbsolute(path) || path.includes("\0") || !CGROUP_NAME.test(basename(path))) continue;
-    if (existsSync(join(path, "cgroup.events"))) found.push({ path, record });
-    else if (!existsSync(path)) rmSync(record, { force: true });
+    const path = recordedCgroup(record);
+    if (path !== null) found.push({ path, record });
   }
   return found;
-}
-
-function cgroupProcs(path: string): number[] {
-  try {
-    return readFileSync(join(path, "cgroup.procs"), "utf8")
-      .split("\n")
-      .filter(Boolean)
-      .map(Number)
-      .filter((n) => Number.isInteger(n) && n > 1);
-  } catch {
-    return [];
-  }
 }
 
 /** Live processes whose environment marks them as this run's (Linux /proc; none elsewhere). */

@@ -49,8 +49,8 @@ export interface ReportInput {
   dryRun: boolean;
   waves: string[][];
   tasks: readonly TaskRun[];
-  /** Tasks whose agent runs in a terminal (tty): its output is in the stdout log, the transcript. */
-  ttyTasks?: ReadonlySet<string>;
+  /** Which of each task's logs holds its output (the runner looks at the files); stderr when not given. */
+  outputLogs?: ReadonlyMap<string, "stdout" | "stderr">;
   merge: MergeOutcome;
   /** Run-level validation, when it ran. */
   validation: "passed" | "failed" | "skipped";
@@ -86,13 +86,13 @@ export function exitCodeOf(
   return Exit.ok;
 }
 
-export function taskReport(t: TaskRun, tty: boolean): TaskReport {
+export function taskReport(t: TaskRun, outputLog: "stdout" | "stderr"): TaskReport {
   return {
     id: t.id,
     agent: t.agent,
     status: t.state === "pending" ? "skipped" : t.state,
     logs: { stdout: t.logs?.stdout ?? null, stderr: t.logs?.stderr ?? null },
-    output_log: (tty ? t.logs?.stdout : t.logs?.stderr) ?? null,
+    output_log: t.logs?.[outputLog] ?? null,
     artifacts: t.artifacts,
     exit_code: t.exitCode,
     reason: t.state === "pending" ? "cancelled" : t.reason,
@@ -113,7 +113,7 @@ export function taskReport(t: TaskRun, tty: boolean): TaskReport {
 
 /** Builds execution_report.json: the seed's keys exactly, plus DESIGN section 2's additions. */
 export function buildReport(input: ReportInput): Report {
-  const tasks = input.tasks.map((t) => taskReport(t, input.ttyTasks?.has(t.id) ?? false));
+  const tasks = input.tasks.map((t) => taskReport(t, input.outputLogs?.get(t.id) ?? "stderr"));
   const byStatus: Record<string, number> = {};
   for (const t of tasks) byStatus[t.status] = (byStatus[t.status] ?? 0) + 1;
   const wall = Math.max(0, input.finishedAt - input.startedAt);

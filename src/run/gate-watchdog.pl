@@ -2,23 +2,25 @@
 # termorch's gate watchdog: runs one `tests_cmd` so that it cannot outlive the termorch process
 # that started it.
 #
-#   perl gate-watchdog.pl GRACE_MS UNSET_BADLANG COMMAND ARG...
+#   perl gate-watchdog.pl GRACE_MS UNSET_BADLANG SYS_PRCTL COMMAND ARG...
 #
 # fd 0 is a pipe from termorch, which never writes to it: EOF means termorch is gone (killed,
-# crashed), and the gate's whole process group is ended (TERM, then KILL after GRACE_MS).
+# crashed), and everything the gate started is ended (TERM, then KILL after GRACE_MS).
 # fd 3 is a pipe to termorch: "pid N" once the command runs (N is also its process group), then
 # "status S" (the wait status) when it has ended. We exit 0 once that is reported, and 70 when
 # there is no status to report (termorch is gone, the command could not be reaped, the report
 # failed). The command leads a process group of its own (termorch signals it for a timeout or a
-# cancel), with stdin from /dev/null and our stdout and stderr. Whatever of its group outlives
-# it is ended before we exit. UNSET_BADLANG=1: termorch set PERL_BADLANG for us (a missing
+# cancel), with stdin from /dev/null and our stdout and stderr. Whatever it started that outlives
+# it is ended before we exit: its group, and on Linux every process below us, even those that left
+# the group and session (setsid). SYS_PRCTL is prctl's syscall number (0: unknown), as termorch
+# gives it to the in-pane wrapper. UNSET_BADLANG=1: termorch set PERL_BADLANG for us (a missing
 # locale must not put perl's warning in the gate's log); the command does not get it. Only
 # perl-base, no modules.
 use strict;
 use warnings;
 
-my ($grace_ms, $unset_badlang, @command) = @ARGV;
-die "usage: gate-watchdog.pl GRACE_MS UNSET_BADLANG COMMAND ARG...\n" unless @command;
+my ($grace_ms, $unset_badlang, $sys_prctl, @command) = @ARGV;
+die "usage: gate-watchdog.pl GRACE_MS UNSET_BADLANG SYS_PRCTL COMMAND ARG...\n" unless @command;
 delete $ENV{PERL_BADLANG} if $unset_badlang;
 open(my $report, '>&=', 3) or die "gate watchdog: no status pipe on fd 3: $!\n";
 $report->autoflush(1);
@@ -27,6 +29,14 @@ $report->autoflush(1);
 # ends just before it.
 $SIG{CHLD} = sub { };
 $SIG{PIPE} = 'IGNORE';
+
+# Linux: PR_SET_CHILD_SUBREAPER (36), as the in-pane wrapper does for agents. What of the gate's
+# tree loses its parent (a double fork, `setsid cmd &` in a shell that exits) is re-parented to us
+# instead of init, so all of it stays below us, where members() finds it. Set before the fork:
+# nothing of the gate exists yet that could escape. Only a 64-bit perl passes the arguments as
+# the kernel expects them.
+syscall($sys_prctl + 0, 36, 1, 0, 0, 0)
+  if $sys_prctl =~ /\A[1-9][0-9]*\z/ && $^O eq 'linux' && length(pack('L!', 0)) == 8;
 
 my $pid = fork();
 die "gate watchdog: fork: $!\n" unless defined $pid;
@@ -45,8 +55,8 @@ print $report "pid $pid\n";
 
 my ($status, $orphaned) = (undef, 0);
 while (1) {
-  my $r = waitpid($pid, 1);    # WNOHANG is 1 on Linux, macOS and the BSDs
-  if ($r == $pid) { $status = $?; last }
+  reap();
+  last if defined $status;
   my $rin = '';
   vec($rin, 0, 1) = 1;
   my $n = select(my $rout = $rin, undef, undef, 0.5);
@@ -59,16 +69,56 @@ while (1) {
   last;
 }
 
-# End what is left of the command's group: everything of it, when termorch is gone. The
+# End what is left of what the command started: everything of it, when termorch is gone. The
 # command itself is reaped first: as a zombie it would keep the group alive.
-kill 'TERM', -$pid;
+signal_members('TERM');
 for (my $waited = 0; ; $waited += 20) {
-  if (!defined $status && waitpid($pid, 1) == $pid) { $status = $? }
-  last if (defined $status && !kill(0, -$pid)) || $waited >= $grace_ms;
+  reap();
+  last if (defined $status && !members()) || $waited >= $grace_ms;
   select(undef, undef, undef, 0.02);
 }
-kill 'KILL', -$pid;
+signal_members('KILL');
 if (!defined $status && waitpid($pid, 0) == $pid) { $status = $? }
+reap();
 # Our own exit code is never the gate's result: without a reported status termorch fails the gate.
 my $reported = defined $status && !$orphaned && print $report "status $status\n";
 exit($reported ? 0 : 70);
+
+# Reaps the command (its status is the gate's) and the orphans handed to us as its subreaper.
+sub reap {
+  while ((my $r = waitpid(-1, 1)) > 0) {    # WNOHANG is 1 on Linux, macOS and the BSDs
+    $status = $? if $r == $pid && !defined $status;
+  }
+}
+
+# The live processes the command started: its group, and every process below us (Linux /proc).
+# Zombies are left out: they have ended, and ours are reaped.
+sub members {
+  opendir(my $dh, '/proc') or return kill(0, -$pid) ? (-$pid) : ();
+  my (%children, %found);
+  while (defined(my $e = readdir $dh)) {
+    next unless $e =~ /\A[0-9]+\z/ && $e != $$;
+    open(my $fh, '<', "/proc/$e/stat") or next;
+    my $stat = <$fh>;
+    close $fh;
+    next unless defined $stat && $stat =~ /\A\d+ \(.*\) (\S) (-?\d+) (-?\d+)/s;
+    next if $1 eq 'Z' || $1 eq 'X';
+    push @{ $children{$2} }, $e;
+    $found{$e} = 1 if $3 == $pid;
+  }
+  closedir $dh;
+  my @below = ($$);
+  while (defined(my $p = pop @below)) {
+    for my $c (@{ $children{$p} || [] }) {
+      $found{$c} = 1;
+      push @below, $c;
+    }
+  }
+  return keys %found;
+}
+
+sub signal_members {
+  my ($sig) = @_;
+  kill $sig, -$pid;
+  kill $sig, members();
+}

@@ -10,6 +10,7 @@ import type { RunState } from "../contract/state.js";
 import { ExitCode, InputError, LockedError, TermorchError } from "../errors.js";
 import { acquireLock, type WorkspaceLock } from "../fs/lock.js";
 import { LogNames } from "../fs/log-names.js";
+import { outputLogOf } from "../fs/output-log.js";
 import { registerRun } from "../fs/registry.js";
 import { readRunStateFile, TaskJournal } from "../fs/run-state-file.js";
 import { SnapshotWriter } from "../fs/state-store.js";
@@ -480,7 +481,12 @@ async function buildLiveRun(p: {
           dryRun,
           waves: plan.waves,
           tasks: [...ctx.tasks.values()],
-          ttyTasks: new Set([...ctx.resolved].filter(([, r]) => r.agent.tty).map(([id]) => id)),
+          outputLogs: new Map(
+            [...ctx.tasks.values()].map((t) => [
+              t.id,
+              t.logs ? outputLogOf(ctx.runDir, t.logs, ctx.resolved.get(t.id)?.agent.tty ?? false) : "stderr",
+            ]),
+          ),
           merge: { ...merge, conflicts: [...ctx.depConflicts, ...merge.conflicts] },
           validation,
           cancelled: cancel.signal.aborted,

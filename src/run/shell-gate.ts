@@ -8,7 +8,7 @@ import { writeFileAtomicSync } from "../fs/atomic.js";
 import { CappedLog } from "../fs/capped-log.js";
 import { processStartMs } from "../fs/proc.js";
 import type { Redactor } from "../redact/redactor.js";
-import { findPerl } from "../tmux/session.js";
+import { findPerl, SYS_PRCTL } from "../tmux/session.js";
 
 export interface ShellGateResult {
   exitCode: number | null;
@@ -38,7 +38,8 @@ interface GateRecord {
  * Runs a `tests_cmd`: a command line the assignment gave explicitly, so it goes through
  * `sh -c`. It runs in its own process group so a timeout ends the whole tree, with exactly the
  * environment given; its output streams, redacted and capped, to the two logs. Whatever it left
- * running in its group is ended when it exits.
+ * running is ended when it exits: its group, and (Linux) every process it started, even one that
+ * left the group (the watchdog is the subreaper of the gate's tree).
  *
  * It never outlives this process unattended: it runs under a watchdog (gate-watchdog.pl) that
  * ends its group once our end of a pipe closes, however we died. And never two at once: while it
@@ -68,7 +69,15 @@ export async function runShellGate(opts: {
   const badlang = opts.env.PERL_BADLANG === undefined;
   const child = spawn(
     await findPerl(),
-    [WATCHDOG_PATH, String(opts.killGraceMs), badlang ? "1" : "0", "sh", "-c", opts.command],
+    [
+      WATCHDOG_PATH,
+      String(opts.killGraceMs),
+      badlang ? "1" : "0",
+      String(SYS_PRCTL),
+      "sh",
+      "-c",
+      opts.command,
+    ],
     {
       cwd: opts.cwd,
       env: badlang ? { ...opts.env, PERL_BADLANG: "0" } : opts.env,

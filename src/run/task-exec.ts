@@ -6,8 +6,9 @@ import { agentEnvironment } from "../agent/environment.js";
 import type { Reason } from "../contract/reason.js";
 import type { Gate } from "../contract/report.js";
 import type { StatusFile } from "../contract/status.js";
+import { endRecordedCgroup } from "../fs/cgroup.js";
 import { findMatches, matchesAny } from "../fs/find-files.js";
-import { cgroupRecordsOf } from "../fs/private-dir.js";
+import { cgroupRecordOf } from "../fs/private-dir.js";
 import { type CommitTaskChangesOptions, changedFiles, commitTaskChanges, diffPatch } from "../git/commit.js";
 import { git, withTrailers } from "../git/repo.js";
 import { bringHeadOntoTaskBranch } from "../git/task-head.js";
@@ -232,7 +233,7 @@ async function launchAndWatch(
       ...(ctx.processEnv.TERMORCH_CGROUP === "off" ? { cgroup: false } : {}),
       // Kept when the run ends (its tasks folder is removed), so that clean finds what a killed
       // wrapper left there.
-      cgroupRecord: join(cgroupRecordsOf(ctx.privateDir), `${t.id}.${t.attempts}`),
+      cgroupRecord: cgroupRecordOf(ctx.privateDir, t.id, t.attempts),
     });
   } catch (error) {
     t.detail = `could not start its tmux session: ${ctx.redactor.redact(errorText(error))}`;
@@ -326,6 +327,14 @@ async function watchAttempt(ctx: RunContext, t: TaskRun, running: RunningTask): 
     running.detach();
     throw new Detached();
   }
+  // The wrapper removes the agent's cgroup when it ends; one that is still recorded was left by a
+  // wrapper that was killed (the attempt is then lost), and still holds what the agent started.
+  const left = await endRecordedCgroup(cgroupRecordOf(ctx.privateDir, t.id, t.attempts), ctx.killGraceMs);
+  if (left)
+    ctx.log.info(
+      { task: t.id, attempt: t.attempts, processes: left },
+      "ended what the attempt left in its cgroup",
+    );
   await ctx.ledger.append("task.exited", { attempt: t.attempts, ...record }, t.id);
   return classifyExit(ctx, t, record, { timedOut, timeoutS, cancelled });
 }

@@ -368,6 +368,9 @@ const OS_CONSTANTS: Record<string, number> = (() => {
   return out;
 })();
 
+/** prctl's syscall number on this machine (Linux x86-64 and arm64), 0 when unknown: for gate-watchdog.pl. */
+export const SYS_PRCTL: number = OS_CONSTANTS.sys_prctl ?? 0;
+
 /** Quotes one word for sh: pipe-pane runs its command with `sh -c`. */
 function shQuote(word: string): string {
   return `'${word.replaceAll("'", `'\\''`)}'`;

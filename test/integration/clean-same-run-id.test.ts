@@ -1,3 +1,4 @@
+import { spawn } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { execa } from "execa";
@@ -23,29 +24,31 @@ const { socket, workspace } = testFile("same-run-id");
 /** Processes the runs start; any still running when the file ends are killed. */
 const started = killedAfterFile();
 
-const pidIn = (file: string): number => {
-  const pid = Number(readFileSync(file, "utf8").trim());
-  started.push(pid);
-  return pid;
-};
-
 describe("clean of a finished run", () => {
   it("ends its leftover processes, not those of a live run with the same id elsewhere", async () => {
     const first = workspace();
     const second = workspace();
-    // The first run's run-level tests_cmd leaves a process behind in a session of its own.
-    const leftover = join(first.dir, "leftover.pid");
-    const fileA = writeAssignments(first.dir, [{ id: "t1" }], {
-      run_id: "same-id",
-      success_criteria: {
-        tests_cmd: `setsid -f sh -c 'echo $$ > "$0"; exec sleep 1000' ${leftover} >/dev/null 2>&1 </dev/null; while [ ! -s ${leftover} ]; do sleep 0.01; done`,
-      },
-    });
+    // A process of the first run that outlived it. The run itself ends everything its agents and
+    // gates start, so the test starts it, with the environment the run gives its processes (what
+    // escapes through a daemon, such as `systemd-run` or `at`, keeps it too).
+    const runDirOfA = join(first.dir, "run-dir");
+    const fileA = writeAssignments(
+      first.dir,
+      [{ id: "t1", command: ["bash", "-c", `printf %s "$TERMORCH_RUN_DIR" > ${runDirOfA}`] }],
+      { run_id: "same-id" },
+    );
     // Registered elsewhere, the second run cannot see it and takes the same run id.
     const otherRegistry = { TERMORCH_REGISTRY: join(TEST_TMP, "registry-of-the-first") };
     const a = await termorch(["run", fileA, "--out", join(first.dir, "out")], { socket, env: otherRegistry });
     expect(a.exitCode).toBe(0);
-    const leftoverPid = pidIn(leftover);
+    const escaped = spawn("sleep", ["1000"], {
+      detached: true,
+      stdio: "ignore",
+      env: { ...process.env, TERMORCH_RUN_ID: "same-id", TERMORCH_RUN_DIR: readFileSync(runDirOfA, "utf8") },
+    });
+    escaped.unref();
+    const leftoverPid = escaped.pid!;
+    started.push(leftoverPid);
     expect(running(leftoverPid)).toBe(true);
 
     // The second run's agent runs until it is cancelled. Its own tmux server: clean closes the

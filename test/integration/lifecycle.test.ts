@@ -167,14 +167,18 @@ describe("run lifecycle", () => {
     const file = writeAssignments(
       dir,
       [
-        { id: "boom", env: { EXIT: "1" } },
+        // Fails only once `long` runs: before its launch, a stopped run skips it instead.
+        { id: "boom", env: { EXIT: "1", WAIT_FILE: join(dir, "go") } },
         { id: "long", env: { SLEEP: "30", STAMPS: stamps } },
         { id: "queued", env: { STAMPS: stamps } },
       ],
       { environment: { workspace_dir: "repo", resource_limits: { max_parallel: 2 } } },
     );
     const started = Date.now();
-    expect((await termorch(["run", file, "--fail-fast", "--clean"], { socket })).exitCode).toBe(1);
+    const run = termorch(["run", file, "--fail-fast", "--clean"], { socket });
+    await waitFor(() => existsSync(join(dir, "status", "long.running")), 20_000, "long to run");
+    writeFileSync(join(dir, "go"), "");
+    expect((await run).exitCode).toBe(1);
     expect(Date.now() - started).toBeLessThan(25_000);
     const byId = Object.fromEntries(readReport(dir).tasks.map((t) => [t.id, t]));
     expect(byId.boom?.reason).toBe("exit_code");

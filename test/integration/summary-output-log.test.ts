@@ -20,7 +20,7 @@ describe("a failed task without a terminal", () => {
       expect(task.output_log, task.id).toBe(task.logs.stderr);
       expect(task.detail, task.id).not.toContain("logs/");
       const line = summary.split("\n").find((l) => l.startsWith(`  ${task.id}: failed`));
-      expect(line, task.id).toMatch(new RegExp(`; stderr: ${task.output_log!.replace(/[.]/g, "\\.")}$`));
+      expect(line, task.id).toMatch(new RegExp(`; output: ${task.output_log!.replace(/[.]/g, "\\.")}$`));
       expect(line!.split(task.output_log!).length, task.id).toBe(2);
     }
     const fails = readReport(dir).tasks.find((t) => t.id === "fails")!;

@@ -34,13 +34,13 @@ describe("a failed tty task", () => {
     expect(task.output_log).toBe(out);
     // The summary names the transcript, not the empty stderr log.
     const summary = `${result.stdout}${result.stderr}`;
-    expect(summary).toContain(`t1: failed (exit_code: exited with code 3); transcript: ${out}\n`);
-    expect(summary).not.toContain(`stderr: ${task.logs.stderr}`);
+    expect(summary).toContain(`t1: failed (exit_code: exited with code 3); output: ${out}\n`);
+    expect(summary).not.toContain(task.logs.stderr!);
     // Whatever the failure: here a timeout.
     expect(slow.reason).toBe("timeout");
     expect(slow.output_log).toBe(slow.logs.stdout);
-    expect(summary).toContain(`; transcript: ${slow.logs.stdout}\n`);
-    expect(summary).not.toContain(`stderr: ${slow.logs.stderr}`);
+    expect(summary).toContain(`; output: ${slow.logs.stdout}\n`);
+    expect(summary).not.toContain(slow.logs.stderr!);
 
     const transcript = readFileSync(join(dir, out), "utf8");
     expect(transcript).toContain("first line\n");
