@@ -34,46 +34,47 @@ export async function readJsonFileWithHash(
   } catch (error) {
     throw new InputError([{ file, message: `not valid JSON: ${(error as Error).message}` }]);
   }
-  const broken = loneSurrogateAt(data);
-  if (broken !== null) {
-    throw new InputError([
-      {
+  const broken = loneSurrogatesAt(data);
+  if (broken.length > 0) {
+    throw new InputError(
+      broken.map((field) => ({
         file,
-        field: broken,
+        field,
         message:
           "a \\uD800-\\uDFFF escape that is not half of a surrogate pair encodes no character; it would be passed on as U+FFFD, not as written",
-      },
-    ]);
+      })),
+    );
   }
   return { data, sha256: createHash("sha256").update(bytes).digest("hex") };
 }
 
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+const LONE_SURROGATES = new RegExp(LONE_SURROGATE.source, "g");
 
 /**
- * The JSON path of the first string (key or value) holding a lone UTF-16 surrogate, which
- * valid UTF-8 can carry only as a `\uD800`-style escape; null when there is none. Iterative:
- * input may nest deeper than the call stack.
+ * The JSON paths of the strings (keys or values) holding a lone UTF-16 surrogate, which valid
+ * UTF-8 can carry only as a `\uD800`-style escape; such a key is shown with the
+ * surrogate as its escape. Iterative: input may nest deeper than the call stack.
  */
-export function loneSurrogateAt(data: unknown): string | null {
+export function loneSurrogatesAt(data: unknown): string[] {
+  const found: string[] = [];
   const stack: Array<[unknown, string]> = [[data, ""]];
   while (stack.length > 0) {
     const [value, path] = stack.pop()!;
     if (typeof value === "string") {
-      if (LONE_SURROGATE.test(value)) return path || "(root)";
+      if (LONE_SURROGATE.test(value)) found.push(path || "(root)");
     } else if (Array.isArray(value)) {
-      value.forEach((v, i) => {
-        stack.push([v, `${path}[${i}]`]);
-      });
+      for (let i = value.length - 1; i >= 0; i--) stack.push([value[i], `${path}[${i}]`]);
     } else if (value !== null && typeof value === "object") {
-      for (const [k, v] of Object.entries(value)) {
-        const at = path ? `${path}.${k}` : k;
-        if (LONE_SURROGATE.test(k)) return at;
-        stack.push([v, at]);
+      for (const [k, v] of Object.entries(value).reverse()) {
+        const key = k.replace(LONE_SURROGATES, (c) => `\\u${c.charCodeAt(0).toString(16).toUpperCase()}`);
+        const at = path ? `${path}.${key}` : key;
+        if (key !== k) found.push(at);
+        else stack.push([v, at]);
       }
     }
   }
-  return null;
+  return found;
 }
 
 /**

@@ -67,9 +67,10 @@ async function checkInclude(
   const problems: InputProblem[] = [];
   for (const [j, p] of include.entries()) {
     const field = `environment.worktree_include[${j}]`;
-    const inRepo = prefix ? posix.join(prefix, p) : p;
+    let inRepo: string;
     try {
-      normalizeInclude([inRepo]);
+      // As linkIncludes will name it: `./x`, `a/../x` and `x/` are all `x`.
+      inRepo = normalizeInclude([prefix ? posix.join(prefix, p) : p])[0]!;
     } catch {
       problems.push({
         ...(file ? { file } : {}),

@@ -65,6 +65,13 @@ describe("input that is not what it seems: exit 2 naming the place", () => {
       /field tasks\[0\]\.success_criteria\.tests_cmd: a \\uD800-\\uDFFF escape/,
     );
     await refusedRun(dir, repo, [file], [/tests_cmd/, /surrogate pair/]);
+    // Every such string is named, a key with its surrogate escaped.
+    const both = JSON.parse(original);
+    both.tasks[0].env = { "X\udc00": "v", Y: "\ud800" };
+    writeFileSync(file, JSON.stringify(both));
+    const named = await termorch(["validate", file], { socket });
+    expect(named.stderr).toContain("field tasks[0].env.X\\uDC00: a ");
+    expect(named.stderr).toContain("field tasks[0].env.Y: a ");
     // An emoji written as its escaped pair is a character like any other.
     writeFileSync(file, original.replace("PAIRED", "\\ud83d\\ude00"));
     expect((await termorch(["validate", file], { socket })).exitCode).toBe(0);

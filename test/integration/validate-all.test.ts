@@ -110,7 +110,13 @@ describe("every problem of an input file in one pass", () => {
   it("validate refuses what run refuses in the workspace's repository: a tracked worktree_include path", async () => {
     const h = home();
     const j = job(h, "tracked", [{ id: "A" }]);
-    j.body.environment.worktree_include = ["ctx", "README.md"];
+    j.body.environment.worktree_include = [
+      "ctx",
+      "README.md",
+      "./README.md",
+      "ctx/../README.md",
+      "README.md/",
+    ];
     const file = join(h, "tracked.json");
     writeFileSync(file, JSON.stringify(j.body));
     for (const command of ["validate", "run"]) {
@@ -122,6 +128,9 @@ describe("every problem of an input file in one pass", () => {
       expect(result.stderr).toMatch(
         /tracked\.json, field environment\.worktree_include\[1\]: "README\.md" is tracked/,
       );
+      // Other spellings of the same tracked file, as linkIncludes would name them.
+      for (const i of [2, 3, 4])
+        expect(result.stderr).toMatch(new RegExp(`worktree_include\\[${i}\\]: ".*README\\.md/?" is tracked`));
     }
   });
 
