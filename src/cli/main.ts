@@ -6,7 +6,7 @@ import { jsonSchemaOf, type SchemaName, schemas } from "../contract/json-schema.
 import type { Report } from "../contract/report.js";
 import { Daemon, homeLayout } from "../daemon/daemon.js";
 import { daemonLogger } from "../daemon/log.js";
-import { ExitCode, InputError, TermorchError } from "../errors.js";
+import { ExitCode, exitCodeOfKind, InputError, TermorchError } from "../errors.js";
 import { loadAssignments } from "../input/assignments-file.js";
 import { loadConfig, loadConfigOrProblems } from "../input/config-file.js";
 import { verifyLedger } from "../ledger/ledger.js";
@@ -472,7 +472,7 @@ function reportError(error: unknown, io: Io, debug: boolean): number {
       error.code === "commander.help"
     )
       return ExitCode.ok;
-    return ExitCode.invalid;
+    return exitCodeOfKind.usage;
   }
   if (error instanceof TermorchError) {
     const label = error instanceof InputError ? "invalid input" : error.kind;
@@ -489,7 +489,7 @@ function reportError(error: unknown, io: Io, debug: boolean): number {
   io.stderr.write(`termorch: internal error: ${error instanceof Error ? error.message : String(error)}\n`);
   if (debug && error instanceof Error && error.stack) io.stderr.write(`${error.stack}\n`);
   else io.stderr.write("  (run again with --debug for the stack trace)\n");
-  return ExitCode.internal;
+  return exitCodeOfKind.internal;
 }
 
 /** The installed package's version (package.json sits two folders above dist/cli/). */

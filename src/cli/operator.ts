@@ -1,7 +1,7 @@
 import { type Command, InvalidArgumentError } from "commander";
 import type { RunState } from "../contract/state.js";
 import type { RunView, StatusView, TaskView } from "../contract/status-view.js";
-import { ExitCode, InputError } from "../errors.js";
+import { ExitCode, InputError, unreachable } from "../errors.js";
 import { registryDir } from "../fs/registry.js";
 import { attachPlan, runAttach } from "../ops/attach.js";
 import { requestCancel, waitForReport } from "../ops/cancel.js";
@@ -272,10 +272,6 @@ async function cancelCommand(ref: string, o: { timeout: number; wait: boolean },
   } finally {
     process.off("SIGINT", stop);
   }
-}
-
-function unreachable(x: never): never {
-  throw new Error(`unexpected ${JSON.stringify(x)}`);
 }
 
 function busyTasks(state: RunState): string {

@@ -4,7 +4,7 @@ import { dirname, join, resolve } from "node:path";
 import chokidar, { type FSWatcher } from "chokidar";
 import PQueue from "p-queue";
 import type { Logger } from "pino";
-import { ExitCode, LockedError } from "../errors.js";
+import { LockedError } from "../errors.js";
 import { writeJsonAtomic } from "../fs/atomic.js";
 import { jsonText } from "../input/json-file.js";
 import { writeErrorReport } from "../run/report-file.js";
@@ -218,7 +218,7 @@ export class Daemon {
         await this.answer(runId, JSON.parse(await readFile(existing, "utf8")));
         return;
       }
-      const { report } = await writeErrorReport(dir, Date.now(), internalError(error), ExitCode.internal, {
+      const { report } = await writeErrorReport(dir, Date.now(), internalError(error), {
         own: true,
         runId,
       });

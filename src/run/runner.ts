@@ -7,7 +7,7 @@ import pino, { type Logger } from "pino";
 import { secretValuesOf } from "../agent/environment.js";
 import { Config } from "../contract/config.js";
 import type { RunState } from "../contract/state.js";
-import { ExitCode, InputError, LockedError, TermorchError } from "../errors.js";
+import { InputError, LockedError, TermorchError } from "../errors.js";
 import { acquireLock, type WorkspaceLock } from "../fs/lock.js";
 import { LogNames } from "../fs/log-names.js";
 import { outputLogOf } from "../fs/output-log.js";
@@ -151,7 +151,7 @@ export async function runAssignments(opts: RunOptions): Promise<RunResult | Deta
     // A locked workspace writes nothing: the run directory may be the holder's.
     if (!(error instanceof TermorchError) || error instanceof LockedError) throw error;
     const runId = opts.runId ?? (error instanceof InputError ? error.runId : null);
-    return writeErrorReport(requestedDir, startedAt, errorOf(error), error.exitCode, { runId });
+    return writeErrorReport(requestedDir, startedAt, errorOf(error), { runId });
   }
   let runDir = plan ? runDirOf(plan, input.runId) : requestedDir;
   let own = false;
@@ -221,7 +221,7 @@ export async function runAssignments(opts: RunOptions): Promise<RunResult | Deta
   } catch (error) {
     if (error instanceof TermorchError) throw error;
     // Something broke before the run could report for itself: the caller still gets a report.
-    return writeErrorReport(runDir, startedAt, internalError(error), ExitCode.internal, { own });
+    return writeErrorReport(runDir, startedAt, internalError(error), { own });
   } finally {
     await lock?.release();
   }
