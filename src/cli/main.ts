@@ -2,6 +2,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { Writable } from "node:stream";
 import { Argument, Command, CommanderError, InvalidArgumentError, Option } from "commander";
 import { secretValuesOf } from "../agent/environment.js";
+import { Config } from "../contract/config.js";
 import { jsonSchemaOf, type SchemaName, schemas } from "../contract/json-schema.js";
 import type { Report } from "../contract/report.js";
 import { Daemon, homeLayout } from "../daemon/daemon.js";
@@ -355,14 +356,20 @@ async function drive(
   };
   const ticker = tty ? setInterval(redraw, 1000) : null;
   ticker?.unref();
+  // Like the daemon's log: secrets of termorch's own environment always, the run's own
+  // (its env_vars, configured patterns) once it has planned.
+  const own = environmentRedactor(io.env);
+  let run: Redactor | null = null;
+  const redact = (text: string): string => (run ? run.redact(own.redact(text)) : own.redact(text));
   try {
     const result = await start({
       wait: o.wait ?? false,
       signal: controller.signal,
       env: io.env,
       cwd: io.cwd,
-      logger: terminalLogger(io.stderr, o.debug ? "debug" : "error"),
+      logger: terminalLogger(io.stderr, o.debug ? "debug" : "error", redact),
       onStart: (info) => {
+        run = info.redactor;
         if (!o.json) io.stderr.write(startBanner(info));
       },
       onProgress: (tasks, elapsed) => {
@@ -389,6 +396,15 @@ async function drive(
     process.off("SIGINT", onSignal);
     process.off("SIGTERM", onSignal);
   }
+}
+
+/** The values of termorch's secret-named environment variables and the token formats (the default config's rules). */
+function environmentRedactor(env: Io["env"]): Redactor {
+  const config = Config.parse({});
+  const names = Object.keys(env).filter((name) =>
+    isSecretName(name, config.secret_name_fragments, config.secret_env),
+  );
+  return Redactor.from(config.redact, secretValuesOf(env, names, config));
 }
 
 /** `1 task in 1 wave`, `2 tasks in 3 waves`. */
