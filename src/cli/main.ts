@@ -24,18 +24,10 @@ import {
   type StartInfo,
 } from "../run/runner.js";
 import { inspectWorkspace } from "../run/workspace.js";
+import type { Io } from "./io.js";
 import { registerOperatorCommands } from "./operator.js";
 import { progressLine } from "./progress.js";
 
-/** Where the CLI talks to; injectable so it can be driven in-process. */
-export interface Io {
-  stdout: NodeJS.WritableStream & { isTTY?: boolean };
-  stderr: NodeJS.WritableStream & { isTTY?: boolean };
-  env: Readonly<Record<string, string | undefined>>;
-  cwd: string;
-  /** Aborted once stdout's reader went away (`| head -1`): a command that follows output may stop. */
-  readerGone?: AbortSignal;
-}
 
 /**
  * stdout or stderr as the commands see them. When the reader of a pipe goes away

@@ -12,7 +12,7 @@ import { homeRuns, type OpsRun, registryRuns, resolveRun } from "../ops/runs.js"
 import { serverFor, sessionsBySocket } from "../ops/sessions.js";
 import { statusView } from "../ops/status.js";
 import { findTask } from "../ops/task-target.js";
-import type { Io } from "./main.js";
+import type { Io } from "./io.js";
 
 const CANCEL_PROGRESS_MS = 2000;
 /** Runs that cannot be shown, listed one by one in the human status before being counted. */
