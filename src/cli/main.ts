@@ -28,7 +28,6 @@ import type { Io } from "./io.js";
 import { registerOperatorCommands } from "./operator.js";
 import { progressLine } from "./progress.js";
 
-
 /**
  * stdout or stderr as the commands see them. When the reader of a pipe goes away
  * (`termorch validate x.json | head -1`), the next write fails with EPIPE as an 'error' event,
