@@ -16,10 +16,48 @@ export const ExitCode = {
 } as const;
 export type ExitCode = (typeof ExitCode)[keyof typeof ExitCode];
 
+/** What stops a command, as the report's `error.kind` names it. */
+export type ErrorKind =
+  /** The input files or flags are wrong: nothing was started. */
+  | "invalid_input"
+  /** The command line could not be parsed (commander's own errors). */
+  | "usage"
+  /** tmux, git or perl is missing or too old. */
+  | "environment"
+  /** Another run holds the workspace. */
+  | "locked"
+  | "git"
+  | "tmux"
+  | "launch_error"
+  /** Anything termorch did not expect. */
+  | "internal";
+
+/**
+ * The one table from error kind to exit code: the CLI (an error it catches) and the report
+ * (its `exit_code`) both read it, so the two never disagree.
+ */
+export const exitCodeOfKind: { readonly [K in ErrorKind]: ExitCode } = {
+  invalid_input: ExitCode.invalid,
+  usage: ExitCode.invalid,
+  environment: ExitCode.invalid,
+  locked: ExitCode.locked,
+  git: ExitCode.internal,
+  tmux: ExitCode.internal,
+  launch_error: ExitCode.internal,
+  internal: ExitCode.internal,
+};
+
 export abstract class TermorchError extends Error {
-  abstract readonly exitCode: ExitCode;
   /** Short machine-readable kind, written into the report's `error` object. */
-  abstract readonly kind: string;
+  abstract readonly kind: ErrorKind;
+  get exitCode(): ExitCode {
+    return exitCodeOfKind[this.kind];
+  }
+}
+
+/** Ends an exhaustive switch: the compiler rejects a case left out, and a value from outside the types throws. */
+export function unreachable(x: never): never {
+  throw new Error(`unexpected value ${JSON.stringify(x)}`);
 }
 
 /** One problem found in the user's input, located as precisely as we can. */
@@ -42,7 +80,6 @@ export function formatProblem(p: InputProblem): string {
 
 /** Invalid input or usage: exit 2, nothing launched. */
 export class InputError extends TermorchError {
-  readonly exitCode = ExitCode.invalid;
   readonly kind = "invalid_input";
   constructor(
     readonly problems: InputProblem[],
@@ -56,12 +93,10 @@ export class InputError extends TermorchError {
 
 /** The workspace is locked by another run: exit 4. */
 export class LockedError extends TermorchError {
-  readonly exitCode = ExitCode.locked;
   readonly kind = "locked";
 }
 
 /** The environment cannot run termorch (tmux or git missing or too old): exit 2. */
 export class EnvironmentError extends TermorchError {
-  readonly exitCode = ExitCode.invalid;
   readonly kind = "environment";
 }

@@ -2,11 +2,12 @@ import { existsSync, readFileSync } from "node:fs";
 import { Writable } from "node:stream";
 import { Argument, Command, CommanderError, InvalidArgumentError, Option } from "commander";
 import { secretValuesOf } from "../agent/environment.js";
+import { Config } from "../contract/config.js";
 import { jsonSchemaOf, type SchemaName, schemas } from "../contract/json-schema.js";
 import type { Report } from "../contract/report.js";
 import { Daemon, homeLayout } from "../daemon/daemon.js";
 import { daemonLogger } from "../daemon/log.js";
-import { ExitCode, InputError, TermorchError } from "../errors.js";
+import { ExitCode, exitCodeOfKind, InputError, TermorchError } from "../errors.js";
 import { loadAssignments } from "../input/assignments-file.js";
 import { loadConfig, loadConfigOrProblems } from "../input/config-file.js";
 import { verifyLedger } from "../ledger/ledger.js";
@@ -23,18 +24,9 @@ import {
   type StartInfo,
 } from "../run/runner.js";
 import { inspectWorkspace } from "../run/workspace.js";
+import type { Io } from "./io.js";
 import { registerOperatorCommands } from "./operator.js";
 import { progressLine } from "./progress.js";
-
-/** Where the CLI talks to; injectable so it can be driven in-process. */
-export interface Io {
-  stdout: NodeJS.WritableStream & { isTTY?: boolean };
-  stderr: NodeJS.WritableStream & { isTTY?: boolean };
-  env: Readonly<Record<string, string | undefined>>;
-  cwd: string;
-  /** Aborted once stdout's reader went away (`| head -1`): a command that follows output may stop. */
-  readerGone?: AbortSignal;
-}
 
 /**
  * stdout or stderr as the commands see them. When the reader of a pipe goes away
@@ -355,14 +347,20 @@ async function drive(
   };
   const ticker = tty ? setInterval(redraw, 1000) : null;
   ticker?.unref();
+  // Like the daemon's log: secrets of termorch's own environment always, the run's own
+  // (its env_vars, configured patterns) once it has planned.
+  const own = environmentRedactor(io.env);
+  let run: Redactor | null = null;
+  const redact = (text: string): string => (run ? run.redact(own.redact(text)) : own.redact(text));
   try {
     const result = await start({
       wait: o.wait ?? false,
       signal: controller.signal,
       env: io.env,
       cwd: io.cwd,
-      logger: terminalLogger(io.stderr, o.debug ? "debug" : "error"),
+      logger: terminalLogger(io.stderr, o.debug ? "debug" : "error", redact),
       onStart: (info) => {
+        run = info.redactor;
         if (!o.json) io.stderr.write(startBanner(info));
       },
       onProgress: (tasks, elapsed) => {
@@ -389,6 +387,15 @@ async function drive(
     process.off("SIGINT", onSignal);
     process.off("SIGTERM", onSignal);
   }
+}
+
+/** The values of termorch's secret-named environment variables and the token formats (the default config's rules). */
+function environmentRedactor(env: Io["env"]): Redactor {
+  const config = Config.parse({});
+  const names = Object.keys(env).filter((name) =>
+    isSecretName(name, config.secret_name_fragments, config.secret_env),
+  );
+  return Redactor.from(config.redact, secretValuesOf(env, names, config));
 }
 
 /** `1 task in 1 wave`, `2 tasks in 3 waves`. */
@@ -472,7 +479,7 @@ function reportError(error: unknown, io: Io, debug: boolean): number {
       error.code === "commander.help"
     )
       return ExitCode.ok;
-    return ExitCode.invalid;
+    return exitCodeOfKind.usage;
   }
   if (error instanceof TermorchError) {
     const label = error instanceof InputError ? "invalid input" : error.kind;
@@ -489,7 +496,7 @@ function reportError(error: unknown, io: Io, debug: boolean): number {
   io.stderr.write(`termorch: internal error: ${error instanceof Error ? error.message : String(error)}\n`);
   if (debug && error instanceof Error && error.stack) io.stderr.write(`${error.stack}\n`);
   else io.stderr.write("  (run again with --debug for the stack trace)\n");
-  return ExitCode.internal;
+  return exitCodeOfKind.internal;
 }
 
 /** The installed package's version (package.json sits two folders above dist/cli/). */

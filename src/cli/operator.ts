@@ -1,7 +1,7 @@
 import { type Command, InvalidArgumentError } from "commander";
 import type { RunState } from "../contract/state.js";
 import type { RunView, StatusView, TaskView } from "../contract/status-view.js";
-import { ExitCode, InputError } from "../errors.js";
+import { ExitCode, InputError, unreachable } from "../errors.js";
 import { registryDir } from "../fs/registry.js";
 import { attachPlan, runAttach } from "../ops/attach.js";
 import { requestCancel, waitForReport } from "../ops/cancel.js";
@@ -12,7 +12,7 @@ import { homeRuns, type OpsRun, registryRuns, resolveRun } from "../ops/runs.js"
 import { serverFor, sessionsBySocket } from "../ops/sessions.js";
 import { statusView } from "../ops/status.js";
 import { findTask } from "../ops/task-target.js";
-import type { Io } from "./main.js";
+import type { Io } from "./io.js";
 
 const CANCEL_PROGRESS_MS = 2000;
 /** Runs that cannot be shown, listed one by one in the human status before being counted. */
@@ -272,10 +272,6 @@ async function cancelCommand(ref: string, o: { timeout: number; wait: boolean },
   } finally {
     process.off("SIGINT", stop);
   }
-}
-
-function unreachable(x: never): never {
-  throw new Error(`unexpected ${JSON.stringify(x)}`);
 }
 
 function busyTasks(state: RunState): string {

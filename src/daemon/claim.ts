@@ -1,6 +1,8 @@
 import { mkdir, readFile, rename, rmdir } from "node:fs/promises";
 import { basename, extname, join } from "node:path";
+import { z } from "zod";
 import { RUN_ID_PATTERN } from "../contract/assignments.js";
+import { ClaimRecord } from "../contract/claim.js";
 import { writeJsonAtomic } from "../fs/atomic.js";
 import { jsonText } from "../input/json-file.js";
 
@@ -23,12 +25,15 @@ export function isCandidate(name: string): boolean {
   );
 }
 
+/** Just the field the daemon names the run folder by; the run validates the whole file later. */
+const WithRunId = z.object({ run_id: z.string().regex(RUN_ID_PATTERN) });
+
 /** run_id from the file when it has a usable one, else its base name. */
 export async function runIdFor(path: string): Promise<string> {
   try {
     const text = jsonText(await readFile(path));
-    const parsed = (typeof text === "string" ? JSON.parse(text) : null) as { run_id?: unknown } | null;
-    if (typeof parsed?.run_id === "string" && RUN_ID_PATTERN.test(parsed.run_id)) return parsed.run_id;
+    const parsed = typeof text === "string" ? WithRunId.safeParse(JSON.parse(text)) : null;
+    if (parsed?.success) return parsed.data.run_id;
   } catch {}
   const base = basename(path, extname(path))
     .replace(/[^A-Za-z0-9_-]/g, "_")
@@ -62,12 +67,24 @@ export async function claim(path: string, runsDir: string): Promise<Claim | null
       if ((error as NodeJS.ErrnoException).code === "ENOENT") return null;
       throw error;
     }
-    await writeJsonAtomic(join(runDir, "claim.json"), {
-      source: path,
-      claimed_at: new Date().toISOString(),
-      pid: process.pid,
-    });
+    const record: ClaimRecord = { source: path, claimed_at: new Date().toISOString(), pid: process.pid };
+    await writeJsonAtomic(join(runDir, "claim.json"), record);
     return { runId, runDir, file, source: path };
   }
   throw new Error(`no free run folder for ${wanted} under ${runsDir}`);
+}
+
+/** A run folder's claim.json; a problem (unreadable, not JSON, not a claim) as text instead. */
+export async function readClaim(runDir: string): Promise<ClaimRecord | { problem: string }> {
+  const path = join(runDir, "claim.json");
+  try {
+    const parsed = ClaimRecord.safeParse(JSON.parse(await readFile(path, "utf8")));
+    if (parsed.success) return parsed.data;
+    const issue = parsed.error.issues[0];
+    return {
+      problem: `${path}: field ${issue?.path.join(".") || "(root)"}: ${issue?.message ?? "not a claim record"}`,
+    };
+  } catch (error) {
+    return { problem: `${path}: ${error instanceof Error ? error.message : String(error)}` };
+  }
 }

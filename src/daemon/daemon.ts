@@ -4,7 +4,8 @@ import { dirname, join, resolve } from "node:path";
 import chokidar, { type FSWatcher } from "chokidar";
 import PQueue from "p-queue";
 import type { Logger } from "pino";
-import { ExitCode, LockedError } from "../errors.js";
+import { z } from "zod";
+import { LockedError } from "../errors.js";
 import { writeJsonAtomic } from "../fs/atomic.js";
 import { jsonText } from "../input/json-file.js";
 import { writeErrorReport } from "../run/report-file.js";
@@ -17,7 +18,7 @@ import {
   resumeRun,
   runAssignments,
 } from "../run/runner.js";
-import { type Claim, claim, isCandidate } from "./claim.js";
+import { type Claim, claim, isCandidate, readClaim } from "./claim.js";
 
 export interface DaemonOptions {
   home: string;
@@ -218,7 +219,7 @@ export class Daemon {
         await this.answer(runId, JSON.parse(await readFile(existing, "utf8")));
         return;
       }
-      const { report } = await writeErrorReport(dir, Date.now(), internalError(error), ExitCode.internal, {
+      const { report } = await writeErrorReport(dir, Date.now(), internalError(error), {
         own: true,
         runId,
       });
@@ -254,16 +255,19 @@ export class Daemon {
           existsSync(join(dir, "claim.json"))
         ) {
           // Claimed, but the daemon died before the run started.
-          const claimInfo = JSON.parse(await readFile(join(dir, "claim.json"), "utf8")) as { source: string };
+          const claimed = await readClaim(dir);
+          // Only the inbox file's folder matters (workspace_dir is relative to it), and the inbox
+          // is watched without subfolders: a damaged record is as good as this home's inbox.
+          if ("problem" in claimed)
+            this.opts.log.warn(
+              { run: runId, err: claimed.problem },
+              "damaged claim record; workspace_dir is taken as relative to the inbox",
+            );
+          const source = "problem" in claimed ? join(this.layout.inbox, `${runId}.json`) : claimed.source;
           this.opts.log.info({ run: runId }, "starting a run claimed before a crash");
           this.track(
             this.drive(runId, () =>
-              this.runFresh({
-                runId,
-                runDir: dir,
-                file: join(dir, "assignments.json"),
-                source: claimInfo.source,
-              }),
+              this.runFresh({ runId, runDir: dir, file: join(dir, "assignments.json"), source }),
             ),
           );
           continue;
@@ -282,9 +286,12 @@ export class Daemon {
   }
 }
 
+/** Only the run id is looked at: a report of another termorch version still counts as written. */
+const ReportRunId = z.object({ run_id: z.string().nullable() });
+
 async function reportOf(path: string, runId: string): Promise<boolean> {
   try {
-    return (JSON.parse(await readFile(path, "utf8")) as { run_id?: string }).run_id === runId;
+    return ReportRunId.safeParse(JSON.parse(await readFile(path, "utf8"))).data?.run_id === runId;
   } catch {
     return false;
   }

@@ -1,4 +1,5 @@
 import { createWriteStream, type WriteStream } from "node:fs";
+import { StringDecoder } from "node:string_decoder";
 import type { Redactor } from "../redact/redactor.js";
 
 /** A partial line longer than this is redacted and written without waiting for its end. */
@@ -11,6 +12,8 @@ const MAX_PENDING = 1024 * 1024;
  */
 export class CappedLog {
   private readonly out: WriteStream;
+  /** Keeps the bytes of a UTF-8 character split between two chunks until the rest arrives. */
+  private readonly decoder = new StringDecoder("utf8");
   private pending = "";
   private written = 0;
   private truncated = false;
@@ -24,7 +27,7 @@ export class CappedLog {
   }
 
   write(chunk: Buffer | string): void {
-    this.pending += typeof chunk === "string" ? chunk : chunk.toString("utf8");
+    this.pending += typeof chunk === "string" ? chunk : this.decoder.write(chunk);
     const cut = this.pending.length > MAX_PENDING ? this.pending.length : this.pending.lastIndexOf("\n") + 1;
     if (cut > 0) {
       this.emit(this.pending.slice(0, cut));
@@ -34,6 +37,8 @@ export class CappedLog {
 
   /** Flushes the last partial line and closes the file. */
   async close(): Promise<void> {
+    // A character the stream cut short is written as U+FFFD, not dropped.
+    this.pending += this.decoder.end();
     if (this.pending) this.emit(this.pending);
     this.pending = "";
     await new Promise<void>((done) => this.out.end(() => done()));

@@ -3,18 +3,10 @@ import { readFileSync, realpathSync } from "node:fs";
 import { link, mkdir, open, readFile, rename, rm, writeFile } from "node:fs/promises";
 import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
+import { LockHolder } from "../contract/lock.js";
 import { LockedError } from "../errors.js";
 
-/** Who holds a workspace lock. */
-export interface LockHolder {
-  pid: number;
-  /** Start time of the process (clock ticks since boot), so a recycled pid is not mistaken for the holder. */
-  pid_start: string | null;
-  host: string;
-  run_id: string;
-  run_dir: string;
-  acquired_at: string;
-}
+export type { LockHolder } from "../contract/lock.js";
 
 export interface WorkspaceLock {
   path: string;
@@ -114,7 +106,10 @@ async function releaseLock(path: string, me: LockHolder): Promise<void> {
   if (current && current.pid === me.pid && current.run_id === me.run_id) await rm(path, { force: true });
 }
 
-/** undefined: no lock file; null: unreadable (a holder died mid-write, or garbage). */
+/**
+ * undefined: no lock file; null: unreadable (a holder died mid-write, or garbage, or JSON that
+ * is not a holder): such a lock names no live holder, so it is taken over like a stale one.
+ */
 async function readHolder(path: string): Promise<LockHolder | null | undefined> {
   let text: string;
   try {
@@ -123,7 +118,8 @@ async function readHolder(path: string): Promise<LockHolder | null | undefined> 
     return undefined;
   }
   try {
-    return JSON.parse(text) as LockHolder;
+    const holder = LockHolder.safeParse(JSON.parse(text));
+    return holder.success ? holder.data : null;
   } catch {
     // A holder writes its line right after creating the file; give an empty file a moment.
     return text === "" ? await new Promise((r) => setTimeout(() => r(readHolder(path)), 50)) : null;

@@ -1,4 +1,4 @@
-import { EnvironmentError, ExitCode, TermorchError } from "../errors.js";
+import { EnvironmentError, TermorchError } from "../errors.js";
 
 /** Where a failed git command ran and what it said, for the error message and the debug log. */
 export interface GitFailure {
@@ -14,7 +14,6 @@ export interface GitFailure {
  * Exit 70: it is termorch's or the repository's problem, not the input's.
  */
 export class GitError extends TermorchError {
-  readonly exitCode = ExitCode.internal;
   readonly kind = "git";
   constructor(
     message: string,

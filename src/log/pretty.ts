@@ -21,11 +21,18 @@ export function prettyLine(line: string): string {
   }
 }
 
-/** A logger for a terminal: readable lines on `out`, nothing below `level`. */
-export function terminalLogger(out: NodeJS.WritableStream, level: string): Logger {
+/**
+ * A logger for a terminal: readable lines on `out`, nothing below `level`. Every line passes
+ * `redact` first, as the daemon's log does: an error's text can carry a secret.
+ */
+export function terminalLogger(
+  out: NodeJS.WritableStream,
+  level: string,
+  redact: (text: string) => string,
+): Logger {
   const sink = new Writable({
     write(chunk: Buffer, _encoding, done) {
-      out.write(prettyLine(chunk.toString("utf8")));
+      out.write(prettyLine(redact(chunk.toString("utf8"))));
       done();
     },
   });

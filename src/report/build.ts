@@ -1,5 +1,11 @@
 import type { Conflict, Gate, RefChange, Report, TaskReport } from "../contract/report.js";
-import { ExitCode as Exit, type ExitCode, type InputProblem } from "../errors.js";
+import {
+  type ErrorKind,
+  ExitCode as Exit,
+  type ExitCode,
+  exitCodeOfKind,
+  type InputProblem,
+} from "../errors.js";
 import type { TaskRun } from "../run/task-run.js";
 
 /** How the merge step ended (filled in by the merge stage; `skipped` until it runs). */
@@ -36,7 +42,7 @@ export function skippedMerge(reason: string): MergeOutcome {
 }
 
 export interface RunError {
-  kind: string;
+  kind: ErrorKind;
   message: string;
   hint: string | null;
   problems: InputProblem[];
@@ -69,14 +75,11 @@ const iso = (ms: number | null): string | null => (ms === null ? null : new Date
 export function exitCodeOf(
   input: Pick<ReportInput, "tasks" | "merge" | "validation" | "cancelled" | "error" | "dryRun">,
 ): ExitCode {
-  if (input.error)
-    return input.error.kind === "invalid_input" || input.error.kind === "environment"
-      ? Exit.invalid
-      : input.error.kind === "locked"
-        ? Exit.locked
-        : input.cancelled
-          ? Exit.interrupted
-          : Exit.internal;
+  if (input.error) {
+    const code = exitCodeOfKind[input.error.kind];
+    // What broke while the run was being cancelled is the interruption's doing.
+    return code === Exit.internal && input.cancelled ? Exit.interrupted : code;
+  }
   if (input.cancelled) return Exit.interrupted;
   if (input.dryRun) return Exit.ok;
   if (input.merge.result === "conflict" || input.merge.conflicts.length > 0) return Exit.conflict;

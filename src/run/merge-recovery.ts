@@ -1,5 +1,6 @@
 import type { MergeIntent } from "../contract/merge-journal.js";
 import type { Report } from "../contract/report.js";
+import { unreachable } from "../errors.js";
 import { type AdvanceResult, finishAdvance } from "../git/advance.js";
 import { type MergeOutcome, skippedMerge } from "../report/build.js";
 import type { RunContext } from "./context.js";
@@ -98,5 +99,7 @@ export async function finishInterruptedMerge(
     case "rolled_back":
     case "rollback_failed":
       return advanceFailed(ctx, outcome, validation, done);
+    default:
+      return unreachable(done);
   }
 }

@@ -1,6 +1,7 @@
 import { rmdir } from "node:fs/promises";
 import { join } from "node:path";
 import type { RefChange, Report } from "../contract/report.js";
+import { unreachable } from "../errors.js";
 import { advanceTarget, checkMerge, createIntegrationCommit, mergeOntoMovedTarget } from "../git/merge.js";
 import { movedInCheckout } from "../git/refs.js";
 import { resolveCommit } from "../git/repo.js";
@@ -229,6 +230,8 @@ async function mergeTasks(
       case "rolled_back":
       case "rollback_failed":
         return advanceFailed(ctx, outcome, validation, advanced);
+      default:
+        return unreachable(advanced);
     }
   }
   return {

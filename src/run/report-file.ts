@@ -28,12 +28,11 @@ export function errorOf(error: TermorchError): RunError {
   };
 }
 
-/** The report of a run that failed before or outside its normal end. */
+/** The report of a run that failed before or outside its normal end; its exit code is the error kind's. */
 export async function writeErrorReport(
   runDir: string,
   startedAt: number,
   error: RunError,
-  exitCode: number,
   o: {
     /** `runDir` is the run's own folder (it started there): the report belongs there whatever else is in it. */
     own?: boolean;
@@ -65,10 +64,9 @@ export async function writeErrorReport(
     maxParallel: 0,
     peakParallelism: 0,
   });
-  report.exit_code = exitCode;
   return blocker === null
     ? writeReport(runDir, report)
-    : { report, reportPath: null, exitCode, runDir, notWritten: notWrittenNote(blocker) };
+    : { report, reportPath: null, exitCode: report.exit_code, runDir, notWritten: notWrittenNote(blocker) };
 }
 
 /** What the user is told about a report kept off the disk, and how to get it. */

@@ -7,7 +7,7 @@ import pino, { type Logger } from "pino";
 import { secretValuesOf } from "../agent/environment.js";
 import { Config } from "../contract/config.js";
 import type { RunState } from "../contract/state.js";
-import { ExitCode, InputError, LockedError, TermorchError } from "../errors.js";
+import { InputError, LockedError, TermorchError } from "../errors.js";
 import { acquireLock, type WorkspaceLock } from "../fs/lock.js";
 import { LogNames } from "../fs/log-names.js";
 import { outputLogOf } from "../fs/output-log.js";
@@ -98,6 +98,8 @@ export interface StartInfo {
   keptApartFrom: string | null;
   /** The run id the file asked for, when it was in use and the run got a suffixed one instead. */
   renamedFrom: string | null;
+  /** The run's redactor (its secrets and patterns), for whatever the caller prints from now on. */
+  redactor: Redactor;
 }
 
 export type { RunResult } from "./report-file.js";
@@ -151,7 +153,7 @@ export async function runAssignments(opts: RunOptions): Promise<RunResult | Deta
     // A locked workspace writes nothing: the run directory may be the holder's.
     if (!(error instanceof TermorchError) || error instanceof LockedError) throw error;
     const runId = opts.runId ?? (error instanceof InputError ? error.runId : null);
-    return writeErrorReport(requestedDir, startedAt, errorOf(error), error.exitCode, { runId });
+    return writeErrorReport(requestedDir, startedAt, errorOf(error), { runId });
   }
   let runDir = plan ? runDirOf(plan, input.runId) : requestedDir;
   let own = false;
@@ -221,7 +223,7 @@ export async function runAssignments(opts: RunOptions): Promise<RunResult | Deta
   } catch (error) {
     if (error instanceof TermorchError) throw error;
     // Something broke before the run could report for itself: the caller still gets a report.
-    return writeErrorReport(runDir, startedAt, internalError(error), ExitCode.internal, { own });
+    return writeErrorReport(runDir, startedAt, internalError(error), { own });
   } finally {
     await lock?.release();
   }
@@ -547,6 +549,7 @@ function startInfo(ctx: LiveRun, dryRun: boolean, resumed: boolean, keptApartFro
     dryRun,
     sessionPrefix: `termorch-${ctx.runId}-`,
     resumed,
+    redactor: ctx.redactor,
   };
 }
 
@@ -598,7 +601,10 @@ async function drive(
       started_at: new Date(ctx.startedAt).toISOString(),
     },
     ctx.processEnv,
-  ).catch(() => {});
+  ).catch((error: unknown) =>
+    // Only `termorch status <id>` and friends miss it; the run itself goes on.
+    ctx.log.warn({ err: errorText(error) }, "could not register the run in the per-user registry"),
+  );
   // `termorch cancel` drops a file here; watching it needs no port and works for any driver.
   const cancelWatch = watchForCancel(ctx);
 
@@ -702,14 +708,25 @@ async function closeSessions(ctx: RunContext, policy: "default" | "keep" | "clea
     const closing = [...ctx.tasks.values()].filter(
       (t) => t.session && t.attempts > 0 && (policy === "clean" || t.state === "success"),
     );
-    await ctx.tmux.killSessions(closing.map((t) => t.session!)).catch(() => {});
+    await ctx.tmux
+      .killSessions(closing.map((t) => t.session!))
+      .catch((error: unknown) =>
+        ctx.log.warn({ err: errorText(error) }, "could not close the task sessions"),
+      );
   }
   const live = new Set(
     await ctx.tmux
       .listPanes()
       .then((panes) => panes.map((p) => p.session))
-      .catch(() => []),
+      .catch((error: unknown) => {
+        ctx.log.warn({ err: errorText(error) }, "could not list the sessions left open");
+        return [];
+      }),
   );
-  await ctx.tmux.closeIfIdle().catch(() => {});
+  await ctx.tmux
+    .closeIfIdle()
+    .catch((error: unknown) =>
+      ctx.log.warn({ err: errorText(error) }, "could not stop the idle tmux server"),
+    );
   return [...ctx.tasks.values()].flatMap((t) => (t.session && live.has(t.session) ? [t.session] : []));
 }

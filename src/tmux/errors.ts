@@ -1,11 +1,10 @@
-import { EnvironmentError, ExitCode, TermorchError } from "../errors.js";
+import { EnvironmentError, TermorchError } from "../errors.js";
 
 /**
  * A tmux command failed in a way termorch did not expect. Exit 70: the server or the machine
  * misbehaved, not the input.
  */
 export class TmuxError extends TermorchError {
-  readonly exitCode = ExitCode.internal;
   readonly kind = "tmux";
   constructor(
     message: string,
@@ -38,7 +37,6 @@ export type LaunchFailure = "duplicate_session" | "attempt_exists" | "invalid_sp
 
 /** A task attempt could not be started. The runner reports it as reason `launch_error`. */
 export class LaunchError extends TermorchError {
-  readonly exitCode = ExitCode.internal;
   readonly kind = "launch_error";
   constructor(
     message: string,
