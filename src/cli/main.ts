@@ -362,6 +362,7 @@ async function drive(
       env: io.env,
       cwd: io.cwd,
       logger: terminalLogger(io.stderr, o.debug ? "debug" : "error"),
+      onNotice: (message) => io.stderr.write(`termorch: warning: ${message}\n`),
       onStart: (info) => {
         if (!o.json) io.stderr.write(startBanner(info));
       },

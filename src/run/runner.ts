@@ -17,7 +17,7 @@ import { SnapshotWriter } from "../fs/state-store.js";
 import { StatusFiles } from "../fs/status-files.js";
 import { commitIdentity, TERMORCH_IDENTITY } from "../git/repo.js";
 import { loadAssignments, type RunInput } from "../input/assignments-file.js";
-import { loadConfig, loadConfigOrProblems } from "../input/config-file.js";
+import { loadConfig, loadConfigOrProblems, removedSettings } from "../input/config-file.js";
 import { Ledger } from "../ledger/ledger.js";
 import { buildGraph } from "../plan/graph.js";
 import { planWaves } from "../plan/waves.js";
@@ -53,6 +53,8 @@ export interface DriveOptions {
   logger?: Logger;
   /** Wait for another run's workspace lock instead of failing with exit 4. */
   wait?: boolean;
+  /** Warnings about the input that do not stop the run (e.g. a removed config key); default: the logger's warn. */
+  onNotice?: (message: string) => void;
   /** Called once the run is planned, before anything starts. */
   onStart?: (info: StartInfo) => void;
   /** Called on every task state change with the current tasks (progress display). */
@@ -132,6 +134,7 @@ export async function runAssignments(opts: RunOptions): Promise<RunResult | Deta
       baseDir,
     );
     if (opts.runId) input = { ...input, runId: opts.runId };
+    notice(opts, log, input);
     dryRun = opts.dryRun ?? input.assignments.mode.dry_run;
     // Two runs never work on one workspace at once (exit 4, or wait with --wait). The workspace
     // and the run directory are looked at once the lock is held: a run that waited starts from
@@ -267,6 +270,7 @@ export async function resumeRun(opts: ResumeOptions): Promise<RunResult | Detach
     ? await loadConfig(first.config_file, env, first.cwd)
     : { config: Config.parse({}), file: null };
   const input = await loadAssignments(first.assignments_file, loaded, first.started_at, first.base_dir);
+  notice(opts, log, input);
   if (input.sha256 !== first.assignments_sha256) {
     throw new InputError(
       [
@@ -332,12 +336,16 @@ export async function readState(runDir: string): Promise<RunState> {
   throw new InputError([{ file: read.path, message: `run state is ${read.problem}` }]);
 }
 
+function notice(opts: DriveOptions, log: Logger, input: RunInput): void {
+  for (const message of removedSettings(input.config, input.configFile))
+    opts.onNotice ? opts.onNotice(message) : log.warn(message);
+}
+
 function tmuxFor(socket: string, input: RunInput): TmuxServer {
   return new TmuxServer({
     socket,
     historyLimit: input.config.defaults.history_limit,
     size: input.config.defaults.session_size as `${number}x${number}`,
-    controlMode: input.config.tmux.control_mode,
   });
 }
 

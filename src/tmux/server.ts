@@ -4,8 +4,6 @@ import { chmod, lstat, mkdir, readFile, realpath, rename, rm, writeFile } from "
 import { setPriority, tmpdir } from "node:os";
 import { join } from "node:path";
 import { SOCKET_NAME_PATTERN, SOCKET_NAME_RULE } from "../contract/config.js";
-import { type ControlClient, lineSafe } from "./control.js";
-import { ControlLease } from "./control-pool.js";
 import { TmuxEnvironmentError, TmuxError } from "./errors.js";
 
 /** How to reach (and, on first use, start) termorch's private tmux server. */
@@ -20,8 +18,6 @@ export interface TmuxServerOptions {
   baseEnv?: NodeJS.ProcessEnv;
   /** The tmux executable. Default `tmux` (looked up in PATH). */
   tmuxBin?: string;
-  /** Use a control-mode client for commands once {@link TmuxServer.connect} is called (Config tmux.control_mode). */
-  controlMode?: boolean;
 }
 
 interface BatchItem {
@@ -81,9 +77,6 @@ export function formatEscape(value: string): string {
   return value.replaceAll("#", "##");
 }
 
-/** Placeholder sessions of control-mode clients (ours or another termorch process's). */
-export const CONTROL_SESSION_PREFIX = "termorch-control-";
-
 /** termorch's own tmux server (`tmux -L <socket>`), never the operator's default one. */
 export class TmuxServer {
   readonly socket: string;
@@ -94,9 +87,6 @@ export class TmuxServer {
   private readonly baseEnv: NodeJS.ProcessEnv;
   private readonly bin: string;
   private confPath: Promise<string> | null = null;
-  private control: ControlClient | null = null;
-  private lease: ControlLease | null = null;
-  private readonly controlMode: boolean;
   /** Command lines waiting for this turn's shared client (commandInBatch). */
   private batch: BatchItem[] | null = null;
 
@@ -112,7 +102,6 @@ export class TmuxServer {
     this.width = Number(size[1]);
     this.height = Number(size[2]);
     this.bin = options.tmuxBin ?? "tmux";
-    this.controlMode = options.controlMode ?? false;
     this.baseEnv = options.baseEnv ?? process.env;
     this.env = minimalEnv(this.baseEnv);
   }
@@ -172,7 +161,6 @@ export class TmuxServer {
    * error and those after it run again.
    */
   commandInBatch(...commands: (readonly string[])[]): Promise<void> {
-    if (this.control?.alive) return this.command(...commands).then(() => {});
     return new Promise((resolve, reject) => {
       if (!this.batch) {
         this.batch = [];
@@ -226,51 +214,10 @@ export class TmuxServer {
 
   /**
    * Runs a command line of one or more tmux commands, each given as raw arguments (no
-   * argv-form escaping: {@link tmuxArg} is applied here when needed). Goes over the control-mode
-   * client when one is connected ({@link connect}), else through a spawned client.
+   * argv-form escaping: {@link tmuxArg} is applied here when needed), through one spawned client.
    */
-  async command(...commands: (readonly string[])[]): Promise<string> {
-    const control = this.control;
-    if (control?.alive && commands.every((c) => c.every(lineSafe))) {
-      try {
-        return await control.run(commands);
-      } catch (error) {
-        // The control client itself went away (the server may still be there): spawn instead.
-        if (control.alive || !(error instanceof TmuxError) || error.status !== null) throw error;
-      }
-    }
+  command(...commands: (readonly string[])[]): Promise<string> {
     return this.run(commands.flatMap((c, i) => [...(i === 0 ? [] : [";"]), ...c.map(tmuxArg)]));
-  }
-
-  /**
-   * With controlMode, starts (once) the persistent control-mode client that carries
-   * {@link command}s while tasks run: this process's one client for this server, shared with its
-   * other runs (see control-pool.ts); without it, commands keep using spawned clients. It starts
-   * the server if needed, so only launching calls it; queries of a server that is not running
-   * keep answering "nothing there" without starting one. Falls back silently to spawned clients
-   * if it cannot connect.
-   */
-  async connect(): Promise<void> {
-    if (!this.controlMode || this.control?.alive) return;
-    const conf = await this.config();
-    this.lease ??= ControlLease.take({
-      bin: this.bin,
-      socket: this.socket,
-      socketPath: await this.defaultSocketPath(),
-      baseArgs: ["-L", this.socket, "-f", conf],
-      env: this.env,
-      size: { width: this.width, height: this.height },
-      timeoutMs: COMMAND_TIMEOUT_MS,
-    });
-    this.control = await this.lease.client();
-  }
-
-  /** Lets go of the control-mode client; the process's last user ends it and its placeholder (the server stays). */
-  async disconnect(): Promise<void> {
-    const lease = this.lease;
-    this.lease = null;
-    this.control = null;
-    await lease?.release();
   }
 
   /** Absolute path of the server's socket (for `tmux -S`), whether or not the server runs. */
@@ -403,7 +350,6 @@ export class TmuxServer {
    * Returns true when no session was left.
    */
   async closeIfIdle(): Promise<boolean> {
-    await this.disconnect();
     let sessions: string;
     try {
       sessions = await this.run(["list-sessions", "-F", "#{session_name}"]);
@@ -411,8 +357,7 @@ export class TmuxServer {
       if (error instanceof TmuxError && (error.noServer || error.noTarget)) return true;
       throw error;
     }
-    // Another termorch process's control client keeps its placeholder only while it is connected.
-    if (sessions.split("\n").some((s) => s !== "" && !s.startsWith(CONTROL_SESSION_PREFIX))) return false;
+    if (sessions.split("\n").some((s) => s !== "")) return false;
     try {
       await this.run(["set-option", "-s", "exit-empty", "on"]);
     } catch (error) {
@@ -425,7 +370,6 @@ export class TmuxServer {
   /** Kills this server (its socket only) and every session on it. For tests and `termorch clean`. */
   async kill(): Promise<void> {
     const path = await this.socketPath();
-    await this.disconnect();
     try {
       await this.run(["kill-server"]);
     } catch (error) {
