@@ -633,7 +633,7 @@ async function finish(
   return { ok: reason === null };
 }
 
-export function statusOf(ctx: RunContext, t: TaskRun, state: StatusFile["state"]): StatusFile {
+function statusOf(ctx: RunContext, t: TaskRun, state: StatusFile["state"]): StatusFile {
   return {
     task_id: t.id,
     state,

@@ -63,16 +63,14 @@ const COMMAND_TIMEOUT_MS = 30_000;
  * tmux parses its arguments even in argv form: an argument ending in `;` ends the command.
  * `x\;` stands for a literal `x;` (tmux turns the backslash into the semicolon).
  */
-export function tmuxArg(value: string): string {
+function tmuxArg(value: string): string {
   return value.endsWith(";") ? `${value.slice(0, -1)}\\;` : value;
 }
 
-/** Escapes `#` for arguments tmux expands as formats (`new-session -c`, `pipe-pane`'s command). */
-export function formatLiteral(value: string): string {
-  return tmuxArg(formatEscape(value));
-}
-
-/** `#` doubled, without the argv-form escaping: for raw arguments of {@link TmuxServer.command}. */
+/**
+ * Escapes `#` for arguments tmux expands as formats (`new-session -c`, `pipe-pane`'s command),
+ * without the argv-form escaping: for raw arguments of {@link TmuxServer.command}.
+ */
 export function formatEscape(value: string): string {
   return value.replaceAll("#", "##");
 }

@@ -1,7 +1,7 @@
 // The private tmux server: configuration, environment, listing, targeted kills, shutdown.
 import { stat } from "node:fs/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { formatLiteral, TmuxServer, tmuxArg } from "../../src/tmux/server.js";
+import { TmuxServer } from "../../src/tmux/server.js";
 import { launch } from "../../src/tmux/session.js";
 import { isAlive, makeTmpDir, removeDir, taskSpec, uniqueSocket, waitFor } from "../fixtures/tmux-helpers.js";
 
@@ -124,10 +124,15 @@ describe("TmuxServer.kill", () => {
 });
 
 describe("argument escaping", () => {
-  it("protects trailing semicolons and format characters", () => {
-    expect(tmuxArg("a;")).toBe("a\\;");
-    expect(tmuxArg("a\\;")).toBe("a\\\\;");
-    expect(tmuxArg("a;b")).toBe("a;b");
-    expect(formatLiteral("/x/#{pane_id};")).toBe("/x/##{pane_id}\\;");
+  it("hands trailing semicolons, backslashes, quotes and format characters to tmux intact", async () => {
+    const spec = taskSpec(root, ["sleep", "60"]);
+    const task = await launch(server, spec);
+    const target = `=${spec.session}:`;
+    for (const value of ["a;", "a\\;", "a;b", "/x/#{pane_id};", `it's; "odd" ;`]) {
+      await server.command(["set-option", "-t", target, "@termorch_note", value]);
+      expect(await server.command(["show-options", "-v", "-t", target, "@termorch_note"])).toBe(value);
+    }
+    await task.kill(2_000);
+    await server.killSession(spec.session);
   });
 });
