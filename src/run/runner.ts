@@ -10,6 +10,7 @@ import type { RunState } from "../contract/state.js";
 import { ExitCode, InputError, LockedError, TermorchError } from "../errors.js";
 import { acquireLock, type WorkspaceLock } from "../fs/lock.js";
 import { LogNames } from "../fs/log-names.js";
+import { sessionPrefix } from "../fs/names.js";
 import { outputLogOf } from "../fs/output-log.js";
 import { registerRun } from "../fs/registry.js";
 import { readRunStateFile, TaskJournal } from "../fs/run-state-file.js";
@@ -553,7 +554,7 @@ function startInfo(ctx: LiveRun, dryRun: boolean, resumed: boolean, keptApartFro
     tasks: ctx.tasks.size,
     waves: ctx.plan.waves.length,
     dryRun,
-    sessionPrefix: `termorch-${ctx.runId}-`,
+    sessionPrefix: sessionPrefix(ctx.runId),
     resumed,
   };
 }

@@ -1,9 +1,10 @@
 import { type ExecFileException, execFile } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
-import { chmod, lstat, mkdir, readFile, realpath, rename, rm, writeFile } from "node:fs/promises";
-import { setPriority, tmpdir } from "node:os";
+import { readFile, realpath, rename, rm, writeFile } from "node:fs/promises";
+import { setPriority } from "node:os";
 import { join } from "node:path";
 import { SOCKET_NAME_PATTERN, SOCKET_NAME_RULE } from "../contract/config.js";
+import { ensureUserDir } from "../fs/names.js";
 import { TmuxEnvironmentError, TmuxError } from "./errors.js";
 
 /** How to reach (and, on first use, start) termorch's private tmux server. */
@@ -379,12 +380,10 @@ export class TmuxServer {
 
   /** The config file every call passes with -f; whichever call starts the server loads it. */
   private config(): Promise<string> {
-    this.confPath ??= writeConfig(this.baseEnv, this.historyLimit, this.width, this.height).catch(
-      (error: unknown) => {
-        this.confPath = null;
-        throw error;
-      },
-    );
+    this.confPath ??= writeConfig(this.historyLimit, this.width, this.height).catch((error: unknown) => {
+      this.confPath = null;
+      throw error;
+    });
     return this.confPath;
   }
 }
@@ -412,32 +411,7 @@ function minimalEnv(base: NodeJS.ProcessEnv): Record<string, string> {
   return env;
 }
 
-/** A folder only this user can read, for the config file (and nothing secret elsewhere). */
-export async function privateRuntimeDir(env: NodeJS.ProcessEnv = process.env): Promise<string> {
-  const uid = process.getuid?.() ?? 0;
-  const runtime = env.XDG_RUNTIME_DIR;
-  const dir =
-    runtime && (await lstat(runtime).catch(() => null))?.isDirectory()
-      ? join(runtime, "termorch")
-      : join(tmpdir(), `termorch-${uid}`);
-  await mkdir(dir, { recursive: true, mode: 0o700 });
-  const st = await lstat(dir);
-  // In a shared /tmp someone else may have created the name first: refuse to use it then.
-  if (!st.isDirectory() || st.isSymbolicLink() || st.uid !== uid) {
-    throw new TmuxEnvironmentError(
-      `${dir} is not a directory owned by uid ${uid}; remove it or set XDG_RUNTIME_DIR`,
-    );
-  }
-  if ((st.mode & 0o077) !== 0) await chmod(dir, 0o700);
-  return dir;
-}
-
-async function writeConfig(
-  env: NodeJS.ProcessEnv,
-  historyLimit: number,
-  width: number,
-  height: number,
-): Promise<string> {
+async function writeConfig(historyLimit: number, width: number, height: number): Promise<string> {
   const text = [
     "# Written by termorch for its private tmux server (TMUX-NOTES: server setup).",
     // With exit-empty on, clients racing a server whose last session just ended fail with
@@ -452,7 +426,8 @@ async function writeConfig(
     "",
   ].join("\n");
   const hash = createHash("sha256").update(text).digest("hex").slice(0, 16);
-  const dir = await privateRuntimeDir(env);
+  // The per-user folder, checked: only this user can read the config or swap it.
+  const dir = await ensureUserDir();
   const path = join(dir, `tmux-${hash}.conf`);
   // Content-addressed: concurrent writers of the same settings cannot corrupt each other.
   if ((await readFile(path, "utf8").catch(() => null)) === text) return path;
