@@ -119,8 +119,6 @@ async function viaAdapter(dir, split, kind) {
   const server = new TmuxServer({ socket });
   const attempt = join(dir, `adapter-${Date.now()}`);
   const argv = producer(kind, dir, split);
-  // The server and its control client are started first: a run reuses them for every task.
-  await server.connect();
   const t0 = performance.now();
   const task = await launch(server, {
     runId: "bench",

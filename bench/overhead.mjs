@@ -68,7 +68,7 @@ async function gnuParallel(n, p) {
   return { wall: r.wall, cpu: r.cpu };
 }
 
-async function termorch(n, p, { git = false, waves = 1, control = false } = {}) {
+async function termorch(n, p, { git = false, waves = 1 } = {}) {
   const dir = tempDir(git ? "git" : "plain");
   makeWorkspace(dir, { git });
   const per = n / waves;
@@ -84,13 +84,7 @@ async function termorch(n, p, { git = false, waves = 1, control = false } = {}) 
   }
   const file = writeAssignments(dir, "ovh", tasks);
   const args = ["--max-parallel", String(p), ...(waves > 1 ? ["--schedule", "waves"] : [])];
-  const env = {};
-  if (control) {
-    // The opt-in control-mode client (config tmux.control_mode), for comparison.
-    env.TERMORCH_CONFIG = join(dir, "control.json");
-    writeFileSync(env.TERMORCH_CONFIG, JSON.stringify({ tmux: { control_mode: true } }));
-  }
-  const r = await termorchRun(file, uniqueSocket(git ? "git" : "plain"), args, env);
+  const r = await termorchRun(file, uniqueSocket(git ? "git" : "plain"), args);
   const ok = readdirSync(join(dir, "status")).filter((f) => f.endsWith(".success")).length;
   removeTemp(dir);
   if (ok !== n) throw new Error(`termorch: ${ok} of ${n} tasks succeeded`);
@@ -108,19 +102,16 @@ export async function run(opts = {}) {
   const a = [];
   const b = [];
   const c = [];
-  const cc = [];
   for (let i = 0; i < reps; i++) {
     a.push(await floor(n, p));
     if (haveParallel) b.push(await gnuParallel(n, p));
     c.push(await termorch(n, p));
-    cc.push(await termorch(n, p, { control: true }));
   }
   const gitRuns = [];
   for (let i = 0; i < (opts.quick ? 1 : 2); i++) gitRuns.push(await termorch(n, p, { git: true }));
   const A = { wall: median(a.map((r) => r.wall)), cpu: median(a.map((r) => r.cpu)) };
   const B = haveParallel ? { wall: median(b.map((r) => r.wall)), cpu: median(b.map((r) => r.cpu)) } : null;
   const C = { wall: median(c.map((r) => r.wall)), cpu: median(c.map((r) => r.cpu)) };
-  const CC = { wall: median(cc.map((r) => r.wall)), cpu: median(cc.map((r) => r.cpu)) };
   const G = { wall: median(gitRuns.map((r) => r.wall)), cpu: median(gitRuns.map((r) => r.cpu)) };
   const target = { value: 1.25, text: "≤ 1.25× floor" };
   rows.push(row(`overhead ${n}×true P${p}: (a) floor tmux+wait-for, wall`, A.wall, "s"));
@@ -135,20 +126,10 @@ export async function run(opts = {}) {
     rows.push(
       row(`overhead ${n}×true P${p}: termorch non-git vs parallel (c/b)`, C.wall, "s", { baseline: B.wall }),
     );
-  rows.push(
-    row(`overhead ${n}×true P${p}: termorch non-git, control mode (opt-in), wall`, CC.wall, "s", {
-      baseline: A.wall,
-    }),
-  );
   rows.push(row(`overhead ${n}×true P${p}: (a) floor, CPU of process tree`, A.cpu, "s"));
   if (B) rows.push(row(`overhead ${n}×true P${p}: (b) GNU parallel, CPU`, B.cpu, "s"));
   rows.push(
     row(`overhead ${n}×true P${p}: (c) termorch non-git, CPU (c/a)`, C.cpu, "s", { baseline: A.cpu }),
-  );
-  rows.push(
-    row(`overhead ${n}×true P${p}: termorch non-git, control mode (opt-in), CPU`, CC.cpu, "s", {
-      baseline: A.cpu,
-    }),
   );
   rows.push(row(`overhead per task: floor, wall/N`, (A.wall / n) * 1000, "ms"));
   rows.push(
@@ -170,7 +151,7 @@ export async function run(opts = {}) {
   rows.push(row(`overhead per task: termorch git, wall/N`, (G.wall / n) * 1000, "ms"));
   rows.push(row(`overhead per task: termorch git, CPU/N`, (G.cpu / n) * 1000, "ms"));
   notes.push(
-    `overhead: median of ${reps} interleaved runs; CPU = user+sys of the command's process tree plus the tmux server's (its panes' processes included); the 1.25× target applies to the non-git workspace (the floor has no git); the git run is reported for its cost; "control mode" is the opt-in tmux.control_mode (one control-mode client per process instead of a spawned tmux client per command; off by default because tmux <= 3.5 can crash with it).`,
+    `overhead: median of ${reps} interleaved runs; CPU = user+sys of the command's process tree plus the tmux server's (its panes' processes included); the 1.25× target applies to the non-git workspace (the floor has no git); the git run is reported for its cost.`,
   );
 
   if (!opts.quick) {

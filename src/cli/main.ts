@@ -359,6 +359,7 @@ async function drive(
       env: io.env,
       cwd: io.cwd,
       logger: terminalLogger(io.stderr, o.debug ? "debug" : "error", redact),
+      onNotice: (message) => io.stderr.write(`termorch: warning: ${message}\n`),
       onStart: (info) => {
         run = info.redactor;
         if (!o.json) io.stderr.write(startBanner(info));

@@ -2,7 +2,7 @@ import { type Command, InvalidArgumentError } from "commander";
 import type { RunState } from "../contract/state.js";
 import type { RunView, StatusView, TaskView } from "../contract/status-view.js";
 import { ExitCode, InputError, unreachable } from "../errors.js";
-import { registryDir } from "../fs/registry.js";
+import { registryDir } from "../fs/names.js";
 import { attachPlan, runAttach } from "../ops/attach.js";
 import { requestCancel, waitForReport } from "../ops/cancel.js";
 import { type CleanReport, cleanRun } from "../ops/clean.js";

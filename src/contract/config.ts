@@ -86,13 +86,14 @@ export const Config = z.strictObject({
       /** Socket name (tmux -L); default `termorch`, or $TERMORCH_TMUX_SOCKET. */
       socket: z.string().regex(SOCKET_NAME_PATTERN, SOCKET_NAME_RULE).optional(),
       /**
-       * Carry tmux commands over one control-mode client per process (~0.1 ms a command instead
-       * of a spawned client's ~4 ms). Off by default: tmux up to at least 3.5 can crash its
-       * server, and every session on it, when a control client starts while sessions change
-       * (tmux PR #4980); safe only when nothing else uses the socket at the same time.
+       * Removed: the opt-in control-mode client could crash tmux <= 3.5 (tmux PR #4980). Still
+       * accepted so that a config that set it keeps working; a run says once that it is ignored.
        */
-      control_mode: z.boolean().default(false),
+      control_mode: z
+        .boolean()
+        .optional()
+        .describe("Removed: accepted and ignored (a run warns once); every tmux command is a spawned client"),
     })
-    .default({ control_mode: false }),
+    .default({}),
 });
 export type Config = z.infer<typeof Config>;

@@ -1,10 +1,10 @@
-import { createHash, randomBytes } from "node:crypto";
-import { readFileSync, realpathSync } from "node:fs";
+import { randomBytes } from "node:crypto";
+import { readFileSync } from "node:fs";
 import { link, mkdir, open, readFile, rename, rm, writeFile } from "node:fs/promises";
-import { hostname, tmpdir } from "node:os";
-import { join } from "node:path";
+import { hostname } from "node:os";
 import { LockHolder } from "../contract/lock.js";
 import { LockedError } from "../errors.js";
+import { ensureUserDir, lockPath, locksDir } from "./names.js";
 
 export type { LockHolder } from "../contract/lock.js";
 
@@ -13,16 +13,6 @@ export interface WorkspaceLock {
   /** Names the holder's run anew (its id and folder are settled only once the lock is held). */
   update(holder: Pick<LockHolder, "run_id" | "run_dir">): Promise<void>;
   release(): Promise<void>;
-}
-
-/** Per-user folder of workspace locks; outside the workspace so taking a lock writes nothing into it. */
-export function locksDir(): string {
-  return join(tmpdir(), `termorch-${process.getuid?.() ?? "user"}`, "locks");
-}
-
-export function lockPathFor(workspace: string): string {
-  const key = createHash("sha256").update(realpathSync(workspace)).digest("hex").slice(0, 32);
-  return join(locksDir(), `${key}.lock`);
 }
 
 /**
@@ -35,7 +25,8 @@ export async function acquireLock(
   holder: Omit<LockHolder, "pid" | "pid_start" | "host" | "acquired_at">,
   opts: { wait?: boolean; signal?: AbortSignal; pollMs?: number } = {},
 ): Promise<WorkspaceLock> {
-  const path = lockPathFor(workspace);
+  const path = lockPath(workspace);
+  await ensureUserDir();
   await mkdir(locksDir(), { recursive: true, mode: 0o700 });
   const me: LockHolder = {
     pid: process.pid,

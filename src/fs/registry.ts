@@ -1,18 +1,14 @@
 import { readdir, readFile, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { RegistryEntry } from "../contract/state.js";
 import { writeJsonAtomic } from "./atomic.js";
-
-/** Per-user folder where every run registers its run directory, so operator commands can find it by id. */
-export function registryDir(env: Readonly<Record<string, string | undefined>> = process.env): string {
-  return env.TERMORCH_REGISTRY ?? join(tmpdir(), `termorch-${process.getuid?.() ?? "user"}`, "runs");
-}
+import { ensureUserDir, registryDir, registryInUserDir } from "./names.js";
 
 export async function registerRun(
   entry: RegistryEntry,
   env?: Readonly<Record<string, string | undefined>>,
 ): Promise<void> {
+  if (registryInUserDir(env)) await ensureUserDir();
   await writeJsonAtomic(join(registryDir(env), `${entry.run_id}.json`), entry, 0o600);
 }
 

@@ -203,43 +203,19 @@ async function stripIncludes(
   return last;
 }
 
-/** How a path changed between two commits (git's name-status letters). */
-export type ChangeStatus = "A" | "C" | "D" | "M" | "R" | "T" | "U" | "X";
-
-/** One changed path; renames and copies carry their source in `from`. */
-export interface ChangedEntry {
-  status: ChangeStatus;
-  path: string;
-  from?: string;
-}
-
-/** Paths changed between two commits, with rename detection. */
-export async function changedEntries(repo: string, from: string, to: string): Promise<ChangedEntry[]> {
+/** Every path changed between two commits, sorted; a rename or copy contributes both its paths. */
+export async function changedFiles(repo: string, from: string, to: string): Promise<string[]> {
   const r = await git(repo, ["diff-tree", "-r", "-z", "-M", "--name-status", from, to]);
+  // NUL-separated: a status letter (R and C with a score), then one path, or two for R and C.
   const t = r.stdout.split("\0");
-  const out: ChangedEntry[] = [];
+  const set = new Set<string>();
   for (let i = 0; i < t.length; ) {
     const code = t[i++];
     if (!code) continue;
-    const status = code.charAt(0) as ChangeStatus;
-    if (status === "R" || status === "C") {
-      const src = t[i++] ?? "";
-      const dst = t[i++] ?? "";
-      out.push({ status, path: dst, from: src });
-    } else {
-      out.push({ status, path: t[i++] ?? "" });
-    }
+    const paths = code.startsWith("R") || code.startsWith("C") ? 2 : 1;
+    for (let k = 0; k < paths; k++) set.add(t[i++] ?? "");
   }
-  return out;
-}
-
-/** Every path changed between two commits, sorted; a rename contributes both its paths. */
-export async function changedFiles(repo: string, from: string, to: string): Promise<string[]> {
-  const set = new Set<string>();
-  for (const e of await changedEntries(repo, from, to)) {
-    set.add(e.path);
-    if (e.from !== undefined) set.add(e.from);
-  }
+  set.delete("");
   return [...set].sort();
 }
 

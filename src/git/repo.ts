@@ -169,7 +169,7 @@ export interface GitVersion {
 let versionPromise: Promise<GitVersion> | undefined;
 
 /** The installed git's version (asked once per process). */
-export function gitVersion(): Promise<GitVersion> {
+function gitVersion(): Promise<GitVersion> {
   versionPromise ??= readVersion();
   return versionPromise;
 }

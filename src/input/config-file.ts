@@ -89,6 +89,19 @@ export async function loadConfig(
 }
 
 /**
+ * Settings a config may still hold but that no longer do anything, one line each for the run to
+ * show. Accepted rather than refused: they only chose how termorch worked, never what it does.
+ */
+export function removedSettings(config: Config, file: string | null): string[] {
+  const where = file ? `config ${file}: ` : "config: ";
+  return config.tmux.control_mode === undefined
+    ? []
+    : [
+        `${where}tmux.control_mode was removed (tmux <= 3.5 could crash with it) and is ignored; delete the key`,
+      ];
+}
+
+/**
  * Agents run in their task's worktree, so a registry command like `bash examples/agents/echo.sh`
  * would look for the script there. An argument that names an existing file relative to the
  * config file's folder (first) or to where termorch was started is made absolute; anything else

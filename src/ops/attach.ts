@@ -21,7 +21,7 @@ export interface AttachPlan {
 }
 
 /** The socket path in `$TMUX` (`<socket_path>,<server_pid>,<session>`), or null outside tmux. */
-export function tmuxSocketOf(tmuxVar: string | undefined): string | null {
+function tmuxSocketOf(tmuxVar: string | undefined): string | null {
   if (!tmuxVar) return null;
   const path = tmuxVar.split(",")[0];
   return path ? path : null;

@@ -1,10 +1,10 @@
 import { existsSync } from "node:fs";
 import { lstat, readdir, realpath, rmdir } from "node:fs/promises";
 import { join, relative } from "node:path";
+import { runBranchesPrefix, runWorktreesDir } from "../fs/names.js";
 import { registeredRuns, unregisterRun } from "../fs/registry.js";
 import { git } from "../git/repo.js";
 import { deleteBranch, isBranch, listWorktrees, removeWorktree } from "../git/worktree.js";
-import { worktreesRoot } from "../run/context.js";
 import { endLeftovers } from "./leftovers.js";
 import { driverAlive } from "./liveness.js";
 import { type OpsRun, phaseOf } from "./runs.js";
@@ -92,7 +92,7 @@ export async function cleanRun(run: OpsRun, opts: { force: boolean; env: Env }):
   const socket = run.state?.socket ?? run.entry?.socket ?? null;
   if (socket) await closeSessions(run, socket, opts.env, report);
 
-  const ownRoot = join(worktreesRoot(), runId);
+  const ownRoot = runWorktreesDir(runId);
   // What the run started and its wrappers could not end (a wrapper killed, a process outside
   // their reach): a finished run has nothing left to run.
   const leftovers = await endLeftovers({ runDir: run.runDir, runId, graceMs: LEFTOVER_GRACE_MS });
@@ -178,7 +178,7 @@ async function removeWorktrees(
   force: boolean,
   report: CleanReport,
 ): Promise<void> {
-  const prefix = `refs/heads/termorch/${runId}/`;
+  const prefix = runBranchesPrefix(runId);
   const root = await realpath(ownRoot).catch(() => ownRoot);
   for (const wt of await listWorktrees(repo)) {
     const inRoot = [ownRoot, root].some((r) => !relative(r, wt.path).startsWith(".."));
@@ -233,7 +233,7 @@ async function deleteBranches(
   report: CleanReport,
   agentRefs: readonly string[] = [],
 ): Promise<void> {
-  const r = await git(repo, ["for-each-ref", "--format=%(refname)", `refs/heads/termorch/${runId}/`]);
+  const r = await git(repo, ["for-each-ref", "--format=%(refname)", runBranchesPrefix(runId)]);
   const refs = r.stdout.split("\n").filter(Boolean);
   // The integration branch holds every task's work: tried last, so task branches it contains go first.
   refs.sort((a, b) => Number(a.endsWith("/integration")) - Number(b.endsWith("/integration")));

@@ -3,7 +3,8 @@ import { readdir } from "node:fs/promises";
 import { isAbsolute, join, resolve } from "node:path";
 import type { RegistryEntry, RunState } from "../contract/state.js";
 import { InputError } from "../errors.js";
-import { registeredRuns, registryDir } from "../fs/registry.js";
+import { registryDir } from "../fs/names.js";
+import { registeredRuns } from "../fs/registry.js";
 import { readRunStateFile } from "../fs/run-state-file.js";
 import { driverAlive } from "./liveness.js";
 

@@ -1,6 +1,6 @@
 import type { RunState, TaskRun } from "../contract/state.js";
 import { InputError } from "../errors.js";
-import { registryDir } from "../fs/registry.js";
+import { registryDir } from "../fs/names.js";
 import { type OpsRun, registryRuns, resolveRun } from "./runs.js";
 import { type SessionInfo, sessionsBySocket } from "./sessions.js";
 

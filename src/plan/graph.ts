@@ -1,4 +1,4 @@
-import { alg, Graph } from "@dagrejs/graphlib";
+import { Graph } from "@dagrejs/graphlib";
 import type { InputProblem } from "../errors.js";
 
 /** The minimum the planner needs to know about a task. */
@@ -86,7 +86,7 @@ function withoutFile(p: InputProblem): InputProblem {
  * or null. graphlib's findCycles gives strongly connected components without an order, so the
  * path is recovered with a depth-first search.
  */
-export function findCycle(nodes: readonly PlanNode[]): string[] | null {
+function findCycle(nodes: readonly PlanNode[]): string[] | null {
   const deps = new Map(nodes.map((n) => [n.id, [...n.dependencies].sort()]));
   const state = new Map<string, "open" | "done">();
   // Iterative depth-first search: chains of tens of thousands of tasks would overflow the stack.
@@ -129,7 +129,7 @@ export function buildGraph(nodes: readonly PlanNode[]): TaskGraph {
 }
 
 /** Kahn's algorithm with an id-ordered frontier: deterministic, and the merge order too. */
-export function topologicalOrder(nodes: readonly PlanNode[]): string[] {
+function topologicalOrder(nodes: readonly PlanNode[]): string[] {
   const indegree = new Map<string, number>();
   const dependents = new Map<string, string[]>();
   for (const n of nodes) {
@@ -164,9 +164,4 @@ export function topologicalOrder(nodes: readonly PlanNode[]): string[] {
 
 export function compareIds(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
-}
-
-/** True when graphlib agrees the graph has no cycle; used as a cross-check in tests. */
-export function isAcyclic(g: TaskGraph): boolean {
-  return alg.isAcyclic(g.graph);
 }

@@ -24,7 +24,7 @@ export const TOKEN_PATTERNS: readonly string[] = [
 const MIN_SECRET_LENGTH = 4;
 
 /** Escapes a literal for use inside a regex in both JavaScript and Perl. */
-export function escapeRegex(literal: string): string {
+function escapeRegex(literal: string): string {
   // Line breaks become \x{..} because the wrapper reads one pattern per line.
   return literal.replace(/[.*+?^${}()|[\]\\\r\n]/g, (c) =>
     c === "\n" || c === "\r" ? `\\x{${c.codePointAt(0)!.toString(16)}}` : `\\${c}`,
@@ -62,7 +62,8 @@ function anyCaseHex(n: number, width: number): string {
  * what the in-pane wrapper, which works on bytes, sees anyway.
  */
 function characterForms(ch: string): string {
-  if (PLAIN.test(ch)) return ch;
+  // Escaped all the same: "." is plain in every encoding but any character in a regex.
+  if (PLAIN.test(ch)) return escapeRegex(ch);
   const bytes = [...Buffer.from(ch, "utf8")];
   const forms = new Set<string>([escapeRegex(ch)]);
   const short = JSON_SHORT[ch];
@@ -82,7 +83,7 @@ function characterForms(ch: string): string {
  * character, so the pattern stays one pass however many forms there are; a run of plain
  * characters stays a literal that both engines search for quickly).
  */
-export function secretPattern(value: string): string {
+function secretPattern(value: string): string {
   let out = "";
   for (const ch of value) out += characterForms(ch);
   return out;

@@ -1,10 +1,10 @@
-import { tmpdir } from "node:os";
 import { join, posix } from "node:path";
 import type { Logger } from "pino";
 import type { RefsSnapshot } from "../contract/merge-journal.js";
 import type { Conflict, Report } from "../contract/report.js";
 import type { RunState } from "../contract/state.js";
 import type { LogNames } from "../fs/log-names.js";
+import { taskWorktree } from "../fs/names.js";
 import type { TaskJournal } from "../fs/run-state-file.js";
 import type { StatusFiles } from "../fs/status-files.js";
 import type { Identity } from "../git/repo.js";
@@ -88,12 +88,7 @@ export interface RunContext {
  * dry run can show the exact argv.
  */
 export function taskCwd(ctx: Pick<RunContext, "git" | "runId" | "input">, taskId: string): string {
-  return ctx.git ? join(worktreePath(ctx, taskId), ctx.git.prefix) : ctx.input.workspace;
-}
-
-/** A task's worktree (the whole repository; the task works in its workspace folder inside it). */
-export function worktreePath(ctx: Pick<RunContext, "runId">, taskId: string): string {
-  return join(worktreesRoot(), ctx.runId, taskId);
+  return ctx.git ? join(taskWorktree(ctx.runId, taskId), ctx.git.prefix) : ctx.input.workspace;
 }
 
 /** Workspace-relative paths as repository-relative ones (the workspace may be a folder inside the repository). */
@@ -106,19 +101,6 @@ export function inRepo(ctx: Pick<RunContext, "git">, paths: readonly string[]): 
 export function inWorkspace(ctx: Pick<RunContext, "git">, paths: readonly string[]): string[] {
   const prefix = ctx.git?.prefix;
   return prefix ? paths.map((p) => posix.relative(prefix, p)) : [...paths];
-}
-
-/** Per-user folder for task worktrees. */
-export function worktreesRoot(): string {
-  return join(tmpdir(), `termorch-${process.getuid?.() ?? "user"}`, "worktrees");
-}
-
-export function taskBranch(runId: string, taskId: string): string {
-  return `termorch/${runId}/${taskId}`;
-}
-
-export function sessionName(runId: string, taskId: string): string {
-  return `termorch-${runId}-${taskId}`;
 }
 
 /** How a run is driven; persisted in state.json so a resume drives it the same way. */

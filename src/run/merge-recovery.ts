@@ -1,6 +1,7 @@
 import type { MergeIntent } from "../contract/merge-journal.js";
 import type { Report } from "../contract/report.js";
 import { unreachable } from "../errors.js";
+import { integrationBranch } from "../fs/names.js";
 import { type AdvanceResult, finishAdvance } from "../git/advance.js";
 import { type MergeOutcome, skippedMerge } from "../report/build.js";
 import type { RunContext } from "./context.js";
@@ -18,8 +19,7 @@ export interface MergeStageResult {
   unfinished?: boolean;
 }
 
-export const integrationBranchOf = (ctx: Pick<RunContext, "runId">): string =>
-  `termorch/${ctx.runId}/integration`;
+export const integrationBranchOf = (ctx: Pick<RunContext, "runId">): string => integrationBranch(ctx.runId);
 export const short = (sha: string | null): string => (sha === null ? "nothing" : sha.slice(0, 12));
 
 /**

@@ -1,13 +1,13 @@
 import { rmdir } from "node:fs/promises";
-import { join } from "node:path";
 import type { RefChange, Report } from "../contract/report.js";
 import { unreachable } from "../errors.js";
+import { runWorktreesDir, taskWorktree } from "../fs/names.js";
 import { advanceTarget, checkMerge, createIntegrationCommit, mergeOntoMovedTarget } from "../git/merge.js";
 import { movedInCheckout } from "../git/refs.js";
 import { resolveCommit } from "../git/repo.js";
 import { deleteMergedBranches, isBranch, removeWorktrees } from "../git/worktree.js";
 import { type MergeOutcome, skippedMerge } from "../report/build.js";
-import { type RunContext, worktreePath, worktreesRoot } from "./context.js";
+import type { RunContext } from "./context.js";
 import { advanceHooks, killPoint } from "./faults.js";
 import { clearMergeIntent, readMergeIntent, recordMergeIntent } from "./merge-intent.js";
 import {
@@ -277,7 +277,7 @@ async function cleanUp(
   try {
     await removeWorktrees(
       root,
-      order.map((id) => worktreePath(ctx, id)),
+      order.map((id) => taskWorktree(ctx.runId, id)),
     );
     // Branches the agents created go with their task branches (only when merged: nothing is
     // lost). Only branches: a tag or a remote-tracking ref is never termorch's to delete.
@@ -291,5 +291,5 @@ async function cleanUp(
     ctx.log.warn({ err: errorText(error) }, "could not remove the task worktrees or branches");
   }
   // The run's folder of worktrees, now empty.
-  await rmdir(join(worktreesRoot(), ctx.runId)).catch(() => {});
+  await rmdir(runWorktreesDir(ctx.runId)).catch(() => {});
 }

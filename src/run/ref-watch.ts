@@ -3,10 +3,11 @@ import { join } from "node:path";
 import { RefsSnapshot } from "../contract/merge-journal.js";
 import type { RefChange } from "../contract/report.js";
 import { writeJsonAtomic } from "../fs/atomic.js";
+import { taskWorktree } from "../fs/names.js";
 import { lastRefChange, listRefs, movedInCheckout, type RefMove, refMoves } from "../git/refs.js";
 import { git } from "../git/repo.js";
 import { listWorktrees } from "../git/worktree.js";
-import { type RunContext, worktreePath } from "./context.js";
+import type { RunContext } from "./context.js";
 import type { TaskRun } from "./task-run.js";
 
 /**
@@ -135,7 +136,7 @@ async function attribute(
     // git lists worktrees by their real path; $TMPDIR may be a symlink (macOS).
     const real = await realpath(checkedOutIn).catch(() => checkedOutIn);
     for (const t of tasks) {
-      if ((await realpath(worktreePath(ctx, t.id)).catch(() => null)) === real)
+      if ((await realpath(taskWorktree(ctx.runId, t.id)).catch(() => null)) === real)
         return { task: t, sure: true };
     }
   }

@@ -3,8 +3,9 @@ import { join } from "node:path";
 import { agentEnvironment } from "../agent/environment.js";
 import type { Gate } from "../contract/report.js";
 import { findMatches } from "../fs/find-files.js";
+import { integrationWorktree } from "../fs/names.js";
 import { prepareDetachedWorktree, removeWorktree } from "../git/worktree.js";
-import { inRepo, type RunContext, worktreesRoot } from "./context.js";
+import { inRepo, type RunContext } from "./context.js";
 import { errorText } from "./task-exec.js";
 import { testsGate } from "./tests-gate.js";
 
@@ -25,7 +26,7 @@ export async function runLevelGates(ctx: RunContext, integration: string): Promi
     return gates;
   }
   if (criteria.required_artifacts.length === 0 && !criteria.tests_cmd) return gates;
-  const scratch = join(worktreesRoot(), ctx.runId, ".integration");
+  const scratch = integrationWorktree(ctx.runId);
   const include = ctx.input.assignments.environment.worktree_include;
   await removeWorktree(ctx.git!.root, scratch).catch(() => {});
   await prepareDetachedWorktree({

@@ -10,6 +10,7 @@ import type { RunState } from "../contract/state.js";
 import { InputError, LockedError, TermorchError } from "../errors.js";
 import { acquireLock, type WorkspaceLock } from "../fs/lock.js";
 import { LogNames } from "../fs/log-names.js";
+import { sessionPrefix } from "../fs/names.js";
 import { outputLogOf } from "../fs/output-log.js";
 import { registerRun } from "../fs/registry.js";
 import { readRunStateFile, TaskJournal } from "../fs/run-state-file.js";
@@ -17,7 +18,7 @@ import { SnapshotWriter } from "../fs/state-store.js";
 import { StatusFiles } from "../fs/status-files.js";
 import { commitIdentity, TERMORCH_IDENTITY } from "../git/repo.js";
 import { loadAssignments, type RunInput } from "../input/assignments-file.js";
-import { loadConfig, loadConfigOrProblems } from "../input/config-file.js";
+import { loadConfig, loadConfigOrProblems, removedSettings } from "../input/config-file.js";
 import { Ledger } from "../ledger/ledger.js";
 import { buildGraph } from "../plan/graph.js";
 import { planWaves } from "../plan/waves.js";
@@ -53,6 +54,8 @@ export interface DriveOptions {
   logger?: Logger;
   /** Wait for another run's workspace lock instead of failing with exit 4. */
   wait?: boolean;
+  /** Warnings about the input that do not stop the run (e.g. a removed config key); default: the logger's warn. */
+  onNotice?: (message: string) => void;
   /** Called once the run is planned, before anything starts. */
   onStart?: (info: StartInfo) => void;
   /** Called on every task state change with the current tasks (progress display). */
@@ -134,6 +137,7 @@ export async function runAssignments(opts: RunOptions): Promise<RunResult | Deta
       baseDir,
     );
     if (opts.runId) input = { ...input, runId: opts.runId };
+    notice(opts, log, input);
     dryRun = opts.dryRun ?? input.assignments.mode.dry_run;
     // Two runs never work on one workspace at once (exit 4, or wait with --wait). The workspace
     // and the run directory are looked at once the lock is held: a run that waited starts from
@@ -269,6 +273,7 @@ export async function resumeRun(opts: ResumeOptions): Promise<RunResult | Detach
     ? await loadConfig(first.config_file, env, first.cwd)
     : { config: Config.parse({}), file: null };
   const input = await loadAssignments(first.assignments_file, loaded, first.started_at, first.base_dir);
+  notice(opts, log, input);
   if (input.sha256 !== first.assignments_sha256) {
     throw new InputError(
       [
@@ -334,12 +339,16 @@ export async function readState(runDir: string): Promise<RunState> {
   throw new InputError([{ file: read.path, message: `run state is ${read.problem}` }]);
 }
 
+function notice(opts: DriveOptions, log: Logger, input: RunInput): void {
+  for (const message of removedSettings(input.config, input.configFile))
+    opts.onNotice ? opts.onNotice(message) : log.warn(message);
+}
+
 function tmuxFor(socket: string, input: RunInput): TmuxServer {
   return new TmuxServer({
     socket,
     historyLimit: input.config.defaults.history_limit,
     size: input.config.defaults.session_size as `${number}x${number}`,
-    controlMode: input.config.tmux.control_mode,
   });
 }
 
@@ -547,7 +556,7 @@ function startInfo(ctx: LiveRun, dryRun: boolean, resumed: boolean, keptApartFro
     tasks: ctx.tasks.size,
     waves: ctx.plan.waves.length,
     dryRun,
-    sessionPrefix: `termorch-${ctx.runId}-`,
+    sessionPrefix: sessionPrefix(ctx.runId),
     resumed,
     redactor: ctx.redactor,
   };

@@ -1,4 +1,5 @@
 import type { RefChange } from "../contract/report.js";
+import { movedBranch } from "../fs/names.js";
 import { putBackBranch } from "../git/put-back.js";
 import { resolveCommit } from "../git/repo.js";
 import type { RunContext } from "./context.js";
@@ -10,7 +11,7 @@ import { short } from "./merge-recovery.js";
  * back: a branch of the run's (`termorch clean` removes it like the run's other branches).
  */
 export const movedBranchOf = (ctx: Pick<RunContext, "runId">, targetRef: string): string =>
-  `refs/heads/termorch/${ctx.runId}/moved/${targetRef.replace(/^refs\/heads\//, "")}`;
+  movedBranch(ctx.runId, targetRef);
 
 /**
  * The target was moved from `expected` to `tip` (null: deleted) by something other than the

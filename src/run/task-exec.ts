@@ -8,6 +8,7 @@ import type { Gate } from "../contract/report.js";
 import type { StatusFile } from "../contract/status.js";
 import { endRecordedCgroup } from "../fs/cgroup.js";
 import { findMatches, matchesAny } from "../fs/find-files.js";
+import { sessionName, taskBranch, taskWorktree } from "../fs/names.js";
 import { cgroupRecordOf } from "../fs/private-dir.js";
 import { type CommitTaskChangesOptions, changedFiles, commitTaskChanges, diffPatch } from "../git/commit.js";
 import { git, withTrailers } from "../git/repo.js";
@@ -15,15 +16,7 @@ import { bringHeadOntoTaskBranch } from "../git/task-head.js";
 import { prepareTaskWorktree } from "../git/worktree.js";
 import { redactFile } from "../redact/redact-file.js";
 import { adopt, type ExitRecord, launch, type RunningTask } from "../tmux/session.js";
-import {
-  inRepo,
-  inWorkspace,
-  type RunContext,
-  sessionName,
-  taskBranch,
-  taskCwd,
-  worktreePath,
-} from "./context.js";
+import { inRepo, inWorkspace, type RunContext, taskCwd } from "./context.js";
 import { Detached } from "./detached.js";
 import { prepareHooks } from "./faults.js";
 import { createdDuringRun } from "./ref-watch.js";
@@ -60,7 +53,7 @@ export async function executeTask(ctx: RunContext, taskId: string, resume = fals
   const r = ctx.resolved.get(taskId)!;
   const task = r.task;
   const cwd = taskCwd(ctx, taskId);
-  const wt = worktreePath(ctx, taskId);
+  const wt = taskWorktree(ctx.runId, taskId);
   const artifactsDir = join(ctx.runDir, "artifacts", taskId);
   const reuse = resume && (t.startCommit !== null || !ctx.git);
   t.startedAt ??= ctx.now();
@@ -633,7 +626,7 @@ async function finish(
   return { ok: reason === null };
 }
 
-export function statusOf(ctx: RunContext, t: TaskRun, state: StatusFile["state"]): StatusFile {
+function statusOf(ctx: RunContext, t: TaskRun, state: StatusFile["state"]): StatusFile {
   return {
     task_id: t.id,
     state,

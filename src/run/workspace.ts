@@ -1,12 +1,13 @@
 import { existsSync, realpathSync } from "node:fs";
 import { join, posix, relative } from "node:path";
 import { InputError, type InputProblem } from "../errors.js";
+import { runBranchesPrefix, runWorktreesDir } from "../fs/names.js";
 import { isEmptyOrMissing } from "../fs/paths.js";
 import { registeredRuns } from "../fs/registry.js";
 import { normalizeInclude } from "../git/include.js";
 import { dirtyTrackedFiles, git as gitCmd, repoInfo, requireGitVersion } from "../git/repo.js";
 import type { TmuxServer } from "../tmux/server.js";
-import { type GitRun, worktreesRoot } from "./context.js";
+import type { GitRun } from "./context.js";
 import { takeRefsSnapshot } from "./ref-watch.js";
 
 /**
@@ -115,14 +116,14 @@ export async function freshRunId(
   for (let n = 1; ; n++) {
     const suffix = n === 1 ? "" : `-${n}`;
     const candidate = `${id.slice(0, 64 - suffix.length)}${suffix}`;
-    if (live.has(candidate) || !isEmptyOrMissing(join(worktreesRoot(), candidate))) continue;
+    if (live.has(candidate) || !isEmptyOrMissing(runWorktreesDir(candidate))) continue;
     if ("apart" in dirs && existsSync(dirs.apart(candidate))) continue;
     if (repo) {
       const refs = await gitCmd(repo.root, [
         "for-each-ref",
         "--count=1",
         "--format=%(refname)",
-        `refs/heads/termorch/${candidate}/`,
+        runBranchesPrefix(candidate),
       ]);
       if (refs.stdout.trim()) continue;
     }

@@ -1,11 +1,10 @@
 import { type ExecFileException, execFile } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
-import { chmod, lstat, mkdir, readFile, realpath, rename, rm, writeFile } from "node:fs/promises";
-import { setPriority, tmpdir } from "node:os";
+import { readFile, realpath, rename, rm, writeFile } from "node:fs/promises";
+import { setPriority } from "node:os";
 import { join } from "node:path";
 import { SOCKET_NAME_PATTERN, SOCKET_NAME_RULE } from "../contract/config.js";
-import { type ControlClient, lineSafe } from "./control.js";
-import { ControlLease } from "./control-pool.js";
+import { ensureUserDir } from "../fs/names.js";
 import { TmuxEnvironmentError, TmuxError } from "./errors.js";
 
 /** How to reach (and, on first use, start) termorch's private tmux server. */
@@ -20,8 +19,6 @@ export interface TmuxServerOptions {
   baseEnv?: NodeJS.ProcessEnv;
   /** The tmux executable. Default `tmux` (looked up in PATH). */
   tmuxBin?: string;
-  /** Use a control-mode client for commands once {@link TmuxServer.connect} is called (Config tmux.control_mode). */
-  controlMode?: boolean;
 }
 
 interface BatchItem {
@@ -67,22 +64,17 @@ const COMMAND_TIMEOUT_MS = 30_000;
  * tmux parses its arguments even in argv form: an argument ending in `;` ends the command.
  * `x\;` stands for a literal `x;` (tmux turns the backslash into the semicolon).
  */
-export function tmuxArg(value: string): string {
+function tmuxArg(value: string): string {
   return value.endsWith(";") ? `${value.slice(0, -1)}\\;` : value;
 }
 
-/** Escapes `#` for arguments tmux expands as formats (`new-session -c`, `pipe-pane`'s command). */
-export function formatLiteral(value: string): string {
-  return tmuxArg(formatEscape(value));
-}
-
-/** `#` doubled, without the argv-form escaping: for raw arguments of {@link TmuxServer.command}. */
+/**
+ * Escapes `#` for arguments tmux expands as formats (`new-session -c`, `pipe-pane`'s command),
+ * without the argv-form escaping: for raw arguments of {@link TmuxServer.command}.
+ */
 export function formatEscape(value: string): string {
   return value.replaceAll("#", "##");
 }
-
-/** Placeholder sessions of control-mode clients (ours or another termorch process's). */
-export const CONTROL_SESSION_PREFIX = "termorch-control-";
 
 /** termorch's own tmux server (`tmux -L <socket>`), never the operator's default one. */
 export class TmuxServer {
@@ -94,9 +86,6 @@ export class TmuxServer {
   private readonly baseEnv: NodeJS.ProcessEnv;
   private readonly bin: string;
   private confPath: Promise<string> | null = null;
-  private control: ControlClient | null = null;
-  private lease: ControlLease | null = null;
-  private readonly controlMode: boolean;
   /** Command lines waiting for this turn's shared client (commandInBatch). */
   private batch: BatchItem[] | null = null;
 
@@ -112,7 +101,6 @@ export class TmuxServer {
     this.width = Number(size[1]);
     this.height = Number(size[2]);
     this.bin = options.tmuxBin ?? "tmux";
-    this.controlMode = options.controlMode ?? false;
     this.baseEnv = options.baseEnv ?? process.env;
     this.env = minimalEnv(this.baseEnv);
   }
@@ -172,7 +160,6 @@ export class TmuxServer {
    * error and those after it run again.
    */
   commandInBatch(...commands: (readonly string[])[]): Promise<void> {
-    if (this.control?.alive) return this.command(...commands).then(() => {});
     return new Promise((resolve, reject) => {
       if (!this.batch) {
         this.batch = [];
@@ -226,51 +213,10 @@ export class TmuxServer {
 
   /**
    * Runs a command line of one or more tmux commands, each given as raw arguments (no
-   * argv-form escaping: {@link tmuxArg} is applied here when needed). Goes over the control-mode
-   * client when one is connected ({@link connect}), else through a spawned client.
+   * argv-form escaping: {@link tmuxArg} is applied here when needed), through one spawned client.
    */
-  async command(...commands: (readonly string[])[]): Promise<string> {
-    const control = this.control;
-    if (control?.alive && commands.every((c) => c.every(lineSafe))) {
-      try {
-        return await control.run(commands);
-      } catch (error) {
-        // The control client itself went away (the server may still be there): spawn instead.
-        if (control.alive || !(error instanceof TmuxError) || error.status !== null) throw error;
-      }
-    }
+  command(...commands: (readonly string[])[]): Promise<string> {
     return this.run(commands.flatMap((c, i) => [...(i === 0 ? [] : [";"]), ...c.map(tmuxArg)]));
-  }
-
-  /**
-   * With controlMode, starts (once) the persistent control-mode client that carries
-   * {@link command}s while tasks run: this process's one client for this server, shared with its
-   * other runs (see control-pool.ts); without it, commands keep using spawned clients. It starts
-   * the server if needed, so only launching calls it; queries of a server that is not running
-   * keep answering "nothing there" without starting one. Falls back silently to spawned clients
-   * if it cannot connect.
-   */
-  async connect(): Promise<void> {
-    if (!this.controlMode || this.control?.alive) return;
-    const conf = await this.config();
-    this.lease ??= ControlLease.take({
-      bin: this.bin,
-      socket: this.socket,
-      socketPath: await this.defaultSocketPath(),
-      baseArgs: ["-L", this.socket, "-f", conf],
-      env: this.env,
-      size: { width: this.width, height: this.height },
-      timeoutMs: COMMAND_TIMEOUT_MS,
-    });
-    this.control = await this.lease.client();
-  }
-
-  /** Lets go of the control-mode client; the process's last user ends it and its placeholder (the server stays). */
-  async disconnect(): Promise<void> {
-    const lease = this.lease;
-    this.lease = null;
-    this.control = null;
-    await lease?.release();
   }
 
   /** Absolute path of the server's socket (for `tmux -S`), whether or not the server runs. */
@@ -403,7 +349,6 @@ export class TmuxServer {
    * Returns true when no session was left.
    */
   async closeIfIdle(): Promise<boolean> {
-    await this.disconnect();
     let sessions: string;
     try {
       sessions = await this.run(["list-sessions", "-F", "#{session_name}"]);
@@ -411,8 +356,7 @@ export class TmuxServer {
       if (error instanceof TmuxError && (error.noServer || error.noTarget)) return true;
       throw error;
     }
-    // Another termorch process's control client keeps its placeholder only while it is connected.
-    if (sessions.split("\n").some((s) => s !== "" && !s.startsWith(CONTROL_SESSION_PREFIX))) return false;
+    if (sessions.split("\n").some((s) => s !== "")) return false;
     try {
       await this.run(["set-option", "-s", "exit-empty", "on"]);
     } catch (error) {
@@ -425,7 +369,6 @@ export class TmuxServer {
   /** Kills this server (its socket only) and every session on it. For tests and `termorch clean`. */
   async kill(): Promise<void> {
     const path = await this.socketPath();
-    await this.disconnect();
     try {
       await this.run(["kill-server"]);
     } catch (error) {
@@ -437,12 +380,10 @@ export class TmuxServer {
 
   /** The config file every call passes with -f; whichever call starts the server loads it. */
   private config(): Promise<string> {
-    this.confPath ??= writeConfig(this.baseEnv, this.historyLimit, this.width, this.height).catch(
-      (error: unknown) => {
-        this.confPath = null;
-        throw error;
-      },
-    );
+    this.confPath ??= writeConfig(this.historyLimit, this.width, this.height).catch((error: unknown) => {
+      this.confPath = null;
+      throw error;
+    });
     return this.confPath;
   }
 }
@@ -470,32 +411,7 @@ function minimalEnv(base: NodeJS.ProcessEnv): Record<string, string> {
   return env;
 }
 
-/** A folder only this user can read, for the config file (and nothing secret elsewhere). */
-export async function privateRuntimeDir(env: NodeJS.ProcessEnv = process.env): Promise<string> {
-  const uid = process.getuid?.() ?? 0;
-  const runtime = env.XDG_RUNTIME_DIR;
-  const dir =
-    runtime && (await lstat(runtime).catch(() => null))?.isDirectory()
-      ? join(runtime, "termorch")
-      : join(tmpdir(), `termorch-${uid}`);
-  await mkdir(dir, { recursive: true, mode: 0o700 });
-  const st = await lstat(dir);
-  // In a shared /tmp someone else may have created the name first: refuse to use it then.
-  if (!st.isDirectory() || st.isSymbolicLink() || st.uid !== uid) {
-    throw new TmuxEnvironmentError(
-      `${dir} is not a directory owned by uid ${uid}; remove it or set XDG_RUNTIME_DIR`,
-    );
-  }
-  if ((st.mode & 0o077) !== 0) await chmod(dir, 0o700);
-  return dir;
-}
-
-async function writeConfig(
-  env: NodeJS.ProcessEnv,
-  historyLimit: number,
-  width: number,
-  height: number,
-): Promise<string> {
+async function writeConfig(historyLimit: number, width: number, height: number): Promise<string> {
   const text = [
     "# Written by termorch for its private tmux server (TMUX-NOTES: server setup).",
     // With exit-empty on, clients racing a server whose last session just ended fail with
@@ -510,7 +426,8 @@ async function writeConfig(
     "",
   ].join("\n");
   const hash = createHash("sha256").update(text).digest("hex").slice(0, 16);
-  const dir = await privateRuntimeDir(env);
+  // The per-user folder, checked: only this user can read the config or swap it.
+  const dir = await ensureUserDir();
   const path = join(dir, `tmux-${hash}.conf`);
   // Content-addressed: concurrent writers of the same settings cannot corrupt each other.
   if ((await readFile(path, "utf8").catch(() => null)) === text) return path;

@@ -216,9 +216,7 @@ export async function launch(server: TmuxServer, spec: LaunchSpec): Promise<Runn
     commands.push(["pipe-pane", "-O", "-t", target, formatEscape(filter)]);
   }
   try {
-    // Every launch goes over one control-mode client (started by the first): no tmux client
-    // process per task.
-    await server.connect();
+    // Launches asked for in one turn share a spawned client (commandInBatch).
     await runLaunch(server, commands);
   } catch (error) {
     await removeAll(secrets);
@@ -254,7 +252,7 @@ export async function adopt(server: TmuxServer, spec: AdoptSpec): Promise<Runnin
 }
 
 /**
- * closeIfIdle at the end of another run can make the server exit just as we connect; the
+ * closeIfIdle at the end of another run can make the server exit just as we launch; the
  * client then reports "server exited unexpectedly" and nothing was created, so one retry
  * starts a fresh server.
  */
@@ -264,7 +262,6 @@ async function runLaunch(server: TmuxServer, commands: string[][]): Promise<void
   } catch (error) {
     if (!(error instanceof TmuxError && /server exited unexpectedly|lost server/i.test(error.stderr)))
       throw error;
-    await server.connect();
     await server.command(...commands);
   }
 }

@@ -58,8 +58,8 @@ describe("run lifecycle", () => {
   });
 
   it("keeps one tmux server alive while several termorch processes start and end on it at once", async () => {
-    // tmux 3.3a's server crashes when control-mode clients start or end together
-    // (src/tmux/control-pool.ts): a witness session must outlive four concurrent runs.
+    // Runs starting and closing the shared server together (closeIfIdle's exit-empty) must not
+    // end it under another run: a witness session must outlive four concurrent runs.
     const server = new TmuxServer({ socket });
     await server.run(["new-session", "-d", "-s", "witness", "sleep", "1000"]);
     const pid = await server.serverPid();

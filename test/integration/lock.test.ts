@@ -4,7 +4,8 @@ import { join } from "node:path";
 import { execa } from "execa";
 import { afterAll, describe, expect, it } from "vitest";
 import { LockedError } from "../../src/errors.js";
-import { acquireLock, lockPathFor } from "../../src/fs/lock.js";
+import { acquireLock } from "../../src/fs/lock.js";
+import { lockPath } from "../../src/fs/names.js";
 
 const dir = mkdtempSync(join(tmpdir(), "termorch-lock-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -27,7 +28,7 @@ describe("workspace lock", () => {
     const dead = await execa("bash", ["-c", "echo $$"]);
     const pid = Number(dead.stdout);
     writeFileSync(
-      lockPathFor(dir),
+      lockPath(dir),
       JSON.stringify({
         pid,
         pid_start: null,
@@ -38,7 +39,7 @@ describe("workspace lock", () => {
       }),
     );
     const lock = await acquireLock(dir, { run_id: "heir", run_dir: "/runs/heir" });
-    expect(JSON.parse(readFileSync(lockPathFor(dir), "utf8"))).toMatchObject({
+    expect(JSON.parse(readFileSync(lockPath(dir), "utf8"))).toMatchObject({
       run_id: "heir",
       pid: process.pid,
     });
@@ -47,7 +48,7 @@ describe("workspace lock", () => {
 
   it("does not mistake a recycled pid for the holder", async () => {
     writeFileSync(
-      lockPathFor(dir),
+      lockPath(dir),
       JSON.stringify({
         pid: process.pid,
         pid_start: "1",
@@ -58,7 +59,7 @@ describe("workspace lock", () => {
       }),
     );
     const lock = await acquireLock(dir, { run_id: "new", run_dir: "/runs/new" });
-    expect(JSON.parse(readFileSync(lockPathFor(dir), "utf8")).run_id).toBe("new");
+    expect(JSON.parse(readFileSync(lockPath(dir), "utf8")).run_id).toBe("new");
     await lock.release();
   });
 
@@ -73,7 +74,7 @@ describe("workspace lock", () => {
     expect(got).toBe(false);
     await first.release();
     const second = await waiting;
-    expect(JSON.parse(readFileSync(lockPathFor(dir), "utf8")).run_id).toBe("b");
+    expect(JSON.parse(readFileSync(lockPath(dir), "utf8")).run_id).toBe("b");
     await second.release();
   });
 });

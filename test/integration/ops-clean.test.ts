@@ -1,7 +1,7 @@
 import { existsSync, readdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { worktreesRoot } from "../../src/run/context.js";
+import { worktreesRoot } from "../../src/fs/names.js";
 import { opsWorld, stateOf, waitForStatus } from "../fixtures/ops-helpers.js";
 import { git, isAlive, tmuxSessions, uniqueSocket, writeAssignments } from "./harness.js";
 

@@ -1,7 +1,7 @@
 // The private tmux server: configuration, environment, listing, targeted kills, shutdown.
 import { stat } from "node:fs/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { CONTROL_SESSION_PREFIX, formatLiteral, TmuxServer, tmuxArg } from "../../src/tmux/server.js";
+import { TmuxServer } from "../../src/tmux/server.js";
 import { launch } from "../../src/tmux/session.js";
 import { isAlive, makeTmpDir, removeDir, taskSpec, uniqueSocket, waitFor } from "../fixtures/tmux-helpers.js";
 
@@ -108,40 +108,6 @@ describe("TmuxServer", () => {
   });
 });
 
-describe("control-mode client", () => {
-  const placeholders = async (): Promise<string[]> =>
-    (await server.run(["list-sessions", "-F", "#{session_name}"]))
-      .split("\n")
-      .filter((s) => s.startsWith(CONTROL_SESSION_PREFIX));
-
-  it("is not used unless asked for (tmux <= 3.5 can crash with one starting)", async () => {
-    const task = await launch(server, taskSpec(root, ["sleep", "60"]));
-    expect(await placeholders()).toEqual([]);
-    await task.kill(2_000);
-  });
-
-  it("carries launches of every server object of the process over one shared client", async () => {
-    const socket = server.socket;
-    const a = new TmuxServer({ socket, historyLimit: 1234, size: "120x40", controlMode: true });
-    const b = new TmuxServer({ socket, historyLimit: 1234, size: "120x40", controlMode: true });
-    const spec = taskSpec(root, ["sleep", "60"]);
-    const task = await launch(a, spec);
-    await (await launch(b, taskSpec(root, ["true"]))).exited;
-    expect(await placeholders()).toHaveLength(1);
-    // Raw arguments with quotes, semicolons and format characters arrive intact.
-    const odd = `it's; "odd" #{pane_id} ;`;
-    await a.command(["set-option", "-t", `=${spec.session}:`, "@termorch_note", odd]);
-    expect(await b.command(["show-options", "-v", "-t", `=${spec.session}:`, "@termorch_note"])).toBe(odd);
-    await task.kill(2_000);
-    await a.killSession(spec.session);
-    // The client stays while one user is left; the last one's disconnect removes it.
-    await a.disconnect();
-    expect(await placeholders()).toHaveLength(1);
-    await b.disconnect();
-    expect(await placeholders()).toEqual([]);
-  });
-});
-
 describe("TmuxServer.kill", () => {
   it("ends only its own server and removes the stale socket file", async () => {
     const other = new TmuxServer({ socket: uniqueSocket() });
@@ -158,10 +124,15 @@ describe("TmuxServer.kill", () => {
 });
 
 describe("argument escaping", () => {
-  it("protects trailing semicolons and format characters", () => {
-    expect(tmuxArg("a;")).toBe("a\\;");
-    expect(tmuxArg("a\\;")).toBe("a\\\\;");
-    expect(tmuxArg("a;b")).toBe("a;b");
-    expect(formatLiteral("/x/#{pane_id};")).toBe("/x/##{pane_id}\\;");
+  it("hands trailing semicolons, backslashes, quotes and format characters to tmux intact", async () => {
+    const spec = taskSpec(root, ["sleep", "60"]);
+    const task = await launch(server, spec);
+    const target = `=${spec.session}:`;
+    for (const value of ["a;", "a\\;", "a;b", "/x/#{pane_id};", `it's; "odd" ;`]) {
+      await server.command(["set-option", "-t", target, "@termorch_note", value]);
+      expect(await server.command(["show-options", "-v", "-t", target, "@termorch_note"])).toBe(value);
+    }
+    await task.kill(2_000);
+    await server.killSession(spec.session);
   });
 });

@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { compactTimestamp, LogNames } from "../../src/fs/log-names.js";
-import { isInside, resolveInside } from "../../src/fs/paths.js";
+import { resolveInside } from "../../src/fs/paths.js";
 
 const root = mkdtempSync(join(tmpdir(), "termorch-paths-"));
 const ws = join(root, "ws");
@@ -12,11 +12,11 @@ symlinkSync(root, join(ws, "escape"));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 
 describe("path checks", () => {
-  it("isInside is lexical and exact about prefixes", () => {
-    expect(isInside("/a/b", "/a/b/c")).toBe(true);
-    expect(isInside("/a/b", "/a/b")).toBe(true);
-    expect(isInside("/a/b", "/a/bc")).toBe(false);
-    expect(isInside("/a/b", "/a")).toBe(false);
+  it("is exact about prefixes: the root itself is inside, a sibling sharing its name's start is not", () => {
+    expect(resolveInside(ws, ".")).toEqual({ path: ws });
+    expect(resolveInside(ws, "../wsx/file")).toHaveProperty("error");
+    expect(resolveInside(ws, "..")).toHaveProperty("error");
+    expect(resolveInside(ws, "sub/../sub/y")).toEqual({ path: join(ws, "sub/y") });
   });
 
   it("refuses .. and symlink escapes, accepts paths that do not exist yet", () => {

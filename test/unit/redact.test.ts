@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { agentEnvironment } from "../../src/agent/environment.js";
 import { Config } from "../../src/contract/config.js";
-import { compile, escapeRegex, isSecretName, Redactor } from "../../src/redact/redactor.js";
+import { isSecretName, REDACTED, Redactor } from "../../src/redact/redactor.js";
 
 describe("redaction", () => {
   it("removes secret values, token formats and configured patterns", () => {
@@ -24,12 +24,13 @@ describe("redaction", () => {
     });
   });
 
-  it("escapes literals so they match themselves and keep one pattern per line", () => {
+  it("escapes secret values so they match themselves and keep one pattern per line", () => {
     const literal = "a.b*c\n(d)[e]{f}|g\\h^$";
-    const source = escapeRegex(literal);
-    expect(source).not.toContain("\n");
-    expect(compile(source).test(literal)).toBe(true);
-    expect(compile(source).test("aXb*c")).toBe(false);
+    const r = Redactor.from([], [literal]);
+    for (const source of r.sources) expect(source).not.toContain("\n");
+    expect(r.redact(`<${literal}>`)).toBe(`<${REDACTED}>`);
+    const lookalike = literal.replace(".", "X");
+    expect(r.redact(lookalike)).toBe(lookalike);
   });
 
   it("recognises secret-looking names", () => {

@@ -1,12 +1,12 @@
 import { describe, expect, it } from "vitest";
-import { topologicalOrder } from "../../src/plan/graph.js";
+import { buildGraph } from "../../src/plan/graph.js";
 import { planWaves } from "../../src/plan/waves.js";
 import { Schedule } from "../../src/run/schedule.js";
 
 const n = (id: string, ...dependencies: string[]) => ({ id, dependencies });
 
 function scheduleOf(nodes: ReturnType<typeof n>[], mode: "eager" | "waves" = "eager") {
-  const plan = planWaves(nodes, topologicalOrder(nodes));
+  const plan = planWaves(nodes, buildGraph(nodes).order);
   return new Schedule(nodes, { mode, priority: plan.remaining, level: plan.level });
 }
 
