@@ -222,6 +222,7 @@ async function launchAndWatch(
       redact: ctx.redactSources,
       maxLogBytes: ctx.maxLogBytes,
       ...(limits.memory_mb ? { memoryMb: limits.memory_mb } : {}),
+      killGraceMs: ctx.killGraceMs,
       // For hosts whose cgroups a manager owns (and to test what works without one).
       ...(ctx.processEnv.TERMORCH_CGROUP === "off" ? { cgroup: false } : {}),
       // Kept when the run ends (its tasks folder is removed), so that clean finds what a killed

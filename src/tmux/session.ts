@@ -43,6 +43,8 @@ export interface LaunchSpec {
   maxLogBytes: number;
   /** Address-space limit per agent process (RLIMIT_AS), in MiB. */
   memoryMb?: number;
+  /** Between TERM and KILL whenever the wrapper ends the agent or its leftovers (default 5 s). */
+  killGraceMs?: number;
   /** false: never put the agent in a cgroup of its own (default: where the machine allows it). */
   cgroup?: boolean;
   /**
@@ -318,6 +320,7 @@ function commonLines(spec: LaunchSpec, token: string): string[] {
 
 function launchText(spec: LaunchSpec, token: string): string {
   const lines = [...commonLines(spec, token), `cwd=${enc(spec.cwd)}`];
+  if (spec.killGraceMs !== undefined) lines.push(`kill_grace_ms=${Math.round(spec.killGraceMs)}`);
   if (spec.memoryMb !== undefined) lines.push(`memory_mb=${spec.memoryMb}`);
   if (spec.cgroup === false) lines.push("cgroup=0");
   if (spec.cgroupRecord !== undefined) lines.push(`cgroup_record=${enc(spec.cgroupRecord)}`);

@@ -7,6 +7,7 @@
 # Files in ATTEMPT_DIR (written by session.ts), key=value lines, values %-encoded (%25 %0A %0D
 # %00), each deleted as soon as it is read (it may hold secrets):
 #   launch       version, cwd, stdout_log, stderr_log, tty (0|1), max_log_bytes (0 = no cap),
+#                kill_grace_ms (TERM to KILL, whenever the wrapper must end something),
 #                memory_mb (optional), cgroup (optional; 0: none), cgroup_record (optional:
 #                the file recording the agent's cgroup, default ATTEMPT_DIR/cgroup), token;
 #                arg= (the argv, in order), env= (NAME=VALUE: the agent's whole environment),
@@ -28,6 +29,10 @@
 # hints (strict refs 0x2, subs 0x200, vars 0x400). No `use warnings` either: it costs ~1.3 ms;
 # tests compile this file with -w, and a copy with the real `use strict` in place of the bits.
 BEGIN { $^H |= 0x602 }
+
+# Seconds between TERM and KILL when something must end (the run's kill_grace_s, from the
+# launch file; 5 until it is read).
+my $GRACE = 5;
 
 # F_GETFL/F_SETFL are 3/4 on Linux, macOS and the BSDs.
 my ($F_GETFL, $F_SETFL) = (3, 4);
@@ -578,6 +583,7 @@ sub main {
   }
   $tty = $spec->{tty} ? 1 : 0;
   $token = $spec->{token};
+  $GRACE = $spec->{kill_grace_ms} / 1000 if ($spec->{kill_grace_ms} // '') =~ /\A[0-9]+\z/;
   my $max = $spec->{max_log_bytes} || 0;
   $stderr_log = log_open($spec->{stderr_log}, $max);
   if ($tty) {
@@ -778,10 +784,10 @@ sub main {
         $hangup = 1 unless $reaped;
         $pane_ok = 0;
         $pane_queue = '';
-        $deadline{term} ||= hires_time() + 2;
-        $deadline{kill} ||= hires_time() + 4;
+        $deadline{term} ||= hires_time() + $GRACE;
+        $deadline{kill} ||= hires_time() + 2 * $GRACE;
       }
-      $deadline{kill} ||= hires_time() + 5 if $s eq 'TERM';
+      $deadline{kill} ||= hires_time() + $GRACE if $s eq 'TERM';
       # Ctrl-C in a tty=0 pane reaches only us (the agent has no terminal): forward it.
       signal_group($s, $pid, $with_session) unless $reaped && !group_members($pid, $with_session);
     }
@@ -794,9 +800,10 @@ sub main {
         if (%streams) {
           # Its leftovers still hold the pipes: give them a moment, then end them.
           my $t = hires_time();
-          $deadline{term} = $t + 1 if !defined $deadline{term} || $deadline{term} > $t + 1;
-          $deadline{kill} = $t + 3 if !defined $deadline{kill} || $deadline{kill} > $t + 3;
-          $deadline{abandon} = $t + 4;
+          my $term = $t + ($GRACE < 1 ? $GRACE : 1);
+          $deadline{term} = $term if !defined $deadline{term} || $deadline{term} > $term;
+          $deadline{kill} = $term + $GRACE if !defined $deadline{kill} || $deadline{kill} > $term + $GRACE;
+          $deadline{abandon} = $term + $GRACE + 1;
         }
       }
     }
@@ -1077,14 +1084,20 @@ sub fail_setup {
   exit $EXIT_SETUP;
 }
 
-# TERM, then KILL, to what is left of the agent's group. Returns $count.
+# TERM, then KILL after the grace period, to what is left of the agent's group. Returns $count.
 sub end_leftovers {
   my ($id, $with_session, $count) = @_;
   signal_group('TERM', $id, $with_session);
-  for my $step (1 .. 150) {
+  my $kill_at = hires_time() + $GRACE;
+  my $killed = 0;
+  # After the KILL, a second at most for the kernel to take them away.
+  while (hires_time() < $kill_at + 1) {
     return $count unless group_members($id, $with_session);
     hires_sleep(0.02);
-    signal_group('KILL', $id, $with_session) if $step == 100;
+    if (!$killed && hires_time() >= $kill_at) {
+      signal_group('KILL', $id, $with_session);
+      $killed = 1;
+    }
   }
   return $count;
 }
