@@ -6,4 +6,9 @@ export interface Io {
   cwd: string;
   /** Aborted once stdout's reader went away (`| head -1`): a command that follows output may stop. */
   readerGone?: AbortSignal;
+  /**
+   * A crash-test fault for `run`/`resume` (run/faults.ts lists the points). Only tests inject
+   * one (test/fixtures/cli-with-fault.mjs); bin/termorch.js never does.
+   */
+  fault?: string | null;
 }

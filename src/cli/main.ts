@@ -358,6 +358,7 @@ async function drive(
       signal: controller.signal,
       env: io.env,
       cwd: io.cwd,
+      ...(io.fault ? { fault: io.fault } : {}),
       logger: terminalLogger(io.stderr, o.debug ? "debug" : "error", redact),
       onNotice: (message) => io.stderr.write(`termorch: warning: ${message}\n`),
       onStart: (info) => {

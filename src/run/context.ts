@@ -58,7 +58,7 @@ export interface RunContext {
   resolved: Map<string, ResolvedTask>;
   verify: boolean;
   keepBranches: boolean;
-  /** $TERMORCH_FAULT: a fault injected for crash tests; the points are listed in faults.ts. */
+  /** A fault injected by crash tests (DriveOptions.fault); the points are listed in faults.ts. */
   fault: string | null;
   /** The run was interrupted and is being resumed: leftovers of its own earlier process may exist. */
   resumed: boolean;

@@ -3,9 +3,11 @@ import { join } from "node:path";
 import type { AdvanceTargetOptions } from "../git/advance.js";
 
 /**
- * Fault injection for crash tests: `$TERMORCH_FAULT` names one point, where the driver fails or
- * dies on purpose, so that recovery (rollback, `termorch resume`) is tested at the exact moment
- * that matters rather than by racing a kill against the run. Unset: every hook here is a no-op.
+ * Fault injection for crash tests: a test names one point, where the driver fails or dies on
+ * purpose, so that recovery (rollback, `termorch resume`) is tested at the exact moment that
+ * matters rather than by racing a kill against the run. The fault is injected
+ * (DriveOptions.fault; the test CLI test/fixtures/cli-with-fault.mjs takes it from its
+ * `$TERMORCH_FAULT`): production code never reads that variable. Unset: every hook is a no-op.
  *
  * The points (`:<task>` after a task point limits it to that task):
  * - `after-ref-update`: throws right after the target ref moved, before the work tree followed,
@@ -33,7 +35,7 @@ export type FaultPoint =
   | "after-worktree-added"
   | "pause-before-drive";
 
-/** `$TERMORCH_FAULT` as the run read it (`ctx.fault`), or null. */
+/** The fault a test injected into the run (`ctx.fault`), or null. */
 export type Fault = string | null;
 
 /** Whether the fault `point` is armed (for a task point: for `taskId`). */

@@ -56,6 +56,8 @@ export interface DriveOptions {
   wait?: boolean;
   /** Warnings about the input that do not stop the run (e.g. a removed config key); default: the logger's warn. */
   onNotice?: (message: string) => void;
+  /** A crash-test fault (faults.ts): injected by tests, never taken from the environment. */
+  fault?: string | null;
   /** Called once the run is planned, before anything starts. */
   onStart?: (info: StartInfo) => void;
   /** Called on every task state change with the current tasks (progress display). */
@@ -430,7 +432,7 @@ async function buildLiveRun(p: {
     resolved: new Map(input.tasks.map((r) => [r.task.id, r])),
     verify: settings.verify,
     keepBranches: settings.keep_branches,
-    fault: env.TERMORCH_FAULT || null,
+    fault: p.opts.fault ?? null,
     resumed: p.restored !== null,
     identity: p.git ? await commitIdentity(p.git.root, input.config.git.author) : TERMORCH_IDENTITY,
     killGraceMs: input.config.defaults.kill_grace_s * 1000,

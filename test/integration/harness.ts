@@ -18,6 +18,8 @@ import type { Report } from "../../src/contract/report.js";
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
 export const BIN = join(ROOT, "bin", "termorch.js");
 export const STEP = join(ROOT, "test", "fixtures", "agents", "step.sh");
+/** The CLI with the crash-test fault of `$TERMORCH_FAULT` injected (the real one ignores it). */
+export const FAULTY_BIN = join(ROOT, "test", "fixtures", "cli-with-fault.mjs");
 
 /**
  * This test file's own temp folder: the CLIs it starts use it as TMPDIR (worktrees, locks, tmux
@@ -171,7 +173,8 @@ export async function termorch(
   args: string[],
   opts: { socket: string; env?: Record<string, string>; cwd?: string; timeoutMs?: number },
 ): Promise<CliResult> {
-  const result = await execa(process.execPath, [BIN, ...args], {
+  const entry = opts.env?.TERMORCH_FAULT ? FAULTY_BIN : BIN;
+  const result = await execa(process.execPath, [entry, ...args], {
     reject: false,
     cwd: opts.cwd ?? ROOT,
     env: cliEnv(opts.socket, opts.env),

@@ -1,7 +1,8 @@
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { execa } from "execa";
 import { describe, expect, it } from "vitest";
-import { git, readReport, termorch, testFile, writeAssignments } from "./harness.js";
+import { BIN, cliEnv, git, readReport, termorch, testFile, writeAssignments } from "./harness.js";
 
 const { socket, workspace } = testFile("merge-crash");
 
@@ -16,6 +17,18 @@ const tasks = [
 ];
 
 describe("a driver killed while it moves the target", () => {
+  it("happens only where a test injects it: the real CLI ignores $TERMORCH_FAULT", async () => {
+    const { dir, repo } = workspace();
+    const file = writeAssignments(dir, tasks);
+    const result = await execa(process.execPath, [BIN, "run", file], {
+      reject: false,
+      env: cliEnv(socket, CRASH),
+    });
+    expect(result.exitCode, String(result.stderr)).toBe(0);
+    expect(readReport(dir).merge.result).toBe("success");
+    expect(git(repo, "status", "--porcelain")).toBe("");
+  });
+
   it("resume finishes the update: ref, index and work tree agree", async () => {
     const { dir, repo } = workspace();
     const file = writeAssignments(dir, tasks);

@@ -4,8 +4,8 @@ import { execa } from "execa";
 import { describe, expect, it } from "vitest";
 import { stateOf } from "../fixtures/ops-helpers.js";
 import {
-  BIN,
   cliEnv,
+  FAULTY_BIN,
   git,
   lines,
   ROOT,
@@ -32,7 +32,7 @@ async function crashWhilePreparingM(fault: string) {
     { id: "M", dependencies: ["A1", "A2"], env: { COUNTER: counter, WRITE: "m.txt=M" } },
     { id: "N", dependencies: ["M"], env: { COUNTER: counter, WRITE: "n.txt=N" } },
   ]);
-  const first = await execa(process.execPath, [BIN, "run", file], {
+  const first = await execa(process.execPath, [FAULTY_BIN, "run", file], {
     reject: false,
     cwd: ROOT,
     env: cliEnv(socket, { TERMORCH_FAULT: `${fault}:M` }),
