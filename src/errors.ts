@@ -4,7 +4,7 @@
  * message and an exit code in one place (cli/main.ts).
  */
 
-/** Exit codes of `run` and `resume` (DESIGN section 9). */
+/** Exit codes of `run` and `resume` (README: Exit codes). */
 export const ExitCode = {
   ok: 0,
   failed: 1,

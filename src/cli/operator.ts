@@ -25,7 +25,7 @@ const positiveSeconds = (value: string): number => {
 };
 
 /**
- * The operator commands (DESIGN section 9): status, attach, logs, cancel, clean. They find runs
+ * The operator commands (README: Operator commands): status, attach, logs, cancel, clean. They find runs
  * through the per-user registry ($TERMORCH_REGISTRY), a daemon home, or a run directory.
  */
 export function registerOperatorCommands(program: Command, io: Io, setCode: (code: number) => void): void {

@@ -2,7 +2,7 @@ import { z } from "zod";
 
 /**
  * Why a task ended the way it did. One union, used by the runner, the status files and the
- * report alike (DESIGN section 2). `null` in the report means the task succeeded.
+ * report alike (docs/contract.md, README). `null` in the report means the task succeeded.
  */
 export const Reason = z.enum([
   "exit_code",
@@ -17,6 +17,6 @@ export const Reason = z.enum([
 ]);
 export type Reason = z.infer<typeof Reason>;
 
-/** The seed's three states plus `skipped`. */
+/** The three states of docs/contract.md plus `skipped`. */
 export const TaskState = z.enum(["running", "success", "failed", "skipped"]);
 export type TaskState = z.infer<typeof TaskState>;

@@ -1,7 +1,7 @@
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 
-/** UTC yyyyMMddTHHmmssSSSZ, as DESIGN section 2 names log files. */
+/** UTC yyyyMMddTHHmmssSSSZ, as docs/contract.md names log files. */
 export function compactTimestamp(ms: number): string {
   return new Date(ms).toISOString().replace(/[-:]/g, "").replace(".", "");
 }

@@ -20,7 +20,7 @@ export interface ResolvedTask {
   contextPath: string;
 }
 
-/** An assignments file that passed every check of DESIGN section 1. */
+/** An assignments file that passed every check of the validate step (docs/ARCHITECTURE.md). */
 export interface RunInput {
   file: string;
   /** SHA-256 of the file as validated: a resume refuses a file that changed since. */

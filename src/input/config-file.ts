@@ -33,7 +33,7 @@ export async function loadConfigOrProblems(
   }
 }
 
-/** Config lookup of DESIGN section 9: --config, $TERMORCH_CONFIG, ./config/termorch.json, ~/.config/termorch/config.json. */
+/** Config lookup (README: Config): --config, $TERMORCH_CONFIG, ./config/termorch.json, ~/.config/termorch/config.json. */
 export async function loadConfig(
   explicit: string | undefined,
   env: Readonly<Record<string, string | undefined>>,

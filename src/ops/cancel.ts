@@ -6,7 +6,7 @@ import { writeJsonAtomic } from "../fs/atomic.js";
 import { driverAlive } from "./liveness.js";
 import { readRunState } from "./runs.js";
 
-/** The file a run's driver watches; creating it cancels the run (DESIGN section 3). */
+/** The file a run's driver watches; creating it cancels the run (docs/ARCHITECTURE.md: the private folder). */
 export function cancelFileOf(runDir: string, runId: string): string {
   return join(runDir, ".termorch", runId, "cancel");
 }

@@ -71,7 +71,7 @@ export interface ReportInput {
 
 const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
 
-/** The exit code of `run`/`resume`, from the outcome (DESIGN section 9). */
+/** The exit code of `run`/`resume`, from the outcome (README: Exit codes). */
 export function exitCodeOf(
   input: Pick<ReportInput, "tasks" | "merge" | "validation" | "cancelled" | "error" | "dryRun">,
 ): ExitCode {
@@ -114,7 +114,7 @@ export function taskReport(t: TaskRun, outputLog: "stdout" | "stderr"): TaskRepo
   };
 }
 
-/** Builds execution_report.json: the seed's keys exactly, plus DESIGN section 2's additions. */
+/** Builds execution_report.json: the keys of docs/contract.md exactly, plus the README's additions. */
 export function buildReport(input: ReportInput): Report {
   const tasks = input.tasks.map((t) => taskReport(t, input.outputLogs?.get(t.id) ?? "stderr"));
   const byStatus: Record<string, number> = {};

@@ -26,7 +26,7 @@ export type { MergeStageResult } from "./merge-recovery.js";
 
 /**
  * Conflict check, integration commit, run-level gates and the atomic update of the target
- * (DESIGN section 6). All or nothing: the user's branch moves only when every task succeeded,
+ * (docs/ARCHITECTURE.md: the pipeline). All or nothing: the user's branch moves only when every task succeeded,
  * nothing conflicts and every gate passed. A resume first finishes (or undoes) an update of
  * the target that the interrupted driver left half-done, or reports one it completed. Refs of
  * the user's repository that changed during the run are reported, whatever the outcome.

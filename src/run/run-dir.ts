@@ -4,7 +4,7 @@ import { InputError } from "../errors.js";
 import { isEmptyOrMissing } from "../fs/paths.js";
 import { git } from "../git/repo.js";
 
-/** What termorch writes at the top of a run directory (DESIGN section 2). */
+/** What termorch writes at the top of a run directory (docs/ARCHITECTURE.md: the run directory). */
 const RUN_FILES = [
   "execution_report.json",
   "state.json",

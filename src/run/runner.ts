@@ -116,7 +116,7 @@ export interface DetachedResult {
   runDir: string;
 }
 
-/** `termorch run`: validate, plan, run every task in tmux, collect, merge, report (DESIGN section 3). */
+/** `termorch run`: validate, plan, run every task in tmux, collect, merge, report (docs/ARCHITECTURE.md: the pipeline). */
 export async function runAssignments(opts: RunOptions): Promise<RunResult | DetachedResult> {
   const startedAt = Date.now();
   const env = opts.env ?? process.env;

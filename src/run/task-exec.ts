@@ -389,7 +389,7 @@ function coreGate(exit: AttemptResult): Gate {
   };
 }
 
-/** Per-task gates in DESIGN section 7's order, after the core gate passed. Returns the failing reason. */
+/** Per-task gates in the README's order (docs/ARCHITECTURE.md: the pipeline), after the core gate passed. Returns the failing reason. */
 async function runGates(ctx: RunContext, t: TaskRun, cwd: string, wt: string): Promise<Reason | null> {
   const r = ctx.resolved.get(t.id)!;
   const gates: Gate[] = [{ name: "core", required: true, passed: true, detail: "exit code 0" }];

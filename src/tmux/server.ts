@@ -325,8 +325,8 @@ export class TmuxServer {
   }
 
   /**
-   * tmux <= 3.5 built with libutempter can lose SIGCHLD, leaving a dead pane without its status
-   * (TMUX-NOTES); a fresh SIGCHLD makes the server reap it.
+   * tmux <= 3.5 built with libutempter can lose SIGCHLD, leaving a dead pane without its status;
+   * a fresh SIGCHLD makes the server reap it.
    */
   async kickChld(): Promise<void> {
     let pid: number;
@@ -413,7 +413,7 @@ function minimalEnv(base: NodeJS.ProcessEnv): Record<string, string> {
 
 async function writeConfig(historyLimit: number, width: number, height: number): Promise<string> {
   const text = [
-    "# Written by termorch for its private tmux server (TMUX-NOTES: server setup).",
+    "# Written by termorch for its private tmux server (docs/ARCHITECTURE.md: the seams).",
     // With exit-empty on, clients racing a server whose last session just ended fail with
     // "server exited unexpectedly"; closeIfIdle turns it back on at the end of a run.
     "set -s exit-empty off",

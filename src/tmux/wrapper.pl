@@ -4,6 +4,8 @@
 #   perl wrapper.pl ATTEMPT_DIR            the pane's program (started by new-session)
 #   perl wrapper.pl --filter ATTEMPT_DIR   tty mode's log filter (started by pipe-pane)
 #
+# Its contract with session.ts (files, signals, exit record) is described in docs/ARCHITECTURE.md.
+#
 # Files in ATTEMPT_DIR (written by session.ts), key=value lines, values %-encoded (%25 %0A %0D
 # %00), each deleted as soon as it is read (it may hold secrets):
 #   launch       version, cwd, stdout_log, stderr_log, tty (0|1), max_log_bytes (0 = no cap),
@@ -867,7 +869,7 @@ sub main {
   write_exit(%result);
   pane_drain(2);
   # End the way the agent ended, so the dead pane's #{pane_dead_status} / #{pane_dead_signal}
-  # agree with exit.json (TMUX-NOTES: a cross-check). Core-dumping signals are not re-raised.
+  # agree with exit.json (a cross-check: docs/ARCHITECTURE.md). Core-dumping signals are not re-raised.
   if (defined $result{signal} && $result{signal} =~ /\ASIG(HUP|INT|TERM|KILL|PIPE|ALRM|USR1|USR2)\z/) {
     $SIG{$1} = 'DEFAULT';
     kill $1, $$;
