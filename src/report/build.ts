@@ -1,4 +1,5 @@
 import type { Conflict, Gate, RefChange, Report, TaskReport } from "../contract/report.js";
+import type { TaskRun } from "../contract/state.js";
 import {
   type ErrorKind,
   ExitCode as Exit,
@@ -6,7 +7,6 @@ import {
   exitCodeOfKind,
   type InputProblem,
 } from "../errors.js";
-import type { TaskRun } from "../run/task-run.js";
 
 /** How the merge step ended (filled in by the merge stage; `skipped` until it runs). */
 export interface MergeOutcome {
