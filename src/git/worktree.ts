@@ -382,3 +382,13 @@ export async function listWorktrees(repo: string): Promise<WorktreeEntry[]> {
 function shortBranch(ref: string): string {
   return ref.startsWith("refs/heads/") ? ref.slice("refs/heads/".length) : ref;
 }
+
+/**
+ * Puts a worktree back to `commit`, as if nothing had run there: its changes and untracked
+ * files are dropped, ignored ones too, except the `keep` paths (repository-relative: the
+ * include links, which point at the user's own files).
+ */
+export async function resetWorktree(wt: string, commit: string, keep: readonly string[]): Promise<void> {
+  await git(wt, ["reset", "-q", "--hard", commit]);
+  await git(wt, ["clean", "-q", "-ffdx", ...keep.flatMap((p) => ["-e", `/${p}`])]);
+}

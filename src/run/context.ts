@@ -1,36 +1,23 @@
-import { join, posix } from "node:path";
+import { posix } from "node:path";
 import type { Logger } from "pino";
-import type { RefsSnapshot } from "../contract/merge-journal.js";
 import type { Conflict, Report } from "../contract/report.js";
 import type { RunState } from "../contract/state.js";
 import type { LogNames } from "../fs/log-names.js";
-import { taskWorktree } from "../fs/names.js";
 import type { TaskJournal } from "../fs/run-state-file.js";
 import type { StatusFiles } from "../fs/status-files.js";
 import type { Identity } from "../git/repo.js";
-import type { ResolvedTask, RunInput } from "../input/assignments-file.js";
+import type { RunInput } from "../input/assignments-file.js";
 import type { Ledger } from "../ledger/ledger.js";
 import type { Plan } from "../plan/waves.js";
 import type { Redactor } from "../redact/redactor.js";
 import type { MergeOutcome, RunError } from "../report/build.js";
-import type { TmuxServer } from "../tmux/server.js";
-import type { TaskRun } from "./task-run.js";
+import type { TaskRunner } from "../runner/task-runner.js";
+import type { TaskPlan } from "./task-plan.js";
+import type { GitRun, TaskWorkspace } from "./task-workspace.js";
 
-/** The git side of a run, when the workspace is a repository. */
-export interface GitRun {
-  root: string;
-  /** Workspace HEAD at run start: every task without dependencies starts here. */
-  baseCommit: string;
-  /** The branch checked out at start (`refs/heads/...`), or null when HEAD was detached. */
-  targetRef: string | null;
-  /** Where the workspace sits inside the repository ("" at its root, else e.g. "packages/app"). */
-  prefix: string;
-  /**
-   * The repository's refs, listed together with `baseCommit` (a new run; a resume reads them
-   * back from the run's refs.json instead).
-   */
-  refsAtStart?: RefsSnapshot;
-}
+export type { GitRun } from "./task-workspace.js";
+
+import type { TaskRun } from "./task-run.js";
 
 /** What every stage of one run shares. Built once by the runner. */
 export interface RunContext {
@@ -40,22 +27,27 @@ export interface RunContext {
   /** Private per-run folder (0700) in the run directory: attempt dirs. */
   privateDir: string;
   git: GitRun | null;
-  tmux: TmuxServer;
+  /** Where attempts run (the task-runner seam). */
+  runner: TaskRunner;
+  /** The git operations on the user's repository (the workspace seam). */
+  workspace: TaskWorkspace;
   socketName: string;
   socketPath: string;
   status: StatusFiles;
   logNames: LogNames;
   redactor: Redactor;
-  /** Redaction pattern sources handed to the in-pane wrapper. */
+  /** Redaction pattern sources handed to the runner for the agents' logs. */
   redactSources: string[];
+  /** Each task's state, as state.json, the journal and the report have it. */
   tasks: Map<string, TaskRun>;
+  /** Each task's plan, resolved once from the validated input. */
+  plans: Map<string, TaskPlan>;
   /** events.jsonl: every decision, hash-chained. */
   ledger: Ledger;
   /** Tasks whose agent is live right now. */
   running: Set<string>;
   /** Conflicts between a task's dependencies, found before it was launched. */
   depConflicts: Conflict[];
-  resolved: Map<string, ResolvedTask>;
   verify: boolean;
   keepBranches: boolean;
   /** A fault injected by crash tests (DriveOptions.fault); the points are listed in faults.ts. */
@@ -67,9 +59,8 @@ export interface RunContext {
   killGraceMs: number;
   maxLogBytes: number;
   processEnv: Readonly<Record<string, string | undefined>>;
-  signal: AbortSignal;
-  /** Aborted when the driving process leaves the run to a later resume (daemon shutdown). */
-  detach: AbortSignal;
+  /** Aborted when the run stops early; its reason is a StopReason (stop.ts): cancel, fail-fast or detach. */
+  stop: AbortSignal;
   /** Saves state.json (coalesced); resolves once a snapshot taken after the call is on disk. */
   persist: () => Promise<void>;
   /** Takes every transition of a task (see RunState), before its status file is written. */
@@ -78,17 +69,6 @@ export interface RunContext {
   now: () => number;
   /** Called whenever a task changes state (progress display). */
   onChange: () => void;
-}
-
-/**
- * Where a task works: its worktree, or the workspace itself when that is not a repository.
- * Worktrees live outside both the workspace and the run directory, so a run directory inside
- * the repository never holds nested checkouts (test runners would find every test twice) and
- * files an agent writes never land under the run directory. The path is deterministic, so a
- * dry run can show the exact argv.
- */
-export function taskCwd(ctx: Pick<RunContext, "git" | "runId" | "input">, taskId: string): string {
-  return ctx.git ? join(taskWorktree(ctx.runId, taskId), ctx.git.prefix) : ctx.input.workspace;
 }
 
 /** Workspace-relative paths as repository-relative ones (the workspace may be a folder inside the repository). */
@@ -113,9 +93,7 @@ export interface LiveRun extends RunContext {
   order: string[];
   baseDir: string;
   startedAt: number;
-  /** Set by the caller's signal or `termorch cancel`: the run ends with exit 130. */
-  cancel: AbortController;
-  /** Stops launching (cancel or --fail-fast). */
+  /** Aborts `stop`: by the caller's signals, `termorch cancel`, or --fail-fast. */
   stopper: AbortController;
   state: () => RunState;
   /** Writes state.json one last time (pending writes first) and no more after it. */

@@ -1,18 +1,19 @@
 import PQueue from "p-queue";
 import { compareIds } from "../plan/graph.js";
 import type { LiveRun, RunContext } from "./context.js";
-import { Detached } from "./detached.js";
 import { Schedule } from "./schedule.js";
-import { executeTask, skipTask } from "./task-exec.js";
+import { detaching, ending } from "./stop.js";
+import { executeTask, type TaskEnd } from "./task-exec.js";
 import type { TaskRun } from "./task-run.js";
+import { transition } from "./transition.js";
 
 /**
  * Runs the schedule to its end through a p-queue bounded by max_parallel; returns the peak
  * parallelism. Two ways to stop early, kept apart: a stop (cancel, --fail-fast, internal error)
  * skips every task not yet started; a detach (the daemon shutting down) leaves them untouched,
- * pending for the next resume, and throws Detached once nothing is in flight.
+ * pending for the next resume, and answers "detached" once nothing is in flight.
  */
-export async function dispatch(ctx: LiveRun, hostQueue: PQueue | undefined): Promise<number> {
+export async function dispatch(ctx: LiveRun, hostQueue: PQueue | undefined): Promise<number | "detached"> {
   const plan = ctx.plan;
   const sched = new Schedule(ctx.input.assignments.tasks, {
     mode: ctx.settings.schedule,
@@ -30,7 +31,8 @@ export async function dispatch(ctx: LiveRun, hostQueue: PQueue | undefined): Pro
     reason: "dependency_failed" | "cancelled",
     why: (id: string) => string,
   ): Promise<void> => {
-    for (const id of ids) await skipTask(ctx, ctx.tasks.get(id)!, reason, why(id));
+    for (const id of ids)
+      await transition(ctx, ctx.tasks.get(id)!, { to: "skipped", reason, detail: why(id) });
   };
 
   // A resumed run: finished tasks stay finished; started ones are re-adopted, not relaunched;
@@ -46,12 +48,11 @@ export async function dispatch(ctx: LiveRun, hostQueue: PQueue | undefined): Pro
     }
   }
 
-  let detached: Detached | null = null;
   let failure: unknown = null;
   let active = 0;
   let peak = 0;
   let stopping = false;
-  const leaving = (): boolean => stopping || detached !== null || ctx.detach.aborted;
+  const leaving = (): boolean => stopping || detaching(ctx.stop);
   const stop = (why: string): void => {
     if (stopping) return;
     stopping = true;
@@ -64,16 +65,21 @@ export async function dispatch(ctx: LiveRun, hostQueue: PQueue | undefined): Pro
       sched.start(id);
       const resuming = adopt.delete(id);
       const outcome = queue.add(
-        async (): Promise<{ ok: boolean } | "detached"> => {
-          if (detached !== null || ctx.detach.aborted) return "detached";
-          if ((stopping || ctx.signal.aborted) && !resuming) {
-            await skipTask(ctx, ctx.tasks.get(id)!, "cancelled", "the run stopped before it started");
-            return { ok: false };
+        async (): Promise<TaskEnd> => {
+          if (detaching(ctx.stop)) return { kind: "detached" };
+          if ((stopping || ending(ctx.stop)) && !resuming) {
+            const t = ctx.tasks.get(id)!;
+            await transition(ctx, t, {
+              to: "skipped",
+              reason: "cancelled",
+              detail: "the run stopped before it started",
+            });
+            return { kind: "done", ok: false };
           }
           active++;
           peak = Math.max(peak, active);
           try {
-            const run = (): Promise<{ ok: boolean }> => executeTask(ctx, id, resuming);
+            const run = (): Promise<TaskEnd> => executeTask(ctx, id, resuming);
             return await (hostQueue ? hostQueue.add(run, { throwOnTimeout: true }) : run());
           } finally {
             active--;
@@ -83,42 +89,35 @@ export async function dispatch(ctx: LiveRun, hostQueue: PQueue | undefined): Pro
       );
       track(
         outcome
-          .then(async (result) => {
+          .then(async (end) => {
             // Left for the next resume: the task stays as state.json has it.
-            if (result === "detached" || result === undefined) return;
-            const skipped = sched.complete(id, result.ok);
+            if (end === undefined || end.kind === "detached") return;
+            const skipped = sched.complete(id, end.ok);
             await skip(skipped, "dependency_failed", (s) => dependencyFailed(ctx, s));
-            if (!result.ok && ctx.settings.fail_fast) {
+            if (!end.ok && ctx.settings.fail_fast) {
               stop(`--fail-fast: task ${id} failed`);
-              ctx.stopper.abort();
+              ctx.stopper.abort("fail-fast");
             }
             release();
           })
           .catch((error: unknown) => {
-            if (error instanceof Detached) {
-              // Stop launching; live agents stay in tmux for the next resume.
-              detached = error;
-              return;
-            }
             failure ??= error;
             stop("internal error");
           }),
       );
     }
   };
-  const onAbort = (): void => stop("the run was cancelled before it started");
-  const onDetach = (): void => {
-    detached ??= new Detached();
+  // Cancel and fail-fast skip what has not started; a detach leaves it pending.
+  const onStop = (): void => {
+    if (ending(ctx.stop)) stop("the run was cancelled before it started");
   };
-  ctx.signal.addEventListener("abort", onAbort, { once: true });
-  ctx.detach.addEventListener("abort", onDetach, { once: true });
+  ctx.stop.addEventListener("abort", onStop, { once: true });
   release();
   // Wait for every task, its completion handler (which skips dependents and releases more
   // work) and every skip: the queue alone goes idle before the handler of its last task ran.
   while (inflight.size > 0) await Promise.all([...inflight]);
-  ctx.signal.removeEventListener("abort", onAbort);
-  ctx.detach.removeEventListener("abort", onDetach);
-  if (detached) throw detached;
+  ctx.stop.removeEventListener("abort", onStop);
+  if (detaching(ctx.stop)) return "detached";
   if (failure) throw failure;
   return peak;
 }

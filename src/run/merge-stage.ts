@@ -31,7 +31,10 @@ export type { MergeStageResult } from "./merge-recovery.js";
  * the target that the interrupted driver left half-done, or reports one it completed. Refs of
  * the user's repository that changed during the run are reported, whatever the outcome.
  */
-export async function mergeStage(ctx: RunContext, order: readonly string[]): Promise<MergeStageResult> {
+export async function mergeStage(
+  ctx: RunContext,
+  order: readonly string[],
+): Promise<MergeStageResult | "detached"> {
   if (!ctx.git)
     return {
       merge: skippedMerge("the workspace is not a git repository: tasks ran in place"),
@@ -54,7 +57,10 @@ export async function mergeStage(ctx: RunContext, order: readonly string[]): Pro
     // An agent's move of the target is answered (put back where safe) whatever else happens,
     // so a run whose tasks failed leaves the user's ref, index and work tree in agreement too.
     const foreign = await foreignTargetMove(ctx, refsChanged);
-    stage = await mergeTasks(ctx, order, refsChanged, foreign);
+    const merged = await mergeTasks(ctx, order, refsChanged, foreign);
+    // The run-level gates were interrupted by a detach: the resumed run merges.
+    if (merged === "detached") return merged;
+    stage = merged;
     if (foreign && !stage.merge.reason?.includes(foreign))
       stage = { ...stage, merge: { ...stage.merge, reason: `${stage.merge.reason}. Also: ${foreign}` } };
   }
@@ -66,10 +72,10 @@ async function mergeTasks(
   order: readonly string[],
   refsChanged: readonly RefChange[],
   foreign: string | null,
-): Promise<MergeStageResult> {
+): Promise<MergeStageResult | "detached"> {
   const tasks = order.map((id) => ctx.tasks.get(id)!);
   const unfinished = tasks.filter((t) => t.state !== "success");
-  if (ctx.signal.aborted)
+  if (ctx.stop.aborted)
     return { merge: skippedMerge("the run was stopped before the merge"), validation: "skipped" };
   if (unfinished.length > 0) {
     return {
@@ -111,8 +117,9 @@ async function mergeTasks(
   outcome.resultCommit = integration;
 
   let validation: Report["summary"]["validation"] = "skipped";
-  const validate = async (commit: string, what: string): Promise<MergeStageResult | null> => {
+  const validate = async (commit: string, what: string): Promise<MergeStageResult | "detached" | null> => {
     const gates = await runLevelGates(ctx, commit);
+    if (gates === "detached") return gates;
     outcome.gates = gates;
     outcome.validatedCommit = gates.some((g) => g.passed !== null) ? commit : null;
     const failed = gates.filter((g) => g.required && g.passed === false);

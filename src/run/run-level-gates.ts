@@ -7,10 +7,11 @@ import { integrationWorktree } from "../fs/names.js";
 import { prepareDetachedWorktree, removeWorktree } from "../git/worktree.js";
 import { inRepo, type RunContext } from "./context.js";
 import { errorText } from "./task-exec.js";
+import { timeoutOf } from "./task-plan.js";
 import { testsGate } from "./tests-gate.js";
 
 /** success_criteria of the whole run, checked on the integration commit in a scratch worktree. */
-export async function runLevelGates(ctx: RunContext, integration: string): Promise<Gate[]> {
+export async function runLevelGates(ctx: RunContext, integration: string): Promise<Gate[] | "detached"> {
   const criteria = ctx.input.assignments.success_criteria;
   const gates: Gate[] = [];
   if (!ctx.verify) {
@@ -77,18 +78,16 @@ export async function runLevelGates(ctx: RunContext, integration: string): Promi
           },
           config: ctx.input.config,
         });
-        gates.push(
-          await testsGate(ctx, {
-            name: "run.tests_cmd",
-            command: criteria.tests_cmd,
-            cwd: workspace,
-            env,
-            timeoutS:
-              ctx.input.assignments.environment.resource_limits.timeout_s ??
-              ctx.input.config.defaults.timeout_s,
-            logName: "tests",
-          }),
-        );
+        const gate = await testsGate(ctx, {
+          name: "run.tests_cmd",
+          command: criteria.tests_cmd,
+          cwd: workspace,
+          env,
+          timeoutS: timeoutOf(ctx.input),
+          logName: "tests",
+        });
+        if (gate === "detached") return gate;
+        gates.push(gate);
       }
     }
   } finally {

@@ -24,9 +24,10 @@ import { buildGraph } from "../plan/graph.js";
 import { planWaves } from "../plan/waves.js";
 import { Redactor } from "../redact/redactor.js";
 import { buildReport, type RunError, skippedMerge } from "../report/build.js";
+import type { TaskRunner } from "../runner/task-runner.js";
+import { TmuxRunner } from "../tmux/runner.js";
 import { TmuxServer } from "../tmux/server.js";
 import type { GitRun, LiveRun, RunContext, RunSettings } from "./context.js";
-import { Detached } from "./detached.js";
 import { dispatch } from "./dispatch.js";
 import { pausePoint } from "./faults.js";
 import { clearMergeIntent } from "./merge-intent.js";
@@ -35,9 +36,12 @@ import { snapshotRefs } from "./ref-watch.js";
 import { errorOf, notWrittenNote, type RunResult, writeErrorReport, writeReport } from "./report-file.js";
 import { looseReportBlocker, planRunDir, prepareRunDir, type RunDirPlan, runDirOf } from "./run-dir.js";
 import type { ScheduleMode } from "./schedule.js";
-import { attemptDirOf, errorText, taskArgv } from "./task-exec.js";
+import { type StopReason, stopReasonOf } from "./stop.js";
+import { attemptDirOf, errorText } from "./task-exec.js";
+import { planTasks } from "./task-plan.js";
 import { newTaskRun, type TaskRun } from "./task-run.js";
-import { freshRunId, inspectWorkspace } from "./workspace.js";
+import type { TaskWorkspace } from "./task-workspace.js";
+import { freshRunId, gitWorkspace } from "./workspace.js";
 
 export type { RunSettings } from "./context.js";
 
@@ -56,6 +60,10 @@ export interface DriveOptions {
   wait?: boolean;
   /** Warnings about the input that do not stop the run (e.g. a removed config key); default: the logger's warn. */
   onNotice?: (message: string) => void;
+  /** Where attempts run; default: the local tmux runner on the run's socket. Tests inject a fake. */
+  runner?: TaskRunner;
+  /** The git operations on the workspace; default: git's. Tests inject one without processes. */
+  workspace?: TaskWorkspace;
   /** A crash-test fault (faults.ts): injected by tests, never taken from the environment. */
   fault?: string | null;
   /** Called once the run is planned, before anything starts. */
@@ -147,7 +155,7 @@ export async function runAssignments(opts: RunOptions): Promise<RunResult | Deta
     if (!dryRun) lock = await lockWorkspace(input.workspace, input.runId, requestedDir, opts);
     // A dry run writes its report only where that harms nothing; a real run needs a folder of its own.
     if (!dryRun) plan = await planRunDir(requestedDir, opts.outDir !== undefined);
-    git = await inspectWorkspace(
+    git = await (opts.workspace ?? gitWorkspace).inspect(
       input.workspace,
       input.assignments.environment.worktree_include,
       opts.allowDirty ?? false,
@@ -178,14 +186,14 @@ export async function runAssignments(opts: RunOptions): Promise<RunResult | Deta
       allow_dirty: opts.allowDirty ?? false,
     };
     const socket = env.TERMORCH_TMUX_SOCKET || input.config.tmux.socket || "termorch";
-    const tmux = tmuxFor(socket, input);
+    const runner = runnerFor(socket, input, opts);
     // Branches, worktrees and sessions are named by run id: a re-run of the same file must not
     // collide with what an earlier run kept for inspection, so it gets a suffix.
     const runId = plan
       ? await freshRunId(
           input.runId,
           git,
-          tmux,
+          runner,
           plan.kind === "apart" ? { apart: (id) => runDirOf(plan, id) } : { folder: plan.dir },
           env,
         )
@@ -203,7 +211,7 @@ export async function runAssignments(opts: RunOptions): Promise<RunResult | Deta
       runDir,
       baseDir,
       settings,
-      tmux,
+      runner,
       startedAt,
       env,
       cwd,
@@ -307,7 +315,7 @@ export async function resumeRun(opts: ResumeOptions): Promise<RunResult | Detach
       runDir,
       baseDir: state.base_dir,
       settings: state.options,
-      tmux: tmuxFor(state.socket, input),
+      runner: runnerFor(state.socket, input, opts),
       startedAt: state.started_at,
       env,
       cwd: state.cwd,
@@ -346,12 +354,17 @@ function notice(opts: DriveOptions, log: Logger, input: RunInput): void {
     opts.onNotice ? opts.onNotice(message) : log.warn(message);
 }
 
-function tmuxFor(socket: string, input: RunInput): TmuxServer {
-  return new TmuxServer({
-    socket,
-    historyLimit: input.config.defaults.history_limit,
-    size: input.config.defaults.session_size as `${number}x${number}`,
-  });
+function runnerFor(socket: string, input: RunInput, opts: DriveOptions): TaskRunner {
+  return (
+    opts.runner ??
+    new TmuxRunner(
+      new TmuxServer({
+        socket,
+        historyLimit: input.config.defaults.history_limit,
+        size: input.config.defaults.session_size as `${number}x${number}`,
+      }),
+    )
+  );
 }
 
 function lockWorkspace(
@@ -378,7 +391,7 @@ async function buildLiveRun(p: {
   runDir: string;
   baseDir: string;
   settings: RunSettings;
-  tmux: TmuxServer;
+  runner: TaskRunner;
   startedAt: number;
   env: Readonly<Record<string, string | undefined>>;
   /** Where the run was started from (kept for a resume to load the config the same way). */
@@ -401,14 +414,14 @@ async function buildLiveRun(p: {
     input.config,
   );
   const redactor = Redactor.from(input.config.redact, secrets);
-  const cancel = new AbortController();
+  // One controller: the first of cancel, detach and fail-fast (dispatch) is the run's stop reason.
   const stopper = new AbortController();
-  const follow = (signal: AbortSignal | undefined, then: () => void): void => {
-    if (signal?.aborted) then();
-    else signal?.addEventListener("abort", then, { once: true });
+  const follow = (signal: AbortSignal | undefined, reason: StopReason): void => {
+    if (signal?.aborted) stopper.abort(reason);
+    else signal?.addEventListener("abort", () => stopper.abort(reason), { once: true });
   };
-  follow(p.opts.signal, () => cancel.abort());
-  follow(cancel.signal, () => stopper.abort());
+  follow(p.opts.signal, "cancel");
+  follow(p.opts.detach, "detach");
   const privateDir = join(runDir, ".termorch", runId);
   const journal = new TaskJournal(join(privateDir, "tasks.jsonl"));
   const ctx: LiveRun = {
@@ -419,8 +432,9 @@ async function buildLiveRun(p: {
     runDir,
     privateDir,
     git: p.git,
-    tmux: p.tmux,
-    socketName: p.tmux.socket,
+    runner: p.runner,
+    workspace: p.opts.workspace ?? gitWorkspace,
+    socketName: p.runner.socket,
     socketPath: "",
     status: new StatusFiles(join(runDir, "status")),
     logNames: new LogNames(join(runDir, "logs")),
@@ -429,7 +443,7 @@ async function buildLiveRun(p: {
     tasks: new Map(),
     running: new Set(),
     depConflicts: [],
-    resolved: new Map(input.tasks.map((r) => [r.task.id, r])),
+    plans: planTasks(input, { runId, runDir, gitPrefix: p.git?.prefix ?? null, processEnv: env }),
     verify: settings.verify,
     keepBranches: settings.keep_branches,
     fault: p.opts.fault ?? null,
@@ -439,8 +453,7 @@ async function buildLiveRun(p: {
     maxLogBytes:
       input.assignments.environment.resource_limits.max_log_bytes ?? input.config.defaults.max_log_bytes,
     processEnv: env,
-    signal: stopper.signal,
-    detach: p.opts.detach ?? new AbortController().signal,
+    stop: stopper.signal,
     persist: () => writer.save(),
     journal,
     saveFinal: (last) => writer.finish(last),
@@ -452,7 +465,6 @@ async function buildLiveRun(p: {
     order: graph.order,
     baseDir: p.baseDir,
     startedAt: p.startedAt,
-    cancel,
     stopper,
     state: () => ({
       schema_version: 1,
@@ -497,12 +509,12 @@ async function buildLiveRun(p: {
           outputLogs: new Map(
             [...ctx.tasks.values()].map((t) => [
               t.id,
-              t.logs ? outputLogOf(ctx.runDir, t.logs, ctx.resolved.get(t.id)?.agent.tty ?? false) : "stderr",
+              t.logs ? outputLogOf(ctx.runDir, t.logs, ctx.plans.get(t.id)?.tty ?? false) : "stderr",
             ]),
           ),
           merge: { ...merge, conflicts: [...ctx.depConflicts, ...merge.conflicts] },
           validation,
-          cancelled: cancel.signal.aborted,
+          cancelled: stopReasonOf(stopper.signal) === "cancel",
           error,
           workspace: input.workspace,
           tmuxSocket: dryRun ? null : ctx.socketName,
@@ -521,7 +533,7 @@ async function buildLiveRun(p: {
       task.id,
       t
         ? withLatestAttempt(ctx, t)
-        : newTaskRun(task.id, task.agent, task.dependencies, taskArgv(ctx, task.id)),
+        : newTaskRun(task.id, task.agent, task.dependencies, ctx.plans.get(task.id)!.argv),
     );
   }
   return ctx;
@@ -573,7 +585,7 @@ async function drive(
 ): Promise<RunResult | DetachedResult> {
   const { runDir, privateDir, ledger } = ctx;
   await pausePoint(ctx.fault, runDir);
-  ctx.socketPath = await ctx.tmux.socketPath();
+  ctx.socketPath = await ctx.runner.socketPath();
   opts.onStart?.(startInfo(ctx, false, resumed, keptApartFrom));
   await Promise.all(["logs", "status", "artifacts"].map((d) => mkdir(join(runDir, d), { recursive: true })));
   await mkdir(privateDir, { recursive: true, mode: 0o700 });
@@ -622,12 +634,13 @@ async function drive(
   let peak = 0;
   let internal: RunError | null = null;
   try {
-    peak = await dispatch(ctx, opts.hostQueue);
-  } catch (error) {
-    if (error instanceof Detached) {
+    const dispatched = await dispatch(ctx, opts.hostQueue);
+    if (dispatched === "detached") {
       cancelWatch?.close();
       return detach(ctx);
     }
+    peak = dispatched;
+  } catch (error) {
     internal = internalError(error);
     ctx.log.error({ err: internal.message }, "run stopped by an internal error");
   } finally {
@@ -640,9 +653,10 @@ async function drive(
   };
   if (internal === null) {
     try {
-      stage = await mergeStage(ctx, ctx.order);
+      const merged = await mergeStage(ctx, ctx.order);
+      if (merged === "detached") return detach(ctx);
+      stage = merged;
     } catch (error) {
-      if (error instanceof Detached) return detach(ctx);
       internal = { kind: "internal", message: `merge failed: ${errorText(error)}`, hint: null, problems: [] };
       stage = { merge: { ...skippedMerge(internal.message), result: "failed" }, validation: "skipped" };
     }
@@ -673,7 +687,7 @@ async function drive(
   await rm(ctx.journal.path, { force: true }).catch(() => {});
   await ledger.close();
   const keptSessions = await closeSessions(ctx, ctx.settings.sessions);
-  if (internal === null && !ctx.cancel.signal.aborted)
+  if (internal === null && stopReasonOf(ctx.stop) !== "cancel")
     await rm(join(privateDir, "tasks"), { recursive: true, force: true }).catch(() => {});
   return { ...result, keptSessions };
 }
@@ -690,10 +704,10 @@ async function detach(ctx: LiveRun): Promise<DetachedResult> {
 function watchForCancel(ctx: LiveRun): FSWatcher | null {
   const file = join(ctx.privateDir, "cancel");
   const check = (): void => {
-    if (!ctx.cancel.signal.aborted && existsSync(file)) {
+    if (!ctx.stop.aborted && existsSync(file)) {
       ctx.log.warn("cancel requested");
       void ctx.ledger.append("run.cancel_requested", { by: "cancel file" });
-      ctx.cancel.abort();
+      ctx.stopper.abort("cancel");
     }
   };
   try {
@@ -719,22 +733,17 @@ async function closeSessions(ctx: RunContext, policy: "default" | "keep" | "clea
     const closing = [...ctx.tasks.values()].filter(
       (t) => t.session && t.attempts > 0 && (policy === "clean" || t.state === "success"),
     );
-    await ctx.tmux
-      .killSessions(closing.map((t) => t.session!))
+    await ctx.runner
+      .close(closing.map((t) => t.session!))
       .catch((error: unknown) =>
         ctx.log.warn({ err: errorText(error) }, "could not close the task sessions"),
       );
   }
-  const live = new Set(
-    await ctx.tmux
-      .listPanes()
-      .then((panes) => panes.map((p) => p.session))
-      .catch((error: unknown) => {
-        ctx.log.warn({ err: errorText(error) }, "could not list the sessions left open");
-        return [];
-      }),
-  );
-  await ctx.tmux
+  const live = await ctx.runner.openSessions().catch((error: unknown) => {
+    ctx.log.warn({ err: errorText(error) }, "could not list the sessions left open");
+    return new Set<string>();
+  });
+  await ctx.runner
     .closeIfIdle()
     .catch((error: unknown) =>
       ctx.log.warn({ err: errorText(error) }, "could not stop the idle tmux server"),

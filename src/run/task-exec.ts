@@ -1,247 +1,213 @@
 import { existsSync, mkdirSync, readdirSync, rmSync, statSync } from "node:fs";
 import { cp, stat, writeFile } from "node:fs/promises";
 import { join, relative } from "node:path";
-import { substitute } from "../agent/command.js";
-import { agentEnvironment } from "../agent/environment.js";
 import type { Reason } from "../contract/reason.js";
 import type { Gate } from "../contract/report.js";
-import type { StatusFile } from "../contract/status.js";
 import { endRecordedCgroup } from "../fs/cgroup.js";
 import { findMatches, matchesAny } from "../fs/find-files.js";
-import { sessionName, taskBranch, taskWorktree } from "../fs/names.js";
+import { sessionName, taskBranch } from "../fs/names.js";
 import { cgroupRecordOf } from "../fs/private-dir.js";
-import { type CommitTaskChangesOptions, changedFiles, commitTaskChanges, diffPatch } from "../git/commit.js";
-import { git, withTrailers } from "../git/repo.js";
-import { bringHeadOntoTaskBranch } from "../git/task-head.js";
-import { prepareTaskWorktree } from "../git/worktree.js";
+import type { CommitTaskChangesOptions } from "../git/commit.js";
+import { withTrailers } from "../git/repo.js";
 import { redactFile } from "../redact/redact-file.js";
-import { adopt, type ExitRecord, launch, type RunningTask } from "../tmux/session.js";
-import { inRepo, inWorkspace, type RunContext, taskCwd } from "./context.js";
-import { Detached } from "./detached.js";
+import type { ExitRecord, RunningAttempt } from "../runner/task-runner.js";
+import { inWorkspace, type RunContext } from "./context.js";
 import { prepareHooks } from "./faults.js";
+import { type AttemptOutcome, classifyExit, coreGate } from "./outcome.js";
 import { createdDuringRun } from "./ref-watch.js";
+import { detaching, ending } from "./stop.js";
+import type { TaskPlan } from "./task-plan.js";
 import type { TaskRun } from "./task-run.js";
 import { testsGate } from "./tests-gate.js";
+import { transition } from "./transition.js";
 
-/** The outcome of one task, once all its attempts are done. */
-export interface TaskOutcome {
-  ok: boolean;
-}
+/** How executing a task ended: done (it succeeded or failed), or left running for a later resume. */
+export type TaskEnd = { kind: "done"; ok: boolean } | { kind: "detached" };
 
-/** The argv a task runs, with placeholders substituted (also what a dry run reports). */
-export function taskArgv(
-  ctx: Pick<RunContext, "git" | "input" | "runDir" | "runId" | "resolved">,
-  taskId: string,
-): string[] {
-  const r = ctx.resolved.get(taskId)!;
-  return substitute(r.agent.command, {
-    task_id: taskId,
-    context_path: r.contextPath,
-    workspace: taskCwd(ctx, taskId),
-    artifacts_dir: join(ctx.runDir, "artifacts", taskId),
-    run_id: ctx.runId,
-  });
-}
+const DETACHED: TaskEnd = { kind: "detached" };
 
 /**
  * Runs one task to its end: worktree, every attempt in a fresh session, gates, artifacts.
  * `resume`: the task was started by an earlier process (state.json says so); its worktree is
  * reused and its live or finished attempt is adopted, never launched a second time.
  */
-export async function executeTask(ctx: RunContext, taskId: string, resume = false): Promise<TaskOutcome> {
+export async function executeTask(ctx: RunContext, taskId: string, resume = false): Promise<TaskEnd> {
   const t = ctx.tasks.get(taskId)!;
-  const r = ctx.resolved.get(taskId)!;
-  const task = r.task;
-  const cwd = taskCwd(ctx, taskId);
-  const wt = taskWorktree(ctx.runId, taskId);
-  const artifactsDir = join(ctx.runDir, "artifacts", taskId);
+  const p = ctx.plans.get(taskId)!;
   const reuse = resume && (t.startCommit !== null || !ctx.git);
   t.startedAt ??= ctx.now();
   t.session = sessionName(ctx.runId, taskId);
 
-  if (ctx.detach.aborted) throw new Detached();
-  if (reuse && ctx.git && !existsSync(wt)) {
-    t.detail = `its worktree ${wt} vanished while termorch was not running`;
-    return finish(ctx, t, "lost", null);
-  }
-  if (ctx.git && !reuse) {
-    t.branch = taskBranch(ctx.runId, taskId);
-    const prepared = await prepareTaskWorktree({
-      repo: ctx.git.root,
-      path: wt,
-      branch: t.branch,
-      base: ctx.git.baseCommit,
-      deps: task.dependencies.map((d) => ({ task: d, branch: taskBranch(ctx.runId, d) })),
-      include: inRepo(ctx, ctx.input.assignments.environment.worktree_include),
-      identity: ctx.identity,
-      trailers: trailersOf(ctx, taskId),
-      // An earlier process of this run may have died while preparing this task, before it
-      // recorded the start commit (so nothing was launched): its branch and worktree are taken
-      // over when they provably hold nothing else.
-      reclaim: ctx.resumed,
-      hooks: prepareHooks(ctx.fault, taskId),
-    }).catch((error: unknown) => ({ ok: false as const, error }));
+  if (detaching(ctx.stop)) return DETACHED;
+  if (reuse && p.worktree !== null && !existsSync(p.worktree))
+    return fail(ctx, t, "lost", `its worktree ${p.worktree} vanished while termorch was not running`);
+  if (ctx.git && p.worktree !== null && p.branch !== null && !reuse) {
+    t.branch = p.branch;
+    const prepared = await ctx.workspace
+      .prepare({
+        repo: ctx.git.root,
+        path: p.worktree,
+        branch: p.branch,
+        base: ctx.git.baseCommit,
+        deps: p.dependencies.map((d) => ({ task: d, branch: taskBranch(ctx.runId, d) })),
+        include: [...p.includeInRepo],
+        identity: ctx.identity,
+        trailers: trailersOf(ctx, taskId),
+        // An earlier process of this run may have died while preparing this task, before it
+        // recorded the start commit (so nothing was launched): its branch and worktree are taken
+        // over when they provably hold nothing else.
+        reclaim: ctx.resumed,
+        hooks: prepareHooks(ctx.fault, taskId),
+      })
+      .catch((error: unknown) => ({ ok: false as const, error }));
     if (!prepared.ok) {
       t.session = null;
       if ("conflict" in prepared) {
-        t.detail = `its dependencies conflict: ${prepared.conflict.detail}`;
         ctx.depConflicts.push(prepared.conflict);
-        return finish(ctx, t, "conflict", null);
+        return fail(ctx, t, "conflict", `its dependencies conflict: ${prepared.conflict.detail}`);
       }
       t.branch = null;
-      t.detail = `could not prepare its worktree: ${ctx.redactor.redact(errorText(prepared.error))}`;
-      return finish(ctx, t, "launch_error", null);
+      return fail(
+        ctx,
+        t,
+        "launch_error",
+        `could not prepare its worktree: ${ctx.redactor.redact(errorText(prepared.error))}`,
+      );
     }
     t.startCommit = prepared.startCommit;
     await ctx.ledger.append(
       "task.worktree",
-      { branch: t.branch, start_commit: t.startCommit, path: wt },
+      { branch: t.branch, start_commit: t.startCommit, path: p.worktree },
       taskId,
     );
     ctx.journal.write(t);
   }
   // Another task's failure may have stopped the run (--fail-fast, cancel) while this one was
   // being prepared: a task that never launched is skipped, not failed.
-  if (ctx.signal.aborted && !(resume && t.attemptDir)) {
-    await skipTask(ctx, t, "cancelled", "the run stopped before it started");
-    return { ok: false };
+  if (ending(ctx.stop) && !(resume && t.attemptDir)) {
+    await transition(ctx, t, {
+      to: "skipped",
+      reason: "cancelled",
+      detail: "the run stopped before it started",
+    });
+    return { kind: "done", ok: false };
   }
   if (!(resume && t.attemptDir)) {
     // A re-run in the same folder starts from an empty artifacts folder.
-    if (existsSync(artifactsDir)) rmSync(artifactsDir, { recursive: true, force: true });
-    mkdirSync(artifactsDir);
+    if (existsSync(p.artifactsDir)) rmSync(p.artifactsDir, { recursive: true, force: true });
+    mkdirSync(p.artifactsDir);
   }
 
-  const maxAttempts = task.retries + 1;
   let adopting = resume && t.attemptDir !== null;
   for (;;) {
-    let exit: AttemptResult;
+    let attempt: AttemptResult | "detached";
     if (adopting) {
       adopting = false;
-      exit = await adoptAttempt(ctx, t, cwd, artifactsDir);
+      attempt = await adoptAttempt(ctx, t, p);
     } else {
       // The daemon is shutting down: nothing new starts; the task stays as state.json has it.
-      if (ctx.detach.aborted) throw new Detached();
+      if (detaching(ctx.stop)) return DETACHED;
       t.attempts += 1;
-      if (t.attempts > 1) await resetForRetry(ctx, t, wt);
-      exit = await runAttempt(ctx, t, cwd, artifactsDir);
+      if (t.attempts > 1 && ctx.git && p.worktree !== null && t.startCommit) {
+        // A retry starts from the same base: drop what the failed attempt left in the worktree.
+        await ctx.workspace.reset(p.worktree, t.startCommit, p.includeInRepo);
+        t.commit = null;
+      }
+      attempt = await runAttempt(ctx, t, p);
     }
-    let reason = exit.reason;
-    if (reason === null) reason = await runGates(ctx, t, cwd, wt);
-    else t.gates = [coreGate(exit)];
-    t.exitCode = exit.record?.exit_code ?? null;
+    if (attempt === "detached") return DETACHED;
+    let { reason, detail } = attempt;
     if (reason === null) {
-      await collectArtifacts(ctx, t, cwd, artifactsDir);
-      return finish(ctx, t, null, exit.record);
+      const gated = await runGates(ctx, t, p);
+      if (gated === "detached") return DETACHED;
+      ({ reason, detail } = gated);
+    } else t.gates = [coreGate(attempt.record, reason)];
+    t.exitCode = attempt.record?.exit_code ?? null;
+    if (reason === null) {
+      await collectArtifacts(ctx, t, p);
+      await transition(ctx, t, { to: "success" });
+      return { kind: "done", ok: true };
     }
     // A worktree that is gone cannot be reset for another attempt.
-    const gone = ctx.git !== null && !existsSync(wt);
-    if (reason === "cancelled" || ctx.signal.aborted || t.attempts >= maxAttempts || gone) {
-      await collectArtifacts(ctx, t, cwd, artifactsDir);
-      return finish(ctx, t, reason, exit.record);
+    const gone = p.worktree !== null && !existsSync(p.worktree);
+    if (reason === "cancelled" || ending(ctx.stop) || t.attempts >= p.attempts || gone) {
+      await collectArtifacts(ctx, t, p);
+      return fail(ctx, t, reason, detail);
     }
+    t.detail = detail;
     ctx.log.info({ task: taskId, attempt: t.attempts, reason }, "task failed; retrying in a fresh session");
-    await ctx.ledger.append("task.retrying", { attempt: t.attempts, reason, detail: t.detail }, taskId);
-    await ctx.tmux.killSession(t.session);
+    await ctx.ledger.append("task.retrying", { attempt: t.attempts, reason, detail }, taskId);
+    await ctx.runner.close([t.session]);
   }
 }
 
-interface AttemptResult {
+/** One attempt's end: its exit record (null: it never started) and what it means. */
+interface AttemptResult extends AttemptOutcome {
   record: ExitRecord | null;
-  /** null: the agent exited 0 (gates still to run). */
-  reason: Reason | null;
 }
 
-function agentEnvOf(ctx: RunContext, t: TaskRun, cwd: string, artifactsDir: string): Record<string, string> {
-  const r = ctx.resolved.get(t.id)!;
-  return agentEnvironment({
-    processEnv: ctx.processEnv,
-    envVars: ctx.input.assignments.environment.env_vars,
-    agentEnv: r.agent.env,
-    taskEnv: r.task.env,
-    termorch: {
-      TERMORCH_RUN_ID: ctx.runId,
-      TERMORCH_RUN_DIR: ctx.runDir,
-      TERMORCH_TASK_ID: t.id,
-      TERMORCH_CONTEXT_PATH: r.contextPath,
-      TERMORCH_WORKSPACE: cwd,
-      TERMORCH_ARTIFACTS_DIR: artifactsDir,
-      TERMORCH_ATTEMPT: String(t.attempts),
-    },
-    config: ctx.input.config,
-  }).env;
+/** The agent's environment for this attempt. */
+function attemptEnv(p: TaskPlan, t: TaskRun): Record<string, string> {
+  return { ...p.env, TERMORCH_ATTEMPT: String(t.attempts) };
 }
 
-async function runAttempt(
-  ctx: RunContext,
-  t: TaskRun,
-  cwd: string,
-  artifactsDir: string,
-): Promise<AttemptResult> {
-  newLogs(ctx, t);
+async function runAttempt(ctx: RunContext, t: TaskRun, p: TaskPlan): Promise<AttemptResult | "detached"> {
+  newLogs(ctx, t, p);
   t.attemptDir = attemptDirOf(ctx, t.id, t.attempts);
   t.attemptStartedAt = ctx.now();
   // Recorded before the session exists, so an interrupted run knows which session to look for
   // (a resume also finds attempts by their folders, which the launch creates first).
   ctx.journal.write(t);
-  return launchAndWatch(ctx, t, cwd, artifactsDir);
+  return launchAndWatch(ctx, t, p);
 }
 
-function newLogs(ctx: RunContext, t: TaskRun): void {
-  const stem = ctx.logNames.next(ctx.resolved.get(t.id)!.task.agent, ctx.now());
+function newLogs(ctx: RunContext, t: TaskRun, p: TaskPlan): void {
+  const stem = ctx.logNames.next(p.agent, ctx.now());
   t.logs = { stdout: `logs/${stem}.out`, stderr: `logs/${stem}.err` };
 }
 
-/** `<run-dir>/.termorch/<run>/tasks/<task>/<attempt>`: where an attempt's wrapper files and exit.json live. */
+/** `<run-dir>/.termorch/<run>/tasks/<task>/<attempt>`: where an attempt's supervisor files and exit record live. */
 export function attemptDirOf(ctx: Pick<RunContext, "privateDir">, taskId: string, attempt: number): string {
   return join(ctx.privateDir, "tasks", taskId, String(attempt));
 }
 
-async function launchAndWatch(
-  ctx: RunContext,
-  t: TaskRun,
-  cwd: string,
-  artifactsDir: string,
-): Promise<AttemptResult> {
-  const r = ctx.resolved.get(t.id)!;
-  const limits = ctx.input.assignments.environment.resource_limits;
-  let running: RunningTask;
+async function launchAndWatch(ctx: RunContext, t: TaskRun, p: TaskPlan): Promise<AttemptResult | "detached"> {
+  let running: RunningAttempt;
   try {
-    running = await launch(ctx.tmux, {
+    running = await ctx.runner.launch({
       runId: ctx.runId,
       taskId: t.id,
       attempt: t.attempts,
       session: t.session!,
       argv: t.argv,
-      env: agentEnvOf(ctx, t, cwd, artifactsDir),
-      cwd,
-      tty: r.agent.tty,
+      env: attemptEnv(p, t),
+      cwd: p.cwd,
+      tty: p.tty,
       stdoutLog: join(ctx.runDir, t.logs!.stdout),
       stderrLog: join(ctx.runDir, t.logs!.stderr),
       attemptDir: t.attemptDir!,
       redact: ctx.redactSources,
       maxLogBytes: ctx.maxLogBytes,
-      ...(limits.memory_mb ? { memoryMb: limits.memory_mb } : {}),
+      ...(p.memoryMb ? { memoryMb: p.memoryMb } : {}),
       killGraceMs: ctx.killGraceMs,
       // For hosts whose cgroups a manager owns (and to test what works without one).
       ...(ctx.processEnv.TERMORCH_CGROUP === "off" ? { cgroup: false } : {}),
       // Kept when the run ends (its tasks folder is removed), so that clean finds what a killed
-      // wrapper left there.
+      // supervisor left there.
       cgroupRecord: cgroupRecordOf(ctx.privateDir, t.id, t.attempts),
     });
   } catch (error) {
-    t.detail = `could not start its tmux session: ${ctx.redactor.redact(errorText(error))}`;
-    await writeFile(join(ctx.runDir, t.logs!.stderr), `termorch: ${t.detail}\n`, { flag: "a", mode: 0o600 });
-    return { record: null, reason: "launch_error" };
+    const detail = `could not start its tmux session: ${ctx.redactor.redact(errorText(error))}`;
+    await writeFile(join(ctx.runDir, t.logs!.stderr), `termorch: ${detail}\n`, { flag: "a", mode: 0o600 });
+    return { record: null, reason: "launch_error", detail };
   }
   await ctx.ledger.append(
     "task.launched",
-    { attempt: t.attempts, session: t.session, argv: t.argv, cwd, logs: t.logs },
+    { attempt: t.attempts, session: t.session, argv: t.argv, cwd: p.cwd, logs: t.logs },
     t.id,
   );
-  t.state = "running";
-  await setStatus(ctx, t, "running");
-  return watchAttempt(ctx, t, running);
+  await transition(ctx, t, { to: "running" });
+  return watchAttempt(ctx, t, p, running);
 }
 
 /**
@@ -249,80 +215,73 @@ async function launchAndWatch(
  * one by watching its session. An attempt that was recorded but never got a session (the
  * process died in between) is launched now, under the same attempt number and session name.
  */
-async function adoptAttempt(
-  ctx: RunContext,
-  t: TaskRun,
-  cwd: string,
-  artifactsDir: string,
-): Promise<AttemptResult> {
-  const attemptDir = t.attemptDir!;
-  const finished = existsSync(join(attemptDir, "exit.json"));
-  const live = !finished && (await ctx.tmux.hasSession(t.session!));
-  if (!finished && !live && t.state !== "running") {
-    if (!t.logs) newLogs(ctx, t);
-    t.attemptStartedAt ??= ctx.now();
-    return launchAndWatch(ctx, t, cwd, artifactsDir);
-  }
-  const running = await adopt(ctx.tmux, {
+async function adoptAttempt(ctx: RunContext, t: TaskRun, p: TaskPlan): Promise<AttemptResult | "detached"> {
+  const running = await ctx.runner.adopt({
     session: t.session!,
-    attemptDir,
+    attemptDir: t.attemptDir!,
     runId: ctx.runId,
     taskId: t.id,
     attempt: t.attempts,
+    running: t.state === "running",
   });
-  await ctx.ledger.append("task.adopted", { attempt: t.attempts, session: t.session, finished, live }, t.id);
-  if (t.state !== "running") {
-    t.state = "running";
-    await setStatus(ctx, t, "running");
+  if (running === null) {
+    if (!t.logs) newLogs(ctx, t, p);
+    t.attemptStartedAt ??= ctx.now();
+    return launchAndWatch(ctx, t, p);
   }
-  return watchAttempt(ctx, t, running);
+  await ctx.ledger.append("task.adopted", { attempt: t.attempts, session: t.session }, t.id);
+  if (t.state !== "running") await transition(ctx, t, { to: "running" });
+  return watchAttempt(ctx, t, p, running);
 }
 
-async function watchAttempt(ctx: RunContext, t: TaskRun, running: RunningTask): Promise<AttemptResult> {
-  const r = ctx.resolved.get(t.id)!;
-  const limits = ctx.input.assignments.environment.resource_limits;
+/**
+ * Waits for the attempt's end, ending it on its timeout (a resumed attempt keeps its original
+ * deadline) or when the run stops; a detach lets go of it instead, still running.
+ */
+async function watchAttempt(
+  ctx: RunContext,
+  t: TaskRun,
+  p: TaskPlan,
+  running: RunningAttempt,
+): Promise<AttemptResult | "detached"> {
   ctx.running.add(t.id);
   ctx.onChange();
-  const timeoutS =
-    r.task.timeout_s ?? r.agent.timeout_s ?? limits.timeout_s ?? ctx.input.config.defaults.timeout_s;
   let timedOut = false;
-  let cancelled = false;
-  // A resumed attempt keeps its original deadline.
+  let stopped = false;
   const elapsed = ctx.now() - (t.attemptStartedAt ?? ctx.now());
   const timer =
-    timeoutS === undefined
+    p.timeoutS === undefined
       ? null
       : setTimeout(
           () => {
             timedOut = true;
-            void running.kill(ctx.killGraceMs);
+            void running.stop(ctx.killGraceMs);
           },
-          Math.max(0, timeoutS * 1000 - elapsed),
+          Math.max(0, p.timeoutS * 1000 - elapsed),
         );
-  const onAbort = (): void => {
-    cancelled = true;
-    void running.kill(ctx.killGraceMs);
-  };
-  if (ctx.signal.aborted) onAbort();
-  else ctx.signal.addEventListener("abort", onAbort, { once: true });
-  let onDetach: (() => void) | undefined;
+  let onStop: (() => void) | undefined;
   const detached = new Promise<"detached">((resolve) => {
-    onDetach = () => resolve("detached");
-    if (ctx.detach.aborted) onDetach();
-    else ctx.detach.addEventListener("abort", onDetach, { once: true });
+    onStop = () => {
+      if (detaching(ctx.stop)) resolve("detached");
+      else {
+        stopped = true;
+        void running.stop(ctx.killGraceMs);
+      }
+    };
+    if (ctx.stop.aborted) onStop();
+    else ctx.stop.addEventListener("abort", onStop, { once: true });
   });
   const record = await Promise.race([running.exited, detached]);
   if (timer) clearTimeout(timer);
-  ctx.signal.removeEventListener("abort", onAbort);
-  if (onDetach) ctx.detach.removeEventListener("abort", onDetach);
+  if (onStop) ctx.stop.removeEventListener("abort", onStop);
   ctx.running.delete(t.id);
   if (record === "detached") {
     // Stop watching (its watchers would keep this process alive); the agent keeps running.
-    running.detach();
-    throw new Detached();
+    running.release();
+    return "detached";
   }
-  // The wrapper removes the agent's cgroup when it ends; one that is still recorded was left by a
-  // wrapper that was killed (the attempt is then lost), and still holds what the agent started.
+  // The supervisor removes the agent's cgroup when it ends; one that is still recorded was left by
+  // a supervisor that was killed (the attempt is then lost), and still holds what the agent started.
   const left = await endRecordedCgroup(cgroupRecordOf(ctx.privateDir, t.id, t.attempts), ctx.killGraceMs);
   if (left)
     ctx.log.info(
@@ -330,96 +289,46 @@ async function watchAttempt(ctx: RunContext, t: TaskRun, running: RunningTask): 
       "ended what the attempt left in its cgroup",
     );
   await ctx.ledger.append("task.exited", { attempt: t.attempts, ...record }, t.id);
-  return classifyExit(ctx, t, record, { timedOut, timeoutS, cancelled });
+  const outcome = classifyExit(
+    record.detail === undefined ? record : { ...record, detail: ctx.redactor.redact(record.detail) },
+    { timeoutS: timedOut ? (p.timeoutS ?? null) : null, stopped },
+  );
+  return { record, ...outcome };
 }
 
-/** Details never name a log: the report's `output_log` says which one holds the agent's output. */
-function classifyExit(
-  ctx: RunContext,
-  t: TaskRun,
-  record: ExitRecord,
-  how: { timedOut: boolean; timeoutS: number | undefined; cancelled: boolean },
-): AttemptResult {
-  if (how.timedOut) {
-    t.detail = `timed out after ${how.timeoutS} s; its process group was terminated`;
-    return { record, reason: "timeout" };
-  }
-  if (how.cancelled) {
-    t.detail = "the run was cancelled while it ran";
-    return { record, reason: "cancelled" };
-  }
-  if (record.launch_failed) {
-    t.detail = `its command could not be started (exit ${record.exit_code})${record.detail ? `: ${ctx.redactor.redact(record.detail)}` : ""}`;
-    return { record, reason: "launch_error" };
-  }
-  if (record.lost) {
-    t.detail = `its session ended without an exit record${record.detail ? ` (${record.detail})` : ""}`;
-    return { record, reason: "lost" };
-  }
-  if (record.signal) {
-    t.detail = `killed by ${record.signal}`;
-    return { record, reason: "signal" };
-  }
-  if (record.exit_code !== 0) {
-    t.detail =
-      record.exit_code === 127
-        ? "exited with code 127 (command not found?)"
-        : `exited with code ${record.exit_code}`;
-    return { record, reason: "exit_code" };
-  }
-  t.detail = null;
-  return { record, reason: null };
-}
-
-function coreGate(exit: AttemptResult): Gate {
-  const rec = exit.record;
-  const detail =
-    rec === null
-      ? "never started"
-      : rec.lost
-        ? "session lost"
-        : rec.signal
-          ? `killed by ${rec.signal}`
-          : `exit code ${rec.exit_code}`;
-  return {
-    name: "core",
-    required: true,
-    passed: exit.reason === null,
-    detail: exit.reason === "timeout" ? "timed out" : detail,
-  };
-}
-
-/** Per-task gates in the README's order (docs/ARCHITECTURE.md: the pipeline), after the core gate passed. Returns the failing reason. */
-async function runGates(ctx: RunContext, t: TaskRun, cwd: string, wt: string): Promise<Reason | null> {
-  const r = ctx.resolved.get(t.id)!;
+/**
+ * Per-task gates in the README's order (docs/ARCHITECTURE.md: the pipeline), after the core gate
+ * passed: the commit, required_artifacts, allowed_paths, tests_cmd. Returns the failing reason.
+ */
+async function runGates(ctx: RunContext, t: TaskRun, p: TaskPlan): Promise<AttemptOutcome | "detached"> {
   const gates: Gate[] = [{ name: "core", required: true, passed: true, detail: "exit code 0" }];
   t.gates = gates;
-  const include = ctx.input.assignments.environment.worktree_include;
-  if (ctx.git) {
+  const failed = (reason: Reason, detail: string): AttemptOutcome => ({ reason, detail });
+  if (ctx.git && p.worktree !== null) {
     // Without its worktree there is nothing to commit or check, and git cannot even start there.
-    if (!existsSync(wt)) {
-      t.detail = `its worktree ${wt} was deleted while the agent ran (by the agent?); its work is lost`;
-      gates.push({ name: "commit", required: true, passed: false, detail: t.detail });
-      return "lost";
+    if (!existsSync(p.worktree)) {
+      const detail = `its worktree ${p.worktree} was deleted while the agent ran (by the agent?); its work is lost`;
+      gates.push({ name: "commit", required: true, passed: false, detail });
+      return failed("lost", detail);
     }
     try {
-      t.commit = await commitOnTaskBranch(ctx, t, wt, {
+      t.commit = await commitOnTaskBranch(ctx, t, p.worktree, {
         message: withTrailers(
-          `termorch: task ${t.id} (agent ${r.task.agent}, run ${ctx.runId})`,
+          `termorch: task ${t.id} (agent ${p.agent}, run ${ctx.runId})`,
           trailersOf(ctx, t.id),
         ),
-        exclude: inRepo(ctx, include),
+        exclude: [...p.includeInRepo],
         ...(t.startCommit ? { start: t.startCommit } : {}),
         identity: ctx.identity,
       });
     } catch (error) {
-      t.detail = `could not commit its changes: ${ctx.redactor.redact(errorText(error))}`;
-      gates.push({ name: "commit", required: true, passed: false, detail: t.detail });
-      return "validation";
+      const detail = `could not commit its changes: ${ctx.redactor.redact(errorText(error))}`;
+      gates.push({ name: "commit", required: true, passed: false, detail });
+      return failed("validation", detail);
     }
   }
   const failures: string[] = [];
-  const required = r.task.success_criteria?.required_artifacts ?? [];
+  const required = p.criteria.requiredArtifacts;
   if (required.length === 0)
     gates.push({ name: "required_artifacts", required: false, passed: null, detail: "none required" });
   else if (!ctx.verify)
@@ -431,7 +340,8 @@ async function runGates(ctx: RunContext, t: TaskRun, cwd: string, wt: string): P
     });
   else {
     const missing: string[] = [];
-    for (const p of required) if ((await findMatches(cwd, p, include)).length === 0) missing.push(p);
+    for (const pattern of required)
+      if ((await findMatches(p.cwd, pattern, p.include)).length === 0) missing.push(pattern);
     const passed = missing.length === 0;
     gates.push({
       name: "required_artifacts",
@@ -442,7 +352,7 @@ async function runGates(ctx: RunContext, t: TaskRun, cwd: string, wt: string): P
     if (!passed) failures.push(`required artifacts missing: ${missing.join(", ")}`);
   }
 
-  const allowed = r.task.allowed_paths;
+  const allowed = p.criteria.allowedPaths;
   if (!allowed)
     gates.push({ name: "allowed_paths", required: false, passed: null, detail: "no restriction" });
   else if (!ctx.git || !t.startCommit || !t.commit)
@@ -453,7 +363,7 @@ async function runGates(ctx: RunContext, t: TaskRun, cwd: string, wt: string): P
       detail: "skipped: the workspace is not a git repository",
     });
   else {
-    const changed = inWorkspace(ctx, await changedFiles(ctx.git.root, t.startCommit, t.commit));
+    const changed = inWorkspace(ctx, await ctx.workspace.changedFiles(ctx.git.root, t.startCommit, t.commit));
     const outside = changed.filter((f) => !matchesAny(f, allowed));
     const passed = outside.length === 0;
     gates.push({
@@ -467,7 +377,7 @@ async function runGates(ctx: RunContext, t: TaskRun, cwd: string, wt: string): P
     if (!passed) failures.push(`changed files outside allowed_paths: ${outside.join(", ")}`);
   }
 
-  const testsCmd = r.task.success_criteria?.tests_cmd;
+  const testsCmd = p.criteria.testsCmd;
   if (!testsCmd) gates.push({ name: "tests_cmd", required: false, passed: null, detail: "none given" });
   else if (!ctx.verify)
     gates.push({ name: "tests_cmd", required: true, passed: null, detail: "skipped (verify: false)" });
@@ -482,21 +392,17 @@ async function runGates(ctx: RunContext, t: TaskRun, cwd: string, wt: string): P
     const gate = await testsGate(ctx, {
       name: "tests_cmd",
       command: testsCmd,
-      cwd,
-      env: agentEnvOf(ctx, t, cwd, join(ctx.runDir, "artifacts", t.id)),
-      timeoutS:
-        r.task.timeout_s ??
-        r.agent.timeout_s ??
-        ctx.input.assignments.environment.resource_limits.timeout_s ??
-        ctx.input.config.defaults.timeout_s,
+      cwd: p.cwd,
+      env: attemptEnv(p, t),
+      timeoutS: p.timeoutS,
       logName: `tests-${t.id}`,
     });
+    if (gate === "detached") return "detached";
     gates.push(gate);
     if (!gate.passed) failures.push(`tests_cmd failed (${gate.detail})`);
   }
-  if (failures.length === 0) return null;
-  t.detail = failures.join("; ");
-  return "validation";
+  if (failures.length === 0) return { reason: null, detail: null };
+  return failed("validation", failures.join("; "));
 }
 
 /** Trailers naming the run and task on every commit termorch makes for a task. */
@@ -518,39 +424,35 @@ async function commitOnTaskBranch(
   o: Omit<CommitTaskChangesOptions, "branch">,
 ): Promise<string> {
   const branch = t.branch;
-  if (branch === null) return commitTaskChanges(wt, o);
+  if (branch === null) return ctx.workspace.commit(wt, o);
   try {
-    return await commitTaskChanges(wt, { ...o, branch });
+    return await ctx.workspace.commit(wt, { ...o, branch });
   } catch (error) {
-    const head = await bringHeadOntoTaskBranch(wt, branch, (ref) => createdDuringRun(ctx, ref));
+    const head = await ctx.workspace.takeHead(wt, branch, (ref) => createdDuringRun(ctx, ref));
     if (!head.moved) throw error;
     if (head.from !== null && !t.refsCreated.includes(head.from))
       t.refsCreated = [...t.refsCreated, head.from];
     await ctx.ledger.append("task.head_taken", { from: head.from, branch, commit: head.commit }, t.id);
-    return commitTaskChanges(wt, { ...o, branch });
+    return ctx.workspace.commit(wt, { ...o, branch });
   }
 }
 
 /** artifacts/<task>/: what the agent wrote there, changes.patch, copies of required artifacts, handoff.md. */
-async function collectArtifacts(
-  ctx: RunContext,
-  t: TaskRun,
-  cwd: string,
-  artifactsDir: string,
-): Promise<void> {
+async function collectArtifacts(ctx: RunContext, t: TaskRun, p: TaskPlan): Promise<void> {
+  const { cwd, artifactsDir } = p;
   try {
     if (ctx.git && t.startCommit && t.commit) {
       // No commit of its own: the patch is empty, and no git process is needed to say so.
       const patch =
-        t.commit === t.startCommit ? Buffer.alloc(0) : await diffPatch(ctx.git.root, t.startCommit, t.commit);
+        t.commit === t.startCommit
+          ? Buffer.alloc(0)
+          : await ctx.workspace.diffPatch(ctx.git.root, t.startCommit, t.commit);
       // latin1 maps bytes 1:1, so redaction keeps binary patches byte-exact.
       const redacted = Buffer.from(ctx.redactor.redact(patch.toString("latin1")), "latin1");
       await writeFile(join(artifactsDir, "changes.patch"), redacted, { mode: 0o600 });
     }
-    const include = ctx.input.assignments.environment.worktree_include;
-    const r = ctx.resolved.get(t.id)!;
-    for (const p of r.task.success_criteria?.required_artifacts ?? []) {
-      for (const match of await findMatches(cwd, p, include)) {
+    for (const pattern of p.criteria.requiredArtifacts) {
+      for (const match of await findMatches(cwd, pattern, p.include)) {
         await cp(join(cwd, match), join(artifactsDir, "files", match), {
           recursive: true,
           dereference: false,
@@ -585,78 +487,10 @@ async function onlyFiles(root: string, rels: string[]): Promise<string[]> {
   return out;
 }
 
-/** A retry starts from the same base: drop what the failed attempt left in the worktree. */
-async function resetForRetry(ctx: RunContext, t: TaskRun, wt: string): Promise<void> {
-  if (!ctx.git || !t.startCommit) return;
-  const keep = inRepo(ctx, ctx.input.assignments.environment.worktree_include).flatMap((p) => [
-    "-e",
-    `/${p}`,
-  ]);
-  await git(wt, ["reset", "-q", "--hard", t.startCommit]);
-  await git(wt, ["clean", "-q", "-ffdx", ...keep]);
-  t.commit = null;
-}
-
-/** A task that will never run: its status is `skipped`, with the reason. */
-export async function skipTask(
-  ctx: RunContext,
-  t: TaskRun,
-  reason: "dependency_failed" | "cancelled",
-  detail: string,
-): Promise<void> {
-  t.state = "skipped";
-  t.reason = reason;
-  t.detail = detail;
-  t.finishedAt = ctx.now();
-  await setStatus(ctx, t, "skipped");
-  ctx.onChange();
-}
-
-async function finish(
-  ctx: RunContext,
-  t: TaskRun,
-  reason: Reason | null,
-  record: ExitRecord | null,
-): Promise<TaskOutcome> {
-  t.finishedAt = ctx.now();
-  t.reason = reason;
-  t.state = reason === null ? "success" : "failed";
-  if (record) t.exitCode = record.exit_code;
-  await setStatus(ctx, t, t.state);
-  ctx.onChange();
-  return { ok: reason === null };
-}
-
-function statusOf(ctx: RunContext, t: TaskRun, state: StatusFile["state"]): StatusFile {
-  return {
-    task_id: t.id,
-    state,
-    run_id: ctx.runId,
-    session: t.session,
-    socket: ctx.socketName,
-    socket_path: ctx.socketPath,
-    attempt: t.attempts,
-    started_at: t.startedAt === null ? null : new Date(t.startedAt).toISOString(),
-    finished_at: t.finishedAt === null ? null : new Date(t.finishedAt).toISOString(),
-    exit_code: t.exitCode,
-    reason: t.reason,
-    detail: t.detail === null ? null : ctx.redactor.redact(t.detail),
-  };
-}
-
-/**
- * Every state change goes to the ledger, the task journal and the status file, in that
- * order: whoever sees the status file (an operator, a test, a resume) can rely on the other two.
- */
-export async function setStatus(ctx: RunContext, t: TaskRun, state: StatusFile["state"]): Promise<void> {
-  const status = statusOf(ctx, t, state);
-  await ctx.ledger.append(
-    `task.${state}`,
-    { ...status, gates: state === "running" ? [] : t.gates, branch: t.branch, commit: t.commit },
-    t.id,
-  );
-  ctx.journal.write(t);
-  ctx.status.set(status);
+/** A task that ran (or tried to) and failed: its reason and detail. */
+async function fail(ctx: RunContext, t: TaskRun, reason: Reason, detail: string | null): Promise<TaskEnd> {
+  await transition(ctx, t, { to: "failed", reason, detail });
+  return { kind: "done", ok: false };
 }
 
 export function errorText(error: unknown): string {

@@ -2,13 +2,13 @@ import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import type { Gate } from "../contract/report.js";
 import type { RunContext } from "./context.js";
-import { Detached } from "./detached.js";
 import { runShellGate } from "./shell-gate.js";
+import { detaching } from "./stop.js";
 
 /**
  * A `tests_cmd` gate (a task's or the run's): runs the command line with `sh -c` in `cwd`,
  * logs to `logs/<logName>-<ts>.out/.err`, and returns the gate. Cancel ends it; a detach (daemon
- * shutdown) ends it too and throws Detached, so the resumed run checks again. A gate a dead driver
+ * shutdown) ends it too and answers "detached", so the resumed run checks again. A gate a dead driver
  * left is ended before the resumed run starts it again (runShellGate's `record`).
  */
 export async function testsGate(
@@ -21,7 +21,7 @@ export async function testsGate(
     timeoutS: number | undefined;
     logName: string;
   },
-): Promise<Gate> {
+): Promise<Gate | "detached"> {
   const stem = ctx.logNames.next(o.logName, ctx.now());
   // Per gate, not per attempt: a resumed run's gate must find the one its dead driver left.
   const records = join(ctx.privateDir, "gates");
@@ -37,9 +37,9 @@ export async function testsGate(
     redactor: ctx.redactor,
     maxLogBytes: ctx.maxLogBytes,
     record: join(records, `${o.logName}.json`),
-    signal: AbortSignal.any([ctx.signal, ctx.detach]),
+    signal: ctx.stop,
   });
-  if (ctx.detach.aborted) throw new Detached();
+  if (detaching(ctx.stop)) return "detached";
   // A gate whose status was lost never passes: its command may well have failed.
   const passed = result.statusLost === null && result.exitCode === 0 && !result.timedOut;
   const how = result.timedOut

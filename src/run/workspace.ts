@@ -4,11 +4,14 @@ import { InputError, type InputProblem } from "../errors.js";
 import { runBranchesPrefix, runWorktreesDir } from "../fs/names.js";
 import { isEmptyOrMissing } from "../fs/paths.js";
 import { registeredRuns } from "../fs/registry.js";
+import { changedFiles, commitTaskChanges, diffPatch } from "../git/commit.js";
 import { normalizeInclude } from "../git/include.js";
 import { dirtyTrackedFiles, git as gitCmd, repoInfo, requireGitVersion } from "../git/repo.js";
-import type { TmuxServer } from "../tmux/server.js";
-import type { GitRun } from "./context.js";
+import { bringHeadOntoTaskBranch } from "../git/task-head.js";
+import { prepareTaskWorktree, resetWorktree } from "../git/worktree.js";
+import type { TaskRunner } from "../runner/task-runner.js";
 import { takeRefsSnapshot } from "./ref-watch.js";
+import type { GitRun, TaskWorkspace } from "./task-workspace.js";
 
 /**
  * Refuses what would make the run unsafe before anything starts; returns the git side or null.
@@ -102,11 +105,11 @@ export type RunDirs = { folder: string } | { apart: (runId: string) => string };
 export async function freshRunId(
   id: string,
   repo: GitRun | null,
-  tmux: TmuxServer,
+  runner: TaskRunner,
   dirs: RunDirs,
   env: Readonly<Record<string, string | undefined>>,
 ): Promise<string> {
-  const live = new Set((await tmux.listPanes()).map((p) => p.run));
+  const live = await runner.runsWithSessions();
   const runDirOf = (runId: string): string => ("folder" in dirs ? dirs.folder : dirs.apart(runId));
   // Operator commands find runs by id: another run directory that still holds its state owns the id.
   for (const entry of await registeredRuns(env)) {
@@ -130,3 +133,14 @@ export async function freshRunId(
     return candidate;
   }
 }
+
+/** The workspace seam's real implementation: git's. */
+export const gitWorkspace: TaskWorkspace = {
+  inspect: inspectWorkspace,
+  prepare: prepareTaskWorktree,
+  reset: resetWorktree,
+  commit: commitTaskChanges,
+  takeHead: bringHeadOntoTaskBranch,
+  changedFiles,
+  diffPatch,
+};

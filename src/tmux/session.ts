@@ -14,90 +14,19 @@ import { constants as osConstants } from "node:os";
 import { delimiter, dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { z } from "zod";
+import type { AttemptRef, AttemptSpec, ExitRecord, RunningAttempt } from "../runner/task-runner.js";
 import { LaunchError, TmuxEnvironmentError, TmuxError } from "./errors.js";
 import { formatEscape, type PaneRow, type TmuxServer } from "./server.js";
 
-/** Everything needed to start one task attempt in its own tmux session. */
-export interface LaunchSpec {
-  runId: string;
-  taskId: string;
-  /** Starts at 1. */
-  attempt: number;
-  /** Session name, e.g. `termorch-<run>-<task>`; `[A-Za-z0-9_-]` only. */
-  session: string;
-  /** The agent's exact argv, placeholders already substituted. */
-  argv: string[];
-  /** The agent's whole environment: it sees these variables and nothing else. */
-  env: Record<string, string>;
-  cwd: string;
-  /** true: the agent owns the pane's terminal and the pane is logged with pipe-pane. */
-  tty: boolean;
-  /** Absolute log paths; the wrapper creates the files (their folders must exist). */
-  stdoutLog: string;
-  stderrLog: string;
-  /** Absolute private folder of this attempt (created 0700). */
-  attemptDir: string;
-  /** Perl-compatible regex sources; every match in the logs becomes `[REDACTED]`. */
-  redact: string[];
-  /** Cap of each log file in bytes; 0 means no cap. */
-  maxLogBytes: number;
-  /** Address-space limit per agent process (RLIMIT_AS), in MiB. */
-  memoryMb?: number;
-  /** Between TERM and KILL whenever the wrapper ends the agent or its leftovers (default 5 s). */
-  killGraceMs?: number;
-  /** false: never put the agent in a cgroup of its own (default: where the machine allows it). */
-  cgroup?: boolean;
-  /**
-   * Absolute file where the wrapper records the agent's cgroup while it exists (default: `cgroup`
-   * in attemptDir). Outside attemptDir, the record can outlive the attempt's folder.
-   */
-  cgroupRecord?: string;
-}
+/** One attempt in its own tmux session, as the task-runner seam describes it. */
+export type LaunchSpec = AttemptSpec;
 
-/** What is needed to watch an attempt started by an earlier process (resume). */
-export interface AdoptSpec {
-  session: string;
-  attemptDir: string;
-  /** When given, a live session only counts as this attempt if its @termorch_* options match. */
-  runId?: string;
-  taskId?: string;
-  attempt?: number;
-}
-
-/** How an attempt ended: the wrapper's exit.json, or what termorch could tell without it. */
-export interface ExitRecord {
-  exit_code: number | null;
-  /** e.g. "SIGTERM", from the real wait status. */
-  signal: string | null;
-  started_at: string | null;
-  finished_at: string;
-  /** The agent's pid, which is also its process group id. */
-  pid: number | null;
-  /** Raw bytes the agent wrote (tty: bytes the pane showed). */
-  stdout_bytes: number;
-  stderr_bytes: number;
-  /** A log reached its cap. */
-  truncated: boolean;
-  /** The agent never ran: its command could not be executed (127 not found, 126 other) or the wrapper could not set it up (125). */
-  launch_failed: boolean;
-  /** true when the session/pane vanished without an exit.json (operator killed it, server died), or was closed under a running agent. */
-  lost: boolean;
-  detail?: string;
-}
-
-/** A launched (or adopted) attempt. */
-export interface RunningTask {
-  session: string;
-  /** Resolves exactly once when the attempt ended. Never rejects. */
-  exited: Promise<ExitRecord>;
-  /** TERM the agent's whole process group, KILL after graceMs (unref'd timer); resolves when exited resolved. */
-  kill(graceMs: number): Promise<ExitRecord>;
-  /**
-   * Stops watching without touching the attempt (it keeps running in tmux; adopt it later):
-   * releases the file watcher that keeps this process alive. `exited` then stays pending.
-   */
-  detach(): void;
-}
+/**
+ * What is needed to watch an attempt started by an earlier process. When given, a live session
+ * only counts as this attempt if its @termorch_* options match.
+ */
+export type AdoptSpec = Pick<AttemptRef, "session" | "attemptDir"> &
+  Partial<Pick<AttemptRef, "runId" | "taskId" | "attempt">>;
 
 /** Period of the reconcile pass that catches what fs.watch cannot see (a vanished session). */
 const RECONCILE_MS = 1000;
@@ -129,7 +58,11 @@ type ExitFile = z.infer<typeof ExitFile>;
  * tags it and (tty) attaches the pane logger, so nothing the agent prints comes before the
  * logger. Throws LaunchError (code `duplicate_session` when that session is already live).
  */
-export async function launch(server: TmuxServer, spec: LaunchSpec): Promise<RunningTask> {
+export async function launch(
+  server: TmuxServer,
+  reconciler: Reconciler,
+  spec: LaunchSpec,
+): Promise<RunningAttempt> {
   checkSpec(spec);
   const perl = await findPerl();
   const dir = spec.attemptDir;
@@ -237,7 +170,7 @@ export async function launch(server: TmuxServer, spec: LaunchSpec): Promise<Runn
       { cause: error },
     );
   }
-  return watchAttempt(server, {
+  return watchAttempt(server, reconciler, {
     session: spec.session,
     attemptDir: dir,
     runId: spec.runId,
@@ -247,10 +180,14 @@ export async function launch(server: TmuxServer, spec: LaunchSpec): Promise<Runn
 }
 
 /** Re-attaches to an attempt launched by an earlier process: its exit.json if present, else the live session. */
-export async function adopt(server: TmuxServer, spec: AdoptSpec): Promise<RunningTask> {
+export async function adopt(
+  server: TmuxServer,
+  reconciler: Reconciler,
+  spec: AdoptSpec,
+): Promise<RunningAttempt> {
   if (!SESSION_NAME.test(spec.session))
     throw new LaunchError(`invalid session name "${spec.session}"`, "invalid_spec", spec.session);
-  return watchAttempt(server, spec);
+  return watchAttempt(server, reconciler, spec);
 }
 
 /**
@@ -429,14 +366,14 @@ export function findPerl(): Promise<string> {
 // ---------------------------------------------------------------------------------------------
 // Watching an attempt
 
-function watchAttempt(server: TmuxServer, spec: AdoptSpec): RunningTask {
-  const w = new AttemptWatch(server, spec);
+function watchAttempt(server: TmuxServer, reconciler: Reconciler, spec: AdoptSpec): RunningAttempt {
+  const w = new AttemptWatch(server, reconciler, spec);
   w.start();
   return {
     session: spec.session,
     exited: w.exited,
-    kill: (graceMs) => w.kill(graceMs),
-    detach: () => w.detach(),
+    stop: (graceMs) => w.stop(graceMs),
+    release: () => w.release(),
   };
 }
 
@@ -453,6 +390,7 @@ class AttemptWatch {
 
   constructor(
     private readonly server: TmuxServer,
+    private readonly reconciler: Reconciler,
     readonly spec: AdoptSpec,
   ) {
     this.exited = new Promise((resolve) => {
@@ -475,14 +413,14 @@ class AttemptWatch {
       this.watcher.on("error", () => {
         this.watcher?.close();
         this.watcher = null;
-        reconcilerOf(this.server).refresh();
+        this.reconciler.refresh();
       });
     } catch {
       // Missing folder (adopting a vanished attempt) or no inotify watches left: the
       // reconcile pass, then kept referenced, does the job.
       this.watcher = null;
     }
-    reconcilerOf(this.server).add(this);
+    this.reconciler.add(this);
     // The file may have appeared before the watcher was armed.
     void this.checkFile();
   }
@@ -535,15 +473,16 @@ class AttemptWatch {
     return null;
   }
 
-  kill(graceMs: number): Promise<ExitRecord> {
+  stop(graceMs: number): Promise<ExitRecord> {
     this.killing ??= this.doKill(graceMs);
     return this.killing;
   }
 
-  detach(): void {
+  /** Stops watching; the attempt runs on. */
+  release(): void {
     if (this.done) return;
     this.done = true;
-    this.release();
+    this.unwatch();
   }
 
   private async doKill(graceMs: number): Promise<ExitRecord> {
@@ -611,15 +550,15 @@ class AttemptWatch {
   private finish(record: ExitRecord): void {
     if (this.done) return;
     this.done = true;
-    this.release();
+    this.unwatch();
     this.resolve(record);
   }
 
-  private release(): void {
+  private unwatch(): void {
     this.watcher?.close();
     this.watcher = null;
     for (const t of this.timers) clearTimeout(t);
-    reconcilerOf(this.server).remove(this);
+    this.reconciler.remove(this);
   }
 }
 
@@ -669,10 +608,11 @@ function signalGroup(pgid: number, signal: NodeJS.Signals): void {
 }
 
 /**
- * One reconcile pass per server for all watched attempts: a single `list-panes -a` per tick,
- * however many tasks run (each tmux client costs a few ms of a 2-core machine).
+ * One reconcile pass for all attempts a runner watches on its server: a single `list-panes -a`
+ * per tick, however many tasks run (each tmux client costs a few ms of a 2-core machine). Owned
+ * by the runner (src/tmux/runner.ts).
  */
-class Reconciler {
+export class Reconciler {
   private readonly watches = new Set<AttemptWatch>();
   private timer: NodeJS.Timeout | null = null;
   private busy = false;
@@ -719,14 +659,4 @@ class Reconciler {
       this.busy = false;
     }
   }
-}
-
-const reconcilers = new WeakMap<TmuxServer, Reconciler>();
-function reconcilerOf(server: TmuxServer): Reconciler {
-  let r = reconcilers.get(server);
-  if (!r) {
-    r = new Reconciler(server);
-    reconcilers.set(server, r);
-  }
-  return r;
 }

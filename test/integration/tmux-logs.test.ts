@@ -2,8 +2,7 @@
 import { readFile } from "node:fs/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { TmuxServer } from "../../src/tmux/server.js";
-import { launch } from "../../src/tmux/session.js";
-import { makeTmpDir, removeDir, taskSpec, testServer, waitFor } from "../fixtures/tmux-helpers.js";
+import { makeTmpDir, removeDir, runnerOf, taskSpec, testServer, waitFor } from "../fixtures/tmux-helpers.js";
 
 let server: TmuxServer;
 let root: string;
@@ -36,7 +35,7 @@ describe("logs", () => {
     const n = 20_000;
     for (let run = 0; run < 5; run += 1) {
       const spec = taskSpec(root, ["perl", "-e", TWO_STREAMS, String(n)]);
-      const exit = await (await launch(server, spec)).exited;
+      const exit = await (await runnerOf(server).launch(spec)).exited;
       expect(exit).toMatchObject({ exit_code: 0, truncated: false });
       const [out, err] = await Promise.all([
         readFile(spec.stdoutLog, "utf8"),
@@ -64,7 +63,7 @@ describe("logs", () => {
       env: { PATH: "/usr/bin:/bin", API_KEY: secret },
       redact: [escaped, "(?i)bearer\\s+[a-z0-9]{8,}"],
     });
-    const exit = await (await launch(server, spec)).exited;
+    const exit = await (await runnerOf(server).launch(spec)).exited;
     expect(exit.exit_code).toBe(0);
     const out = await readFile(spec.stdoutLog, "utf8");
     const err = await readFile(spec.stderrLog, "utf8");
@@ -82,7 +81,7 @@ describe("logs", () => {
 
   it("caps each log with a marker and keeps draining", async () => {
     const spec = taskSpec(root, ["perl", "-e", TWO_STREAMS, "5000"], { maxLogBytes: 1000 });
-    const exit = await (await launch(server, spec)).exited;
+    const exit = await (await runnerOf(server).launch(spec)).exited;
     expect(exit).toMatchObject({ exit_code: 0, truncated: true });
     const out = await readFile(spec.stdoutLog, "utf8");
     const marker = "\n[termorch: log truncated at 1000 bytes]\n";
@@ -104,7 +103,7 @@ describe("logs", () => {
     const spec = taskSpec(root, ["printf", "%s\\n", "before", ...key, "after"], {
       redact: ["unrelated-pattern"],
     });
-    const exit = await (await launch(server, spec)).exited;
+    const exit = await (await runnerOf(server).launch(spec)).exited;
     expect(exit.exit_code).toBe(0);
     expect(await readFile(spec.stdoutLog, "utf8")).toBe(
       "before\n[REDACTED]\n[REDACTED]\n[REDACTED]\n[REDACTED]\nafter\n",
@@ -113,7 +112,7 @@ describe("logs", () => {
 
   it("fails closed on a redaction pattern perl cannot compile", async () => {
     const spec = taskSpec(root, ["sh", "-c", "echo should-not-run"], { redact: ["(unclosed"] });
-    const exit = await (await launch(server, spec)).exited;
+    const exit = await (await runnerOf(server).launch(spec)).exited;
     expect(exit).toMatchObject({ exit_code: 125, launch_failed: true });
     expect(exit.detail).toMatch(/redaction pattern 1 does not compile/);
     expect(await readFile(spec.stdoutLog, "utf8").catch(() => "")).toBe("");
@@ -127,7 +126,7 @@ describe("logs", () => {
         redact: ["zzz"],
       },
     );
-    const exit = await (await launch(server, spec)).exited;
+    const exit = await (await runnerOf(server).launch(spec)).exited;
     expect(exit.exit_code).toBe(0);
     const out = await readFile(spec.stdoutLog);
     expect(out.length).toBe(3_000_004);
@@ -136,7 +135,7 @@ describe("logs", () => {
 
   it("waits for output of a background child, then ends leftovers before recording the exit", async () => {
     const spec = taskSpec(root, ["sh", "-c", "(sleep 0.3; echo late) & echo early"]);
-    const exit = await (await launch(server, spec)).exited;
+    const exit = await (await runnerOf(server).launch(spec)).exited;
     expect(exit.exit_code).toBe(0);
     expect(await readFile(spec.stdoutLog, "utf8")).toBe("early\nlate\n");
   });

@@ -2,8 +2,15 @@
 import { stat } from "node:fs/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { TmuxServer } from "../../src/tmux/server.js";
-import { launch } from "../../src/tmux/session.js";
-import { isAlive, makeTmpDir, removeDir, taskSpec, uniqueSocket, waitFor } from "../fixtures/tmux-helpers.js";
+import {
+  isAlive,
+  makeTmpDir,
+  removeDir,
+  runnerOf,
+  taskSpec,
+  uniqueSocket,
+  waitFor,
+} from "../fixtures/tmux-helpers.js";
 
 let server: TmuxServer;
 let root: string;
@@ -34,7 +41,7 @@ describe("TmuxServer", () => {
 
   it("starts with termorch's configuration and a clean environment", async () => {
     const spec = taskSpec(root, ["sleep", "60"]);
-    const task = await launch(server, spec);
+    const task = await runnerOf(server).launch(spec);
     expect(await server.run(["show-options", "-s", "-v", "exit-empty"])).toBe("off");
     expect(await server.run(["show-options", "-g", "-v", "remain-on-exit"])).toBe("on");
     expect(await server.run(["show-options", "-g", "-v", "history-limit"])).toBe("1234");
@@ -71,14 +78,14 @@ describe("TmuxServer", () => {
     // Exact targets: a prefix of a live session's name matches nothing.
     expect(await server.hasSession(spec.session.slice(0, -2))).toBe(false);
     expect(await server.killSession(spec.session.slice(0, -2))).toBe(false);
-    await task.kill(2_000);
+    await task.stop(2_000);
     expect(await server.killSession(spec.session)).toBe(true);
     expect(await server.hasSession(spec.session)).toBe(false);
   });
 
   it("records the wrapper's end in the dead pane, matching exit.json", async () => {
     const spec = taskSpec(root, ["sh", "-c", "kill -TERM $$"]);
-    const exit = await (await launch(server, spec)).exited;
+    const exit = await (await runnerOf(server).launch(spec)).exited;
     expect(exit.signal).toBe("SIGTERM");
     // pane_dead turns 1 when the pty closes, the status when tmux reaps the wrapper. tmux 3.3
     // with libutempter can lose that SIGCHLD (TMUX-NOTES): kickChld is the repair under test.
@@ -93,16 +100,16 @@ describe("TmuxServer", () => {
 
   it("closeIfIdle keeps a server with sessions and lets an idle one exit", async () => {
     const spec = taskSpec(root, ["sleep", "60"]);
-    const task = await launch(server, spec);
+    const task = await runnerOf(server).launch(spec);
     expect(await server.closeIfIdle()).toBe(false);
     const pid = await server.serverPid();
-    await task.kill(2_000);
+    await task.stop(2_000);
     await server.killSession(spec.session);
     expect(await server.closeIfIdle()).toBe(true);
     await waitFor(() => !isAlive(pid), 10_000, "idle server to exit");
     expect(await server.listPanes()).toEqual([]);
     // The next launch starts a fresh server with the same configuration.
-    const again = await (await launch(server, taskSpec(root, ["true"]))).exited;
+    const again = await (await runnerOf(server).launch(taskSpec(root, ["true"]))).exited;
     expect(again.exit_code).toBe(0);
     expect(await server.run(["show-options", "-s", "-v", "exit-empty"])).toBe("off");
   });
@@ -112,27 +119,27 @@ describe("TmuxServer.kill", () => {
   it("ends only its own server and removes the stale socket file", async () => {
     const other = new TmuxServer({ socket: uniqueSocket() });
     const bystander = taskSpec(root, ["sleep", "60"]);
-    const task = await launch(server, bystander);
-    await (await launch(other, taskSpec(root, ["true"]))).exited;
+    const task = await runnerOf(server).launch(bystander);
+    await (await runnerOf(other).launch(taskSpec(root, ["true"]))).exited;
     const path = await other.socketPath();
     await other.kill();
     await expect(stat(path)).rejects.toMatchObject({ code: "ENOENT" });
     expect(await other.listPanes()).toEqual([]);
     expect(await server.hasSession(bystander.session)).toBe(true);
-    await task.kill(2_000);
+    await task.stop(2_000);
   });
 });
 
 describe("argument escaping", () => {
   it("hands trailing semicolons, backslashes, quotes and format characters to tmux intact", async () => {
     const spec = taskSpec(root, ["sleep", "60"]);
-    const task = await launch(server, spec);
+    const task = await runnerOf(server).launch(spec);
     const target = `=${spec.session}:`;
     for (const value of ["a;", "a\\;", "a;b", "/x/#{pane_id};", `it's; "odd" ;`]) {
       await server.command(["set-option", "-t", target, "@termorch_note", value]);
       expect(await server.command(["show-options", "-v", "-t", target, "@termorch_note"])).toBe(value);
     }
-    await task.kill(2_000);
+    await task.stop(2_000);
     await server.killSession(spec.session);
   });
 });

@@ -5,14 +5,15 @@ import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { RunningAttempt } from "../../src/runner/task-runner.js";
 import { LaunchError } from "../../src/tmux/errors.js";
 import type { TmuxServer } from "../../src/tmux/server.js";
-import { adopt, launch, type RunningTask } from "../../src/tmux/session.js";
 import {
   groupMembers,
   isAlive,
   makeTmpDir,
   removeDir,
+  runnerOf,
   taskSpec,
   testServer,
   waitFor,
@@ -44,7 +45,7 @@ describe("launch", () => {
       out,
       ...args,
     ]);
-    const task = await launch(server, spec);
+    const task = await runnerOf(server).launch(spec);
     const exit = await task.exited;
     expect(exit).toMatchObject({ exit_code: 0, signal: null, lost: false });
     const got = (await readFile(out, "utf8")).split("\0");
@@ -65,7 +66,7 @@ describe("launch", () => {
       ["perl", "-e", 'open my $f, ">", shift or die; print $f map { "$_=$ENV{$_}\\0" } sort keys %ENV', out],
       { env },
     );
-    const exit = await (await launch(server, spec)).exited;
+    const exit = await (await runnerOf(server).launch(spec)).exited;
     expect(exit.exit_code).toBe(0);
     const got = (await readFile(out, "utf8")).split("\0").filter(Boolean);
     expect(got).toEqual(
@@ -79,8 +80,9 @@ describe("launch", () => {
     const cwd = join(root, "dir with #{space};");
     await mkdir(cwd);
     const out = join(root, "cwd.txt");
-    const exit = await (await launch(server, taskSpec(root, ["sh", "-c", 'pwd > "$1"', "sh", out], { cwd })))
-      .exited;
+    const exit = await (
+      await runnerOf(server).launch(taskSpec(root, ["sh", "-c", 'pwd > "$1"', "sh", out], { cwd }))
+    ).exited;
     expect(exit.exit_code).toBe(0);
     expect((await readFile(out, "utf8")).trim()).toBe(cwd);
   });
@@ -89,7 +91,7 @@ describe("launch", () => {
     for (const tty of [false, true]) {
       const attemptDir = join(root, `odd 'dir' #{pane_id} ${tty};`);
       const spec = taskSpec(root, ["sh", "-c", "echo hello from $0", "odd"], { attemptDir, tty });
-      const exit = await (await launch(server, spec)).exited;
+      const exit = await (await runnerOf(server).launch(spec)).exited;
       expect(exit).toMatchObject({ exit_code: 0, lost: false });
       expect(await readFile(spec.stdoutLog, "utf8")).toMatch(/hello from odd/);
     }
@@ -97,7 +99,7 @@ describe("launch", () => {
 
   it("reports a working directory that does not exist as a launch failure", async () => {
     const spec = taskSpec(root, ["true"], { cwd: join(root, "missing-dir") });
-    const exit = await (await launch(server, spec)).exited;
+    const exit = await (await runnerOf(server).launch(spec)).exited;
     expect(exit).toMatchObject({ exit_code: 126, launch_failed: true });
     expect(exit.detail).toMatch(/cannot change to directory/);
   });
@@ -107,7 +109,7 @@ describe("launch", () => {
       env: { PATH: "/usr/bin:/bin", API_KEY: "s3cr3t-value" },
       redact: ["s3cr3t"],
     });
-    const exit = await (await launch(server, spec)).exited;
+    const exit = await (await runnerOf(server).launch(spec)).exited;
     expect(exit.exit_code).toBe(0);
     expect(existsSync(join(spec.attemptDir, "launch"))).toBe(false);
     expect(existsSync(join(spec.attemptDir, "env"))).toBe(false);
@@ -135,20 +137,20 @@ describe("launch", () => {
   });
 
   it("records exit code 3", async () => {
-    const exit = await (await launch(server, taskSpec(root, ["sh", "-c", "exit 3"]))).exited;
+    const exit = await (await runnerOf(server).launch(taskSpec(root, ["sh", "-c", "exit 3"]))).exited;
     expect(exit).toMatchObject({ exit_code: 3, signal: null, lost: false, launch_failed: false });
     expect(exit.pid).toBeGreaterThan(1);
     expect(Date.parse(exit.finished_at)).toBeGreaterThanOrEqual(Date.parse(exit.started_at!));
   });
 
   it("records the real signal of an agent killed by SIGTERM", async () => {
-    const exit = await (await launch(server, taskSpec(root, ["sh", "-c", "kill -TERM $$"]))).exited;
+    const exit = await (await runnerOf(server).launch(taskSpec(root, ["sh", "-c", "kill -TERM $$"]))).exited;
     expect(exit).toMatchObject({ exit_code: null, signal: "SIGTERM", lost: false });
   });
 
   it("records 127 and a message when the command does not exist", async () => {
     const spec = taskSpec(root, ["no-such-command-termorch"]);
-    const exit = await (await launch(server, spec)).exited;
+    const exit = await (await runnerOf(server).launch(spec)).exited;
     expect(exit).toMatchObject({ exit_code: 127, signal: null, launch_failed: true, lost: false });
     expect(exit.detail).toMatch(/no-such-command-termorch: No such file or directory/);
     expect(await readFile(spec.stderrLog, "utf8")).toMatch(
@@ -163,21 +165,21 @@ describe("launch", () => {
 
   it("refuses a second live session of the same attempt with a typed error", async () => {
     const spec = taskSpec(root, ["sleep", "30"]);
-    const task = await launch(server, spec);
+    const task = await runnerOf(server).launch(spec);
     await waitFor(() => existsSync(join(spec.attemptDir, "pid")));
-    const again = launch(server, { ...spec, attemptDir: join(root, "other-attempt") });
+    const again = runnerOf(server).launch({ ...spec, attemptDir: join(root, "other-attempt") });
     await expect(again).rejects.toBeInstanceOf(LaunchError);
     await expect(again).rejects.toMatchObject({ code: "duplicate_session" });
     // Relaunching into the live attempt's own folder must leave its files alone.
-    await expect(launch(server, spec)).rejects.toMatchObject({ code: "duplicate_session" });
+    await expect(runnerOf(server).launch(spec)).rejects.toMatchObject({ code: "duplicate_session" });
     expect(existsSync(join(spec.attemptDir, "pid"))).toBe(true);
-    const exit = await task.kill(5_000);
+    const exit = await task.stop(5_000);
     expect(exit.signal).toBe("SIGTERM");
   });
 
   it("launches asked for together share a tmux client and still succeed or fail one by one", async () => {
     const live = taskSpec(root, ["sleep", "30"]);
-    const first = await launch(server, live);
+    const first = await runnerOf(server).launch(live);
     await waitFor(() => existsSync(join(live.attemptDir, "pid")));
     // One command line for all four; the duplicate in the middle fails alone, and the launches
     // after it run again by themselves.
@@ -193,7 +195,7 @@ describe("launch", () => {
       clients += 1;
       return run(args);
     };
-    const results = await Promise.allSettled(specs.map((s) => launch(server, s))).finally(() => {
+    const results = await Promise.allSettled(specs.map((s) => runnerOf(server).launch(s))).finally(() => {
       server.run = run;
     });
     // The batch up to the duplicate, then the two after it together.
@@ -202,17 +204,17 @@ describe("launch", () => {
     expect((results[1] as PromiseRejectedResult).reason).toMatchObject({ code: "duplicate_session" });
     const codes = await Promise.all(
       [0, 2, 3].map(
-        async (i) => (await (results[i] as PromiseFulfilledResult<RunningTask>).value.exited).exit_code,
+        async (i) => (await (results[i] as PromiseFulfilledResult<RunningAttempt>).value.exited).exit_code,
       ),
     );
     expect(codes).toEqual([0, 5, 6]);
-    await first.kill(5_000);
+    await first.stop(5_000);
   });
 
   it("splits a large burst of launches under tmux's command-line limit", async () => {
     // Forty launches are ~25 KB of arguments; one command line over ~16 KB is refused whole.
     const specs = Array.from({ length: 40 }, (_, i) => taskSpec(root, ["sh", "-c", `exit ${i % 7}`]));
-    const running = await Promise.all(specs.map((s) => launch(server, s)));
+    const running = await Promise.all(specs.map((s) => runnerOf(server).launch(s)));
     const codes = await Promise.all(running.map(async (r) => (await r.exited).exit_code));
     expect(codes).toEqual(specs.map((_, i) => i % 7));
     await Promise.all(specs.map((s) => server.killSession(s.session)));
@@ -220,7 +222,7 @@ describe("launch", () => {
 
   it("keeps the session (dead pane) after the agent ended", async () => {
     const spec = taskSpec(root, ["sh", "-c", "echo bye; exit 4"]);
-    await (await launch(server, spec)).exited;
+    await (await runnerOf(server).launch(spec)).exited;
     expect(await server.hasSession(spec.session)).toBe(true);
     const row = await waitFor(async () => {
       const r = (await server.listPanes()).find((p) => p.session === spec.session);
@@ -242,14 +244,14 @@ describe("kill", () => {
       "sh",
       pids,
     ]);
-    const task = await launch(server, spec);
+    const task = await runnerOf(server).launch(spec);
     const grandchild = Number(
       await waitFor(async () => (await readFile(pids, "utf8").catch(() => "")).trim()),
     );
     const pgid = Number((await readFile(join(spec.attemptDir, "pid"), "utf8")).trim());
     expect(isAlive(grandchild)).toBe(true);
     expect(groupMembers(pgid).length).toBeGreaterThanOrEqual(3);
-    const exit = await task.kill(2_000);
+    const exit = await task.stop(2_000);
     expect(exit).toMatchObject({ signal: "SIGTERM", lost: false });
     expect(isAlive(grandchild)).toBe(false);
     expect(groupMembers(pgid)).toEqual([]);
@@ -264,18 +266,18 @@ describe("kill", () => {
       "sh",
       ready,
     ]);
-    const task = await launch(server, spec);
+    const task = await runnerOf(server).launch(spec);
     await waitFor(() => existsSync(ready));
-    const exit = await task.kill(300);
+    const exit = await task.stop(300);
     expect(exit.signal).toBe("SIGKILL");
     expect(groupMembers(exit.pid!)).toEqual([]);
   });
 
   it("kills an agent whose wrapper has not written its pid yet", async () => {
     const spec = taskSpec(root, ["sleep", "1000"]);
-    const task = await launch(server, spec);
+    const task = await runnerOf(server).launch(spec);
     // Immediately: the pid file may or may not exist yet; either way nothing may survive.
-    const exit = await task.kill(1_000);
+    const exit = await task.stop(1_000);
     expect(exit.exit_code === null).toBe(true);
     const pid = exit.pid;
     if (pid !== null) expect(groupMembers(pid)).toEqual([]);
@@ -286,7 +288,7 @@ describe("leftovers and limits", () => {
   it("ends a background process that outlived the agent, then records the exit", async () => {
     const pidFile = join(root, "leftover.pid");
     const spec = taskSpec(root, ["sh", "-c", 'sleep 1000 & echo $! > "$1"; echo done', "sh", pidFile]);
-    const exit = await (await launch(server, spec)).exited;
+    const exit = await (await runnerOf(server).launch(spec)).exited;
     expect(exit).toMatchObject({ exit_code: 0, lost: false });
     expect(isAlive(Number((await readFile(pidFile, "utf8")).trim()))).toBe(false);
     expect(await readFile(spec.stdoutLog, "utf8")).toBe("done\n");
@@ -298,7 +300,7 @@ describe("leftovers and limits", () => {
   it("ends a detached leftover that does not hold the pipes", async () => {
     const pidFile = join(root, "quiet-leftover.pid");
     const spec = taskSpec(root, ["sh", "-c", 'sleep 1000 >/dev/null 2>&1 & echo $! > "$1"', "sh", pidFile]);
-    const exit = await (await launch(server, spec)).exited;
+    const exit = await (await runnerOf(server).launch(spec)).exited;
     expect(exit.exit_code).toBe(0);
     expect(isAlive(Number((await readFile(pidFile, "utf8")).trim()))).toBe(false);
   });
@@ -309,7 +311,7 @@ describe("leftovers and limits", () => {
     const pidFile = join(root, "job-leftover.pid");
     const script = 'set -m; sleep 1000 >/dev/null 2>&1 & echo $! > "$1"';
     const spec = taskSpec(root, ["bash", "-c", script, "bash", pidFile]);
-    const exit = await (await launch(server, spec)).exited;
+    const exit = await (await runnerOf(server).launch(spec)).exited;
     expect(exit.exit_code).toBe(0);
     const pid = Number((await readFile(pidFile, "utf8")).trim());
     expect(pid).toBeGreaterThan(1);
@@ -322,7 +324,7 @@ describe("leftovers and limits", () => {
     const orphan = join(root, "orphan.pid");
     const gate = join(root, "orphan.gate");
     const script = '(sleep 0.1 & echo $! > "$1"); while [ ! -e "$2" ]; do sleep 0.05; done';
-    const running = await launch(server, taskSpec(root, ["sh", "-c", script, "sh", orphan, gate]));
+    const running = await runnerOf(server).launch(taskSpec(root, ["sh", "-c", script, "sh", orphan, gate]));
     const pid = Number(await waitFor(async () => (await readFile(orphan, "utf8").catch(() => "")).trim()));
     expect(pid).toBeGreaterThan(1);
     await waitFor(() => !existsSync(`/proc/${pid}`), 10_000, "the orphan reaped");
@@ -335,8 +337,8 @@ describe("leftovers and limits", () => {
     const limited = taskSpec(root, ["perl", "-e", grab], { memoryMb: 100 });
     const free = taskSpec(root, ["perl", "-e", grab], { memoryMb: 2048 });
     const [a, b] = await Promise.all([
-      (await launch(server, limited)).exited,
-      (await launch(server, free)).exited,
+      (await runnerOf(server).launch(limited)).exited,
+      (await runnerOf(server).launch(free)).exited,
     ]);
     expect(a.exit_code).not.toBe(0);
     expect(await readFile(limited.stderrLog, "utf8")).toMatch(/Out of memory/i);
@@ -344,8 +346,9 @@ describe("leftovers and limits", () => {
   });
 
   it("still reports a missing command as a launch failure under a memory limit", async () => {
-    const exit = await (await launch(server, taskSpec(root, ["no-such-command-termorch"], { memoryMb: 512 })))
-      .exited;
+    const exit = await (
+      await runnerOf(server).launch(taskSpec(root, ["no-such-command-termorch"], { memoryMb: 512 }))
+    ).exited;
     expect(exit).toMatchObject({ exit_code: 127, launch_failed: true });
   });
 });
@@ -353,7 +356,7 @@ describe("leftovers and limits", () => {
 describe("exit detection", () => {
   it("reports lost promptly when an operator kills the session", async () => {
     const spec = taskSpec(root, ["sleep", "1000"]);
-    const task = await launch(server, spec);
+    const task = await runnerOf(server).launch(spec);
     await waitFor(() => existsSync(join(spec.attemptDir, "pid")));
     const t0 = Date.now();
     expect(await server.killSession(spec.session)).toBe(true);
@@ -366,7 +369,10 @@ describe("exit detection", () => {
 
   it("reports lost when the session vanished and no exit record exists (adopt)", async () => {
     const exit = await (
-      await adopt(server, { session: "termorch-test-never-started", attemptDir: join(root, "nothing") })
+      await runnerOf(server).watch({
+        session: "termorch-test-never-started",
+        attemptDir: join(root, "nothing"),
+      })
     ).exited;
     expect(exit).toMatchObject({ lost: true, exit_code: null });
   });
@@ -374,8 +380,8 @@ describe("exit detection", () => {
   it("adopts a still-running attempt and resolves when it ends", async () => {
     const go = join(root, "adopt.go");
     const spec = taskSpec(root, ["sh", "-c", 'while [ ! -e "$1" ]; do sleep 0.05; done; exit 7', "sh", go]);
-    const first = await launch(server, spec);
-    const adopted = await adopt(server, {
+    const first = await runnerOf(server).launch(spec);
+    const adopted = await runnerOf(server).watch({
       session: spec.session,
       attemptDir: spec.attemptDir,
       runId: spec.runId,
@@ -390,24 +396,24 @@ describe("exit detection", () => {
 
   it("does not take another attempt's live session for the adopted one", async () => {
     const spec = taskSpec(root, ["sleep", "1000"]);
-    const live = await launch(server, spec);
-    const other = await adopt(server, {
+    const live = await runnerOf(server).launch(spec);
+    const other = await runnerOf(server).watch({
       session: spec.session,
       attemptDir: join(root, "attempt-2"),
       attempt: 2,
     });
     const exit = await other.exited;
     expect(exit).toMatchObject({ lost: true, detail: expect.stringMatching(/another attempt/) });
-    await live.kill(2_000);
+    await live.stop(2_000);
   });
 
   it("detach stops watching but leaves the attempt running for a later adopt", async () => {
     const go = join(root, "detach.go");
     const spec = taskSpec(root, ["sh", "-c", 'while [ ! -e "$1" ]; do sleep 0.05; done; exit 9', "sh", go]);
-    const first = await launch(server, spec);
-    first.detach();
+    const first = await runnerOf(server).launch(spec);
+    first.release();
     expect(await server.hasSession(spec.session)).toBe(true);
-    const again = await adopt(server, spec);
+    const again = await runnerOf(server).watch(spec);
     await writeFile(go, "");
     expect(await again.exited).toMatchObject({ exit_code: 9, lost: false });
     const settled = await Promise.race([first.exited.then(() => "resolved"), Promise.resolve("pending")]);
@@ -416,9 +422,10 @@ describe("exit detection", () => {
 
   it("adopts a finished attempt from its exit.json", async () => {
     const spec = taskSpec(root, ["sh", "-c", "exit 5"]);
-    await (await launch(server, spec)).exited;
+    await (await runnerOf(server).launch(spec)).exited;
     await server.killSession(spec.session);
-    const exit = await (await adopt(server, { session: spec.session, attemptDir: spec.attemptDir })).exited;
+    const exit = await (await runnerOf(server).watch({ session: spec.session, attemptDir: spec.attemptDir }))
+      .exited;
     expect(exit).toMatchObject({ exit_code: 5, lost: false });
   });
 });
@@ -434,7 +441,7 @@ describe("tty mode", () => {
       ],
       { tty: true, redact: ["SECRET-[a-z0-9]+"] },
     );
-    const exit = await (await launch(server, spec)).exited;
+    const exit = await (await runnerOf(server).launch(spec)).exited;
     expect(exit).toMatchObject({ exit_code: 0, lost: false });
     const log = await readFile(spec.stdoutLog, "utf8");
     const m = /IS A TTY pgrp=\s*(\d+) me=(\d+)/.exec(log);
@@ -451,16 +458,16 @@ describe("tty mode", () => {
   it("kills a tty agent's group", async () => {
     const ready = join(root, "tty.ready");
     const spec = taskSpec(root, ["sh", "-c", 'sleep 1000 & touch "$1"; wait', "sh", ready], { tty: true });
-    const task = await launch(server, spec);
+    const task = await runnerOf(server).launch(spec);
     await waitFor(() => existsSync(ready));
-    const exit = await task.kill(2_000);
+    const exit = await task.stop(2_000);
     expect(exit).toMatchObject({ signal: "SIGTERM", lost: false });
     expect(groupMembers(exit.pid!)).toEqual([]);
   });
 
   it("reports lost when an operator kills a tty session, and the agent is gone", async () => {
     const spec = taskSpec(root, ["sleep", "1000"], { tty: true });
-    const task = await launch(server, spec);
+    const task = await runnerOf(server).launch(spec);
     await waitFor(() => existsSync(join(spec.attemptDir, "pid")));
     const pid = Number((await readFile(join(spec.attemptDir, "pid"), "utf8")).trim());
     await server.killSession(spec.session);
@@ -471,7 +478,7 @@ describe("tty mode", () => {
 
   it("logs the very first output of a fast tty agent", async () => {
     const spec = taskSpec(root, ["printf", "first-line\\n"], { tty: true });
-    const exit = await (await launch(server, spec)).exited;
+    const exit = await (await runnerOf(server).launch(spec)).exited;
     expect(exit.exit_code).toBe(0);
     expect(await readFile(spec.stdoutLog, "utf8")).toContain("first-line");
   });
@@ -484,7 +491,7 @@ describe("latency (measured, not asserted)", () => {
     for (let i = 0; i < 50; i += 1) {
       const spec = taskSpec(root, ["true"]);
       const t0 = performance.now();
-      const task = await launch(server, spec);
+      const task = await runnerOf(server).launch(spec);
       const exit = await task.exited;
       const detectedAt = Date.now();
       launchToExit.push(performance.now() - t0);

@@ -1,0 +1,123 @@
+import { join, posix } from "node:path";
+import { substitute } from "../agent/command.js";
+import { agentEnvironment } from "../agent/environment.js";
+import type { Config } from "../contract/config.js";
+import { taskBranch, taskWorktree } from "../fs/names.js";
+import type { ResolvedTask, RunInput } from "../input/assignments-file.js";
+
+/**
+ * Everything one task needs to run, resolved once from the validated input when the run is
+ * built: executing a task reads its plan, never the assignments or the config again.
+ */
+export interface TaskPlan {
+  id: string;
+  /** The agent's name, as the assignment gave it (log names, commit messages). */
+  agent: string;
+  dependencies: readonly string[];
+  /** The argv it runs, placeholders substituted (also what a dry run reports). */
+  argv: string[];
+  tty: boolean;
+  /** Where the agent runs: its worktree (at the workspace's place in it), or the workspace itself. */
+  cwd: string;
+  /** Its worktree and branch; null when the workspace is not a git repository. */
+  worktree: string | null;
+  branch: string | null;
+  artifactsDir: string;
+  /** The agent's whole environment but TERMORCH_ATTEMPT, which each attempt adds. */
+  env: Readonly<Record<string, string>>;
+  /** Seconds, by precedence: the task's, its agent's, the assignment's resource limit, the config's default. */
+  timeoutS: number | undefined;
+  /** Attempts in all (retries + 1). */
+  attempts: number;
+  /** `worktree_include`, workspace-relative (gates look through them) and repository-relative (git). */
+  include: readonly string[];
+  includeInRepo: readonly string[];
+  /** Address-space limit per agent process, in MiB. */
+  memoryMb: number | undefined;
+  criteria: {
+    /** Empty: none required. */
+    requiredArtifacts: readonly string[];
+    /** null: no restriction. */
+    allowedPaths: readonly string[] | null;
+    testsCmd: string | null;
+  };
+}
+
+/** Where the run's tasks work (see taskCwd). */
+export interface PlanPlace {
+  runId: string;
+  runDir: string;
+  /** The workspace's folder inside the repository ("" at its root), or null when the workspace is not a repository. */
+  gitPrefix: string | null;
+  processEnv: Readonly<Record<string, string | undefined>>;
+}
+
+/** Resolves every task's plan; pure (names and paths only, nothing is touched). */
+export function planTasks(input: RunInput, place: PlanPlace): Map<string, TaskPlan> {
+  return new Map(input.tasks.map((r) => [r.task.id, planTask(input, r, place)]));
+}
+
+function planTask(input: RunInput, r: ResolvedTask, place: PlanPlace): TaskPlan {
+  const { task, agent } = r;
+  const { environment } = input.assignments;
+  const worktree = place.gitPrefix === null ? null : taskWorktree(place.runId, task.id);
+  const cwd = worktree === null ? input.workspace : join(worktree, place.gitPrefix ?? "");
+  const artifactsDir = join(place.runDir, "artifacts", task.id);
+  const include = environment.worktree_include;
+  const prefix = place.gitPrefix;
+  return {
+    id: task.id,
+    agent: task.agent,
+    dependencies: task.dependencies,
+    argv: substitute(agent.command, {
+      task_id: task.id,
+      context_path: r.contextPath,
+      workspace: cwd,
+      artifacts_dir: artifactsDir,
+      run_id: place.runId,
+    }),
+    tty: agent.tty,
+    cwd,
+    worktree,
+    branch: worktree === null ? null : taskBranch(place.runId, task.id),
+    artifactsDir,
+    env: agentEnvironment({
+      processEnv: place.processEnv,
+      envVars: environment.env_vars,
+      agentEnv: agent.env,
+      taskEnv: task.env,
+      termorch: {
+        TERMORCH_RUN_ID: place.runId,
+        TERMORCH_RUN_DIR: place.runDir,
+        TERMORCH_TASK_ID: task.id,
+        TERMORCH_CONTEXT_PATH: r.contextPath,
+        TERMORCH_WORKSPACE: cwd,
+        TERMORCH_ARTIFACTS_DIR: artifactsDir,
+      },
+      config: input.config,
+    }).env,
+    timeoutS: timeoutOf(input, r),
+    attempts: task.retries + 1,
+    include,
+    includeInRepo: prefix ? include.map((p) => posix.join(prefix, p)) : [...include],
+    memoryMb: environment.resource_limits.memory_mb || undefined,
+    criteria: {
+      requiredArtifacts: task.success_criteria?.required_artifacts ?? [],
+      allowedPaths: task.allowed_paths ?? null,
+      testsCmd: task.success_criteria?.tests_cmd || null,
+    },
+  };
+}
+
+/** A task's timeout; the run's own (for the run-level gates) when no task is given. */
+export function timeoutOf(
+  input: { assignments: RunInput["assignments"]; config: Config },
+  r?: Pick<ResolvedTask, "task" | "agent">,
+): number | undefined {
+  return (
+    r?.task.timeout_s ??
+    r?.agent.timeout_s ??
+    input.assignments.environment.resource_limits.timeout_s ??
+    input.config.defaults.timeout_s
+  );
+}

@@ -1,0 +1,60 @@
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import type { AttemptRef, AttemptSpec, RunningAttempt, TaskRunner } from "../runner/task-runner.js";
+import type { TmuxServer } from "./server.js";
+import { type AdoptSpec, adopt, launch, Reconciler } from "./session.js";
+
+/**
+ * The local runner: every attempt in a detached session of termorch's private tmux server,
+ * under the in-pane supervisor. It owns the reconcile pass of the attempts it watches.
+ */
+export class TmuxRunner implements TaskRunner {
+  private readonly reconciler: Reconciler;
+
+  constructor(readonly server: TmuxServer) {
+    this.reconciler = new Reconciler(server);
+  }
+
+  get socket(): string {
+    return this.server.socket;
+  }
+
+  socketPath(): Promise<string> {
+    return this.server.socketPath();
+  }
+
+  launch(spec: AttemptSpec): Promise<RunningAttempt> {
+    return launch(this.server, this.reconciler, spec);
+  }
+
+  async adopt(ref: AttemptRef): Promise<RunningAttempt | null> {
+    const { running, ...spec } = ref;
+    // An exit record or a live session: the attempt started. A session that vanished is watched
+    // too when the attempt was known to run: the watch then ends it as lost.
+    const started =
+      running || existsSync(join(ref.attemptDir, "exit.json")) || (await this.server.hasSession(ref.session));
+    return started ? this.watch(spec) : null;
+  }
+
+  /** Watches an attempt an earlier process launched, whatever is left of it (a vanished one ends as lost). */
+  watch(spec: AdoptSpec): Promise<RunningAttempt> {
+    return adopt(this.server, this.reconciler, spec);
+  }
+
+  async close(sessions: readonly string[]): Promise<void> {
+    if (sessions.length === 1) await this.server.killSession(sessions[0]!);
+    else await this.server.killSessions(sessions);
+  }
+
+  async openSessions(): Promise<Set<string>> {
+    return new Set((await this.server.listPanes()).map((p) => p.session));
+  }
+
+  async runsWithSessions(): Promise<Set<string>> {
+    return new Set((await this.server.listPanes()).flatMap((p) => (p.run === null ? [] : [p.run])));
+  }
+
+  async closeIfIdle(): Promise<void> {
+    await this.server.closeIfIdle();
+  }
+}

@@ -1,0 +1,116 @@
+// The middle tier: the real pipeline (runAssignments, resumeRun) with a fake task runner and a
+// workspace that is not a repository, under vitest's fake timers. Files are real (a temp
+// folder); no process is started and nothing sleeps.
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { Report } from "../../src/contract/report.js";
+import type { RunState } from "../../src/contract/state.js";
+import type { DetachedResult, DriveOptions, RunResult } from "../../src/run/runner.js";
+import type { TaskRun } from "../../src/run/task-run.js";
+import type { TaskWorkspace } from "../../src/run/task-workspace.js";
+import { FakeHost, FakeRunner } from "./fake-runner.js";
+
+const notUsed = (): never => {
+  throw new Error("the middle tier's workspace is not a repository: no git operation may run");
+};
+
+/** A workspace that is not a git repository, found without running git. */
+export const PLAIN_WORKSPACE: TaskWorkspace = {
+  inspect: async () => null,
+  prepare: notUsed,
+  reset: notUsed,
+  commit: notUsed,
+  takeHead: notUsed,
+  changedFiles: notUsed,
+  diffPatch: notUsed,
+};
+
+export interface TaskSpec {
+  id: string;
+  dependencies?: string[];
+  [key: string]: unknown;
+}
+
+/** A temp folder with a plain workspace `ws/`, an assignments file and a config file. */
+export class MiddleRun {
+  readonly dir = mkdtempSync(join(tmpdir(), "termorch-middle-"));
+  readonly host = new FakeHost();
+  readonly file = join(this.dir, "assignments.json");
+  readonly configFile = join(this.dir, "config.json");
+  private readonly watchers: { check: (tasks: readonly TaskRun[]) => boolean; resolve: () => void }[] = [];
+
+  constructor(tasks: TaskSpec[], opts: { config?: object; assignment?: object } = {}) {
+    mkdirSync(join(this.dir, "ws", "ctx"), { recursive: true });
+    writeFileSync(join(this.dir, "ws", "ctx", "task.md"), "# the task\n");
+    writeFileSync(
+      this.file,
+      JSON.stringify({
+        run_id: "middle",
+        tasks: tasks.map((t) => ({
+          agent: "fake",
+          context_path: "ctx/task.md",
+          command: ["fake-agent", "{task_id}"],
+          dependencies: [],
+          ...t,
+        })),
+        environment: { workspace_dir: "ws" },
+        ...opts.assignment,
+      }),
+    );
+    writeFileSync(this.configFile, JSON.stringify(opts.config ?? {}));
+  }
+
+  /** What runAssignments/resumeRun need besides the file: the fake runner, the plain workspace, a private registry. */
+  options(extra: DriveOptions = {}): DriveOptions & { configFile: string } {
+    return {
+      runner: new FakeRunner(this.host),
+      workspace: PLAIN_WORKSPACE,
+      configFile: this.configFile,
+      env: {
+        PATH: process.env.PATH,
+        HOME: process.env.HOME,
+        TERMORCH_CONFIG: "",
+        TERMORCH_REGISTRY: join(this.dir, "registry"),
+      },
+      cwd: this.dir,
+      onProgress: (tasks) => {
+        for (const w of [...this.watchers]) {
+          if (w.check(tasks)) {
+            this.watchers.splice(this.watchers.indexOf(w), 1);
+            w.resolve();
+          }
+        }
+      },
+      ...extra,
+    };
+  }
+
+  /** Resolves once a task change makes `check` true (its timers are armed by then). */
+  until(check: (tasks: ReadonlyMap<string, TaskRun>) => boolean): Promise<void> {
+    return new Promise((resolve) =>
+      this.watchers.push({ check: (tasks) => check(new Map(tasks.map((t) => [t.id, t]))), resolve }),
+    );
+  }
+
+  /** Resolves once the task's attempt is launched and watched (its timeout armed). */
+  running(taskId: string, attempt = 1): Promise<void> {
+    return this.until((tasks) => {
+      const t = tasks.get(taskId);
+      return t?.state === "running" && t.attempts === attempt;
+    });
+  }
+
+  report(result: RunResult | DetachedResult): Report {
+    if ("detached" in result) throw new Error("the run detached: no report");
+    return result.report;
+  }
+
+  state(runDir: string): RunState {
+    return JSON.parse(readFileSync(join(runDir, "state.json"), "utf8")) as RunState;
+  }
+
+  cleanup(): void {
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}
