@@ -104,3 +104,8 @@ export async function movedInCheckout(
   const same = await git(root, ["diff-index", "--cached", "--quiet", tip, "--"], { allowExit: [0, 1] });
   return same.exitCode === 0;
 }
+
+/** Whether any ref starts with `prefix` (e.g. `refs/heads/termorch/<run>/`). */
+export async function hasRefsUnder(repo: string, prefix: string): Promise<boolean> {
+  return (await git(repo, ["for-each-ref", "--count=1", "--format=%(refname)", prefix])).stdout.trim() !== "";
+}

@@ -383,3 +383,30 @@ export async function commitTree(
   const input = message.endsWith("\n") ? message : `${message}\n`;
   return (await git(repo, args, { input, env })).stdout.trim();
 }
+
+/** Whether `commit` is an ancestor of (or is) `tip`; false also when either is unknown. */
+export async function isAncestor(repo: string, commit: string, tip: string): Promise<boolean> {
+  return (
+    (await git(repo, ["merge-base", "--is-ancestor", commit, tip], { allowExit: [0, 1, 128] })).exitCode === 0
+  );
+}
+
+/** The top level of the work tree `dir` is in, or null when it is in none (or git cannot tell). */
+export async function workTreeTop(dir: string): Promise<string | null> {
+  const top = await git(dir, ["rev-parse", "--show-toplevel"], { allowExit: [0, 128] }).catch(() => null);
+  return top?.exitCode === 0 && top.stdout.trim() ? top.stdout.trim() : null;
+}
+
+/** Which of `paths` (relative to the work tree's top) git ignores; none when git cannot tell. */
+export async function ignoredPaths(root: string, paths: readonly string[]): Promise<string[]> {
+  const ignored = await git(root, ["check-ignore", "-z", "--stdin"], {
+    input: `${paths.join("\0")}\0`,
+    allowExit: [0, 1, 128],
+  }).catch(() => null);
+  return ignored?.stdout.split("\0").filter(Boolean) ?? [];
+}
+
+/** Whether git tracks anything at `path` (repository-relative, taken literally). */
+export async function isTracked(root: string, path: string): Promise<boolean> {
+  return (await git(root, ["ls-files", "-z", "--", `:(top,literal)${path}`])).stdout !== "";
+}

@@ -44,8 +44,6 @@ export interface RunContext {
   plans: Map<string, TaskPlan>;
   /** events.jsonl: every decision, hash-chained. */
   ledger: Ledger;
-  /** Tasks whose agent is live right now. */
-  running: Set<string>;
   /** Conflicts between a task's dependencies, found before it was launched. */
   depConflicts: Conflict[];
   verify: boolean;

@@ -5,7 +5,7 @@ import type { RefChange } from "../contract/report.js";
 import { writeJsonAtomic } from "../fs/atomic.js";
 import { taskWorktree } from "../fs/names.js";
 import { lastRefChange, listRefs, movedInCheckout, type RefMove, refMoves } from "../git/refs.js";
-import { git } from "../git/repo.js";
+import { isAncestor } from "../git/repo.js";
 import { listWorktrees } from "../git/worktree.js";
 import type { RunContext } from "./context.js";
 import type { TaskRun } from "./task-run.js";
@@ -142,9 +142,7 @@ async function attribute(
   }
   if (m.new === null) return null;
   const root = ctx.git!.root;
-  const contains = async (commit: string, tip: string): Promise<boolean> =>
-    (await git(root, ["merge-base", "--is-ancestor", commit, tip], { allowExit: [0, 1, 128] })).exitCode ===
-    0;
+  const contains = (commit: string, tip: string): Promise<boolean> => isAncestor(root, commit, tip);
   for (const t of tasks) {
     if (t.startCommit === null) continue;
     const tip = t.commit ?? t.branch;

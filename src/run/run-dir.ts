@@ -2,7 +2,7 @@ import { existsSync, mkdirSync, readFileSync, realpathSync, writeFileSync } from
 import { dirname, join, relative } from "node:path";
 import { InputError } from "../errors.js";
 import { isEmptyOrMissing } from "../fs/paths.js";
-import { git } from "../git/repo.js";
+import { ignoredPaths, workTreeTop } from "../git/repo.js";
 
 /** What termorch writes at the top of a run directory (docs/ARCHITECTURE.md: the run directory). */
 const RUN_FILES = [
@@ -50,18 +50,12 @@ export function heldRun(dir: string): HeldRun | null {
 export async function gitSightOf(dir: string): Promise<string | null> {
   let probe = dir;
   while (!existsSync(probe) && dirname(probe) !== probe) probe = dirname(probe);
-  const top = await git(probe, ["rev-parse", "--show-toplevel"], { allowExit: [0, 128] }).catch(() => null);
-  if (top?.exitCode !== 0 || !top.stdout.trim()) return null;
-  const root = top.stdout.trim();
+  const root = await workTreeTop(probe);
+  if (root === null) return null;
   // git names its top level resolved; so must the path be (through a symlinked folder, say).
   const rel = relative(root, join(realpathSync(probe), relative(probe, dir)));
   const paths = RUN_FILES.map((f) => (rel ? `${rel}/${f}` : f));
-  const ignored = await git(root, ["check-ignore", "-z", "--stdin"], {
-    input: `${paths.join("\0")}\0`,
-    allowExit: [0, 1, 128],
-  }).catch(() => null);
-  const count = ignored?.stdout.split("\0").filter(Boolean).length ?? 0;
-  return count === paths.length ? null : root;
+  return (await ignoredPaths(root, paths)).length === paths.length ? null : root;
 }
 
 /**

@@ -441,7 +441,6 @@ async function buildLiveRun(p: {
     redactor,
     redactSources: [...redactor.sources],
     tasks: new Map(),
-    running: new Set(),
     depConflicts: [],
     plans: planTasks(input, { runId, runDir, gitPrefix: p.git?.prefix ?? null, processEnv: env }),
     verify: settings.verify,

@@ -244,7 +244,6 @@ async function watchAttempt(
   p: TaskPlan,
   running: RunningAttempt,
 ): Promise<AttemptResult | "detached"> {
-  ctx.running.add(t.id);
   ctx.onChange();
   let timedOut = false;
   let stopped = false;
@@ -274,7 +273,6 @@ async function watchAttempt(
   const record = await Promise.race([running.exited, detached]);
   if (timer) clearTimeout(timer);
   if (onStop) ctx.stop.removeEventListener("abort", onStop);
-  ctx.running.delete(t.id);
   if (record === "detached") {
     // Stop watching (its watchers would keep this process alive); the agent keeps running.
     running.release();

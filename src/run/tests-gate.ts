@@ -1,8 +1,8 @@
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import type { Gate } from "../contract/report.js";
+import { runShellGate } from "../shell/gate.js";
 import type { RunContext } from "./context.js";
-import { runShellGate } from "./shell-gate.js";
 import { detaching } from "./stop.js";
 
 /**

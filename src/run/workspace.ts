@@ -6,7 +6,8 @@ import { isEmptyOrMissing } from "../fs/paths.js";
 import { registeredRuns } from "../fs/registry.js";
 import { changedFiles, commitTaskChanges, diffPatch } from "../git/commit.js";
 import { normalizeInclude } from "../git/include.js";
-import { dirtyTrackedFiles, git as gitCmd, repoInfo, requireGitVersion } from "../git/repo.js";
+import { hasRefsUnder } from "../git/refs.js";
+import { dirtyTrackedFiles, isTracked, repoInfo, requireGitVersion } from "../git/repo.js";
 import { bringHeadOntoTaskBranch } from "../git/task-head.js";
 import { prepareTaskWorktree, resetWorktree } from "../git/worktree.js";
 import type { TaskRunner } from "../runner/task-runner.js";
@@ -83,8 +84,7 @@ async function checkInclude(
       });
       continue;
     }
-    const tracked = await gitCmd(root, ["ls-files", "-z", "--", `:(top,literal)${inRepo}`]);
-    if (tracked.stdout !== "") {
+    if (await isTracked(root, inRepo)) {
       problems.push({
         ...(file ? { file } : {}),
         field,
@@ -122,13 +122,7 @@ export async function freshRunId(
     if (live.has(candidate) || !isEmptyOrMissing(runWorktreesDir(candidate))) continue;
     if ("apart" in dirs && existsSync(dirs.apart(candidate))) continue;
     if (repo) {
-      const refs = await gitCmd(repo.root, [
-        "for-each-ref",
-        "--count=1",
-        "--format=%(refname)",
-        runBranchesPrefix(candidate),
-      ]);
-      if (refs.stdout.trim()) continue;
+      if (await hasRefsUnder(repo.root, runBranchesPrefix(candidate))) continue;
     }
     return candidate;
   }

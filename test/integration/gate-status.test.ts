@@ -8,7 +8,7 @@ import { ROOT, readReport, termorch, testFile, writeAssignments } from "./harnes
 const { socket, workspace } = testFile("gate-status");
 
 const REAL_PERL = execFileSync("sh", ["-c", "command -v perl"], { encoding: "utf8" }).trim();
-const WATCHDOG = join(ROOT, "src", "run", "gate-watchdog.pl");
+const WATCHDOG = join(ROOT, "src", "shell", "gate-watchdog.pl");
 
 describe("a tests_cmd whose exit status never reaches termorch", () => {
   it("fails its gate, whatever the watchdog's own exit code", async () => {

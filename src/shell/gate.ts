@@ -23,7 +23,7 @@ export interface ShellGateResult {
 }
 
 /** Next to this module, also from the CLI bundle in dist/cli/ (see scripts/bundle.js). */
-const WATCHDOG_PATH = fileURLToPath(new URL("../run/gate-watchdog.pl", import.meta.url));
+const WATCHDOG_PATH = fileURLToPath(new URL("../shell/gate-watchdog.pl", import.meta.url));
 
 /** How long the output of a finished gate may take to reach its logs. */
 const OUTPUT_DRAIN_MS = 2000;
