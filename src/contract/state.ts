@@ -102,3 +102,9 @@ export const RegistryEntry = z.strictObject({
   started_at: z.string(),
 });
 export type RegistryEntry = z.infer<typeof RegistryEntry>;
+
+/**
+ * What any version's state.json says about the run that holds its folder: read loosely, so a
+ * folder another termorch wrote is still recognised as taken.
+ */
+export const StateHeader = z.looseObject({ run_id: z.string().optional(), phase: z.string().optional() });

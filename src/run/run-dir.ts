@@ -1,5 +1,6 @@
 import { existsSync, mkdirSync, readFileSync, realpathSync, writeFileSync } from "node:fs";
 import { dirname, join, relative } from "node:path";
+import { StateHeader } from "../contract/state.js";
 import { InputError } from "../errors.js";
 import { isEmptyOrMissing } from "../fs/paths.js";
 import { ignoredPaths, workTreeTop } from "../git/repo.js";
@@ -36,8 +37,10 @@ export function heldRun(dir: string): HeldRun | null {
   const file = join(dir, "state.json");
   if (!existsSync(file)) return null;
   try {
-    const s = JSON.parse(readFileSync(file, "utf8")) as { run_id?: unknown; phase?: unknown };
-    return { runId: typeof s.run_id === "string" ? s.run_id : "(unknown)", finished: s.phase === "reported" };
+    // Loosely: a state.json of another version still names the run that holds the folder.
+    const s = StateHeader.safeParse(JSON.parse(readFileSync(file, "utf8")));
+    if (!s.success) return { runId: "(unknown)", finished: false };
+    return { runId: s.data.run_id ?? "(unknown)", finished: s.data.phase === "reported" };
   } catch {
     return { runId: "(unreadable state.json)", finished: false };
   }

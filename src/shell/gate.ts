@@ -4,6 +4,7 @@ import { constants } from "node:os";
 import type { Readable } from "node:stream";
 import { fileURLToPath } from "node:url";
 import { pollUntil } from "../concurrency/poll-until.js";
+import { GateRecord } from "../contract/gate-record.js";
 import { writeFileAtomicSync } from "../fs/atomic.js";
 import { CappedLog } from "../fs/capped-log.js";
 import { processStartMs } from "../fs/proc.js";
@@ -27,12 +28,6 @@ const WATCHDOG_PATH = fileURLToPath(new URL("../shell/gate-watchdog.pl", import.
 
 /** How long the output of a finished gate may take to reach its logs. */
 const OUTPUT_DRAIN_MS = 2000;
-
-/** What `record` holds while a gate runs: its process group, and when its leader started. */
-interface GateRecord {
-  pgid: number;
-  start: number | null;
-}
 
 /**
  * Runs a `tests_cmd`: a command line the assignment gave explicitly, so it goes through
@@ -189,8 +184,9 @@ function writeRecord(path: string, record: GateRecord): void {
 async function endRecordedGate(path: string, graceMs: number): Promise<void> {
   let record: GateRecord;
   try {
-    record = JSON.parse(readFileSync(path, "utf8")) as GateRecord;
+    record = GateRecord.parse(JSON.parse(readFileSync(path, "utf8")));
   } catch {
+    // Missing or damaged: there is no group we could end safely.
     return;
   }
   const pgid = record.pgid;
