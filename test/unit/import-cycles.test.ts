@@ -51,4 +51,48 @@ describe("src/ modules", () => {
     expect(graph.get("cli/main.ts")).toContain("cli/operator.ts");
     expect(cycles(graph)).toEqual([]);
   });
+
+  it("import only folders below their own (docs/ARCHITECTURE.md: the folders and what they may import)", () => {
+    const upward: string[] = [];
+    for (const [file, imports] of importGraph()) {
+      const from = layerOf(file);
+      for (const target of imports) {
+        const to = layerOf(target);
+        if (to > from) upward.push(`${file} -> ${target}`);
+      }
+    }
+    expect(LAYERS.length).toBe(new Set(LAYERS).size);
+    expect(upward).toEqual([]);
+  });
 });
+
+/** Folders from the bottom up, as the architecture page lists them; `.` is src/errors.ts. */
+const LAYERS = [
+  ".",
+  "contract",
+  "concurrency",
+  "redact",
+  "log",
+  "plan",
+  "fs",
+  "git",
+  "runner",
+  "tmux",
+  "shell",
+  "agent",
+  "ledger",
+  "input",
+  "report",
+  "run",
+  "ops",
+  "daemon",
+  "cli",
+];
+
+function layerOf(file: string): number {
+  const folder = file.includes("/") ? file.slice(0, file.indexOf("/")) : ".";
+  const layer = LAYERS.indexOf(folder);
+  if (layer < 0)
+    throw new Error(`src/${folder}/ is in no layer: add it to LAYERS and to docs/ARCHITECTURE.md`);
+  return layer;
+}
