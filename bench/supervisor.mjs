@@ -235,7 +235,7 @@ function equalityCheck(dir, perl, script, bin, redactAll) {
     ["capped", { argv: agent, redact: redactAll, maxLogBytes: 150 }],
     ["unredacted", { argv: agent }],
     ["signal", { argv: ["sh", "-c", "echo bye; kill -TERM $$"] }],
-    ["no-such-agent", { argv: ["/nonexistent/agent"], redact: redactAll }],
+    ["no-such-agent", { argv: [`/nonexistent/${SECRET}`], redact: redactAll }],
   ];
   const diffs = [];
   for (const [tag, launch] of cases) {

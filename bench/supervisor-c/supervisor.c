@@ -344,13 +344,19 @@ static void log_write(log_t *l, const char *p, size_t n) {
   l->truncated = 1;
 }
 
-static void log_text(log_t *l, const char *p, size_t n) {
+/* Every pattern over p[0..*n), each on the output of the one before: p itself, or a scratch buffer. */
+static const char *redact_text(char *in_span, const char *p, size_t *n) {
   int cur = -1;
   lower_ok = 0;
   for (int i = 0; i < npats; i++) {
     buf_t *o = &scratch[(cur + 1) & 1];
-    if (redact_one(&pats[i], &l->in_span[i], p, n, o)) { p = o->p; n = o->n; cur = (cur + 1) & 1; }
+    if (redact_one(&pats[i], &in_span[i], p, *n, o)) { p = o->p; *n = o->n; cur = (cur + 1) & 1; }
   }
+  return p;
+}
+
+static void log_text(log_t *l, const char *p, size_t n) {
+  p = redact_text(l->in_span, p, &n);
   log_write(l, p, n);
 }
 
@@ -663,9 +669,17 @@ int main(int argc, char **argv) {
     while (waitpid(-1, NULL, 0) > 0) {}
   }
   char signame[32] = "";
-  if (!launch_error[0] && WIFSIGNALED(wstatus))
-    snprintf(signame, sizeof signame, "SIG%s", sigabbrev_np(WTERMSIG(wstatus)) ?: "UNKNOWN");
+  if (!launch_error[0] && WIFSIGNALED(wstatus)) {
+    const char *abbrev = sigabbrev_np(WTERMSIG(wstatus)); /* glibc 2.32+ */
+    if (abbrev) snprintf(signame, sizeof signame, "SIG%s", abbrev);
+    else snprintf(signame, sizeof signame, "SIG%d", WTERMSIG(wstatus));
+  }
   for (int i = 0; i < 2; i++) if (logs[i].fd >= 0) close(logs[i].fd);
+  if (launch_error[0]) { /* the record is redacted like the logs: argv[0] or the cwd may hold a secret */
+    size_t n = strlen(launch_error);
+    const char *r = redact_text(calloc((size_t)npats + 1, 1), launch_error, &n);
+    if (r != launch_error) snprintf(launch_error, sizeof launch_error, "%.*s", (int)n, r);
+  }
   write_exit(signame[0] ? -1 : WEXITSTATUS(wstatus), signame[0] ? signame : NULL, started, finished, (int)pid,
              bytes, logs[0].truncated || logs[1].truncated, hangup, launch_error[0] ? launch_error : NULL);
   for (double end = now() + 2; pane_ok && pane.n && now() < end;) {
