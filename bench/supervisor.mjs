@@ -405,7 +405,7 @@ export async function run(opts = {}) {
     );
   }
   notes.push(
-    `supervisor: median of ${reps}; per task = CPU (user+sys) of a bash loop's children (bash \`times\`) over ${n} sequential runs / ${n}, each supervisor on its own fresh launch file (written before the loop, not counted) in an attempt folder ${shm ? "on tmpfs (/dev/shm)" : "in the temp folder"} with the 10 built-in patterns and agent /bin/true, stdout to /dev/null, no tmux; so a supervisor's own cost is its figure minus the /bin/true row. Per MB = the whole tree (supervisor + dd) / MB, stdout (the pane) to /dev/null; both supervisors show at most 2 MB/s there. Perl is ${perl} (the one termorch finds); the launch file carries the k_* constants termorch sends.`,
+    `supervisor: median of ${reps}; per task = CPU (user+sys) of a bash loop's children (bash \`times\`) over ${n} sequential runs / ${n}, each supervisor on its own fresh launch file (written before the loop, not counted) in an attempt folder ${shm ? "on tmpfs (/dev/shm)" : "in the temp folder"} with the 10 built-in patterns and agent /bin/true, stdout to /dev/null, no tmux; so a supervisor's own cost is its figure minus the /bin/true row. Per MB = the whole tree (supervisor + dd) / MB, stdout (the pane) to /dev/null; both supervisors show at most 2 MB/s there. Perl is ${perl} (the one termorch finds); the launch file carries the k_* constants termorch sends, and cgroup=0 (the prototype has no cgroups).`,
   );
   removeTemp(dir);
   return { name: "supervisor", rows, notes };
