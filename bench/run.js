@@ -6,7 +6,7 @@ import { cleanupAll, machine, row, table } from "./lib.mjs";
 
 const failedRow = (name) => row(name, null, "", { met: false });
 
-export const BENCHES = ["overhead", "latency", "logs", "memory", "plan", "merge"];
+export const BENCHES = ["overhead", "latency", "logs", "memory", "plan", "merge", "supervisor"];
 
 export async function main(argv) {
   const names = [];
