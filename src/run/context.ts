@@ -12,6 +12,7 @@ import type { Plan } from "../plan/waves.js";
 import type { Redactor } from "../redact/redactor.js";
 import type { MergeOutcome, RunError } from "../report/build.js";
 import type { TaskRunner } from "../runner/task-runner.js";
+import type { RunStop } from "./stop.js";
 import type { TaskPlan } from "./task-plan.js";
 import type { GitRun, TaskWorkspace } from "./task-workspace.js";
 
@@ -57,8 +58,8 @@ export interface RunContext {
   killGraceMs: number;
   maxLogBytes: number;
   processEnv: Readonly<Record<string, string | undefined>>;
-  /** Aborted when the run stops early; its reason is a StopReason (stop.ts): cancel, fail-fast or detach. */
-  stop: AbortSignal;
+  /** Whether and why the run stops early (stop.ts): cancel, fail-fast or detach. */
+  stop: RunStop;
   /** Saves state.json (coalesced); resolves once a snapshot taken after the call is on disk. */
   persist: () => Promise<void>;
   /** Takes every transition of a task (see RunState), before its status file is written. */
@@ -91,8 +92,6 @@ export interface LiveRun extends RunContext {
   order: string[];
   baseDir: string;
   startedAt: number;
-  /** Aborts `stop`: by the caller's signals, `termorch cancel`, or --fail-fast. */
-  stopper: AbortController;
   state: () => RunState;
   /** Writes state.json one last time (pending writes first) and no more after it. */
   saveFinal: (last?: RunState) => Promise<void>;

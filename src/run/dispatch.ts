@@ -2,7 +2,6 @@ import PQueue from "p-queue";
 import { compareIds } from "../plan/graph.js";
 import type { LiveRun, RunContext } from "./context.js";
 import { Schedule } from "./schedule.js";
-import { detaching, ending } from "./stop.js";
 import { executeTask, type TaskEnd } from "./task-exec.js";
 import type { TaskRun } from "./task-run.js";
 import { transition } from "./transition.js";
@@ -52,7 +51,7 @@ export async function dispatch(ctx: LiveRun, hostQueue: PQueue | undefined): Pro
   let active = 0;
   let peak = 0;
   let stopping = false;
-  const leaving = (): boolean => stopping || detaching(ctx.stop);
+  const leaving = (): boolean => stopping || ctx.stop.detaching;
   const stop = (why: string): void => {
     if (stopping) return;
     stopping = true;
@@ -66,8 +65,8 @@ export async function dispatch(ctx: LiveRun, hostQueue: PQueue | undefined): Pro
       const resuming = adopt.delete(id);
       const outcome = queue.add(
         async (): Promise<TaskEnd> => {
-          if (detaching(ctx.stop)) return { kind: "detached" };
-          if ((stopping || ending(ctx.stop)) && !resuming) {
+          if (ctx.stop.detaching) return { kind: "detached" };
+          if ((stopping || ctx.stop.ending) && !resuming) {
             const t = ctx.tasks.get(id)!;
             await transition(ctx, t, {
               to: "skipped",
@@ -96,7 +95,7 @@ export async function dispatch(ctx: LiveRun, hostQueue: PQueue | undefined): Pro
             await skip(skipped, "dependency_failed", (s) => dependencyFailed(ctx, s));
             if (!end.ok && ctx.settings.fail_fast) {
               stop(`--fail-fast: task ${id} failed`);
-              ctx.stopper.abort("fail-fast");
+              ctx.stop.request("fail-fast");
             }
             release();
           })
@@ -108,16 +107,15 @@ export async function dispatch(ctx: LiveRun, hostQueue: PQueue | undefined): Pro
     }
   };
   // Cancel and fail-fast skip what has not started; a detach leaves it pending.
-  const onStop = (): void => {
-    if (ending(ctx.stop)) stop("the run was cancelled before it started");
-  };
-  ctx.stop.addEventListener("abort", onStop, { once: true });
+  const unsubscribe = ctx.stop.onChange(() => {
+    if (ctx.stop.ending) stop("the run was cancelled before it started");
+  });
   release();
   // Wait for every task, its completion handler (which skips dependents and releases more
   // work) and every skip: the queue alone goes idle before the handler of its last task ran.
   while (inflight.size > 0) await Promise.all([...inflight]);
-  ctx.stop.removeEventListener("abort", onStop);
-  if (detaching(ctx.stop)) return "detached";
+  unsubscribe();
+  if (ctx.stop.detaching) return "detached";
   if (failure) throw failure;
   return peak;
 }

@@ -25,6 +25,8 @@ import type { AdvanceTargetOptions } from "../git/advance.js";
  * - `pause-before-drive`: the driver writes `<run-dir>/fault-paused` and waits for
  *   `<run-dir>/fault-continue` between inspecting the workspace and starting the tasks, so a
  *   test can act (commit as the user) in that window.
+ * - `pause-before-merge`: the same pause once every task is done, before the merge stage (a
+ *   test stops the daemon there: the finished run still merges).
  */
 export type FaultPoint =
   | "after-ref-update"
@@ -33,7 +35,8 @@ export type FaultPoint =
   | "kill-after-put-back"
   | "after-branch-created"
   | "after-worktree-added"
-  | "pause-before-drive";
+  | "pause-before-drive"
+  | "pause-before-merge";
 
 /** The fault a test injected into the run (`ctx.fault`), or null. */
 export type Fault = string | null;
@@ -82,9 +85,13 @@ export function prepareHooks(
   return {};
 }
 
-/** `pause-before-drive`: announces the pause with a file and waits (polling) for the go file. */
-export async function pausePoint(fault: Fault, runDir: string): Promise<void> {
-  if (!armed(fault, "pause-before-drive")) return;
+/** A `pause-before-*` point: announces the pause with a file and waits (polling) for the go file. */
+export async function pausePoint(
+  fault: Fault,
+  runDir: string,
+  point: "pause-before-drive" | "pause-before-merge",
+): Promise<void> {
+  if (!armed(fault, point)) return;
   writeFileSync(join(runDir, "fault-paused"), "");
   while (!existsSync(join(runDir, "fault-continue"))) await new Promise((r) => setTimeout(r, 25));
 }

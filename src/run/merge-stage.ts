@@ -75,7 +75,8 @@ async function mergeTasks(
 ): Promise<MergeStageResult | "detached"> {
   const tasks = order.map((id) => ctx.tasks.get(id)!);
   const unfinished = tasks.filter((t) => t.state !== "success");
-  if (ctx.stop.aborted)
+  // A detach here still merges: the tasks are done, and the run can be finished now.
+  if (ctx.stop.ending)
     return { merge: skippedMerge("the run was stopped before the merge"), validation: "skipped" };
   if (unfinished.length > 0) {
     return {

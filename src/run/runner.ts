@@ -36,7 +36,7 @@ import { snapshotRefs } from "./ref-watch.js";
 import { errorOf, notWrittenNote, type RunResult, writeErrorReport, writeReport } from "./report-file.js";
 import { looseReportBlocker, planRunDir, prepareRunDir, type RunDirPlan, runDirOf } from "./run-dir.js";
 import type { ScheduleMode } from "./schedule.js";
-import { type StopReason, stopReasonOf } from "./stop.js";
+import { RunStop, type StopReason } from "./stop.js";
 import { attemptDirOf, errorText } from "./task-exec.js";
 import { planTasks } from "./task-plan.js";
 import { newTaskRun, type TaskRun } from "./task-run.js";
@@ -414,11 +414,11 @@ async function buildLiveRun(p: {
     input.config,
   );
   const redactor = Redactor.from(input.config.redact, secrets);
-  // One controller: the first of cancel, detach and fail-fast (dispatch) is the run's stop reason.
-  const stopper = new AbortController();
+  // The caller's signals, `termorch cancel` (watchForCancel) and --fail-fast (dispatch) all stop the run here.
+  const stop = new RunStop();
   const follow = (signal: AbortSignal | undefined, reason: StopReason): void => {
-    if (signal?.aborted) stopper.abort(reason);
-    else signal?.addEventListener("abort", () => stopper.abort(reason), { once: true });
+    if (signal?.aborted) stop.request(reason);
+    else signal?.addEventListener("abort", () => stop.request(reason), { once: true });
   };
   follow(p.opts.signal, "cancel");
   follow(p.opts.detach, "detach");
@@ -452,7 +452,7 @@ async function buildLiveRun(p: {
     maxLogBytes:
       input.assignments.environment.resource_limits.max_log_bytes ?? input.config.defaults.max_log_bytes,
     processEnv: env,
-    stop: stopper.signal,
+    stop,
     persist: () => writer.save(),
     journal,
     saveFinal: (last) => writer.finish(last),
@@ -464,7 +464,6 @@ async function buildLiveRun(p: {
     order: graph.order,
     baseDir: p.baseDir,
     startedAt: p.startedAt,
-    stopper,
     state: () => ({
       schema_version: 1,
       run_id: runId,
@@ -513,7 +512,7 @@ async function buildLiveRun(p: {
           ),
           merge: { ...merge, conflicts: [...ctx.depConflicts, ...merge.conflicts] },
           validation,
-          cancelled: stopReasonOf(stopper.signal) === "cancel",
+          cancelled: stop.cancelled,
           error,
           workspace: input.workspace,
           tmuxSocket: dryRun ? null : ctx.socketName,
@@ -583,7 +582,7 @@ async function drive(
   keptApartFrom: string | null = null,
 ): Promise<RunResult | DetachedResult> {
   const { runDir, privateDir, ledger } = ctx;
-  await pausePoint(ctx.fault, runDir);
+  await pausePoint(ctx.fault, runDir, "pause-before-drive");
   ctx.socketPath = await ctx.runner.socketPath();
   opts.onStart?.(startInfo(ctx, false, resumed, keptApartFrom));
   await Promise.all(["logs", "status", "artifacts"].map((d) => mkdir(join(runDir, d), { recursive: true })));
@@ -651,6 +650,7 @@ async function drive(
     validation: "skipped",
   };
   if (internal === null) {
+    await pausePoint(ctx.fault, runDir, "pause-before-merge");
     try {
       const merged = await mergeStage(ctx, ctx.order);
       if (merged === "detached") return detach(ctx);
@@ -686,7 +686,7 @@ async function drive(
   await rm(ctx.journal.path, { force: true }).catch(() => {});
   await ledger.close();
   const keptSessions = await closeSessions(ctx, ctx.settings.sessions);
-  if (internal === null && stopReasonOf(ctx.stop) !== "cancel")
+  if (internal === null && !ctx.stop.cancelled)
     await rm(join(privateDir, "tasks"), { recursive: true, force: true }).catch(() => {});
   return { ...result, keptSessions };
 }
@@ -703,10 +703,10 @@ async function detach(ctx: LiveRun): Promise<DetachedResult> {
 function watchForCancel(ctx: LiveRun): FSWatcher | null {
   const file = join(ctx.privateDir, "cancel");
   const check = (): void => {
-    if (!ctx.stop.aborted && existsSync(file)) {
+    if (!ctx.stop.cancelled && existsSync(file)) {
       ctx.log.warn("cancel requested");
       void ctx.ledger.append("run.cancel_requested", { by: "cancel file" });
-      ctx.stopper.abort("cancel");
+      ctx.stop.request("cancel");
     }
   };
   try {

@@ -1,29 +1,63 @@
 /**
- * Why a run stops early. Each run has one AbortController whose reason is one of these; the
- * first one wins.
+ * Why a run stops early.
  * - cancel: the caller's signal or `termorch cancel`. Running agents are ended, nothing new
  *   starts, the report is written (exit 130).
  * - fail-fast: a task failed under --fail-fast. The same as a cancel, but the run's exit code is
- *   the failure's.
+ *   the failure's (unless a cancel comes too).
  * - detach: the driver leaves the run to a later resume (daemon shutdown). Agents keep running,
- *   nothing new starts, pending tasks stay pending, no report.
+ *   nothing new starts, pending tasks stay pending, no report. It wins over the other two: a
+ *   daemon that is told to stop leaves at once, and the resumed run takes up the cancel again
+ *   (`termorch cancel` leaves its file behind).
  */
 export type StopReason = "cancel" | "fail-fast" | "detach";
 
-/** The reason a run's stop signal was aborted with, or null while it runs on. */
-export function stopReasonOf(signal: AbortSignal): StopReason | null {
-  if (!signal.aborted) return null;
-  const reason: unknown = signal.reason;
-  return reason === "cancel" || reason === "fail-fast" || reason === "detach" ? reason : "cancel";
-}
+/**
+ * The one stop of a run. Its AbortController is aborted at the first request, with that reason
+ * (shell gates and other plain AbortSignal users need no more); later requests are kept too, so
+ * a cancel during a fail-fast stop still reports exit 130 and a detach during a cancel still
+ * leaves at once. `onChange` hears every request.
+ */
+export class RunStop {
+  private readonly controller = new AbortController();
+  private readonly requested = new Set<StopReason>();
+  private readonly listeners = new Set<() => void>();
 
-/** Whether the run is stopping in a way that ends its agents (cancel, fail-fast), not leaving them (detach). */
-export function ending(signal: AbortSignal): boolean {
-  const reason = stopReasonOf(signal);
-  return reason === "cancel" || reason === "fail-fast";
-}
+  /** Aborted at the first request; its reason is that request's. */
+  get signal(): AbortSignal {
+    return this.controller.signal;
+  }
 
-/** Whether the run is being left to a later resume. */
-export function detaching(signal: AbortSignal): boolean {
-  return stopReasonOf(signal) === "detach";
+  request(reason: StopReason): void {
+    if (this.requested.has(reason)) return;
+    this.requested.add(reason);
+    this.controller.abort(reason);
+    for (const listener of [...this.listeners]) listener();
+  }
+
+  /** Whether anything stopped the run. */
+  get stopping(): boolean {
+    return this.requested.size > 0;
+  }
+
+  /** The run is left to a later resume: agents keep running. */
+  get detaching(): boolean {
+    return this.requested.has("detach");
+  }
+
+  /** Agents are to be ended and nothing new starts: a cancel or fail-fast, and no detach. */
+  get ending(): boolean {
+    return !this.detaching && (this.requested.has("cancel") || this.requested.has("fail-fast"));
+  }
+
+  /** A cancel was asked for (the report says cancelled, exit 130). */
+  get cancelled(): boolean {
+    return this.requested.has("cancel");
+  }
+
+  /** Calls `listener` at every new request (at once when one came already); returns the unsubscribe. */
+  onChange(listener: () => void): () => void {
+    this.listeners.add(listener);
+    if (this.stopping) listener();
+    return () => this.listeners.delete(listener);
+  }
 }

@@ -15,7 +15,6 @@ import { inWorkspace, type RunContext } from "./context.js";
 import { prepareHooks } from "./faults.js";
 import { type AttemptOutcome, classifyExit, coreGate } from "./outcome.js";
 import { createdDuringRun } from "./ref-watch.js";
-import { detaching, ending } from "./stop.js";
 import type { TaskPlan } from "./task-plan.js";
 import type { TaskRun } from "./task-run.js";
 import { testsGate } from "./tests-gate.js";
@@ -38,7 +37,7 @@ export async function executeTask(ctx: RunContext, taskId: string, resume = fals
   t.startedAt ??= ctx.now();
   t.session = sessionName(ctx.runId, taskId);
 
-  if (detaching(ctx.stop)) return DETACHED;
+  if (ctx.stop.detaching) return DETACHED;
   if (reuse && p.worktree !== null && !existsSync(p.worktree))
     return fail(ctx, t, "lost", `its worktree ${p.worktree} vanished while termorch was not running`);
   if (ctx.git && p.worktree !== null && p.branch !== null && !reuse) {
@@ -84,7 +83,7 @@ export async function executeTask(ctx: RunContext, taskId: string, resume = fals
   }
   // Another task's failure may have stopped the run (--fail-fast, cancel) while this one was
   // being prepared: a task that never launched is skipped, not failed.
-  if (ending(ctx.stop) && !(resume && t.attemptDir)) {
+  if (ctx.stop.ending && !(resume && t.attemptDir)) {
     await transition(ctx, t, {
       to: "skipped",
       reason: "cancelled",
@@ -106,7 +105,7 @@ export async function executeTask(ctx: RunContext, taskId: string, resume = fals
       attempt = await adoptAttempt(ctx, t, p);
     } else {
       // The daemon is shutting down: nothing new starts; the task stays as state.json has it.
-      if (detaching(ctx.stop)) return DETACHED;
+      if (ctx.stop.detaching) return DETACHED;
       t.attempts += 1;
       if (t.attempts > 1 && ctx.git && p.worktree !== null && t.startCommit) {
         // A retry starts from the same base: drop what the failed attempt left in the worktree.
@@ -130,7 +129,7 @@ export async function executeTask(ctx: RunContext, taskId: string, resume = fals
     }
     // A worktree that is gone cannot be reset for another attempt.
     const gone = p.worktree !== null && !existsSync(p.worktree);
-    if (reason === "cancelled" || ending(ctx.stop) || t.attempts >= p.attempts || gone) {
+    if (reason === "cancelled" || ctx.stop.ending || t.attempts >= p.attempts || gone) {
       await collectArtifacts(ctx, t, p);
       return fail(ctx, t, reason, detail);
     }
@@ -216,7 +215,7 @@ async function launchAndWatch(ctx: RunContext, t: TaskRun, p: TaskPlan): Promise
  * process died in between) is launched now, under the same attempt number and session name.
  */
 async function adoptAttempt(ctx: RunContext, t: TaskRun, p: TaskPlan): Promise<AttemptResult | "detached"> {
-  const running = await ctx.runner.adopt({
+  const adopted = await ctx.runner.adopt({
     session: t.session!,
     attemptDir: t.attemptDir!,
     runId: ctx.runId,
@@ -224,14 +223,15 @@ async function adoptAttempt(ctx: RunContext, t: TaskRun, p: TaskPlan): Promise<A
     attempt: t.attempts,
     running: t.state === "running",
   });
-  if (running === null) {
+  if (adopted === null) {
     if (!t.logs) newLogs(ctx, t, p);
     t.attemptStartedAt ??= ctx.now();
     return launchAndWatch(ctx, t, p);
   }
-  await ctx.ledger.append("task.adopted", { attempt: t.attempts, session: t.session }, t.id);
+  const { attempt, finished, live } = adopted;
+  await ctx.ledger.append("task.adopted", { attempt: t.attempts, session: t.session, finished, live }, t.id);
   if (t.state !== "running") await transition(ctx, t, { to: "running" });
-  return watchAttempt(ctx, t, p, running);
+  return watchAttempt(ctx, t, p, attempt);
 }
 
 /**
@@ -258,21 +258,20 @@ async function watchAttempt(
           },
           Math.max(0, p.timeoutS * 1000 - elapsed),
         );
-  let onStop: (() => void) | undefined;
+  let unsubscribe = (): void => {};
   const detached = new Promise<"detached">((resolve) => {
-    onStop = () => {
-      if (detaching(ctx.stop)) resolve("detached");
-      else {
+    unsubscribe = ctx.stop.onChange(() => {
+      // A detach wins even over a stop already sent: the agent is left to the resumed run.
+      if (ctx.stop.detaching) resolve("detached");
+      else if (ctx.stop.ending && !stopped) {
         stopped = true;
         void running.stop(ctx.killGraceMs);
       }
-    };
-    if (ctx.stop.aborted) onStop();
-    else ctx.stop.addEventListener("abort", onStop, { once: true });
+    });
   });
   const record = await Promise.race([running.exited, detached]);
   if (timer) clearTimeout(timer);
-  if (onStop) ctx.stop.removeEventListener("abort", onStop);
+  unsubscribe();
   if (record === "detached") {
     // Stop watching (its watchers would keep this process alive); the agent keeps running.
     running.release();

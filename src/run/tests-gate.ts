@@ -3,7 +3,6 @@ import { join } from "node:path";
 import type { Gate } from "../contract/report.js";
 import { runShellGate } from "../shell/gate.js";
 import type { RunContext } from "./context.js";
-import { detaching } from "./stop.js";
 
 /**
  * A `tests_cmd` gate (a task's or the run's): runs the command line with `sh -c` in `cwd`,
@@ -37,9 +36,9 @@ export async function testsGate(
     redactor: ctx.redactor,
     maxLogBytes: ctx.maxLogBytes,
     record: join(records, `${o.logName}.json`),
-    signal: ctx.stop,
+    signal: ctx.stop.signal,
   });
-  if (detaching(ctx.stop)) return "detached";
+  if (ctx.stop.detaching) return "detached";
   // A gate whose status was lost never passes: its command may well have failed.
   const passed = result.statusLost === null && result.exitCode === 0 && !result.timedOut;
   const how = result.timedOut

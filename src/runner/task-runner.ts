@@ -88,6 +88,15 @@ export interface RunningAttempt {
   release(): void;
 }
 
+/** An adopted attempt, and what the runner found of it (for the ledger). */
+export interface AdoptedAttempt {
+  attempt: RunningAttempt;
+  /** Its exit record was there: it ended while nobody watched. */
+  finished: boolean;
+  /** Its session was still there. */
+  live: boolean;
+}
+
 /** Where a run's attempts run. */
 export interface TaskRunner {
   /** What status files and the report name as the place attempts run (tmux: the socket's name and path). */
@@ -100,7 +109,7 @@ export interface TaskRunner {
    * still runs. null: the attempt never started (recorded, not known to run, and nothing is
    * there: the earlier process died before the launch), so it may be launched now.
    */
-  adopt(ref: AttemptRef): Promise<RunningAttempt | null>;
+  adopt(ref: AttemptRef): Promise<AdoptedAttempt | null>;
   /** Ends the given attempts' sessions for good (a retry's predecessor; the sessions closed after the report). */
   close(sessions: readonly string[]): Promise<void>;
   /** Sessions still open (kept for inspection), by name. */

@@ -1,6 +1,12 @@
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import type { AttemptRef, AttemptSpec, RunningAttempt, TaskRunner } from "../runner/task-runner.js";
+import type {
+  AdoptedAttempt,
+  AttemptRef,
+  AttemptSpec,
+  RunningAttempt,
+  TaskRunner,
+} from "../runner/task-runner.js";
 import type { TmuxServer } from "./server.js";
 import { type AdoptSpec, adopt, launch, Reconciler } from "./session.js";
 
@@ -27,13 +33,14 @@ export class TmuxRunner implements TaskRunner {
     return launch(this.server, this.reconciler, spec);
   }
 
-  async adopt(ref: AttemptRef): Promise<RunningAttempt | null> {
+  async adopt(ref: AttemptRef): Promise<AdoptedAttempt | null> {
     const { running, ...spec } = ref;
     // An exit record or a live session: the attempt started. A session that vanished is watched
     // too when the attempt was known to run: the watch then ends it as lost.
-    const started =
-      running || existsSync(join(ref.attemptDir, "exit.json")) || (await this.server.hasSession(ref.session));
-    return started ? this.watch(spec) : null;
+    const finished = existsSync(join(ref.attemptDir, "exit.json"));
+    const live = !finished && (await this.server.hasSession(ref.session));
+    if (!finished && !live && !running) return null;
+    return { attempt: await this.watch(spec), finished, live };
   }
 
   /** Watches an attempt an earlier process launched, whatever is left of it (a vanished one ends as lost). */

@@ -2,6 +2,7 @@
 // fake timers it lets the middle tier drive the real pipeline (dispatch, retries, timeouts,
 // stop, detach, resume) in milliseconds, without a process.
 import type {
+  AdoptedAttempt,
   AttemptRef,
   AttemptSpec,
   ExitRecord,
@@ -17,7 +18,10 @@ export class FakeAttempt {
   readonly exited: Promise<ExitRecord>;
   /** Every stop() the pipeline asked for, with the fake clock's time. */
   readonly stops: { at: number; graceMs: number }[] = [];
+  /** Resolves at the first stop() (the pipeline's TERM). */
+  readonly stopped: Promise<void>;
   private resolve!: (record: ExitRecord) => void;
+  private onStop!: () => void;
   private ended = false;
   released = false;
   onTerm: OnTerm = "exit";
@@ -25,6 +29,9 @@ export class FakeAttempt {
   constructor(readonly spec: AttemptSpec) {
     this.exited = new Promise((resolve) => {
       this.resolve = resolve;
+    });
+    this.stopped = new Promise((resolve) => {
+      this.onStop = resolve;
     });
   }
 
@@ -59,6 +66,7 @@ export class FakeAttempt {
   /** The runner's side of stop(): TERM now, KILL after the grace unless the agent died of TERM. */
   stop(graceMs: number): Promise<ExitRecord> {
     this.stops.push({ at: Date.now(), graceMs });
+    this.onStop();
     if (this.onTerm === "exit") this.end({ signal: "SIGTERM" });
     else setTimeout(() => this.end({ signal: "SIGKILL" }), graceMs);
     return this.exited;
@@ -129,17 +137,17 @@ export class FakeRunner implements TaskRunner {
     return this.host.add(spec).handle();
   }
 
-  async adopt(ref: AttemptRef): Promise<RunningAttempt | null> {
+  async adopt(ref: AttemptRef): Promise<AdoptedAttempt | null> {
     const attempt = this.host.find(ref);
     if (attempt) {
       this.adopted.push(attempt);
       attempt.released = false;
-      return attempt.handle();
+      return { attempt: attempt.handle(), finished: attempt.done, live: !attempt.done };
     }
     if (!ref.running) return null;
     const lost = new FakeAttempt({ ...ref } as unknown as AttemptSpec);
     lost.end({ lost: true, detail: "its tmux session is gone" });
-    return lost.handle();
+    return { attempt: lost.handle(), finished: false, live: false };
   }
 
   async close(sessions: readonly string[]): Promise<void> {

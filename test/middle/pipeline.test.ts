@@ -1,7 +1,7 @@
 // The pipeline's decisions, driven through runAssignments/resumeRun with a fake task runner and
 // fake timers: dispatch order and parallelism, dependents of failures, retries, timeouts with
 // their grace, fail-fast, cancel, detach and adoption on resume.
-import { writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { resumeRun, runAssignments } from "../../src/run/runner.js";
@@ -200,6 +200,50 @@ describe("stopping a run", () => {
   });
 });
 
+describe("stop reasons that come together", () => {
+  it("a cancel during a --fail-fast stop still reports exit 130", async () => {
+    run = new MiddleRun([{ id: "a" }, { id: "b" }], { config: { defaults: { kill_grace_s: 5 } } });
+    const cancel = new AbortController();
+    const done = runAssignments({
+      assignmentsFile: run.file,
+      ...run.options({ signal: cancel.signal }),
+      failFast: true,
+    });
+    const [a, b] = await Promise.all([run.host.launched("a"), run.host.launched("b")]);
+    b.onTerm = "ignore";
+    await run.running("b");
+    a.exit(1);
+    await b.stopped;
+    cancel.abort();
+    await vi.advanceTimersByTimeAsync(5_000);
+    const report = run.report(await done);
+    expect(report.exit_code).toBe(130);
+    expect(report.tasks.map((t) => [t.id, t.reason])).toEqual([
+      ["a", "exit_code"],
+      ["b", "cancelled"],
+    ]);
+  });
+
+  it("a detach during a cancel leaves at once, the agent still running, instead of waiting out the grace", async () => {
+    run = new MiddleRun([{ id: "a" }], { config: { defaults: { kill_grace_s: 30 } } });
+    const cancel = new AbortController();
+    const detach = new AbortController();
+    const done = runAssignments({
+      assignmentsFile: run.file,
+      ...run.options({ signal: cancel.signal, detach: detach.signal }),
+    });
+    const a = await run.host.launched("a");
+    a.onTerm = "ignore";
+    await run.running("a");
+    cancel.abort();
+    await a.stopped;
+    detach.abort();
+    expect(await done).toMatchObject({ detached: true });
+    expect(a.done).toBe(false);
+    expect(a.released).toBe(true);
+  });
+});
+
 describe("resume", () => {
   it("adopts the attempt a detached run left running, never launching it again, and runs the rest", async () => {
     run = new MiddleRun([
@@ -231,6 +275,13 @@ describe("resume", () => {
     expect(report.tasks.map((t) => [t.id, t.status, t.attempts])).toEqual([
       ["a", "success", 1],
       ["b", "success", 1],
+    ]);
+    const adopted = readFileSync(join(runDir, "events.jsonl"), "utf8")
+      .split("\n")
+      .filter((line) => line.includes('"task.adopted"'))
+      .map((line) => JSON.parse(line) as { data: Record<string, unknown> });
+    expect(adopted.map((e) => e.data)).toEqual([
+      { attempt: 1, session: a.spec.session, finished: false, live: true },
     ]);
   });
 
