@@ -106,11 +106,12 @@ export async function dispatch(ctx: LiveRun, hostQueue: PQueue | undefined): Pro
       );
     }
   };
-  // Cancel and fail-fast skip what has not started; a detach leaves it pending.
+  // Released first: a resumed run that was cancelled meanwhile still adopts its live attempts
+  // (and ends them); then cancel and fail-fast skip what has not started; a detach leaves it pending.
+  release();
   const unsubscribe = ctx.stop.onChange(() => {
     if (ctx.stop.ending) stop("the run was cancelled before it started");
   });
-  release();
   // Wait for every task, its completion handler (which skips dependents and releases more
   // work) and every skip: the queue alone goes idle before the handler of its last task ran.
   while (inflight.size > 0) await Promise.all([...inflight]);
