@@ -213,7 +213,7 @@ export async function launch(server: TmuxServer, spec: LaunchSpec): Promise<Runn
     ["set-option", "-t", target, "@termorch_attempt", String(spec.attempt)],
   ];
   if (spec.tty) {
-    const filter = ["exec", perl, SUPERVISOR_PATH, "--filter", dir].map(shQuote).join(" ");
+    const filter = ["exec", perl, PANE_LOGGER_PATH, dir].map(shQuote).join(" ");
     commands.push(["pipe-pane", "-O", "-t", target, formatEscape(filter)]);
   }
   try {
@@ -359,6 +359,8 @@ function messageOf(error: unknown): string {
  * through ../tmux/ so that it also holds from the CLI bundle in dist/cli/ (scripts/bundle.js).
  */
 const SUPERVISOR_PATH = fileURLToPath(new URL("../tmux/supervisor.pl", import.meta.url));
+/** tty agents' pane logger, started by pipe-pane (it loads the supervisor's log engine). */
+const PANE_LOGGER_PATH = fileURLToPath(new URL("../tmux/pane-logger.pl", import.meta.url));
 
 let perlCache: Promise<string> | null = null;
 /** An absolute perl path, so neither tmux's nor pipe-pane's environment decides which perl runs. */

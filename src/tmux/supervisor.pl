@@ -4,11 +4,10 @@
 # docs/ARCHITECTURE.md, "The supervisor in the pane"; its redaction and capping rules are
 # src/redact/RULES.md, which the TypeScript engine follows as well.
 #
-#   perl supervisor.pl ATTEMPT_DIR            the pane's program (started by new-session)
-#   perl supervisor.pl --filter ATTEMPT_DIR   tty mode's pane logger (started by pipe-pane)
-#   perl supervisor.pl --log-frames FILE      the log engine alone, for the shared test corpus
-#                                             (test/corpus/): FILE has stdout_log, max_log_bytes
-#                                             and redact= lines, stdin frames "LENGTH\n" + bytes
+#   perl supervisor.pl ATTEMPT_DIR   the pane's program (started by new-session)
+#
+# tty mode's pane logger (pane-logger.pl) and the redaction corpus's test `require` this file
+# for its log engine: then it only defines its subs.
 #
 # perl-base only, and every module costs CPU on every task (perl starts in ~1.5 ms; POSIX adds
 # ~8, Time::HiRes, Fcntl and Errno ~1 each, warnings 1.6): the path every task takes loads only
@@ -49,10 +48,10 @@ my $syscalls = do {
   $class == 2 ? $SYSCALLS{$machine} : undef;    # 2: 64-bit
 };
 
-if (@ARGV == 2 && $ARGV[0] eq '--filter') { pane_logger($ARGV[1]) }
-elsif (@ARGV == 2 && $ARGV[0] eq '--log-frames') { log_frames($ARGV[1]) }
-elsif (@ARGV == 1) { supervise($ARGV[0]) }
-else { die "usage: supervisor.pl ATTEMPT_DIR | --filter ATTEMPT_DIR | --log-frames FILE\n" }
+if (!caller) {
+  die "usage: supervisor.pl ATTEMPT_DIR\n" unless @ARGV == 1;
+  supervise($ARGV[0]);
+}
 
 # ---------------------------------------------------------------------------------------------
 # Supervising one agent
@@ -75,8 +74,7 @@ sub supervise {
   # tty: the pane logger writes the stdout log; created here, it exists even if pipe-pane failed.
   if ($tty) { open(my $fh, '>>', $spec->{stdout_log}) }
   else { $stdout_log = log_open($spec->{stdout_log}, $spec->{max_log_bytes}) }
-  my ($pats, $pat_error) = compile_patterns($spec->{redact});
-  @patterns = @$pats;
+  my $pat_error = use_patterns($spec->{redact});
   # Fail closed: a log written without its redaction could leak the secrets it was meant to hide.
   fail_setup("cannot start: $pat_error; nothing was run") if $pat_error;
   fail_setup('cannot start: no command given') unless @{ $spec->{arg} };
@@ -124,7 +122,8 @@ sub supervise {
       if ($s eq 'HUP') {
         # The session was killed (or the server died): pass it on like a shell would, then make
         # sure nothing outlives the pane for long. Only a hangup under a running agent cut it short.
-        ($hangup, $pane_ok) = (!$reaped, 0);
+        $hangup ||= !$reaped;
+        $pane_ok = 0;
         $by->(term => now() + $GRACE);
         $by->(kill => now() + 2 * $GRACE);
       }
@@ -397,24 +396,24 @@ sub signal_name {
 # ---------------------------------------------------------------------------------------------
 # Redaction and capped logs: the rules are src/redact/RULES.md.
 
-# Returns (compiled patterns, error message or undef).
-sub compile_patterns {
+# Compiles the patterns every log then applies. Returns an error message, or undef.
+sub use_patterns {
   my ($sources) = @_;
-  my @out;
+  @patterns = ();
   for my $i (0 .. $#$sources) {
     my $src = $sources->[$i];
     next if $src eq '';
     # Interpolated patterns cannot run code: (?{ }) needs `use re 'eval'`, which is off.
     my $re = eval { qr/$src/ };
-    return (\@out, 'redaction pattern ' . ($i + 1) . ' does not compile: ' . ($@ =~ s/ at \S+ line \d+.*//sr)) unless $re;
+    return 'redaction pattern ' . ($i + 1) . ' does not compile: ' . ($@ =~ s/ at \S+ line \d+.*//sr) unless $re;
     # A speed-up only: one search of a chunk of lines with /m (^ and $ still see line ends) tells
     # whether the pattern can match any of them. Most chunks hold no secret, and the loop over
     # every line costs ~30x the copy. What matches a line alone also matches within the chunk,
     # except with string anchors, negative lookaround, dotall or verbs: those always loop.
     my $pre = $src =~ /\\[AzZG]|\(\?<?!|\(\?\^?[a-z]*s|\(\*/ ? undef : eval { qr/$src/m };
-    push @out, { re => $re, pre => $pre };
+    push @patterns, { re => $re, pre => $pre };
   }
-  return (\@out, undef);
+  return undef;
 }
 
 # Redacts whole lines (a partial line flushed at $LINE_MAX counts as one). $in_key carries a
@@ -492,23 +491,6 @@ sub log_close {
   close delete $log->{fh} if $log->{fh};
 }
 
-# The test entry: the same engine, fed the reads exactly as the corpus cuts them.
-sub log_frames {
-  my $spec = read_settings($_[0]);
-  my ($pats, $error) = compile_patterns($spec->{redact});
-  die "$error\n" if $error;
-  @patterns = @$pats;
-  my $log = log_open($spec->{stdout_log}, $spec->{max_log_bytes});
-  binmode STDIN;
-  while (defined(my $len = <STDIN>)) {
-    read(STDIN, my $chunk, $len) == $len or die "short frame\n";
-    log_feed($log, $chunk);
-  }
-  log_close($log);
-  die "$log->{failed}\n" if $log->{failed};
-  exit 0;
-}
-
 # ---------------------------------------------------------------------------------------------
 # The pane
 
@@ -577,46 +559,6 @@ sub note {
   my ($msg) = @_;
   log_write($stderr_log, redact_lines("termorch: $msg\n", \my $in_key)) if $stderr_log;
   pane_put("termorch: $msg\r\n", 1);
-}
-
-# tty mode's pane logger: pipe-pane feeds it the pane's output, and it writes the redacted,
-# capped stdout log. The supervisor prints an OSC sequence carrying the attempt's token once the
-# agent is gone (tmux swallows unknown OSC sequences); the logger logs everything before it,
-# reports in filter.done and exits.
-sub pane_logger {
-  ($dir) = @_;
-  # tmux closes our stdin when the pane goes; a hangup must not cut the final flush short.
-  $SIG{HUP} = $SIG{PIPE} = 'IGNORE';
-  my $spec = read_settings("$dir/filter");
-  @patterns = @{ (compile_patterns($spec->{redact}))[0] };
-  my $log = log_open($spec->{stdout_log}, $spec->{max_log_bytes});
-  my $marker = "\e]7777;termorch-end:$spec->{token}\a";
-  # The terminal turns every "\n" into "\r\n"; the transcript keeps plain newlines, like the
-  # tty=0 logs. A "\r" alone (a progress line redrawn in place) is kept: `cat` shows the final
-  # state. A "\r" ending a read waits for the next, which may start with its "\n".
-  my ($cr, $bytes, $pending, $end) = ('', 0, '', 0);
-  my $feed = sub {
-    $bytes += length $_[0];
-    my $text = $cr . $_[0];
-    $cr = $text =~ s/(\r+)\z// ? $1 : '';
-    log_feed($log, $text =~ s/\r+\n/\n/gr);
-  };
-  while (!$end && sysread(STDIN, my $data, $READ_SIZE)) {
-    $pending .= $data;
-    # Holds back only a tail that could begin a marker cut by a read.
-    my $keep = length($pending) < length($marker) ? length($pending) : length($marker) - 1;
-    $keep-- while $keep > 0 && substr($pending, -$keep) ne substr($marker, 0, $keep);
-    my $at = index($pending, $marker);
-    ($end, $keep) = (1, length($pending) - $at) if $at >= 0;
-    $feed->(substr($pending, 0, length($pending) - $keep, '')) if length($pending) > $keep;
-  }
-  $feed->($pending) unless $end;
-  log_feed($log, $cr);
-  log_close($log);
-  my $report = "bytes=$bytes\ntruncated=$log->{truncated}\n";
-  $report .= 'error=' . ($log->{failed} =~ s/\n/ /gr) . "\n" if $log->{failed};
-  write_atomic("$dir/filter.done", $report);
-  exit 0;
 }
 
 # tty mode: lets the pane logger log everything the pane got (the marker), then takes its count.
@@ -716,3 +658,5 @@ sub json_str {
   utf8::encode($s);
   return qq("$s");
 }
+
+1;

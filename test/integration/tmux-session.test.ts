@@ -114,12 +114,14 @@ describe("launch", () => {
     expect(existsSync(join(spec.attemptDir, "redact"))).toBe(false);
   });
 
-  it("ships a supervisor that compiles without warnings under perl -w", () => {
-    // It leaves `use warnings` out (1.6 ms of CPU on every task); this keeps it warning-free.
-    const source = fileURLToPath(new URL("../../src/tmux/supervisor.pl", import.meta.url));
-    const r = spawnSync("perl", ["-w", "-c", source], { encoding: "utf8" });
-    expect(r.status).toBe(0);
-    expect(r.stderr.trim()).toBe(`${source} syntax OK`);
+  it("ships a supervisor and a pane logger that compile without warnings under perl -w", () => {
+    // They leave `use warnings` out (1.6 ms of CPU on every task); this keeps them warning-free.
+    for (const name of ["supervisor.pl", "pane-logger.pl"]) {
+      const source = fileURLToPath(new URL(`../../src/tmux/${name}`, import.meta.url));
+      const r = spawnSync("perl", ["-w", "-c", source], { encoding: "utf8" });
+      expect(r.status).toBe(0);
+      expect(r.stderr.trim()).toBe(`${source} syntax OK`);
+    }
   });
 
   it("records exit code 3", async () => {

@@ -1,6 +1,6 @@
 // The one redaction and capping corpus (test/corpus/redaction.json, rules in src/redact/RULES.md),
 // run through every engine: TypeScript's (Redactor + CappedLog, which gate logs use) and the pane
-// supervisor's Perl (its --log-frames entry: the same code that writes an agent's logs).
+// supervisor's Perl (its own subs, the code that writes an agent's logs).
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -37,6 +37,25 @@ function bytes(b: Bytes): Buffer {
 function redactorOf(c: Case): Redactor {
   return c.sources ? new Redactor(c.sources) : Redactor.from(c.patterns ?? [], c.secrets ?? []);
 }
+
+/**
+ * Feeds the supervisor's own log engine (supervisor.pl, `require`d: then it only defines its subs)
+ * the frames "LENGTH\n" + bytes on stdin, one log_feed per chunk, as its main loop does per read.
+ */
+const FEED = `
+  my ($supervisor, $settings) = @ARGV;
+  require $supervisor;
+  my $spec = read_settings($settings);
+  my $error = use_patterns($spec->{redact});
+  die "$error\\n" if $error;
+  my $log = log_open($spec->{stdout_log}, $spec->{max_log_bytes});
+  binmode STDIN;
+  while (defined(my $len = <STDIN>)) {
+    read(STDIN, my $chunk, $len) == $len or die "short frame\\n";
+    log_feed($log, $chunk);
+  }
+  log_close($log);
+  die "$log->{failed}\\n" if $log->{failed};`;
 
 /** How session.ts writes a launch-file value. */
 const enc = (v: string): string =>
@@ -75,7 +94,7 @@ describe("the redaction corpus", () => {
         const b = bytes(chunk);
         return [Buffer.from(`${b.length}\n`), b];
       });
-      const r = spawnSync("perl", [supervisor, "--log-frames", settings], { input: Buffer.concat(frames) });
+      const r = spawnSync("perl", ["-e", FEED, supervisor, settings], { input: Buffer.concat(frames) });
       expect(r.stderr.toString()).toBe("");
       expect(r.status).toBe(0);
       expectSame(readFileSync(path), bytes(c.expected));
