@@ -31,7 +31,7 @@ const MIN_SECRET_LENGTH = 4;
 
 /** Escapes a literal for use inside a regex in both JavaScript and Perl. */
 function escapeRegex(literal: string): string {
-  // Line breaks become \x{..} because the wrapper reads one pattern per line.
+  // Line breaks become \x{..} because the supervisor reads one pattern per line.
   return literal.replace(/[.*+?^${}()|[\]\\\r\n]/g, (c) =>
     c === "\n" || c === "\r" ? `\\x{${c.codePointAt(0)!.toString(16)}}` : `\\${c}`,
   );
@@ -65,7 +65,7 @@ function anyCaseHex(n: number, width: number): string {
  * `\u00XX` of encoders that escape more), its percent-encoding (encodeURIComponent, quote_plus,
  * form encoding's `+` for a space) and, for a non-ASCII character, its UTF-8 bytes as single
  * characters: how they look to the byte-exact (latin1) redaction of artifacts and patches, and
- * what the in-pane wrapper, which works on bytes, sees anyway.
+ * what the pane supervisor, which works on bytes, sees anyway.
  */
 function characterForms(ch: string): string {
   // Escaped all the same: "." is plain in every encoding but any character in a regex.

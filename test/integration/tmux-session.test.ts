@@ -294,7 +294,7 @@ describe("leftovers and limits", () => {
   });
 
   it("ends a leftover that a job-control shell moved to a process group of its own", async () => {
-    // Not in the agent's group, only in its session: found through the wrapper's children (it
+    // Not in the agent's group, only in its session: found through the supervisor's children (it
     // is the subreaper of the agent's tree) and then the session scan.
     const pidFile = join(root, "job-leftover.pid");
     const script = 'set -m; sleep 1000 >/dev/null 2>&1 & echo $! > "$1"';
@@ -307,7 +307,7 @@ describe("leftovers and limits", () => {
   });
 
   it("reaps orphans of a live agent's tree instead of leaving them zombies", async () => {
-    // The wrapper is the subreaper of the agent's tree: an orphan that exits while the agent
+    // The supervisor is the subreaper of the agent's tree: an orphan that exits while the agent
     // still runs becomes its child, and must be reaped (a zombie keeps /proc/<pid> with state Z).
     const orphan = join(root, "orphan.pid");
     const gate = join(root, "orphan.gate");
