@@ -4,7 +4,7 @@
 // CPU at every start, paid by every `termorch` command and by every cron run; one bundle
 // starts in about half that (BENCHMARKS.md). The compiled modules in dist/ stay as they are
 // for library use. It lives next to dist/cli/main.js so that paths taken relative to the
-// module (package.json, tmux/wrapper.pl) resolve the same from both.
+// module (package.json, tmux/supervisor.pl) resolve the same from both.
 import { build } from "esbuild";
 
 await build({

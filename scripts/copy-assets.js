@@ -1,4 +1,4 @@
-// Copies non-TypeScript runtime assets (the in-pane wrapper) next to the compiled modules.
+// Copies non-TypeScript runtime assets (the pane supervisor, the gate watchdog) next to the compiled modules.
 import { cpSync, readdirSync, statSync } from "node:fs";
 import { join, relative } from "node:path";
 

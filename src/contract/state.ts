@@ -29,7 +29,7 @@ export const TaskRun = z.strictObject({
   artifacts: z.array(z.string()),
   gates: z.array(Gate),
   argv: z.array(z.string()),
-  /** Private folder of the current attempt (wrapper files, exit.json), when one was launched. */
+  /** Private folder of the current attempt (supervisor files, exit.json), when one was launched. */
   attemptDir: z.string().nullable(),
   /** When the current attempt was launched (its timeout counts from here, across a resume). */
   attemptStartedAt: z.number().nullable(),

@@ -1,20 +1,18 @@
 import { createWriteStream, type WriteStream } from "node:fs";
-import { StringDecoder } from "node:string_decoder";
-import type { Redactor } from "../redact/redactor.js";
-
-/** A partial line longer than this is redacted and written without waiting for its end. */
-const MAX_PENDING = 1024 * 1024;
+import { LINE_MAX, type LineState, type Redactor } from "../redact/redactor.js";
 
 /**
- * A log file fed by a stream: redacted line by line (a secret is never split between two
- * writes), capped at `maxBytes` with one marker line, after which input is still drained but
- * no longer written, so the producer never blocks or dies of a full pipe.
+ * A log file fed by a stream, by the rules of src/redact/RULES.md that the pane supervisor
+ * follows too: bytes, redacted line by line (a secret is never split between two writes; a
+ * partial line waits for its end unless it grows past LINE_MAX), capped at `maxBytes` with one
+ * marker line, after which input is still drained but no longer written, so the producer never
+ * blocks or dies of a full pipe. The file starts empty, so the cap counts from 0.
  */
 export class CappedLog {
   private readonly out: WriteStream;
-  /** Keeps the bytes of a UTF-8 character split between two chunks until the rest arrives. */
-  private readonly decoder = new StringDecoder("utf8");
+  /** Bytes of the partial line, one character per byte (latin1): nothing is decoded. */
   private pending = "";
+  private readonly state: LineState = { inKey: false };
   private written = 0;
   private truncated = false;
 
@@ -27,8 +25,9 @@ export class CappedLog {
   }
 
   write(chunk: Buffer | string): void {
-    this.pending += typeof chunk === "string" ? chunk : this.decoder.write(chunk);
-    const cut = this.pending.length > MAX_PENDING ? this.pending.length : this.pending.lastIndexOf("\n") + 1;
+    this.pending += (typeof chunk === "string" ? Buffer.from(chunk) : chunk).toString("latin1");
+    let cut = this.pending.lastIndexOf("\n") + 1;
+    if (this.pending.length - cut > LINE_MAX) cut = this.pending.length;
     if (cut > 0) {
       this.emit(this.pending.slice(0, cut));
       this.pending = this.pending.slice(cut);
@@ -37,8 +36,6 @@ export class CappedLog {
 
   /** Flushes the last partial line and closes the file. */
   async close(): Promise<void> {
-    // A character the stream cut short is written as U+FFFD, not dropped.
-    this.pending += this.decoder.end();
     if (this.pending) this.emit(this.pending);
     this.pending = "";
     await new Promise<void>((done) => this.out.end(() => done()));
@@ -46,15 +43,13 @@ export class CappedLog {
 
   private emit(text: string): void {
     if (this.truncated) return;
-    const data = Buffer.from(this.redactor.redact(text));
+    let data = this.redactor.redactLines(text, this.state, true);
     const room = this.maxBytes > 0 ? this.maxBytes - this.written : data.length;
-    if (data.length <= room) {
-      this.out.write(data);
-      this.written += data.length;
-      return;
+    if (data.length > room) {
+      data = `${data.slice(0, Math.max(0, room))}\n[termorch: log truncated at ${this.maxBytes} bytes]\n`;
+      this.truncated = true;
     }
-    this.out.write(data.subarray(0, Math.max(0, room)));
-    this.out.write(`\n[termorch: log truncated at ${this.maxBytes} bytes]\n`);
-    this.truncated = true;
+    this.written += data.length;
+    this.out.write(Buffer.from(data, "latin1"));
   }
 }

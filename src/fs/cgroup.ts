@@ -2,12 +2,12 @@ import { existsSync, readFileSync, rmdirSync, rmSync, writeFileSync } from "node
 import { basename, isAbsolute, join } from "node:path";
 import { pollUntil } from "../concurrency/poll-until.js";
 
-/** The name the in-pane wrapper gives an agent's cgroup (wrapper.pl: enter_cgroup). */
+/** The name the pane supervisor gives an agent's cgroup (supervisor.pl: enter_cgroup). */
 const CGROUP_NAME = /^termorch-[0-9a-f]{1,64}$/;
 
 /**
- * The cgroup a wrapper recorded in `record` (one line: its path), when it still exists. Only a
- * folder the wrapper could have made: never a path a damaged file points elsewhere. The record
+ * The cgroup a supervisor recorded in `record` (one line: its path), when it still exists. Only a
+ * folder the supervisor could have made: never a path a damaged file points elsewhere. The record
  * of a cgroup that is gone is removed.
  */
 export function recordedCgroup(record: string): string | null {
@@ -54,7 +54,7 @@ export function killCgroup(path: string): void {
 
 /**
  * Ends what an attempt left in its recorded cgroup (TERM, then KILL after `graceMs`), removes
- * the cgroup and then its record. For attempts whose wrapper could not do it itself (it was
+ * the cgroup and then its record. For attempts whose supervisor could not do it itself (it was
  * killed): the cgroup still holds whatever the agent started, whatever its session or parent.
  * Returns how many processes were there, or null when there was no cgroup to end.
  */

@@ -6,14 +6,14 @@ export function privateDirOf(runDir: string, runId: string): string {
 }
 
 /**
- * `<private-dir>/cgroups`: where wrappers record their agents' cgroups while they exist. Kept
- * when the run ends, so that `clean` finds what a killed wrapper left there.
+ * `<private-dir>/cgroups`: where supervisors record their agents' cgroups while they exist. Kept
+ * when the run ends, so that `clean` finds what a killed supervisor left there.
  */
 export function cgroupRecordsOf(privateDir: string): string {
   return join(privateDir, "cgroups");
 }
 
-/** The file where an attempt's wrapper records its agent's cgroup while it exists. */
+/** The file where an attempt's supervisor records its agent's cgroup while it exists. */
 export function cgroupRecordOf(privateDir: string, taskId: string, attempt: number): string {
   return join(cgroupRecordsOf(privateDir), `${taskId}.${attempt}`);
 }

@@ -81,7 +81,7 @@ export async function loadConfig(
     problems.push({
       file,
       field: `redact[${index}]`,
-      message: `invalid pattern for the log wrapper (Perl): ${error}`,
+      message: `invalid pattern for the pane supervisor (Perl): ${error}`,
     });
   }
   if (problems.length > 0) throw new InputError(problems);
@@ -120,7 +120,7 @@ function withAbsoluteAgentPaths(config: Config, bases: readonly string[]): Confi
 }
 
 /**
- * The in-pane wrapper applies redaction patterns with Perl's regex engine; a pattern JavaScript
+ * The pane supervisor applies redaction patterns with Perl's regex engine; a pattern JavaScript
  * accepts but Perl does not would fail every task at launch, so it is refused here instead.
  */
 async function perlRejects(patterns: readonly string[]): Promise<Array<{ index: number; error: string }>> {

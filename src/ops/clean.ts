@@ -93,7 +93,7 @@ export async function cleanRun(run: OpsRun, opts: { force: boolean; env: Env }):
   if (socket) await closeSessions(run, socket, opts.env, report);
 
   const ownRoot = runWorktreesDir(runId);
-  // What the run started and its wrappers could not end (a wrapper killed, a process outside
+  // What the run started and its supervisors could not end (a supervisor killed, a process outside
   // their reach): a finished run has nothing left to run.
   const leftovers = await endLeftovers({ runDir: run.runDir, runId, graceMs: LEFTOVER_GRACE_MS });
   if (leftovers.ended > 0)

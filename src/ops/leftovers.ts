@@ -17,8 +17,8 @@ export interface Leftovers {
 
 /**
  * Ends every process a finished run left running: those in its agents' cgroups (each attempt's
- * wrapper records its agent's cgroup in `.termorch/<run>/cgroups/`, a record that outlives a
- * killed wrapper and the end of the run), and, where /proc can tell, every process whose
+ * supervisor records its agent's cgroup in `.termorch/<run>/cgroups/`, a record that outlives a
+ * killed supervisor and the end of the run), and, where /proc can tell, every process whose
  * environment says it belongs to this run: both `TERMORCH_RUN_ID` and `TERMORCH_RUN_DIR` (agents
  * and gates get both), so that another run with the same id, in another run directory, is
  * never touched. The environment finds them whatever session or parent they have; what cleared
@@ -67,7 +67,7 @@ export async function endLeftovers(o: {
   return out;
 }
 
-/** The agent cgroups the run's wrappers recorded and did not remove themselves. */
+/** The agent cgroups the run's supervisors recorded and did not remove themselves. */
 function recordedCgroups(records: string): Array<{ path: string; record: string }> {
   const found: Array<{ path: string; record: string }> = [];
   for (const name of safeReaddir(records)) {

@@ -5,7 +5,7 @@ export interface SessionInfo {
   name: string;
   /** `@termorch_run` of the session; null when termorch did not tag it. */
   run: string | null;
-  /** Some pane of it still runs its program (the agent's wrapper). */
+  /** Some pane of it still runs its program (the agent's supervisor). */
   live: boolean;
 }
 

@@ -445,7 +445,7 @@ async function collectArtifacts(ctx: RunContext, t: TaskRun, p: TaskPlan): Promi
           ? Buffer.alloc(0)
           : await ctx.workspace.diffPatch(ctx.git.root, t.startCommit, t.commit);
       // latin1 maps bytes 1:1, so redaction keeps binary patches byte-exact.
-      const redacted = Buffer.from(ctx.redactor.redact(patch.toString("latin1")), "latin1");
+      const redacted = ctx.redactor.redactBytes(patch);
       await writeFile(join(artifactsDir, "changes.patch"), redacted, { mode: 0o600 });
     }
     for (const pattern of p.criteria.requiredArtifacts) {

@@ -25,7 +25,7 @@ export interface AttemptSpec {
   stderrLog: string;
   /** Absolute private folder of this attempt (created 0700): the attempt's own files and exit record. */
   attemptDir: string;
-  /** Regex sources (src/redact/); every match in the logs becomes `[REDACTED]`. */
+  /** Regex sources in the dialect both redaction engines share (src/redact/RULES.md); every match in the logs becomes `[REDACTED]`. */
   redact: string[];
   /** Cap of each log file in bytes; 0 means no cap. */
   maxLogBytes: number;
@@ -67,7 +67,7 @@ export interface ExitRecord {
   stderr_bytes: number;
   /** A log reached its cap. */
   truncated: boolean;
-  /** The agent never ran: its command could not be executed (127 not found, 126 other) or could not be set up (125). */
+  /** The agent never ran: its command could not be executed (127 not found, 126 other) or the supervisor could not set it up (125). */
   launch_failed: boolean;
   /** true when the attempt vanished without an exit record (operator killed it, server died), or was closed under a running agent. */
   lost: boolean;

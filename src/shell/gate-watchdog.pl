@@ -2,7 +2,7 @@
 # termorch's gate watchdog: runs one `tests_cmd` so that it cannot outlive the termorch process
 # that started it.
 #
-#   perl gate-watchdog.pl GRACE_MS UNSET_BADLANG SYS_PRCTL COMMAND ARG...
+#   perl gate-watchdog.pl GRACE_MS UNSET_BADLANG COMMAND ARG...
 #
 # fd 0 is a pipe from termorch, which never writes to it: EOF means termorch is gone (killed,
 # crashed), and everything the gate started is ended (TERM, then KILL after GRACE_MS).
@@ -12,15 +12,14 @@
 # failed). The command leads a process group of its own (termorch signals it for a timeout or a
 # cancel), with stdin from /dev/null and our stdout and stderr. Whatever it started that outlives
 # it is ended before we exit: its group, and on Linux every process below us, even those that left
-# the group and session (setsid). SYS_PRCTL is prctl's syscall number (0: unknown), as termorch
-# gives it to the in-pane wrapper. UNSET_BADLANG=1: termorch set PERL_BADLANG for us (a missing
+# the group and session (setsid). UNSET_BADLANG=1: termorch set PERL_BADLANG for us (a missing
 # locale must not put perl's warning in the gate's log); the command does not get it. Only
 # perl-base, no modules.
 use strict;
 use warnings;
 
-my ($grace_ms, $unset_badlang, $sys_prctl, @command) = @ARGV;
-die "usage: gate-watchdog.pl GRACE_MS UNSET_BADLANG SYS_PRCTL COMMAND ARG...\n" unless @command;
+my ($grace_ms, $unset_badlang, @command) = @ARGV;
+die "usage: gate-watchdog.pl GRACE_MS UNSET_BADLANG COMMAND ARG...\n" unless @command;
 delete $ENV{PERL_BADLANG} if $unset_badlang;
 open(my $report, '>&=', 3) or die "gate watchdog: no status pipe on fd 3: $!\n";
 $report->autoflush(1);
@@ -30,13 +29,17 @@ $report->autoflush(1);
 $SIG{CHLD} = sub { };
 $SIG{PIPE} = 'IGNORE';
 
-# Linux: PR_SET_CHILD_SUBREAPER (36), as the in-pane wrapper does for agents. What of the gate's
+# Linux: PR_SET_CHILD_SUBREAPER (36), as the pane supervisor does for agents. What of the gate's
 # tree loses its parent (a double fork, `setsid cmd &` in a shell that exits) is re-parented to us
 # instead of init, so all of it stays below us, where members() finds it. Set before the fork:
-# nothing of the gate exists yet that could escape. Only a 64-bit perl passes the arguments as
-# the kernel expects them.
-syscall($sys_prctl + 0, 36, 1, 0, 0, 0)
-  if $sys_prctl =~ /\A[1-9][0-9]*\z/ && $^O eq 'linux' && length(pack('L!', 0)) == 8;
+# nothing of the gate exists yet that could escape. perl has no prctl: its syscall number on the
+# two 64-bit Linux ABIs termorch runs on (x86-64, arm64), told apart by this perl's ELF header.
+if ($^O eq 'linux' && open(my $exe, '<:raw', '/proc/self/exe')) {
+  my $elf = '';
+  my ($class, $machine) = sysread($exe, $elf, 20) == 20 ? unpack('x4 C x13 v', $elf) : (0, 0);
+  my $prctl = $class == 2 ? { 62 => 157, 183 => 167 }->{$machine} : undef;
+  syscall($prctl, 36, 1, 0, 0, 0) if $prctl;
+}
 
 my $pid = fork();
 die "gate watchdog: fork: $!\n" unless defined $pid;

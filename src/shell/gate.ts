@@ -9,7 +9,7 @@ import { writeFileAtomicSync } from "../fs/atomic.js";
 import { CappedLog } from "../fs/capped-log.js";
 import { processStartMs } from "../fs/proc.js";
 import type { Redactor } from "../redact/redactor.js";
-import { findPerl, SYS_PRCTL } from "../tmux/session.js";
+import { findPerl } from "../tmux/session.js";
 
 export interface ShellGateResult {
   exitCode: number | null;
@@ -64,15 +64,7 @@ export async function runShellGate(opts: {
   const badlang = opts.env.PERL_BADLANG === undefined;
   const child = spawn(
     await findPerl(),
-    [
-      WATCHDOG_PATH,
-      String(opts.killGraceMs),
-      badlang ? "1" : "0",
-      String(SYS_PRCTL),
-      "sh",
-      "-c",
-      opts.command,
-    ],
+    [WATCHDOG_PATH, String(opts.killGraceMs), badlang ? "1" : "0", "sh", "-c", opts.command],
     {
       cwd: opts.cwd,
       env: badlang ? { ...opts.env, PERL_BADLANG: "0" } : opts.env,

@@ -36,7 +36,7 @@ export interface PaneRow {
   attempt: number | null;
   paneId: string;
   panePid: number | null;
-  /** The pane's program (the wrapper) has exited; the pane stays because of remain-on-exit. */
+  /** The pane's program (the supervisor) has exited; the pane stays because of remain-on-exit. */
   dead: boolean;
   deadStatus: number | null;
   deadSignal: number | null;
@@ -128,7 +128,7 @@ export class TmuxServer {
           (error, stdout, stderr) => resolve({ error, stdout, stderr }),
         );
         child.stdin?.end();
-        // A client only hands its command to the server: on a busy machine the wrappers that
+        // A client only hands its command to the server: on a busy machine the supervisors that
         // record agents' exits, and we who announce them, go first (exit → status p50 at P8 on
         // 2 cores: 50 ms at the same priority, 12 ms at nice 10; throughput unchanged).
         if (child.pid) {

@@ -10,7 +10,6 @@ import {
   writeFileSync,
 } from "node:fs";
 import { access, chmod, readFile, rm } from "node:fs/promises";
-import { constants as osConstants } from "node:os";
 import { delimiter, dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { z } from "zod";
@@ -32,12 +31,12 @@ export type AdoptSpec = Pick<AttemptRef, "session" | "attemptDir"> &
 const RECONCILE_MS = 1000;
 /** After SIGKILL, how long to wait before closing the session as a last resort. */
 const KILL_SESSION_AFTER_MS = 5000;
-/** How long kill() waits for a starting wrapper to record the agent's pid. */
+/** How long kill() waits for a starting supervisor to record the agent's pid. */
 const PID_WAIT_MS = 2000;
 const SESSION_NAME = /^[A-Za-z0-9_-]{1,200}$/;
 const ENV_NAME = /^[^=\0]+$/;
 
-/** exit.json as the wrapper writes it. */
+/** exit.json as the supervisor writes it. */
 const ExitFile = z.object({
   exit_code: z.number().int().nullable(),
   signal: z.string().nullable(),
@@ -104,7 +103,7 @@ export async function launch(
       // A pid left by an earlier, lost launch must not be mistaken for this one's by kill().
       await Promise.all(["pid", "filter.done"].map((f) => rm(join(dir, f), { force: true })));
     }
-    // One file for the wrapper (argv, environment, patterns: it deletes it once read, as it may
+    // One file for the supervisor (argv, environment, patterns: it deletes it once read, as it may
     // hold secrets) and, for tty, one for the pane logger. Fewer files, fewer syscalls per task.
     const token = randomBytes(12).toString("hex");
     writePrivate(launchFile, launchText(spec, token), fresh);
@@ -127,7 +126,7 @@ export async function launch(
       "-s",
       spec.session,
       // Named after the task: tmux then turns automatic-rename off for the window, which
-      // would otherwise show the running program (`perl`, the wrapper).
+      // would otherwise show the running program (`perl`, the supervisor).
       "-n",
       spec.taskId,
       "-E",
@@ -139,7 +138,7 @@ export async function launch(
       String(server.height),
       "--",
       perl,
-      WRAPPER_PATH,
+      SUPERVISOR_PATH,
       dir,
     ],
     ["set-option", "-t", target, "@termorch_run", spec.runId],
@@ -147,7 +146,7 @@ export async function launch(
     ["set-option", "-t", target, "@termorch_attempt", String(spec.attempt)],
   ];
   if (spec.tty) {
-    const filter = ["exec", perl, WRAPPER_PATH, "--filter", dir].map(shQuote).join(" ");
+    const filter = ["exec", perl, PANE_LOGGER_PATH, dir].map(shQuote).join(" ");
     commands.push(["pipe-pane", "-O", "-t", target, formatEscape(filter)]);
   }
   try {
@@ -231,18 +230,14 @@ function checkSpec(spec: LaunchSpec): void {
     bad("memoryMb must be a positive integer");
 }
 
-/** %-encodes what would break a `key=value` line (the wrapper decodes %XX). */
+/** %-encodes what would break a `key=value` line (the supervisor decodes %XX). */
 function enc(v: string): string {
   return v.replace(/[%\n\r\0]/g, (c) => `%${c.charCodeAt(0).toString(16).padStart(2, "0")}`);
 }
 
-/**
- * The settings both the wrapper and the pane logger need. The OS constants come from Node (the
- * same machine), so the wrapper need not load Fcntl, POSIX and Errno: each perl module costs
- * 1-8 ms of CPU per task (perl itself starts in ~1.5 ms).
- */
+/** The settings both the supervisor and the pane logger need. */
 function commonLines(spec: LaunchSpec, token: string): string[] {
-  const lines = [
+  return [
     "version=2",
     `stdout_log=${enc(spec.stdoutLog)}`,
     `stderr_log=${enc(spec.stderrLog)}`,
@@ -251,8 +246,6 @@ function commonLines(spec: LaunchSpec, token: string): string[] {
     // Marks the end of the pane output for the tty logger; random so output cannot fake it by accident.
     `token=${token}`,
   ];
-  for (const [key, value] of Object.entries(OS_CONSTANTS)) lines.push(`k_${key}=${value}`);
-  return lines;
 }
 
 function launchText(spec: LaunchSpec, token: string): string {
@@ -270,43 +263,6 @@ function launchText(spec: LaunchSpec, token: string): string {
 function filterText(spec: LaunchSpec, token: string): string {
   return `${[...commonLines(spec, token), ...spec.redact.map((p) => `redact=${enc(p)}`)].join("\n")}\n`;
 }
-
-/**
- * Numbers the wrapper would otherwise ask Fcntl/Errno/POSIX/Time::HiRes for. The two syscall
- * numbers (setsid, gettimeofday) are given only for 64-bit Linux ABIs we know; elsewhere the
- * wrapper loads the modules. It checks both results and falls back when they look wrong.
- */
-const OS_CONSTANTS: Record<string, number> = (() => {
-  const { O_WRONLY, O_CREAT, O_APPEND, O_TRUNC, O_RDONLY, O_NONBLOCK } = constants;
-  const { EINTR, EAGAIN, ENOENT } = osConstants.errno;
-  const out: Record<string, number> = {
-    o_wronly: O_WRONLY,
-    o_creat: O_CREAT,
-    o_append: O_APPEND,
-    o_trunc: O_TRUNC,
-    o_rdonly: O_RDONLY,
-    o_nonblock: O_NONBLOCK,
-    e_intr: EINTR,
-    e_again: EAGAIN,
-    e_noent: ENOENT,
-  };
-  const sys: Record<string, { setsid: number; gettimeofday: number; prctl: number }> = {
-    x64: { setsid: 112, gettimeofday: 96, prctl: 157 },
-    arm64: { setsid: 157, gettimeofday: 169, prctl: 167 },
-  };
-  // waitpid's WNOHANG is 1 on Linux, macOS and the BSDs.
-  if (process.platform !== "win32") out.wnohang = 1;
-  const nums = process.platform === "linux" ? sys[process.arch] : undefined;
-  if (nums) {
-    out.sys_setsid = nums.setsid;
-    out.sys_gettimeofday = nums.gettimeofday;
-    out.sys_prctl = nums.prctl;
-  }
-  return out;
-})();
-
-/** prctl's syscall number on this machine (Linux x86-64 and arm64), 0 when unknown: for gate-watchdog.pl. */
-export const SYS_PRCTL: number = OS_CONSTANTS.sys_prctl ?? 0;
 
 /** Quotes one word for sh: pipe-pane runs its command with `sh -c`. */
 function shQuote(word: string): string {
@@ -335,11 +291,13 @@ function messageOf(error: unknown): string {
 }
 
 /**
- * The wrapper runs from where termorch is installed: next to this module in src/ and, via
+ * The supervisor runs from where termorch is installed: next to this module in src/ and, via
  * scripts/copy-assets.js, in dist/. perl reads it once when the pane starts. The path goes
  * through ../tmux/ so that it also holds from the CLI bundle in dist/cli/ (scripts/bundle.js).
  */
-const WRAPPER_PATH = fileURLToPath(new URL("../tmux/wrapper.pl", import.meta.url));
+const SUPERVISOR_PATH = fileURLToPath(new URL("../tmux/supervisor.pl", import.meta.url));
+/** tty agents' pane logger, started by pipe-pane (it loads the supervisor's log engine). */
+const PANE_LOGGER_PATH = fileURLToPath(new URL("../tmux/pane-logger.pl", import.meta.url));
 
 let perlCache: Promise<string> | null = null;
 /** An absolute perl path, so neither tmux's nor pipe-pane's environment decides which perl runs. */
@@ -358,7 +316,7 @@ export function findPerl(): Promise<string> {
       }
     }
     perlCache = null;
-    throw new TmuxEnvironmentError("perl was not found in PATH; termorch's in-pane wrapper needs perl 5");
+    throw new TmuxEnvironmentError("perl was not found in PATH; termorch's pane supervisor needs perl 5");
   })();
   return perlCache;
 }

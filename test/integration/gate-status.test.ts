@@ -43,7 +43,7 @@ describe("a tests_cmd whose exit status never reaches termorch", () => {
 describe("the gate watchdog", () => {
   it("exits 70, reporting no status, when termorch is gone before the command ends", async () => {
     // stdin at EOF from the start: the watchdog takes termorch for dead and ends the command.
-    const child = spawn(REAL_PERL, [WATCHDOG, "200", "0", "0", "sh", "-c", "exec sleep 1000"], {
+    const child = spawn(REAL_PERL, [WATCHDOG, "200", "0", "sh", "-c", "exec sleep 1000"], {
       stdio: ["ignore", "ignore", "ignore", "pipe"],
     });
     let reports = "";

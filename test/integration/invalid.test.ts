@@ -202,7 +202,7 @@ describe("invalid input: exit 2, a clear message, nothing started", () => {
     const perl = await termorch(["run", file, "--config", config], { socket });
     expect(perl.exitCode).toBe(2);
     expect(perl.stderr).toMatch(
-      /field redact\[0\]: invalid pattern for the log wrapper \(Perl\): Unmatched \[/,
+      /field redact\[0\]: invalid pattern for the pane supervisor \(Perl\): Unmatched \[/,
     );
     const missing = await termorch(["run", file, "--config", join(ws.dir, "nope.json")], { socket });
     expect(missing.exitCode).toBe(2);

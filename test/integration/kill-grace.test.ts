@@ -5,13 +5,13 @@ import { readReport, termorch, testFile, waitFor, writeAssignments } from "./har
 
 const { socket, workspace } = testFile("kill-grace");
 
-describe("the in-pane wrapper's grace period", () => {
+describe("the in-pane supervisor's grace period", () => {
   it("is the config's kill_grace_s: a leftover that ignores TERM gets that long before KILL", async () => {
     const { dir } = workspace();
     const mark = (name: string): string => join(dir, name);
     // The agent exits at once; its child keeps the output pipe, ignores TERM and, once it got
     // it, counts eight half-second turns of its own before it says it survived them: 4 s,
-    // longer than the 2 s the wrapper used to allow whatever kill_grace_s said.
+    // longer than the 2 s the supervisor used to allow whatever kill_grace_s said.
     const child = [
       `trap 'touch ${mark("term")}' TERM`,
       "n=0",

@@ -16,13 +16,13 @@ const { socket, workspace } = testFile("lost-cgroup");
 /** Processes the agents start; any still running when the file ends are killed. */
 const started = killedAfterFile();
 
-describe("a task whose in-pane wrapper is SIGKILLed", () => {
+describe("a task whose pane supervisor is SIGKILLed", () => {
   it("is lost, and what its agent started in its cgroup ends with the run", async (t) => {
     const { dir } = workspace();
     const child = join(dir, "child.pid");
     const inCgroup = join(dir, "in-cgroup");
     // The agent starts a process in a session of its own, notes whether it runs in a cgroup of
-    // its own (where the machine allows one), then kills its wrapper.
+    // its own (where the machine allows one), then kills its supervisor.
     const script = [
       `setsid sh -c 'echo $$ > "$0.tmp" && mv "$0.tmp" "$0"; exec sleep 1003' ${child} >/dev/null 2>&1 &`,
       `while [ ! -s ${child} ]; do sleep 0.01; done`,

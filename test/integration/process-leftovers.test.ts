@@ -47,7 +47,7 @@ describe.each([
     const result = await termorch(["run", file], { socket, env });
     expect(result.exitCode).toBe(0);
     const pids = ["piped", "quiet"].map((name) => pidIn(join(dir, `${name}.pid`)));
-    // The wrapper ends them before it records the agent's end: nothing to wait for.
+    // The supervisor ends them before it records the agent's end: nothing to wait for.
     for (const pid of pids) expect(running(pid), `pid ${pid}`).toBe(false);
     const task = readReport(dir).tasks[0]!;
     expect(task.status).toBe("success");
@@ -68,7 +68,7 @@ describe.each([
     for (const pid of pids) expect(running(pid), `pid ${pid}`).toBe(false);
   });
 
-  it("end with `clean` when the driver and the wrapper that watched them were killed", async () => {
+  it("end with `clean` when the driver and the supervisor that watched them were killed", async () => {
     const { dir } = workspace();
     // In a cgroup of its own, a third one clears its environment: only the cgroup still knows it.
     const script = [
@@ -77,7 +77,7 @@ describe.each([
       `  setsid -f env -i sh -c 'echo $$ > "$0"; exec sleep 1000' ${join(dir, "bare.pid")} >/dev/null 2>&1`,
       `  while [ ! -s ${join(dir, "bare.pid")} ]; do sleep 0.01; done`,
       "fi",
-      `echo $PPID > ${join(dir, "wrapper.pid")}`,
+      `echo $PPID > ${join(dir, "supervisor.pid")}`,
       `echo $$ > ${join(dir, "agent.pid")}`,
       "exec sleep 1000",
     ].join("\n");
@@ -91,12 +91,12 @@ describe.each([
     const pids = ["piped", "quiet", "agent", ...(existsSync(join(dir, "bare.pid")) ? ["bare"] : [])].map(
       (n) => pidIn(join(dir, `${n}.pid`)),
     );
-    // A driver that lives on ends what a killed wrapper left in the agent's cgroup itself
+    // A driver that lives on ends what a killed supervisor left in the agent's cgroup itself
     // (lost-cgroup.test.ts): here it dies first, and its run cannot be resumed (its assignments
     // file is gone), so clean takes it.
     run.kill("SIGKILL");
     await run;
-    process.kill(pidIn(join(dir, "wrapper.pid")), "SIGKILL");
+    process.kill(pidIn(join(dir, "supervisor.pid")), "SIGKILL");
     rmSync(file);
     // Nothing watched them since: they all still run.
     for (const pid of pids) expect(running(pid)).toBe(true);

@@ -103,7 +103,7 @@ describe("kept for inspection", () => {
     const session = readReport(dir).tasks[0]!.session!;
     expect(result.stderr).toContain(`kept for inspection: tmux -L ${socket} attach -t =${session}`);
     expect(tmuxSessions(socket)).toContain(session);
-    // Not `perl` (the in-pane wrapper) nor whatever the agent ran last.
+    // Not `perl` (the pane supervisor) nor whatever the agent ran last.
     expect(windowNames(session)).toEqual(["broken"]);
   });
 

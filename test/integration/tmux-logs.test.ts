@@ -1,4 +1,4 @@
-// The wrapper's logs: separate streams without loss, redaction, the size cap.
+// The supervisor's logs: separate streams without loss, redaction, the size cap.
 import { readFile } from "node:fs/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { TmuxServer } from "../../src/tmux/server.js";

@@ -83,11 +83,11 @@ describe("TmuxServer", () => {
     expect(await server.hasSession(spec.session)).toBe(false);
   });
 
-  it("records the wrapper's end in the dead pane, matching exit.json", async () => {
+  it("records the supervisor's end in the dead pane, matching exit.json", async () => {
     const spec = taskSpec(root, ["sh", "-c", "kill -TERM $$"]);
     const exit = await (await runnerOf(server).launch(spec)).exited;
     expect(exit.signal).toBe("SIGTERM");
-    // pane_dead turns 1 when the pty closes, the status when tmux reaps the wrapper. tmux 3.3
+    // pane_dead turns 1 when the pty closes, the status when tmux reaps the supervisor. tmux 3.3
     // with libutempter can lose that SIGCHLD (TMUX-NOTES): kickChld is the repair under test.
     const row = await waitFor(async () => {
       const r = (await server.listPanes()).find((p) => p.session === spec.session);

@@ -82,7 +82,7 @@ describe("every problem of an input file in one pass", () => {
     expect(result.exitCode).toBe(2);
     expect(result.stderr).toMatch(/config\.json, field redact\[0\]: invalid pattern: /);
     expect(result.stderr).toMatch(
-      /config\.json, field redact\[2\]: invalid pattern for the log wrapper \(Perl\)/,
+      /config\.json, field redact\[2\]: invalid pattern for the pane supervisor \(Perl\)/,
     );
     expect(result.stderr).not.toMatch(/redact\[1\]/);
   });

@@ -24,7 +24,7 @@ function forms(secret: string): string[] {
   ].filter((f) => !f.includes("\n"));
 }
 
-/** Redacts each line with the wrapper's engine: Perl, over bytes, patterns compiled with qr//. */
+/** Redacts each line with the supervisor's engine: Perl, over bytes, patterns compiled with qr//. */
 function perlRedact(patterns: readonly string[], lines: readonly string[]): string[] {
   const script = `
     my ($n, @rest) = @ARGV;
@@ -45,8 +45,8 @@ describe("secret patterns", () => {
     }
   });
 
-  it("match the same in the wrapper's Perl, and compile there", () => {
-    // What the wrapper is given: the redactor's own pattern sources.
+  it("match the same in the supervisor's Perl, and compile there", () => {
+    // What the supervisor is given: the redactor's own pattern sources.
     const patterns = Redactor.from([], secrets).sources;
     const lines = secrets.flatMap((s) => forms(s).map((f) => `<${f}>`));
     expect(perlRedact(patterns, lines)).toEqual(lines.map(() => `<${REDACTED}>`));

@@ -28,8 +28,10 @@ describe("redaction", () => {
     const literal = "a.b*c\n(d)[e]{f}|g\\h^$";
     const r = Redactor.from([], [literal]);
     for (const source of r.sources) expect(source).not.toContain("\n");
-    expect(r.redact(`<${literal}>`)).toBe(`<${REDACTED}>`);
-    const lookalike = literal.replace(".", "X");
+    // Line by line (src/redact/RULES.md): each line of a multi-line value is a secret of its own.
+    expect(r.redact(`<${literal}>`)).toBe(`<${REDACTED}\n${REDACTED}>`);
+    // Each line escaped: a lookalike of both lines is left alone.
+    const lookalike = literal.replace(".", "X").replace("(d)", "(D)");
     expect(r.redact(lookalike)).toBe(lookalike);
   });
 
