@@ -444,7 +444,7 @@ async function collectArtifacts(ctx: RunContext, t: TaskRun, p: TaskPlan): Promi
         t.commit === t.startCommit
           ? Buffer.alloc(0)
           : await ctx.workspace.diffPatch(ctx.git.root, t.startCommit, t.commit);
-      // latin1 maps bytes 1:1, so redaction keeps binary patches byte-exact.
+      // Redacted as bytes: a binary patch stays byte-exact.
       const redacted = ctx.redactor.redactBytes(patch);
       await writeFile(join(artifactsDir, "changes.patch"), redacted, { mode: 0o600 });
     }

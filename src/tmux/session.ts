@@ -406,7 +406,7 @@ class AttemptWatch {
     if (await this.checkFile()) return null;
     const row = panes.get(this.spec.session);
     if (!row || !this.isOurs(row)) {
-      // Re-check once a tick later: the wrapper may be writing exit.json right after a hangup.
+      // Re-check once a tick later: the supervisor may be writing exit.json right after a hangup.
       this.goneTicks += 1;
       if (this.goneTicks >= 2) {
         await this.finishLost(
@@ -421,12 +421,12 @@ class AttemptWatch {
       return null;
     }
     if (row.deadStatus === null && row.deadSignal === null) return "kick";
-    // The wrapper writes exit.json before it exits, so a dead pane without one means the
-    // wrapper itself failed (perl missing, killed by SIGKILL...). Confirm on the next tick.
+    // The supervisor writes exit.json before it exits, so a dead pane without one means the
+    // supervisor itself failed (perl missing, killed by SIGKILL...). Confirm on the next tick.
     this.deadTicks += 1;
     if (this.deadTicks >= 2) {
       const how = row.deadSignal !== null ? `signal ${row.deadSignal}` : `status ${row.deadStatus}`;
-      await this.finishLost(`the wrapper in its pane ended (${how}) without recording the agent's exit`);
+      await this.finishLost(`the supervisor in its pane ended (${how}) without recording the agent's exit`);
     }
     return null;
   }
@@ -445,18 +445,18 @@ class AttemptWatch {
 
   private async doKill(graceMs: number): Promise<ExitRecord> {
     if (this.done || (await this.checkFile())) return this.exited;
-    // Right after launch the wrapper may not have forked yet; it writes the pid within
+    // Right after launch the supervisor may not have forked yet; it writes the pid within
     // milliseconds, and a TERM to the group is a cleaner end than closing the pane.
     const pgid = await this.waitForPid(Math.min(graceMs, PID_WAIT_MS));
     if (pgid !== null) signalGroup(pgid, "SIGTERM");
-    // No pid yet: the wrapper is still starting. Closing the session hangs it up, and a
-    // wrapper that has not forked yet then never starts the agent.
+    // No pid yet: the supervisor is still starting. Closing the session hangs it up, and a
+    // supervisor that has not forked yet then never starts the agent.
     else await this.server.killSession(this.spec.session).catch(() => false);
     this.later(graceMs, async () => {
       const pid = pgid ?? (await readPid(this.spec.attemptDir));
       if (pid !== null) signalGroup(pid, "SIGKILL");
       else await this.server.killSession(this.spec.session).catch(() => false);
-      // Should the wrapper itself be wedged, closing the pane ends it (and the watch, as lost).
+      // Should the supervisor itself be wedged, closing the pane ends it (and the watch, as lost).
       this.later(KILL_SESSION_AFTER_MS, () => this.server.killSession(this.spec.session).catch(() => false));
     });
     return this.exited;
@@ -531,7 +531,7 @@ function fromFile(f: ExitFile): ExitRecord {
     stderr_bytes: f.stderr_bytes,
     truncated: f.truncated,
     launch_failed: f.launch_failed,
-    // The pane was closed under the agent (kill-session, server death): the wrapper passed the
+    // The pane was closed under the agent (kill-session, server death): the supervisor passed the
     // hangup on and recorded how the agent ended, but the attempt did not end on its own.
     lost: f.hangup,
   };
