@@ -114,13 +114,13 @@ async function viaTermorch(dir, split, extra, kind) {
 /** The tmux adapter alone, with no redaction pattern at all (termorch always has its built-ins). */
 async function viaAdapter(dir, split, kind) {
   const { TmuxServer } = await import(join(ROOT, "dist", "tmux", "server.js"));
-  const { launch } = await import(join(ROOT, "dist", "tmux", "session.js"));
+  const { TmuxRunner } = await import(join(ROOT, "dist", "tmux", "runner.js"));
   const socket = trackSocket(uniqueSocket("logs-adapter"));
   const server = new TmuxServer({ socket });
   const attempt = join(dir, `adapter-${Date.now()}`);
   const argv = producer(kind, dir, split);
   const t0 = performance.now();
-  const task = await launch(server, {
+  const task = await new TmuxRunner(server).launch({
     runId: "bench",
     taskId: "log",
     attempt: 1,

@@ -176,10 +176,15 @@ static int commonness(char c) {
   return c >= 'a' && c <= 'z' ? 2 : 1;
 }
 
-/* A pattern: plain, or A[\s\S]*?B (a span that may run over lines: A to B, every line between). */
+/*
+ * A pattern: plain, or A[\s\S]*?B / A.*?B (the private-key token pattern: a span that may run
+ * over lines, A to B, every line between: the rules' key blocks).
+ */
 static const char *pattern_compile(pattern_t *p, const char *src, char *err, size_t errcap) {
-  static const char LAZY[] = "[\\s\\S]*?";
-  const char *at = strstr(src, LAZY);
+  static const char SPAN[] = "[\\s\\S]*?", LINE[] = ".*?";
+  const char *at = strstr(src, SPAN);
+  size_t lazy = sizeof SPAN - 1;
+  if (!at && (at = strstr(src, LINE))) lazy = sizeof LINE - 1;
   char *head = strndup(src, at ? (size_t)(at - src) : strlen(src));
   int icase, icase2;
   buf_t a = {0}, b = {0};
@@ -187,7 +192,7 @@ static const char *pattern_compile(pattern_t *p, const char *src, char *err, siz
   const char *why = translate(head, &a, &icase, p->lit, sizeof p->lit);
   if (!why && at) {
     if (!strncmp(src, "(?i)", 4)) why = "(?i) with a span";
-    else why = translate(at + sizeof LAZY - 1, &b, &icase2, dummy, sizeof dummy);
+    else why = translate(at + lazy, &b, &icase2, dummy, sizeof dummy);
   }
   free(head);
   int rc = 0;
