@@ -1,5 +1,5 @@
 // 4. Memory: peak RSS of the termorch process with 100 tasks sleeping in parallel, and what
-// the wrapper adds per running task: everything in the pane's process tree that is not the
+// the supervisor adds per running task: everything in the pane's process tree that is not the
 // agent (RSS, and PSS, which shares the perl binary's pages fairly among the 100 wrappers).
 import { spawn, spawnSync } from "node:child_process";
 import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
@@ -139,14 +139,14 @@ export async function run() {
         target: { value: 150, text: "< 150 MB" },
       }),
       row(`memory: termorch RSS while all ${sampled.panes} run`, sampled.termorchNow, "MB"),
-      row("memory: wrapper per running task, RSS (pane tree − agent)", sampled.rssPerTask, "MB", {
+      row("memory: supervisor per running task, RSS (pane tree − agent)", sampled.rssPerTask, "MB", {
         target: { value: 10, text: "< 10 MB" },
       }),
-      row("memory: wrapper per running task, PSS", sampled.pssPerTask, "MB"),
+      row("memory: supervisor per running task, PSS", sampled.pssPerTask, "MB"),
       row("memory: tmux server growth per session (not in the pane)", sampled.serverPerTask, "MB"),
     ],
     notes: [
-      "memory: agents are `perl -e 'sleep 1 until -e \"release\"'`; peak = max of VmHWM sampled every 100 ms; per task = processes of each pane's tree except the agent's own tree, measured once all tasks run (RSS counts shared pages of perl in every wrapper; PSS divides them).",
+      "memory: agents are `perl -e 'sleep 1 until -e \"release\"'`; peak = max of VmHWM sampled every 100 ms; per task = processes of each pane's tree except the agent's own tree, measured once all tasks run (RSS counts shared pages of perl in every supervisor; PSS divides them).",
     ],
   };
 }
