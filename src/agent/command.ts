@@ -1,5 +1,7 @@
 import type { Task } from "../contract/assignments.js";
-import type { AgentSpec, Config } from "../contract/config.js";
+import { type AgentSpec, type Config, PresetName } from "../contract/config.js";
+import { PRESETS } from "./presets.js";
+import type { OutputFormat } from "./results.js";
 
 /** Values substituted into an agent's argv, element by element, never through a shell. */
 export interface Placeholders {
@@ -8,18 +10,103 @@ export interface Placeholders {
   workspace: string;
   artifacts_dir: string;
   run_id: string;
+  /** The file holding the task's prompt (the context file and what its dependencies did). */
+  prompt_file: string;
 }
 
-const PLACEHOLDER = /\{(task_id|context_path|workspace|artifacts_dir|run_id)\}/g;
+const PLACEHOLDER = /\{(task_id|context_path|workspace|artifacts_dir|run_id|prompt_file)\}/g;
 
 export function substitute(argv: readonly string[], values: Placeholders): string[] {
   return argv.map((arg) => arg.replace(PLACEHOLDER, (_, name: keyof Placeholders) => values[name]));
 }
 
-/** The agent definition a task uses: its explicit `command`, else the registry entry. */
-export function agentFor(task: Pick<Task, "agent" | "command">, config: Config): AgentSpec | undefined {
+/** An agent as a task runs it: its command line and how it takes its prompt and reports. */
+export interface ResolvedAgent {
+  /** argv with placeholders. */
+  command: string[];
+  tty: boolean;
+  timeout_s?: number | undefined;
+  env: Record<string, string>;
+  /** On standard input, in `{prompt_file}` (a preset's way), or not at all: it reads `{context_path}` itself. */
+  prompt: "stdin" | "file" | "none";
+  /** Which of its output termorch parses into the report; null: none. */
+  output: OutputFormat | null;
+  /** Where it came from: a built-in preset as it is, the config (an agent of its own, or a preset it overrides), the task's `command`. */
+  source: "preset" | "config" | "task";
+  preset: PresetName | null;
+  /** A preset's executable, which must be on the agent's PATH, and what to install. */
+  requires: { binary: string; install: string } | null;
+}
+
+/** The agent definition a task uses: its explicit `command`, else the config's entry, else a preset of that name. */
+export function agentFor(task: Pick<Task, "agent" | "command">, config: Config): ResolvedAgent | undefined {
   // Own keys only: an agent named "constructor" must not find Object.prototype's.
   const registered = Object.hasOwn(config.agents, task.agent) ? config.agents[task.agent] : undefined;
-  if (task.command) return { tty: false, env: {}, ...registered, command: task.command };
-  return registered;
+  if (task.command) {
+    return {
+      ...plain(registered),
+      command: task.command,
+      prompt: "none",
+      output: null,
+      source: "task",
+      preset: null,
+      requires: null,
+    };
+  }
+  if (registered) return fromConfig(task.agent, registered);
+  const preset = PresetName.safeParse(task.agent);
+  return preset.success ? fromPreset(preset.data, undefined) : undefined;
+}
+
+/** Every agent a task can name: the presets, and the config's agents (which override presets of their name). */
+export function allAgents(config: Config): Map<string, ResolvedAgent> {
+  const out = new Map<string, ResolvedAgent>();
+  for (const name of PresetName.options) out.set(name, fromPreset(name, undefined));
+  for (const [name, spec] of Object.entries(config.agents)) {
+    const agent = fromConfig(name, spec);
+    if (agent) out.set(name, agent);
+  }
+  return out;
+}
+
+function plain(spec: AgentSpec | undefined): Pick<ResolvedAgent, "tty" | "timeout_s" | "env"> {
+  return {
+    tty: spec?.tty ?? false,
+    env: spec?.env ?? {},
+    ...(spec?.timeout_s ? { timeout_s: spec.timeout_s } : {}),
+  };
+}
+
+function fromConfig(name: string, spec: AgentSpec): ResolvedAgent | undefined {
+  if (spec.command)
+    return {
+      ...plain(spec),
+      command: spec.command,
+      prompt: "none",
+      output: null,
+      source: "config",
+      preset: null,
+      requires: null,
+    };
+  const preset = spec.preset ?? PresetName.safeParse(name).data;
+  return preset ? { ...fromPreset(preset, spec), source: "config" } : undefined;
+}
+
+function fromPreset(name: PresetName, spec: AgentSpec | undefined): ResolvedAgent {
+  const p = PRESETS[name];
+  return {
+    ...plain(spec),
+    command: [
+      ...p.argv,
+      ...(spec?.model ? [p.modelFlag, spec.model] : []),
+      ...(spec?.dangerously_bypass_permissions ? p.bypass : []),
+      ...(spec?.args ?? []),
+      ...p.tail,
+    ],
+    prompt: p.prompt,
+    output: p.output,
+    source: "preset",
+    preset: name,
+    requires: { binary: p.binary, install: p.install },
+  };
 }

@@ -1,6 +1,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import { Writable } from "node:stream";
 import { Argument, Command, CommanderError, InvalidArgumentError, Option } from "commander";
+import { allAgents } from "../agent/command.js";
 import { secretValuesOf } from "../agent/environment.js";
 import { Config } from "../contract/config.js";
 import { jsonSchemaOf, type SchemaName, schemas } from "../contract/json-schema.js";
@@ -8,6 +9,7 @@ import type { Report } from "../contract/report.js";
 import { Daemon, homeLayout } from "../daemon/daemon.js";
 import { daemonLogger } from "../daemon/log.js";
 import { ExitCode, exitCodeOfKind, InputError, TermorchError } from "../errors.js";
+import { binaryOnPath, checkAgentBinaries } from "../input/agent-binaries.js";
 import { loadAssignments } from "../input/assignments-file.js";
 import { loadConfig, loadConfigOrProblems } from "../input/config-file.js";
 import { verifyLedger } from "../ledger/ledger.js";
@@ -165,6 +167,7 @@ export async function main(
         await loadConfigOrProblems(o.config, io.env, io.cwd),
         Date.now(),
       );
+      checkAgentBinaries(input, io.env);
       // What `run` checks in the workspace's repository too, so that valid here means runnable there.
       await inspectWorkspace(
         input.workspace,
@@ -215,6 +218,40 @@ export async function main(
     .addArgument(new Argument("<name>", Object.keys(schemas).join(" | ")).choices(Object.keys(schemas)))
     .action((name: SchemaName) => {
       io.stdout.write(`${JSON.stringify(jsonSchemaOf(name), null, 2)}\n`);
+    });
+
+  program
+    .command("agents")
+    .description(
+      "list every agent a task can name: the built-in presets and the config's, with the command each runs",
+    )
+    .option("--config <file>", "config file")
+    .option("--json", "print them as JSON")
+    .action(async (o: { config?: string; json?: boolean }) => {
+      const { config } = await loadConfig(o.config, io.env, io.cwd);
+      const rows = [...allAgents(config)].map(([name, a]) => ({
+        name,
+        source: a.source,
+        preset: a.preset,
+        argv: a.command,
+        prompt: a.prompt,
+        output: a.output,
+        tty: a.tty,
+        binary: a.requires?.binary ?? null,
+        on_path: a.requires ? binaryOnPath(a.requires.binary, io.env.PATH) : null,
+        install: a.requires?.install ?? null,
+      }));
+      if (o.json) {
+        io.stdout.write(`${JSON.stringify(rows, null, 2)}\n`);
+        return;
+      }
+      for (const r of rows) {
+        const where = r.source === "preset" ? "preset" : r.preset ? `config (preset ${r.preset})` : "config";
+        const missing = r.on_path === false ? `   [${r.binary} not on PATH: install ${r.install}]` : "";
+        io.stdout.write(
+          `${r.name}  ${where}  prompt: ${r.prompt}${r.output ? `, parsed: ${r.output}` : ""}${missing}\n  ${r.argv.join(" ")}\n`,
+        );
+      }
     });
 
   registerOperatorCommands(program, io, (c) => {

@@ -9,9 +9,30 @@ export const SOCKET_NAME_PATTERN = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$/;
 export const SOCKET_NAME_RULE =
   "must be 1-64 letters, digits, _ . - starting with a letter, digit or _ (so not . or ..)";
 
+/** The coding-agent CLIs termorch knows by name (src/agent/presets.ts, docs/agents.md). */
+export const PresetName = z.enum(["claude", "codex", "aider", "gemini", "opencode"]);
+export type PresetName = z.infer<typeof PresetName>;
+
 export const AgentSpec = z.strictObject({
-  /** argv; placeholders {task_id} {context_path} {workspace} {artifacts_dir} {run_id}. */
-  command: z.array(NoNul).min(1),
+  /**
+   * argv; placeholders {task_id} {context_path} {workspace} {artifacts_dir} {run_id} {prompt_file}.
+   * Without it, the agent is a preset: the one named `preset`, or the one of the agent's own name.
+   */
+  command: z.array(NoNul).min(1).optional(),
+  preset: PresetName.optional().describe(
+    "The built-in preset this agent is based on (default: the preset of the agent's own name, when there is one)",
+  ),
+  model: NoNul.min(1).optional().describe("A preset's model, passed with the CLI's own model flag"),
+  args: z
+    .array(NoNul)
+    .default([])
+    .describe("Extra flags appended to a preset's command line (before the prompt, where the CLI takes one)"),
+  dangerously_bypass_permissions: z
+    .boolean()
+    .default(false)
+    .describe(
+      "Adds the preset CLI's own flag that skips every permission check (e.g. --dangerously-skip-permissions). Off by default: presets run in the CLI's edit-in-workspace mode",
+    ),
   /** Give the agent the pane's terminal (interactive CLIs). */
   tty: z.boolean().default(false),
   timeout_s: TimeoutS.optional(),

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { AgentResult, Usage } from "./agent-result.js";
 import { Reason, TaskState } from "./reason.js";
 
 /** A set of tasks whose changes collide. */
@@ -68,6 +69,8 @@ export const TaskReport = z.strictObject({
   /** Exact argv the task runs (after placeholder substitution). */
   argv: z.array(z.string()),
   dependencies: z.array(z.string()),
+  agent_result: AgentResult.nullable(),
+  usage: Usage.nullable(),
 });
 export type TaskReport = z.infer<typeof TaskReport>;
 
@@ -91,7 +94,7 @@ export const Report = z.strictObject({
     failed_tasks: z
       .array(z.string())
       .describe(
-        "Tasks whose own attempt failed (reason exit_code, timeout, signal, launch_error, validation, conflict or lost). Not the skipped or cancelled ones: they have their own lists.",
+        "Tasks whose own attempt failed (reason exit_code, timeout, signal, launch_error, validation, conflict, lost or agent_error). Not the skipped or cancelled ones: they have their own lists.",
       ),
     skipped_tasks: z
       .array(z.string())
@@ -105,6 +108,9 @@ export const Report = z.strictObject({
       ),
     validation: z.enum(["passed", "failed", "skipped"]),
     conflicts: z.array(Conflict),
+    usage: Usage.nullable().describe(
+      "Tokens and cost of the whole run: the tasks' `usage` added up (a field stays null when no task reported it); null when no agent reported any",
+    ),
     metrics: Metrics.optional(),
   }),
   tasks: z.array(TaskReport),

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { AgentResult, Usage } from "./agent-result.js";
 import { Reason, TaskState } from "./reason.js";
 import { Gate } from "./report.js";
 
@@ -33,6 +34,10 @@ export const TaskRun = z.strictObject({
   attemptDir: z.string().nullable(),
   /** When the current attempt was launched (its timeout counts from here, across a resume). */
   attemptStartedAt: z.number().nullable(),
+  /** The agent's own result, from its CLI's output (the last attempt's). */
+  agentResult: AgentResult.nullable().default(null),
+  /** Tokens and cost its CLI reported, all attempts added up. */
+  usage: Usage.nullable().default(null),
 });
 export type TaskRun = z.infer<typeof TaskRun>;
 

@@ -1,7 +1,7 @@
 import { statSync } from "node:fs";
 import { basename, dirname, extname, resolve } from "node:path";
 import type { z } from "zod";
-import { agentFor } from "../agent/command.js";
+import { agentFor, type ResolvedAgent } from "../agent/command.js";
 import { Assignments, Environment, RUN_ID_PATTERN, SuccessCriteria, Task } from "../contract/assignments.js";
 import type { AgentSpec, Config } from "../contract/config.js";
 import { schemaProblems } from "../contract/parse.js";
@@ -15,7 +15,7 @@ import { readJsonFileWithHash } from "./json-file.js";
 /** A task after validation: everything the runner needs, resolved. */
 export interface ResolvedTask {
   task: Task;
-  agent: AgentSpec;
+  agent: ResolvedAgent;
   /** Absolute path of the context file in the workspace. */
   contextPath: string;
 }

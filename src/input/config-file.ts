@@ -114,7 +114,10 @@ function withAbsoluteAgentPaths(config: Config, bases: readonly string[]): Confi
     return found ?? arg;
   };
   const agents = Object.fromEntries(
-    Object.entries(config.agents).map(([name, spec]) => [name, { ...spec, command: spec.command.map(fix) }]),
+    Object.entries(config.agents).map(([name, spec]) => [
+      name,
+      spec.command ? { ...spec, command: spec.command.map(fix) } : spec,
+    ]),
   );
   return { ...config, agents };
 }

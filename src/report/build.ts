@@ -1,3 +1,4 @@
+import { addUsage } from "../contract/agent-result.js";
 import type { Conflict, Gate, RefChange, Report, TaskReport } from "../contract/report.js";
 import type { TaskRun } from "../contract/state.js";
 import {
@@ -111,6 +112,8 @@ export function taskReport(t: TaskRun, outputLog: "stdout" | "stderr"): TaskRepo
     gates: t.gates,
     argv: t.argv,
     dependencies: t.dependencies,
+    agent_result: t.agentResult,
+    usage: t.usage,
   };
 }
 
@@ -145,6 +148,7 @@ export function buildReport(input: ReportInput): Report {
       cancelled_tasks: cancelledTasks,
       validation: input.validation,
       conflicts,
+      usage: addUsage(tasks.map((t) => t.usage)),
       metrics: {
         tasks_total: tasks.length,
         tasks_by_status: byStatus,

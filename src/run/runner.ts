@@ -17,6 +17,7 @@ import { readRunStateFile, TaskJournal } from "../fs/run-state-file.js";
 import { SnapshotWriter } from "../fs/state-store.js";
 import { StatusFiles } from "../fs/status-files.js";
 import { commitIdentity, TERMORCH_IDENTITY } from "../git/repo.js";
+import { checkAgentBinaries } from "../input/agent-binaries.js";
 import { loadAssignments, type RunInput } from "../input/assignments-file.js";
 import { loadConfig, loadConfigOrProblems, removedSettings } from "../input/config-file.js";
 import { Ledger } from "../ledger/ledger.js";
@@ -147,6 +148,7 @@ export async function runAssignments(opts: RunOptions): Promise<RunResult | Deta
       baseDir,
     );
     if (opts.runId) input = { ...input, runId: opts.runId };
+    checkAgentBinaries(input, env);
     notice(opts, log, input);
     dryRun = opts.dryRun ?? input.assignments.mode.dry_run;
     // Two runs never work on one workspace at once (exit 4, or wait with --wait). The workspace

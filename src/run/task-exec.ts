@@ -1,6 +1,18 @@
-import { existsSync, mkdirSync, readdirSync, rmSync, statSync } from "node:fs";
+import {
+  closeSync,
+  existsSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  readSync,
+  rmSync,
+  statSync,
+} from "node:fs";
 import { cp, stat, writeFile } from "node:fs/promises";
 import { join, relative } from "node:path";
+import { type OutputFormat, parseAgentOutput } from "../agent/results.js";
+import { addUsage } from "../contract/agent-result.js";
 import type { Reason } from "../contract/reason.js";
 import type { Gate } from "../contract/report.js";
 import { endRecordedCgroup } from "../fs/cgroup.js";
@@ -14,6 +26,7 @@ import type { ExitRecord, RunningAttempt } from "../runner/task-runner.js";
 import { inWorkspace, type RunContext } from "./context.js";
 import { prepareHooks } from "./faults.js";
 import { type AttemptOutcome, classifyExit, coreGate } from "./outcome.js";
+import { writePrompt } from "./prompt.js";
 import { createdDuringRun } from "./ref-watch.js";
 import type { TaskPlan } from "./task-plan.js";
 import type { TaskRun } from "./task-run.js";
@@ -115,7 +128,7 @@ export async function executeTask(ctx: RunContext, taskId: string, resume = fals
       attempt = await runAttempt(ctx, t, p);
     }
     if (attempt === "detached") return DETACHED;
-    let { reason, detail } = attempt;
+    let { reason, detail } = attempt.record && p.output ? agentOutcome(ctx, t, p.output, attempt) : attempt;
     if (reason === null) {
       const gated = await runGates(ctx, t, p);
       if (gated === "detached") return DETACHED;
@@ -145,6 +158,46 @@ interface AttemptResult extends AttemptOutcome {
   record: ExitRecord | null;
 }
 
+/**
+ * What the agent's CLI said about its work (a preset's JSON on stdout, read from the log, which
+ * is redacted already): kept on the task, and an error it reported while exiting 0 fails the
+ * attempt with reason agent_error.
+ */
+function agentOutcome(
+  ctx: RunContext,
+  t: TaskRun,
+  format: OutputFormat,
+  attempt: AttemptResult,
+): AttemptOutcome {
+  const { result, usage } = parseAgentOutput(format, readLogTail(join(ctx.runDir, t.logs!.stdout)));
+  t.agentResult = result;
+  t.usage = addUsage([t.usage, usage]);
+  if (attempt.reason !== null || !result?.is_error) return attempt;
+  return {
+    reason: "agent_error",
+    detail: `its agent reported an error while exiting 0${result.summary ? `: ${result.summary.slice(0, 500)}` : ""}`,
+  };
+}
+
+/** A log's text, or its last 16 MiB (a CLI's final result is at its end). */
+function readLogTail(path: string): string {
+  const MAX = 16 * 1024 * 1024;
+  try {
+    const size = statSync(path).size;
+    if (size <= MAX) return readFileSync(path, "utf8");
+    const fd = openSync(path, "r");
+    try {
+      const buf = Buffer.alloc(MAX);
+      readSync(fd, buf, 0, MAX, size - MAX);
+      return buf.toString("utf8");
+    } finally {
+      closeSync(fd);
+    }
+  } catch {
+    return "";
+  }
+}
+
 /** The agent's environment for this attempt. */
 function attemptEnv(p: TaskPlan, t: TaskRun): Record<string, string> {
   return { ...p.env, TERMORCH_ATTEMPT: String(t.attempts) };
@@ -157,6 +210,12 @@ async function runAttempt(ctx: RunContext, t: TaskRun, p: TaskPlan): Promise<Att
   // Recorded before the session exists, so an interrupted run knows which session to look for
   // (a resume also finds attempts by their folders, which the launch creates first).
   ctx.journal.write(t);
+  try {
+    await writePrompt(ctx, p);
+  } catch (error) {
+    const detail = `could not write its prompt: ${ctx.redactor.redact(errorText(error))}`;
+    return { record: null, reason: "launch_error", detail };
+  }
   return launchAndWatch(ctx, t, p);
 }
 
@@ -182,6 +241,7 @@ async function launchAndWatch(ctx: RunContext, t: TaskRun, p: TaskPlan): Promise
       env: attemptEnv(p, t),
       cwd: p.cwd,
       tty: p.tty,
+      ...(p.prompt.delivery === "stdin" && !p.tty ? { stdin: p.prompt.file } : {}),
       stdoutLog: join(ctx.runDir, t.logs!.stdout),
       stderrLog: join(ctx.runDir, t.logs!.stderr),
       attemptDir: t.attemptDir!,

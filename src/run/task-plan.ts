@@ -1,6 +1,7 @@
 import { join, posix } from "node:path";
 import { substitute } from "../agent/command.js";
 import { agentEnvironment } from "../agent/environment.js";
+import type { OutputFormat } from "../agent/results.js";
 import type { Config } from "../contract/config.js";
 import { taskBranch, taskWorktree } from "../fs/names.js";
 import type { ResolvedTask, RunInput } from "../input/assignments-file.js";
@@ -16,6 +17,14 @@ export interface TaskPlan {
   dependencies: readonly string[];
   /** The argv it runs, placeholders substituted (also what a dry run reports). */
   argv: string[];
+  /**
+   * Its prompt: the context file followed by what its dependencies did, written to `file` before
+   * each attempt and delivered on standard input, as `{prompt_file}`, or not at all (the agent
+   * reads `{context_path}` itself; the file is there for it all the same).
+   */
+  prompt: { delivery: "stdin" | "file" | "none"; file: string; context: string };
+  /** Which of its stdout termorch parses into the report (a preset's JSON); null: none. */
+  output: OutputFormat | null;
   tty: boolean;
   /** Where the agent runs: its worktree (at the workspace's place in it), or the workspace itself. */
   cwd: string;
@@ -65,6 +74,8 @@ function planTask(input: RunInput, r: ResolvedTask, place: PlanPlace): TaskPlan 
   const artifactsDir = join(place.runDir, "artifacts", task.id);
   const include = environment.worktree_include;
   const prefix = place.gitPrefix;
+  // Private (0700): the agent's prompt is its context file and may hold what the user would redact.
+  const promptFile = join(place.runDir, ".termorch", place.runId, "prompts", `${task.id}.md`);
   return {
     id: task.id,
     agent: task.agent,
@@ -75,7 +86,10 @@ function planTask(input: RunInput, r: ResolvedTask, place: PlanPlace): TaskPlan 
       workspace: cwd,
       artifacts_dir: artifactsDir,
       run_id: place.runId,
+      prompt_file: promptFile,
     }),
+    prompt: { delivery: agent.prompt, file: promptFile, context: r.contextPath },
+    output: agent.output,
     tty: agent.tty,
     cwd,
     worktree,
@@ -93,6 +107,7 @@ function planTask(input: RunInput, r: ResolvedTask, place: PlanPlace): TaskPlan 
         TERMORCH_CONTEXT_PATH: r.contextPath,
         TERMORCH_WORKSPACE: cwd,
         TERMORCH_ARTIFACTS_DIR: artifactsDir,
+        TERMORCH_PROMPT_FILE: promptFile,
       },
       config: input.config,
     }).env,

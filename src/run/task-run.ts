@@ -25,5 +25,7 @@ export function newTaskRun(id: string, agent: string, dependencies: string[], ar
     argv,
     attemptDir: null,
     attemptStartedAt: null,
+    agentResult: null,
+    usage: null,
   };
 }

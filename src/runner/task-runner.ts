@@ -20,6 +20,8 @@ export interface AttemptSpec {
   cwd: string;
   /** true: the agent owns a terminal, and what the terminal shows is its stdout log. */
   tty: boolean;
+  /** Absolute file the agent reads as its standard input (its prompt); default: nothing (/dev/null). Not with tty. */
+  stdin?: string;
   /** Absolute log paths; the runner creates the files (their folders exist). */
   stdoutLog: string;
   stderrLog: string;

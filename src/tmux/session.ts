@@ -222,6 +222,7 @@ function checkSpec(spec: LaunchSpec): void {
     ["stderrLog", spec.stderrLog],
     ["cwd", spec.cwd],
     ...(spec.cgroupRecord !== undefined ? [["cgroupRecord", spec.cgroupRecord] as const] : []),
+    ...(spec.stdin !== undefined ? [["stdin", spec.stdin] as const] : []),
   ] as const) {
     if (!path.startsWith("/") || path.includes("\0")) bad(`${what} must be an absolute path`);
   }
@@ -254,6 +255,7 @@ function launchText(spec: LaunchSpec, token: string): string {
   if (spec.memoryMb !== undefined) lines.push(`memory_mb=${spec.memoryMb}`);
   if (spec.cgroup === false) lines.push("cgroup=0");
   if (spec.cgroupRecord !== undefined) lines.push(`cgroup_record=${enc(spec.cgroupRecord)}`);
+  if (spec.stdin !== undefined) lines.push(`stdin=${enc(spec.stdin)}`);
   for (const arg of spec.argv) lines.push(`arg=${enc(arg)}`);
   for (const [k, v] of Object.entries(spec.env)) lines.push(`env=${enc(`${k}=${v}`)}`);
   for (const p of spec.redact) lines.push(`redact=${enc(p)}`);

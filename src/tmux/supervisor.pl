@@ -231,7 +231,12 @@ sub start_agent {
     syswrite($status_w, 'R');
     sysread($go_r, my $go, 1) or exit_child($EXIT_SETUP);
     if (!$tty) {
-      open(STDIN, '<', '/dev/null');    # perl keeps fds 0-2 (dup2 underneath)
+      # Standard input: the prompt, for agents that read it there (`stdin=`), else nothing. perl
+      # keeps fds 0-2 when it reopens them (dup2 underneath).
+      if (!open(STDIN, '<', $spec->{stdin} // '/dev/null')) {
+        syswrite($status_w, "cannot open $spec->{stdin} as the agent's standard input: $!");
+        exit_child($EXIT_CANNOT_EXEC);
+      }
       open(STDOUT, '>&', $out_w) && open(STDERR, '>&', $err_w) or exit_child($EXIT_SETUP);
     }
     if (!chdir($spec->{cwd} // '.')) {

@@ -1,0 +1,221 @@
+import { type AgentResult, addUsage, type Usage } from "../contract/agent-result.js";
+
+/**
+ * Reading a coding-agent CLI's own account of its work from what it printed on stdout (its log,
+ * already redacted). Pure: text in, values out. Each format is the CLI's documented one; the
+ * fields and the pages they come from are listed in docs/agents.md.
+ */
+export type OutputFormat = "claude-json" | "codex-jsonl" | "gemini-json" | "opencode-jsonl" | "aider-text";
+
+export interface ParsedOutput {
+  result: AgentResult | null;
+  usage: Usage | null;
+}
+
+/** A summary longer than this is cut (the report is read by people and by orchestrators). */
+export const SUMMARY_MAX = 4000;
+
+const NONE: ParsedOutput = { result: null, usage: null };
+
+export function parseAgentOutput(format: OutputFormat, stdout: string): ParsedOutput {
+  switch (format) {
+    case "claude-json":
+      return claude(stdout);
+    case "codex-jsonl":
+      return codex(stdout);
+    case "gemini-json":
+      return gemini(stdout);
+    case "opencode-jsonl":
+      return opencode(stdout);
+    case "aider-text":
+      return aider(stdout);
+  }
+}
+
+type Json = Record<string, unknown>;
+
+const isObject = (v: unknown): v is Json => typeof v === "object" && v !== null && !Array.isArray(v);
+const str = (v: unknown): string | null => (typeof v === "string" ? v : null);
+const count = (v: unknown): number | null =>
+  typeof v === "number" && Number.isFinite(v) && v >= 0 ? Math.round(v) : null;
+const money = (v: unknown): number | null =>
+  typeof v === "number" && Number.isFinite(v) && v >= 0 ? v : null;
+
+function parse(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
+
+/** Every line that is a JSON object, in order (a JSONL stream; other lines are skipped). */
+function jsonLines(text: string): Json[] {
+  const out: Json[] = [];
+  for (const line of text.split("\n")) {
+    const trimmed = line.trim();
+    if (!trimmed.startsWith("{")) continue;
+    const value = parse(trimmed);
+    if (isObject(value)) out.push(value);
+  }
+  return out;
+}
+
+/** The document a CLI printed as its whole output, or its last JSON line (anything logged before it is skipped). */
+function lastObject(text: string): Json | null {
+  const whole = parse(text.trim());
+  if (isObject(whole)) return whole;
+  const lines = jsonLines(text);
+  return lines.at(-1) ?? null;
+}
+
+function capped(summary: string | null): string | null {
+  if (summary === null) return null;
+  return summary.length > SUMMARY_MAX
+    ? `${summary.slice(0, SUMMARY_MAX)}… [cut at ${SUMMARY_MAX} characters]`
+    : summary;
+}
+
+/** null for a usage in which the CLI reported nothing. */
+function usageOf(u: Usage | null): Usage | null {
+  return u === null || Object.values(u).every((v) => v === null) ? null : u;
+}
+
+/** `claude -p --output-format json`: one result object (type "result"). */
+function claude(stdout: string): ParsedOutput {
+  const r = lastObject(stdout);
+  if (!r || r.type !== "result") return NONE;
+  const u = isObject(r.usage) ? r.usage : {};
+  return {
+    result: {
+      summary: capped(str(r.result)),
+      session_id: str(r.session_id),
+      is_error: r.is_error === true || (typeof r.subtype === "string" && r.subtype.startsWith("error")),
+    },
+    usage: usageOf({
+      input_tokens: count(u.input_tokens),
+      output_tokens: count(u.output_tokens),
+      cache_read_tokens: count(u.cache_read_input_tokens),
+      cache_write_tokens: count(u.cache_creation_input_tokens),
+      cost_usd: money(r.total_cost_usd),
+    }),
+  };
+}
+
+/** `codex exec --json`: JSONL events; usage per `turn.completed`, the answer in the last agent_message item. */
+function codex(stdout: string): ParsedOutput {
+  const events = jsonLines(stdout);
+  if (events.length === 0) return NONE;
+  let summary: string | null = null;
+  let session: string | null = null;
+  let error: string | null = null;
+  const turns: Usage[] = [];
+  for (const e of events) {
+    if (e.type === "thread.started") session = str(e.thread_id) ?? session;
+    else if (e.type === "item.completed" && isObject(e.item) && e.item.type === "agent_message")
+      summary = str(e.item.text) ?? summary;
+    else if (e.type === "turn.completed" && isObject(e.usage))
+      turns.push({
+        input_tokens: count(e.usage.input_tokens),
+        output_tokens: count(e.usage.output_tokens),
+        cache_read_tokens: count(e.usage.cached_input_tokens),
+        cache_write_tokens: null,
+        cost_usd: null,
+      });
+    else if (e.type === "turn.failed")
+      error = (isObject(e.error) ? str(e.error.message) : null) ?? "the turn failed";
+    else if (e.type === "error") error = str(e.message) ?? "error";
+  }
+  return {
+    result: { summary: capped(summary ?? error), session_id: session, is_error: error !== null },
+    usage: usageOf(addUsage(turns)),
+  };
+}
+
+/** `gemini -p --output-format json`: one object with `response`, `stats` and, on failure, `error`. */
+function gemini(stdout: string): ParsedOutput {
+  const r = lastObject(stdout);
+  if (!r || !("response" in r || "error" in r || "stats" in r)) return NONE;
+  const error = isObject(r.error) ? (str(r.error.message) ?? "error") : null;
+  const models = isObject(r.stats) && isObject(r.stats.models) ? Object.values(r.stats.models) : [];
+  const perModel: Usage[] = models.filter(isObject).map((m) => {
+    const t = isObject(m.tokens) ? m.tokens : {};
+    return {
+      input_tokens: count(t.prompt),
+      output_tokens: count(t.candidates),
+      cache_read_tokens: count(t.cached),
+      cache_write_tokens: null,
+      cost_usd: null,
+    };
+  });
+  return {
+    result: {
+      summary: capped(str(r.response) ?? error),
+      session_id: str(r.session_id),
+      is_error: error !== null,
+    },
+    usage: usageOf(addUsage(perModel)),
+  };
+}
+
+/** `opencode run --format json`: JSONL events; text parts, one `step_finish` with tokens and cost per step. */
+function opencode(stdout: string): ParsedOutput {
+  const events = jsonLines(stdout);
+  if (events.length === 0) return NONE;
+  let summary: string | null = null;
+  let session: string | null = null;
+  let error: string | null = null;
+  const steps: Usage[] = [];
+  for (const e of events) {
+    session = str(e.sessionID) ?? session;
+    const part = isObject(e.part) ? e.part : {};
+    if (e.type === "text") summary = str(part.text) ?? summary;
+    else if (e.type === "step_finish") {
+      const t = isObject(part.tokens) ? part.tokens : {};
+      const cache = isObject(t.cache) ? t.cache : {};
+      steps.push({
+        input_tokens: count(t.input),
+        output_tokens: count(t.output),
+        cache_read_tokens: count(cache.read),
+        cache_write_tokens: count(cache.write),
+        cost_usd: money(part.cost),
+      });
+    } else if (e.type === "error") {
+      const err = isObject(e.error) ? e.error : {};
+      error = (isObject(err.data) ? str(err.data.message) : null) ?? str(err.name) ?? "error";
+    }
+  }
+  return {
+    result: { summary: capped(summary ?? error), session_id: session, is_error: error !== null },
+    usage: usageOf(addUsage(steps)),
+  };
+}
+
+const SCALE: Record<string, number> = { "": 1, k: 1e3, K: 1e3, m: 1e6, M: 1e6 };
+const amount = (n: string, unit: string | undefined): number =>
+  Math.round(Number(n) * (SCALE[unit ?? ""] ?? 1));
+
+/**
+ * aider prints no JSON; after each message it prints a line like
+ * `Tokens: 4.7k sent, 1.1k received. Cost: $0.02 message, $0.05 session.` (rounded as shown).
+ * The last such line gives the session's cost; tokens are added up over the messages.
+ */
+function aider(stdout: string): ParsedOutput {
+  const line =
+    /^Tokens: ([\d.]+)([kKmM]?) sent(?:, ([\d.]+)([kKmM]?) cache write)?(?:, ([\d.]+)([kKmM]?) cache hit)?, ([\d.]+)([kKmM]?) received\.(?: Cost: \$([\d.]+) message, \$([\d.]+) session\.)?/gm;
+  const messages: Usage[] = [];
+  let session: number | null = null;
+  for (const m of stdout.matchAll(line)) {
+    messages.push({
+      input_tokens: amount(m[1]!, m[2]),
+      output_tokens: amount(m[7]!, m[8]),
+      cache_read_tokens: m[5] ? amount(m[5], m[6]) : null,
+      cache_write_tokens: m[3] ? amount(m[3], m[4]) : null,
+      cost_usd: null,
+    });
+    if (m[10] !== undefined) session = Number(m[10]);
+  }
+  const usage = addUsage(messages);
+  if (usage === null) return NONE;
+  return { result: null, usage: usageOf({ ...usage, cost_usd: session }) };
+}

@@ -1,0 +1,55 @@
+import { accessSync, constants, statSync } from "node:fs";
+import { delimiter, isAbsolute, join } from "node:path";
+import { agentEnvironment } from "../agent/environment.js";
+import { InputError, type InputProblem } from "../errors.js";
+import type { RunInput } from "./assignments-file.js";
+
+/**
+ * Every task whose agent is a preset needs the preset's CLI on the PATH the agent will get (the
+ * environment's, or one the assignment or config sets): refused up front with what to install,
+ * rather than failing each task at launch with exit 127.
+ */
+export function checkAgentBinaries(
+  input: RunInput,
+  processEnv: Readonly<Record<string, string | undefined>>,
+): void {
+  const problems: InputProblem[] = [];
+  for (const r of input.tasks) {
+    const needs = r.agent.requires;
+    if (!needs) continue;
+    const { env } = agentEnvironment({
+      processEnv,
+      envVars: input.assignments.environment.env_vars,
+      agentEnv: r.agent.env,
+      taskEnv: r.task.env,
+      termorch: {},
+      config: input.config,
+    });
+    if (binaryOnPath(needs.binary, env.PATH)) continue;
+    problems.push({
+      file: input.file,
+      field: `tasks[${input.assignments.tasks.indexOf(r.task)}].agent`,
+      task: r.task.id,
+      message: `agent "${r.task.agent}" runs ${needs.binary}, which is not on the agent's PATH (${env.PATH ?? "unset"}); install ${needs.install}, or set PATH in environment.env_vars`,
+    });
+  }
+  if (problems.length)
+    throw new InputError(
+      problems,
+      "Install the agents' CLIs (or fix PATH) and run again; nothing was started.",
+      input.runId,
+    );
+}
+
+/** Whether an executable file of that name is in one of PATH's absolute folders. */
+export function binaryOnPath(binary: string, path: string | undefined): boolean {
+  for (const dir of (path ?? "").split(delimiter)) {
+    if (!dir || !isAbsolute(dir)) continue;
+    const candidate = join(dir, binary);
+    try {
+      accessSync(candidate, constants.X_OK);
+      if (statSync(candidate).isFile()) return true;
+    } catch {}
+  }
+  return false;
+}

@@ -1,0 +1,56 @@
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { inWorkspace, type RunContext } from "./context.js";
+import type { TaskPlan } from "./task-plan.js";
+import type { TaskRun } from "./task-run.js";
+
+/**
+ * Writes a task's prompt before an attempt: its context file as it is, followed, when it has
+ * dependencies, by a section termorch generates from what they did (their own summary, the files
+ * they changed, their branch). The agent gets it from `plan.prompt.file`; `artifacts/<id>/prompt.md`
+ * keeps the same text, redacted.
+ */
+export async function writePrompt(ctx: RunContext, p: TaskPlan): Promise<void> {
+  const context = readFileSync(p.prompt.context);
+  const section = p.dependencies.length ? await dependencySection(ctx, p) : "";
+  const prompt = section ? Buffer.concat([context, Buffer.from(section)]) : context;
+  mkdirSync(dirname(p.prompt.file), { recursive: true, mode: 0o700 });
+  writeFileSync(p.prompt.file, prompt, { mode: 0o600 });
+  writeFileSync(join(p.artifactsDir, "prompt.md"), ctx.redactor.redactBytes(prompt), { mode: 0o600 });
+}
+
+async function dependencySection(ctx: RunContext, p: TaskPlan): Promise<string> {
+  const parts = [
+    "",
+    "",
+    "---",
+    "",
+    "## What the tasks this one depends on did",
+    "",
+    "(Written by termorch from their results; their changes are already in your working tree.)",
+  ];
+  for (const id of p.dependencies) {
+    const dep = ctx.tasks.get(id);
+    if (!dep) continue;
+    parts.push("", `### ${id}`, "");
+    parts.push(`- Result: ${oneBlock(dep.agentResult?.summary) ?? "(its agent reported no summary)"}`);
+    parts.push(
+      `- Files changed: ${(await changedBy(ctx, dep)) ?? "(not known: the workspace is not a git repository)"}`,
+    );
+    if (dep.branch) parts.push(`- Branch: ${dep.branch}`);
+  }
+  return `${parts.join("\n")}\n`;
+}
+
+async function changedBy(ctx: RunContext, dep: TaskRun): Promise<string | null> {
+  if (!ctx.git || !dep.startCommit || !dep.commit) return null;
+  if (dep.startCommit === dep.commit) return "none";
+  const files = inWorkspace(ctx, await ctx.workspace.changedFiles(ctx.git.root, dep.startCommit, dep.commit));
+  return files.length ? files.join(", ") : "none";
+}
+
+/** A summary as one Markdown list item: its lines indented under it. */
+function oneBlock(summary: string | null | undefined): string | null {
+  if (!summary?.trim()) return null;
+  return summary.trim().replace(/\n/g, "\n  ");
+}
