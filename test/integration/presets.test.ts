@@ -1,0 +1,162 @@
+// The built-in agent presets, through the built CLI, with the stand-in CLIs of
+// test/fixtures/agents/ first on PATH: each accepts exactly its preset's flags, reads the prompt
+// where the real CLI would, edits the worktree and prints the real CLI's documented output.
+import { readFileSync, writeFileSync } from "node:fs";
+import { delimiter, join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { git, killServer, makeWorkspace, ROOT, readReport, termorch, uniqueSocket } from "./harness.js";
+
+const socket = uniqueSocket("presets");
+const STUBS = join(ROOT, "test", "fixtures", "agents");
+const cleanups: (() => void)[] = [];
+afterAll(() => {
+  killServer(socket);
+  for (const c of cleanups) c();
+});
+
+function workspace(): ReturnType<typeof makeWorkspace> {
+  const ws = makeWorkspace();
+  cleanups.push(ws.cleanup);
+  return ws;
+}
+
+function assignments(dir: string, tasks: object[]): string {
+  const file = join(dir, "assignments.json");
+  writeFileSync(
+    file,
+    JSON.stringify({
+      run_id: `p${Math.random().toString(36).slice(2, 8)}`,
+      tasks: tasks.map((t) => ({ context_path: "ctx/task.md", dependencies: [], ...t })),
+      environment: { workspace_dir: "repo" },
+    }),
+  );
+  return file;
+}
+
+const withStubs = (dir: string, extra: Record<string, string> = {}): Record<string, string> => ({
+  PATH: `${STUBS}${delimiter}${process.env.PATH}`,
+  STUB_ARGV_LOG: join(dir, "argv.jsonl"),
+  ...extra,
+});
+
+const argvLog = (dir: string): string[][] =>
+  readFileSync(join(dir, "argv.jsonl"), "utf8")
+    .split("\n")
+    .filter(Boolean)
+    .map((l) => JSON.parse(l) as string[]);
+
+describe("agent presets", () => {
+  it.each(["claude", "codex", "aider", "gemini", "opencode"])(
+    "%s runs with no config: its documented flags, its prompt, its work merged, its result parsed",
+    async (name) => {
+      const { dir, repo } = workspace();
+      const file = assignments(dir, [{ id: "t", agent: name }]);
+      const r = await termorch(["run", file], { socket, env: withStubs(dir) });
+      expect(r.stderr + r.stdout).not.toMatch(/unknown option/);
+      expect(r.exitCode).toBe(0);
+      const report = readReport(dir);
+      expect(report.tasks[0]).toMatchObject({ status: "success", argv: expect.arrayContaining([name]) });
+      // The stub's edit reached the user's branch.
+      expect(git(repo, "show", "HEAD:STUB_EDITS.md")).toContain("t");
+      expect(argvLog(dir)).toHaveLength(1);
+      if (name !== "aider") expect(report.tasks[0]!.agent_result).toMatchObject({ is_error: false });
+      expect(report.tasks[0]!.usage).not.toBeNull();
+      expect(report.summary.usage).toEqual(report.tasks[0]!.usage);
+      expect(readFileSync(join(dir, "artifacts", "t", "prompt.md"), "utf8")).toContain("# do the thing");
+    },
+  );
+
+  it("gives a dependent task its context followed by what its dependency did, on standard input", async () => {
+    const { dir } = workspace();
+    const file = assignments(dir, [
+      { id: "a", agent: "claude" },
+      { id: "b", agent: "claude", dependencies: ["a"] },
+    ]);
+    const prompts = join(dir, "prompt.log");
+    const r = await termorch(["run", file], { socket, env: withStubs(dir, { STUB_PROMPT_LOG: prompts }) });
+    expect(r.exitCode).toBe(0);
+    const report = readReport(dir);
+    const a = report.tasks.find((t) => t.id === "a")!;
+    const prompt = readFileSync(join(dir, "artifacts", "b", "prompt.md"), "utf8");
+    expect(prompt.startsWith("# do the thing\n")).toBe(true);
+    expect(prompt).toContain("### a");
+    expect(prompt).toContain("STUB_EDITS.md");
+    expect(prompt).toContain(a.agent_result!.summary!.split("\n")[0]!);
+    // Both tasks' usage adds up in the summary.
+    const b = report.tasks.find((t) => t.id === "b")!;
+    expect(report.summary.usage!.cost_usd).toBeCloseTo(a.usage!.cost_usd! + b.usage!.cost_usd!, 6);
+  });
+
+  it("delivers a context file over 128 KiB intact, never as one argument", async () => {
+    const { dir, repo } = workspace();
+    const big = `# big\n${"x".repeat(200 * 1024)}\n`;
+    writeFileSync(join(repo, "ctx", "big.md"), big);
+    git(repo, "add", "-A");
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "big context");
+    for (const name of ["claude", "aider"]) {
+      const prompts = join(dir, `${name}.prompt`);
+      const file = assignments(dir, [{ id: `big-${name}`, agent: name, context_path: "ctx/big.md" }]);
+      const r = await termorch(["run", file], { socket, env: withStubs(dir, { STUB_PROMPT_LOG: prompts }) });
+      expect(r.exitCode).toBe(0);
+      expect(readFileSync(prompts, "utf8")).toBe(big);
+    }
+    for (const argv of argvLog(dir)) expect(Math.max(...argv.map((a) => a.length))).toBeLessThan(4096);
+  });
+
+  it("fails a task whose CLI reports an error in its JSON while exiting 0, with reason agent_error", async () => {
+    const { dir } = workspace();
+    const file = assignments(dir, [{ id: "t", agent: "claude" }]);
+    const r = await termorch(["run", file], { socket, env: withStubs(dir, { STUB_ERROR: "1" }) });
+    expect(r.exitCode).toBe(1);
+    expect(readReport(dir).tasks[0]).toMatchObject({
+      status: "failed",
+      reason: "agent_error",
+      exit_code: 0,
+      agent_result: { is_error: true },
+    });
+  });
+
+  it("refuses a preset whose CLI is not on PATH, saying what to install, and starts nothing", async () => {
+    const { dir } = workspace();
+    const file = assignments(dir, [{ id: "t", agent: "codex" }]);
+    const r = await termorch(["validate", file], { socket, env: { PATH: "/usr/bin:/bin" } });
+    expect(r.exitCode).toBe(2);
+    expect(r.stderr).toMatch(/agent "codex" runs codex, which is not on the agent's PATH/);
+    expect(r.stderr).toMatch(/npm install -g @openai\/codex/);
+    const run = await termorch(["run", file], {
+      socket,
+      env: { PATH: `/usr/bin:/bin:${process.execPath.replace(/\/node$/, "")}` },
+    });
+    expect(run.exitCode).toBe(2);
+  });
+
+  it("lists every agent with its resolved argv and where it came from", async () => {
+    const { dir } = workspace();
+    const config = join(dir, "config.json");
+    writeFileSync(
+      config,
+      JSON.stringify({
+        agents: {
+          claude: { model: "opus", args: ["--max-turns", "5"] },
+          fast: { preset: "codex", dangerously_bypass_permissions: true },
+          mine: { command: ["bash", "x.sh", "{context_path}"] },
+        },
+      }),
+    );
+    const r = await termorch(["agents", "--json", "--config", config], { socket });
+    expect(r.exitCode).toBe(0);
+    const rows = JSON.parse(r.stdout) as { name: string; source: string; argv: string[]; prompt: string }[];
+    const by = new Map(rows.map((row) => [row.name, row]));
+    expect([...by.keys()].sort()).toEqual(["aider", "claude", "codex", "fast", "gemini", "mine", "opencode"]);
+    expect(by.get("claude")).toMatchObject({ source: "config" });
+    expect(by.get("claude")!.argv).toEqual(expect.arrayContaining(["--model", "opus", "--max-turns", "5"]));
+    expect(by.get("fast")!.argv).toContain("--dangerously-bypass-approvals-and-sandbox");
+    expect(by.get("codex")).toMatchObject({ source: "preset" });
+    expect(by.get("codex")!.argv).not.toContain("--dangerously-bypass-approvals-and-sandbox");
+    expect(by.get("mine")).toMatchObject({
+      source: "config",
+      prompt: "none",
+      argv: ["bash", "x.sh", "{context_path}"],
+    });
+  });
+});
