@@ -127,6 +127,7 @@ export const PRESETS: Readonly<Record<PresetName, AgentPreset>> = {
       events:
         "github.com/openai/codex docs/exec.md; npm @openai/codex-sdk@0.163.0 dist/index.d.ts (ThreadEvent, Usage)",
       exit_code: "github.com/openai/codex codex-rs/exec/src/lib.rs (error_seen → exit 1)",
+      install: "github.com/openai/codex README.md",
     },
   },
   aider: {
@@ -249,12 +250,14 @@ export const PRESETS: Readonly<Record<PresetName, AgentPreset>> = {
       waiting: null,
       busy: null,
     },
-    install: "npm install -g opencode-ai (or: curl -fsSL https://opencode.ai/install | bash)",
+    install:
+      "npm install -g opencode-ai (or: curl -fsSL https://opencode.ai/install | bash, brew install anomalyco/tap/opencode)",
     docs: {
       run: "https://opencode.ai/v1/docs/cli/#run",
       permissions_and_auto: "https://opencode.ai/v1/docs/permissions/",
       run_source: "github.com/anomalyco/opencode packages/opencode/src/cli/cmd/run.ts",
       event_parts: "npm @opencode-ai/sdk@1.19.3 dist/v2/gen/types.gen.d.ts (TextPart, StepFinishPart)",
+      install: "github.com/anomalyco/opencode README.md",
     },
   },
 };
