@@ -1,6 +1,6 @@
 import type { Task } from "../contract/assignments.js";
 import { type AgentSpec, type Config, PresetName } from "../contract/config.js";
-import { PRESETS } from "./presets.js";
+import { PRESETS, presetArgv } from "./presets.js";
 import type { OutputFormat } from "./results.js";
 
 /** Values substituted into an agent's argv, element by element, never through a shell. */
@@ -36,6 +36,8 @@ export interface ResolvedAgent {
   preset: PresetName | null;
   /** A preset's executable, which must be on the agent's PATH, and what to install. */
   requires: { binary: string; install: string } | null;
+  /** Globs of files the CLI writes for itself in the worktree: never committed. */
+  scratch: readonly string[];
 }
 
 /** The agent definition a task uses: its explicit `command`, else the config's entry, else a preset of that name. */
@@ -51,6 +53,7 @@ export function agentFor(task: Pick<Task, "agent" | "command">, config: Config):
       source: "task",
       preset: null,
       requires: null,
+      scratch: [],
     };
   }
   if (registered) return fromConfig(task.agent, registered);
@@ -87,6 +90,7 @@ function fromConfig(name: string, spec: AgentSpec): ResolvedAgent | undefined {
       source: "config",
       preset: null,
       requires: null,
+      scratch: [],
     };
   const preset = spec.preset ?? PresetName.safeParse(name).data;
   return preset ? { ...fromPreset(preset, spec), source: "config" } : undefined;
@@ -96,17 +100,16 @@ function fromPreset(name: PresetName, spec: AgentSpec | undefined): ResolvedAgen
   const p = PRESETS[name];
   return {
     ...plain(spec),
-    command: [
-      ...p.argv,
-      ...(spec?.model ? [p.modelFlag, spec.model] : []),
-      ...(spec?.dangerously_bypass_permissions ? p.bypass : []),
-      ...(spec?.args ?? []),
-      ...p.tail,
-    ],
+    command: presetArgv(p, {
+      bypass: spec?.dangerously_bypass_permissions ?? false,
+      ...(spec?.model ? { model: spec.model } : {}),
+      extra: spec?.args ?? [],
+    }),
     prompt: p.prompt,
     output: p.output,
     source: "preset",
     preset: name,
     requires: { binary: p.binary, install: p.install },
+    scratch: p.scratch,
   };
 }

@@ -1,87 +1,289 @@
-import type { PresetName } from "../contract/config.js";
+/**
+ * Built-in presets for the coding-agent CLIs users hand termorch tasks for (issue 11). Pure data: what
+ * each CLI's documented non-interactive mode is, how the task's prompt reaches it, which parser reads
+ * its output, and the flags a config option may add. Every fact names where it came from; the long
+ * form, with what each CLI's documentation is silent on, is `docs/agents.md`.
+ *
+ * The prompt never becomes one argv element: Linux caps a single argument at 128 KiB
+ * (MAX_ARG_STRLEN) and a task's context file can be bigger. Each CLI therefore reads it from standard
+ * input, or (aider) from a file named by the `{prompt_file}` placeholder.
+ */
+
+import { PresetName } from "../contract/config.js";
 import type { OutputFormat } from "./results.js";
 
-/**
- * The coding-agent CLIs termorch runs by name, each in its documented non-interactive mode with
- * the CLI's edit-in-workspace permissions (never a bypass unless the config asks). Where each
- * flag and output field comes from: docs/agents.md.
- */
-export interface Preset {
-  /** The executable, looked up on the agent's PATH at validation. */
-  binary: string;
-  /** The command line before the prompt (placeholders as in a config agent's `command`). */
+/** Names `"agent"` may use with no config entry (the config's schema holds the list). */
+export const PRESET_NAMES = PresetName.options;
+export type { PresetName };
+
+/** How the prompt reaches the CLI: its standard input, or a file named by `{prompt_file}` in its argv. */
+export type PromptDelivery = "stdin" | "file";
+
+/** Which parser reads the CLI's stdout for its result and usage (src/agent/results.ts). */
+export type OutputParser = OutputFormat;
+
+/** The CLI run as a terminal program a person would type into (a later item of issue 11). */
+export interface InteractiveForm {
+  /** The whole command line, binary first; the prompt is pasted into the pane, never passed here. */
   argv: readonly string[];
-  /** After the flags a config adds (e.g. codex's `-`: read the prompt from stdin). */
-  tail: readonly string[];
   /**
-   * How the prompt reaches it: on standard input, or in the file `{prompt_file}` names. Never
-   * as one argument: Linux limits one to 128 KiB (MAX_ARG_STRLEN), and context files can be larger.
+   * A regular expression (source, no flags) that matches the screen while the CLI waits for input,
+   * or null when its documentation and source give no stable text to match.
    */
-  prompt: "stdin" | "file";
-  output: OutputFormat;
-  /** The CLI's flag(s) that skip every permission check: only with `dangerously_bypass_permissions`. */
-  bypass: readonly string[];
-  modelFlag: string;
-  /** What to install when the binary is missing. */
-  install: string;
+  waiting: string | null;
+  /** A regular expression matching the screen while the CLI is busy (so it is not waiting), or null. */
+  busy: string | null;
 }
 
-export const PRESETS: Readonly<Record<PresetName, Preset>> = {
+export interface AgentPreset {
+  /** The executable looked up on PATH. */
+  binary: string;
+  /**
+   * The non-interactive command line, binary first, before the permission flags; placeholders
+   * {task_id} {context_path} {workspace} {artifacts_dir} {run_id} {prompt_file} are substituted
+   * element by element.
+   */
+  argv: readonly string[];
+  /** The CLI's edit-in-the-workspace permission mode: the default, never a bypass. */
+  edit_mode: readonly string[];
+  /**
+   * Flags that replace `edit_mode` when the config turns the bypass on explicitly. They replace
+   * rather than add to it, because several CLIs reject both at once (gemini: `--yolo` with
+   * `--approval-mode`; codex: the bypass conflicts with `--sandbox`). Empty when the CLI has none.
+   */
+  bypass: readonly string[];
+  /** Arguments that must come last (codex's `-`, the "read the prompt from stdin" positional). */
+  tail: readonly string[];
+  /**
+   * Paths (globs, relative to the worktree) the CLI writes for itself in its working folder and that
+   * are not the task's work: never to be committed.
+   */
+  scratch: readonly string[];
+  prompt: PromptDelivery;
+  output: OutputParser;
+  /** The flag that takes a model name as the next argument. */
+  model_flag: string;
+  interactive: InteractiveForm;
+  /** What to install when `binary` is not on PATH. */
+  install: string;
+  /** Where each fact above comes from: fact → documentation URL or repository path @ commit. */
+  docs: Readonly<Record<string, string>>;
+}
+
+export const PRESETS: Readonly<Record<PresetName, AgentPreset>> = {
   claude: {
     binary: "claude",
-    argv: ["claude", "-p", "--output-format", "json", "--permission-mode", "acceptEdits"],
+    // `-p` (print mode) with no prompt argument reads the prompt from stdin ("cat file | claude -p");
+    // `--output-format json` prints one result object when the run ends.
+    argv: ["claude", "-p", "--output-format", "json"],
+    // acceptEdits: file edits and common filesystem commands run unasked; other Bash commands are
+    // denied in print mode (they show up in the result's permission_denials), never prompted.
+    edit_mode: ["--permission-mode", "acceptEdits"],
+    bypass: ["--dangerously-skip-permissions"],
     tail: [],
+    scratch: [],
     prompt: "stdin",
     output: "claude-json",
-    bypass: ["--dangerously-skip-permissions"],
-    modelFlag: "--model",
-    install: "Claude Code: npm install -g @anthropic-ai/claude-code",
+    model_flag: "--model",
+    interactive: {
+      argv: ["claude", "--permission-mode", "acceptEdits"],
+      waiting: null,
+      // The footer hint shown while a turn runs (named in the CHANGELOG, not in the docs).
+      busy: "esc to interrupt",
+    },
+    install: "npm install -g @anthropic-ai/claude-code (or: curl -fsSL https://claude.ai/install.sh | bash)",
+    docs: {
+      print_mode_and_stdin: "https://code.claude.com/docs/en/headless",
+      flags: "https://code.claude.com/docs/en/cli-reference",
+      permission_modes: "https://code.claude.com/docs/en/permission-modes",
+      result_shape:
+        "npm @anthropic-ai/claude-agent-sdk@0.3.330 sdk.d.ts (SDKResultSuccess, SDKResultError, ModelUsage)",
+      busy_hint: "github.com/anthropics/claude-code CHANGELOG.md @ 5cfc0a1905ce0c0a9bd81d8a90fe6b62ff614357",
+      install: "github.com/anthropics/claude-code README.md @ 5cfc0a1905ce0c0a9bd81d8a90fe6b62ff614357",
+    },
   },
   codex: {
     binary: "codex",
-    argv: ["codex", "exec", "--json", "--sandbox", "workspace-write"],
+    // `codex exec` is the non-interactive mode; `--json` streams JSONL events to stdout.
+    argv: ["codex", "exec", "--json"],
+    // exec never asks for approvals and defaults to a read-only sandbox; workspace-write lets it
+    // edit the worktree. `--full-auto` is deprecated in its favour.
+    edit_mode: ["--sandbox", "workspace-write"],
+    bypass: ["--dangerously-bypass-approvals-and-sandbox"],
+    // PROMPT `-`: "instructions are read from stdin" (the official TypeScript SDK writes the prompt
+    // to stdin the same way).
     tail: ["-"],
+    scratch: [],
     prompt: "stdin",
     output: "codex-jsonl",
-    bypass: ["--dangerously-bypass-approvals-and-sandbox"],
-    modelFlag: "--model",
-    install: "the Codex CLI: npm install -g @openai/codex",
+    model_flag: "--model",
+    interactive: {
+      argv: ["codex", "--sandbox", "workspace-write", "--ask-for-approval", "on-request"],
+      waiting: null,
+      busy: null,
+    },
+    install: "npm install -g @openai/codex (or: brew install --cask codex)",
+    docs: {
+      non_interactive: "https://developers.openai.com/codex/noninteractive",
+      flags: "https://developers.openai.com/codex/cli/reference",
+      stdin_dash: "github.com/openai/codex codex-rs/exec/src/cli.rs (Cli::prompt doc comment)",
+      events:
+        "github.com/openai/codex docs/exec.md; npm @openai/codex-sdk@0.163.0 dist/index.d.ts (ThreadEvent, Usage)",
+      exit_code: "github.com/openai/codex codex-rs/exec/src/lib.rs (error_seen → exit 1)",
+      install: "github.com/openai/codex README.md",
+    },
   },
   aider: {
     binary: "aider",
+    // `--message-file` sends the file's text as one message, applies the edits and exits.
+    // --no-auto-commits: termorch commits the task's work itself; aider's own commits would also
+    // cost a model call each. --no-gitignore: otherwise aider offers (and --yes-always accepts) to add
+    // `.aider*` to .gitignore, an edit that would be merged into the user's branch.
+    // --no-check-update / --no-show-release-notes / --no-analytics: these start-up questions would
+    // otherwise be answered "yes" by --yes-always (pip-upgrading aider, opening a browser, opting in to
+    // analytics). The two history files go to the task's artifacts instead of the worktree root, where
+    // they would be committed. --no-pretty: plain text in the log, which is all there is to parse.
     argv: [
       "aider",
       "--message-file",
       "{prompt_file}",
-      "--yes-always",
       "--no-auto-commits",
+      "--no-gitignore",
       "--no-check-update",
+      "--no-show-release-notes",
+      "--no-analytics",
+      "--chat-history-file",
+      "{artifacts_dir}/aider.chat.history.md",
+      "--input-history-file",
+      "{artifacts_dir}/aider.input.history",
+      "--no-pretty",
     ],
-    tail: [],
-    prompt: "file",
-    output: "aider-text",
+    // --yes-always answers its confirmations (add files to the chat, create files) but not shell
+    // commands, which need an explicit yes it never gives.
+    edit_mode: ["--yes-always"],
     bypass: [],
-    modelFlag: "--model",
-    install: "aider: python -m pip install aider-install && aider-install",
+    tail: [],
+    // The repo-map cache has no option to move it: aider writes it in the worktree root.
+    scratch: [".aider.tags.cache.*"],
+    prompt: "file",
+    output: "text",
+    model_flag: "--model",
+    interactive: {
+      argv: [
+        "aider",
+        "--no-auto-commits",
+        "--no-gitignore",
+        "--no-check-update",
+        "--no-show-release-notes",
+        "--no-analytics",
+        "--chat-history-file",
+        "{artifacts_dir}/aider.chat.history.md",
+        "--input-history-file",
+        "{artifacts_dir}/aider.input.history",
+        "--yes-always",
+      ],
+      // Its input prompt: an optional edit-format prefix, optional "multi", then "> " at line end.
+      waiting: "(^|\\n)[a-z-]*( multi)?> ?$",
+      busy: null,
+    },
+    install: "python -m pip install aider-install && aider-install (or: pipx install aider-chat)",
+    docs: {
+      scripting: "https://aider.chat/docs/scripting.html",
+      options: "https://aider.chat/docs/config/options.html",
+      install: "https://aider.chat/docs/install.html",
+      start_up_questions:
+        "github.com/Aider-AI/aider aider/main.py, aider/versioncheck.py @ 5dc9490bb35f9729ef2c95d00a19ccd30c26339c",
+      usage_line:
+        "github.com/Aider-AI/aider aider/coders/base_coder.py @ 5dc9490bb35f9729ef2c95d00a19ccd30c26339c",
+      input_prompt:
+        "github.com/Aider-AI/aider aider/io.py get_input @ 5dc9490bb35f9729ef2c95d00a19ccd30c26339c",
+    },
   },
   gemini: {
     binary: "gemini",
-    argv: ["gemini", "--output-format", "json", "--approval-mode", "auto_edit"],
+    // `-p` forces headless mode and "is appended to stdin input if provided": an empty -p makes the
+    // prompt exactly what arrives on stdin. --skip-trust: a fresh worktree is an untrusted folder, and
+    // headless gemini exits with FatalUntrustedWorkspaceError there (and would force the approval
+    // mode back to default).
+    argv: ["gemini", "-p", "", "--output-format", "json", "--skip-trust"],
+    edit_mode: ["--approval-mode", "auto_edit"],
+    // `--yolo` is deprecated and rejected together with --approval-mode.
+    bypass: ["--approval-mode", "yolo"],
     tail: [],
+    scratch: [],
     prompt: "stdin",
     output: "gemini-json",
-    bypass: ["--yolo"],
-    modelFlag: "--model",
-    install: "the Gemini CLI: npm install -g @google/gemini-cli",
+    model_flag: "--model",
+    interactive: {
+      argv: ["gemini", "--approval-mode", "auto_edit", "--skip-trust"],
+      // The empty input box's placeholder.
+      waiting: "Type your message or @path/to/file",
+      busy: null,
+    },
+    install: "npm install -g @google/gemini-cli (or: brew install gemini-cli)",
+    docs: {
+      headless: "https://geminicli.com/docs/cli/headless",
+      flags: "https://geminicli.com/docs/cli/cli-reference",
+      trust: "https://geminicli.com/docs/cli/trusted-folders",
+      install: "https://geminicli.com/docs/get-started/installation",
+      json_shape:
+        "github.com/google-gemini/gemini-cli packages/core/src/output/{types,json-formatter}.ts @ 5411f113cafae26161b4969b0237b8e1e024e2c2",
+      stdin:
+        "github.com/google-gemini/gemini-cli packages/cli/src/gemini.tsx, utils/readStdin.ts @ 5411f113cafae26161b4969b0237b8e1e024e2c2",
+      waiting_placeholder:
+        "github.com/google-gemini/gemini-cli packages/cli/src/ui/components/InputPrompt.tsx @ 5411f113cafae26161b4969b0237b8e1e024e2c2",
+    },
   },
   opencode: {
     binary: "opencode",
+    // `opencode run` is the non-interactive mode; with no message argument it takes piped stdin as
+    // the message. `--format json` prints raw JSON events, one per line.
     argv: ["opencode", "run", "--format", "json"],
+    // OpenCode's permission defaults already allow edits (and bash); only "ask" rules (by default
+    // external_directory, doom_loop) need answering, and `run` rejects those unless --auto is given.
+    edit_mode: [],
+    bypass: ["--auto"],
     tail: [],
+    scratch: [],
     prompt: "stdin",
     output: "opencode-jsonl",
-    bypass: [],
-    modelFlag: "--model",
-    install: "OpenCode: npm install -g opencode-ai",
+    model_flag: "--model",
+    interactive: {
+      argv: ["opencode"],
+      waiting: null,
+      busy: null,
+    },
+    install:
+      "npm install -g opencode-ai (or: curl -fsSL https://opencode.ai/install | bash, brew install anomalyco/tap/opencode)",
+    docs: {
+      run: "https://opencode.ai/v1/docs/cli/#run",
+      permissions_and_auto: "https://opencode.ai/v1/docs/permissions/",
+      run_source: "github.com/anomalyco/opencode packages/opencode/src/cli/cmd/run.ts",
+      event_parts: "npm @opencode-ai/sdk@1.19.3 dist/v2/gen/types.gen.d.ts (TextPart, StepFinishPart)",
+      install: "github.com/anomalyco/opencode README.md",
+    },
   },
 };
+
+export function isPresetName(name: string): name is PresetName {
+  return (PRESET_NAMES as readonly string[]).includes(name);
+}
+
+/** Choices a config makes about a preset; everything else comes from the preset. */
+export interface PresetChoices {
+  /** Replace the edit mode with the CLI's permission bypass (never on by default). */
+  bypass?: boolean;
+  model?: string;
+  /** Flags the config adds, placed before the preset's tail. */
+  extra?: readonly string[];
+}
+
+/**
+ * The preset's non-interactive command line with the config's choices applied, placeholders left in.
+ * Order: argv, edit mode (or bypass), model, extra flags, tail.
+ */
+export function presetArgv(preset: AgentPreset, choices: PresetChoices = {}): string[] {
+  const permission = choices.bypass ? preset.bypass : preset.edit_mode;
+  const model = choices.model === undefined ? [] : [preset.model_flag, choices.model];
+  return [...preset.argv, ...permission, ...model, ...(choices.extra ?? []), ...preset.tail];
+}

@@ -5,7 +5,7 @@ import { type AgentResult, addUsage, type Usage } from "../contract/agent-result
  * already redacted). Pure: text in, values out. Each format is the CLI's documented one; the
  * fields and the pages they come from are listed in docs/agents.md.
  */
-export type OutputFormat = "claude-json" | "codex-jsonl" | "gemini-json" | "opencode-jsonl" | "aider-text";
+export type OutputFormat = "claude-json" | "codex-jsonl" | "gemini-json" | "opencode-jsonl" | "text";
 
 export interface ParsedOutput {
   result: AgentResult | null;
@@ -27,7 +27,7 @@ export function parseAgentOutput(format: OutputFormat, stdout: string): ParsedOu
       return gemini(stdout);
     case "opencode-jsonl":
       return opencode(stdout);
-    case "aider-text":
+    case "text":
       return aider(stdout);
   }
 }

@@ -12,6 +12,11 @@ export interface CommitTaskChangesOptions {
   /** Paths linked into the worktree by `include`: never committed. */
   exclude: readonly string[];
   /**
+   * Globs (repository-relative) of files the agent's CLI writes for itself (aider's tag cache):
+   * left out of termorch's commit unless the repository already tracks them.
+   */
+  scratch?: readonly string[];
+  /**
    * When given, HEAD must be on this branch, else this throws: an agent that switched branches
    * is caught here (the caller, commitOnTaskBranch, may then bring HEAD back by fast-forward and
    * commit again).
@@ -61,6 +66,14 @@ export async function commitTaskChanges(worktree: string, o: CommitTaskChangesOp
   // ("The following paths are ignored"), and whether it does is the user's business.
   await git(worktree, ["add", "-A", "--", ":(top)"]);
   if (exclude.length > 0) await unstage(worktree, exclude);
+  // Back to HEAD's state: new files there are unstaged, tracked ones keep their last commit.
+  if (o.scratch?.length)
+    await git(worktree, [
+      "reset",
+      "-q",
+      "--",
+      ...o.scratch.flatMap((g) => [`:(top,glob)${g}`, `:(top,glob)${g}/**`]),
+    ]);
   const tree = await gitLine(worktree, ["write-tree"]);
   // The tip and its tree in one process (a run pays a few git processes per task).
   const [old, oldTree] = (

@@ -375,6 +375,7 @@ async function runGates(ctx: RunContext, t: TaskRun, p: TaskPlan): Promise<Attem
           trailersOf(ctx, t.id),
         ),
         exclude: [...p.includeInRepo],
+        scratch: p.scratch,
         ...(t.startCommit ? { start: t.startCommit } : {}),
         identity: ctx.identity,
       });

@@ -25,6 +25,8 @@ export interface TaskPlan {
   prompt: { delivery: "stdin" | "file" | "none"; file: string; context: string };
   /** Which of its stdout termorch parses into the report (a preset's JSON); null: none. */
   output: OutputFormat | null;
+  /** Globs (repository-relative) of files its CLI writes for itself: never committed. */
+  scratch: readonly string[];
   tty: boolean;
   /** Where the agent runs: its worktree (at the workspace's place in it), or the workspace itself. */
   cwd: string;
@@ -90,6 +92,7 @@ function planTask(input: RunInput, r: ResolvedTask, place: PlanPlace): TaskPlan 
     }),
     prompt: { delivery: agent.prompt, file: promptFile, context: r.contextPath },
     output: agent.output,
+    scratch: prefix ? agent.scratch.map((g) => posix.join(prefix, g)) : agent.scratch,
     tty: agent.tty,
     cwd,
     worktree,
