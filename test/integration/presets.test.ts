@@ -20,24 +20,27 @@ function workspace(): ReturnType<typeof makeWorkspace> {
   return ws;
 }
 
-function assignments(dir: string, tasks: object[]): string {
+/** An assignments file whose tasks tell the stand-ins where to log (agents see only the variables they are given). */
+function assignments(dir: string, tasks: object[], stub: Record<string, string> = {}): string {
   const file = join(dir, "assignments.json");
   writeFileSync(
     file,
     JSON.stringify({
       run_id: `p${Math.random().toString(36).slice(2, 8)}`,
-      tasks: tasks.map((t) => ({ context_path: "ctx/task.md", dependencies: [], ...t })),
+      tasks: tasks.map((t) => ({
+        context_path: "ctx/task.md",
+        dependencies: [],
+        env: { STUB_ARGV_LOG: join(dir, "argv.jsonl"), ...stub },
+        ...t,
+      })),
       environment: { workspace_dir: "repo" },
     }),
   );
   return file;
 }
 
-const withStubs = (dir: string, extra: Record<string, string> = {}): Record<string, string> => ({
-  PATH: `${STUBS}${delimiter}${process.env.PATH}`,
-  STUB_ARGV_LOG: join(dir, "argv.jsonl"),
-  ...extra,
-});
+/** The stand-in CLIs first on PATH (the agents' PATH is termorch's). */
+const withStubs = (): Record<string, string> => ({ PATH: `${STUBS}${delimiter}${process.env.PATH}` });
 
 const argvLog = (dir: string): string[][] =>
   readFileSync(join(dir, "argv.jsonl"), "utf8")
@@ -51,7 +54,7 @@ describe("agent presets", () => {
     async (name) => {
       const { dir, repo } = workspace();
       const file = assignments(dir, [{ id: "t", agent: name }]);
-      const r = await termorch(["run", file], { socket, env: withStubs(dir) });
+      const r = await termorch(["run", file], { socket, env: withStubs() });
       expect(r.stderr + r.stdout).not.toMatch(/unknown option/);
       expect(r.exitCode).toBe(0);
       const report = readReport(dir);
@@ -72,8 +75,7 @@ describe("agent presets", () => {
       { id: "a", agent: "claude" },
       { id: "b", agent: "claude", dependencies: ["a"] },
     ]);
-    const prompts = join(dir, "prompt.log");
-    const r = await termorch(["run", file], { socket, env: withStubs(dir, { STUB_PROMPT_LOG: prompts }) });
+    const r = await termorch(["run", file], { socket, env: withStubs() });
     expect(r.exitCode).toBe(0);
     const report = readReport(dir);
     const a = report.tasks.find((t) => t.id === "a")!;
@@ -87,26 +89,29 @@ describe("agent presets", () => {
     expect(report.summary.usage!.cost_usd).toBeCloseTo(a.usage!.cost_usd! + b.usage!.cost_usd!, 6);
   });
 
-  it("delivers a context file over 128 KiB intact, never as one argument", async () => {
-    const { dir, repo } = workspace();
-    const big = `# big\n${"x".repeat(200 * 1024)}\n`;
-    writeFileSync(join(repo, "ctx", "big.md"), big);
-    git(repo, "add", "-A");
-    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "big context");
-    for (const name of ["claude", "aider"]) {
-      const prompts = join(dir, `${name}.prompt`);
-      const file = assignments(dir, [{ id: `big-${name}`, agent: name, context_path: "ctx/big.md" }]);
-      const r = await termorch(["run", file], { socket, env: withStubs(dir, { STUB_PROMPT_LOG: prompts }) });
+  it.each(["claude", "aider"])(
+    "%s gets a context file over 128 KiB intact, never as one argument",
+    async (name) => {
+      const { dir, repo } = workspace();
+      const big = `# big\n${"x".repeat(200 * 1024)}\n`;
+      writeFileSync(join(repo, "ctx", "big.md"), big);
+      git(repo, "add", "-A");
+      git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "big context");
+      const prompts = join(dir, "prompt.log");
+      const file = assignments(dir, [{ id: "big", agent: name, context_path: "ctx/big.md" }], {
+        STUB_PROMPT_LOG: prompts,
+      });
+      const r = await termorch(["run", file], { socket, env: withStubs() });
       expect(r.exitCode).toBe(0);
       expect(readFileSync(prompts, "utf8")).toBe(big);
-    }
-    for (const argv of argvLog(dir)) expect(Math.max(...argv.map((a) => a.length))).toBeLessThan(4096);
-  });
+      for (const argv of argvLog(dir)) expect(Math.max(...argv.map((arg) => arg.length))).toBeLessThan(4096);
+    },
+  );
 
   it("fails a task whose CLI reports an error in its JSON while exiting 0, with reason agent_error", async () => {
     const { dir } = workspace();
-    const file = assignments(dir, [{ id: "t", agent: "claude" }]);
-    const r = await termorch(["run", file], { socket, env: withStubs(dir, { STUB_ERROR: "1" }) });
+    const file = assignments(dir, [{ id: "t", agent: "claude" }], { STUB_ERROR: "1" });
+    const r = await termorch(["run", file], { socket, env: withStubs() });
     expect(r.exitCode).toBe(1);
     expect(readReport(dir).tasks[0]).toMatchObject({
       status: "failed",
