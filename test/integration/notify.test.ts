@@ -113,6 +113,27 @@ describe("notifications", () => {
     expect(started.stderr).toContain("notification failed");
   });
 
+  it("the event's format and the config's notify are documented as JSON Schema", async () => {
+    const event = await termorch(["schema", "notify-event"], { socket });
+    expect(event.exitCode).toBe(0);
+    const variants = JSON.parse(event.stdout).oneOf as Array<{
+      properties: Record<string, { const?: string }>;
+    }>;
+    expect(variants.map((v) => v.properties.event?.const).sort()).toEqual([
+      "run.finished",
+      "task.failed",
+      "task.waiting_input",
+    ]);
+    const finished = variants.find((v) => v.properties.event?.const === "run.finished")!;
+    expect(Object.keys(finished.properties)).toEqual(
+      expect.arrayContaining(["run_id", "time", "summary", "exit_code", "report", "error"]),
+    );
+    const cfg = await termorch(["schema", "config"], { socket });
+    const notify = JSON.parse(cfg.stdout).properties.notify;
+    expect(Object.keys(notify.properties).sort()).toEqual(["command", "events", "timeout_s"]);
+    expect(notify.properties.timeout_s.default).toBe(10);
+  });
+
   it("a notify command that hangs is killed with its process group at its timeout; the run's result stays", async () => {
     const { dir } = workspace();
     const file = writeAssignments(dir, [{ id: "good" }]);
