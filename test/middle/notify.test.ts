@@ -74,6 +74,8 @@ describe("notifications in the pipeline", () => {
     rec.answerAll();
     await rec.received(2);
     await vi.advanceTimersByTimeAsync(0);
+    // What comes after it (closing x's session) waits too.
+    expect(run.host.closed).toEqual([]);
     expect(returned).toBe(false);
     expect(rec.events[1]).toMatchObject({
       event: "run.finished",
@@ -83,6 +85,7 @@ describe("notifications in the pipeline", () => {
     });
     rec.answerAll();
     expect(run.report(await done).exit_code).toBe(1);
+    expect(run.host.closed).toEqual([x.spec.session]);
     // b was skipped, not failed: no event of its own.
     expect(rec.events.map((e) => e.event)).toEqual(["task.failed", "run.finished"]);
   });
