@@ -472,7 +472,11 @@ async function buildLiveRun(p: {
       onFailure: (failure) => {
         // At error level: the CLI shows it by default, so a cron job's log says it.
         ctx.log.error({ ...failure }, "notification failed; the run goes on");
-        void ctx.ledger.append("notify.failed", { ...failure }, failure.task_id ?? undefined);
+        ctx.ledger
+          .append("notify.failed", { ...failure }, failure.task_id ?? undefined)
+          .catch((error: unknown) =>
+            ctx.log.warn({ err: errorText(error) }, "could not record the failed notification"),
+          );
       },
     }),
     settings,
