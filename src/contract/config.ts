@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { NoNul, TimeoutS } from "./assignments.js";
+import { NotifyConfig } from "./notify.js";
 
 /**
  * tmux socket names (tmux -L) become a file name in tmux's socket folder: no "." or "..", nothing
@@ -116,5 +117,6 @@ export const Config = z.strictObject({
         .describe("Removed: accepted and ignored (a run warns once); every tmux command is a spawned client"),
     })
     .default({}),
+  notify: NotifyConfig.optional(),
 });
 export type Config = z.infer<typeof Config>;

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { Assignments } from "./assignments.js";
 import { Config } from "./config.js";
+import { NotifyEvent } from "./notify.js";
 import { Report } from "./report.js";
 import { RunState } from "./state.js";
 import { StatusFile } from "./status.js";
@@ -13,6 +14,7 @@ export const schemas = {
   status: StatusFile,
   state: RunState,
   "status-view": StatusView,
+  "notify-event": NotifyEvent,
 } as const;
 export type SchemaName = keyof typeof schemas;
 

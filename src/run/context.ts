@@ -8,6 +8,7 @@ import type { StatusFiles } from "../fs/status-files.js";
 import type { Identity } from "../git/repo.js";
 import type { RunInput } from "../input/assignments-file.js";
 import type { Ledger } from "../ledger/ledger.js";
+import type { Notifier } from "../notify/notifier.js";
 import type { Plan } from "../plan/waves.js";
 import type { Redactor } from "../redact/redactor.js";
 import type { MergeOutcome, RunError } from "../report/build.js";
@@ -68,6 +69,8 @@ export interface RunContext {
   now: () => number;
   /** Called whenever a task changes state (progress display). */
   onChange: () => void;
+  /** Tells the config's `notify` command about failed tasks and the run's end (README: Notifications). */
+  notifier: Notifier;
 }
 
 /** Workspace-relative paths as repository-relative ones (the workspace may be a folder inside the repository). */

@@ -4,7 +4,7 @@ import { availableParallelism } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import type PQueue from "p-queue";
 import pino, { type Logger } from "pino";
-import { secretValuesOf } from "../agent/environment.js";
+import { agentEnvironment, secretValuesOf } from "../agent/environment.js";
 import { Config } from "../contract/config.js";
 import type { RunState } from "../contract/state.js";
 import { InputError, LockedError, TermorchError } from "../errors.js";
@@ -21,6 +21,7 @@ import { checkAgentBinaries } from "../input/agent-binaries.js";
 import { loadAssignments, type RunInput } from "../input/assignments-file.js";
 import { loadConfig, loadConfigOrProblems, removedSettings } from "../input/config-file.js";
 import { Ledger } from "../ledger/ledger.js";
+import { commandDelivery, Notifier, type NotifyDelivery } from "../notify/notifier.js";
 import { buildGraph } from "../plan/graph.js";
 import { planWaves } from "../plan/waves.js";
 import { Redactor } from "../redact/redactor.js";
@@ -65,6 +66,8 @@ export interface DriveOptions {
   runner?: TaskRunner;
   /** The git operations on the workspace; default: git's. Tests inject one without processes. */
   workspace?: TaskWorkspace;
+  /** Where the config's `notify` events go; default: its command. Tests inject a recorder. */
+  notify?: NotifyDelivery;
   /** A crash-test fault (faults.ts): injected by tests, never taken from the environment. */
   fault?: string | null;
   /** Called once the run is planned, before anything starts. */
@@ -461,6 +464,23 @@ async function buildLiveRun(p: {
     log: p.log.child({ run: runId }),
     now: Date.now,
     onChange: () => p.opts.onProgress?.([...ctx.tasks.values()], Date.now() - p.startedAt),
+    notifier: new Notifier({
+      config: input.config.notify,
+      runId,
+      runDir,
+      redactor,
+      now: Date.now,
+      deliver: p.opts.notify ?? notifyCommand(input, runId, runDir, env, p.cwd),
+      onFailure: (failure) => {
+        // At error level: the CLI shows it by default, so a cron job's log says it.
+        ctx.log.error({ ...failure }, "notification failed; the run goes on");
+        ctx.ledger
+          .append("notify.failed", { ...failure }, failure.task_id ?? undefined)
+          .catch((error: unknown) =>
+            ctx.log.warn({ err: errorText(error) }, "could not record the failed notification"),
+          );
+      },
+    }),
     settings,
     plan,
     order: graph.order,
@@ -537,6 +557,36 @@ async function buildLiveRun(p: {
     );
   }
   return ctx;
+}
+
+/**
+ * The config's notify command. It gets what a run-level gate gets: the base variables, the
+ * assignment's `env_vars` (where a webhook's address or token is passed) and the run's
+ * TERMORCH_RUN_ID and TERMORCH_RUN_DIR, which also let `termorch clean` find one that outlived
+ * its driver. No agent's or task's `env`: those belong to one task, and an event is the run's.
+ */
+function notifyCommand(
+  input: RunInput,
+  runId: string,
+  runDir: string,
+  env: Readonly<Record<string, string | undefined>>,
+  cwd: string,
+): NotifyDelivery {
+  const notify = input.config.notify;
+  if (!notify) return async () => null;
+  return commandDelivery({
+    command: notify.command,
+    env: agentEnvironment({
+      processEnv: env,
+      envVars: input.assignments.environment.env_vars,
+      agentEnv: {},
+      taskEnv: {},
+      termorch: { TERMORCH_RUN_ID: runId, TERMORCH_RUN_DIR: runDir },
+      config: input.config,
+    }).env,
+    cwd,
+    timeoutMs: notify.timeout_s * 1000,
+  });
 }
 
 /**
@@ -686,6 +736,8 @@ async function drive(
   if (!stage.unfinished) await clearMergeIntent(ctx);
   ctx.journal.close();
   await rm(ctx.journal.path, { force: true }).catch(() => {});
+  // Awaited (bounded by notify.timeout_s): a cron job's run returns once it was told.
+  await ctx.notifier.runFinished(report, result.reportPath);
   await ledger.close();
   const keptSessions = await closeSessions(ctx, ctx.settings.sessions);
   if (internal === null && !ctx.stop.cancelled)
@@ -697,6 +749,8 @@ async function drive(
 async function detach(ctx: LiveRun): Promise<DetachedResult> {
   await ctx.saveFinal();
   ctx.journal.close();
+  // Failures already queued are still told (bounded); the run's own end comes with its resume.
+  await ctx.notifier.drained();
   await ctx.ledger.append("run.detached", { pid: process.pid });
   await ctx.ledger.close();
   return { detached: true, runId: ctx.runId, runDir: ctx.runDir };

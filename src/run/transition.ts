@@ -30,6 +30,7 @@ export async function transition(ctx: RunContext, t: TaskRun, change: TaskTransi
   );
   ctx.journal.write(t);
   ctx.status.set(status);
+  if (change.to === "failed") ctx.notifier.taskFailed(t);
   ctx.onChange();
 }
 

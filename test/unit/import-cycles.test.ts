@@ -79,6 +79,7 @@ const LAYERS = [
   "runner",
   "tmux",
   "shell",
+  "notify",
   "agent",
   "ledger",
   "input",

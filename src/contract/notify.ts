@@ -1,0 +1,77 @@
+import { z } from "zod";
+import { NoNul, TimeoutS } from "./assignments.js";
+import { Reason } from "./reason.js";
+import { Report } from "./report.js";
+
+/** The events a notification command can be sent. */
+export const NotifyEventName = z.enum(["task.waiting_input", "task.failed", "run.finished"]);
+export type NotifyEventName = z.infer<typeof NotifyEventName>;
+
+export const NOTIFY_TIMEOUT_S = 10;
+
+/** Config `notify`: a command told about a run's events (README: Notifications). */
+export const NotifyConfig = z
+  .strictObject({
+    command: z
+      .array(NoNul)
+      .min(1)
+      .describe(
+        "argv of the command run once per event, without a shell; it reads one JSON event (`termorch schema notify-event`) on standard input",
+      ),
+    events: z
+      .array(NotifyEventName)
+      .min(1)
+      .default(["task.waiting_input", "task.failed", "run.finished"])
+      .describe("The events sent to the command (default: all of them)"),
+    timeout_s: TimeoutS.default(NOTIFY_TIMEOUT_S).describe(
+      "Seconds one delivery may take; then the command's process group is killed and the failure logged",
+    ),
+  })
+  .describe(
+    "Run a command for each of a run's notable events (a task failed, a task waits for input, the run finished). Its failures are logged (ledger event notify.failed), never fatal, and never change the run's exit code",
+  );
+export type NotifyConfig = z.infer<typeof NotifyConfig>;
+
+const Common = {
+  schema_version: z.literal(1),
+  run_id: z.string(),
+  run_dir: z.string().describe("The run directory (its report, logs and ledger)"),
+  time: z.string().describe("When the event happened (ISO 8601)"),
+};
+
+/**
+ * One line on a notification command's standard input. Every string in it went through the
+ * run's redactor, as everything termorch writes does.
+ */
+export const NotifyEvent = z
+  .discriminatedUnion("event", [
+    z.strictObject({
+      event: z.literal("task.failed"),
+      ...Common,
+      task_id: z.string(),
+      reason: Reason.describe("Why the task failed (the report's `reason`)"),
+      detail: z.string().nullable().describe("What happened, as the report's task `detail` says it"),
+      attempts: z.number().int().min(0).describe("Attempts the task made, the failed last one included"),
+    }),
+    z.strictObject({
+      event: z.literal("task.waiting_input"),
+      ...Common,
+      task_id: z.string(),
+      since: z.string().describe("Since when the agent has been waiting for input (ISO 8601)"),
+    }),
+    z.strictObject({
+      event: z.literal("run.finished"),
+      ...Common,
+      exit_code: z.number().int().describe("The run's exit code (the report's `exit_code`)"),
+      summary: Report.shape.summary.describe("The report's `summary`"),
+      error: Report.shape.error.describe(
+        "The report's `error`: set when the run stopped outside its tasks (an internal error), else null",
+      ),
+      report: z
+        .string()
+        .nullable()
+        .describe("Path of execution_report.json; null when it could not be written"),
+    }),
+  ])
+  .describe("One event sent to the config's `notify.command` on its standard input");
+export type NotifyEvent = z.infer<typeof NotifyEvent>;
