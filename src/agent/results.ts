@@ -84,7 +84,7 @@ function usageOf(u: Usage | null): Usage | null {
 /** `claude -p --output-format json`: one result object (type "result"). */
 function claude(stdout: string): ParsedOutput {
   const r = lastObject(stdout);
-  if (!r || r.type !== "result") return NONE;
+  if (r?.type !== "result") return NONE;
   const u = isObject(r.usage) ? r.usage : {};
   return {
     result: {
