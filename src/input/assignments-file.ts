@@ -3,7 +3,7 @@ import { basename, dirname, extname, resolve } from "node:path";
 import type { z } from "zod";
 import { agentFor, type ResolvedAgent } from "../agent/command.js";
 import { Assignments, Environment, RUN_ID_PATTERN, SuccessCriteria, Task } from "../contract/assignments.js";
-import type { AgentSpec, Config } from "../contract/config.js";
+import type { Config } from "../contract/config.js";
 import { schemaProblems } from "../contract/parse.js";
 import { InputError, type InputProblem } from "../errors.js";
 import { compactTimestamp } from "../fs/log-names.js";
