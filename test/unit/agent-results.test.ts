@@ -1,0 +1,165 @@
+import { describe, expect, it } from "vitest";
+import { parseAgentOutput, SUMMARY_MAX } from "../../src/agent/results.js";
+import { addUsage } from "../../src/contract/agent-result.js";
+
+// Output in each CLI's documented shape (docs/agents.md names the sources).
+describe("an agent CLI's own account of its work", () => {
+  it("claude: the result object after any log lines; an error subtype is an error", () => {
+    const out = `starting\n${JSON.stringify({
+      type: "result",
+      subtype: "success",
+      is_error: false,
+      result: "Done: added tests",
+      session_id: "s-1",
+      total_cost_usd: 0.0123,
+      usage: {
+        input_tokens: 10,
+        output_tokens: 20,
+        cache_read_input_tokens: 30,
+        cache_creation_input_tokens: 40,
+      },
+    })}\n`;
+    expect(parseAgentOutput("claude-json", out)).toEqual({
+      result: { summary: "Done: added tests", session_id: "s-1", is_error: false },
+      usage: {
+        input_tokens: 10,
+        output_tokens: 20,
+        cache_read_tokens: 30,
+        cache_write_tokens: 40,
+        cost_usd: 0.0123,
+      },
+    });
+    const failed = JSON.stringify({
+      type: "result",
+      subtype: "error_max_turns",
+      is_error: false,
+      session_id: "s",
+    });
+    expect(parseAgentOutput("claude-json", failed).result).toMatchObject({ is_error: true, summary: null });
+    expect(parseAgentOutput("claude-json", "not json")).toEqual({ result: null, usage: null });
+  });
+
+  it("codex: the last agent message, the thread, usage summed over turns, a failed turn", () => {
+    const lines = [
+      { type: "thread.started", thread_id: "th-9" },
+      { type: "item.completed", item: { type: "agent_message", text: "first" } },
+      { type: "turn.completed", usage: { input_tokens: 100, cached_input_tokens: 40, output_tokens: 7 } },
+      { type: "item.completed", item: { type: "agent_message", text: "second" } },
+      { type: "turn.completed", usage: { input_tokens: 50, cached_input_tokens: 0, output_tokens: 3 } },
+    ].map((l) => JSON.stringify(l));
+    expect(parseAgentOutput("codex-jsonl", lines.join("\n"))).toEqual({
+      result: { summary: "second", session_id: "th-9", is_error: false },
+      usage: {
+        input_tokens: 150,
+        output_tokens: 10,
+        cache_read_tokens: 40,
+        cache_write_tokens: null,
+        cost_usd: null,
+      },
+    });
+    const failed = `${lines[0]}\n${JSON.stringify({ type: "turn.failed", error: { message: "quota" } })}\n`;
+    expect(parseAgentOutput("codex-jsonl", failed).result).toEqual({
+      summary: "quota",
+      session_id: "th-9",
+      is_error: true,
+    });
+  });
+
+  it("gemini: response, session and tokens of every model; an error object", () => {
+    const out = JSON.stringify({
+      session_id: "g-1",
+      response: "ok",
+      stats: {
+        models: {
+          "gemini-2.5-pro": { tokens: { prompt: 100, candidates: 5, cached: 60 } },
+          "gemini-2.5-flash": { tokens: { prompt: 10, candidates: 1, cached: 0 } },
+        },
+      },
+    });
+    expect(parseAgentOutput("gemini-json", out)).toEqual({
+      result: { summary: "ok", session_id: "g-1", is_error: false },
+      usage: {
+        input_tokens: 110,
+        output_tokens: 6,
+        cache_read_tokens: 60,
+        cache_write_tokens: null,
+        cost_usd: null,
+      },
+    });
+    expect(
+      parseAgentOutput("gemini-json", JSON.stringify({ error: { message: "bad key" } })).result,
+    ).toMatchObject({
+      is_error: true,
+      summary: "bad key",
+    });
+  });
+
+  it("opencode: the last text part, the session, tokens and cost of every step; an error event", () => {
+    const ev = (e: object): string => JSON.stringify({ sessionID: "ses_1", ...e });
+    const out = [
+      ev({ type: "text", part: { text: "edited a.ts" } }),
+      ev({
+        type: "step_finish",
+        part: { cost: 0.01, tokens: { input: 10, output: 2, cache: { read: 5, write: 1 } } },
+      }),
+      ev({
+        type: "step_finish",
+        part: { cost: 0.02, tokens: { input: 20, output: 3, cache: { read: 0, write: 0 } } },
+      }),
+    ].join("\n");
+    expect(parseAgentOutput("opencode-jsonl", out)).toEqual({
+      result: { summary: "edited a.ts", session_id: "ses_1", is_error: false },
+      usage: {
+        input_tokens: 30,
+        output_tokens: 5,
+        cache_read_tokens: 5,
+        cache_write_tokens: 1,
+        cost_usd: 0.03,
+      },
+    });
+    const failed = ev({ type: "error", error: { name: "APIError", data: { message: "rate limited" } } });
+    expect(parseAgentOutput("opencode-jsonl", failed).result).toMatchObject({
+      is_error: true,
+      summary: "rate limited",
+    });
+  });
+
+  it("aider: its usage lines (tokens added up, the last session cost), no summary", () => {
+    const out = [
+      "Applied edit to a.py",
+      "Tokens: 2.4k sent, 1.0k cache write, 3.1k cache hit, 180 received. Cost: $0.0099 message, $0.01 session.",
+      "Tokens: 1.2k sent, 20 received. Cost: $0.0050 message, $0.02 session.",
+    ].join("\n");
+    expect(parseAgentOutput("text", out)).toEqual({
+      result: null,
+      usage: {
+        input_tokens: 3600,
+        output_tokens: 200,
+        cache_read_tokens: 3100,
+        cache_write_tokens: 1000,
+        cost_usd: 0.02,
+      },
+    });
+    expect(parseAgentOutput("text", "no usage line")).toEqual({ result: null, usage: null });
+  });
+
+  it("cuts a long summary and adds usages field by field", () => {
+    const long = JSON.stringify({ type: "result", is_error: false, result: "x".repeat(SUMMARY_MAX + 10) });
+    expect(parseAgentOutput("claude-json", long).result!.summary!.length).toBeLessThan(SUMMARY_MAX + 50);
+    const u = {
+      input_tokens: 1,
+      output_tokens: null,
+      cache_read_tokens: null,
+      cache_write_tokens: null,
+      cost_usd: 0.1,
+    };
+    expect(addUsage([u, null, { ...u, output_tokens: 2, cost_usd: 0.2 }])).toEqual({
+      input_tokens: 2,
+      output_tokens: 2,
+      cache_read_tokens: null,
+      cache_write_tokens: null,
+      cost_usd: 0.3,
+    });
+    expect(addUsage([null])).toBeNull();
+  });
+});
