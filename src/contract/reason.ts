@@ -14,6 +14,7 @@ export const Reason = z.enum([
   "conflict",
   "cancelled",
   "lost",
+  "setup",
 ]);
 export type Reason = z.infer<typeof Reason>;
 
