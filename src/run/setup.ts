@@ -34,7 +34,11 @@ export async function runSetup(
   });
   if (gate === "detached") return "detached";
   t.gates = [gate];
-  await ctx.ledger.append("task.setup", { attempt: t.attempts, passed: gate.passed, detail: gate.detail }, t.id);
+  await ctx.ledger.append(
+    "task.setup",
+    { attempt: t.attempts, passed: gate.passed, detail: gate.detail },
+    t.id,
+  );
   if (gate.passed) return null;
   // A set-up the run's stop ended (cancel, --fail-fast) did not fail on its own.
   if (ctx.stop.ending)

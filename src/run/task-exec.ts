@@ -302,7 +302,10 @@ async function watchAttempt(
  * passed: the commit, required_artifacts, allowed_paths, tests_cmd. Returns the failing reason.
  */
 async function runGates(ctx: RunContext, t: TaskRun, p: TaskPlan): Promise<AttemptOutcome | "detached"> {
-  const gates: Gate[] = [...setupGates(t), { name: "core", required: true, passed: true, detail: "exit code 0" }];
+  const gates: Gate[] = [
+    ...setupGates(t),
+    { name: "core", required: true, passed: true, detail: "exit code 0" },
+  ];
   t.gates = gates;
   const failed = (reason: Reason, detail: string): AttemptOutcome => ({ reason, detail });
   if (ctx.git && p.worktree !== null) {
