@@ -2,9 +2,9 @@ import { lstat, realpath, rm } from "node:fs/promises";
 import path from "node:path";
 import { KeyedQueue } from "../concurrency/keyed-queue.js";
 import type { Conflict } from "../contract/report.js";
+import { copyIntoWorktree } from "./copy.js";
 import { GitError } from "./errors.js";
 import { foldMerge } from "./fold.js";
-import { copyIntoWorktree } from "./copy.js";
 import { linkIncludes, normalizeInclude } from "./include.js";
 import {
   branchRef,

@@ -54,7 +54,7 @@ describe("environment.setup_cmd", () => {
       {
         environment: {
           setup_cmd:
-            'echo "setup $TERMORCH_TASK_ID attempt $TERMORCH_ATTEMPT level ${LEVEL:-none} in $(pwd)" > made-by-setup.txt; echo installing; echo warned >&2',
+            'echo "setup $TERMORCH_TASK_ID attempt $TERMORCH_ATTEMPT level [$LEVEL] in $(pwd)" > made-by-setup.txt; echo installing; echo warned >&2',
         },
       },
     );
@@ -83,9 +83,9 @@ describe("environment.setup_cmd", () => {
     expect(readFileSync(join(dir, logs![2]!), "utf8")).toBe("warned\n");
     // It ran in the task's worktree (not in the workspace), before the agent, with its environment.
     const seenA = readFileSync(join(repo, "seen-A.txt"), "utf8");
-    expect(seenA).toMatch(/^setup A attempt 1 level 7 in \/.+\n$/);
+    expect(seenA).toMatch(/^setup A attempt 1 level \[7\] in \/.+\n$/);
     expect(seenA).not.toContain(` in ${repo}\n`);
-    expect(readFileSync(join(repo, "seen-B.txt"), "utf8")).toMatch(/^setup B attempt 1 level none in /);
+    expect(readFileSync(join(repo, "seen-B.txt"), "utf8")).toMatch(/^setup B attempt 1 level \[\] in /);
     expect(existsSync(join(repo, "made-by-setup.txt"))).toBe(false);
     const events = readFileSync(join(dir, "events.jsonl"), "utf8")
       .trim()
