@@ -43,9 +43,12 @@ export async function runSetup(
   // A set-up the run's stop ended (cancel, --fail-fast) did not fail on its own.
   if (ctx.stop.ending)
     return { record: null, reason: "cancelled", detail: "the run was cancelled during its setup_cmd" };
-  // The detail never names a log (the report's output_log does that for agents); the gate's does.
-  const how = gate.detail.replace(/; output in .*$/s, "");
-  return { record: null, reason: "setup", detail: `its setup_cmd failed (${how}); no agent was started` };
+  // Like a failed tests_cmd, the detail names the logs: output_log is the agent's, and none ran.
+  return {
+    record: null,
+    reason: "setup",
+    detail: `its setup_cmd failed (${gate.detail}); no agent was started`,
+  };
 }
 
 /** The set-up gate of the attempt, to stay first in its gates: none when no setup_cmd ran. */

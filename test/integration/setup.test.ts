@@ -119,7 +119,7 @@ describe("environment.setup_cmd", () => {
       exit_code: null,
       output_log: null,
     });
-    expect(a!.detail).toBe("its setup_cmd failed (exit code 3); no agent was started");
+    expect(a!.detail).toBe(`its setup_cmd failed (${a!.gates[0]!.detail}); no agent was started`);
     expect(b).toMatchObject({ status: "skipped", reason: "dependency_failed" });
     expect(report.summary.failed_tasks).toEqual(["A"]);
     expect(a!.gates.map((g) => [g.name, g.passed])).toEqual([
@@ -136,7 +136,10 @@ describe("environment.setup_cmd", () => {
     expect(JSON.parse(readFileSync(join(dir, "status", "A.failed"), "utf8"))).toMatchObject({
       reason: "setup",
     });
-    expect(result.stdout + result.stderr).toMatch(/setup/);
+    // The summary says where to look.
+    expect(result.stdout + result.stderr).toMatch(
+      /A: failed \(setup: its setup_cmd failed \(exit code 3; output in logs\/setup-A-/,
+    );
     expect(git(repo, "log", "--format=%s").trim().split("\n")).toHaveLength(2);
   });
 
@@ -207,7 +210,9 @@ describe("environment.setup_cmd", () => {
       expect(result.exitCode).toBe(1);
       const a = readReport(dir).tasks[0]!;
       expect(a).toMatchObject({ status: "failed", reason: "setup" });
-      expect(a.detail).toBe("its setup_cmd failed (timed out); no agent was started");
+      expect(a.detail).toMatch(
+        /^its setup_cmd failed \(timed out; output in logs\/setup-A-.*\); no agent was started$/,
+      );
       expect(a.gates[0]!.detail).toMatch(/^timed out; output in logs\/setup-A-/);
       expect(existsSync(marker)).toBe(false);
       expect(Date.now() - t0).toBeLessThan(60_000);
