@@ -175,6 +175,7 @@ export async function main(
         true,
         true,
         input.file,
+        input.assignments.environment.worktree_copy,
       );
       const graph = buildGraph(input.assignments.tasks);
       const plan = planWaves(input.assignments.tasks, graph.order);

@@ -46,6 +46,11 @@ export const Task = z.strictObject({
   env: z.record(z.string().regex(envName, "must be an environment variable name"), NoNul).default({}),
   allowed_paths: z.array(NoNul.min(1)).optional(),
   success_criteria: SuccessCriteria.optional(),
+  setup_cmd: NoNul.min(1)
+    .optional()
+    .describe(
+      "This task's set-up command line; it replaces `environment.setup_cmd` for this task (they are not both run)",
+    ),
 });
 export type Task = z.infer<typeof Task>;
 
@@ -67,6 +72,20 @@ export const Environment = z.strictObject({
   resource_limits: ResourceLimits.default({}),
   /** Untracked workspace paths symlinked into every worktree. */
   worktree_include: z.array(z.string().min(1)).default([]),
+  worktree_copy: z
+    .array(NoNul.min(1))
+    .default([])
+    .describe(
+      "Untracked workspace paths (files or folders, e.g. `.env`) copied into every task worktree instead of linked, so an agent's edit never reaches the workspace's copy. Each must exist in the workspace and not be tracked. Never committed; kept across a retry's reset. Not used when the workspace is not a git repository (tasks then run in it)",
+    ),
+  setup_cmd: NoNul.min(1)
+    .optional()
+    .describe(
+      "A command line run with `sh -c` in each fresh task worktree (the workspace itself when it is not a git repository) before the agent starts, with the task's environment: e.g. `npm ci --prefer-offline`. Its output goes to `logs/setup-<task>-<ts>.out/.err`; the report has a `setup` gate. A failure (exit code not 0, timeout, exit status lost) fails the task with reason `setup` and starts no agent. A retry runs it again in the reset worktree. A task's own `setup_cmd` replaces this one",
+    ),
+  setup_timeout_s: TimeoutS.optional().describe(
+    "Seconds a setup_cmd may run; default: the task's timeout (timeout_s by its precedence), none when there is none. The agent's own timeout starts when it launches, after the set-up",
+  ),
 });
 export type Environment = z.infer<typeof Environment>;
 

@@ -15,6 +15,7 @@ export const Reason = z.enum([
   "cancelled",
   "lost",
   "agent_error",
+  "setup",
 ]);
 export type Reason = z.infer<typeof Reason>;
 

@@ -51,7 +51,9 @@ export const TaskReport = z.strictObject({
     ),
   artifacts: z.array(z.string()),
   exit_code: z.number().int().nullable(),
-  reason: Reason.nullable(),
+  reason: Reason.nullable().describe(
+    "Why the task did not succeed; null when it did. `exit_code`, `timeout`, `signal`: how its agent ended; `launch_error`: its agent or worktree could not be started; `validation`: a gate after the agent failed (commit, required_artifacts, allowed_paths, tests_cmd); `setup`: its `setup_cmd` failed (exit code not 0, timed out, or its exit status was lost), so no agent was started (the `setup` gate names its logs); `dependency_failed`: skipped because a dependency did not succeed; `conflict`: its dependencies' branches conflict; `cancelled`: the run was cancelled or stopped (--fail-fast); `lost`: its session or worktree vanished without an exit record; `agent_error`: its agent's CLI reported an error in its output while exiting 0 (see `agent_result`)",
+  ),
   detail: z.string().nullable(),
   attempts: z.number().int().min(0),
   started_at: z.string().nullable(),
@@ -65,7 +67,11 @@ export const TaskReport = z.strictObject({
     .describe(
       "Branches the task's agent certainly created in the user's repository: one it switched to (its commits were brought onto `branch`) or had checked out in its worktree; removed after a successful merge and by `termorch clean` when no commit would be lost. A ref the agent created without checking it out (`git branch stray`, `git tag t`) is not here: termorch cannot tell it from one the user made during the run (a reflog entry does not say which worktree wrote it), so it is only listed in `merge.refs_changed` and never removed; nor are refs that merely point at the task's commits",
     ),
-  gates: z.array(Gate),
+  gates: z
+    .array(Gate)
+    .describe(
+      "The task's gates in the order they ran (of its last attempt): `setup` (only when a setup_cmd is given: it runs before the agent; its detail names its logs), `core` (the agent exited 0), `commit`, `required_artifacts`, `allowed_paths`, `tests_cmd`",
+    ),
   /** Exact argv the task runs (after placeholder substitution). */
   argv: z.array(z.string()),
   dependencies: z.array(z.string()),
@@ -94,7 +100,7 @@ export const Report = z.strictObject({
     failed_tasks: z
       .array(z.string())
       .describe(
-        "Tasks whose own attempt failed (reason exit_code, timeout, signal, launch_error, validation, conflict, lost or agent_error). Not the skipped or cancelled ones: they have their own lists.",
+        "Tasks whose own attempt failed (reason exit_code, timeout, signal, launch_error, validation, setup, conflict, lost or agent_error). Not the skipped or cancelled ones: they have their own lists.",
       ),
     skipped_tasks: z
       .array(z.string())

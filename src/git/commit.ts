@@ -9,7 +9,7 @@ import { branchRef, commitIdentity, commitTree, git, gitBuffer, gitLine, type Id
 export interface CommitTaskChangesOptions {
   /** Commit message (names the task and the agent). */
   message: string;
-  /** Paths linked into the worktree by `include`: never committed. */
+  /** Paths linked into the worktree by `include` (or copied there by `worktree_copy`): never committed. */
   exclude: readonly string[];
   /**
    * Globs (repository-relative) of files the agent's CLI writes for itself (aider's tag cache):

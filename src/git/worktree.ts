@@ -2,6 +2,7 @@ import { lstat, realpath, rm } from "node:fs/promises";
 import path from "node:path";
 import { KeyedQueue } from "../concurrency/keyed-queue.js";
 import type { Conflict } from "../contract/report.js";
+import { copyIntoWorktree } from "./copy.js";
 import { GitError } from "./errors.js";
 import { foldMerge } from "./fold.js";
 import { linkIncludes, normalizeInclude } from "./include.js";
@@ -46,6 +47,8 @@ export interface PrepareTaskWorktreeOptions {
   deps: readonly TaskDep[];
   /** Untracked workspace paths (relative to `repo`) to symlink into the worktree. */
   include: readonly string[];
+  /** Untracked workspace paths (relative to `repo`) to copy into the worktree (`worktree_copy`). */
+  copy?: readonly string[];
   /** Author and committer of a merge of several dependencies; default: the repository's configured user. */
   identity?: Identity;
   /** Trailers for that merge commit's message (e.g. the run and task). */
@@ -65,7 +68,7 @@ export type PrepareTaskWorktreeResult = { ok: true; startCommit: string } | { ok
 
 /**
  * Creates branch `branch` at the task's start commit and a worktree on it at `path`, then links
- * the `include` paths. The start commit is `base`, the single dependency's tip, or an in-memory
+ * the `include` paths and copies the `copy` ones. The start commit is `base`, the single dependency's tip, or an in-memory
  * merge of all dependency tips (a merge commit whose parents are the tips). Nothing in the
  * user's work tree, index or HEAD is touched; safe to run for many tasks at once.
  */
@@ -99,6 +102,7 @@ export async function prepareTaskWorktree(o: PrepareTaskWorktreeOptions): Promis
   o.hooks?.afterWorktree?.();
   try {
     await linkIncludes(o.repo, wt, include);
+    await copyIntoWorktree(o.repo, wt, o.copy ?? []);
   } catch (err) {
     await removeWorktree(o.repo, wt);
     await git(o.repo, ["update-ref", "-d", ref, start.commit], { allowExit: [0, 1, 128] });
@@ -208,9 +212,10 @@ export interface PrepareDetachedWorktreeOptions {
   /** Commit to check out (detached: no branch is created). */
   commit: string;
   include: readonly string[];
+  copy?: readonly string[];
 }
 
-/** A throwaway worktree at `commit` with the include paths linked, e.g. to run gates on the integration. */
+/** A throwaway worktree at `commit` with the include paths linked (and copies made), e.g. to run gates on the integration. */
 export async function prepareDetachedWorktree(o: PrepareDetachedWorktreeOptions): Promise<void> {
   const include = normalizeInclude(o.include);
   const commit = await requireCommit(o.repo, o.commit);
@@ -218,6 +223,7 @@ export async function prepareDetachedWorktree(o: PrepareDetachedWorktreeOptions)
   await serialized(o.repo, () => git(o.repo, ["worktree", "add", "--quiet", "--detach", wt, commit]));
   try {
     await linkIncludes(o.repo, wt, include);
+    await copyIntoWorktree(o.repo, wt, o.copy ?? []);
   } catch (err) {
     await removeWorktree(o.repo, wt);
     throw err;
@@ -386,7 +392,7 @@ function shortBranch(ref: string): string {
 /**
  * Puts a worktree back to `commit`, as if nothing had run there: its changes and untracked
  * files are dropped, ignored ones too, except the `keep` paths (repository-relative: the
- * include links, which point at the user's own files).
+ * include links, which point at the user's own files, and the `worktree_copy` copies).
  */
 export async function resetWorktree(wt: string, commit: string, keep: readonly string[]): Promise<void> {
   await git(wt, ["reset", "-q", "--hard", commit]);

@@ -147,6 +147,10 @@ export async function loadAssignments(
       inside(`environment.worktree_include[${j}]`, undefined, p, true);
     });
   }
+  // A copy that is missing would give every agent a different environment than asked for.
+  (view.worktreeCopy ?? []).forEach((p, j) => {
+    inside(`environment.worktree_copy[${j}]`, undefined, p, true);
+  });
   (view.requiredArtifacts ?? []).forEach((p, j) => {
     globInside(`success_criteria.required_artifacts[${j}]`, undefined, p);
   });
@@ -176,6 +180,7 @@ interface InputView {
   workspaceDir?: string;
   /** The assignments' own list (default includes are added to it). */
   worktreeInclude?: string[];
+  worktreeCopy?: string[];
   requiredArtifacts?: string[];
 }
 
@@ -211,6 +216,7 @@ function wholeView(a: Assignments): InputView {
     })),
     workspaceDir: a.environment.workspace_dir,
     worktreeInclude: a.environment.worktree_include,
+    worktreeCopy: a.environment.worktree_copy,
     requiredArtifacts: a.success_criteria.required_artifacts,
   };
 }
@@ -230,6 +236,7 @@ function partialView(data: unknown): InputView {
   assign("runId", part(Assignments.shape.run_id, root.run_id));
   assign("workspaceDir", part(Environment.shape.workspace_dir, environment.workspace_dir));
   assign("worktreeInclude", part(Environment.shape.worktree_include, environment.worktree_include));
+  assign("worktreeCopy", part(Environment.shape.worktree_copy, environment.worktree_copy));
   assign(
     "requiredArtifacts",
     part(SuccessCriteria.shape.required_artifacts, record(root.success_criteria).required_artifacts),

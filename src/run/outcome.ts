@@ -53,6 +53,8 @@ export function classifyExit(record: ExitRecord, by: EndedBy): AttemptOutcome {
 
 /** The `core` gate of an attempt that did not pass it (or, with reason null, did). */
 export function coreGate(record: ExitRecord | null, reason: Reason | null): Gate {
+  if (reason === "setup")
+    return { name: "core", required: true, passed: null, detail: "not run: the setup failed" };
   const detail =
     reason === "timeout"
       ? "timed out"

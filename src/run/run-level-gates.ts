@@ -35,6 +35,7 @@ export async function runLevelGates(ctx: RunContext, integration: string): Promi
     path: scratch,
     commit: integration,
     include: inRepo(ctx, include),
+    copy: inRepo(ctx, ctx.input.assignments.environment.worktree_copy),
   });
   // The gates look at the workspace's folder of the integration tree.
   const workspace = join(scratch, ctx.git!.prefix);

@@ -166,6 +166,7 @@ export async function runAssignments(opts: RunOptions): Promise<RunResult | Deta
       opts.allowDirty ?? false,
       dryRun,
       input.file,
+      input.assignments.environment.worktree_copy,
     );
   } catch (error) {
     await lock?.release();

@@ -28,6 +28,7 @@ import { prepareHooks } from "./faults.js";
 import { type AttemptOutcome, classifyExit, coreGate } from "./outcome.js";
 import { writePrompt } from "./prompt.js";
 import { createdDuringRun } from "./ref-watch.js";
+import { runSetup, setupGates } from "./setup.js";
 import type { TaskPlan } from "./task-plan.js";
 import type { TaskRun } from "./task-run.js";
 import { testsGate } from "./tests-gate.js";
@@ -63,6 +64,7 @@ export async function executeTask(ctx: RunContext, taskId: string, resume = fals
         base: ctx.git.baseCommit,
         deps: p.dependencies.map((d) => ({ task: d, branch: taskBranch(ctx.runId, d) })),
         include: [...p.includeInRepo],
+        copy: [...p.copyInRepo],
         identity: ctx.identity,
         trailers: trailersOf(ctx, taskId),
         // An earlier process of this run may have died while preparing this task, before it
@@ -122,10 +124,12 @@ export async function executeTask(ctx: RunContext, taskId: string, resume = fals
       t.attempts += 1;
       if (t.attempts > 1 && ctx.git && p.worktree !== null && t.startCommit) {
         // A retry starts from the same base: drop what the failed attempt left in the worktree.
-        await ctx.workspace.reset(p.worktree, t.startCommit, p.includeInRepo);
+        await ctx.workspace.reset(p.worktree, t.startCommit, p.keepInRepo);
         t.commit = null;
       }
-      attempt = await runAttempt(ctx, t, p);
+      const setup = await runSetup(ctx, t, p);
+      if (setup === "detached") return DETACHED;
+      attempt = setup ?? (await runAttempt(ctx, t, p));
     }
     if (attempt === "detached") return DETACHED;
     let { reason, detail } = attempt.record && p.output ? agentOutcome(ctx, t, p.output, attempt) : attempt;
@@ -133,7 +137,7 @@ export async function executeTask(ctx: RunContext, taskId: string, resume = fals
       const gated = await runGates(ctx, t, p);
       if (gated === "detached") return DETACHED;
       ({ reason, detail } = gated);
-    } else t.gates = [coreGate(attempt.record, reason)];
+    } else t.gates = [...setupGates(t), coreGate(attempt.record, reason)];
     t.exitCode = attempt.record?.exit_code ?? null;
     if (reason === null) {
       await collectArtifacts(ctx, t, p);
@@ -358,7 +362,10 @@ async function watchAttempt(
  * passed: the commit, required_artifacts, allowed_paths, tests_cmd. Returns the failing reason.
  */
 async function runGates(ctx: RunContext, t: TaskRun, p: TaskPlan): Promise<AttemptOutcome | "detached"> {
-  const gates: Gate[] = [{ name: "core", required: true, passed: true, detail: "exit code 0" }];
+  const gates: Gate[] = [
+    ...setupGates(t),
+    { name: "core", required: true, passed: true, detail: "exit code 0" },
+  ];
   t.gates = gates;
   const failed = (reason: Reason, detail: string): AttemptOutcome => ({ reason, detail });
   if (ctx.git && p.worktree !== null) {
@@ -374,7 +381,7 @@ async function runGates(ctx: RunContext, t: TaskRun, p: TaskPlan): Promise<Attem
           `termorch: task ${t.id} (agent ${p.agent}, run ${ctx.runId})`,
           trailersOf(ctx, t.id),
         ),
-        exclude: [...p.includeInRepo],
+        exclude: [...p.keepInRepo],
         scratch: p.scratch,
         ...(t.startCommit ? { start: t.startCommit } : {}),
         identity: ctx.identity,

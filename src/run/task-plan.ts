@@ -43,6 +43,14 @@ export interface TaskPlan {
   /** `worktree_include`, workspace-relative (gates look through them) and repository-relative (git). */
   include: readonly string[];
   includeInRepo: readonly string[];
+  /** `worktree_copy`, repository-relative: copied into the worktree (not linked). */
+  copyInRepo: readonly string[];
+  /** What git leaves alone in the worktree (repository-relative): include links and copies are never committed and survive a retry's reset. */
+  keepInRepo: readonly string[];
+  /** The task's `setup_cmd`, else the environment's; null: none. */
+  setupCmd: string | null;
+  /** The setup's timeout: `environment.setup_timeout_s`, else the task's timeout. */
+  setupTimeoutS: number | undefined;
   /** Address-space limit per agent process, in MiB. */
   memoryMb: number | undefined;
   criteria: {
@@ -78,6 +86,9 @@ function planTask(input: RunInput, r: ResolvedTask, place: PlanPlace): TaskPlan 
   const prefix = place.gitPrefix;
   // Private (0700): the agent's prompt is its context file and may hold what the user would redact.
   const promptFile = join(place.runDir, ".termorch", place.runId, "prompts", `${task.id}.md`);
+  const inRepo = (paths: readonly string[]): string[] =>
+    prefix ? paths.map((p) => posix.join(prefix, p)) : [...paths];
+  const timeoutS = timeoutOf(input, r);
   return {
     id: task.id,
     agent: task.agent,
@@ -114,10 +125,14 @@ function planTask(input: RunInput, r: ResolvedTask, place: PlanPlace): TaskPlan 
       },
       config: input.config,
     }).env,
-    timeoutS: timeoutOf(input, r),
+    timeoutS,
     attempts: task.retries + 1,
     include,
-    includeInRepo: prefix ? include.map((p) => posix.join(prefix, p)) : [...include],
+    includeInRepo: inRepo(include),
+    copyInRepo: inRepo(environment.worktree_copy),
+    keepInRepo: inRepo([...include, ...environment.worktree_copy]),
+    setupCmd: task.setup_cmd ?? environment.setup_cmd ?? null,
+    setupTimeoutS: environment.setup_timeout_s ?? timeoutS,
     memoryMb: environment.resource_limits.memory_mb || undefined,
     criteria: {
       requiredArtifacts: task.success_criteria?.required_artifacts ?? [],

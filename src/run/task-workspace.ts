@@ -29,7 +29,7 @@ export interface TaskWorkspace {
   /**
    * The workspace's git side, or null when it is not a repository (tasks then run in place).
    * Throws InputError when running there would be unsafe. `file`: the assignments file, named
-   * in the problems found.
+   * in the problems found; `copy`: the `worktree_copy` paths (checked like `include`).
    */
   inspect(
     workspace: string,
@@ -37,6 +37,7 @@ export interface TaskWorkspace {
     allowDirty: boolean,
     dryRun: boolean,
     file?: string,
+    copy?: readonly string[],
   ): Promise<GitRun | null>;
   /** A task's branch and worktree, from the base commit merged with its dependencies' branches. */
   prepare: typeof prepareTaskWorktree;

@@ -16,7 +16,7 @@ import type { GitRun, TaskWorkspace } from "./task-workspace.js";
 
 /**
  * Refuses what would make the run unsafe before anything starts; returns the git side or null.
- * `file`: the assignments file, named in the problems found.
+ * `file`: the assignments file, named in the problems found; `copy`: `worktree_copy`.
  */
 export async function inspectWorkspace(
   workspace: string,
@@ -24,6 +24,7 @@ export async function inspectWorkspace(
   allowDirty: boolean,
   dryRun: boolean,
   file?: string,
+  copy: readonly string[] = [],
 ): Promise<GitRun | null> {
   // The refs' time is taken before HEAD is read: a commit of the user's made after the base
   // commit was read is then always later than the list (see takeRefsSnapshot).
@@ -52,7 +53,7 @@ export async function inspectWorkspace(
     }
   }
   const prefix = relative(info.root, realpathSync(workspace));
-  await checkInclude(info.root, prefix, include, file);
+  await checkInclude(info.root, prefix, include, copy, file);
   const git: GitRun = { root: info.root, baseCommit: info.head, targetRef: info.ref, prefix };
   // A dry run changes nothing, so there is nothing to compare against.
   if (!dryRun) git.refsAtStart = await takeRefsSnapshot(info.root, startedAt);
@@ -60,18 +61,25 @@ export async function inspectWorkspace(
 }
 
 /**
- * worktree_include paths are linked into every worktree and never committed, so they must be
- * untracked: linking a tracked path (or the workspace itself) would make every task fail.
+ * worktree_include paths are linked into every worktree, worktree_copy paths copied there, and
+ * neither is ever committed, so they must be untracked: linking or copying a tracked path (or the
+ * workspace itself) would make every task fail. A copy inside a link (or a link inside a copy)
+ * would write into the user's files or be linked over: they must not overlap.
  */
 async function checkInclude(
   root: string,
   prefix: string,
   include: readonly string[],
+  copy: readonly string[],
   file: string | undefined,
 ): Promise<void> {
   const problems: InputProblem[] = [];
-  for (const [j, p] of include.entries()) {
-    const field = `environment.worktree_include[${j}]`;
+  const entries = [
+    ...include.map((p, j) => ({ p, key: "worktree_include", field: `environment.worktree_include[${j}]` })),
+    ...copy.map((p, j) => ({ p, key: "worktree_copy", field: `environment.worktree_copy[${j}]` })),
+  ];
+  const links: string[] = [];
+  for (const { p, key, field } of entries) {
     let inRepo: string;
     try {
       // As linkIncludes will name it: `./x`, `a/../x` and `x/` are all `x`.
@@ -88,8 +96,19 @@ async function checkInclude(
       problems.push({
         ...(file ? { file } : {}),
         field,
-        message: `"${p}" is tracked by git; worktree_include is for untracked paths such as node_modules or .env (tracked files are in every worktree already)`,
+        message: `"${p}" is tracked by git; ${key} is for untracked paths such as node_modules or .env (tracked files are in every worktree already)`,
       });
+    }
+    if (key === "worktree_include") links.push(inRepo);
+    else {
+      const under = (a: string, b: string): boolean => a === b || a.startsWith(`${b}/`);
+      const clash = links.find((l) => under(inRepo, l) || under(l, inRepo));
+      if (clash !== undefined)
+        problems.push({
+          ...(file ? { file } : {}),
+          field,
+          message: `"${p}" overlaps the worktree_include path "${clash}" (a copy inside a link would write into your files); list it in one of the two only`,
+        });
     }
   }
   if (problems.length > 0) throw new InputError(problems);
