@@ -17,14 +17,15 @@ export const SUMMARY_MAX = 4000;
 
 const NONE: ParsedOutput = { result: null, usage: null };
 
-export function parseAgentOutput(format: OutputFormat, stdout: string): ParsedOutput {
+/** `stderr` matters to one CLI: gemini prints its error object there (docs/agents.md). */
+export function parseAgentOutput(format: OutputFormat, stdout: string, stderr = ""): ParsedOutput {
   switch (format) {
     case "claude-json":
       return claude(stdout);
     case "codex-jsonl":
       return codex(stdout);
     case "gemini-json":
-      return gemini(stdout);
+      return gemini(stdout, stderr);
     case "opencode-jsonl":
       return opencode(stdout);
     case "text":
@@ -132,9 +133,14 @@ function codex(stdout: string): ParsedOutput {
   };
 }
 
-/** `gemini -p --output-format json`: one object with `response`, `stats` and, on failure, `error`. */
-function gemini(stdout: string): ParsedOutput {
-  const r = lastObject(stdout);
+/**
+ * `gemini -p --output-format json`: one object with `response`, `stats` and, on failure, `error`;
+ * the CLI writes a failure to stderr instead, as `[ERROR] ` and the indented object.
+ */
+function gemini(stdout: string, stderr: string): ParsedOutput {
+  const at = stderr.lastIndexOf("[ERROR] ");
+  const failed = at >= 0 ? parse(stderr.slice(at + 8).trim()) : undefined;
+  const r = lastObject(stdout) ?? (isObject(failed) ? failed : null);
   if (!r || !("response" in r || "error" in r || "stats" in r)) return NONE;
   const error = isObject(r.error) ? (str(r.error.message) ?? "error") : null;
   const models = isObject(r.stats) && isObject(r.stats.models) ? Object.values(r.stats.models) : [];

@@ -173,7 +173,11 @@ function agentOutcome(
   format: OutputFormat,
   attempt: AttemptResult,
 ): AttemptOutcome {
-  const { result, usage } = parseAgentOutput(format, readLogTail(join(ctx.runDir, t.logs!.stdout)));
+  const { result, usage } = parseAgentOutput(
+    format,
+    readLogTail(join(ctx.runDir, t.logs!.stdout)),
+    format === "gemini-json" ? readLogTail(join(ctx.runDir, t.logs!.stderr)) : "",
+  );
   t.agentResult = result;
   t.usage = addUsage([t.usage, usage]);
   if (attempt.reason !== null || !result?.is_error) return attempt;

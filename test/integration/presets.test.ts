@@ -121,6 +121,18 @@ describe("agent presets", () => {
     });
   });
 
+  it("keeps the error a CLI reports with a failing exit (gemini's, on stderr) in agent_result", async () => {
+    const { dir } = workspace();
+    const file = assignments(dir, [{ id: "t", agent: "gemini" }], { STUB_ERROR: "1" });
+    const r = await termorch(["run", file], { socket, env: withStubs() });
+    expect(r.exitCode).toBe(1);
+    expect(readReport(dir).tasks[0]).toMatchObject({
+      status: "failed",
+      reason: "exit_code",
+      agent_result: { is_error: true, summary: expect.any(String) },
+    });
+  });
+
   it("refuses a preset whose CLI is not on PATH, saying what to install, and starts nothing", async () => {
     const { dir } = workspace();
     const file = assignments(dir, [{ id: "t", agent: "codex" }]);
