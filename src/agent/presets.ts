@@ -70,6 +70,19 @@ export interface AgentPreset {
   docs: Readonly<Record<string, string>>;
 }
 
+/** What aider must be told in both of its forms (the reasons are at its preset). */
+const AIDER_HOUSEKEEPING = [
+  "--no-auto-commits",
+  "--no-gitignore",
+  "--no-check-update",
+  "--no-show-release-notes",
+  "--no-analytics",
+  "--chat-history-file",
+  "{artifacts_dir}/aider.chat.history.md",
+  "--input-history-file",
+  "{artifacts_dir}/aider.input.history",
+] as const;
+
 export const PRESETS: Readonly<Record<PresetName, AgentPreset>> = {
   claude: {
     binary: "claude",
@@ -143,21 +156,7 @@ export const PRESETS: Readonly<Record<PresetName, AgentPreset>> = {
     // otherwise be answered "yes" by --yes-always (pip-upgrading aider, opening a browser, opting in to
     // analytics). The two history files go to the task's artifacts instead of the worktree root, where
     // they would be committed. --no-pretty: plain text in the log, which is all there is to parse.
-    argv: [
-      "aider",
-      "--message-file",
-      "{prompt_file}",
-      "--no-auto-commits",
-      "--no-gitignore",
-      "--no-check-update",
-      "--no-show-release-notes",
-      "--no-analytics",
-      "--chat-history-file",
-      "{artifacts_dir}/aider.chat.history.md",
-      "--input-history-file",
-      "{artifacts_dir}/aider.input.history",
-      "--no-pretty",
-    ],
+    argv: ["aider", "--message-file", "{prompt_file}", ...AIDER_HOUSEKEEPING, "--no-pretty"],
     // --yes-always answers its confirmations (add files to the chat, create files) but not shell
     // commands, which need an explicit yes it never gives.
     edit_mode: ["--yes-always"],
@@ -169,19 +168,7 @@ export const PRESETS: Readonly<Record<PresetName, AgentPreset>> = {
     output: "text",
     model_flag: "--model",
     interactive: {
-      argv: [
-        "aider",
-        "--no-auto-commits",
-        "--no-gitignore",
-        "--no-check-update",
-        "--no-show-release-notes",
-        "--no-analytics",
-        "--chat-history-file",
-        "{artifacts_dir}/aider.chat.history.md",
-        "--input-history-file",
-        "{artifacts_dir}/aider.input.history",
-        "--yes-always",
-      ],
+      argv: ["aider", ...AIDER_HOUSEKEEPING, "--yes-always"],
       // Its input prompt: an optional edit-format prefix, optional "multi", then "> " at line end.
       waiting: "(^|\\n)[a-z-]*( multi)?> ?$",
       busy: null,
