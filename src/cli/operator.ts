@@ -1,3 +1,4 @@
+import { resolve } from "node:path";
 import { type Command, InvalidArgumentError } from "commander";
 import type { RunState } from "../contract/state.js";
 import type { RunView, StatusView, TaskView } from "../contract/status-view.js";
@@ -11,6 +12,7 @@ import { copyFrom, followLog, type LogStream, logPathOf, streamSink } from "../o
 import { homeRuns, type OpsRun, registryRuns, resolveRun } from "../ops/runs.js";
 import { serverFor, sessionsBySocket } from "../ops/sessions.js";
 import { statusView } from "../ops/status.js";
+import { requestFinish, sendToTask } from "../ops/interactive.js";
 import { findTask } from "../ops/task-target.js";
 import type { Io } from "./io.js";
 
@@ -169,6 +171,54 @@ export function registerOperatorCommands(program: Command, io: Io, setCode: (cod
         process.off("SIGTERM", stop);
         io.readerGone?.removeEventListener("abort", stop);
       }
+    });
+
+  program
+    .command("send")
+    .description(
+      "answer a running task's agent: TEXT (or --file F) is pasted into its terminal as one bracketed paste, then Enter",
+    )
+    .argument("<task>", "task id")
+    .argument("[text]", "what to send (or --file)")
+    .option("--file <file>", "send this file's content instead of TEXT")
+    .option(
+      "--run <run>",
+      "run id or run directory (default: the newest run where the task has a live session)",
+    )
+    .action(async (taskId: string, text: string | undefined, o: { file?: string; run?: string }) => {
+      if ((text === undefined) === (o.file === undefined))
+        throw new InputError(
+          [
+            {
+              message: `send ${taskId}: give either TEXT or --file F (${text === undefined ? "neither" : "both"} given)`,
+            },
+          ],
+          `e.g. termorch send ${taskId} "use the blue one"`,
+        );
+      const input = o.file !== undefined ? { file: resolve(io.cwd, o.file) } : { text: text! };
+      const { state } = await sendToTask(taskId, o.run, input, { env: io.env, cwd: io.cwd });
+      io.stdout.write(`termorch: sent to task ${taskId} of run ${state.run_id}\n`);
+    });
+
+  program
+    .command("finish")
+    .description(
+      "end a running interactive task's agent (TERM, KILL after kill_grace_s) and count the task as done",
+    )
+    .argument("<task>", "task id")
+    .option(
+      "--run <run>",
+      "run id or run directory (default: the newest run where the task has a live session)",
+    )
+    .action(async (taskId: string, o: { run?: string }) => {
+      const { state } = await requestFinish(taskId, o.run, { env: io.env, cwd: io.cwd, now: Date.now() });
+      io.stdout.write(
+        `termorch: finish requested for task ${taskId} of run ${state.run_id}; its driver ends the agent within a second${
+          driverAlive(state.pid, state.updated_at)
+            ? ""
+            : ` (its driver, pid ${state.pid}, is not live: it happens when the run is resumed)`
+        }\n`,
+      );
     });
 
   program

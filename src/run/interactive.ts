@@ -1,5 +1,6 @@
 import { existsSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { finishFileOf } from "../fs/private-dir.js";
 import type { RunningAttempt } from "../runner/task-runner.js";
 import type { RunContext } from "./context.js";
 import type { InteractivePlan, TaskPlan } from "./task-plan.js";
@@ -74,11 +75,6 @@ export class ReadyDetector {
     }
     return screen.trim() !== "" && at - this.changedAt >= this.settleMs;
   }
-}
-
-/** `<private-dir>/finish/<task>`: created by `termorch finish`; the driver ends the task's agent as done. */
-export function finishFileOf(privateDir: string, taskId: string): string {
-  return join(privateDir, "finish", taskId);
 }
 
 /** A watched interactive attempt. */
