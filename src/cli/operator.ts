@@ -7,12 +7,12 @@ import { registryDir } from "../fs/names.js";
 import { attachPlan, runAttach } from "../ops/attach.js";
 import { requestCancel, waitForReport } from "../ops/cancel.js";
 import { type CleanReport, cleanRun } from "../ops/clean.js";
+import { requestFinish, sendToTask } from "../ops/interactive.js";
 import { driverAlive } from "../ops/liveness.js";
 import { copyFrom, followLog, type LogStream, logPathOf, streamSink } from "../ops/logs.js";
 import { homeRuns, type OpsRun, registryRuns, resolveRun } from "../ops/runs.js";
 import { serverFor, sessionsBySocket } from "../ops/sessions.js";
 import { statusView } from "../ops/status.js";
-import { requestFinish, sendToTask } from "../ops/interactive.js";
 import { findTask } from "../ops/task-target.js";
 import type { Io } from "./io.js";
 
@@ -27,7 +27,7 @@ const positiveSeconds = (value: string): number => {
 };
 
 /**
- * The operator commands (README: Operator commands): status, attach, logs, cancel, clean. They find runs
+ * The operator commands (README: Operator commands): status, attach, logs, send, finish, cancel, clean. They find runs
  * through the per-user registry ($TERMORCH_REGISTRY), a daemon home, or a run directory.
  */
 export function registerOperatorCommands(program: Command, io: Io, setCode: (code: number) => void): void {
@@ -383,6 +383,11 @@ function formatStatus(view: StatusView, registry: string | null): string {
       const what = t.session_live ? "live" : run.phase === "reported" ? "kept, agent exited" : "agent exited";
       lines.push(`  ${t.id} (${what}): ${t.attach.termorch}   or: ${t.attach.tmux}`);
     }
+    for (const t of run.tasks)
+      if (t.waiting_since)
+        lines.push(
+          `  ${t.id}: waiting for input since ${t.waiting_since}; answer: termorch send ${t.id} TEXT --run ${run.run_id}`,
+        );
     lines.push("");
   }
   // Registries collect runs whose folders were deleted since: name a few, count the rest.

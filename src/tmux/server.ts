@@ -341,7 +341,7 @@ export class TmuxServer {
         ]),
       );
       const parts = `${text}\n`.split(`${marker}\n`);
-      names.forEach((n, i) => out.set(n, (parts[i] ?? "").replace(/\n+$/, "")));
+      for (const [i, n] of names.entries()) out.set(n, (parts[i] ?? "").replace(/\n+$/, ""));
       return out;
     } catch (error) {
       if (!(error instanceof TmuxError)) throw error;
