@@ -207,20 +207,22 @@ export function watchInteractive(
     queue(async () => {
       try {
         await ctx.runner.paste(running.session, p.prompt.file);
-        writeFileSync(pastedMarker, "", { mode: 0o600 });
-        await ctx.ledger.append(
-          "task.prompt_pasted",
-          { attempt: t.attempts, screen_ready: readyScreen },
-          t.id,
-        );
       } catch (error) {
         // The session went (the agent exited first): its exit says the rest.
         ctx.log.warn(
           { task: t.id, err: error instanceof Error ? error.message : String(error) },
           "could not paste the prompt",
         );
+        pasted = true;
+        return;
       }
       pasted = true;
+      await ctx.ledger.append("task.prompt_pasted", { attempt: t.attempts, screen_ready: readyScreen }, t.id);
+      try {
+        writeFileSync(pastedMarker, "", { mode: 0o600 });
+      } catch {
+        // A runner without an attempt folder of this name (the middle tier's): a resume would paste again.
+      }
     });
   };
 
