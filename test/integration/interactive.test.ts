@@ -155,9 +155,12 @@ describe("interactive tasks", () => {
         }),
       );
       writeFileSync(join(dir, "termorch.json"), JSON.stringify({ agents: { istub: { command: [STUB] } } }));
-      const r = await termorch(["run", join(dir, "assignments.json"), "--config", join(dir, "termorch.json")], {
-        socket,
-      });
+      const r = await termorch(
+        ["run", join(dir, "assignments.json"), "--config", join(dir, "termorch.json")],
+        {
+          socket,
+        },
+      );
       expect(r.exitCode).toBe(2);
       expect(r.stderr).toContain(message);
     };
