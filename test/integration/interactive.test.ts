@@ -168,4 +168,19 @@ describe("interactive tasks", () => {
     await check({ waiting_after_s: 3 }, "applies to interactive tasks only");
     await check({ interactive: true, done_when: "../x" }, "must be a path relative to the worktree");
   });
+
+  it("termorch agents shows each agent's interactive command line (a preset's with the config's model)", async () => {
+    const { dir } = workspace();
+    const config = join(dir, "termorch.json");
+    writeFileSync(
+      config,
+      JSON.stringify({ agents: { claude: { model: "opus" }, istub: { command: [STUB] } } }),
+    );
+    const r = await termorch(["agents", "--json", "--config", config], { socket });
+    expect(r.exitCode).toBe(0);
+    const rows = JSON.parse(r.stdout) as { name: string; interactive_argv: string[] }[];
+    const by = new Map(rows.map((row) => [row.name, row.interactive_argv]));
+    expect(by.get("claude")).toEqual(["claude", "--permission-mode", "acceptEdits", "--model", "opus"]);
+    expect(by.get("istub")).toEqual([STUB]);
+  });
 });
