@@ -1,5 +1,5 @@
 import { mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
-import { mkdir } from "node:fs/promises";
+import { mkdir, readFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import type { RunState, TaskRun } from "../contract/state.js";
@@ -65,6 +65,24 @@ export async function requestFinish(
     throw new InputError(
       [{ message: `task ${taskId} of run ${state.run_id} is not running (it is ${task.state})` }],
       "Only a running interactive task can be finished.",
+    );
+  // Only an interactive task's running status file carries waiting_input: nothing would watch
+  // for the finish file of another.
+  const status = await readFile(join(state.run_dir, "status", `${taskId}.running`), "utf8").catch(() => null);
+  let interactive = false;
+  try {
+    interactive = status !== null && "waiting_input" in (JSON.parse(status) as object);
+  } catch {
+    // Being replaced: the task is moving on from running.
+  }
+  if (!interactive)
+    throw new InputError(
+      [
+        {
+          message: `task ${taskId} of run ${state.run_id} is not an interactive task: finish ends only those`,
+        },
+      ],
+      `To stop the whole run: termorch cancel ${state.run_id}`,
     );
   const file = finishFileOf(privateDirOf(state.run_dir, state.run_id), taskId);
   await mkdir(dirname(file), { recursive: true, mode: 0o700 });

@@ -7,7 +7,18 @@ import { execa, type ResultPromise } from "execa";
 import { describe, expect, it } from "vitest";
 import { StatusFile } from "../../src/contract/status.js";
 import { StatusView } from "../../src/contract/status-view.js";
-import { BIN, cliEnv, git, lines, ROOT, readReport, termorch, testFile, waitFor } from "./harness.js";
+import {
+  BIN,
+  cliEnv,
+  git,
+  lines,
+  ROOT,
+  readReport,
+  termorch,
+  testFile,
+  waitFor,
+  writeAssignments,
+} from "./harness.js";
 
 const { socket, workspace } = testFile("interactive");
 const STUB = join(ROOT, "test", "fixtures", "agents", "interactive-stub");
@@ -115,6 +126,17 @@ describe("interactive tasks", () => {
   it("termorch finish ends the agent and counts the task as done", async () => {
     const s = start({}, { STUB_STAY: "1" });
     await waitingStatus(s.dir);
+    // An answer from a file arrives whole, in one paste, like the prompt.
+    const answer = join(s.dir, "answer.md");
+    writeFileSync(answer, "green\n\nand round corners");
+    const sent = await termorch(["send", "ask", "--file", answer, "--run", s.runId], { socket });
+    expect(sent.exitCode, sent.stderr).toBe(0);
+    const logged = await waitFor(
+      () => lines(join(s.out, "answers.log"))[0],
+      20_000,
+      "the stub to take the answer",
+    );
+    expect(JSON.parse(logged)).toEqual({ text: "green\n\nand round corners", pastes: 1, outside: "" });
     const finished = await termorch(["finish", "ask", "--run", s.runId], { socket });
     expect(finished.exitCode, finished.stderr).toBe(0);
     const result = await s.run;
@@ -182,5 +204,24 @@ describe("interactive tasks", () => {
     const by = new Map(rows.map((row) => [row.name, row.interactive_argv]));
     expect(by.get("claude")).toEqual(["claude", "--permission-mode", "acceptEdits", "--model", "opus"]);
     expect(by.get("istub")).toEqual([STUB]);
+  });
+
+  it("termorch finish refuses a running task that is not interactive: exit 2", async () => {
+    const { dir } = workspace();
+    const release = join(dir, "release");
+    const file = writeAssignments(dir, [{ id: "plain", env: { WAIT_FILE: release } }]);
+    const run = execa(process.execPath, [BIN, "run", file], {
+      reject: false,
+      cwd: ROOT,
+      env: cliEnv(socket),
+      timeout: 120_000,
+    });
+    await waitFor(() => existsSync(join(dir, "status", "plain.running")), 20_000, "the task to run");
+    const runId = (JSON.parse(readFileSync(file, "utf8")) as { run_id: string }).run_id;
+    const r = await termorch(["finish", "plain", "--run", runId], { socket });
+    expect(r.exitCode).toBe(2);
+    expect(r.stderr).toContain("is not an interactive task");
+    writeFileSync(release, "");
+    expect((await run).exitCode).toBe(0);
   });
 });
