@@ -38,6 +38,21 @@ export interface ResolvedAgent {
   requires: { binary: string; install: string } | null;
   /** Globs of files the CLI writes for itself in the worktree: never committed. */
   scratch: readonly string[];
+  /**
+   * How it runs for a task with `"interactive": true`: a preset's interactive form (with the
+   * config's model and extra flags) and its screen patterns; any other agent's own command, with none.
+   */
+  interactive: InteractiveAgent;
+}
+
+/** An agent run in the pane's terminal, its prompt pasted in. */
+export interface InteractiveAgent {
+  /** argv with placeholders. */
+  command: string[];
+  /** Regex source matching the screen while it waits for input; null: an unchanged screen is enough. */
+  waiting: string | null;
+  /** Regex source matching the screen while it is busy (then it is not waiting); null: none known. */
+  busy: string | null;
 }
 
 /** The agent definition a task uses: its explicit `command`, else the config's entry, else a preset of that name. */
@@ -54,6 +69,7 @@ export function agentFor(task: Pick<Task, "agent" | "command">, config: Config):
       preset: null,
       requires: null,
       scratch: [],
+      interactive: { command: task.command, waiting: null, busy: null },
     };
   }
   if (registered) return fromConfig(task.agent, registered);
@@ -91,6 +107,7 @@ function fromConfig(name: string, spec: AgentSpec): ResolvedAgent | undefined {
       preset: null,
       requires: null,
       scratch: [],
+      interactive: { command: spec.command, waiting: null, busy: null },
     };
   const preset = spec.preset ?? PresetName.safeParse(name).data;
   return preset ? { ...fromPreset(preset, spec), source: "config" } : undefined;
@@ -98,6 +115,7 @@ function fromConfig(name: string, spec: AgentSpec): ResolvedAgent | undefined {
 
 function fromPreset(name: PresetName, spec: AgentSpec | undefined): ResolvedAgent {
   const p = PRESETS[name];
+  const model = spec?.model ? [p.model_flag, spec.model] : [];
   return {
     ...plain(spec),
     command: presetArgv(p, {
@@ -111,5 +129,10 @@ function fromPreset(name: PresetName, spec: AgentSpec | undefined): ResolvedAgen
     preset: name,
     requires: { binary: p.binary, install: p.install },
     scratch: p.scratch,
+    interactive: {
+      command: [...p.interactive.argv, ...model, ...(spec?.args ?? [])],
+      waiting: p.interactive.waiting,
+      busy: p.interactive.busy,
+    },
   };
 }

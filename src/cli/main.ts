@@ -235,6 +235,7 @@ export async function main(
         source: a.source,
         preset: a.preset,
         argv: a.command,
+        interactive_argv: a.interactive.command,
         prompt: a.prompt,
         output: a.output,
         tty: a.tty,
@@ -250,7 +251,7 @@ export async function main(
         const where = r.source === "preset" ? "preset" : r.preset ? `config (preset ${r.preset})` : "config";
         const missing = r.on_path === false ? `   [${r.binary} not on PATH: install ${r.install}]` : "";
         io.stdout.write(
-          `${r.name}  ${where}  prompt: ${r.prompt}${r.output ? `, parsed: ${r.output}` : ""}${missing}\n  ${r.argv.join(" ")}\n`,
+          `${r.name}  ${where}  prompt: ${r.prompt}${r.output ? `, parsed: ${r.output}` : ""}${missing}\n  ${r.argv.join(" ")}\n  interactive: ${r.interactive_argv.join(" ")}\n`,
         );
       }
     });

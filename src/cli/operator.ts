@@ -1,3 +1,4 @@
+import { resolve } from "node:path";
 import { type Command, InvalidArgumentError } from "commander";
 import type { RunState } from "../contract/state.js";
 import type { RunView, StatusView, TaskView } from "../contract/status-view.js";
@@ -6,6 +7,7 @@ import { registryDir } from "../fs/names.js";
 import { attachPlan, runAttach } from "../ops/attach.js";
 import { requestCancel, waitForReport } from "../ops/cancel.js";
 import { type CleanReport, cleanRun } from "../ops/clean.js";
+import { requestFinish, sendToTask } from "../ops/interactive.js";
 import { driverAlive } from "../ops/liveness.js";
 import { copyFrom, followLog, type LogStream, logPathOf, streamSink } from "../ops/logs.js";
 import { homeRuns, type OpsRun, registryRuns, resolveRun } from "../ops/runs.js";
@@ -25,7 +27,7 @@ const positiveSeconds = (value: string): number => {
 };
 
 /**
- * The operator commands (README: Operator commands): status, attach, logs, cancel, clean. They find runs
+ * The operator commands (README: Operator commands): status, attach, logs, send, finish, cancel, clean. They find runs
  * through the per-user registry ($TERMORCH_REGISTRY), a daemon home, or a run directory.
  */
 export function registerOperatorCommands(program: Command, io: Io, setCode: (code: number) => void): void {
@@ -169,6 +171,54 @@ export function registerOperatorCommands(program: Command, io: Io, setCode: (cod
         process.off("SIGTERM", stop);
         io.readerGone?.removeEventListener("abort", stop);
       }
+    });
+
+  program
+    .command("send")
+    .description(
+      "answer a running task's agent: TEXT (or --file F) is pasted into its terminal as one bracketed paste, then Enter",
+    )
+    .argument("<task>", "task id")
+    .argument("[text]", "what to send (or --file)")
+    .option("--file <file>", "send this file's content instead of TEXT")
+    .option(
+      "--run <run>",
+      "run id or run directory (default: the newest run where the task has a live session)",
+    )
+    .action(async (taskId: string, text: string | undefined, o: { file?: string; run?: string }) => {
+      if ((text === undefined) === (o.file === undefined))
+        throw new InputError(
+          [
+            {
+              message: `send ${taskId}: give either TEXT or --file F (${text === undefined ? "neither" : "both"} given)`,
+            },
+          ],
+          `e.g. termorch send ${taskId} "use the blue one"`,
+        );
+      const input = o.file !== undefined ? { file: resolve(io.cwd, o.file) } : { text: text! };
+      const { state } = await sendToTask(taskId, o.run, input, { env: io.env, cwd: io.cwd });
+      io.stdout.write(`termorch: sent to task ${taskId} of run ${state.run_id}\n`);
+    });
+
+  program
+    .command("finish")
+    .description(
+      "end a running interactive task's agent (TERM, KILL after kill_grace_s) and count the task as done",
+    )
+    .argument("<task>", "task id")
+    .option(
+      "--run <run>",
+      "run id or run directory (default: the newest run where the task has a live session)",
+    )
+    .action(async (taskId: string, o: { run?: string }) => {
+      const { state } = await requestFinish(taskId, o.run, { env: io.env, cwd: io.cwd, now: Date.now() });
+      io.stdout.write(
+        `termorch: finish requested for task ${taskId} of run ${state.run_id}; its driver ends the agent within a second${
+          driverAlive(state.pid, state.updated_at)
+            ? ""
+            : ` (its driver, pid ${state.pid}, is not live: it happens when the run is resumed)`
+        }\n`,
+      );
     });
 
   program
@@ -333,6 +383,11 @@ function formatStatus(view: StatusView, registry: string | null): string {
       const what = t.session_live ? "live" : run.phase === "reported" ? "kept, agent exited" : "agent exited";
       lines.push(`  ${t.id} (${what}): ${t.attach.termorch}   or: ${t.attach.tmux}`);
     }
+    for (const t of run.tasks)
+      if (t.waiting_since)
+        lines.push(
+          `  ${t.id}: waiting for input since ${t.waiting_since}; answer: termorch send ${t.id} TEXT --run ${run.run_id}`,
+        );
     lines.push("");
   }
   // Registries collect runs whose folders were deleted since: name a few, count the rest.

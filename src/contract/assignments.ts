@@ -51,6 +51,24 @@ export const Task = z.strictObject({
     .describe(
       "This task's set-up command line; it replaces `environment.setup_cmd` for this task (they are not both run)",
     ),
+  interactive: z
+    .boolean()
+    .optional()
+    .describe(
+      "Run the agent in the pane's terminal as a person would (a preset's interactive form): termorch pastes the prompt into it once its screen is ready, marks the task waiting_input when it stops for input, `termorch send` answers it, and it ends when the agent exits, on `termorch finish`, or when done_when appears",
+    ),
+  waiting_after_s: TimeoutS.optional().describe(
+    "Interactive tasks: seconds of an unchanged screen after which the agent counts as waiting for input (default: the config's defaults.waiting_after_s)",
+  ),
+  done_when: NoNul.min(1)
+    .refine(
+      (p) => !p.startsWith("/") && !p.split(/[\\/]/).includes(".."),
+      "must be a path relative to the worktree, without ..",
+    )
+    .optional()
+    .describe(
+      "Interactive tasks: a path relative to the task's working folder; when it appears, termorch ends the agent (TERM, KILL after kill_grace_s) and the task counts as done",
+    ),
 });
 export type Task = z.infer<typeof Task>;
 

@@ -71,6 +71,9 @@ export const Config = z.strictObject({
         .positive()
         .default(100 * 1024 * 1024),
       kill_grace_s: TimeoutS.default(5),
+      waiting_after_s: TimeoutS.default(30).describe(
+        "Interactive tasks: seconds of an unchanged screen after which the agent counts as waiting for input",
+      ),
       worktree_include: z.array(z.string()).default([]),
       history_limit: z.number().int().positive().default(10000),
       session_size: z
@@ -81,6 +84,7 @@ export const Config = z.strictObject({
     .default({
       max_log_bytes: 100 * 1024 * 1024,
       kill_grace_s: 5,
+      waiting_after_s: 30,
       worktree_include: [],
       history_limit: 10000,
       session_size: "200x50",

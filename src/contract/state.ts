@@ -38,6 +38,8 @@ export const TaskRun = z.strictObject({
   agentResult: AgentResult.nullable().default(null),
   /** Tokens and cost its CLI reported, all attempts added up. */
   usage: Usage.nullable().default(null),
+  /** An interactive task's agent waits for input since then (ms since the epoch); null: it does not. */
+  waitingSince: z.number().nullable().default(null),
 });
 export type TaskRun = z.infer<typeof TaskRun>;
 

@@ -47,6 +47,8 @@ export const TaskView = z.strictObject({
   session_live: z.boolean(),
   /** Set when the session exists. */
   attach: AttachView.nullable(),
+  /** An interactive task's agent waits for input since then (ISO time its screen went still); null otherwise. */
+  waiting_since: z.string().nullable().default(null),
 });
 export type TaskView = z.infer<typeof TaskView>;
 

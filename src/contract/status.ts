@@ -19,5 +19,18 @@ export const StatusFile = z.strictObject({
   reason: Reason.nullable(),
   /** Human-readable detail of the reason, redacted. */
   detail: z.string().nullable().optional(),
+  waiting_input: z
+    .boolean()
+    .optional()
+    .describe(
+      "Interactive tasks while running: its agent waits for input (its screen has not changed for waiting_after_s and, for a preset, shows its prompt); answer with `termorch send <task> TEXT`",
+    ),
+  waiting_since: z
+    .string()
+    .nullable()
+    .optional()
+    .describe(
+      "Interactive tasks: since when (ISO time its screen last changed) it waits for input; null when it does not",
+    ),
 });
 export type StatusFile = z.infer<typeof StatusFile>;

@@ -17,3 +17,11 @@ export function cgroupRecordsOf(privateDir: string): string {
 export function cgroupRecordOf(privateDir: string, taskId: string, attempt: number): string {
   return join(cgroupRecordsOf(privateDir), `${taskId}.${attempt}`);
 }
+
+/**
+ * `<private-dir>/finish/<task>`: created by `termorch finish`; the driver (run/interactive.ts)
+ * ends that interactive task's agent and counts the task as done.
+ */
+export function finishFileOf(privateDir: string, taskId: string): string {
+  return join(privateDir, "finish", taskId);
+}

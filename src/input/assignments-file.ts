@@ -135,6 +135,15 @@ export async function loadAssignments(
     for (const [j, p] of (t.requiredArtifacts ?? []).entries()) {
       globInside(`tasks[${i}].success_criteria.required_artifacts[${j}]`, t.label, p);
     }
+    // These only mean something for an agent whose screen termorch watches.
+    if (t.task && !t.task.interactive)
+      for (const key of ["done_when", "waiting_after_s"] as const)
+        if (t.task[key] !== undefined)
+          at({
+            field: `tasks[${i}].${key}`,
+            task: t.label,
+            message: `"${key}" applies to interactive tasks only; add "interactive": true or remove it`,
+          });
     if (t.task && contextPath && agent) tasks.push({ task: t.task, agent, contextPath });
   }
   const include = view.worktreeInclude;

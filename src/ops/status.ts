@@ -87,6 +87,7 @@ async function taskView(
       own && t.session
         ? { termorch: attachHint(state.run_id, t.id), tmux: rawAttachHint(state.socket, t.session) }
         : null,
+    waiting_since: s === "running" ? iso(t.waitingSince) : null,
   };
 }
 

@@ -25,6 +25,7 @@ import { redactFile } from "../redact/redact-file.js";
 import type { ExitRecord, RunningAttempt } from "../runner/task-runner.js";
 import { inWorkspace, type RunContext } from "./context.js";
 import { prepareHooks } from "./faults.js";
+import { watchInteractive } from "./interactive.js";
 import { type AttemptOutcome, classifyExit, coreGate } from "./outcome.js";
 import { writePrompt } from "./prompt.js";
 import { createdDuringRun } from "./ref-watch.js";
@@ -313,6 +314,9 @@ async function watchAttempt(
   running: RunningAttempt,
 ): Promise<AttemptResult | "detached"> {
   ctx.onChange();
+  const interactive = p.interactive
+    ? watchInteractive(ctx, t, { ...p, interactive: p.interactive }, running)
+    : null;
   let timedOut = false;
   let stopped = false;
   const elapsed = ctx.now() - (t.attemptStartedAt ?? ctx.now());
@@ -340,6 +344,7 @@ async function watchAttempt(
   const record = await Promise.race([running.exited, detached]);
   if (timer) clearTimeout(timer);
   unsubscribe();
+  interactive?.dispose();
   if (record === "detached") {
     // Stop watching (its watchers would keep this process alive); the agent keeps running.
     running.release();
@@ -354,6 +359,9 @@ async function watchAttempt(
       "ended what the attempt left in its cgroup",
     );
   await ctx.ledger.append("task.exited", { attempt: t.attempts, ...record }, t.id);
+  // Ended by termorch as done (`termorch finish`, done_when): its exit counts as exit 0.
+  const done = interactive?.endedAsDone && !timedOut && !stopped && !record.launch_failed;
+  if (done) return { record, reason: null, detail: null };
   const outcome = classifyExit(
     record.detail === undefined ? record : { ...record, detail: ctx.redactor.redact(record.detail) },
     { timeoutS: timedOut ? (p.timeoutS ?? null) : null, stopped },

@@ -22,7 +22,9 @@ export interface TaskPlan {
    * each attempt and delivered on standard input, as `{prompt_file}`, or not at all (the agent
    * reads `{context_path}` itself; the file is there for it all the same).
    */
-  prompt: { delivery: "stdin" | "file" | "none"; file: string; context: string };
+  prompt: { delivery: "stdin" | "file" | "none" | "paste"; file: string; context: string };
+  /** `"interactive": true`: how its screen is watched and when it is ended (src/run/interactive.ts); null otherwise. */
+  interactive: InteractivePlan | null;
   /** Which of its stdout termorch parses into the report (a preset's JSON); null: none. */
   output: OutputFormat | null;
   /** Globs (repository-relative) of files its CLI writes for itself: never committed. */
@@ -62,6 +64,17 @@ export interface TaskPlan {
   };
 }
 
+/** An interactive task: the agent owns the pane's terminal and its prompt is pasted in. */
+export interface InteractivePlan {
+  /** Seconds of an unchanged screen before it counts as waiting for input. */
+  waitingAfterS: number;
+  /** The preset's screen patterns (regex sources), or null. */
+  waiting: string | null;
+  busy: string | null;
+  /** Absolute path whose appearance ends the agent as done; null: none declared. */
+  doneWhen: string | null;
+}
+
 /** Where the run's tasks work (see taskCwd). */
 export interface PlanPlace {
   runId: string;
@@ -89,11 +102,19 @@ function planTask(input: RunInput, r: ResolvedTask, place: PlanPlace): TaskPlan 
   const inRepo = (paths: readonly string[]): string[] =>
     prefix ? paths.map((p) => posix.join(prefix, p)) : [...paths];
   const timeoutS = timeoutOf(input, r);
+  const interactive: InteractivePlan | null = task.interactive
+    ? {
+        waitingAfterS: task.waiting_after_s ?? input.config.defaults.waiting_after_s,
+        waiting: agent.interactive.waiting,
+        busy: agent.interactive.busy,
+        doneWhen: task.done_when === undefined ? null : join(cwd, task.done_when),
+      }
+    : null;
   return {
     id: task.id,
     agent: task.agent,
     dependencies: task.dependencies,
-    argv: substitute(agent.command, {
+    argv: substitute(interactive ? agent.interactive.command : agent.command, {
       task_id: task.id,
       context_path: r.contextPath,
       workspace: cwd,
@@ -101,10 +122,13 @@ function planTask(input: RunInput, r: ResolvedTask, place: PlanPlace): TaskPlan 
       run_id: place.runId,
       prompt_file: promptFile,
     }),
-    prompt: { delivery: agent.prompt, file: promptFile, context: r.contextPath },
-    output: agent.output,
-    scratch: prefix ? agent.scratch.map((g) => posix.join(prefix, g)) : agent.scratch,
-    tty: agent.tty,
+    prompt: { delivery: interactive ? "paste" : agent.prompt, file: promptFile, context: r.contextPath },
+    interactive,
+    // A terminal transcript is not the CLI's JSON.
+    output: interactive ? null : agent.output,
+    scratch: inRepo(agent.scratch),
+    // An interactive agent is a terminal program: it gets the pane's terminal whatever its config says.
+    tty: agent.tty || interactive !== null,
     cwd,
     worktree,
     branch: worktree === null ? null : taskBranch(place.runId, task.id),

@@ -27,5 +27,6 @@ export function newTaskRun(id: string, agent: string, dependencies: string[], ar
     attemptStartedAt: null,
     agentResult: null,
     usage: null,
+    waitingSince: null,
   };
 }

@@ -34,7 +34,32 @@ export async function transition(ctx: RunContext, t: TaskRun, change: TaskTransi
   ctx.onChange();
 }
 
+/**
+ * An interactive task's agent started or stopped waiting for input (since: when its screen went
+ * still; null: it changed again). Not a change of state: the running status file is rewritten
+ * with it, the ledger records it, and a wait is notified.
+ */
+export async function markWaiting(ctx: RunContext, t: TaskRun, since: number | null): Promise<void> {
+  t.waitingSince = since;
+  await ctx.ledger.append(
+    since === null ? "task.input_resumed" : "task.waiting_input",
+    { attempt: t.attempts, ...(since === null ? {} : { since: new Date(since).toISOString() }) },
+    t.id,
+  );
+  ctx.journal.write(t);
+  if (t.state === "running") ctx.status.set(statusOf(ctx, t, "running"));
+  if (since !== null) ctx.notifier.taskWaitingInput(t.id, since);
+  ctx.onChange();
+}
+
 function statusOf(ctx: RunContext, t: TaskRun, state: StatusFile["state"]): StatusFile {
+  const waiting =
+    state === "running" && ctx.plans.get(t.id)?.interactive
+      ? {
+          waiting_input: t.waitingSince !== null,
+          waiting_since: t.waitingSince === null ? null : new Date(t.waitingSince).toISOString(),
+        }
+      : {};
   return {
     task_id: t.id,
     state,
@@ -48,5 +73,6 @@ function statusOf(ctx: RunContext, t: TaskRun, state: StatusFile["state"]): Stat
     exit_code: t.exitCode,
     reason: t.reason,
     detail: t.detail === null ? null : ctx.redactor.redact(t.detail),
+    ...waiting,
   };
 }

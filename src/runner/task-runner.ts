@@ -118,6 +118,13 @@ export interface TaskRunner {
   openSessions(): Promise<Set<string>>;
   /** Run ids that own an open session: a new run must not reuse one. */
   runsWithSessions(): Promise<Set<string>>;
+  /**
+   * Types a file into a tty attempt's terminal as one bracketed paste followed by Enter (an
+   * interactive agent's prompt, an operator's answer). Rejects when the session is gone.
+   */
+  paste(session: string, file: string): Promise<void>;
+  /** What the terminals of these tty attempts show now (the visible screen); null for one that is gone. */
+  capture(sessions: readonly string[]): Promise<Map<string, string | null>>;
   /** Lets go of what the runner holds once nothing runs any more (tmux: the server, when idle). */
   closeIfIdle(): Promise<void>;
 }

@@ -61,6 +61,14 @@ export class TmuxRunner implements TaskRunner {
     return new Set((await this.server.listPanes()).flatMap((p) => (p.run === null ? [] : [p.run])));
   }
 
+  paste(session: string, file: string): Promise<void> {
+    return this.server.pasteFile(session, file);
+  }
+
+  capture(sessions: readonly string[]): Promise<Map<string, string | null>> {
+    return this.server.captureScreens(sessions);
+  }
+
   async closeIfIdle(): Promise<void> {
     await this.server.closeIfIdle();
   }

@@ -325,6 +325,52 @@ export class TmuxServer {
   }
 
   /**
+   * The visible screens of many sessions through one spawned client (a sampler asks every
+   * second for every interactive task). A session that is gone answers null: tmux stops a
+   * command line at its first failing command, so then each is asked on its own.
+   */
+  async captureScreens(names: readonly string[]): Promise<Map<string, string | null>> {
+    const out = new Map<string, string | null>();
+    if (names.length === 0) return out;
+    const marker = `termorch-screen-${randomBytes(8).toString("hex")}`;
+    try {
+      const text = await this.command(
+        ...names.flatMap((n) => [
+          ["capture-pane", "-p", "-t", `=${n}:`],
+          ["display-message", "-p", marker],
+        ]),
+      );
+      const parts = `${text}\n`.split(`${marker}\n`);
+      for (const [i, n] of names.entries()) out.set(n, (parts[i] ?? "").replace(/\n+$/, ""));
+      return out;
+    } catch (error) {
+      if (!(error instanceof TmuxError)) throw error;
+      if (names.length === 1) {
+        out.set(names[0]!, null);
+        return out;
+      }
+    }
+    for (const n of names) out.set(n, (await this.captureScreens([n])).get(n) ?? null);
+    return out;
+  }
+
+  /**
+   * Types a file into the session's pane as one bracketed paste, then Enter: the application
+   * sees the whole text at once (line breaks do not submit it) and Enter submits it. Through a
+   * named buffer, deleted after the paste, so nothing is left in the server's paste buffers.
+   */
+  async pasteFile(name: string, file: string): Promise<void> {
+    const buffer = `termorch-${randomBytes(6).toString("hex")}`;
+    await this.command(
+      ["load-buffer", "-b", buffer, file],
+      ["paste-buffer", "-p", "-d", "-b", buffer, "-t", `=${name}:`],
+    );
+    // A separate client: the application reads the paste's end before Enter arrives, so a
+    // TUI that debounces input does not take Enter as part of the pasted text.
+    await this.command(["send-keys", "-t", `=${name}:`, "Enter"]);
+  }
+
+  /**
    * tmux <= 3.5 built with libutempter can lose SIGCHLD, leaving a dead pane without its status;
    * a fresh SIGCHLD makes the server reap it.
    */

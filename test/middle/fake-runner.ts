@@ -1,6 +1,7 @@
 // A TaskRunner whose attempts run nowhere: each one exits when the test says so. With vitest's
 // fake timers it lets the middle tier drive the real pipeline (dispatch, retries, timeouts,
 // stop, detach, resume) in milliseconds, without a process.
+import { readFileSync } from "node:fs";
 import type {
   AdoptedAttempt,
   AttemptRef,
@@ -25,6 +26,10 @@ export class FakeAttempt {
   private ended = false;
   released = false;
   onTerm: OnTerm = "exit";
+  /** What its terminal shows (tty attempts); the test draws on it. */
+  screen = "";
+  /** Every text pasted into its terminal, in order (read from the file at paste time). */
+  readonly pasted: string[] = [];
 
   constructor(readonly spec: AttemptSpec) {
     this.exited = new Promise((resolve) => {
@@ -162,6 +167,20 @@ export class FakeRunner implements TaskRunner {
 
   async runsWithSessions(): Promise<Set<string>> {
     return new Set(this.host.attempts.map((a) => a.spec.runId));
+  }
+
+  async paste(session: string, file: string): Promise<void> {
+    const attempt = this.live(session);
+    if (!attempt) throw new Error(`no live session ${session}`);
+    attempt.pasted.push(readFileSync(file, "utf8"));
+  }
+
+  async capture(sessions: readonly string[]): Promise<Map<string, string | null>> {
+    return new Map(sessions.map((s) => [s, this.live(s)?.screen ?? null]));
+  }
+
+  private live(session: string): FakeAttempt | undefined {
+    return this.host.attempts.findLast((a) => a.spec.session === session && !a.done);
   }
 
   async closeIfIdle(): Promise<void> {}

@@ -1,0 +1,227 @@
+// Interactive tasks through the built CLI with real tmux: the prompt pasted into the agent's
+// terminal as one bracketed paste, waiting-for-input detection, `termorch send`, `termorch finish`
+// and `done_when`. The agent is test/fixtures/agents/interactive-stub, a small raw-mode TUI.
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { execa, type ResultPromise } from "execa";
+import { describe, expect, it } from "vitest";
+import { StatusFile } from "../../src/contract/status.js";
+import { StatusView } from "../../src/contract/status-view.js";
+import {
+  BIN,
+  cliEnv,
+  git,
+  lines,
+  ROOT,
+  readReport,
+  termorch,
+  testFile,
+  waitFor,
+  writeAssignments,
+} from "./harness.js";
+
+const { socket, workspace } = testFile("interactive");
+const STUB = join(ROOT, "test", "fixtures", "agents", "interactive-stub");
+// Several lines, blank ones and double spaces: a paste line by line would submit at the first.
+const CONTEXT = "# Paint the button\n\nLine two of the task.\n  indented  line three\nlast line\n";
+
+interface Started {
+  dir: string;
+  repo: string;
+  out: string;
+  run: ResultPromise;
+  runId: string;
+}
+
+/** Starts `termorch run` of one interactive task `ask` on the stub, without waiting for it. */
+function start(task: Record<string, unknown> = {}, stubEnv: Record<string, string> = {}): Started {
+  const { dir, repo } = workspace();
+  const out = join(dir, "out");
+  mkdirSync(out);
+  writeFileSync(join(repo, "ctx", "task.md"), CONTEXT);
+  git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "context");
+  const runId = `i${Math.random().toString(36).slice(2, 8)}`;
+  const assignments = {
+    run_id: runId,
+    tasks: [
+      {
+        id: "ask",
+        agent: "istub",
+        context_path: "ctx/task.md",
+        interactive: true,
+        waiting_after_s: 1,
+        env: { STUB_OUT: out, ...stubEnv },
+        ...task,
+      },
+    ],
+    environment: { workspace_dir: "repo" },
+  };
+  writeFileSync(join(dir, "assignments.json"), JSON.stringify(assignments));
+  writeFileSync(join(dir, "termorch.json"), JSON.stringify({ agents: { istub: { command: [STUB] } } }));
+  const run = execa(
+    process.execPath,
+    [BIN, "run", join(dir, "assignments.json"), "--config", join(dir, "termorch.json")],
+    { reject: false, cwd: ROOT, env: cliEnv(socket), timeout: 120_000 },
+  );
+  return { dir, repo, out, run, runId };
+}
+
+const ledger = (dir: string): Array<{ type: string; task_id?: string; data: Record<string, unknown> }> =>
+  lines(join(dir, "events.jsonl")).map((line) => JSON.parse(line));
+
+/** The running status file once it says the agent waits for input. */
+function waitingStatus(dir: string): Promise<StatusFile> {
+  return waitFor(
+    () => {
+      const file = join(dir, "status", "ask.running");
+      if (!existsSync(file)) return null;
+      try {
+        const status = StatusFile.parse(JSON.parse(readFileSync(file, "utf8")));
+        return status.waiting_input ? status : null;
+      } catch {
+        return null; // being replaced
+      }
+    },
+    30_000,
+    "the task to be marked waiting for input",
+  );
+}
+
+describe("interactive tasks", () => {
+  it("pastes the prompt whole, is detected as waiting, is answered with termorch send, and finishes", async () => {
+    const s = start();
+    const status = await waitingStatus(s.dir);
+    expect(Date.parse(status.waiting_since!)).toBeGreaterThan(0);
+
+    // The prompt arrived exactly, in one bracketed paste, with nothing typed outside it.
+    expect(readFileSync(join(s.out, "prompt.txt"), "utf8")).toBe(CONTEXT);
+    expect(JSON.parse(readFileSync(join(s.out, "prompt.meta"), "utf8"))).toEqual({ pastes: 1, outside: "" });
+    const types = ledger(s.dir).map((e) => e.type);
+    expect(types).toContain("task.prompt_pasted");
+    expect(types).toContain("task.waiting_input");
+
+    // termorch status shows it.
+    const shown = await termorch(["status", s.dir, "--json"], { socket });
+    expect(shown.exitCode).toBe(0);
+    const view = StatusView.parse(JSON.parse(shown.stdout));
+    expect(view.runs[0]?.tasks[0]?.waiting_since).toBe(status.waiting_since);
+    const human = await termorch(["status", s.dir], { socket });
+    expect(human.stdout).toContain(`ask: waiting for input since ${status.waiting_since}`);
+
+    const sent = await termorch(["send", "ask", "blue,\nwith a  white border", "--run", s.runId], { socket });
+    expect(sent.exitCode, sent.stderr).toBe(0);
+
+    const result = await s.run;
+    expect(result.exitCode, String(result.stderr)).toBe(0);
+    expect(readReport(s.dir).tasks[0]).toMatchObject({ id: "ask", status: "success" });
+    expect(readFileSync(join(s.out, "answer.txt"), "utf8")).toBe("blue,\nwith a  white border");
+    // The agent's work was merged.
+    expect(readFileSync(join(s.repo, "answer.txt"), "utf8")).toBe("blue,\nwith a  white border\n");
+
+    // Sending to a task that no longer runs, or to none: exit 2.
+    expect((await termorch(["send", "ask", "more", "--run", s.runId], { socket })).exitCode).toBe(2);
+    expect((await termorch(["send", "nosuch", "more", "--run", s.runId], { socket })).exitCode).toBe(2);
+  });
+
+  it("termorch finish ends the agent and counts the task as done", async () => {
+    const s = start({}, { STUB_STAY: "1" });
+    await waitingStatus(s.dir);
+    // An answer from a file arrives whole, in one paste, like the prompt.
+    const answer = join(s.dir, "answer.md");
+    writeFileSync(answer, "green\n\nand round corners");
+    const sent = await termorch(["send", "ask", "--file", answer, "--run", s.runId], { socket });
+    expect(sent.exitCode, sent.stderr).toBe(0);
+    const logged = await waitFor(
+      () => lines(join(s.out, "answers.log"))[0],
+      20_000,
+      "the stub to take the answer",
+    );
+    expect(JSON.parse(logged)).toEqual({ text: "green\n\nand round corners", pastes: 1, outside: "" });
+    const finished = await termorch(["finish", "ask", "--run", s.runId], { socket });
+    expect(finished.exitCode, finished.stderr).toBe(0);
+    const result = await s.run;
+    expect(result.exitCode, String(result.stderr)).toBe(0);
+    expect(readReport(s.dir).tasks[0]).toMatchObject({ id: "ask", status: "success" });
+    // It was ended (TERM), not left to exit by itself.
+    expect(existsSync(join(s.out, "terminated"))).toBe(true);
+    expect(ledger(s.dir).find((e) => e.type === "task.finish_requested")?.data).toMatchObject({
+      by: "finish",
+    });
+    // Finishing a task that is done: exit 2.
+    expect((await termorch(["finish", "ask", "--run", s.runId], { socket })).exitCode).toBe(2);
+  });
+
+  it("a done_when file appearing in the worktree ends the agent and counts the task as done", async () => {
+    const s = start(
+      { done_when: "out/done.flag", waiting_after_s: 600 },
+      { STUB_STAY: "1", STUB_TOUCH: "out/done.flag" },
+    );
+    const result = await s.run;
+    expect(result.exitCode, String(result.stderr)).toBe(0);
+    expect(readReport(s.dir).tasks[0]).toMatchObject({ id: "ask", status: "success" });
+    expect(existsSync(join(s.out, "terminated"))).toBe(true);
+    expect(ledger(s.dir).find((e) => e.type === "task.finish_requested")?.data).toMatchObject({
+      by: "done_when",
+    });
+    expect(readFileSync(join(s.repo, "out", "done.flag"), "utf8")).toBe("done\n");
+  });
+
+  it("done_when and waiting_after_s need interactive, and done_when stays inside the worktree: exit 2", async () => {
+    const { dir } = workspace();
+    const check = async (task: Record<string, unknown>, message: string): Promise<void> => {
+      writeFileSync(
+        join(dir, "assignments.json"),
+        JSON.stringify({
+          tasks: [{ id: "t", agent: "istub", context_path: "ctx/task.md", ...task }],
+          environment: { workspace_dir: "repo" },
+        }),
+      );
+      writeFileSync(join(dir, "termorch.json"), JSON.stringify({ agents: { istub: { command: [STUB] } } }));
+      const r = await termorch(
+        ["run", join(dir, "assignments.json"), "--config", join(dir, "termorch.json")],
+        {
+          socket,
+        },
+      );
+      expect(r.exitCode).toBe(2);
+      expect(r.stderr).toContain(message);
+    };
+    await check({ done_when: "x" }, "tasks[0].done_when");
+    await check({ waiting_after_s: 3 }, "applies to interactive tasks only");
+    await check({ interactive: true, done_when: "../x" }, "must be a path relative to the worktree");
+  });
+
+  it("termorch agents shows each agent's interactive command line (a preset's with the config's model)", async () => {
+    const { dir } = workspace();
+    const config = join(dir, "termorch.json");
+    writeFileSync(
+      config,
+      JSON.stringify({ agents: { claude: { model: "opus" }, istub: { command: [STUB] } } }),
+    );
+    const r = await termorch(["agents", "--json", "--config", config], { socket });
+    expect(r.exitCode).toBe(0);
+    const rows = JSON.parse(r.stdout) as { name: string; interactive_argv: string[] }[];
+    const by = new Map(rows.map((row) => [row.name, row.interactive_argv]));
+    expect(by.get("claude")).toEqual(["claude", "--permission-mode", "acceptEdits", "--model", "opus"]);
+    expect(by.get("istub")).toEqual([STUB]);
+  });
+
+  it("termorch finish refuses a running task that is not interactive: exit 2", async () => {
+    const { dir } = workspace();
+    const release = join(dir, "release");
+    const file = writeAssignments(dir, [{ id: "plain", env: { WAIT_FILE: release } }]);
+    const run = execa(process.execPath, [BIN, "run", file], {
+      reject: false,
+      cwd: ROOT,
+      env: cliEnv(socket),
+      timeout: 120_000,
+    });
+    await waitFor(() => existsSync(join(dir, "status", "plain.running")), 20_000, "the task to run");
+    const runId = (JSON.parse(readFileSync(file, "utf8")) as { run_id: string }).run_id;
+    const r = await termorch(["finish", "plain", "--run", runId], { socket });
+    expect(r.exitCode).toBe(2);
+    expect(r.stderr).toContain("is not an interactive task");
+    writeFileSync(release, "");
+    expect((await run).exitCode).toBe(0);
+  });
+});

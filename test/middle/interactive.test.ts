@@ -1,0 +1,96 @@
+// Interactive tasks in the pipeline, with the fake runner's screens and fake timers: the prompt is
+// pasted once the screen settles, waiting for input is marked (status, ledger, notification) and
+// cleared, and `termorch finish` (its file) ends the agent as done.
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import type { NotifyEvent } from "../../src/contract/notify.js";
+import { finishFileOf, privateDirOf } from "../../src/fs/private-dir.js";
+import { runAssignments } from "../../src/run/runner.js";
+import { MiddleRun } from "./harness.js";
+
+let run: MiddleRun;
+
+vi.setConfig({ testTimeout: 5_000 });
+
+beforeEach(() => {
+  vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "Date"] });
+});
+
+afterEach(() => {
+  vi.useRealTimers();
+  run?.cleanup();
+});
+
+describe("interactive tasks in the pipeline", () => {
+  it("paste the prompt once the screen settles, mark waiting and its end, and end as done on finish", async () => {
+    run = new MiddleRun([{ id: "a", interactive: true, waiting_after_s: 5 }], {
+      config: { notify: { command: ["never-run"] } },
+    });
+    const events: NotifyEvent[] = [];
+    const done = runAssignments({
+      assignmentsFile: run.file,
+      ...run.options({
+        notify: async (e) => {
+          events.push(e);
+          return null;
+        },
+      }),
+    });
+    const a = await run.host.launched("a");
+    expect(a.spec.tty).toBe(true);
+    expect(a.spec.stdin).toBeUndefined();
+    // Nothing drawn: no paste.
+    await vi.advanceTimersByTimeAsync(2000);
+    expect(a.pasted).toEqual([]);
+    a.screen = "stub> ";
+    await vi.advanceTimersByTimeAsync(1000);
+    expect(a.pasted).toEqual(["# the task\n"]);
+
+    a.screen = "stub> # the task\nQuestion?";
+    await vi.advanceTimersByTimeAsync(6000);
+    const status = JSON.parse(readFileSync(join(run.dir, "status", "a.running"), "utf8"));
+    expect(status).toMatchObject({ waiting_input: true });
+    expect(Date.parse(status.waiting_since)).toBeGreaterThan(0);
+    expect(events.map((e) => e.event)).toEqual(["task.waiting_input"]);
+
+    a.screen += "\nyes";
+    await vi.advanceTimersByTimeAsync(1000);
+    expect(JSON.parse(readFileSync(join(run.dir, "status", "a.running"), "utf8"))).toMatchObject({
+      waiting_input: false,
+      waiting_since: null,
+    });
+
+    const finish = finishFileOf(privateDirOf(run.dir, "middle"), "a");
+    mkdirSync(join(finish, ".."), { recursive: true });
+    writeFileSync(finish, "{}");
+    await vi.advanceTimersByTimeAsync(1000);
+    expect(a.stops).toHaveLength(1);
+    const report = run.report(await done);
+    expect(report.tasks[0]).toMatchObject({ id: "a", status: "success" });
+    expect(existsSync(finish)).toBe(false);
+    const types = readFileSync(join(run.dir, "events.jsonl"), "utf8")
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l).type as string);
+    expect(types).toEqual(
+      expect.arrayContaining([
+        "task.prompt_pasted",
+        "task.waiting_input",
+        "task.input_resumed",
+        "task.finish_requested",
+      ]),
+    );
+  });
+
+  it("an interactive task stopped by its timeout fails as timed out, not done", async () => {
+    run = new MiddleRun([{ id: "a", interactive: true, timeout_s: 3 }]);
+    const done = runAssignments({ assignmentsFile: run.file, ...run.options() });
+    const a = await run.host.launched("a");
+    a.screen = "stub> ";
+    await vi.advanceTimersByTimeAsync(4000);
+    expect(a.pasted).toHaveLength(1);
+    const report = run.report(await done);
+    expect(report.tasks[0]).toMatchObject({ id: "a", status: "failed", reason: "timeout" });
+  });
+});
