@@ -270,7 +270,8 @@ export interface PresetChoices {
  * Order: argv, edit mode (or bypass), model, extra flags, tail.
  */
 export function presetArgv(preset: AgentPreset, choices: PresetChoices = {}): string[] {
-  const permission = choices.bypass ? preset.bypass : preset.edit_mode;
+  // A CLI without a bypass keeps its edit mode (the config refuses asking for one: agentProblems).
+  const permission = choices.bypass && preset.bypass.length > 0 ? preset.bypass : preset.edit_mode;
   const model = choices.model === undefined ? [] : [preset.model_flag, choices.model];
   return [...preset.argv, ...permission, ...model, ...(choices.extra ?? []), ...preset.tail];
 }

@@ -249,9 +249,9 @@ export async function main(
       }
       for (const r of rows) {
         const where = r.source === "preset" ? "preset" : r.preset ? `config (preset ${r.preset})` : "config";
-        const missing = r.on_path === false ? `   [${r.binary} not on PATH: install ${r.install}]` : "";
+        const missing = r.on_path === false ? `   [${r.binary} not on PATH; to install: ${r.install}]` : "";
         io.stdout.write(
-          `${r.name}  ${where}  prompt: ${r.prompt}${r.output ? `, parsed: ${r.output}` : ""}${missing}\n  ${r.argv.join(" ")}\n  interactive: ${r.interactive_argv.join(" ")}\n`,
+          `${r.name}  ${where}  prompt: ${r.prompt}${r.output ? `, parsed: ${r.output}` : ""}${missing}\n  ${r.argv.map(shownArg).join(" ")}\n  interactive: ${r.interactive_argv.map(shownArg).join(" ")}\n`,
         );
       }
     });
@@ -266,6 +266,11 @@ export async function main(
   } catch (error) {
     return reportError(error, io, debug);
   }
+}
+
+/** One argument as a shell would need it to be typed: empty and spaced ones quoted. */
+function shownArg(arg: string): string {
+  return arg === "" || /[\s"'$`\\]/.test(arg) ? JSON.stringify(arg) : arg;
 }
 
 interface RunFlags {

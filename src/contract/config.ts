@@ -32,7 +32,7 @@ export const AgentSpec = z.strictObject({
     .boolean()
     .default(false)
     .describe(
-      "Adds the preset CLI's own flag that skips every permission check (e.g. --dangerously-skip-permissions). Off by default: presets run in the CLI's edit-in-workspace mode",
+      "Replaces the preset's edit-in-workspace permission flags with its CLI's own flag that skips every permission check (e.g. --dangerously-skip-permissions). Off by default; refused for a CLI that has no such flag",
     ),
   /** Give the agent the pane's terminal (interactive CLIs). */
   tty: z.boolean().default(false),

@@ -30,7 +30,7 @@ export function checkAgentBinaries(
       file: input.file,
       field: `tasks[${input.assignments.tasks.indexOf(r.task)}].agent`,
       task: r.task.id,
-      message: `agent "${r.task.agent}" runs ${needs.binary}, which is not on the agent's PATH (${env.PATH ?? "unset"}); install ${needs.install}, or set PATH in environment.env_vars`,
+      message: `agent "${r.task.agent}" runs ${needs.binary}, which is not on the agent's PATH (${env.PATH ?? "unset"}); install it (${needs.install}) or give the agent a PATH that has it (environment.env_vars, the task's or the agent's env)`,
     });
   }
   if (problems.length)

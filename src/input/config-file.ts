@@ -2,7 +2,8 @@ import { existsSync } from "node:fs";
 import { homedir } from "node:os";
 import { dirname, isAbsolute, join, resolve } from "node:path";
 import { execa } from "execa";
-import { Config, SOCKET_NAME_PATTERN, SOCKET_NAME_RULE } from "../contract/config.js";
+import { PRESETS } from "../agent/presets.js";
+import { Config, PresetName, SOCKET_NAME_PATTERN, SOCKET_NAME_RULE } from "../contract/config.js";
 import { parseWith } from "../contract/parse.js";
 import { InputError, type InputProblem } from "../errors.js";
 import { compile } from "../redact/redactor.js";
@@ -84,8 +85,44 @@ export async function loadConfig(
       message: `invalid pattern for the pane supervisor (Perl): ${error}`,
     });
   }
+  problems.push(...agentProblems(config, file));
   if (problems.length > 0) throw new InputError(problems);
   return { config: withAbsoluteAgentPaths(config, [dirname(file), cwd]), file };
+}
+
+/** Agent entries whose settings contradict each other or cannot work (a preset's choices on a command agent...). */
+function agentProblems(config: Config, file: string): InputProblem[] {
+  const problems: InputProblem[] = [];
+  for (const [name, spec] of Object.entries(config.agents)) {
+    const at = (message: string): void => {
+      problems.push({ file, field: `agents.${name}`, message });
+    };
+    const preset = spec.preset ?? PresetName.safeParse(name).data;
+    if (spec.command) {
+      const presetOnly = [
+        spec.preset && "preset",
+        spec.model && "model",
+        spec.args.length > 0 && "args",
+        spec.dangerously_bypass_permissions && "dangerously_bypass_permissions",
+      ].filter(Boolean);
+      if (presetOnly.length > 0)
+        at(
+          `"command" defines an agent of its own: ${presetOnly.join(", ")} only apply to a preset; remove one or the other`,
+        );
+      continue;
+    }
+    if (!preset) {
+      at(`needs a "command", or a "preset" (${PresetName.options.join(", ")})`);
+      continue;
+    }
+    if (spec.tty)
+      at(
+        `preset ${preset} runs its CLI's non-interactive mode, which reads its prompt from standard input; for a terminal session give the task "interactive": true instead of "tty"`,
+      );
+    if (spec.dangerously_bypass_permissions && PRESETS[preset].bypass.length === 0)
+      at(`${preset} has no flag that bypasses its permissions; remove dangerously_bypass_permissions`);
+  }
+  return problems;
 }
 
 /**

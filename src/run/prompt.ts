@@ -42,11 +42,18 @@ async function dependencySection(ctx: RunContext, p: TaskPlan): Promise<string> 
   return `${parts.join("\n")}\n`;
 }
 
+const MAX_FILES_NAMED = 50;
+
 async function changedBy(ctx: RunContext, dep: TaskRun): Promise<string | null> {
   if (!ctx.git || !dep.startCommit || !dep.commit) return null;
   if (dep.startCommit === dep.commit) return "none";
   const files = inWorkspace(ctx, await ctx.workspace.changedFiles(ctx.git.root, dep.startCommit, dep.commit));
-  return files.length ? files.join(", ") : "none";
+  if (files.length === 0) return "none";
+  // A dependency that generated thousands of files must not bury the task's own context.
+  const shown = files.slice(0, MAX_FILES_NAMED).join(", ");
+  return files.length > MAX_FILES_NAMED
+    ? `${shown} … and ${files.length - MAX_FILES_NAMED} more (git diff ${dep.startCommit}..${dep.commit})`
+    : shown;
 }
 
 /** A summary as one Markdown list item: its lines indented under it. */

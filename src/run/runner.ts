@@ -737,6 +737,9 @@ async function drive(
   if (!stage.unfinished) await clearMergeIntent(ctx);
   ctx.journal.close();
   await rm(ctx.journal.path, { force: true }).catch(() => {});
+  // The prompts as the agents got them, unredacted: no one needs them once the run is reported
+  // (artifacts/<id>/prompt.md keeps the redacted text).
+  await rm(join(privateDir, "prompts"), { recursive: true, force: true }).catch(() => {});
   // Awaited (bounded by notify.timeout_s): a cron job's run returns once it was told.
   await ctx.notifier.runFinished(report, result.reportPath);
   await ledger.close();

@@ -30,7 +30,19 @@ export async function inspectWorkspace(
   // commit was read is then always later than the list (see takeRefsSnapshot).
   const startedAt = Date.now();
   const info = await repoInfo(workspace);
-  if (!info) return null;
+  if (!info) {
+    // Tasks run in the workspace itself: there is no worktree to copy into, and an agent would
+    // edit the very files the copies were meant to keep from it.
+    if (copy.length > 0)
+      throw new InputError([
+        {
+          ...(file ? { file } : {}),
+          field: "environment.worktree_copy",
+          message: `the workspace ${workspace} is not a git repository, so tasks run in it directly and nothing can be copied for them; remove worktree_copy or make the workspace a repository`,
+        },
+      ]);
+    return null;
+  }
   await requireGitVersion();
   if (info.head === null) {
     throw new InputError([

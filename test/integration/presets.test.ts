@@ -1,7 +1,7 @@
 // The built-in agent presets, through the built CLI, with the stand-in CLIs of
 // test/fixtures/agents/ first on PATH: each accepts exactly its preset's flags, reads the prompt
 // where the real CLI would, edits the worktree and prints the real CLI's documented output.
-import { readFileSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { delimiter, join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { git, killServer, makeWorkspace, ROOT, readReport, termorch, uniqueSocket } from "./harness.js";
@@ -66,6 +66,8 @@ describe("agent presets", () => {
       expect(report.tasks[0]!.usage).not.toBeNull();
       expect(report.summary.usage).toEqual(report.tasks[0]!.usage);
       expect(readFileSync(join(dir, "artifacts", "t", "prompt.md"), "utf8")).toContain("# do the thing");
+      // The agent's unredacted copy does not outlive the report.
+      expect(existsSync(join(dir, ".termorch", report.run_id!, "prompts"))).toBe(false);
     },
   );
 
@@ -145,6 +147,52 @@ describe("agent presets", () => {
       env: { PATH: `/usr/bin:/bin:${process.execPath.replace(/\/node$/, "")}` },
     });
     expect(run.exitCode).toBe(2);
+  });
+
+  it("refuses agent settings that cannot work, naming the agent", async () => {
+    const { dir } = workspace();
+    const config = join(dir, "config.json");
+    writeFileSync(
+      config,
+      JSON.stringify({
+        agents: {
+          aider: { dangerously_bypass_permissions: true },
+          opencode: { tty: true },
+          both: { preset: "claude", command: ["bash", "x.sh"] },
+          neither: { model: "m" },
+        },
+      }),
+    );
+    const file = assignments(dir, [{ id: "t", agent: "claude" }]);
+    const r = await termorch(["validate", file, "--config", config], { socket, env: withStubs() });
+    expect(r.exitCode).toBe(2);
+    expect(r.stderr).toMatch(/agents\.aider: aider has no flag that bypasses its permissions/);
+    expect(r.stderr).toMatch(/agents\.opencode: preset opencode runs its CLI's non-interactive mode/);
+    expect(r.stderr).toMatch(
+      /agents\.both: "command" defines an agent of its own: preset only apply to a preset/,
+    );
+    expect(r.stderr).toMatch(/agents\.neither: needs a "command", or a "preset"/);
+  });
+
+  it("refuses worktree_copy for a workspace that is not a repository: the agent would edit the originals", async () => {
+    const { dir, repo } = makeWorkspace({ git: false });
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    writeFileSync(join(repo, ".env"), "A=1\n");
+    const file = join(dir, "assignments.json");
+    writeFileSync(
+      file,
+      JSON.stringify({
+        run_id: "nogitcopy",
+        tasks: [{ id: "t", agent: "claude", context_path: "ctx/task.md" }],
+        environment: { workspace_dir: "repo", worktree_copy: [".env"] },
+      }),
+    );
+    for (const command of ["validate", "run"]) {
+      const r = await termorch([command, file], { socket, env: withStubs() });
+      expect(r.exitCode).toBe(2);
+      expect(r.stderr).toMatch(/environment\.worktree_copy: the workspace .* is not a git repository/);
+    }
+    expect(readFileSync(join(repo, ".env"), "utf8")).toBe("A=1\n");
   });
 
   it("lists every agent with its resolved argv and where it came from", async () => {
