@@ -6,8 +6,8 @@ import type { RunInput } from "./assignments-file.js";
 
 /**
  * Every task whose agent is a preset needs the preset's CLI on the PATH the agent will get (the
- * environment's, or one the assignment or config sets): refused up front with what to install,
- * rather than failing each task at launch with exit 127.
+ * environment's, or one the assignment or config sets), and a prompt: refused up front with what
+ * to install, rather than failing each task at launch with exit 127.
  */
 export function checkAgentBinaries(
   input: RunInput,
@@ -17,6 +17,14 @@ export function checkAgentBinaries(
   for (const r of input.tasks) {
     const needs = r.agent.requires;
     if (!needs) continue;
+    // A preset's whole prompt is this file (plus what dependencies did): empty, the CLI gets nothing to do.
+    if (r.task.dependencies.length === 0 && statSync(r.contextPath, { throwIfNoEntry: false })?.size === 0)
+      problems.push({
+        file: input.file,
+        field: `tasks[${input.assignments.tasks.indexOf(r.task)}].context_path`,
+        task: r.task.id,
+        message: `the context file ${r.contextPath} is empty: it is the whole prompt of agent "${r.task.agent}"`,
+      });
     const { env } = agentEnvironment({
       processEnv,
       envVars: input.assignments.environment.env_vars,
@@ -36,7 +44,7 @@ export function checkAgentBinaries(
   if (problems.length)
     throw new InputError(
       problems,
-      "Install the agents' CLIs (or fix PATH) and run again; nothing was started.",
+      "Install the agents' CLIs (or fix PATH), give them a prompt, and run again; nothing was started.",
       input.runId,
     );
 }

@@ -149,6 +149,15 @@ describe("agent presets", () => {
     expect(run.exitCode).toBe(2);
   });
 
+  it("refuses an empty context file for a preset: it would be the CLI's whole prompt", async () => {
+    const { dir, repo } = workspace();
+    writeFileSync(join(repo, "ctx", "empty.md"), "");
+    const file = assignments(dir, [{ id: "t", agent: "claude", context_path: "ctx/empty.md" }]);
+    const r = await termorch(["validate", file], { socket, env: withStubs() });
+    expect(r.exitCode).toBe(2);
+    expect(r.stderr).toMatch(/tasks\[0\]\.context_path.*is empty: it is the whole prompt of agent "claude"/);
+  });
+
   it("refuses agent settings that cannot work, naming the agent", async () => {
     const { dir } = workspace();
     const config = join(dir, "config.json");
