@@ -33,6 +33,16 @@ export async function sendToTask(
       [{ message: `task ${taskId} of run ${state.run_id} is not running (it is ${task.state})` }],
       `Only a running task's agent can be answered; termorch logs ${taskId} --run ${state.run_id} shows what it did.`,
     );
+  // Another agent's terminal is not an input: its prompt came on stdin, nothing reads the pane.
+  if (!(await isInteractive(state, taskId)))
+    throw new InputError(
+      [
+        {
+          message: `task ${taskId} of run ${state.run_id} is not an interactive task: send answers only those`,
+        },
+      ],
+      `Watch it with: termorch attach ${taskId} --run ${state.run_id}`,
+    );
   const server = serverFor(state.socket, opts.env);
   if ("file" in input) {
     await server.pasteFile(task.session!, input.file);
@@ -48,6 +58,17 @@ export async function sendToTask(
     rmSync(dir, { recursive: true, force: true });
   }
   return { state, task };
+}
+
+/** Only an interactive task's running status file carries waiting_input. */
+async function isInteractive(state: RunState, taskId: string): Promise<boolean> {
+  const status = await readFile(join(state.run_dir, "status", `${taskId}.running`), "utf8").catch(() => null);
+  try {
+    return status !== null && "waiting_input" in (JSON.parse(status) as object);
+  } catch {
+    // Being replaced: the task is moving on from running.
+    return false;
+  }
 }
 
 /**
@@ -66,16 +87,8 @@ export async function requestFinish(
       [{ message: `task ${taskId} of run ${state.run_id} is not running (it is ${task.state})` }],
       "Only a running interactive task can be finished.",
     );
-  // Only an interactive task's running status file carries waiting_input: nothing would watch
-  // for the finish file of another.
-  const status = await readFile(join(state.run_dir, "status", `${taskId}.running`), "utf8").catch(() => null);
-  let interactive = false;
-  try {
-    interactive = status !== null && "waiting_input" in (JSON.parse(status) as object);
-  } catch {
-    // Being replaced: the task is moving on from running.
-  }
-  if (!interactive)
+  // Nothing would watch for the finish file of another.
+  if (!(await isInteractive(state, taskId)))
     throw new InputError(
       [
         {

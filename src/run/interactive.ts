@@ -1,4 +1,4 @@
-import { existsSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { finishFileOf } from "../fs/private-dir.js";
 import type { RunningAttempt } from "../runner/task-runner.js";
@@ -157,6 +157,15 @@ function samplerOf(ctx: RunContext): Sampler {
 }
 
 /**
+ * Whether the `done_when` file appeared during the attempt: a file (not a folder) written since
+ * it launched. One the worktree already held (a tracked file, `.`) would end it before any work.
+ */
+function doneWhenAppeared(path: string, since: number): boolean {
+  const st = statSync(path, { throwIfNoEntry: false });
+  return st !== undefined && st.isFile() && st.mtimeMs >= since;
+}
+
+/**
  * Watches one attempt of an interactive task until dispose(): pastes the prompt once (a marker in
  * the attempt folder keeps an adopted attempt from getting it twice), marks the task waiting for
  * input and not, and ends the agent as done on `termorch finish` or `done_when`.
@@ -232,7 +241,8 @@ export function watchInteractive(
     onScreen(screen, at) {
       if (endedAsDone !== null || screen === null) return;
       if (existsSync(finishFile)) return end("finish");
-      if (plan.doneWhen !== null && existsSync(plan.doneWhen)) return end("done_when");
+      if (plan.doneWhen !== null && doneWhenAppeared(plan.doneWhen, t.attemptStartedAt ?? startedAt))
+        return end("done_when");
       if (!pasted) {
         if (pasting) return;
         if (ready.observe(screen, at)) paste(true);

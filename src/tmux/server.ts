@@ -1,7 +1,7 @@
 import { type ExecFileException, execFile } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
-import { readFile, realpath, rename, rm, writeFile } from "node:fs/promises";
-import { setPriority } from "node:os";
+import { mkdtemp, readFile, realpath, rename, rm, writeFile } from "node:fs/promises";
+import { setPriority, tmpdir } from "node:os";
 import { join } from "node:path";
 import { SOCKET_NAME_PATTERN, SOCKET_NAME_RULE } from "../contract/config.js";
 import { ensureUserDir } from "../fs/names.js";
@@ -25,6 +25,16 @@ interface BatchItem {
   commands: (readonly string[])[];
   resolve: () => void;
   reject: (error: unknown) => void;
+}
+
+/**
+ * Text as it may be pasted: without control characters other than tab and line breaks. An ESC
+ * would let the text end the bracketed paste itself (`ESC[201~`) and type the rest as keys, into
+ * an agent's session; C1 controls (U+0080-U+009F) are 8-bit escapes to some terminals.
+ */
+export function pastable(text: string): string {
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: removing them is the point.
+  return text.replace(/[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f]/g, "");
 }
 
 /** One pane of the server, as `list-panes -a` shows it. */
@@ -360,11 +370,22 @@ export class TmuxServer {
    * named buffer, deleted after the paste, so nothing is left in the server's paste buffers.
    */
   async pasteFile(name: string, file: string): Promise<void> {
-    const buffer = `termorch-${randomBytes(6).toString("hex")}`;
-    await this.command(
-      ["load-buffer", "-b", buffer, file],
-      ["paste-buffer", "-p", "-d", "-b", buffer, "-t", `=${name}:`],
-    );
+    const text = pastable(await readFile(file, "utf8"));
+    // Empty: Enter alone (accepting a default is an answer too); tmux refuses an empty buffer.
+    if (text !== "") {
+      const dir = await mkdtemp(join(tmpdir(), "termorch-paste-"));
+      try {
+        const clean = join(dir, "text");
+        await writeFile(clean, text, { mode: 0o600 });
+        const buffer = `termorch-${randomBytes(6).toString("hex")}`;
+        await this.command(
+          ["load-buffer", "-b", buffer, clean],
+          ["paste-buffer", "-p", "-d", "-b", buffer, "-t", `=${name}:`],
+        );
+      } finally {
+        await rm(dir, { recursive: true, force: true });
+      }
+    }
     // A separate client: the application reads the paste's end before Enter arrives, so a
     // TUI that debounces input does not take Enter as part of the pasted text.
     await this.command(["send-keys", "-t", `=${name}:`, "Enter"]);

@@ -166,6 +166,18 @@ describe("interactive tasks", () => {
     expect(readFileSync(join(s.repo, "out", "done.flag"), "utf8")).toBe("done\n");
   });
 
+  it("a done_when file the worktree already holds does not end the task before any work", async () => {
+    const s = start({ done_when: "ctx/task.md" });
+    // The prompt gets pasted and the agent waits for its answer: the tracked file did not end it.
+    await waitingStatus(s.dir);
+    expect(readFileSync(join(s.out, "prompt.txt"), "utf8")).toBe(CONTEXT);
+    expect((await termorch(["finish", "ask", "--run", s.runId], { socket })).exitCode).toBe(0);
+    expect((await s.run).exitCode).toBe(0);
+    expect(ledger(s.dir).find((e) => e.type === "task.finish_requested")?.data).toMatchObject({
+      by: "finish",
+    });
+  });
+
   it("done_when and waiting_after_s need interactive, and done_when stays inside the worktree: exit 2", async () => {
     const { dir } = workspace();
     const check = async (task: Record<string, unknown>, message: string): Promise<void> => {
@@ -206,7 +218,7 @@ describe("interactive tasks", () => {
     expect(by.get("istub")).toEqual([STUB]);
   });
 
-  it("termorch finish refuses a running task that is not interactive: exit 2", async () => {
+  it("termorch finish and termorch send refuse a running task that is not interactive: exit 2", async () => {
     const { dir } = workspace();
     const release = join(dir, "release");
     const file = writeAssignments(dir, [{ id: "plain", env: { WAIT_FILE: release } }]);
@@ -221,6 +233,9 @@ describe("interactive tasks", () => {
     const r = await termorch(["finish", "plain", "--run", runId], { socket });
     expect(r.exitCode).toBe(2);
     expect(r.stderr).toContain("is not an interactive task");
+    const sent = await termorch(["send", "plain", "yes", "--run", runId], { socket });
+    expect(sent.exitCode).toBe(2);
+    expect(sent.stderr).toContain("is not an interactive task: send answers only those");
     writeFileSync(release, "");
     expect((await run).exitCode).toBe(0);
   });
