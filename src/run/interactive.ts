@@ -64,8 +64,19 @@ export class WaitingDetector {
 export class ReadyDetector {
   private last: string | null = null;
   private changedAt = 0;
+  private readonly prompt: RegExp | null;
 
-  constructor(private readonly settleMs = SETTLE_MS) {}
+  /**
+   * @param prompt the CLI's input prompt (a preset's `waiting` pattern): when known, a screen is
+   * ready only once it shows, since many CLIs draw a banner first and load for seconds before
+   * they read input (and turn bracketed paste on); a paste then would be typed line by line.
+   */
+  constructor(
+    private readonly settleMs = SETTLE_MS,
+    prompt: string | null = null,
+  ) {
+    this.prompt = prompt === null ? null : new RegExp(prompt);
+  }
 
   observe(screen: string, at: number): boolean {
     if (screen !== this.last) {
@@ -73,6 +84,7 @@ export class ReadyDetector {
       this.changedAt = at;
       return false;
     }
+    if (this.prompt !== null && !this.prompt.test(screen)) return false;
     return screen.trim() !== "" && at - this.changedAt >= this.settleMs;
   }
 }
@@ -179,7 +191,7 @@ export function watchInteractive(
   const plan = p.interactive;
   const pastedMarker = join(t.attemptDir!, "pasted");
   const finishFile = finishFileOf(ctx.privateDir, t.id);
-  const ready = new ReadyDetector();
+  const ready = new ReadyDetector(SETTLE_MS, plan.waiting);
   const waiting = new WaitingDetector({
     afterMs: plan.waitingAfterS * 1000,
     waiting: plan.waiting,

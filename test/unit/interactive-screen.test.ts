@@ -14,6 +14,14 @@ describe("ReadyDetector", () => {
     expect(d.observe("loading...", 1700)).toBe(false);
     expect(d.observe("loading...", 1800)).toBe(true);
   });
+
+  it("with a CLI's prompt pattern, waits for the prompt: a banner that stays still while it loads is not ready", () => {
+    const d = new ReadyDetector(500, PRESETS.aider.interactive.waiting);
+    expect(d.observe("Aider v0.86\nScanning repo...", 0)).toBe(false);
+    expect(d.observe("Aider v0.86\nScanning repo...", 2000)).toBe(false);
+    expect(d.observe("Aider v0.86\nScanning repo...\n> ", 2500)).toBe(false);
+    expect(d.observe("Aider v0.86\nScanning repo...\n> ", 3000)).toBe(true);
+  });
 });
 
 describe("WaitingDetector", () => {
