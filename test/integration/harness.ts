@@ -220,11 +220,36 @@ export function running(pid: number): boolean {
   }
 }
 
-/** A list of pids that are SIGKILLed after the test file, whatever happened to its tests. */
+/** When a process started (clock ticks since boot), or null when it is gone: a pid alone can be reused. */
+function startOf(pid: number): string | null {
+  try {
+    return (
+      readFileSync(`/proc/${pid}/stat`, "utf8")
+        .replace(/^.*\) /s, "")
+        .split(" ")[19] ?? null
+    );
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * A list of pids that are SIGKILLed after the test file, whatever happened to its tests: each only
+ * if it is still the process that was added (pids wrap at 32768 on many machines, and a process that
+ * ended may have handed its number to anything, the test runner included).
+ */
 export function killedAfterFile(): number[] {
   const pids: number[] = [];
+  const starts = new Map<number, string | null>();
+  const push = pids.push.bind(pids);
+  pids.push = (...added: number[]): number => {
+    for (const pid of added) starts.set(pid, startOf(pid));
+    return push(...added);
+  };
   afterAll(() => {
     for (const pid of pids) {
+      const start = starts.get(pid);
+      if (start == null || startOf(pid) !== start) continue;
       try {
         process.kill(pid, "SIGKILL");
       } catch {}
