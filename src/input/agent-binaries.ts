@@ -1,7 +1,7 @@
-import { accessSync, constants, statSync } from "node:fs";
-import { delimiter, isAbsolute, join } from "node:path";
+import { statSync } from "node:fs";
 import { agentEnvironment } from "../agent/environment.js";
 import { InputError, type InputProblem } from "../errors.js";
+import { executableOnPath } from "../fs/executable.js";
 import type { RunInput } from "./assignments-file.js";
 
 /**
@@ -51,13 +51,5 @@ export function checkAgentBinaries(
 
 /** Whether an executable file of that name is in one of PATH's absolute folders. */
 export function binaryOnPath(binary: string, path: string | undefined): boolean {
-  for (const dir of (path ?? "").split(delimiter)) {
-    if (!dir || !isAbsolute(dir)) continue;
-    const candidate = join(dir, binary);
-    try {
-      accessSync(candidate, constants.X_OK);
-      if (statSync(candidate).isFile()) return true;
-    } catch {}
-  }
-  return false;
+  return executableOnPath(binary, path) !== null;
 }

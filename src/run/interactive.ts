@@ -174,7 +174,7 @@ function samplerOf(ctx: RunContext): Sampler {
  */
 function doneWhenAppeared(path: string, since: number): boolean {
   const st = statSync(path, { throwIfNoEntry: false });
-  return st !== undefined && st.isFile() && st.mtimeMs >= since;
+  return st?.isFile() === true && st.mtimeMs >= since;
 }
 
 /**

@@ -1,18 +1,10 @@
 import { randomBytes } from "node:crypto";
-import {
-  constants,
-  existsSync,
-  type FSWatcher,
-  mkdirSync,
-  readFileSync,
-  rmSync,
-  watch,
-  writeFileSync,
-} from "node:fs";
+import { existsSync, type FSWatcher, mkdirSync, readFileSync, rmSync, watch, writeFileSync } from "node:fs";
 import { access, chmod, readFile, rm } from "node:fs/promises";
-import { delimiter, dirname, join } from "node:path";
+import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { z } from "zod";
+import { executableOnPath } from "../fs/executable.js";
 import type { AttemptRef, AttemptSpec, ExitRecord, RunningAttempt } from "../runner/task-runner.js";
 import { LaunchError, TmuxEnvironmentError, TmuxError } from "./errors.js";
 import { formatEscape, type PaneRow, type TmuxServer } from "./server.js";
@@ -301,26 +293,14 @@ const SUPERVISOR_PATH = fileURLToPath(new URL("../tmux/supervisor.pl", import.me
 /** tty agents' pane logger, started by pipe-pane (it loads the supervisor's log engine). */
 const PANE_LOGGER_PATH = fileURLToPath(new URL("../tmux/pane-logger.pl", import.meta.url));
 
-let perlCache: Promise<string> | null = null;
+let perlPath: string | null = null;
 /** An absolute perl path, so neither tmux's nor pipe-pane's environment decides which perl runs. */
-export function findPerl(): Promise<string> {
-  perlCache ??= (async () => {
-    for (const dir of (process.env.PATH ?? "/usr/bin:/bin").split(delimiter)) {
-      if (!dir.startsWith("/")) continue;
-      const candidate = join(dir, "perl");
-      if (
-        await access(candidate, constants.X_OK).then(
-          () => true,
-          () => false,
-        )
-      ) {
-        return candidate;
-      }
-    }
-    perlCache = null;
+export async function findPerl(): Promise<string> {
+  // `/usr/bin:/bin` is execvp's own default when PATH is unset; a miss is looked for again next time.
+  perlPath ??= executableOnPath("perl", process.env.PATH ?? "/usr/bin:/bin");
+  if (perlPath === null)
     throw new TmuxEnvironmentError("perl was not found in PATH; termorch's pane supervisor needs perl 5");
-  })();
-  return perlCache;
+  return perlPath;
 }
 
 // ---------------------------------------------------------------------------------------------

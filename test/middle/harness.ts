@@ -6,7 +6,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Report } from "../../src/contract/report.js";
 import type { RunState } from "../../src/contract/state.js";
-import type { DetachedResult, DriveOptions, RunResult } from "../../src/run/runner.js";
+import {
+  type DetachedResult,
+  type DriveOptions,
+  type RunResult,
+  runAssignments,
+} from "../../src/run/runner.js";
 import type { TaskRun } from "../../src/run/task-run.js";
 import type { TaskWorkspace } from "../../src/run/task-workspace.js";
 import { FakeHost, FakeRunner } from "./fake-runner.js";
@@ -99,6 +104,17 @@ export class MiddleRun {
       const t = tasks.get(taskId);
       return t?.state === "running" && t.attempts === attempt;
     });
+  }
+
+  /** Runs the file until `taskId` runs, then detaches (a daemon stopping): the run directory, for a resume. */
+  async detachedAt(taskId: string): Promise<string> {
+    const detach = new AbortController();
+    const done = runAssignments({ assignmentsFile: this.file, ...this.options({ detach: detach.signal }) });
+    await this.running(taskId);
+    detach.abort();
+    const result = await done;
+    if (!("detached" in result)) throw new Error("the run did not detach");
+    return result.runDir;
   }
 
   report(result: RunResult | DetachedResult): Report {

@@ -250,14 +250,7 @@ describe("resume", () => {
       { id: "a", timeout_s: 60 },
       { id: "b", dependencies: ["a"] },
     ]);
-    const detach = new AbortController();
-    const first = await (async () => {
-      const done = runAssignments({ assignmentsFile: run.file, ...run.options({ detach: detach.signal }) });
-      await run.running("a");
-      detach.abort();
-      return done;
-    })();
-    const runDir = (first as { runDir: string }).runDir;
+    const runDir = await run.detachedAt("a");
     await vi.advanceTimersByTimeAsync(30_000);
     const runner = new FakeRunner(run.host);
     const resumed = resumeRun({ runDir, ...run.options({ runner }) });
@@ -287,11 +280,7 @@ describe("resume", () => {
 
   it("fails an attempt recorded as running whose session vanished as lost, without launching it again", async () => {
     run = new MiddleRun([{ id: "a" }]);
-    const detach = new AbortController();
-    const done = runAssignments({ assignmentsFile: run.file, ...run.options({ detach: detach.signal }) });
-    await run.running("a");
-    detach.abort();
-    const { runDir } = (await done) as { runDir: string };
+    const runDir = await run.detachedAt("a");
     run.host.attempts.length = 0;
     const report = run.report(await resumeRun({ runDir, ...run.options() }));
     expect(run.host.attempts).toEqual([]);
@@ -300,11 +289,7 @@ describe("resume", () => {
 
   it("launches an attempt that was recorded but never started, under the same attempt number", async () => {
     run = new MiddleRun([{ id: "a" }]);
-    const detach = new AbortController();
-    const done = runAssignments({ assignmentsFile: run.file, ...run.options({ detach: detach.signal }) });
-    await run.running("a");
-    detach.abort();
-    const { runDir } = (await done) as { runDir: string };
+    const runDir = await run.detachedAt("a");
     // As if the driver had died between recording the attempt and launching it: the attempt is
     // in state.json, the task not yet running, and nothing was launched.
     run.host.attempts.length = 0;
