@@ -119,7 +119,8 @@ describe("resume after SIGKILL", () => {
       cwd: ROOT,
       env: cliEnv(socket),
     });
-    await waitFor(() => existsSync(join(dir, "status", "gone.running")), 30_000, "running");
+    // The status file is the supervisor's; the counter line is the agent's own first act.
+    await waitFor(() => lines(counter).length === 1, 30_000, "agent started");
     first.kill("SIGKILL");
     await first;
     const state = stateOf(dir)!;
