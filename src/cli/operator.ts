@@ -4,6 +4,7 @@ import type { RunState } from "../contract/state.js";
 import type { RunView, StatusView, TaskView } from "../contract/status-view.js";
 import { ExitCode, InputError, unreachable } from "../errors.js";
 import { registryDir } from "../fs/names.js";
+import { dropPools } from "../git/worktree-pool.js";
 import { attachPlan, runAttach } from "../ops/attach.js";
 import { requestCancel, waitForReport } from "../ops/cancel.js";
 import { type CleanReport, cleanRun } from "../ops/clean.js";
@@ -238,10 +239,20 @@ export function registerOperatorCommands(program: Command, io: Io, setCode: (cod
     .description(
       "remove what finished runs left: tmux sessions, task worktrees, termorch/<run>/* branches (the run directory stays)",
     )
-    .argument("[run]", "run id or run directory (default: every finished run in the registry)")
+    .argument(
+      "[run]",
+      "run id or run directory (default: every finished run in the registry, and the warm worktree pool)",
+    )
     .option("--force", "also delete branches with unmerged commits and worktrees with uncommitted changes")
     .action(async (ref: string | undefined, o: { force?: boolean }) => {
       const runs = ref !== undefined ? [await resolveRun(ref, io.env, io.cwd)] : await registryRuns(io.env);
+      if (ref === undefined) {
+        const pooled = await dropPools({ run_id: "termorch clean", run_dir: io.cwd });
+        if (pooled.length > 0)
+          io.stdout.write(
+            `termorch: emptied the warm worktree pool: ${pooled.length} worktree${pooled.length === 1 ? "" : "s"} removed\n`,
+          );
+      }
       if (runs.length === 0) {
         io.stdout.write(`termorch: nothing to clean: no runs registered (${registryDir(io.env)})\n`);
         return;

@@ -104,8 +104,27 @@ export const Config = z.strictObject({
         .describe(
           "Who termorch's commits (task results, dependency merges, the integration) are by. Default: the repository's configured user.name/user.email (local, global or system config), else termorch <termorch@localhost>. Each commit also names its run and task in Termorch-Run/Termorch-Task trailers.",
         ),
+      pool: z
+        .strictObject({
+          max_worktrees: z
+            .number()
+            .int()
+            .nonnegative()
+            .default(16)
+            .describe("Finished worktrees kept per repository (0 turns the pool off)"),
+          max_disk_mb: z
+            .number()
+            .int()
+            .nonnegative()
+            .default(20480)
+            .describe("Disk the pooled worktrees of all repositories may use together, in MiB"),
+        })
+        .default({ max_worktrees: 16, max_disk_mb: 20480 })
+        .describe(
+          "The warm worktree pool: worktrees of merged tasks are kept in termorch's per-user folder and checked out again for the next tasks on the same repository, instead of being deleted and added anew (seconds each on a large repository). termorch clean empties it.",
+        ),
     })
-    .default({})
+    .default({ pool: { max_worktrees: 16, max_disk_mb: 20480 } })
     .describe("How termorch makes commits"),
   tmux: z
     .strictObject({

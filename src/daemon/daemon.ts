@@ -58,6 +58,8 @@ export class Daemon {
   private readonly layout: ReturnType<typeof homeLayout>;
   private readonly runs: PQueue;
   private readonly hostQueue: PQueue;
+  /** Runs answered in the outbox by this process. */
+  private readonly answered = new Set<string>();
   private readonly detach = new AbortController();
   private readonly active = new Set<Promise<void>>();
   private readonly seen = new Set<string>();
@@ -156,13 +158,17 @@ export class Daemon {
       baseDir: dirname(c.source),
       runId: c.runId,
       ...(this.opts.configFile ? { configFile: this.opts.configFile } : {}),
-      ...this.driveOptions(),
+      ...this.driveOptions(c.runId),
     });
   }
 
-  /** What every run of this daemon shares: queue behind locks, detach on stop, the host-wide limit. */
-  private driveOptions(): DriveOptions {
+  /**
+   * What every run of this daemon shares: queue behind locks, detach on stop, the host-wide
+   * limit; and the answer, given as soon as the report is written.
+   */
+  private driveOptions(runId: string): DriveOptions {
     return {
+      onReport: (result) => this.answer(runId, result.report),
       wait: true,
       detach: this.detach.signal,
       hostQueue: this.hostQueue,
@@ -190,7 +196,8 @@ export class Daemon {
           );
           return;
         }
-        await this.answer(runId, result.report);
+        // Answered by onReport already, unless the run ended before it had a report of its own.
+        if (!this.answered.delete(runId)) await this.answer(runId, result.report);
         this.opts.log.info(
           { run: runId, exit_code: result.exitCode, completed: result.report.summary.completed },
           "run finished",
@@ -231,6 +238,7 @@ export class Daemon {
 
   private async answer(runId: string, report: unknown): Promise<void> {
     await writeJsonAtomic(join(this.layout.outbox, `${runId}.json`), report);
+    this.answered.add(runId);
   }
 
   /** On start: finish runs an earlier daemon left, and answer reports it wrote but did not deliver. */
@@ -246,7 +254,7 @@ export class Daemon {
           const state = await readState(dir);
           if (state.phase === "running" && !(await reportOf(reportPath, state.run_id))) {
             this.opts.log.info({ run: runId }, "resuming an unfinished run");
-            this.track(this.drive(runId, () => resumeRun({ runDir: dir, ...this.driveOptions() })));
+            this.track(this.drive(runId, () => resumeRun({ runDir: dir, ...this.driveOptions(runId) })));
             continue;
           }
         } else if (

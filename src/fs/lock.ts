@@ -20,12 +20,24 @@ export interface WorkspaceLock {
  * holder process is gone is stale and is taken over by renaming it away first, so two
  * processes racing for a stale lock cannot both win.
  */
-export async function acquireLock(
+export function acquireLock(
   workspace: string,
   holder: Omit<LockHolder, "pid" | "pid_start" | "host" | "acquired_at">,
   opts: { wait?: boolean; signal?: AbortSignal; pollMs?: number } = {},
 ): Promise<WorkspaceLock> {
-  const path = lockPath(workspace);
+  return acquireLockFile(lockPath(workspace), `workspace ${workspace}`, holder, opts);
+}
+
+/**
+ * Takes the lock file `path` in the per-user locks folder, as {@link acquireLock} does for a
+ * workspace; `what` names what it guards in the message of a refusal.
+ */
+export async function acquireLockFile(
+  path: string,
+  what: string,
+  holder: Omit<LockHolder, "pid" | "pid_start" | "host" | "acquired_at">,
+  opts: { wait?: boolean; signal?: AbortSignal; pollMs?: number } = {},
+): Promise<WorkspaceLock> {
   await ensureUserDir();
   await mkdir(locksDir(), { recursive: true, mode: 0o700 });
   const me: LockHolder = {
@@ -65,10 +77,10 @@ export async function acquireLock(
     }
     if (!opts.wait) {
       throw new LockedError(
-        `workspace ${workspace} is locked by run ${current.run_id} (pid ${current.pid} on ${current.host}, since ${current.acquired_at}, run directory ${current.run_dir}); wait for it to finish, pass --wait, or cancel it`,
+        `${what} is locked by run ${current.run_id} (pid ${current.pid} on ${current.host}, since ${current.acquired_at}, run directory ${current.run_dir}); wait for it to finish, pass --wait, or cancel it`,
       );
     }
-    if (opts.signal?.aborted) throw new LockedError(`gave up waiting for the lock of ${workspace}`);
+    if (opts.signal?.aborted) throw new LockedError(`gave up waiting for the lock of ${what}`);
     await new Promise((r) => setTimeout(r, opts.pollMs ?? 250));
   }
 }

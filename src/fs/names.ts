@@ -69,6 +69,26 @@ export function integrationWorktree(runId: string): string {
   return join(runWorktreesDir(runId), ".integration");
 }
 
+/** Per-user folder of the warm worktree pool: a folder per repository (git/worktree-pool.ts). */
+export function poolRoot(): string {
+  return join(userDir(), "pool");
+}
+
+/** A key of a folder by its real path, so every spelling of it shares one. */
+function pathKey(repo: string): string {
+  return createHash("sha256").update(realpathSync(repo)).digest("hex").slice(0, 32);
+}
+
+/** The pool folder of one repository's worktrees. */
+export function repoPoolDir(repo: string): string {
+  return join(poolRoot(), pathKey(repo));
+}
+
+/** The lock every change to one repository's pool holds, across processes. */
+export function poolLockPath(repo: string): string {
+  return join(locksDir(), `pool-${pathKey(repo)}.lock`);
+}
+
 /** Per-user folder of workspace locks; outside the workspace so taking a lock writes nothing into it. */
 export function locksDir(): string {
   return join(userDir(), "locks");
@@ -76,8 +96,7 @@ export function locksDir(): string {
 
 /** A workspace's lock file: named by a hash of its real path, so every spelling of it shares one lock. */
 export function lockPath(workspace: string): string {
-  const key = createHash("sha256").update(realpathSync(workspace)).digest("hex").slice(0, 32);
-  return join(locksDir(), `${key}.lock`);
+  return join(locksDir(), `${pathKey(workspace)}.lock`);
 }
 
 /** Where every run registers its run directory by id ($TERMORCH_REGISTRY, else in the per-user folder). */

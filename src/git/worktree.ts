@@ -29,8 +29,30 @@ export interface TaskDep {
  * guards that, so retrying on lock errors does not help.
  */
 const worktreeQueue = new KeyedQueue();
-function serialized<T>(repo: string, fn: () => Promise<T>): Promise<T> {
+export function serialized<T>(repo: string, fn: () => Promise<T>): Promise<T> {
   return worktreeQueue.run(path.resolve(repo), fn);
+}
+
+const NULL_OID = "0".repeat(40);
+
+/**
+ * `git worktree add <wt> <what>` in git's own two steps, of which only the first is serialised:
+ * registering the worktree (a few ms) touches `.git/worktrees/`; checking its files out (seconds
+ * on a large repository) does not, so the worktrees of independent tasks fill at the same time.
+ * The second step is what `worktree add` runs itself: `reset --hard` in the new worktree, then
+ * the post-checkout hook with the same arguments (hooks such as git-lfs's rely on it). A failure
+ * in either leaves a registered worktree, which the caller removes like any other.
+ */
+async function addWorktree(repo: string, wt: string, what: readonly string[]): Promise<void> {
+  await serialized(repo, () => git(repo, ["worktree", "add", "--quiet", "--no-checkout", wt, ...what]));
+  try {
+    await git(wt, ["reset", "--quiet", "--hard", "--no-recurse-submodules"]);
+    const head = (await git(wt, ["rev-parse", "HEAD"])).stdout.trim();
+    await git(wt, ["hook", "run", "--ignore-missing", "post-checkout", "--", NULL_OID, head, "1"]);
+  } catch (err) {
+    await removeWorktree(repo, wt).catch(() => {});
+    throw err;
+  }
 }
 
 /** What prepareTaskWorktree needs. */
@@ -59,12 +81,24 @@ export interface PrepareTaskWorktreeOptions {
    * on it. Anything else under that name is not provably a leftover, and is refused.
    */
   reclaim?: boolean;
+  /** Where a finished worktree may be taken from instead of adding one (the warm pool). */
+  pool?: WorktreeSource | undefined;
   /** Called right after the branch is created / the worktree is added (fault injection in tests). */
   hooks?: { afterBranch?: () => void; afterWorktree?: () => void };
 }
 
-/** The worktree was created, or the dependencies conflict and nothing was created. */
-export type PrepareTaskWorktreeResult = { ok: true; startCommit: string } | { ok: false; conflict: Conflict };
+/** Hands out a worktree checked out at `dest` (see WorktreePool.take); false when it has none. */
+export interface WorktreeSource {
+  take(dest: string, what: readonly string[]): Promise<boolean>;
+}
+
+/**
+ * The worktree was created (`reused`: taken from the pool), or the dependencies conflict and
+ * nothing was created.
+ */
+export type PrepareTaskWorktreeResult =
+  | { ok: true; startCommit: string; reused: boolean }
+  | { ok: false; conflict: Conflict };
 
 /**
  * Creates branch `branch` at the task's start commit and a worktree on it at `path`, then links
@@ -91,9 +125,11 @@ export async function prepareTaskWorktree(o: PrepareTaskWorktreeOptions): Promis
     );
   }
   o.hooks?.afterBranch?.();
+  let reused = false;
   try {
     // The short name makes git check the branch out; a full ref name would detach HEAD.
-    await serialized(o.repo, () => git(o.repo, ["worktree", "add", "--quiet", wt, shortBranch(ref)]));
+    reused = (await o.pool?.take(wt, [shortBranch(ref)])) ?? false;
+    if (!reused) await addWorktree(o.repo, wt, [shortBranch(ref)]);
   } catch (err) {
     // `path` may be a directory that is not ours (that is why git refused): leave it alone.
     await git(o.repo, ["update-ref", "-d", ref, start.commit], { allowExit: [0, 1, 128] });
@@ -108,7 +144,7 @@ export async function prepareTaskWorktree(o: PrepareTaskWorktreeOptions): Promis
     await git(o.repo, ["update-ref", "-d", ref, start.commit], { allowExit: [0, 1, 128] });
     throw err;
   }
-  return { ok: true, startCommit: start.commit };
+  return { ok: true, startCommit: start.commit, reused };
 }
 
 async function startCommit(
@@ -150,7 +186,13 @@ async function reclaimLeftovers(repo: string, ref: string, wt: string, start: st
   const here = await realpath(wt).catch(() => wt);
   const sameDir = async (p: string): Promise<boolean> => (await realpath(p).catch(() => p)) === here;
   const atPath: WorktreeEntry[] = [];
-  for (const w of worktrees) if (await sameDir(w.path)) atPath.push(w);
+  for (const w of worktrees) {
+    if (!(await sameDir(w.path))) continue;
+    // Detached and holding nothing: a pooled worktree the interrupted preparation had moved
+    // here and not yet checked out (git/worktree-pool.ts). Only termorch puts one at this path.
+    if (w.branch === null && !w.bare && (await holdsNothing(w.path))) await removeWorktree(repo, w.path);
+    else atPath.push(w);
+  }
   const onBranch = worktrees.find((w) => w.branch === ref);
   if (tip === null) {
     // A worktree at our path on no branch of ours is not something this task left.
@@ -184,6 +226,11 @@ async function reclaimLeftovers(repo: string, ref: string, wt: string, start: st
   await git(repo, ["update-ref", "-m", "termorch: reclaim an interrupted preparation", "-d", ref, tip]);
 }
 
+async function holdsNothing(wt: string): Promise<boolean> {
+  const r = await git(wt, ["status", "--porcelain", "--untracked-files=all"], { allowExit: [0, 128] });
+  return r.exitCode === 0 && r.stdout === "";
+}
+
 /** The same commit, or one with the same tree and parents (a re-created merge commit). */
 async function equivalent(repo: string, a: string, b: string): Promise<boolean> {
   if (a === b) return true;
@@ -213,6 +260,7 @@ export interface PrepareDetachedWorktreeOptions {
   commit: string;
   include: readonly string[];
   copy?: readonly string[];
+  pool?: WorktreeSource | undefined;
 }
 
 /** A throwaway worktree at `commit` with the include paths linked (and copies made), e.g. to run gates on the integration. */
@@ -220,7 +268,7 @@ export async function prepareDetachedWorktree(o: PrepareDetachedWorktreeOptions)
   const include = normalizeInclude(o.include);
   const commit = await requireCommit(o.repo, o.commit);
   const wt = path.resolve(o.path);
-  await serialized(o.repo, () => git(o.repo, ["worktree", "add", "--quiet", "--detach", wt, commit]));
+  if (!(await o.pool?.take(wt, ["--detach", commit]))) await addWorktree(o.repo, wt, ["--detach", commit]);
   try {
     await linkIncludes(o.repo, wt, include);
     await copyIntoWorktree(o.repo, wt, o.copy ?? []);
@@ -358,6 +406,8 @@ export interface WorktreeEntry {
   bare: boolean;
   /** Its directory is gone (git would prune it). */
   prunable: boolean;
+  /** Locked with `git worktree lock`: git neither moves nor prunes it. */
+  locked: boolean;
 }
 
 /** The repository's worktrees, the main one first. */
@@ -374,12 +424,14 @@ export async function listWorktrees(repo: string): Promise<WorktreeEntry[]> {
     const sp = field.indexOf(" ");
     const key = sp < 0 ? field : field.slice(0, sp);
     const value = sp < 0 ? "" : field.slice(sp + 1);
-    if (key === "worktree") cur = { path: value, head: null, branch: null, bare: false, prunable: false };
+    if (key === "worktree")
+      cur = { path: value, head: null, branch: null, bare: false, prunable: false, locked: false };
     else if (!cur) continue;
     else if (key === "HEAD") cur.head = value;
     else if (key === "branch") cur.branch = value;
     else if (key === "bare") cur.bare = true;
     else if (key === "prunable") cur.prunable = true;
+    else if (key === "locked") cur.locked = true;
   }
   if (cur) out.push(cur);
   return out;

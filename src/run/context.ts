@@ -6,6 +6,7 @@ import type { LogNames } from "../fs/log-names.js";
 import type { TaskJournal } from "../fs/run-state-file.js";
 import type { StatusFiles } from "../fs/status-files.js";
 import type { Identity } from "../git/repo.js";
+import type { WorktreePool } from "../git/worktree-pool.js";
 import type { RunInput } from "../input/assignments-file.js";
 import type { Ledger } from "../ledger/ledger.js";
 import type { Notifier } from "../notify/notifier.js";
@@ -33,6 +34,8 @@ export interface RunContext {
   runner: TaskRunner;
   /** The git operations on the user's repository (the workspace seam). */
   workspace: TaskWorkspace;
+  /** The warm pool of the repository's finished worktrees; null without a repository. */
+  pool: WorktreePool | null;
   socketName: string;
   socketPath: string;
   status: StatusFiles;

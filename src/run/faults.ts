@@ -14,8 +14,10 @@ import type { AdvanceTargetOptions } from "../git/advance.js";
  *   so advanceTarget's rollback is exercised.
  * - `kill-after-ref-update`: SIGKILL at that same moment: ref moved, index and work tree not;
  *   a resume must finish the update (merge-intent.json).
- * - `kill-after-merge`: SIGKILL once the target moved and the run's branches were cleaned up,
- *   before the report: a resume must report the merge, not merge a second time.
+ * - `kill-after-merge`: SIGKILL once the target moved, before the report: a resume must report
+ *   the merge, not merge a second time.
+ * - `kill-in-clean-up`: SIGKILL in the clean-up after the report, once the first task worktree
+ *   went into the warm pool: `termorch clean` must finish what is left.
  * - `kill-after-put-back`: SIGKILL right after termorch put back a target an agent moved, before
  *   the report: a resume must still refuse the merge (the target looks untouched by then).
  * - `after-branch-created[:task]`: SIGKILL right after a task branch was created, before its
@@ -32,6 +34,7 @@ export type FaultPoint =
   | "after-ref-update"
   | "kill-after-ref-update"
   | "kill-after-merge"
+  | "kill-in-clean-up"
   | "kill-after-put-back"
   | "after-branch-created"
   | "after-worktree-added"

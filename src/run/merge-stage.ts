@@ -1,11 +1,8 @@
-import { rmdir } from "node:fs/promises";
 import type { RefChange, Report } from "../contract/report.js";
 import { unreachable } from "../errors.js";
-import { runWorktreesDir, taskWorktree } from "../fs/names.js";
 import { advanceTarget, checkMerge, createIntegrationCommit, mergeOntoMovedTarget } from "../git/merge.js";
 import { movedInCheckout } from "../git/refs.js";
 import { resolveCommit } from "../git/repo.js";
-import { deleteMergedBranches, isBranch, removeWorktrees } from "../git/worktree.js";
 import { type MergeOutcome, skippedMerge } from "../report/build.js";
 import type { RunContext } from "./context.js";
 import { advanceHooks, killPoint } from "./faults.js";
@@ -50,8 +47,6 @@ export async function mergeStage(
   const refsChanged = found.map((f) => f.change);
   let stage: MergeStageResult;
   if (recovered) {
-    if (recovered.merge.result === "success")
-      await cleanUp(ctx, order, integrationBranchOf(ctx), recovered.merge.resultCommit!);
     stage = recovered;
   } else {
     // An agent's move of the target is answered (put back where safe) whatever else happens,
@@ -214,11 +209,10 @@ async function mergeTasks(
       ...advanceHooks(ctx.fault),
     });
     // The record of a move that was tried stays until the run is reported (drive clears it):
-    // a resume after a crash in the clean-up or before the report finds it, and finishes or
-    // reports that move instead of merging a second time.
+    // a resume after a crash before the report finds it, and finishes or reports that move
+    // instead of merging a second time.
     switch (advanced.status) {
       case "advanced":
-        await cleanUp(ctx, order, integrationBranch, next);
         await killPoint(ctx.fault, "kill-after-merge");
         return { merge: { ...outcome, result: "success", resultCommit: next, reason: null }, validation };
       case "moved":
@@ -270,34 +264,4 @@ async function refuseForeignMove(
   if (tip !== null && (await movedInCheckout(root, targetRef!, tip, since))) return null;
   const said = await answerForeignMove(ctx, refsChanged, expected, tip);
   return { result: "failed", reason: `${said}; the result is on ${integrationBranchOf(ctx)}` };
-}
-
-/** After a successful merge: task worktrees and branches go, unless --keep-branches. */
-async function cleanUp(
-  ctx: RunContext,
-  order: readonly string[],
-  integrationBranch: string,
-  merged: string,
-): Promise<void> {
-  if (ctx.keepBranches) return;
-  const root = ctx.git!.root;
-  // In bulk: a git process per task and branch was most of what a run spent after its merge.
-  try {
-    await removeWorktrees(
-      root,
-      order.map((id) => taskWorktree(ctx.runId, id)),
-    );
-    // Branches the agents created go with their task branches (only when merged: nothing is
-    // lost). Only branches: a tag or a remote-tracking ref is never termorch's to delete.
-    const branches = order.flatMap((id) => {
-      const t = ctx.tasks.get(id)!;
-      return [...(t.branch ? [t.branch] : []), ...t.refsCreated.filter(isBranch)];
-    });
-    const kept = await deleteMergedBranches(root, [...branches, integrationBranch], merged);
-    if (kept.length > 0) ctx.log.warn({ kept }, "branches not contained in the merged target were kept");
-  } catch (error) {
-    ctx.log.warn({ err: errorText(error) }, "could not remove the task worktrees or branches");
-  }
-  // The run's folder of worktrees, now empty.
-  await rmdir(runWorktreesDir(ctx.runId)).catch(() => {});
 }

@@ -36,6 +36,7 @@ export async function runLevelGates(ctx: RunContext, integration: string): Promi
     commit: integration,
     include: inRepo(ctx, include),
     copy: inRepo(ctx, ctx.input.assignments.environment.worktree_copy),
+    pool: ctx.pool ?? undefined,
   });
   // The gates look at the workspace's folder of the integration tree.
   const workspace = join(scratch, ctx.git!.prefix);
@@ -92,9 +93,12 @@ export async function runLevelGates(ctx: RunContext, integration: string): Promi
       }
     }
   } finally {
-    await removeWorktree(ctx.git!.root, scratch).catch((error: unknown) =>
-      ctx.log.warn({ err: errorText(error) }, "could not remove the scratch worktree"),
-    );
+    // Into the pool when it can go there: a removal takes seconds on a large repository, and
+    // the report waits for this one.
+    if (!(await ctx.pool?.give(scratch)))
+      await removeWorktree(ctx.git!.root, scratch).catch((error: unknown) =>
+        ctx.log.warn({ err: errorText(error) }, "could not remove the scratch worktree"),
+      );
   }
   return gates;
 }

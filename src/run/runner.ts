@@ -17,6 +17,7 @@ import { readRunStateFile, TaskJournal } from "../fs/run-state-file.js";
 import { SnapshotWriter } from "../fs/state-store.js";
 import { StatusFiles } from "../fs/status-files.js";
 import { commitIdentity, TERMORCH_IDENTITY } from "../git/repo.js";
+import { WorktreePool } from "../git/worktree-pool.js";
 import { checkAgentBinaries } from "../input/agent-binaries.js";
 import { loadAssignments, type RunInput } from "../input/assignments-file.js";
 import { loadConfig, loadConfigOrProblems, removedSettings } from "../input/config-file.js";
@@ -29,10 +30,12 @@ import { buildReport, type RunError, skippedMerge } from "../report/build.js";
 import type { TaskRunner } from "../runner/task-runner.js";
 import { TmuxRunner } from "../tmux/runner.js";
 import { TmuxServer } from "../tmux/server.js";
+import { cleanUpMerged } from "./clean-up.js";
 import type { GitRun, LiveRun, RunContext, RunSettings } from "./context.js";
 import { dispatch } from "./dispatch.js";
 import { pausePoint } from "./faults.js";
 import { clearMergeIntent } from "./merge-intent.js";
+import { integrationBranchOf } from "./merge-recovery.js";
 import { type MergeStageResult, mergeStage } from "./merge-stage.js";
 import { snapshotRefs } from "./ref-watch.js";
 import { errorOf, notWrittenNote, type RunResult, writeErrorReport, writeReport } from "./report-file.js";
@@ -74,6 +77,12 @@ export interface DriveOptions {
   onStart?: (info: StartInfo) => void;
   /** Called on every task state change with the current tasks (progress display). */
   onProgress?: (tasks: readonly TaskRun[], elapsedMs: number) => void;
+  /**
+   * Called once the report is written, before the clean-up after the merge (worktrees into the
+   * pool, branches deleted): the daemon answers in its outbox here, so the answer never waits
+   * for the clean-up.
+   */
+  onReport?: (result: RunResult) => Promise<void>;
 }
 
 export interface RunOptions extends DriveOptions {
@@ -440,6 +449,16 @@ async function buildLiveRun(p: {
     git: p.git,
     runner: p.runner,
     workspace: p.opts.workspace ?? gitWorkspace,
+    pool: p.git
+      ? new WorktreePool(
+          p.git.root,
+          {
+            maxWorktrees: input.config.git.pool.max_worktrees,
+            maxBytes: input.config.git.pool.max_disk_mb * 1024 * 1024,
+          },
+          { run_id: runId, run_dir: runDir },
+        )
+      : null,
     socketName: p.runner.socket,
     socketPath: "",
     status: new StatusFiles(join(runDir, "status")),
@@ -740,8 +759,14 @@ async function drive(
   // The prompts as the agents got them, unredacted: no one needs them once the run is reported
   // (artifacts/<id>/prompt.md keeps the redacted text).
   await rm(join(privateDir, "prompts"), { recursive: true, force: true }).catch(() => {});
+  await opts.onReport?.(result);
   // Awaited (bounded by notify.timeout_s): a cron job's run returns once it was told.
   await ctx.notifier.runFinished(report, result.reportPath);
+  const merged = stage.merge.result === "success" ? stage.merge.resultCommit : null;
+  if (merged && ctx.git && !ctx.keepBranches) {
+    const cleaned = await cleanUpMerged(ctx, ctx.order, integrationBranchOf(ctx), merged);
+    await ledger.append("run.cleaned", { ...cleaned });
+  }
   await ledger.close();
   const keptSessions = await closeSessions(ctx, ctx.settings.sessions);
   if (internal === null && !ctx.stop.cancelled)

@@ -72,6 +72,7 @@ export async function executeTask(ctx: RunContext, taskId: string, resume = fals
         // recorded the start commit (so nothing was launched): its branch and worktree are taken
         // over when they provably hold nothing else.
         reclaim: ctx.resumed,
+        pool: ctx.pool ?? undefined,
         hooks: prepareHooks(ctx.fault, taskId),
       })
       .catch((error: unknown) => ({ ok: false as const, error }));
@@ -92,7 +93,7 @@ export async function executeTask(ctx: RunContext, taskId: string, resume = fals
     t.startCommit = prepared.startCommit;
     await ctx.ledger.append(
       "task.worktree",
-      { branch: t.branch, start_commit: t.startCommit, path: p.worktree },
+      { branch: t.branch, start_commit: t.startCommit, path: p.worktree, reused: prepared.reused },
       taskId,
     );
     ctx.journal.write(t);

@@ -44,7 +44,7 @@ describe("prepareTaskWorktree", () => {
       deps: [],
       include: [],
     });
-    expect(res).toEqual({ ok: true, startCommit: base });
+    expect(res).toEqual({ ok: true, startCommit: base, reused: false });
     expect(await g(wt, "symbolic-ref", "HEAD")).toBe("refs/heads/termorch/run1/A");
     expect(await g(wt, "rev-parse", "HEAD")).toBe(base);
     expect(await readFile(path.join(wt, "a.txt"), "utf8")).toBe("a\n");
@@ -67,7 +67,7 @@ describe("prepareTaskWorktree", () => {
       deps: [{ task: "A", branch: "termorch/run1/A" }],
       include: [],
     });
-    expect(res).toEqual({ ok: true, startCommit: tipA });
+    expect(res).toEqual({ ok: true, startCommit: tipA, reused: false });
     expect(await readFile(path.join(wt, "a.txt"), "utf8")).toBe("from A\n");
   });
 
@@ -125,7 +125,7 @@ describe("prepareTaskWorktree", () => {
       ],
       include: [],
     });
-    expect(res).toEqual({ ok: true, startCommit: tipB });
+    expect(res).toEqual({ ok: true, startCommit: tipB, reused: false });
   });
 
   it("creates nothing when the dependencies conflict, and names them and the files", async () => {

@@ -1,0 +1,321 @@
+import { randomBytes } from "node:crypto";
+import { existsSync } from "node:fs";
+import { mkdir, readdir, readFile, realpath, rm, rmdir, writeFile } from "node:fs/promises";
+import path from "node:path";
+import { execa } from "execa";
+import { z } from "zod";
+import { acquireLockFile } from "../fs/lock.js";
+import { poolLockPath, poolRoot, repoPoolDir } from "../fs/names.js";
+import { git } from "./repo.js";
+import { listWorktrees, removeWorktree, serialized } from "./worktree.js";
+
+/** How much the pool keeps: worktrees per repository, and disk for the pools of all repositories. */
+export interface PoolLimits {
+  /** 0 turns the pool off. */
+  maxWorktrees: number;
+  maxBytes: number;
+}
+
+/** Who takes the pool's lock (named to whoever waits for it). */
+export interface PoolOwner {
+  run_id: string;
+  run_dir: string;
+}
+
+/**
+ * What a pooled worktree's folder holds beside it, `<name>.json`: enough to bound the pool's
+ * disk without walking it, and to find the repository of a pool whose worktrees are orphaned.
+ */
+const PoolEntryMeta = z.object({
+  repo: z.string(),
+  bytes: z.number().int().nonnegative(),
+  pooled_at: z.string(),
+  run_id: z.string(),
+});
+type PoolEntryMeta = z.infer<typeof PoolEntryMeta>;
+
+/**
+ * The only files a worktree's administrative folder (`.git/worktrees/<name>`) may hold for the
+ * worktree to be pooled. Anything else is state a fresh worktree would not have and that a
+ * checkout does not reset: an operation in progress (MERGE_HEAD, rebase-merge/, BISECT_LOG,
+ * sequencer/), per-worktree refs or config (refs/, config.worktree), a sparse checkout (info/),
+ * submodules (modules/), a `locked` file or an `index.lock` of a git still running there.
+ */
+const ADMIN_FILES = new Set([
+  "HEAD",
+  "ORIG_HEAD",
+  "FETCH_HEAD",
+  "AUTO_MERGE",
+  "commondir",
+  "gitdir",
+  "index",
+  "logs",
+]);
+/** Of those, what a fresh worktree has not: removed before a pooled one is handed out. */
+const ADMIN_HISTORY = ["ORIG_HEAD", "FETCH_HEAD", "AUTO_MERGE", "logs"];
+
+/**
+ * A warm pool of one repository's finished worktrees (issue 12): checking a pooled worktree out
+ * at a nearby commit takes a fraction of a second where `git worktree add` takes seconds on a
+ * large repository, and nothing is ever deleted. Pooled worktrees live in the per-user folder
+ * (`pool/<repository key>/`), detached and emptied of everything untracked or ignored; every
+ * change to the pool holds a lock file, so concurrent runs (processes) never get the same one.
+ * A worktree is taken by moving it out of the pool (`git worktree move`), so one in use is never
+ * in the pool; whatever a crash leaves half-moved is found and dropped under the lock.
+ */
+export class WorktreePool {
+  private readonly dir: string;
+
+  constructor(
+    private readonly repo: string,
+    private readonly limits: PoolLimits,
+    private readonly owner: PoolOwner,
+  ) {
+    this.dir = repoPoolDir(repo);
+  }
+
+  /**
+   * Moves a pooled worktree to `dest` and checks out `what` there (`git checkout` arguments: a
+   * branch name, or `--detach <commit>`), with nothing untracked or ignored left and its index
+   * rebuilt by the checkout. A pooled worktree found dirty (someone wrote into it since it was
+   * pooled) is never handed out: it is removed, and the next one tried. False when the pool has
+   * none (then `dest` does not exist).
+   */
+  async take(dest: string, what: readonly string[]): Promise<boolean> {
+    if (this.limits.maxWorktrees === 0) return false;
+    await mkdir(path.dirname(dest), { recursive: true });
+    for (;;) {
+      if (!(await this.claim(dest))) return false;
+      if (!(await reusable(dest, false))) {
+        await removeWorktree(this.repo, dest);
+        continue;
+      }
+      try {
+        const admin = await adminDir(dest);
+        await Promise.all(
+          ADMIN_HISTORY.map((f) => rm(path.join(admin, f), { recursive: true, force: true })),
+        );
+        await git(dest, ["checkout", "--quiet", "--force", ...what]);
+        // Empty folders: a checkout leaves them, and git status does not show them.
+        await git(dest, ["clean", "-q", "-ffdx"]);
+      } catch (error) {
+        await removeWorktree(this.repo, dest).catch(() => {});
+        throw error;
+      }
+      return true;
+    }
+  }
+
+  /**
+   * Puts a finished worktree (its work committed, its branch about to be deleted) into the pool:
+   * detached, everything untracked or ignored removed (include links are removed, never
+   * followed). False when it cannot be pooled safely (see ADMIN_FILES; changes left; index
+   * entries marked assume-unchanged or skip-worktree) or the pool is full: the caller removes it.
+   */
+  async give(wt: string): Promise<boolean> {
+    if (this.limits.maxWorktrees === 0) return false;
+    try {
+      await git(wt, ["checkout", "--quiet", "--detach"]);
+      await git(wt, ["clean", "-q", "-ffdx"]);
+      if (!(await reusable(wt, true))) return false;
+      const bytes = await diskUsage(wt);
+      return await this.locked(async () => {
+        const entries = await this.entries();
+        if (entries.length >= this.limits.maxWorktrees) return false;
+        if ((await poolBytes()) + bytes > this.limits.maxBytes) return false;
+        await mkdir(this.dir, { recursive: true, mode: 0o700 });
+        // Named by time, so the newest (the nearest commit) is handed out first.
+        const name = `${Date.now().toString(36).padStart(9, "0")}-${randomBytes(4).toString("hex")}`;
+        const meta: PoolEntryMeta = {
+          repo: this.repo,
+          bytes,
+          pooled_at: new Date().toISOString(),
+          run_id: this.owner.run_id,
+        };
+        // The record first: a crash before the move leaves a record without a folder, which
+        // entries() drops; a folder without its record would be dropped too.
+        await writeFile(path.join(this.dir, `${name}.json`), JSON.stringify(meta), { mode: 0o600 });
+        const moved = await serialized(this.repo, () =>
+          git(this.repo, ["worktree", "move", wt, path.join(this.dir, name)], { allowExit: [0, 128] }),
+        );
+        if (moved.exitCode !== 0) await rm(path.join(this.dir, `${name}.json`), { force: true });
+        return moved.exitCode === 0;
+      });
+    } catch {
+      return false;
+    }
+  }
+
+  /** Removes every pooled worktree of the repository that is not locked; returns their folders. */
+  async drop(): Promise<string[]> {
+    if (!existsSync(this.dir)) return [];
+    return this.locked(async () => {
+      const doomed = (await this.entries()).filter((e) => !e.locked);
+      for (const e of doomed) await dropEntry(this.repo, e.path);
+      await rmdir(this.dir).catch(() => {});
+      return doomed.map((e) => e.path);
+    });
+  }
+
+  /** Under the lock: the newest pooled worktree moved to `dest`. */
+  private claim(dest: string): Promise<boolean> {
+    if (!existsSync(this.dir)) return Promise.resolve(false);
+    return this.locked(async () => {
+      for (const entry of (await this.entries()).reverse()) {
+        if (entry.locked) continue;
+        const moved = await serialized(this.repo, () =>
+          git(this.repo, ["worktree", "move", entry.path, dest], { allowExit: [0, 128] }),
+        );
+        await rm(`${entry.path}.json`, { force: true });
+        if (moved.exitCode === 0) return true;
+        await dropEntry(this.repo, entry.path);
+      }
+      return false;
+    });
+  }
+
+  /**
+   * Under the lock: the pool's worktrees, oldest first. What a crash left half-done is dropped
+   * here: a record without its folder, a folder without its record, a folder git does not list
+   * as a worktree at that path (moved but not yet re-registered).
+   */
+  private async entries(): Promise<{ path: string; locked: boolean }[]> {
+    const names = await readdir(this.dir).catch(() => [] as string[]);
+    const realDir = await realpath(this.dir).catch(() => this.dir);
+    const listed = new Map(
+      (await listWorktrees(this.repo))
+        .filter((w) => path.dirname(w.path) === realDir && !w.prunable)
+        .map((w) => [path.basename(w.path), w.locked]),
+    );
+    const out: { path: string; locked: boolean }[] = [];
+    for (const name of names.sort()) {
+      const full = path.join(this.dir, name);
+      if (name.endsWith(".json")) {
+        if (!names.includes(name.slice(0, -".json".length))) await rm(full, { force: true });
+        continue;
+      }
+      const locked = listed.get(name);
+      if (locked === undefined || !names.includes(`${name}.json`)) {
+        await dropEntry(this.repo, full);
+        continue;
+      }
+      out.push({ path: full, locked });
+    }
+    return out;
+  }
+
+  private async locked<T>(fn: () => Promise<T>): Promise<T> {
+    const lock = await acquireLockFile(
+      poolLockPath(this.repo),
+      `the worktree pool of ${this.repo}`,
+      this.owner,
+      {
+        wait: true,
+        pollMs: 20,
+      },
+    );
+    try {
+      return await fn();
+    } finally {
+      await lock.release();
+    }
+  }
+}
+
+/** Removes a pooled worktree (or what a crash left of one); a folder git does not know is deleted. */
+async function dropEntry(repo: string, dir: string): Promise<void> {
+  await removeWorktree(repo, dir).catch(() => {});
+  await rm(dir, { recursive: true, force: true });
+  await rm(`${dir}.json`, { force: true });
+  await git(repo, ["worktree", "prune"], { allowExit: [0, 128] }).catch(() => {});
+}
+
+/**
+ * Whether the worktree at `wt` holds nothing a fresh one would not: no changes, nothing
+ * untracked or ignored, no per-worktree git state beyond ADMIN_FILES and (`index`) no index
+ * entry flagged assume-unchanged or skip-worktree, which a checkout would carry over.
+ */
+async function reusable(wt: string, index: boolean): Promise<boolean> {
+  try {
+    const admin = await adminDir(wt);
+    if ((await readdir(admin)).some((f) => !ADMIN_FILES.has(f))) return false;
+    const status = await git(wt, [
+      "status",
+      "--porcelain=v1",
+      "-z",
+      "--ignored=matching",
+      "--untracked-files=all",
+    ]);
+    if (status.stdout !== "") return false;
+    if (index) {
+      const entries = (await git(wt, ["ls-files", "-v", "-z"])).stdout.split("\0");
+      if (entries.some((e) => e !== "" && !e.startsWith("H "))) return false;
+    }
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** A linked worktree's administrative folder, from its `.git` file (`gitdir: <path>`). */
+async function adminDir(wt: string): Promise<string> {
+  const text = await readFile(path.join(wt, ".git"), "utf8");
+  const m = /^gitdir: (.+)$/m.exec(text);
+  if (!m?.[1]) throw new Error(`${wt}/.git names no git folder`);
+  return path.resolve(wt, m[1]);
+}
+
+/** Disk used by a folder, in bytes (`du`: what the pool really costs, blocks included). */
+async function diskUsage(dir: string): Promise<number> {
+  const r = await execa("du", ["-sk", dir], { reject: false });
+  const kib = Number.parseInt(r.stdout, 10);
+  if (r.exitCode !== 0 || !Number.isFinite(kib)) throw new Error(`du ${dir} failed: ${r.stderr}`);
+  return kib * 1024;
+}
+
+/** What every repository's pool holds, in bytes, from the records beside the worktrees. */
+async function poolBytes(): Promise<number> {
+  let total = 0;
+  for (const meta of await poolRecords()) total += meta.bytes;
+  return total;
+}
+
+/** Every pool record of the per-user folder (unreadable ones skipped). */
+async function poolRecords(): Promise<(PoolEntryMeta & { file: string })[]> {
+  const out: (PoolEntryMeta & { file: string })[] = [];
+  for (const key of await readdir(poolRoot()).catch(() => [] as string[])) {
+    const dir = path.join(poolRoot(), key);
+    for (const name of await readdir(dir).catch(() => [] as string[])) {
+      if (!name.endsWith(".json")) continue;
+      const file = path.join(dir, name);
+      try {
+        const meta = PoolEntryMeta.safeParse(JSON.parse(await readFile(file, "utf8")));
+        if (meta.success) out.push({ ...meta.data, file });
+      } catch {}
+    }
+  }
+  return out;
+}
+
+/**
+ * Empties the pools of every repository (`termorch clean`): each pooled worktree is removed
+ * from its repository under that pool's lock (one locked with `git worktree lock` is left); the
+ * pool of a repository that is gone is deleted. Returns what was removed.
+ */
+export async function dropPools(owner: PoolOwner): Promise<string[]> {
+  const removed: string[] = [];
+  const records = await poolRecords();
+  for (const key of await readdir(poolRoot()).catch(() => [] as string[])) {
+    const dir = path.join(poolRoot(), key);
+    const repo = records.find((r) => path.dirname(r.file) === dir)?.repo;
+    if (repo !== undefined && existsSync(repo) && repoPoolDir(repo) === dir) {
+      removed.push(...(await new WorktreePool(repo, { maxWorktrees: 1, maxBytes: 0 }, owner).drop()));
+    } else {
+      // No repository that still exists can use it (or it has no record to say whose it is).
+      await rm(dir, { recursive: true, force: true });
+      removed.push(dir);
+    }
+  }
+  await rmdir(poolRoot()).catch(() => {});
+  return removed;
+}

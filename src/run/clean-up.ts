@@ -1,0 +1,69 @@
+import { existsSync } from "node:fs";
+import { rmdir } from "node:fs/promises";
+import PQueue from "p-queue";
+import { runWorktreesDir, taskWorktree } from "../fs/names.js";
+import { deleteMergedBranches, isBranch, removeWorktrees } from "../git/worktree.js";
+import type { RunContext } from "./context.js";
+import { killPoint } from "./faults.js";
+import { errorText } from "./task-exec.js";
+
+/** What the clean-up after a merge did (the ledger's `run.cleaned`). */
+export interface CleanUpResult {
+  /** Task worktrees put into the warm pool. */
+  pooled: number;
+  /** Task worktrees deleted (the pool was full or off, or one could not be pooled safely). */
+  removed: number;
+  /** Branches kept because the merged target does not contain them. */
+  kept_branches: string[];
+}
+
+/** Worktrees prepared for the pool at once: each is a few git processes, mostly disk-bound. */
+const GIVE_CONCURRENCY = 4;
+
+/**
+ * After a successful merge, once the report is written (and the daemon's answer): the task
+ * worktrees go into the warm pool (or are deleted), then the run's merged branches, so the
+ * report never waits for them (seconds per worktree on a large repository). A crash in here
+ * leaves worktrees and branches under the run's names, which `termorch clean` removes, and a
+ * pool that drops whatever was half-moved (git/worktree-pool.ts). Nothing here fails the run.
+ */
+export async function cleanUpMerged(
+  ctx: RunContext,
+  order: readonly string[],
+  integrationBranch: string,
+  merged: string,
+): Promise<CleanUpResult> {
+  const result: CleanUpResult = { pooled: 0, removed: 0, kept_branches: [] };
+  const root = ctx.git!.root;
+  try {
+    const worktrees = order.map((id) => taskWorktree(ctx.runId, id)).filter((wt) => existsSync(wt));
+    const queue = new PQueue({ concurrency: GIVE_CONCURRENCY });
+    const unpooled: string[] = [];
+    await Promise.all(
+      worktrees.map((wt) =>
+        queue.add(async () => {
+          if (await ctx.pool?.give(wt)) {
+            result.pooled++;
+            await killPoint(ctx.fault, "kill-in-clean-up");
+          } else unpooled.push(wt);
+        }),
+      ),
+    );
+    // In bulk: a git process per task was most of what a run spent after its merge.
+    result.removed = (await removeWorktrees(root, unpooled)).length;
+    // Branches the agents created go with their task branches (only when merged: nothing is
+    // lost). Only branches: a tag or a remote-tracking ref is never termorch's to delete.
+    const branches = order.flatMap((id) => {
+      const t = ctx.tasks.get(id)!;
+      return [...(t.branch ? [t.branch] : []), ...t.refsCreated.filter(isBranch)];
+    });
+    result.kept_branches = await deleteMergedBranches(root, [...branches, integrationBranch], merged);
+    if (result.kept_branches.length > 0)
+      ctx.log.warn({ kept: result.kept_branches }, "branches not contained in the merged target were kept");
+  } catch (error) {
+    ctx.log.warn({ err: errorText(error) }, "could not remove the task worktrees or branches");
+  }
+  // The run's folder of worktrees, now empty.
+  await rmdir(runWorktreesDir(ctx.runId)).catch(() => {});
+  return result;
+}
