@@ -7,7 +7,7 @@ import { z } from "zod";
 import { acquireLockFile } from "../fs/lock.js";
 import { poolLockPath, poolRoot, repoPoolDir } from "../fs/names.js";
 import { git } from "./repo.js";
-import { listWorktrees, removeWorktree, serialized } from "./worktree.js";
+import { type Checkout, fillWorktree, listWorktrees, removeWorktree, serialized } from "./worktree.js";
 
 /** How much the pool keeps: worktrees per repository, and disk for the pools of all repositories. */
 export interface PoolLimits {
@@ -75,13 +75,12 @@ export class WorktreePool {
   }
 
   /**
-   * Moves a pooled worktree to `dest` and checks out `what` there (`git checkout` arguments: a
-   * branch name, or `--detach <commit>`), with nothing untracked or ignored left and its index
-   * rebuilt by the checkout. A pooled worktree found dirty (someone wrote into it since it was
-   * pooled) is never handed out: it is removed, and the next one tried. False when the pool has
-   * none (then `dest` does not exist).
+   * Moves a pooled worktree to `dest` and checks `to` out there as `git worktree add` would
+   * (fillWorktree), with nothing untracked or ignored left. A pooled worktree found dirty
+   * (someone wrote into it since it was pooled) is never handed out: it is removed, and the next
+   * one tried. False when the pool has none (then `dest` does not exist).
    */
-  async take(dest: string, what: readonly string[]): Promise<boolean> {
+  async take(dest: string, to: Checkout): Promise<boolean> {
     if (this.limits.maxWorktrees === 0) return false;
     await mkdir(path.dirname(dest), { recursive: true });
     for (;;) {
@@ -95,7 +94,9 @@ export class WorktreePool {
         await Promise.all(
           ADMIN_HISTORY.map((f) => rm(path.join(admin, f), { recursive: true, force: true })),
         );
-        await git(dest, ["checkout", "--quiet", "--force", ...what]);
+        if ("branch" in to) await git(dest, ["symbolic-ref", "HEAD", to.branch]);
+        else await git(dest, ["update-ref", "--no-deref", "HEAD", to.detached]);
+        await fillWorktree(dest);
         // Empty folders: a checkout leaves them, and git status does not show them.
         await git(dest, ["clean", "-q", "-ffdx"]);
       } catch (error) {

@@ -35,24 +35,37 @@ export function serialized<T>(repo: string, fn: () => Promise<T>): Promise<T> {
 
 const NULL_OID = "0".repeat(40);
 
+/** Where a worktree's HEAD goes: a branch (full ref name), or a commit, detached. */
+export type Checkout = { branch: string } | { detached: string };
+
 /**
- * `git worktree add <wt> <what>` in git's own two steps, of which only the first is serialised:
+ * `git worktree add` in git's own two steps, of which only the first is serialised:
  * registering the worktree (a few ms) touches `.git/worktrees/`; checking its files out (seconds
  * on a large repository) does not, so the worktrees of independent tasks fill at the same time.
- * The second step is what `worktree add` runs itself: `reset --hard` in the new worktree, then
- * the post-checkout hook with the same arguments (hooks such as git-lfs's rely on it). A failure
- * in either leaves a registered worktree, which the caller removes like any other.
+ * A failure in the second step removes the worktree again.
  */
-async function addWorktree(repo: string, wt: string, what: readonly string[]): Promise<void> {
+async function addWorktree(repo: string, wt: string, to: Checkout): Promise<void> {
+  // The short name makes git check the branch out; a full ref name would detach HEAD.
+  const what = "branch" in to ? [shortBranch(to.branch)] : ["--detach", to.detached];
   await serialized(repo, () => git(repo, ["worktree", "add", "--quiet", "--no-checkout", wt, ...what]));
   try {
-    await git(wt, ["reset", "--quiet", "--hard", "--no-recurse-submodules"]);
-    const head = (await git(wt, ["rev-parse", "HEAD"])).stdout.trim();
-    await git(wt, ["hook", "run", "--ignore-missing", "post-checkout", "--", NULL_OID, head, "1"]);
+    await fillWorktree(wt);
   } catch (err) {
     await removeWorktree(repo, wt).catch(() => {});
     throw err;
   }
+}
+
+/**
+ * Checks HEAD's commit out in `wt`, files and index, then runs the post-checkout hook with the
+ * arguments of a new worktree: what `git worktree add` runs itself once the worktree is
+ * registered (hooks such as git-lfs's rely on it). A worktree that already holds files (a
+ * pooled one) has only those that differ rewritten.
+ */
+export async function fillWorktree(wt: string): Promise<void> {
+  await git(wt, ["reset", "--quiet", "--hard", "--no-recurse-submodules"]);
+  const head = (await git(wt, ["rev-parse", "HEAD"])).stdout.trim();
+  await git(wt, ["hook", "run", "--ignore-missing", "post-checkout", "--", NULL_OID, head, "1"]);
 }
 
 /** What prepareTaskWorktree needs. */
@@ -89,7 +102,7 @@ export interface PrepareTaskWorktreeOptions {
 
 /** Hands out a worktree checked out at `dest` (see WorktreePool.take); false when it has none. */
 export interface WorktreeSource {
-  take(dest: string, what: readonly string[]): Promise<boolean>;
+  take(dest: string, to: Checkout): Promise<boolean>;
 }
 
 /**
@@ -127,9 +140,8 @@ export async function prepareTaskWorktree(o: PrepareTaskWorktreeOptions): Promis
   o.hooks?.afterBranch?.();
   let reused = false;
   try {
-    // The short name makes git check the branch out; a full ref name would detach HEAD.
-    reused = (await o.pool?.take(wt, [shortBranch(ref)])) ?? false;
-    if (!reused) await addWorktree(o.repo, wt, [shortBranch(ref)]);
+    reused = (await o.pool?.take(wt, { branch: ref })) ?? false;
+    if (!reused) await addWorktree(o.repo, wt, { branch: ref });
   } catch (err) {
     // `path` may be a directory that is not ours (that is why git refused): leave it alone.
     await git(o.repo, ["update-ref", "-d", ref, start.commit], { allowExit: [0, 1, 128] });
@@ -268,7 +280,7 @@ export async function prepareDetachedWorktree(o: PrepareDetachedWorktreeOptions)
   const include = normalizeInclude(o.include);
   const commit = await requireCommit(o.repo, o.commit);
   const wt = path.resolve(o.path);
-  if (!(await o.pool?.take(wt, ["--detach", commit]))) await addWorktree(o.repo, wt, ["--detach", commit]);
+  if (!(await o.pool?.take(wt, { detached: commit }))) await addWorktree(o.repo, wt, { detached: commit });
   try {
     await linkIncludes(o.repo, wt, include);
     await copyIntoWorktree(o.repo, wt, o.copy ?? []);

@@ -30,6 +30,19 @@ export const TEST_TMP = mkdtempSync(join(tmpdir(), "termorch-tmp-"));
 export const REGISTRY = join(TEST_TMP, "registry");
 process.on("exit", () => rmSync(TEST_TMP, { recursive: true, force: true }));
 
+/** termorch's warm worktree pool of this test file (its per-user folder is inside TEST_TMP). */
+export const POOL_DIR = join(TEST_TMP, `termorch-${process.getuid?.() ?? "user"}`, "pool");
+
+/** The repository's linked worktrees outside termorch's pool: what runs left in use. */
+export function worktreesInUse(repo: string): string[] {
+  return git(repo, "worktree", "list", "--porcelain")
+    .split("\n")
+    .filter((l) => l.startsWith("worktree "))
+    .map((l) => l.slice("worktree ".length))
+    .slice(1)
+    .filter((p) => !p.startsWith(`${POOL_DIR}/`));
+}
+
 /** The environment of a termorch process a test starts. */
 export function cliEnv(socket: string, extra: Record<string, string> = {}): Record<string, string> {
   return {

@@ -2,7 +2,16 @@ import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { execa } from "execa";
 import { describe, expect, it } from "vitest";
-import { BIN, cliEnv, git, readReport, termorch, testFile, writeAssignments } from "./harness.js";
+import {
+  BIN,
+  cliEnv,
+  git,
+  readReport,
+  termorch,
+  testFile,
+  worktreesInUse,
+  writeAssignments,
+} from "./harness.js";
 
 const { socket, workspace } = testFile("merge-crash");
 
@@ -55,7 +64,7 @@ describe("a driver killed while it moves the target", () => {
       `termorch: integrate run ${report.run_id}`,
     );
     expect(git(repo, "branch", "--list", "termorch/*")).toBe("");
-    expect(git(repo, "worktree", "list").trim().split("\n")).toHaveLength(1);
+    expect(worktreesInUse(repo)).toEqual([]);
   });
 
   it("resume rolls back when finishing would overwrite what the user did meanwhile", async () => {

@@ -1,7 +1,16 @@
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { git, listFiles, readReport, termorch, testFile, waitFor, writeAssignments } from "./harness.js";
+import {
+  git,
+  listFiles,
+  readReport,
+  termorch,
+  testFile,
+  waitFor,
+  worktreesInUse,
+  writeAssignments,
+} from "./harness.js";
 
 const { socket, workspace } = testFile("merge");
 
@@ -48,7 +57,7 @@ describe("merge", () => {
     expect(git(repo, "status", "--porcelain")).toBe("");
     // Cleaned up: no task branches or worktrees left.
     expect(git(repo, "branch", "--list", "termorch/*")).toBe("");
-    expect(git(repo, "worktree", "list").trim().split("\n")).toHaveLength(1);
+    expect(worktreesInUse(repo)).toEqual([]);
     expect(git(repo, "log", "-1", "--format=%B", report.merge.result_commit!)).toMatch(/- A\n- B\n- C/);
   });
 

@@ -13,7 +13,14 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, expect } from "vitest";
 import type { Report } from "../../src/contract/report.js";
-import { killServer, ROOT, readReport, termorch, uniqueSocket } from "../integration/harness.js";
+import {
+  killServer,
+  ROOT,
+  readReport,
+  termorch,
+  uniqueSocket,
+  worktreesInUse,
+} from "../integration/harness.js";
 
 /** The bundles of public repositories (repos/README.md: what each is, how its suite runs offline). */
 export const BUNDLES = resolve(
@@ -137,7 +144,7 @@ export function expectCleanMerge(
   expect(git(repo, "log", "-1", "--format=%B", head)).toMatch(/^Termorch-Run: /m);
   // Nothing of the run is left in the repository.
   expect(git(repo, "for-each-ref", "--format=%(refname)", "refs/heads/termorch/")).toBe("");
-  expect(git(repo, "worktree", "list", "--porcelain").match(/^worktree /gm)?.length).toBe(1);
+  expect(worktreesInUse(repo)).toEqual([]);
 }
 
 /** The report of a finished run in its own run directory. */
