@@ -312,6 +312,7 @@ async function daemonCommand(
     ...(o.maxParallel ? { maxParallel: o.maxParallel } : {}),
     env: io.env,
     log,
+    ...(io.fault ? { fault: io.fault } : {}),
   });
   let stop: () => void = () => {};
   const stopped = new Promise<void>((resolve) => {

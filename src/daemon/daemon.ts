@@ -23,6 +23,8 @@ import { type Claim, claim, isCandidate, readClaim } from "./claim.js";
 export interface DaemonOptions {
   home: string;
   configFile?: string;
+  /** A crash-test fault for every run (src/run/faults.ts): injected by tests only. */
+  fault?: string;
   /** Runs driven at once (default: unlimited; the task limit is what bounds work). */
   maxRuns?: number;
   /** Tasks running at once across all runs (host-wide). */
@@ -169,6 +171,7 @@ export class Daemon {
   private driveOptions(runId: string): DriveOptions {
     return {
       onReport: (result) => this.answer(runId, result.report),
+      ...(this.opts.fault ? { fault: this.opts.fault } : {}),
       wait: true,
       detach: this.detach.signal,
       hostQueue: this.hostQueue,

@@ -4,7 +4,17 @@ import { join } from "node:path";
 import { execa, type ResultPromise } from "execa";
 import { afterAll, afterEach } from "vitest";
 import { Report } from "../../src/contract/report.js";
-import { BIN, cliEnv, killServer, makeWorkspace, ROOT, STEP, uniqueSocket, waitFor } from "./harness.js";
+import {
+  BIN,
+  cliEnv,
+  FAULTY_BIN,
+  killServer,
+  makeWorkspace,
+  ROOT,
+  STEP,
+  uniqueSocket,
+  waitFor,
+} from "./harness.js";
 
 /**
  * What a daemon test file sets up: its own tmux socket, daemon homes and workspaces (removed
@@ -30,12 +40,18 @@ export function daemonTestFile(tag: string) {
     cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
     return dir;
   };
-  const startDaemon = (h: string, ...args: string[]): ResultPromise => {
-    const d = execa(process.execPath, [BIN, "daemon", "--home", h, ...args], {
-      reject: false,
-      cwd: ROOT,
-      env: cliEnv(socket),
-    });
+  /** A daemon on home `h`; with `$TERMORCH_FAULT` in `env`, the CLI that injects that fault. */
+  const startDaemon = (h: string, ...args: string[]): ResultPromise => startDaemonWith({}, h, ...args);
+  const startDaemonWith = (env: Record<string, string>, h: string, ...args: string[]): ResultPromise => {
+    const d = execa(
+      process.execPath,
+      [env.TERMORCH_FAULT ? FAULTY_BIN : BIN, "daemon", "--home", h, ...args],
+      {
+        reject: false,
+        cwd: ROOT,
+        env: cliEnv(socket, env),
+      },
+    );
     daemons.push(d);
     return d;
   };
@@ -73,5 +89,5 @@ export function daemonTestFile(tag: string) {
   };
   const answer = (h: string, id: string) => join(h, "outbox", `${id}.json`);
   const readAnswer = (h: string, id: string) => Report.parse(JSON.parse(readFileSync(answer(h, id), "utf8")));
-  return { socket, home, startDaemon, logOf, ready, job, answer, readAnswer };
+  return { socket, home, startDaemon, startDaemonWith, logOf, ready, job, answer, readAnswer };
 }
