@@ -65,6 +65,10 @@ const ADMIN_HISTORY = ["ORIG_HEAD", "FETCH_HEAD", "AUTO_MERGE", "logs"];
  */
 export class WorktreePool {
   private readonly dir: string;
+  /** give() calls still running (giveLater): take() waits for them before adding a worktree. */
+  private readonly giving = new Set<Promise<boolean>>();
+  /** Worktrees this instance put into the pool. */
+  given = 0;
 
   constructor(
     private readonly repo: string,
@@ -84,7 +88,12 @@ export class WorktreePool {
     if (this.limits.maxWorktrees === 0) return false;
     await mkdir(path.dirname(dest), { recursive: true });
     for (;;) {
-      if (!(await this.claim(dest))) return false;
+      if (!(await this.claim(dest))) {
+        // A worktree on its way into the pool is ready in a fraction of the time of a new one.
+        if (this.giving.size === 0) return false;
+        await Promise.race(this.giving);
+        continue;
+      }
       if (!(await reusable(dest, false))) {
         await removeWorktree(this.repo, dest);
         continue;
@@ -115,6 +124,23 @@ export class WorktreePool {
    */
   async give(wt: string): Promise<boolean> {
     if (this.limits.maxWorktrees === 0) return false;
+    const pooled = await this.put(wt);
+    if (pooled) this.given++;
+    return pooled;
+  }
+
+  /** give() in the background, for the next take(); settled() waits for every one. */
+  giveLater(wt: string): void {
+    const giving: Promise<boolean> = this.give(wt).finally(() => this.giving.delete(giving));
+    this.giving.add(giving);
+  }
+
+  /** Resolves once every giveLater() has ended (the worktrees not pooled are where they were). */
+  async settled(): Promise<void> {
+    while (this.giving.size > 0) await Promise.all(this.giving);
+  }
+
+  private async put(wt: string): Promise<boolean> {
     try {
       await git(wt, ["checkout", "--quiet", "--detach"]);
       await git(wt, ["clean", "-q", "-ffdx"]);

@@ -9,7 +9,7 @@ import { errorText } from "./task-exec.js";
 
 /** What the clean-up after a merge did (the ledger's `run.cleaned`). */
 export interface CleanUpResult {
-  /** Task worktrees put into the warm pool. */
+  /** Worktrees the run put into the warm pool (as its tasks succeeded, or here). */
   pooled: number;
   /** Task worktrees deleted (the pool was full or off, or one could not be pooled safely). */
   removed: number;
@@ -22,8 +22,8 @@ const GIVE_CONCURRENCY = 4;
 
 /**
  * After a successful merge, once the report is written (and the daemon's answer): the task
- * worktrees go into the warm pool (or are deleted), then the run's merged branches, so the
- * report never waits for them (seconds per worktree on a large repository). A crash in here
+ * worktrees that did not go into the warm pool as their tasks succeeded go there now (or are
+ * deleted), then the run's merged branches, so the report never waits for them (seconds per worktree on a large repository). A crash in here
  * leaves worktrees and branches under the run's names, which `termorch clean` removes, and a
  * pool that drops whatever was half-moved (git/worktree-pool.ts). Nothing here fails the run.
  */
@@ -36,19 +36,20 @@ export async function cleanUpMerged(
   const result: CleanUpResult = { pooled: 0, removed: 0, kept_branches: [] };
   const root = ctx.git!.root;
   try {
+    // Most worktrees went into the pool as their tasks succeeded; what is left could not.
+    await ctx.pool?.settled();
+    await killPoint(ctx.fault, "kill-in-clean-up");
     const worktrees = order.map((id) => taskWorktree(ctx.runId, id)).filter((wt) => existsSync(wt));
     const queue = new PQueue({ concurrency: GIVE_CONCURRENCY });
     const unpooled: string[] = [];
     await Promise.all(
       worktrees.map((wt) =>
         queue.add(async () => {
-          if (await ctx.pool?.give(wt)) {
-            result.pooled++;
-            await killPoint(ctx.fault, "kill-in-clean-up");
-          } else unpooled.push(wt);
+          if (!(await ctx.pool?.give(wt))) unpooled.push(wt);
         }),
       ),
     );
+    result.pooled = ctx.pool?.given ?? 0;
     // In bulk: a git process per task was most of what a run spent after its merge.
     result.removed = (await removeWorktrees(root, unpooled)).length;
     // Branches the agents created go with their task branches (only when merged: nothing is

@@ -16,8 +16,8 @@ import type { AdvanceTargetOptions } from "../git/advance.js";
  *   a resume must finish the update (merge-intent.json).
  * - `kill-after-merge`: SIGKILL once the target moved, before the report: a resume must report
  *   the merge, not merge a second time.
- * - `kill-in-clean-up`: SIGKILL in the clean-up after the report, once the first task worktree
- *   went into the warm pool: `termorch clean` must finish what is left.
+ * - `kill-in-clean-up`: SIGKILL in the clean-up after the report, before the worktrees left and
+ *   the branches are removed: `termorch clean` must finish what is left.
  * - `kill-after-put-back`: SIGKILL right after termorch put back a target an agent moved, before
  *   the report: a resume must still refuse the merge (the target looks untouched by then).
  * - `after-branch-created[:task]`: SIGKILL right after a task branch was created, before its

@@ -767,6 +767,8 @@ async function drive(
     const cleaned = await cleanUpMerged(ctx, ctx.order, integrationBranchOf(ctx), merged);
     await ledger.append("run.cleaned", { ...cleaned });
   }
+  // Worktrees still on their way into the pool (a run that did not merge) are not left half-moved.
+  await ctx.pool?.settled();
   await ledger.close();
   const keptSessions = await closeSessions(ctx, ctx.settings.sessions);
   if (internal === null && !ctx.stop.cancelled)
@@ -776,6 +778,7 @@ async function drive(
 
 /** Leaves the run to a later resume: state persisted, agents still running in tmux, no report. */
 async function detach(ctx: LiveRun): Promise<DetachedResult> {
+  await ctx.pool?.settled();
   await ctx.saveFinal();
   ctx.journal.close();
   // Failures already queued are still told (bounded); the run's own end comes with its resume.

@@ -44,7 +44,15 @@ async function probeRun(
   const file = writeAssignments(
     ws.dir,
     ids.map((id) => ({ id, command: ["bash", PROBE_SH], env: { PROBE: ws.probe, ...opts.env?.[id] } })),
-    { run_id: runId, environment: { workspace_dir: "repo", worktree_include: ["node_modules"] } },
+    // Every task starts at once: none gets the worktree of another of its run.
+    {
+      run_id: runId,
+      environment: {
+        workspace_dir: "repo",
+        worktree_include: ["node_modules"],
+        resource_limits: { max_parallel: 8 },
+      },
+    },
     `${runId}.json`,
   );
   const args = ["run", file, "--out", join(ws.dir, runId), ...(opts.config ? ["--config", opts.config] : [])];
@@ -121,6 +129,30 @@ describe("the warm worktree pool", () => {
     expect(cleaned.stdout).toContain("emptied the warm worktree pool: 2 worktrees removed");
     expect(worktreePaths(ws.repo)).toEqual([git(ws.repo, "rev-parse", "--show-toplevel").trim()]);
     expect(existsSync(POOL)).toBe(false);
+  }, 120_000);
+
+  it("hands a run's later tasks the worktrees of its finished ones", async () => {
+    const ws = poolWorkspace();
+    const file = writeAssignments(
+      ws.dir,
+      [
+        { id: "A", dependencies: [] },
+        { id: "B", dependencies: ["A"] },
+        { id: "C", dependencies: ["B"] },
+      ].map((t) => ({ ...t, command: ["bash", PROBE_SH], env: { PROBE: ws.probe } })),
+      { run_id: "chain", environment: { workspace_dir: "repo", worktree_include: ["node_modules"] } },
+      "chain.json",
+    );
+    const r = await termorch(["run", file, "--out", join(ws.dir, "chain")], { socket });
+    expect(r.exitCode, r.stderr).toBe(0);
+    // One worktree served the whole chain: each task took the one its dependency left.
+    expect(reusedTasks(join(ws.dir, "chain"))).toEqual(["B", "C"]);
+    const gitDirs = ["A", "B", "C"].map((t) => readFileSync(join(ws.probe, `chain-${t}.gitdir`), "utf8"));
+    expect(new Set(gitDirs).size).toBe(1);
+    // B started from A's result, C from B's.
+    expect(readFileSync(join(ws.probe, "chain-C.txt"), "utf8")).toContain("./f-B.txt");
+    expect(readFileSync(join(ws.repo, "f-A.txt"), "utf8")).toBe("chain A\n");
+    expect(worktreePaths(ws.repo).filter((p) => p.startsWith(POOL))).toHaveLength(1);
   }, 120_000);
 
   it("never pools a worktree with index flags, and never hands out one that was written into", async () => {
