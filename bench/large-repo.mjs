@@ -13,7 +13,7 @@
 // before the run. termorch runs with a private TMPDIR, so its per-user folder (worktrees,
 // registry, locks, a pool) is inside this benchmark's temp folder and goes with it.
 import { execFileSync, spawn, spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, readFileSync, rmSync, statfsSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, rmSync, statfsSync, unlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { BIN, killServer, removeTemp, row, tempDir, TMUX_ENV, trackSocket, uniqueSocket } from "./lib.mjs";
@@ -85,11 +85,16 @@ async function generate(repo, files) {
   const closed = new Promise((res) => child.on("close", res));
   const write = (chunk) =>
     child.stdin.write(chunk) ? null : new Promise((res) => child.stdin.once("drain", res));
-  const header = "commit refs/heads/main\nauthor bench <bench@example.invalid> 1700000000 +0000\ncommitter bench <bench@example.invalid> 1700000000 +0000\ndata 10\nbench repo\n";
+  const header =
+    "commit refs/heads/main\nauthor bench <bench@example.invalid> 1700000000 +0000\ncommitter bench <bench@example.invalid> 1700000000 +0000\ndata 10\nbench repo\n";
   await write(header);
   const inline = (path, text) => {
     const body = Buffer.from(text);
-    return Buffer.concat([Buffer.from(`M 100644 inline ${path}\ndata ${body.length}\n`), body, Buffer.from("\n")]);
+    return Buffer.concat([
+      Buffer.from(`M 100644 inline ${path}\ndata ${body.length}\n`),
+      body,
+      Buffer.from("\n"),
+    ]);
   };
   await write(inline("ctx/task.md", "# bench task\n\nAppend one line to your own file.\n"));
   await write(inline("README.md", `bench repository of ${files} files\n`));
@@ -117,7 +122,7 @@ function writeAgent(dir) {
     path,
     [
       "#!/bin/sh",
-      "# $1 task id, $2 folder of timestamps, $3 run id (baseline: \"baseline\")",
+      '# $1 task id, $2 folder of timestamps, $3 run id (baseline: "baseline")',
       'mkdir -p "$2/$3"',
       'date +%s%N > "$2/$3/$1.start"',
       'echo "line of $1 in run $3" >> "task-$1.txt"',
@@ -297,6 +302,15 @@ async function termorch(dir, name, env, tasks, parallel, timesRoot) {
   const { peakBytes, seen } = s.stop();
   if (code !== 0) throw new Error(`termorch run (${name}) exited ${code}: ${stderr.slice(-2000)}`);
   if (seen === null) throw new Error(`termorch run (${name}) wrote no ${report}`);
+  if (process.env.BENCH_DEBUG) {
+    // The run's own ledger against our clock: where its time went.
+    for (const line of readFileSync(join(runDir, "events.jsonl"), "utf8").trim().split("\n")) {
+      const e = JSON.parse(line);
+      console.error(
+        `  ${((Date.parse(e.ts) - t0) / 1000).toFixed(2).padStart(7)} s ${e.type} ${e.task_id ?? ""}`,
+      );
+    }
+  }
   const { lastStart, lastEnd } = agentTimes(join(timesRoot, runId), tasks);
   return {
     started: (lastStart - t0) / 1000,
@@ -324,14 +338,24 @@ function diskSpeed(dir) {
   const mbps = (args) => {
     const r = spawnSync("dd", args, { encoding: "utf8" });
     const m = /copied, ([\d.,]+) s/.exec(r.stderr ?? "");
-    return r.status === 0 && m ? 256 * 1.048576 / Number(m[1].replace(",", ".")) : null;
+    return r.status === 0 && m ? (256 * 1.048576) / Number(m[1].replace(",", ".")) : null;
   };
   const write = mbps(["if=/dev/zero", `of=${f}`, "bs=1M", "count=256", "oflag=direct", "conv=fsync"]);
   const read = mbps([`if=${f}`, "of=/dev/null", "bs=1M", "iflag=direct"]);
   rmSync(f, { force: true });
-  return { write, read };
+  // What a checkout and a removal mostly are on this disk: creating and unlinking small files.
+  const m = join(dir, "meta");
+  mkdirSync(m);
+  const count = 2000;
+  let t = performance.now();
+  for (let i = 0; i < count; i++) writeFileSync(join(m, String(i)), "x");
+  const create = ((performance.now() - t) * 1000) / count;
+  t = performance.now();
+  for (let i = 0; i < count; i++) unlinkSync(join(m, String(i)));
+  const unlink = ((performance.now() - t) * 1000) / count;
+  rmSync(m, { recursive: true, force: true });
+  return { write, read, create, unlink };
 }
-
 
 function duMB(path, exclude) {
   const r = spawnSync("du", ["-s", "-B1", ...(exclude ? [`--exclude=${exclude}`] : []), path], {
@@ -360,7 +384,7 @@ export async function run(opts = {}) {
   const env = { ...TMUX_ENV, TMPDIR: userTmp, TERMORCH_CONFIG: config };
   delete env.TERMORCH_REGISTRY;
 
-  log("disk speed (dd, 256 MB, O_DIRECT)…");
+  log("disk speed (dd, 256 MB, O_DIRECT; 2,000 small files)…");
   const disk = diskSpeed(dir);
   log(`generating ${files} files in ${FOLDERS} folders (git fast-import, then checkout)…`);
   let t = performance.now();
@@ -368,7 +392,9 @@ export async function run(opts = {}) {
   const genSeconds = (performance.now() - t) / 1000;
   const checkoutMB = duMB(repo, ".git");
   const gitMB = duMB(join(repo, ".git"));
-  log(`generated in ${genSeconds.toFixed(1)} s (${checkoutMB.toFixed(0)} MB checked out, .git ${gitMB.toFixed(0)} MB)`);
+  log(
+    `generated in ${genSeconds.toFixed(1)} s (${checkoutMB.toFixed(0)} MB checked out, .git ${gitMB.toFixed(0)} MB)`,
+  );
   // What the generation left to write back must not land on the first measured run.
   const settle = () => spawnSync("sync");
   settle();
@@ -399,6 +425,8 @@ export async function run(opts = {}) {
   const rows = [
     row(`${label}: disk write, dd 256 MB O_DIRECT`, disk.write, "MB/s"),
     row(`${label}: disk read, dd 256 MB O_DIRECT`, disk.read, "MB/s"),
+    row(`${label}: disk, create a 1-byte file (2,000, one folder)`, disk.create, "µs"),
+    row(`${label}: disk, unlink a file (2,000, one folder)`, disk.unlink, "µs"),
     row(`${label}: generate repository (fast-import + checkout)`, genSeconds, "s"),
     row(`${label}: baseline, time until every agent started`, b.started, "s"),
     row(`${label}: baseline, last task exit → merged`, b.toReport, "s"),

@@ -25,8 +25,7 @@ export async function main(argv) {
         return;
       }
       opts[a === "--max-parallel" ? "maxParallel" : a.slice(2)] = v;
-    }
-    else if (a === "--help" || a === "-h") {
+    } else if (a === "--help" || a === "-h") {
       console.log(`usage: npm run bench [-- ${BENCHES.join("|")} ...] [--quick] [--json FILE]`);
       console.log(
         "  large-repo: [--files N (default 50000; --quick 10000) | --huge (200000 files)] [--tasks N (8)] [--max-parallel P (4)]",
