@@ -25,7 +25,7 @@ import {
 } from "node:fs";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
-import { BIN, killServer, removeTemp, row, tempDir, TMUX_ENV, trackSocket, uniqueSocket } from "./lib.mjs";
+import { BIN, killServer, removeTemp, row, TMUX_ENV, tempDir, trackSocket, uniqueSocket } from "./lib.mjs";
 
 const FOLDERS = 500;
 const log = (msg) => console.error(`bench: large-repo: ${msg}`);
