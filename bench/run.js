@@ -1,12 +1,13 @@
 // `npm run bench [-- NAME... ] [--quick] [--json FILE]`: runs the benchmarks (all, or the
-// named ones) and prints one table. Every figure is a ratio or a comparison taken in the same
+// named ones) and prints one table. large-repo also takes --files N | --huge, --tasks N and
+// --max-parallel P. Every figure is a ratio or a comparison taken in the same
 // run on the same machine (BENCHMARKS.md records the latest ones).
 import { writeFileSync } from "node:fs";
 import { cleanupAll, machine, row, table } from "./lib.mjs";
 
 const failedRow = (name) => row(name, null, "", { met: false });
 
-export const BENCHES = ["overhead", "latency", "logs", "memory", "plan", "merge", "supervisor"];
+export const BENCHES = ["overhead", "latency", "logs", "memory", "plan", "merge", "supervisor", "large-repo"];
 
 export async function main(argv) {
   const names = [];
@@ -15,8 +16,20 @@ export async function main(argv) {
     const a = argv[i];
     if (a === "--quick") opts.quick = true;
     else if (a === "--json") opts.json = argv[++i];
-    else if (a === "--help" || a === "-h") {
+    else if (a === "--huge") opts.huge = true;
+    else if (a === "--files" || a === "--tasks" || a === "--max-parallel") {
+      const v = Number(argv[++i]);
+      if (!Number.isInteger(v) || v < 1) {
+        console.error(`${a} needs a positive whole number`);
+        process.exitCode = 2;
+        return;
+      }
+      opts[a === "--max-parallel" ? "maxParallel" : a.slice(2)] = v;
+    } else if (a === "--help" || a === "-h") {
       console.log(`usage: npm run bench [-- ${BENCHES.join("|")} ...] [--quick] [--json FILE]`);
+      console.log(
+        "  large-repo: [--files N (default 50000; --quick 10000) | --huge (200000 files)] [--tasks N (8)] [--max-parallel P (4)]",
+      );
       return;
     } else if (BENCHES.includes(a)) names.push(a);
     else {
