@@ -69,6 +69,8 @@ export class WorktreePool {
   private readonly giving = new Set<Promise<boolean>>();
   /** Worktrees this instance put into the pool. */
   given = 0;
+  /** The disk one of the repository's worktrees uses, once measured. */
+  private entryBytes: number | undefined;
 
   constructor(
     private readonly repo: string,
@@ -94,7 +96,7 @@ export class WorktreePool {
         await Promise.race(this.giving);
         continue;
       }
-      if (!(await reusable(dest, false))) {
+      if (!(await reusable(dest, "untracked"))) {
         await removeWorktree(this.repo, dest);
         continue;
       }
@@ -142,10 +144,13 @@ export class WorktreePool {
 
   private async put(wt: string): Promise<boolean> {
     try {
-      await git(wt, ["checkout", "--quiet", "--detach"]);
+      // Detached where it is (the files stay as they are; its branch can then be deleted).
+      await git(wt, ["update-ref", "--no-deref", "HEAD", "HEAD"]);
       await git(wt, ["clean", "-q", "-ffdx"]);
-      if (!(await reusable(wt, true))) return false;
-      const bytes = await diskUsage(wt);
+      if (!(await reusable(wt, "index flags"))) return false;
+      // Worktrees of one repository at nearby commits are about the same size: measured once.
+      this.entryBytes ??= await diskUsage(wt);
+      const bytes = this.entryBytes;
       return await this.locked(async () => {
         const entries = await this.entries();
         if (entries.length >= this.limits.maxWorktrees) return false;
@@ -258,23 +263,21 @@ async function dropEntry(repo: string, dir: string): Promise<void> {
 }
 
 /**
- * Whether the worktree at `wt` holds nothing a fresh one would not: no changes, nothing
- * untracked or ignored, no per-worktree git state beyond ADMIN_FILES and (`index`) no index
- * entry flagged assume-unchanged or skip-worktree, which a checkout would carry over.
+ * Whether the worktree at `wt` holds nothing a fresh one would not: no changes, no per-worktree
+ * git state beyond ADMIN_FILES, and also nothing untracked or ignored (`untracked`: a pooled
+ * worktree about to be handed out) or no index entry flagged assume-unchanged or skip-worktree,
+ * which a checkout would carry over (`index flags`: one just cleaned, about to be pooled).
  */
-async function reusable(wt: string, index: boolean): Promise<boolean> {
+async function reusable(wt: string, check: "untracked" | "index flags"): Promise<boolean> {
   try {
     const admin = await adminDir(wt);
     if ((await readdir(admin)).some((f) => !ADMIN_FILES.has(f))) return false;
-    const status = await git(wt, [
-      "status",
-      "--porcelain=v1",
-      "-z",
-      "--ignored=matching",
-      "--untracked-files=all",
-    ]);
+    // Untracked and ignored folders are listed whole: anything at all is enough to refuse.
+    const untracked =
+      check === "untracked" ? ["--ignored=traditional", "--untracked-files=normal"] : ["-uno"];
+    const status = await git(wt, ["status", "--porcelain=v1", "-z", ...untracked]);
     if (status.stdout !== "") return false;
-    if (index) {
+    if (check === "index flags") {
       const entries = (await git(wt, ["ls-files", "-v", "-z"])).stdout.split("\0");
       if (entries.some((e) => e !== "" && !e.startsWith("H "))) return false;
     }

@@ -155,6 +155,24 @@ describe("the warm worktree pool", () => {
     expect(worktreePaths(ws.repo).filter((p) => p.startsWith(POOL))).toHaveLength(1);
   }, 120_000);
 
+  it("keeps within its bounds: worktrees per repository, and disk", async () => {
+    const ws = poolWorkspace();
+    const one = join(ws.dir, "one.json");
+    writeFileSync(one, JSON.stringify({ git: { pool: { max_worktrees: 1 } } }));
+    const r1 = await probeRun(ws, "b1", ["A", "B", "C"], { config: one });
+    expect(r1.exitCode, r1.stderr).toBe(0);
+    expect(events(join(ws.dir, "b1"), "run.cleaned")[0]!.data).toMatchObject({ pooled: 1, removed: 2 });
+    expect(worktreePaths(ws.repo).filter((p) => p.startsWith(POOL))).toHaveLength(1);
+    const noDisk = join(ws.dir, "no-disk.json");
+    writeFileSync(noDisk, JSON.stringify({ git: { pool: { max_disk_mb: 0 } } }));
+    const r2 = await probeRun(ws, "b2", ["A", "B"], { config: noDisk });
+    expect(r2.exitCode, r2.stderr).toBe(0);
+    // It took the pooled one, and could give nothing back.
+    expect(reusedTasks(join(ws.dir, "b2"))).toHaveLength(1);
+    expect(events(join(ws.dir, "b2"), "run.cleaned")[0]!.data).toMatchObject({ pooled: 0, removed: 2 });
+    expect(worktreePaths(ws.repo).filter((p) => p.startsWith(POOL))).toEqual([]);
+  }, 120_000);
+
   it("never pools a worktree with index flags, and never hands out one that was written into", async () => {
     const ws = poolWorkspace();
     const r1 = await probeRun(ws, "d1", ["A", "B", "C"], { env: { C: { FLAG: "1" } } });
