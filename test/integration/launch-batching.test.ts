@@ -62,8 +62,9 @@ describe("launch batching", () => {
       const perClient = readFileSync(clientLog, "utf8").trim().split("\n").map(Number);
       expect(perClient.reduce((a, b) => a + b, 0)).toBe(12);
       // One client per launch would be 9 or more (the first wave may share one); while one runs
-      // (0.4 s) the exits of a whole wave come, so at most two clients a wave.
-      expect(perClient.length, `new-session clients: ${perClient.join(",")}`).toBeLessThanOrEqual(6);
+      // (0.4 s) the exits of a whole wave come, so about two clients a wave (one more of margin
+      // for a stalled machine).
+      expect(perClient.length, `new-session clients: ${perClient.join(",")}`).toBeLessThanOrEqual(7);
     } finally {
       ws.cleanup();
     }
