@@ -73,10 +73,20 @@ export function serverPid(socket) {
 
 /** CPU seconds of a process and its reaped children (utime+stime+cutime+cstime). */
 export function processCpu(pid) {
-  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-  const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  const f = statFields(pid);
   // Fields 14-17 of stat(5); f[0] is field 3.
   return (Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14])) / CLK_TCK;
+}
+
+/** CPU seconds of a process itself (utime+stime), without its reaped children. */
+export function processSelfCpu(pid) {
+  const f = statFields(pid);
+  return (Number(f[11]) + Number(f[12])) / CLK_TCK;
+}
+
+function statFields(pid) {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  return stat.slice(stat.lastIndexOf(")") + 2).split(" ");
 }
 
 /**
@@ -92,7 +102,17 @@ export function holdServer(socket, conf) {
   );
   const pid = serverPid(socket);
   if (!pid) throw new Error(`tmux server on ${socket} did not start`);
-  return { pid, cpu0: processCpu(pid) };
+  return { pid, cpu0: processCpu(pid), self0: processSelfCpu(pid) };
+}
+
+/**
+ * CPU of a held server since {@link holdServer}: its own (`server`) and that of the processes it
+ * reaped, i.e. everything that ran in its panes (`panes`).
+ */
+export function serverCpu(hold) {
+  const all = processCpu(hold.pid) - hold.cpu0;
+  const server = processSelfCpu(hold.pid) - hold.self0;
+  return { server, panes: all - server };
 }
 
 /**
@@ -172,7 +192,8 @@ export async function termorchRun(file, socket, extraArgs = [], env = {}, nodeAr
   const r = await timed(process.execPath, [...nodeArgs, BIN, "run", file, ...extraArgs], {
     env: { ...TMUX_ENV, TERMORCH_TMUX_SOCKET: socket, ...env },
   });
-  const server = processCpu(hold.pid) - hold.cpu0;
+  const split = serverCpu(hold);
+  const server = split.server + split.panes;
   killServer(socket);
   // Worktrees of tasks a run keeps for inspection (a failed merge) live outside the temp folder.
   const runId = runIds.get(file);
@@ -182,7 +203,16 @@ export async function termorchRun(file, socket, extraArgs = [], env = {}, nodeAr
       force: true,
     });
   if (r.code !== 0) throw new Error(`termorch run exited ${r.code}: ${r.stderr.slice(-2000)}`);
-  return { wall: r.wall, cpu: r.cpu + server, clientCpu: r.cpu, serverCpu: server };
+  // clientCpu: termorch's process tree (Node and the tmux clients it spawns); serverCpu: the tmux
+  // server with its panes, split into the server itself and the panes (supervisors and agents).
+  return {
+    wall: r.wall,
+    cpu: r.cpu + server,
+    clientCpu: r.cpu,
+    serverCpu: server,
+    serverSelfCpu: split.server,
+    paneCpu: split.panes,
+  };
 }
 
 let confCache = null;

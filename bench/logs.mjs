@@ -6,6 +6,9 @@
 // prints does). termorch always applies its 10 built-in token patterns; a second run adds a
 // secret literal and a configured pattern; the tmux adapter run directly with no pattern shows
 // the cost of the pipeline alone. Bytes lost must be 0 (sizes and SHA-256 compared).
+// Then, to tell which part costs what, CPU rather than wall: the pane supervisor alone (outside
+// tmux, its pane output to /dev/null, dd as the agent) with 0, 1, 5 and 10 of the built-in
+// patterns and with a secret and a configured pattern added, against dd writing the file itself.
 import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { createReadStream, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
@@ -111,6 +114,36 @@ async function viaTermorch(dir, split, extra, kind) {
   return { wall: t.duration_ms / 1000, out: join(run, t.logs.stdout), err: join(run, t.logs.stderr) };
 }
 
+const enc = (v) => v.replace(/[%\n\r\0]/g, (c) => `%${c.charCodeAt(0).toString(16).padStart(2, "0")}`);
+
+/**
+ * The supervisor alone on a launch file of its contract (tty=0, no cgroup), outside tmux: CPU of
+ * the supervisor and its agent (dd of the 200 MB file), and the log it wrote.
+ */
+async function supervisorAlone(dir, patterns) {
+  const { findPerl } = await import(join(ROOT, "dist", "tmux", "session.js"));
+  const attempt = join(dir, "supervisor-alone");
+  rmSync(attempt, { recursive: true, force: true });
+  mkdirSync(attempt, { mode: 0o700 });
+  const lines = [
+    "version=2",
+    `stdout_log=${enc(join(attempt, "out.log"))}`,
+    `stderr_log=${enc(join(attempt, "err.log"))}`,
+    "tty=0",
+    "max_log_bytes=0",
+    "token=0123456789abcdef",
+    `cwd=${enc(dir)}`,
+    "cgroup=0",
+    ...producer("dd", dir, false).map((a) => `arg=${enc(a)}`),
+    `env=${enc(`PATH=${process.env.PATH ?? "/usr/bin:/bin"}`)}`,
+    ...patterns.map((p) => `redact=${enc(p)}`),
+  ];
+  writeFileSync(join(attempt, "launch"), `${lines.join("\n")}\n`, { mode: 0o600 });
+  const r = await timed(await findPerl(), [join(ROOT, "dist", "tmux", "supervisor.pl"), attempt]);
+  if (r.code !== 0) throw new Error(`supervisor alone exited ${r.code}: ${r.stderr}`);
+  return { cpu: r.cpu, out: join(attempt, "out.log"), err: join(attempt, "err.log") };
+}
+
 /** The tmux adapter alone, with no redaction pattern at all (termorch always has its built-ins). */
 async function viaAdapter(dir, split, kind) {
   const { TmuxServer } = await import(join(ROOT, "dist", "tmux", "server.js"));
@@ -210,6 +243,44 @@ export async function run(opts = {}) {
       }),
     );
   }
+  // Which part costs what (CPU of the whole tree, dd included; median of the repetitions).
+  const { TOKEN_PATTERNS } = await import(join(ROOT, "dist", "redact", "redactor.js"));
+  const sets = [
+    ["no pattern", []],
+    ["1 built-in pattern", TOKEN_PATTERNS.slice(0, 1)],
+    ["5 built-in patterns", TOKEN_PATTERNS.slice(0, 5)],
+    ["10 built-in patterns", TOKEN_PATTERNS],
+    ["built-ins + secret + 1 configured", [...TOKEN_PATTERNS, "s3cr3t-value-1234", "(?i)password=\\S+"]],
+  ];
+  const directCpu = [];
+  const aloneCpu = sets.map(() => []);
+  for (let i = 0; i < reps; i++) {
+    settle();
+    rmSync(join(dir, "direct.out"), { force: true });
+    const d = await timed("sh", [
+      "-c",
+      `dd if="${join(dir, "full.log")}" bs=256K status=none > "${join(dir, "direct.out")}"`,
+    ]);
+    directCpu.push(d.cpu);
+    for (const [k, [, patterns]] of sets.entries()) {
+      settle();
+      const r = await supervisorAlone(dir, patterns);
+      aloneCpu[k].push(r.cpu);
+      const s = await same(join(dir, "full.log"), r.out);
+      lostTotal += Math.abs(s.lost);
+      allEqual &&= s.equal;
+      rmSync(r.out, { force: true });
+    }
+  }
+  const DC = median(directCpu);
+  rows.push(row("logs 200 MB stdout, dd, CPU: direct to a file", DC, "s"));
+  for (const [k, [label]] of sets.entries()) {
+    rows.push(
+      row(`logs 200 MB stdout, dd, CPU: supervisor alone, ${label}`, median(aloneCpu[k]), "s", {
+        baseline: DC,
+      }),
+    );
+  }
   rows.push(
     row("logs: bytes lost (all runs, size and SHA-256 compared)", lostTotal, "B", {
       met: lostTotal === 0 && allEqual,
@@ -221,7 +292,7 @@ export async function run(opts = {}) {
     name: "logs",
     rows,
     notes: [
-      `logs: median of ${reps}; termorch figures are the task's duration in the report (launch → status success); the adapter figure is launch() → exit record; direct is sh -c '<producer> > file' from spawn to exit. Producers read from the page cache: cat (its direct baseline is an in-kernel copy_file_range, no user-space copy: the worst case) and dd bs=256K (read/write, like an agent that prints).`,
+      `logs: median of ${reps}; termorch figures are the task's duration in the report (launch → status success); the adapter figure is launch() → exit record; direct is sh -c '<producer> > file' from spawn to exit. Producers read from the page cache: cat (its direct baseline is an in-kernel copy_file_range, no user-space copy: the worst case) and dd bs=256K (read/write, like an agent that prints). The CPU rows: user+sys of the whole tree (dd included), the supervisor run outside tmux on a launch file (tty=0, no cgroup) with its pane output to /dev/null; the secret is a plain literal, the configured pattern (?i)password=\\S+. Files are under $TMPDIR: on this VM's journal-less ext4, wall times of writes there vary several-fold from hour to hour (BENCHMARKS.md, issue 12).`,
     ],
   };
 }
