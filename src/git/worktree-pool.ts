@@ -1,6 +1,7 @@
-import { randomBytes } from "node:crypto";
-import { existsSync } from "node:fs";
-import { mkdir, readdir, readFile, realpath, rm, rmdir, writeFile } from "node:fs/promises";
+import { createHash, randomBytes } from "node:crypto";
+import { existsSync, readFileSync } from "node:fs";
+import { lstat, mkdir, readdir, readFile, realpath, rm, rmdir, writeFile } from "node:fs/promises";
+import { homedir } from "node:os";
 import path from "node:path";
 import { execa } from "execa";
 import { z } from "zod";
@@ -31,6 +32,8 @@ const PoolEntryMeta = z.object({
   bytes: z.number().int().nonnegative(),
   pooled_at: z.string(),
   run_id: z.string(),
+  /** checkoutRules() when it was pooled: what its files were written under. */
+  rules: z.string(),
 });
 type PoolEntryMeta = z.infer<typeof PoolEntryMeta>;
 
@@ -87,16 +90,17 @@ export class WorktreePool {
    * one tried. False when the pool has none (then `dest` does not exist).
    */
   async take(dest: string, to: Checkout): Promise<boolean> {
-    if (this.limits.maxWorktrees === 0) return false;
+    if (this.limits.maxWorktrees === 0 || (await copiesMoreThanFiles(this.repo))) return false;
     await mkdir(path.dirname(dest), { recursive: true });
     for (;;) {
-      if (!(await this.claim(dest))) {
+      const claimed = await this.claim(dest);
+      if (!claimed) {
         // A worktree on its way into the pool is ready in a fraction of the time of a new one.
         if (this.giving.size === 0) return false;
         await Promise.race(this.giving);
         continue;
       }
-      if (!(await reusable(dest, "untracked"))) {
+      if (!(await reusable(dest, "taking"))) {
         await removeWorktree(this.repo, dest);
         continue;
       }
@@ -105,8 +109,14 @@ export class WorktreePool {
         await Promise.all(
           ADMIN_HISTORY.map((f) => rm(path.join(admin, f), { recursive: true, force: true })),
         );
+        const from = (await git(dest, ["rev-parse", "HEAD"])).stdout.trim();
         if ("branch" in to) await git(dest, ["symbolic-ref", "HEAD", to.branch]);
         else await git(dest, ["update-ref", "--no-deref", "HEAD", to.detached]);
+        // A checkout rewrites only the files whose stat data changed: when the rules its files
+        // were written by changed (attributes, filters, line endings), every file is written
+        // again, as in a new worktree.
+        if (claimed.rules !== (await checkoutRules(this.repo)) || (await attributesDiffer(dest, from)))
+          await rm(path.join(admin, "index"), { force: true });
         await fillWorktree(dest);
         // Empty folders: a checkout leaves them, and git status does not show them.
         await git(dest, ["clean", "-q", "-ffdx"]);
@@ -121,19 +131,20 @@ export class WorktreePool {
   /**
    * Puts a finished worktree (its work committed, its branch about to be deleted) into the pool:
    * detached, everything untracked or ignored removed (include links are removed, never
-   * followed). False when it cannot be pooled safely (see ADMIN_FILES; changes left; index
-   * entries marked assume-unchanged or skip-worktree) or the pool is full: the caller removes it.
+   * followed), and the files its task changed since `checkedOut` (the commit it was checked out
+   * at) written again as a checkout writes them. False when it cannot be pooled safely (see
+   * reusable(); its task changed a `.gitattributes`) or the pool is full: the caller removes it.
    */
-  async give(wt: string): Promise<boolean> {
+  async give(wt: string, checkedOut: string): Promise<boolean> {
     if (this.limits.maxWorktrees === 0) return false;
-    const pooled = await this.put(wt);
+    const pooled = await this.put(wt, checkedOut);
     if (pooled) this.given++;
     return pooled;
   }
 
   /** give() in the background, for the next take(); settled() waits for every one. */
-  giveLater(wt: string): void {
-    const giving: Promise<boolean> = this.give(wt).finally(() => this.giving.delete(giving));
+  giveLater(wt: string, checkedOut: string): void {
+    const giving: Promise<boolean> = this.give(wt, checkedOut).finally(() => this.giving.delete(giving));
     this.giving.add(giving);
   }
 
@@ -142,12 +153,14 @@ export class WorktreePool {
     while (this.giving.size > 0) await Promise.all(this.giving);
   }
 
-  private async put(wt: string): Promise<boolean> {
+  private async put(wt: string, checkedOut: string): Promise<boolean> {
     try {
       // Detached where it is (the files stay as they are; its branch can then be deleted).
       await git(wt, ["update-ref", "--no-deref", "HEAD", "HEAD"]);
       await git(wt, ["clean", "-q", "-ffdx"]);
-      if (!(await reusable(wt, "index flags"))) return false;
+      if (!(await asWrittenByCheckout(wt, checkedOut))) return false;
+      if (!(await reusable(wt, "giving"))) return false;
+      const rules = await checkoutRules(this.repo);
       // Worktrees of one repository at nearby commits are about the same size: measured once.
       this.entryBytes ??= await diskUsage(wt);
       const bytes = this.entryBytes;
@@ -163,6 +176,7 @@ export class WorktreePool {
           bytes,
           pooled_at: new Date().toISOString(),
           run_id: this.owner.run_id,
+          rules,
         };
         // The record first: a crash before the move leaves a record without a folder, which
         // entries() drops; a folder without its record would be dropped too.
@@ -189,20 +203,23 @@ export class WorktreePool {
     });
   }
 
-  /** Under the lock: the newest pooled worktree moved to `dest`. */
-  private claim(dest: string): Promise<boolean> {
-    if (!existsSync(this.dir)) return Promise.resolve(false);
+  /** Under the lock: the newest pooled worktree moved to `dest`; its record, or null. */
+  private claim(dest: string): Promise<PoolEntryMeta | null> {
+    if (!existsSync(this.dir)) return Promise.resolve(null);
     return this.locked(async () => {
       for (const entry of (await this.entries()).reverse()) {
         if (entry.locked) continue;
-        const moved = await serialized(this.repo, () =>
-          git(this.repo, ["worktree", "move", entry.path, dest], { allowExit: [0, 128] }),
-        );
+        const meta = await readRecord(`${entry.path}.json`);
+        const moved = meta
+          ? await serialized(this.repo, () =>
+              git(this.repo, ["worktree", "move", entry.path, dest], { allowExit: [0, 128] }),
+            )
+          : null;
         await rm(`${entry.path}.json`, { force: true });
-        if (moved.exitCode === 0) return true;
+        if (meta && moved?.exitCode === 0) return meta;
         await dropEntry(this.repo, entry.path);
       }
-      return false;
+      return null;
     });
   }
 
@@ -214,11 +231,11 @@ export class WorktreePool {
   private async entries(): Promise<{ path: string; locked: boolean }[]> {
     const names = await readdir(this.dir).catch(() => [] as string[]);
     const realDir = await realpath(this.dir).catch(() => this.dir);
-    const listed = new Map(
-      (await listWorktrees(this.repo))
-        .filter((w) => path.dirname(w.path) === realDir && !w.prunable)
-        .map((w) => [path.basename(w.path), w.locked]),
-    );
+    const here = (await listWorktrees(this.repo)).filter((w) => path.dirname(w.path) === realDir);
+    // A pooled folder deleted by hand: git's record of it goes too.
+    if (here.some((w) => w.prunable && !w.locked))
+      await git(this.repo, ["worktree", "prune"], { allowExit: [0, 128] }).catch(() => {});
+    const listed = new Map(here.filter((w) => !w.prunable).map((w) => [path.basename(w.path), w.locked]));
     const out: { path: string; locked: boolean }[] = [];
     for (const name of names.sort()) {
       const full = path.join(this.dir, name);
@@ -263,28 +280,136 @@ async function dropEntry(repo: string, dir: string): Promise<void> {
 }
 
 /**
- * Whether the worktree at `wt` holds nothing a fresh one would not: no changes, no per-worktree
- * git state beyond ADMIN_FILES, and also nothing untracked or ignored (`untracked`: a pooled
- * worktree about to be handed out) or no index entry flagged assume-unchanged or skip-worktree,
- * which a checkout would carry over (`index flags`: one just cleaned, about to be pooled).
+ * Whether the worktree at `wt` holds nothing a fresh one would not: no per-worktree git state
+ * beyond ADMIN_FILES, no changes, no index entry flagged assume-unchanged or skip-worktree (a
+ * checkout carries those over, and they hide changes) and no submodule (git looks neither into
+ * its folder nor cleans it). `taking` (a pooled worktree about to be handed out): nothing
+ * untracked or ignored either. `giving` (one just cleaned, about to be pooled): every file and
+ * folder with the permissions a checkout gives it and no other hard link, which git does not see.
  */
-async function reusable(wt: string, check: "untracked" | "index flags"): Promise<boolean> {
+async function reusable(wt: string, check: "taking" | "giving"): Promise<boolean> {
   try {
     const admin = await adminDir(wt);
     if ((await readdir(admin)).some((f) => !ADMIN_FILES.has(f))) return false;
     // Untracked and ignored folders are listed whole: anything at all is enough to refuse.
-    const untracked =
-      check === "untracked" ? ["--ignored=traditional", "--untracked-files=normal"] : ["-uno"];
+    const untracked = check === "taking" ? ["--ignored=traditional", "--untracked-files=normal"] : ["-uno"];
     const status = await git(wt, ["status", "--porcelain=v1", "-z", ...untracked]);
     if (status.stdout !== "") return false;
-    if (check === "index flags") {
-      const entries = (await git(wt, ["ls-files", "-v", "-z"])).stdout.split("\0");
-      if (entries.some((e) => e !== "" && !e.startsWith("H "))) return false;
+    // `H <mode> <object> <stage>\t<path>` for every entry: H is a plain one.
+    const modes = new Map<string, string>();
+    for (const entry of (await git(wt, ["ls-files", "-v", "-s", "-z"])).stdout.split("\0")) {
+      if (entry === "") continue;
+      const tab = entry.indexOf("\t");
+      const mode = entry.slice(2, 8);
+      if (!entry.startsWith("H ") || mode === "160000") return false;
+      modes.set(entry.slice(tab + 1), mode);
     }
-    return true;
+    return check === "taking" || (await asCheckedOut(wt, modes));
   } catch {
     return false;
   }
+}
+
+/**
+ * Whether every file and folder under `wt` has the permission bits a checkout gives it under
+ * this process's umask and no second hard link: a link made to a file outside would let what is
+ * written there reach the next agent's worktree, and a folder made read-only would stop it.
+ */
+async function asCheckedOut(wt: string, modes: ReadonlyMap<string, string>): Promise<boolean> {
+  const umask = processUmask();
+  const want = { dir: 0o777 & ~umask, file: 0o666 & ~umask, exec: 0o777 & ~umask };
+  const walk = async (dir: string, rel: string): Promise<boolean> => {
+    for (const entry of await readdir(dir, { withFileTypes: true })) {
+      const name = rel ? `${rel}/${entry.name}` : entry.name;
+      const full = path.join(dir, entry.name);
+      if (entry.isSymbolicLink()) continue;
+      const st = await lstat(full);
+      const bits = st.mode & 0o7777;
+      if (entry.isDirectory()) {
+        if (bits !== want.dir || !(await walk(full, name))) return false;
+      } else if (st.nlink !== 1 || bits !== (modes.get(name) === "100755" ? want.exec : want.file)) {
+        return false;
+      }
+    }
+    return true;
+  };
+  return walk(wt, "");
+}
+
+/** This process's umask, read without changing it (Linux), else through process.umask(). */
+function processUmask(): number {
+  try {
+    const m = /^Umask:\s*([0-7]+)$/m.exec(readFileSync("/proc/self/status", "utf8"));
+    if (m?.[1]) return Number.parseInt(m[1], 8);
+  } catch {}
+  return process.umask();
+}
+
+/**
+ * What decides how a checkout writes a file besides the file itself: the repository's filter,
+ * line-ending and attribute settings and its own attributes file. A pooled worktree written
+ * under other rules has every file written again when it is taken.
+ */
+async function checkoutRules(repo: string): Promise<string> {
+  const config = await git(
+    repo,
+    [
+      "config",
+      "--get-regexp",
+      "^(filter\\..*|core\\.(autocrlf|eol|safecrlf|symlinks|filemode|attributesfile|checkroundtripencoding|ignorecase|precomposeunicode)|lfs\\..*)$",
+    ],
+    { allowExit: [0, 1] },
+  );
+  const common = (await git(repo, ["rev-parse", "--git-common-dir"])).stdout.trim();
+  const info = await readFile(path.resolve(repo, common, "info", "attributes"), "utf8").catch(() => "");
+  const global = /^core\.attributesfile (.*)$/m.exec(config.stdout)?.[1];
+  const globalText = global
+    ? await readFile(global.replace(/^~(?=\/)/, homedir()), "utf8").catch(() => "")
+    : "";
+  return createHash("sha256").update(`${config.stdout}\0${info}\0${globalText}`).digest("hex");
+}
+
+/** The paths that differ between commit `from` and the worktree's HEAD. */
+async function changedSince(wt: string, from: string): Promise<string[]> {
+  const changed = await git(wt, ["diff-tree", "-r", "--name-only", "-z", from, "HEAD"]);
+  return changed.stdout.split("\0").filter(Boolean);
+}
+
+const isAttributes = (p: string): boolean => p === ".gitattributes" || p.endsWith("/.gitattributes");
+
+/** Whether a `.gitattributes` file differs between commit `from` and the worktree's HEAD. */
+async function attributesDiffer(wt: string, from: string): Promise<boolean> {
+  return (await changedSince(wt, from)).some(isAttributes);
+}
+
+/**
+ * Makes the files the task changed since `checkedOut` what a checkout of HEAD writes: an agent
+ * may have written a file in another form that git calls unchanged (line endings, a filter's
+ * clean side), and a later checkout would leave it so. They are deleted and written again from
+ * the index. False (not poolable) when the task changed attributes, under which every other
+ * file would be written differently too.
+ */
+async function asWrittenByCheckout(wt: string, checkedOut: string): Promise<boolean> {
+  const changed = await changedSince(wt, checkedOut);
+  if (changed.some(isAttributes)) return false;
+  if (changed.length === 0) return true;
+  await Promise.all(changed.map((p) => rm(path.join(wt, p), { force: true })));
+  await git(wt, ["checkout-index", "--index", "--force", "--quiet", "-z", "--stdin"], {
+    input: `${changed.join("\0")}\0`,
+  });
+  return true;
+}
+
+/**
+ * Whether `git worktree add` would give a new worktree of `repo` more than the commit's files:
+ * the sparse-checkout patterns and the worktree's own config (`config.worktree`) it copies from
+ * the worktree it runs in. A pooled worktree has neither, so none is taken.
+ */
+async function copiesMoreThanFiles(repo: string): Promise<boolean> {
+  const sparse = await git(repo, ["config", "--bool", "core.sparseCheckout"], { allowExit: [0, 1] });
+  if (sparse.stdout.trim() === "true") return true;
+  const gitDir = (await git(repo, ["rev-parse", "--absolute-git-dir"])).stdout.trim();
+  return existsSync(path.join(gitDir, "config.worktree"));
 }
 
 /** A linked worktree's administrative folder, from its `.git` file (`gitdir: <path>`). */
@@ -303,10 +428,16 @@ async function diskUsage(dir: string): Promise<number> {
   return kib * 1024;
 }
 
-/** What every repository's pool holds, in bytes, from the records beside the worktrees. */
+/**
+ * What every repository's pool holds, in bytes, from the records beside the worktrees. The pool
+ * of a repository that is gone is deleted instead of counted: nothing can use it any more.
+ */
 async function poolBytes(): Promise<number> {
   let total = 0;
-  for (const meta of await poolRecords()) total += meta.bytes;
+  for (const meta of await poolRecords()) {
+    if (existsSync(meta.repo)) total += meta.bytes;
+    else await rm(path.dirname(meta.file), { recursive: true, force: true });
+  }
   return total;
 }
 
@@ -318,13 +449,20 @@ async function poolRecords(): Promise<(PoolEntryMeta & { file: string })[]> {
     for (const name of await readdir(dir).catch(() => [] as string[])) {
       if (!name.endsWith(".json")) continue;
       const file = path.join(dir, name);
-      try {
-        const meta = PoolEntryMeta.safeParse(JSON.parse(await readFile(file, "utf8")));
-        if (meta.success) out.push({ ...meta.data, file });
-      } catch {}
+      const meta = await readRecord(file);
+      if (meta) out.push({ ...meta, file });
     }
   }
   return out;
+}
+
+async function readRecord(file: string): Promise<PoolEntryMeta | null> {
+  try {
+    const meta = PoolEntryMeta.safeParse(JSON.parse(await readFile(file, "utf8")));
+    return meta.success ? meta.data : null;
+  } catch {
+    return null;
+  }
 }
 
 /**

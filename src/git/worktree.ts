@@ -33,8 +33,6 @@ export function serialized<T>(repo: string, fn: () => Promise<T>): Promise<T> {
   return worktreeQueue.run(path.resolve(repo), fn);
 }
 
-const NULL_OID = "0".repeat(40);
-
 /** Where a worktree's HEAD goes: a branch (full ref name), or a commit, detached. */
 export type Checkout = { branch: string } | { detached: string };
 
@@ -57,15 +55,13 @@ async function addWorktree(repo: string, wt: string, to: Checkout): Promise<void
 }
 
 /**
- * Checks HEAD's commit out in `wt`, files and index, then runs the post-checkout hook with the
- * arguments of a new worktree: what `git worktree add` runs itself once the worktree is
- * registered (hooks such as git-lfs's rely on it). A worktree that already holds files (a
- * pooled one) has only those that differ rewritten.
+ * Checks HEAD's commit out in `wt`, files and index: what `git worktree add` runs itself once
+ * the worktree is registered (its post-checkout hook aside: termorch runs git without hooks,
+ * see repo.ts). A worktree that already holds files (a pooled one) has only those rewritten
+ * whose stat data differs from its index.
  */
 export async function fillWorktree(wt: string): Promise<void> {
   await git(wt, ["reset", "--quiet", "--hard", "--no-recurse-submodules"]);
-  const head = (await git(wt, ["rev-parse", "HEAD"])).stdout.trim();
-  await git(wt, ["hook", "run", "--ignore-missing", "post-checkout", "--", NULL_OID, head, "1"]);
 }
 
 /** What prepareTaskWorktree needs. */
@@ -302,6 +298,9 @@ export async function removeWorktree(repo: string, worktreePath: string): Promis
   );
   if (r.exitCode === 0) return;
   if (!(await lstat(wt).catch(() => null))) {
+    // Its folder is gone, so a lock (an agent's `git worktree lock`) keeps nothing: git would
+    // otherwise list it for good.
+    await git(repo, ["worktree", "unlock", wt], { allowExit: [0, 128] });
     await serialized(repo, () => git(repo, ["worktree", "prune"]));
     return;
   }
@@ -324,11 +323,16 @@ export async function removeWorktrees(repo: string, paths: readonly string[]): P
   // Compared as real paths: git lists them resolved ($TMPDIR may be a symlink, as on macOS).
   const real = (p: string): Promise<string> => realpath(p).catch(() => path.resolve(p));
   const wanted = new Set(await Promise.all(paths.map(real)));
-  const linked = await Promise.all((await listWorktrees(repo)).slice(1).map((w) => real(w.path)));
-  const doomed = linked.filter((p) => wanted.has(p));
-  await Promise.all(doomed.map((p) => rm(p, { recursive: true, force: true })));
+  const linked = await Promise.all(
+    (await listWorktrees(repo)).slice(1).map(async (w) => ({ ...w, path: await real(w.path) })),
+  );
+  const doomed = linked.filter((w) => wanted.has(w.path));
+  // A lock (an agent's `git worktree lock` of its own worktree) would keep git's record of it.
+  for (const w of doomed.filter((w) => w.locked))
+    await git(repo, ["worktree", "unlock", w.path], { allowExit: [0, 128] });
+  await Promise.all(doomed.map((w) => rm(w.path, { recursive: true, force: true })));
   if (doomed.length > 0) await serialized(repo, () => git(repo, ["worktree", "prune"]));
-  return doomed;
+  return doomed.map((w) => w.path);
 }
 
 /** Whether `ref` is a full branch name (`refs/heads/...`): the only refs termorch ever deletes. */

@@ -1,5 +1,5 @@
 import { existsSync } from "node:fs";
-import { lstat, readdir, realpath, rmdir } from "node:fs/promises";
+import { lstat, readdir, realpath, rm, rmdir } from "node:fs/promises";
 import { join, relative } from "node:path";
 import { runBranchesPrefix, runWorktreesDir } from "../fs/names.js";
 import { registeredRuns, unregisterRun } from "../fs/registry.js";
@@ -180,9 +180,16 @@ async function removeWorktrees(
 ): Promise<void> {
   const prefix = runBranchesPrefix(runId);
   const root = await realpath(ownRoot).catch(() => ownRoot);
-  for (const wt of await listWorktrees(repo)) {
+  const listed = await listWorktrees(repo);
+  for (const wt of listed) {
     const inRoot = [ownRoot, root].some((r) => !relative(r, wt.path).startsWith(".."));
     if (!(wt.branch?.startsWith(prefix) || inRoot) || wt.path === repo) continue;
+    if (inRoot && wt.prunable && existsSync(wt.path)) {
+      // Its `.git` file is gone: a removal of the run's (an rm of its folder) was interrupted.
+      await rm(wt.path, { recursive: true, force: true });
+      report.removed.push(`worktree ${wt.path} (its removal had been interrupted)`);
+      continue;
+    }
     if (!force && existsSync(wt.path)) {
       const dirty = await uncommitted(wt.path);
       if (dirty.length > 0) {
@@ -201,6 +208,15 @@ async function removeWorktrees(
     }
   }
   await git(repo, ["worktree", "prune"], { allowExit: [0, 128] }).catch(() => {});
+  // What is left in the run's own folder that git no longer knows as a worktree is what an
+  // interrupted removal left (git forgot it at a later prune): termorch's, and nothing of use.
+  const known = new Set(listed.map((w) => w.path));
+  for (const name of await readdir(root).catch(() => [] as string[])) {
+    const dir = join(root, name);
+    if (known.has(dir) || !(await lstat(dir).catch(() => null))?.isDirectory()) continue;
+    await rm(dir, { recursive: true, force: true });
+    report.removed.push(`folder ${dir} (a worktree whose removal had been interrupted)`);
+  }
 }
 
 /**

@@ -39,13 +39,16 @@ export async function cleanUpMerged(
     // Most worktrees went into the pool as their tasks succeeded; what is left could not.
     await ctx.pool?.settled();
     await killPoint(ctx.fault, "kill-in-clean-up");
-    const worktrees = order.map((id) => taskWorktree(ctx.runId, id)).filter((wt) => existsSync(wt));
+    const worktrees = order
+      .map((id) => ({ path: taskWorktree(ctx.runId, id), startCommit: ctx.tasks.get(id)!.startCommit }))
+      .filter((wt) => existsSync(wt.path));
     const queue = new PQueue({ concurrency: GIVE_CONCURRENCY });
     const unpooled: string[] = [];
     await Promise.all(
       worktrees.map((wt) =>
         queue.add(async () => {
-          if (!(await ctx.pool?.give(wt))) unpooled.push(wt);
+          const pooled = wt.startCommit !== null && (await ctx.pool?.give(wt.path, wt.startCommit));
+          if (!pooled) unpooled.push(wt.path);
         }),
       ),
     );

@@ -95,7 +95,7 @@ export async function runLevelGates(ctx: RunContext, integration: string): Promi
   } finally {
     // Into the pool when it can go there: a removal takes seconds on a large repository, and
     // the report waits for this one.
-    if (!(await ctx.pool?.give(scratch)))
+    if (!(await ctx.pool?.give(scratch, integration)))
       await removeWorktree(ctx.git!.root, scratch).catch((error: unknown) =>
         ctx.log.warn({ err: errorText(error) }, "could not remove the scratch worktree"),
       );

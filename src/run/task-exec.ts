@@ -145,7 +145,8 @@ export async function executeTask(ctx: RunContext, taskId: string, resume = fals
       await collectArtifacts(ctx, t, p);
       await transition(ctx, t, { to: "success" });
       // Its work is on its branch: the worktree can serve the run's next tasks (the warm pool).
-      if (ctx.pool && p.worktree !== null && !ctx.keepBranches) ctx.pool.giveLater(p.worktree);
+      if (ctx.pool && p.worktree !== null && t.startCommit && !ctx.keepBranches)
+        ctx.pool.giveLater(p.worktree, t.startCommit);
       return { kind: "done", ok: true };
     }
     // A worktree that is gone cannot be reset for another attempt.

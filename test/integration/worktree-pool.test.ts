@@ -1,4 +1,13 @@
-import { existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  utimesSync,
+  writeFileSync,
+} from "node:fs";
 import { join } from "node:path";
 import { execa } from "execa";
 import { describe, expect, it } from "vitest";
@@ -12,6 +21,7 @@ import {
   TEST_TMP,
   termorch,
   testFile,
+  worktreesInUse,
   writeAssignments,
 } from "./harness.js";
 
@@ -294,5 +304,114 @@ describe("the warm worktree pool", () => {
     expect(readdirSync(meet).length).toBeGreaterThanOrEqual(2);
     // The pool is off: both worktrees were removed.
     expect(events(join(ws.dir, "par"), "run.cleaned")[0]!.data).toMatchObject({ pooled: 0, removed: 2 });
+  }, 120_000);
+});
+
+describe("what an agent leaves that git does not see", () => {
+  const pooledHere = (repo: string) => worktreePaths(repo).filter((p) => p.startsWith(POOL));
+  const commitAll = (repo: string, what: string) => {
+    git(repo, "add", "-A");
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", what);
+  };
+
+  it("keeps a worktree with a submodule, changed permissions or a hard link out of the pool", async () => {
+    const ws = poolWorkspace();
+    // A submodule entry whose folder no one checks out: git neither looks into it nor cleans it.
+    const blob = git(ws.repo, "rev-parse", "HEAD").trim();
+    git(ws.repo, "update-index", "--add", "--cacheinfo", `160000,${blob},lib`);
+    mkdirSync(join(ws.repo, "lib"));
+    git(ws.repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "gitlink");
+    const r1 = await probeRun(ws, "s1", ["A"], {
+      env: { A: { EXTRA: "mkdir -p lib && echo left > lib/note.txt" } },
+    });
+    expect(r1.exitCode, r1.stderr).toBe(0);
+    expect(events(join(ws.dir, "s1"), "run.cleaned")[0]!.data).toMatchObject({ pooled: 0, removed: 1 });
+
+    const plain = poolWorkspace();
+    const outside = join(plain.dir, "outside-link");
+    const r2 = await probeRun(plain, "m1", ["A", "B"], {
+      env: { A: { EXTRA: "chmod 600 README.md" }, B: { EXTRA: `ln README.md ${outside}` } },
+    });
+    expect(r2.exitCode, r2.stderr).toBe(0);
+    expect(events(join(plain.dir, "m1"), "run.cleaned")[0]!.data).toMatchObject({ pooled: 0, removed: 2 });
+    expect(pooledHere(plain.repo)).toEqual([]);
+  }, 120_000);
+
+  it("writes a reused worktree's files as a checkout would, when an agent or the rules wrote them otherwise", async () => {
+    const ws = poolWorkspace();
+    writeFileSync(join(ws.repo, ".gitattributes"), "*.txt eol=crlf\n");
+    writeFileSync(join(ws.repo, "notes.cfg"), "notes\n");
+    commitAll(ws.repo, "crlf");
+    // The agent writes new.txt with LF; git calls it unchanged, a checkout writes CRLF.
+    const r1 = await probeRun(ws, "e1", ["A"], { env: { A: { EXTRA: "printf 'one\\n' > new.txt" } } });
+    expect(r1.exitCode, r1.stderr).toBe(0);
+    const [pooled] = pooledHere(ws.repo);
+    expect(readFileSync(join(pooled!, "new.txt"), "utf8")).toBe("one\r\n");
+    // An agent that changes the attributes: its worktree is not pooled.
+    const r2 = await probeRun(ws, "e2", ["A"], {
+      env: { A: { EXTRA: "echo '*.md eol=crlf' >> .gitattributes" } },
+    });
+    expect(r2.exitCode, r2.stderr).toBe(0);
+    expect(reusedTasks(join(ws.dir, "e2"))).toEqual(["A"]);
+    expect(events(join(ws.dir, "e2"), "run.cleaned")[0]!.data).toMatchObject({ pooled: 0, removed: 1 });
+    // The rules change while a worktree is pooled: it is taken, and every file written again.
+    const r3 = await probeRun(ws, "e3", ["A"]);
+    expect(r3.exitCode, r3.stderr).toBe(0);
+    // Its files long written (not racily clean, which would have git rewrite them anyway).
+    const [waiting] = pooledHere(ws.repo);
+    utimesSync(join(waiting!, "notes.cfg"), new Date(2000, 0, 1), new Date(2000, 0, 1));
+    git(waiting!, "update-index", "--refresh");
+    git(ws.repo, "config", "core.autocrlf", "true");
+    const od = join(ws.dir, "notes-as-seen");
+    const r4 = await probeRun(ws, "e4", ["A"], { env: { A: { EXTRA: `cp notes.cfg ${od}` } } });
+    expect(r4.exitCode, r4.stderr).toBe(0);
+    expect(reusedTasks(join(ws.dir, "e4"))).toEqual(["A"]);
+    expect(readFileSync(od, "utf8")).toBe("notes\r\n");
+  }, 120_000);
+
+  it("takes none while the repository's worktrees get more than files, and none with flags set while pooled", async () => {
+    const ws = poolWorkspace();
+    expect((await probeRun(ws, "w1", ["A", "B"])).exitCode).toBe(0);
+    const [first, second] = pooledHere(ws.repo);
+    // A flag set while pooled hides a change: that worktree is never handed out.
+    git(first!, "update-index", "--skip-worktree", "README.md");
+    writeFileSync(join(first!, "README.md"), "written while pooled\n");
+    // The main worktree gets its own config: `git worktree add` would copy it, the pool cannot.
+    git(ws.repo, "config", "extensions.worktreeConfig", "true");
+    git(ws.repo, "config", "--worktree", "user.name", "Worktree User");
+    const seen = join(ws.dir, "user-seen");
+    expect(
+      (await probeRun(ws, "w2", ["A"], { env: { A: { EXTRA: `git config user.name > ${seen}` } } })).exitCode,
+    ).toBe(0);
+    expect(reusedTasks(join(ws.dir, "w2"))).toEqual([]);
+    expect(readFileSync(seen, "utf8")).toBe("Worktree User\n");
+    git(ws.repo, "config", "--worktree", "--unset", "user.name");
+    rmSync(join(git(ws.repo, "rev-parse", "--absolute-git-dir").trim(), "config.worktree"));
+    git(ws.repo, "config", "--unset", "extensions.worktreeConfig");
+    const w3 = await probeRun(ws, "w3", ["A", "B"]);
+    expect(w3.exitCode, w3.stderr).toBe(0);
+    // The flagged one was dropped; the other (and w2's) served.
+    expect(worktreePaths(ws.repo)).not.toContain(first);
+    expect(readFileSync(join(ws.repo, "README.md"), "utf8")).toBe("hello\n");
+    expect(second).toBeDefined();
+  }, 120_000);
+
+  it("leaves nothing of a worktree its agent locked, or whose removal was interrupted", async () => {
+    const ws = poolWorkspace();
+    const r1 = await probeRun(ws, "l1", ["A"], { env: { A: { EXTRA: 'git worktree lock "$PWD"' } } });
+    expect(r1.exitCode, r1.stderr).toBe(0);
+    expect(git(ws.repo, "worktree", "list", "--porcelain")).not.toContain("locked");
+    expect(worktreesInUse(ws.repo)).toEqual([]);
+    // A failed run keeps its worktree; a removal of it killed halfway leaves a folder without
+    // its .git file, which git then forgets (any later prune): clean still removes it.
+    const r2 = await probeRun(ws, "l2", ["A"], { env: { A: { EXTRA: "exit 1" } } });
+    expect(r2.exitCode).toBe(1);
+    const [kept] = worktreesInUse(ws.repo);
+    rmSync(join(kept!, ".git"));
+    git(ws.repo, "worktree", "prune");
+    const cleaned = await termorch(["clean", "l2"], { socket });
+    expect(cleaned.exitCode, cleaned.stdout).toBe(0);
+    expect(cleaned.stdout).toContain("a worktree whose removal had been interrupted");
+    expect(existsSync(kept!)).toBe(false);
   }, 120_000);
 });
