@@ -87,7 +87,8 @@ export class WorktreePool {
    * Moves a pooled worktree to `dest` and checks `to` out there as `git worktree add` would
    * (fillWorktree), with nothing untracked or ignored left. A pooled worktree found dirty
    * (someone wrote into it since it was pooled) is never handed out: it is removed, and the next
-   * one tried. False when the pool has none (then `dest` does not exist).
+   * one tried. False when the pool has none, or checking one out failed (then `dest` does not
+   * exist, and the caller adds a new worktree).
    */
   async take(dest: string, to: Checkout): Promise<boolean> {
     if (this.limits.maxWorktrees === 0 || (await copiesMoreThanFiles(this.repo))) return false;
@@ -120,9 +121,10 @@ export class WorktreePool {
         await fillWorktree(dest);
         // Empty folders: a checkout leaves them, and git status does not show them.
         await git(dest, ["clean", "-q", "-ffdx"]);
-      } catch (error) {
+      } catch {
+        // Whatever went wrong with this one, a new worktree is still as good as before.
         await removeWorktree(this.repo, dest).catch(() => {});
-        throw error;
+        return false;
       }
       return true;
     }
