@@ -759,7 +759,10 @@ async function drive(
   // The prompts as the agents got them, unredacted: no one needs them once the run is reported
   // (artifacts/<id>/prompt.md keeps the redacted text).
   await rm(join(privateDir, "prompts"), { recursive: true, force: true }).catch(() => {});
-  await opts.onReport?.(result);
+  // Its failure is the caller's to handle (the daemon answers again once the run returns).
+  await opts
+    .onReport?.(result)
+    .catch((error: unknown) => ctx.log.warn({ err: errorText(error) }, "could not hand the report on"));
   // Awaited (bounded by notify.timeout_s): a cron job's run returns once it was told.
   await ctx.notifier.runFinished(report, result.reportPath);
   const merged = stage.merge.result === "success" ? stage.merge.resultCommit : null;
