@@ -184,12 +184,9 @@ async function removeWorktrees(
   for (const wt of listed) {
     const inRoot = [ownRoot, root].some((r) => !relative(r, wt.path).startsWith(".."));
     if (!(wt.branch?.startsWith(prefix) || inRoot) || wt.path === repo) continue;
-    if (inRoot && wt.prunable && existsSync(wt.path)) {
-      // Its `.git` file is gone: a removal of the run's (an rm of its folder) was interrupted.
-      await rm(wt.path, { recursive: true, force: true });
-      report.removed.push(`worktree ${wt.path} (its removal had been interrupted)`);
-      continue;
-    }
+    // Its folder is there without its `.git` file (a removal was interrupted): the prune below
+    // forgets it, and what is left of the folder goes with the run folder's other leftovers.
+    if (wt.prunable && existsSync(wt.path)) continue;
     if (!force && existsSync(wt.path)) {
       const dirty = await uncommitted(wt.path);
       if (dirty.length > 0) {
@@ -210,7 +207,7 @@ async function removeWorktrees(
   await git(repo, ["worktree", "prune"], { allowExit: [0, 128] }).catch(() => {});
   // What is left in the run's own folder that git no longer knows as a worktree is what an
   // interrupted removal left (git forgot it at a later prune): termorch's, and nothing of use.
-  const known = new Set(listed.map((w) => w.path));
+  const known = new Set(listed.filter((w) => !w.prunable).map((w) => w.path));
   for (const name of await readdir(root).catch(() => [] as string[])) {
     const dir = join(root, name);
     if (known.has(dir) || !(await lstat(dir).catch(() => null))?.isDirectory()) continue;

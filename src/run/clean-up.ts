@@ -1,6 +1,5 @@
 import { existsSync } from "node:fs";
 import { rmdir } from "node:fs/promises";
-import PQueue from "p-queue";
 import { runWorktreesDir, taskWorktree } from "../fs/names.js";
 import { deleteMergedBranches, isBranch, removeWorktrees } from "../git/worktree.js";
 import type { RunContext } from "./context.js";
@@ -9,7 +8,7 @@ import { errorText } from "./task-exec.js";
 
 /** What the clean-up after a merge did (the ledger's `run.cleaned`). */
 export interface CleanUpResult {
-  /** Worktrees the run put into the warm pool (as its tasks succeeded, or here). */
+  /** Worktrees the run put into the warm pool (as its tasks succeeded, and its gates' one). */
   pooled: number;
   /** Task worktrees deleted (the pool was full or off, or one could not be pooled safely). */
   removed: number;
@@ -17,15 +16,13 @@ export interface CleanUpResult {
   kept_branches: string[];
 }
 
-/** Worktrees prepared for the pool at once: each is a few git processes, mostly disk-bound. */
-const GIVE_CONCURRENCY = 4;
-
 /**
  * After a successful merge, once the report is written (and the daemon's answer): the task
- * worktrees that did not go into the warm pool as their tasks succeeded go there now (or are
- * deleted), then the run's merged branches, so the report never waits for them (seconds per worktree on a large repository). A crash in here
- * leaves worktrees and branches under the run's names, which `termorch clean` removes, and a
- * pool that drops whatever was half-moved (git/worktree-pool.ts). Nothing here fails the run.
+ * worktrees that did not go into the warm pool as their tasks succeeded (the pool refused them,
+ * or was full or off) are deleted, then the run's merged branches, so the report never waits
+ * for them (seconds per worktree on a large repository). A crash in here leaves worktrees and
+ * branches under the run's names, which `termorch clean` removes, and a pool that drops
+ * whatever was half-moved (git/worktree-pool.ts). Nothing here fails the run.
  */
 export async function cleanUpMerged(
   ctx: RunContext,
@@ -36,25 +33,12 @@ export async function cleanUpMerged(
   const result: CleanUpResult = { pooled: 0, removed: 0, kept_branches: [] };
   const root = ctx.git!.root;
   try {
-    // Most worktrees went into the pool as their tasks succeeded; what is left could not.
     await ctx.pool?.settled();
     await killPoint(ctx.fault, "kill-in-clean-up");
-    const worktrees = order
-      .map((id) => ({ path: taskWorktree(ctx.runId, id), startCommit: ctx.tasks.get(id)!.startCommit }))
-      .filter((wt) => existsSync(wt.path));
-    const queue = new PQueue({ concurrency: GIVE_CONCURRENCY });
-    const unpooled: string[] = [];
-    await Promise.all(
-      worktrees.map((wt) =>
-        queue.add(async () => {
-          const pooled = wt.startCommit !== null && (await ctx.pool?.give(wt.path, wt.startCommit));
-          if (!pooled) unpooled.push(wt.path);
-        }),
-      ),
-    );
     result.pooled = ctx.pool?.given ?? 0;
     // In bulk: a git process per task was most of what a run spent after its merge.
-    result.removed = (await removeWorktrees(root, unpooled)).length;
+    const left = order.map((id) => taskWorktree(ctx.runId, id)).filter((wt) => existsSync(wt));
+    result.removed = (await removeWorktrees(root, left)).length;
     // Branches the agents created go with their task branches (only when merged: nothing is
     // lost). Only branches: a tag or a remote-tracking ref is never termorch's to delete.
     const branches = order.flatMap((id) => {

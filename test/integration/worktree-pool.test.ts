@@ -16,9 +16,9 @@ import {
   cliEnv,
   git,
   lines,
+  POOL_DIR,
   ROOT,
   readReport,
-  TEST_TMP,
   termorch,
   testFile,
   worktreesInUse,
@@ -27,9 +27,6 @@ import {
 
 const PROBE_SH = join(ROOT, "test", "fixtures", "agents", "pool-probe.sh");
 const { socket, workspace } = testFile("pool");
-
-/** The pool folder of this test file's per-user folder (its TMPDIR). */
-const POOL = join(TEST_TMP, `termorch-${process.getuid?.() ?? "user"}`, "pool");
 
 /** A repository with ignored build output and a linked node_modules, and a probe folder. */
 function poolWorkspace() {
@@ -105,6 +102,10 @@ const worktreePaths = (repo: string): string[] =>
     .filter((l) => l.startsWith("worktree "))
     .map((l) => l.slice("worktree ".length));
 
+/** The repository's worktrees that are in termorch's pool. */
+const pooledHere = (repo: string): string[] =>
+  worktreePaths(repo).filter((p) => p.startsWith(`${POOL_DIR}/`));
+
 describe("the warm worktree pool", () => {
   it("hands a later run a worktree the agent cannot tell from a fresh one, as the base moves", async () => {
     const ws = poolWorkspace();
@@ -125,7 +126,7 @@ describe("the warm worktree pool", () => {
       // Nothing of the run is left but its pooled worktrees: no branch, no folder of its own.
       expect(git(ws.repo, "for-each-ref", "--format=%(refname)", "refs/heads/termorch/")).toBe("");
       expect(events(runDir, "run.cleaned")[0]!.data).toMatchObject({ pooled: 2, removed: 0 });
-      expect(worktreePaths(ws.repo).filter((p) => p.startsWith(POOL))).toHaveLength(2);
+      expect(pooledHere(ws.repo)).toHaveLength(2);
     }
     // The merged result is every run's lines, and the include link was never followed.
     expect(readFileSync(join(ws.repo, "f-A.txt"), "utf8")).toBe("p1 A\np2 A\np3 A\n");
@@ -138,7 +139,7 @@ describe("the warm worktree pool", () => {
     expect(cleaned.exitCode, cleaned.stderr).toBe(0);
     expect(cleaned.stdout).toContain("emptied the warm worktree pool: 2 worktrees removed");
     expect(worktreePaths(ws.repo)).toEqual([git(ws.repo, "rev-parse", "--show-toplevel").trim()]);
-    expect(existsSync(POOL)).toBe(false);
+    expect(existsSync(POOL_DIR)).toBe(false);
   }, 120_000);
 
   it("hands a run's later tasks the worktrees of its finished ones", async () => {
@@ -162,7 +163,7 @@ describe("the warm worktree pool", () => {
     // B started from A's result, C from B's.
     expect(readFileSync(join(ws.probe, "chain-C.txt"), "utf8")).toContain("./f-B.txt");
     expect(readFileSync(join(ws.repo, "f-A.txt"), "utf8")).toBe("chain A\n");
-    expect(worktreePaths(ws.repo).filter((p) => p.startsWith(POOL))).toHaveLength(1);
+    expect(pooledHere(ws.repo)).toHaveLength(1);
   }, 120_000);
 
   it("keeps within its bounds: worktrees per repository, and disk", async () => {
@@ -172,7 +173,7 @@ describe("the warm worktree pool", () => {
     const r1 = await probeRun(ws, "b1", ["A", "B", "C"], { config: one });
     expect(r1.exitCode, r1.stderr).toBe(0);
     expect(events(join(ws.dir, "b1"), "run.cleaned")[0]!.data).toMatchObject({ pooled: 1, removed: 2 });
-    expect(worktreePaths(ws.repo).filter((p) => p.startsWith(POOL))).toHaveLength(1);
+    expect(pooledHere(ws.repo)).toHaveLength(1);
     const noDisk = join(ws.dir, "no-disk.json");
     writeFileSync(noDisk, JSON.stringify({ git: { pool: { max_disk_mb: 0 } } }));
     const r2 = await probeRun(ws, "b2", ["A", "B"], { config: noDisk });
@@ -180,7 +181,7 @@ describe("the warm worktree pool", () => {
     // It took the pooled one, and could give nothing back.
     expect(reusedTasks(join(ws.dir, "b2"))).toHaveLength(1);
     expect(events(join(ws.dir, "b2"), "run.cleaned")[0]!.data).toMatchObject({ pooled: 0, removed: 2 });
-    expect(worktreePaths(ws.repo).filter((p) => p.startsWith(POOL))).toEqual([]);
+    expect(pooledHere(ws.repo)).toEqual([]);
   }, 120_000);
 
   it("never pools a worktree with index flags, and never hands out one that was written into", async () => {
@@ -189,7 +190,7 @@ describe("the warm worktree pool", () => {
     expect(r1.exitCode, r1.stderr).toBe(0);
     // C's worktree has README.md marked assume-unchanged: removed, not pooled.
     expect(events(join(ws.dir, "d1"), "run.cleaned")[0]!.data).toMatchObject({ pooled: 2, removed: 1 });
-    const pooled = worktreePaths(ws.repo).filter((p) => p.startsWith(POOL));
+    const pooled = pooledHere(ws.repo);
     expect(pooled).toHaveLength(2);
     // Someone writes into both pooled worktrees: an untracked file, a changed tracked file.
     writeFileSync(join(pooled[0]!, "stray.txt"), "left here\n");
@@ -207,14 +208,14 @@ describe("the warm worktree pool", () => {
     // The dirty ones are gone; the pool holds the run's two clean worktrees instead.
     const now = worktreePaths(ws.repo);
     for (const p of pooled) expect(now).not.toContain(p);
-    expect(now.filter((p) => p.startsWith(POOL))).toHaveLength(2);
+    expect(now.filter((p) => p.startsWith(POOL_DIR))).toHaveLength(2);
   }, 120_000);
 
   it("never gives two concurrent runs the same pooled worktree", async () => {
     const ws = poolWorkspace();
     const warm = await probeRun(ws, "w1", ["A", "B", "C", "D"]);
     expect(warm.exitCode, warm.stderr).toBe(0);
-    expect(worktreePaths(ws.repo).filter((p) => p.startsWith(POOL))).toHaveLength(4);
+    expect(pooledHere(ws.repo)).toHaveLength(4);
     // Two runs on two folders of the same repository (a lock per folder), whose six agents all
     // run at once (a barrier): six worktrees in use together, four of them from the pool.
     for (const sub of ["left", "right"]) {
@@ -308,7 +309,6 @@ describe("the warm worktree pool", () => {
 });
 
 describe("what an agent leaves that git does not see", () => {
-  const pooledHere = (repo: string) => worktreePaths(repo).filter((p) => p.startsWith(POOL));
   const commitAll = (repo: string, what: string) => {
     git(repo, "add", "-A");
     git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", what);
