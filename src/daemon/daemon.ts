@@ -255,7 +255,9 @@ export class Daemon {
       try {
         if (existsSync(statePath)) {
           const state = await readState(dir);
-          if (state.phase === "running" && !(await reportOf(reportPath, state.run_id))) {
+          // A report beside a running state is a driver that died before it recorded the end
+          // (or left the target's move unfinished): the resume finishes it and reports again.
+          if (state.phase === "running") {
             this.opts.log.info({ run: runId }, "resuming an unfinished run");
             this.track(this.drive(runId, () => resumeRun({ runDir: dir, ...this.driveOptions(runId) })));
             continue;

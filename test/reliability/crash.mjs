@@ -121,7 +121,8 @@ const counts = (dir) =>
   );
 
 /** Gate processes (crash-gate.sh or its `crashgate-sleep`) still alive in the sandbox. */
-const gateProcesses = (box) => processesUnder(box.dir).filter((p) => /crash-gate\.sh|crashgate-sleep/.test(p));
+const gateProcesses = (box) =>
+  processesUnder(box.dir).filter((p) => /crash-gate\.sh|crashgate-sleep/.test(p));
 
 const readJson = (file) => {
   try {
@@ -149,7 +150,8 @@ async function startDaemon(box, home, fault) {
     "the daemon to watch its inbox",
     60_000,
   );
-  return d;
+  // In an object: an async function returning the process's promise would wait for its end.
+  return { d };
 }
 
 /** Runs one trial; returns what the figures are made of. */
@@ -222,7 +224,7 @@ async function trial(k, spec, seed) {
       runDir = join(home, "runs", runId);
       const outbox = join(home, "outbox", `${runId}.json`);
       const fault = spec.kind === "point" ? spec.fault : null;
-      const d = await startDaemon(box, home, fault);
+      const { d } = await startDaemon(box, home, fault);
       writeFileSync(join(home, "inbox", `${runId}.json`), JSON.stringify(body));
       if (spec.kind === "random") {
         const delay = rnd.int(300, 7000);
@@ -231,18 +233,21 @@ async function trial(k, spec, seed) {
         clearTimeout(timer);
         notes.push(`delay ${delay} ms`);
       } else {
-        await Promise.race([d, waitFor(() => existsSync(outbox), "an answer", 120_000).catch(() => {})]);
+        // The fault kills it (some points come after its answer, in the clean-up).
+        const timeout = new Promise((r) => setTimeout(r, 120_000));
+        await Promise.race([d, timeout]);
+        if (!d.settled) notes.push("the fault point was not reached");
       }
       // Whatever happened, this daemon goes (SIGKILL if the fault did not), then one starts again.
       d.child.kill("SIGKILL");
       const first = await d;
       exits.push(first.signal ?? first.exitCode);
-      const again = await startDaemon(box, home, null);
+      const { d: again } = await startDaemon(box, home, null);
       const answered = await waitFor(() => existsSync(outbox), "the restarted daemon's answer", 120_000).then(
         () => true,
         () => false,
       );
-      // Let it finish its clean-up after the answer, then stop it the way a user does.
+      // Then it is stopped the way a user does.
       await waitFor(
         () => {
           const s = readJson(join(runDir, "state.json"));
@@ -251,9 +256,7 @@ async function trial(k, spec, seed) {
         "the run to be reported",
         60_000,
       ).catch(() => {});
-      await waitFor(() => !existsSync(join(runDir, ".termorch", runId, "tasks")), "the run's clean-up", 20_000).catch(
-        () => {},
-      );
+      // Stopping detaches: a run still in its clean-up finishes it first.
       again.child.kill("SIGTERM");
       const second = await again;
       exits.push(second.signal ?? second.exitCode);
@@ -298,7 +301,8 @@ async function check(box, repo, base, runDir, body, recovered) {
     const state = readJson(join(runDir, "state.json"));
     const parsed = r.ok ? Report.safeParse(r.value) : null;
     if (!r.ok) problems.push(`report ${r.problem}`);
-    else if (!parsed.success) problems.push(`report does not match its schema: ${parsed.error.message.slice(0, 300)}`);
+    else if (!parsed.success)
+      problems.push(`report does not match its schema: ${parsed.error.message.slice(0, 300)}`);
     else report = parsed.data;
     if (report && state.ok) {
       const s = state.value;
@@ -308,9 +312,7 @@ async function check(box, repo, base, runDir, body, recovered) {
       for (const t of report.tasks) {
         const st = s.tasks.find((x) => x.id === t.id);
         if (!st || st.state !== t.status || st.attempts !== t.attempts)
-          problems.push(
-            `task ${t.id}: report ${t.status}/${t.attempts}, state ${st?.state}/${st?.attempts}`,
-          );
+          problems.push(`task ${t.id}: report ${t.status}/${t.attempts}, state ${st?.state}/${st?.attempts}`);
       }
     } else if (report) problems.push("state.json unreadable beside a report");
     if (problems.some((p) => /report|state/.test(p))) f.reportBad = 1;
@@ -321,10 +323,15 @@ async function check(box, repo, base, runDir, body, recovered) {
         problems.push(`task ${id} ran ${runs[id]} times (max attempts ${max[id]}, reported ${reported})`);
       }
     }
-    const ledger = spawnSync(process.execPath, [BIN, "verify-ledger", runDir], { env: box.env, encoding: "utf8" });
+    const ledger = spawnSync(process.execPath, [BIN, "verify-ledger", runDir], {
+      env: box.env,
+      encoding: "utf8",
+    });
     if (ledger.status !== 0) {
       f.ledgerBad = 1;
-      problems.push(`verify-ledger exit ${ledger.status}: ${(ledger.stdout + ledger.stderr).trim().slice(0, 300)}`);
+      problems.push(
+        `verify-ledger exit ${ledger.status}: ${(ledger.stdout + ledger.stderr).trim().slice(0, 300)}`,
+      );
     }
   }
   f.merge = report?.merge.result ?? null;
@@ -353,7 +360,8 @@ async function check(box, repo, base, runDir, body, recovered) {
 
   if (started) {
     const c = spawnSync(process.execPath, [BIN, "clean", runDir], { env: box.env, encoding: "utf8" });
-    if (c.status !== 0) problems.push(`clean exit ${c.status}: ${(c.stdout + c.stderr).trim().slice(0, 300)}`);
+    if (c.status !== 0)
+      problems.push(`clean exit ${c.status}: ${(c.stdout + c.stderr).trim().slice(0, 300)}`);
   }
   const left = leftovers(box, repo);
   const n = left.sessions.length + left.worktrees.length + left.branches.length + left.processes.length;
@@ -390,7 +398,12 @@ async function main(opts) {
     try {
       r = await trial(k, spec, trialSeed(opts.seed, k));
     } catch (error) {
-      r = { problems: [`trial crashed: ${error.stack ?? error}`], outcome: "harness error", exits: [], notes: [] };
+      r = {
+        problems: [`trial crashed: ${error.stack ?? error}`],
+        outcome: "harness error",
+        exits: [],
+        notes: [],
+      };
       figures.reports_missing_or_torn += 1;
     }
     bump(figures.trials_by_point, label);
