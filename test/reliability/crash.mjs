@@ -69,12 +69,10 @@ function planTrials(opts) {
     plan.push({ kind: "random", driver: "run" });
     plan.push({ kind: "tmux", driver: "run", alsoDriver: true });
   } else {
-    for (let round = 0; round < 2; round++) {
-      for (const f of pointIds) plan.push({ kind: "point", driver: "run", fault: f });
-      for (const f of pointIds) plan.push({ kind: "point", driver: "daemon", fault: f });
-    }
-    for (let i = 0; i < 24; i++) plan.push({ kind: "random", driver: i % 3 === 2 ? "daemon" : "run" });
-    for (let i = 0; i < 8; i++) plan.push({ kind: "tmux", driver: "run", alsoDriver: i % 2 === 1 });
+    for (const f of pointIds) plan.push({ kind: "point", driver: "run", fault: f });
+    for (const f of pointIds) plan.push({ kind: "point", driver: "daemon", fault: f });
+    for (let i = 0; i < 52; i++) plan.push({ kind: "random", driver: i % 3 === 2 ? "daemon" : "run" });
+    for (let i = 0; i < 16; i++) plan.push({ kind: "tmux", driver: "run", alsoDriver: i % 2 === 1 });
   }
   const n = opts.trials ?? plan.length;
   return Array.from({ length: n }, (_, k) => plan[k % plan.length]);
@@ -84,7 +82,7 @@ function planTrials(opts) {
 function assignmentsOf(runId, trialDir, repo, rnd) {
   const counterDir = join(trialDir, "counter");
   mkdirSync(counterDir, { recursive: true });
-  const sleep = () => (0.1 + rnd.next() * 0.3).toFixed(2);
+  const sleep = () => (0.05 + rnd.next() * 0.25).toFixed(2);
   const task = (id, deps, extra = {}, env = {}) => ({
     id,
     agent: "crash",
@@ -132,11 +130,25 @@ const readJson = (file) => {
   }
 };
 
+/** Polls `check` every 20 ms until it holds (`found` resolves) or `stop()`. */
+function polling(check) {
+  let timer;
+  const found = new Promise((resolveFound) => {
+    timer = setInterval(() => {
+      if (check()) {
+        clearInterval(timer);
+        resolveFound();
+      }
+    }, 20);
+  });
+  return { found, stop: () => clearInterval(timer) };
+}
+
 /** termorch(...) whose `settled` says whether the process has ended. */
 function started(box, args, o = {}) {
   const p = termorch(box, args, o);
   p.settled = false;
-  p.then(() => {
+  void p.then(() => {
     p.settled = true;
   });
   return p;
@@ -211,7 +223,7 @@ async function trial(k, spec, seed) {
         exits.push(r.exitCode);
         recovered = `not started; run again (exit ${r.exitCode})`;
       } else if (state.value.phase === "reported") {
-        recovered = "finished before the kill";
+        recovered = first.signal ? "reported before the kill" : `ran to its end (exit ${first.exitCode})`;
       } else {
         const r = await termorch(box, ["resume", runDir]);
         exits.push(r.exitCode);
@@ -226,27 +238,32 @@ async function trial(k, spec, seed) {
       const fault = spec.kind === "point" ? spec.fault : null;
       const { d } = await startDaemon(box, home, fault);
       writeFileSync(join(home, "inbox", `${runId}.json`), JSON.stringify(body));
-      if (spec.kind === "random") {
-        const delay = rnd.int(300, 7000);
-        const timer = setTimeout(() => d.child.kill("SIGKILL"), delay);
-        await Promise.race([d, waitFor(() => existsSync(outbox), "an answer", 120_000).catch(() => {})]);
-        clearTimeout(timer);
-        notes.push(`delay ${delay} ms`);
-      } else {
-        // The fault kills it (some points come after its answer, in the clean-up).
-        const timeout = new Promise((r) => setTimeout(r, 120_000));
-        await Promise.race([d, timeout]);
-        if (!d.settled) notes.push("the fault point was not reached");
-      }
+      // Until the daemon dies (the fault, or the random kill), or answers (then it is killed).
+      const answerSeen = polling(() => existsSync(outbox));
+      const delay = spec.kind === "random" ? rnd.int(300, 7000) : null;
+      if (delay !== null) notes.push(`delay ${delay} ms`);
+      // Some fault points come after the answer (the clean-up): waited for.
+      const timer = setTimeout(() => d.child.kill("SIGKILL"), delay ?? 120_000);
+      await Promise.race([d, ...(spec.kind === "random" ? [answerSeen.found] : [])]);
+      answerSeen.stop();
+      clearTimeout(timer);
       // Whatever happened, this daemon goes (SIGKILL if the fault did not), then one starts again.
       d.child.kill("SIGKILL");
       const first = await d;
       exits.push(first.signal ?? first.exitCode);
       const { d: again } = await startDaemon(box, home, null);
-      const answered = await waitFor(() => existsSync(outbox), "the restarted daemon's answer", 120_000).then(
-        () => true,
-        () => false,
-      );
+      // A daemon killed between reserving runs/<id> and moving the file in leaves that folder
+      // empty: the next one claims the file as <id>-2 (by design), and answers under that name.
+      const answer = await waitFor(
+        () => readdirSync(join(home, "outbox")).find((f) => f.startsWith(runId)),
+        "the restarted daemon's answer",
+        120_000,
+      ).catch(() => null);
+      const answered = answer !== null;
+      if (answered && answer !== `${runId}.json`) {
+        notes.push(`answered as ${answer}`);
+        runDir = join(home, "runs", answer.replace(/\.json$/, ""));
+      }
       // Then it is stopped the way a user does.
       await waitFor(
         () => {
@@ -261,6 +278,12 @@ async function trial(k, spec, seed) {
       const second = await again;
       exits.push(second.signal ?? second.exitCode);
       recovered = answered ? "answered after restart" : "NOT answered after restart";
+      if (!answered) {
+        const ls = (d) => (existsSync(d) ? readdirSync(d).join(",") : "-");
+        notes.push(
+          `inbox [${ls(join(home, "inbox"))}] runs [${ls(join(home, "runs"))}] run dir [${ls(runDir)}] outbox [${ls(join(home, "outbox"))}]`,
+        );
+      }
     }
     return { ...(await check(box, repo, base, runDir, body, recovered)), notes, exits };
   } finally {
