@@ -255,17 +255,16 @@ export class Daemon {
       try {
         if (existsSync(statePath)) {
           const state = await readState(dir);
-          if (state.phase === "running" && !(await reportOf(reportPath, state.run_id))) {
+          // A report beside a running state is a driver that died before it recorded the end
+          // (or left the target's move unfinished): the resume finishes it and reports again.
+          if (state.phase === "running") {
             this.opts.log.info({ run: runId }, "resuming an unfinished run");
             this.track(this.drive(runId, () => resumeRun({ runDir: dir, ...this.driveOptions(runId) })));
             continue;
           }
-        } else if (
-          !existsSync(reportPath) &&
-          existsSync(join(dir, "assignments.json")) &&
-          existsSync(join(dir, "claim.json"))
-        ) {
-          // Claimed, but the daemon died before the run started.
+        } else if (!existsSync(reportPath) && existsSync(join(dir, "assignments.json"))) {
+          // Claimed, but the daemon died before the run started (claim.json may be missing: it
+          // is written after the file was moved in, and is then read as damaged).
           const claimed = await readClaim(dir);
           // Only the inbox file's folder matters (workspace_dir is relative to it), and the inbox
           // is watched without subfolders: a damaged record is as good as this home's inbox.

@@ -24,6 +24,25 @@ import type { AdvanceTargetOptions } from "../git/advance.js";
  *   worktree: a resume must take the branch over.
  * - `after-worktree-added[:task]`: SIGKILL right after a task worktree was added, before its
  *   start commit was recorded: a resume must take branch and worktree over.
+ * - `kill-after-accepted`: SIGKILL once the ledger says run.accepted, before state.json or any
+ *   task: a resume must start the run from nothing.
+ * - `kill-after-attempt-recorded[:task]`: SIGKILL once an attempt is recorded (its number and
+ *   folder in the task journal), before its session exists: a resume launches it, under the same
+ *   attempt number.
+ * - `kill-while-running[:task]`: SIGKILL once the agent runs in its session: a resume adopts it.
+ * - `kill-after-exit[:task]`: SIGKILL once the driver has seen the attempt's exit record, before
+ *   its gates: a resume takes the exit from the record, never runs the attempt again.
+ * - `kill-in-gate[:task]`: SIGKILL while the task's tests_cmd gate runs (once its process group
+ *   is recorded): the gate must not outlive the driver, and a resume runs it again.
+ * - `kill-after-status[:task]`: SIGKILL once the task's final state (success or failed) is
+ *   written (status file, journal).
+ * - `kill-after-integration-commit`: SIGKILL once the integration commit and branch exist,
+ *   before the target moves.
+ * - `kill-after-worktree-update`: SIGKILL once ref, index and work tree all moved, before the
+ *   driver knows: a resume must report the merge, not merge again.
+ * - `kill-before-report`: SIGKILL once the ledger says report.written, before the file is.
+ * - `kill-after-report`: SIGKILL once execution_report.json is written, before state.json says
+ *   the run is reported: a resume writes the same outcome again.
  * - `pause-before-drive`: the driver writes `<run-dir>/fault-paused` and waits for
  *   `<run-dir>/fault-continue` between inspecting the workspace and starting the tasks, so a
  *   test can act (commit as the user) in that window.
@@ -38,6 +57,16 @@ export type FaultPoint =
   | "kill-after-put-back"
   | "after-branch-created"
   | "after-worktree-added"
+  | "kill-after-accepted"
+  | "kill-after-attempt-recorded"
+  | "kill-while-running"
+  | "kill-after-exit"
+  | "kill-in-gate"
+  | "kill-after-status"
+  | "kill-after-integration-commit"
+  | "kill-after-worktree-update"
+  | "kill-before-report"
+  | "kill-after-report"
   | "pause-before-drive"
   | "pause-before-merge";
 
@@ -63,7 +92,21 @@ export async function killPoint(fault: Fault, point: FaultPoint, taskId?: string
   if (armed(fault, point, taskId)) await die();
 }
 
-/** The hooks of advanceTarget for `after-ref-update` and `kill-after-ref-update`. */
+/**
+ * `kill-in-gate`: SIGKILLs the driver once the gate whose process group goes to `record` has
+ * started (the file appears), so the gate is cut off mid-run rather than before it began.
+ */
+export function gatePoint(fault: Fault, taskId: string | undefined, record: string): void {
+  if (!armed(fault, "kill-in-gate", taskId)) return;
+  const poll = setInterval(() => {
+    if (existsSync(record)) {
+      clearInterval(poll);
+      void die();
+    }
+  }, 5);
+}
+
+/** The hooks of advanceTarget for `after-ref-update`, `kill-after-ref-update` and `kill-after-worktree-update`. */
 export function advanceHooks(fault: Fault): Pick<AdvanceTargetOptions, "hooks"> {
   if (armed(fault, "after-ref-update"))
     return {
@@ -74,6 +117,7 @@ export function advanceHooks(fault: Fault): Pick<AdvanceTargetOptions, "hooks"> 
       },
     };
   if (armed(fault, "kill-after-ref-update")) return { hooks: { afterRefUpdate: die } };
+  if (armed(fault, "kill-after-worktree-update")) return { hooks: { afterWorktreeUpdate: die } };
   return {};
 }
 

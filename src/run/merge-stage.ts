@@ -111,6 +111,7 @@ async function mergeTasks(
     identity: ctx.identity,
   });
   outcome.resultCommit = integration;
+  await killPoint(ctx.fault, "kill-after-integration-commit");
 
   let validation: Report["summary"]["validation"] = "skipped";
   const validate = async (commit: string, what: string): Promise<MergeStageResult | "detached" | null> => {

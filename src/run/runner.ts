@@ -33,7 +33,7 @@ import { TmuxServer } from "../tmux/server.js";
 import { cleanUpMerged } from "./clean-up.js";
 import type { GitRun, LiveRun, RunContext, RunSettings } from "./context.js";
 import { dispatch } from "./dispatch.js";
-import { pausePoint } from "./faults.js";
+import { killPoint, pausePoint } from "./faults.js";
 import { clearMergeIntent } from "./merge-intent.js";
 import { integrationBranchOf } from "./merge-recovery.js";
 import { type MergeStageResult, mergeStage } from "./merge-stage.js";
@@ -672,6 +672,7 @@ async function drive(
       base_commit: ctx.git?.baseCommit ?? null,
       target: ctx.git?.targetRef ?? null,
     });
+    await killPoint(ctx.fault, "kill-after-accepted");
     await ledger.append("run.planned", {
       waves: ctx.plan.waves,
       critical_path: ctx.plan.criticalPath,
@@ -741,7 +742,9 @@ async function drive(
     skipped_tasks: report.summary.skipped_tasks,
     cancelled_tasks: report.summary.cancelled_tasks,
   });
+  await killPoint(ctx.fault, "kill-before-report");
   const result = await writeReport(runDir, report);
+  await killPoint(ctx.fault, "kill-after-report");
   await ctx.saveFinal({
     ...ctx.state(),
     // A move of the target left unfinished keeps the run open: `termorch resume` finishes it.

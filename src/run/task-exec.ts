@@ -24,7 +24,7 @@ import { withTrailers } from "../git/repo.js";
 import { redactFile } from "../redact/redact-file.js";
 import type { ExitRecord, RunningAttempt } from "../runner/task-runner.js";
 import { inWorkspace, type RunContext } from "./context.js";
-import { prepareHooks } from "./faults.js";
+import { killPoint, prepareHooks } from "./faults.js";
 import { watchInteractive } from "./interactive.js";
 import { type AttemptOutcome, classifyExit, coreGate } from "./outcome.js";
 import { writePrompt } from "./prompt.js";
@@ -144,6 +144,7 @@ export async function executeTask(ctx: RunContext, taskId: string, resume = fals
     if (reason === null) {
       await collectArtifacts(ctx, t, p);
       await transition(ctx, t, { to: "success" });
+      await killPoint(ctx.fault, "kill-after-status", t.id);
       // Its work is on its branch: the worktree can serve the run's next tasks (the warm pool).
       if (ctx.pool && p.worktree !== null && t.startCommit && !ctx.keepBranches)
         ctx.pool.giveLater(p.worktree, t.startCommit);
@@ -223,6 +224,7 @@ async function runAttempt(ctx: RunContext, t: TaskRun, p: TaskPlan): Promise<Att
   // Recorded before the session exists, so an interrupted run knows which session to look for
   // (a resume also finds attempts by their folders, which the launch creates first).
   ctx.journal.write(t);
+  await killPoint(ctx.fault, "kill-after-attempt-recorded", t.id);
   try {
     await writePrompt(ctx, p);
   } catch (error) {
@@ -279,6 +281,7 @@ async function launchAndWatch(ctx: RunContext, t: TaskRun, p: TaskPlan): Promise
     t.id,
   );
   await transition(ctx, t, { to: "running" });
+  await killPoint(ctx.fault, "kill-while-running", t.id);
   return watchAttempt(ctx, t, p, running);
 }
 
@@ -363,6 +366,7 @@ async function watchAttempt(
       "ended what the attempt left in its cgroup",
     );
   await ctx.ledger.append("task.exited", { attempt: t.attempts, ...record }, t.id);
+  await killPoint(ctx.fault, "kill-after-exit", t.id);
   // Ended by termorch as done (`termorch finish`, done_when): its exit counts as exit 0.
   const done = interactive?.endedAsDone && !timedOut && !stopped && !record.launch_failed;
   if (done) return { record, reason: null, detail: null };
@@ -477,6 +481,7 @@ async function runGates(ctx: RunContext, t: TaskRun, p: TaskPlan): Promise<Attem
       env: attemptEnv(p, t),
       timeoutS: p.timeoutS,
       logName: `tests-${t.id}`,
+      taskId: t.id,
     });
     if (gate === "detached") return "detached";
     gates.push(gate);
@@ -571,6 +576,7 @@ async function onlyFiles(root: string, rels: string[]): Promise<string[]> {
 /** A task that ran (or tried to) and failed: its reason and detail. */
 async function fail(ctx: RunContext, t: TaskRun, reason: Reason, detail: string | null): Promise<TaskEnd> {
   await transition(ctx, t, { to: "failed", reason, detail });
+  await killPoint(ctx.fault, "kill-after-status", t.id);
   return { kind: "done", ok: false };
 }
 

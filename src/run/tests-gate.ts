@@ -3,6 +3,7 @@ import { join } from "node:path";
 import type { Gate } from "../contract/report.js";
 import { runShellGate } from "../shell/gate.js";
 import type { RunContext } from "./context.js";
+import { gatePoint } from "./faults.js";
 
 /**
  * A `tests_cmd` gate (a task's or the run's): runs the command line with `sh -c` in `cwd`,
@@ -19,12 +20,15 @@ export async function testsGate(
     env: Record<string, string>;
     timeoutS: number | undefined;
     logName: string;
+    /** The task whose gate this is; none for a run-level gate. */
+    taskId?: string;
   },
 ): Promise<Gate | "detached"> {
   const stem = ctx.logNames.next(o.logName, ctx.now());
   // Per gate, not per attempt: a resumed run's gate must find the one its dead driver left.
   const records = join(ctx.privateDir, "gates");
   await mkdir(records, { recursive: true, mode: 0o700 });
+  gatePoint(ctx.fault, o.taskId, join(records, `${o.logName}.json`));
   const result = await runShellGate({
     command: o.command,
     cwd: o.cwd,
