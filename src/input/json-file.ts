@@ -49,7 +49,7 @@ export async function readJsonFileWithHash(
   return { data, sha256: createHash("sha256").update(bytes).digest("hex") };
 }
 
-class NotRegularFile extends Error {
+export class NotRegularFile extends Error {
   constructor(readonly kind: string) {
     super(kind);
   }
@@ -60,7 +60,7 @@ class NotRegularFile extends Error {
  * never come, and a device like /dev/zero never ends. Opened without blocking (a FIFO's open
  * would wait too), then looked at through the open handle, so what is read is what was checked.
  */
-async function readRegularFile(file: string): Promise<Buffer> {
+export async function readRegularFile(file: string): Promise<Buffer> {
   const handle = await open(file, constants.O_RDONLY | constants.O_NONBLOCK);
   try {
     const stats = await handle.stat();

@@ -210,9 +210,7 @@ export const validAssignments = fc
       })),
       environment: {
         workspace_dir: WS_REL,
-        ...(extras
-          ? { env_vars: ["PATH", "X=1"], resource_limits: { max_parallel: 2, timeout_s: 60 } }
-          : {}),
+        ...(extras ? { env_vars: ["PATH", "X=1"], resource_limits: { max_parallel: 2, timeout_s: 60 } } : {}),
       },
       ...(extras ? { success_criteria: { required_artifacts: [] }, mode: { verify: true } } : {}),
     };
@@ -242,7 +240,7 @@ export function valuePaths(doc) {
   const out = [];
   const walk = (v, path) => {
     if (path.length) out.push(path);
-    if (Array.isArray(v)) v.forEach((x, i) => walk(x, [...path, i]));
+    if (Array.isArray(v)) for (const [i, x] of v.entries()) walk(x, [...path, i]);
     else if (v !== null && typeof v === "object") for (const k of Object.keys(v)) walk(v[k], [...path, k]);
   };
   walk(doc, []);
@@ -324,7 +322,14 @@ const text = (doc) => `${JSON.stringify(doc, null, 2)}\n`;
 function docMutations(base, isConfig) {
   const requiredKeys = isConfig
     ? [["agents", "ok"]]
-    : [["tasks"], ["environment"], ["environment", "workspace_dir"], ["tasks", 0, "id"], ["tasks", 0, "agent"], ["tasks", 0, "context_path"]];
+    : [
+        ["tasks"],
+        ["environment"],
+        ["environment", "workspace_dir"],
+        ["tasks", 0, "id"],
+        ["tasks", 0, "agent"],
+        ["tasks", 0, "context_path"],
+      ];
   return {
     wrong_type: fc.tuple(fc.nat(), fc.nat()).map(([k, m]) => {
       const path = pick(valuePaths(base), k);
@@ -337,7 +342,18 @@ function docMutations(base, isConfig) {
         fc.oneof(
           fc.constant("missing"),
           fc.constantFrom("__proto__", "constructor", "prototype", "toString", "__defineGetter__"),
-          fc.constantFrom("ID", "Tasks", "depends_on", "dependency", "workspace", "tasks ", "\u0000", "", "é", "$schema2"),
+          fc.constantFrom(
+            "ID",
+            "Tasks",
+            "depends_on",
+            "dependency",
+            "workspace",
+            "tasks ",
+            "\u0000",
+            "",
+            "é",
+            "$schema2",
+          ),
           fc.string({ maxLength: 8 }),
         ),
         fc.nat(),
@@ -352,7 +368,11 @@ function docMutations(base, isConfig) {
         const at = pick(objectPaths(base), k);
         const existing = get(base, at);
         const valid = inRecord(at) || Object.hasOwn(existing, key);
-        return [setAt(base, [...at, key], value), valid ? "any" : "invalid", `extra key ${JSON.stringify(key)} at ${at.join(".") || "(root)"}`];
+        return [
+          setAt(base, [...at, key], value),
+          valid ? "any" : "invalid",
+          `extra key ${JSON.stringify(key)} at ${at.join(".") || "(root)"}`,
+        ];
       }),
     strings: fc.tuple(fc.nat(), anyString).map(([k, s]) => {
       const path = pick(stringPaths(base), k);
@@ -360,7 +380,11 @@ function docMutations(base, isConfig) {
     }),
     deep: fc
       .tuple(
-        fc.oneof(fc.integer({ min: 1, max: 100 }), fc.integer({ min: 100, max: 100_000 }), fc.constant(100_000)),
+        fc.oneof(
+          fc.integer({ min: 1, max: 100 }),
+          fc.integer({ min: 100, max: 100_000 }),
+          fc.constant(100_000),
+        ),
         fc.constantFrom("[", "{"),
         fc.nat(),
         fc.boolean(),
@@ -376,7 +400,12 @@ function docMutations(base, isConfig) {
         return [text(doc).replace('"@@DEEP@@"', nest), expect, `${depth}-deep ${open} at ${at.join(".")}`];
       }),
     structure: fc
-      .tuple(fc.constantFrom("swap", "copy", "drop", "dup-task", "number", "rename", "wrap", "unwrap"), fc.nat(), fc.nat(), fc.constantFrom(...NUMBERS))
+      .tuple(
+        fc.constantFrom("swap", "copy", "drop", "dup-task", "number", "rename", "wrap", "unwrap"),
+        fc.nat(),
+        fc.nat(),
+        fc.constantFrom(...NUMBERS),
+      )
       .map(([op, k, m, num]) => {
         const paths = valuePaths(base);
         const a = pick(paths, k);
@@ -416,7 +445,7 @@ function docMutations(base, isConfig) {
             break;
           case "unwrap": {
             const v = get(base, a);
-            doc = setAt(base, a, Array.isArray(v) ? v[0] ?? null : v);
+            doc = setAt(base, a, Array.isArray(v) ? (v[0] ?? null) : v);
             break;
           }
         }
@@ -465,9 +494,17 @@ function textMutations(docText) {
         };
         switch (how) {
           case "utf16le-bom":
-            return [Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from(docText, "utf16le")]), "invalid", how];
+            return [
+              Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from(docText, "utf16le")]),
+              "invalid",
+              how,
+            ];
           case "utf16be-bom":
-            return [Buffer.concat([Buffer.from([0xfe, 0xff]), swap16(Buffer.from(docText, "utf16le"))]), "invalid", how];
+            return [
+              Buffer.concat([Buffer.from([0xfe, 0xff]), swap16(Buffer.from(docText, "utf16le"))]),
+              "invalid",
+              how,
+            ];
           case "utf16le":
             return [Buffer.from(docText, "utf16le"), "invalid", how];
           case "utf16be":
@@ -477,7 +514,7 @@ function textMutations(docText) {
           case "utf32le-bom": {
             const out = Buffer.alloc(4 + docText.length * 4);
             out.set([0xff, 0xfe, 0, 0]);
-            [...docText].forEach((c, i) => out.writeUInt32LE(c.codePointAt(0), 4 + i * 4));
+            for (const [i, c] of [...docText].entries()) out.writeUInt32LE(c.codePointAt(0), 4 + i * 4);
             return [out, "invalid", how];
           }
           case "invalid-byte":
@@ -498,6 +535,8 @@ function textMutations(docText) {
             return [insert([0xef, 0xbb, 0xbf]), "any", `${how} at ${at}`];
           case "cesu8":
             return [insertInString([0xed, 0xa0, 0xbd, 0xed, 0xb8, 0x80]), "invalid", how];
+          default:
+            throw new Error(`unknown encoding mutation ${how}`);
         }
       }),
     truncation: fc.nat().map((k) => {
@@ -507,10 +546,13 @@ function textMutations(docText) {
       return [Buffer.from(part), valid ? "any" : "invalid", `first ${cut} of ${bytes.length} bytes`];
     }),
     bytes: fc
-      .array(fc.tuple(fc.constantFrom("flip", "set", "insert", "delete", "dup"), fc.nat(), fc.nat({ max: 255 })), {
-        minLength: 1,
-        maxLength: 8,
-      })
+      .array(
+        fc.tuple(fc.constantFrom("flip", "set", "insert", "delete", "dup"), fc.nat(), fc.nat({ max: 255 })),
+        {
+          minLength: 1,
+          maxLength: 8,
+        },
+      )
       .map((ops) => {
         let b = Buffer.from(bytes);
         for (const [op, k, v] of ops) {
@@ -568,7 +610,10 @@ const pathsCategory = fc
       "workspace_dir",
       "done_when",
     ),
-    fc.oneof({ weight: 4, arbitrary: fc.constantFrom(...HOSTILE_PATHS) }, { weight: 1, arbitrary: fc.constantFrom(...GOOD_PATHS) }),
+    fc.oneof(
+      { weight: 4, arbitrary: fc.constantFrom(...HOSTILE_PATHS) },
+      { weight: 1, arbitrary: fc.constantFrom(...GOOD_PATHS) },
+    ),
     fc.nat(),
   )
   .map(([doc, config, field, p, k]) => {
@@ -591,7 +636,13 @@ const pathsCategory = fc
 
 /** Ids: hostile task ids, run ids, dependencies and agent names. */
 const idsCategory = fc
-  .tuple(validAssignments, validConfig, fc.constantFrom("task", "run", "dep", "agent", "env-key"), fc.constantFrom(...HOSTILE_IDS), fc.nat())
+  .tuple(
+    validAssignments,
+    validConfig,
+    fc.constantFrom("task", "run", "dep", "agent", "env-key"),
+    fc.constantFrom(...HOSTILE_IDS),
+    fc.nat(),
+  )
   .map(([doc, config, field, id, k]) => {
     const d = clone(doc);
     const i = k % d.tasks.length;
@@ -636,9 +687,14 @@ const graphCategory = fc
     else if (kind === "cycle-tail")
       // A long valid chain leading into a short cycle at its end.
       tasks = Array.from({ length: n + 2 }, (_, i) => task(i, i === n + 1 ? [id(n)] : [id(i + 1)]));
-    else if (kind === "self") tasks = Array.from({ length: Math.min(n, 50) }, (_, i) => task(i, i === k % Math.min(n, 50) ? [id(i)] : []));
-    else if (kind === "duplicate") tasks = Array.from({ length: n + 1 }, (_, i) => task(i === n ? k % n : i, []));
-    else if (kind === "unknown") tasks = Array.from({ length: n }, (_, i) => task(i, i === k % n ? [id(n + 1)] : []));
+    else if (kind === "self")
+      tasks = Array.from({ length: Math.min(n, 50) }, (_, i) =>
+        task(i, i === k % Math.min(n, 50) ? [id(i)] : []),
+      );
+    else if (kind === "duplicate")
+      tasks = Array.from({ length: n + 1 }, (_, i) => task(i === n ? k % n : i, []));
+    else if (kind === "unknown")
+      tasks = Array.from({ length: n }, (_, i) => task(i, i === k % n ? [id(n + 1)] : []));
     else if (kind === "dup-dep") {
       tasks = Array.from({ length: Math.min(n, 50) + 1 }, (_, i) => task(i, i ? [id(0), id(0)] : []));
       expect = "any";
@@ -647,7 +703,10 @@ const graphCategory = fc
       expect = "any";
     }
     const doc = { tasks, environment: { workspace_dir: WS_REL } };
-    return asInput("graph", [JSON.stringify(doc), expect, `${kind} n=${n}`], { config: text(config), tasks: tasks.length });
+    return asInput("graph", [JSON.stringify(doc), expect, `${kind} n=${n}`], {
+      config: text(config),
+      tasks: tasks.length,
+    });
   });
 
 /** Configs: the same malformations in the config, given with --config or $TERMORCH_CONFIG. */
@@ -655,7 +714,18 @@ const configCategory = fc
   .tuple(
     validAssignments,
     validConfig,
-    fc.constantFrom("wrong_type", "keys", "strings", "deep", "structure", "encoding", "truncation", "bytes", "redact", "agent"),
+    fc.constantFrom(
+      "wrong_type",
+      "keys",
+      "strings",
+      "deep",
+      "structure",
+      "encoding",
+      "truncation",
+      "bytes",
+      "redact",
+      "agent",
+    ),
     fc.constantFrom("flag", "env"),
   )
   .chain(([doc, config, cat, via]) => {
@@ -665,11 +735,20 @@ const configCategory = fc
     const docText = text(d);
     const cText = text(config);
     const special = {
-      redact: fc.constantFrom("[", "(?<=a+)b", "(?{ system('id') })", "\\", "(", "a{2,1}", "(?i)ok", "\u0000", "(?P<n>x)", "x".repeat(100_000)).map((p) => [
-        setAt(config, ["redact"], [p]),
-        "any",
-        `redact ${preview(p)}`,
-      ]),
+      redact: fc
+        .constantFrom(
+          "[",
+          "(?<=a+)b",
+          "(?{ system('id') })",
+          "\\",
+          "(",
+          "a{2,1}",
+          "(?i)ok",
+          "\u0000",
+          "(?P<n>x)",
+          "x".repeat(100_000),
+        )
+        .map((p) => [setAt(config, ["redact"], [p]), "any", `redact ${preview(p)}`]),
       agent: fc
         .constantFrom(
           { command: [] },
@@ -697,9 +776,31 @@ const configCategory = fc
   });
 
 /** The files themselves: not regular files, loops, missing, odd names. */
-export const SPECIALS = ["missing", "dir", "loop", "self-loop", "dangling", "fifo", "dev-zero", "dev-null", "symlink-to-valid", "long-name", "ctrl-name", "unreadable", "dotdot", "empty", "too-long-name"];
+export const SPECIALS = [
+  "missing",
+  "dir",
+  "loop",
+  "self-loop",
+  "dangling",
+  "fifo",
+  "dev-zero",
+  "dev-null",
+  "symlink-to-valid",
+  "long-name",
+  "ctrl-name",
+  "unreadable",
+  "dotdot",
+  "empty",
+  "too-long-name",
+];
 const filesCategory = fc
-  .tuple(validAssignments, validConfig, fc.constantFrom(...SPECIALS), fc.constantFrom("assignments", "config"), fc.constantFrom("flag", "env"))
+  .tuple(
+    validAssignments,
+    validConfig,
+    fc.constantFrom(...SPECIALS),
+    fc.constantFrom("assignments", "config"),
+    fc.constantFrom("flag", "env"),
+  )
   .map(([doc, config, special, which, via]) => ({
     cat: "files",
     desc: `${which} is ${special}${which === "config" ? ` (via ${via})` : ""}`,
@@ -769,6 +870,18 @@ export const ODD_REFS = [
 ];
 export const refArb = fc.oneof(
   { weight: 4, arbitrary: fc.constantFrom(...ODD_REFS) },
-  { weight: 1, arbitrary: fc.string({ unit: "binary", minLength: 1, maxLength: 20 }).filter((s) => !s.includes("\0")) },
+  {
+    weight: 1,
+    arbitrary: fc.string({ unit: "binary", minLength: 1, maxLength: 20 }).filter((s) => !s.includes("\0")),
+  },
 );
-export const OPERATOR_COMMANDS = ["resume", "status", "clean", "cancel", "logs", "attach", "verify-ledger", "logs-task"];
+export const OPERATOR_COMMANDS = [
+  "resume",
+  "status",
+  "clean",
+  "cancel",
+  "logs",
+  "attach",
+  "verify-ledger",
+  "logs-task",
+];

@@ -91,7 +91,8 @@ const RUN_TIMEOUT_MS = 120_000;
 const MAX_RUN_TASKS = 12;
 
 /** Lines of a Node stack trace or an error dump: never in termorch's output. */
-const STACK = /^\s+at .+(:\d+:\d+\)?|\(native\)|<anonymous>\)?)$|^(\w*Error|Error \[\w+\]):|node:internal|\n\s{4}at /m;
+const STACK =
+  /^\s+at .+(:\d+:\d+\)?|\(native\)|<anonymous>\)?)$|^(\w*Error|Error \[\w+\]):|node:internal|\n\s{4}at /m;
 
 async function main(opts) {
   const started = Date.now();
@@ -157,13 +158,20 @@ async function main(opts) {
         index++;
         const problems = await evaluate(ctx, input, { count: true, index, seed, cat });
         if (problems.length && firstFailure.index === null) firstFailure.index = index;
-        if (!problems.length && daemonPool.length < size.daemon * 4 && ctx.lastValidateCode === 2 && !input.assignments.special)
+        if (
+          !problems.length &&
+          daemonPool.length < size.daemon * 4 &&
+          ctx.lastValidateCode === 2 &&
+          !input.assignments.special
+        )
           daemonPool.push(input);
         return true;
       }),
       { seed, numRuns: size[cat] },
     );
-    console.log(`  ${cat}: ${index + 1} inputs in ${((Date.now() - t0) / 1000).toFixed(1)} s (fast-check seed ${seed})`);
+    console.log(
+      `  ${cat}: ${index + 1} inputs in ${((Date.now() - t0) / 1000).toFixed(1)} s (fast-check seed ${seed})`,
+    );
     if (firstFailure.index !== null) await shrink(ctx, cat, arb, seed, firstFailure.index, notes);
     sweep(ctx, `after ${cat}`);
   }
@@ -263,7 +271,15 @@ class Worker {
       else if (m.type === "ready") this.ready?.();
     });
     this.child.on("exit", (code, signal) => {
-      this.pending?.resolve({ exited: true, code: null, signal, exitCode: code, stdout: "", stderr: "", escapes: [] });
+      this.pending?.resolve({
+        exited: true,
+        code: null,
+        signal,
+        exitCode: code,
+        stdout: "",
+        stderr: "",
+        escapes: [],
+      });
     });
     return new Promise((r) => {
       this.ready = r;
@@ -284,7 +300,9 @@ class Worker {
     this.pending = null;
     if (result.hang || result.exited) {
       this.child.kill("SIGKILL");
-      await new Promise((r) => (this.child.exitCode !== null || this.child.signalCode !== null ? r() : this.child.once("exit", r)));
+      await new Promise((r) =>
+        this.child.exitCode !== null || this.child.signalCode !== null ? r() : this.child.once("exit", r),
+      );
       await this.start();
     }
     return { ...result, noise: this.noise };
@@ -409,7 +427,9 @@ async function evaluate(ctx, input, { count, index, seed, cat }) {
   const argv = ["validate", a, ...configArgs];
   const r = await ctx.worker.call(argv, { env: configEnv, timeoutMs: VALIDATE_TIMEOUT_MS });
   ctx.lastValidateCode = r.code;
-  if (count) figures.validate_exit[r.code ?? (r.hang ? "hang" : "none")] = (figures.validate_exit[r.code ?? (r.hang ? "hang" : "none")] ?? 0) + 1;
+  if (count)
+    figures.validate_exit[r.code ?? (r.hang ? "hang" : "none")] =
+      (figures.validate_exit[r.code ?? (r.hang ? "hang" : "none")] ?? 0) + 1;
   const expect = expectedFor(input);
   checkResult(r, {
     fail,
@@ -417,13 +437,24 @@ async function evaluate(ctx, input, { count, index, seed, cat }) {
     places,
     command: "validate",
   });
-  if (r.code === 0 && !/: valid, /.test(r.stdout)) fail("wrong_exit_code", `validate exit 0 without "valid": ${r.stdout.slice(0, 200)}`);
-  if (r.code === 2 && r.stdout !== "") fail("wrong_exit_code", `validate exit 2 printed on stdout: ${r.stdout.slice(0, 200)}`);
+  if (r.code === 0 && !/: valid, /.test(r.stdout))
+    fail("wrong_exit_code", `validate exit 0 without "valid": ${r.stdout.slice(0, 200)}`);
+  if (r.code === 2 && r.stdout !== "")
+    fail("wrong_exit_code", `validate exit 2 printed on stdout: ${r.stdout.slice(0, 200)}`);
   diffSnapshots(ctx, before, snapshot(ctx), { fail, allowReport: false, validRun: false });
 
-  if (count && ctx.size.binary > figures.by_command.real_binary && ctx.n % Math.max(1, Math.floor(totalInputs(ctx) / ctx.size.binary)) === 0 && !r.hang) {
+  if (
+    count &&
+    ctx.size.binary > figures.by_command.real_binary &&
+    ctx.n % Math.max(1, Math.floor(totalInputs(ctx) / ctx.size.binary)) === 0 &&
+    !r.hang
+  ) {
     figures.by_command.real_binary++;
-    const b = await termorch(ctx.box, argv, { cwd: ctx.box.dir, env: configEnv, timeoutMs: VALIDATE_TIMEOUT_MS * 2 });
+    const b = await termorch(ctx.box, argv, {
+      cwd: ctx.box.dir,
+      env: configEnv,
+      timeoutMs: VALIDATE_TIMEOUT_MS * 2,
+    });
     if (b.exitCode !== r.code || b.stderr !== r.stderr || b.stdout !== r.stdout)
       fail("binary_mismatch", `bin/termorch.js: exit ${b.exitCode}, in-process: exit ${r.code}`, {
         binary_stderr: b.stderr.slice(0, 300),
@@ -471,7 +502,11 @@ async function runInput(ctx, input, { fail, count, valid, places, configArgs, co
     } catch {}
     if (runId) {
       const c = await ctx.worker.call(["clean", runId, "--force"], { timeoutMs: RUN_TIMEOUT_MS });
-      if (c.code !== 0) fail("side_effect_run_dirs", `clean ${runId} after the run: exit ${c.code}: ${c.stderr.slice(0, 200)}`);
+      if (c.code !== 0)
+        fail(
+          "side_effect_run_dirs",
+          `clean ${runId} after the run: exit ${c.code}: ${c.stderr.slice(0, 200)}`,
+        );
     }
   }
   if (r.code === 2) {
@@ -497,12 +532,17 @@ function checkResult(r, { fail, allowed, places, command, json = false }) {
     return;
   }
   if (r.exited) {
-    fail("stack_traces", `${command}: the process died (exit ${r.exitCode}, signal ${r.signal}): ${r.noise.slice(0, 300)}`);
+    fail(
+      "stack_traces",
+      `${command}: the process died (exit ${r.exitCode}, signal ${r.signal}): ${r.noise.slice(0, 300)}`,
+    );
     return;
   }
   const all = `${r.stderr}\n${json ? "" : r.stdout}\n${r.noise}`;
   if (r.escapes.length || STACK.test(all))
-    fail("stack_traces", `${command}: ${r.escapes[0] ?? all.match(STACK)?.[0]}`, { output: all.slice(0, 600) });
+    fail("stack_traces", `${command}: ${r.escapes[0] ?? all.match(STACK)?.[0]}`, {
+      output: all.slice(0, 600),
+    });
   if (!allowed.includes(r.code))
     fail("wrong_exit_code", `${command}: exit ${r.code}, expected ${allowed.join(" or ")}`, {
       stderr: r.stderr.slice(0, 600),
@@ -510,7 +550,9 @@ function checkResult(r, { fail, allowed, places, command, json = false }) {
   if (r.code === 2) {
     const text = json ? `${r.stderr}${r.stdout}` : r.stderr;
     if (!places.some((p) => text.includes(p) || text.includes(JSON.stringify(p).slice(1, -1))))
-      fail("no_place_named", `${command}: exit 2 without naming ${places.join(" or ")}`, { stderr: r.stderr.slice(0, 600) });
+      fail("no_place_named", `${command}: exit 2 without naming ${places.join(" or ")}`, {
+        stderr: r.stderr.slice(0, 600),
+      });
   }
 }
 
@@ -542,7 +584,9 @@ function snapshot(ctx) {
   return {
     workspace: listTree(ws, { skip: (r) => r === ".git" }),
     branches: listTree(join(ws, ".git", "refs", "heads")).filter((r) => !r.endsWith("/")),
-    packed: existsSync(join(ws, ".git", "packed-refs")) ? readFileSync(join(ws, ".git", "packed-refs"), "utf8") : "",
+    packed: existsSync(join(ws, ".git", "packed-refs"))
+      ? readFileSync(join(ws, ".git", "packed-refs"), "utf8")
+      : "",
     worktrees: listTree(join(ws, ".git", "worktrees"), { maxDepth: 0 }),
     user: listTree(box.userDir, { skip: (r) => /^pool\/[^/]+\/[^/]+\/./.test(r) }),
     registry: listTree(join(box.dir, "registry")),
@@ -558,7 +602,8 @@ function diffSnapshots(ctx, before, after, { fail, allowReport, validRun }) {
   const packed = after.packed
     .split("\n")
     .filter((l) => l.includes("refs/heads/termorch/") && !before.packed.includes(l));
-  if (br.length || packed.length) fail("side_effect_branches", `new branches: ${[...br, ...packed].slice(0, 5).join(", ")}`);
+  if (br.length || packed.length)
+    fail("side_effect_branches", `new branches: ${[...br, ...packed].slice(0, 5).join(", ")}`);
   // A valid run may add worktrees to the warm pool (and clean empties none of it): only those.
   const wt = added("worktrees").filter((w) => !validRun || !isPooled(ctx, w));
   if (wt.length) fail("side_effect_worktrees", `new worktrees: ${wt.join(", ")}`);
@@ -570,7 +615,10 @@ function diffSnapshots(ctx, before, after, { fail, allowReport, validRun }) {
   // A run that did not start may leave its error report next to the file; a run that ran, its run directory.
   const input = added("input").filter((u) => !(validRun || (allowReport && u === "execution_report.json")));
   if (user.length || reg.length || input.length)
-    fail("side_effect_run_dirs", `left: ${[...user.map((u) => `userDir/${u}`), ...reg.map((u) => `registry/${u}`), ...input.map((u) => `in/cur/${u}`)].slice(0, 6).join(", ")}`);
+    fail(
+      "side_effect_run_dirs",
+      `left: ${[...user.map((u) => `userDir/${u}`), ...reg.map((u) => `registry/${u}`), ...input.map((u) => `in/cur/${u}`)].slice(0, 6).join(", ")}`,
+    );
 }
 
 /** Whether `.git/worktrees/<name>` is a pooled worktree (its gitdir lies in the per-user pool). */
@@ -615,7 +663,10 @@ function sweep(ctx, when) {
 /** Replays the failing input and lets fast-check shrink it; prints seed, path and the minimal input. */
 async function shrink(ctx, cat, arb, seed, index, notes) {
   const out = await fc.check(
-    fc.asyncProperty(arb, async (input) => (await evaluate(ctx, input, { count: false, index: 0, seed, cat })).length === 0),
+    fc.asyncProperty(
+      arb,
+      async (input) => (await evaluate(ctx, input, { count: false, index: 0, seed, cat })).length === 0,
+    ),
     { seed, path: String(index), interruptAfterTimeLimit: 120_000, markInterruptAsFailure: false },
   );
   if (!out.failed) {
@@ -656,7 +707,9 @@ async function keptRun(ctx) {
       environment: { workspace_dir: WS_REL },
     }),
   );
-  const r = await ctx.worker.call(["run", file, "--config", ctx.cfgFile, "--clean"], { timeoutMs: RUN_TIMEOUT_MS });
+  const r = await ctx.worker.call(["run", file, "--config", ctx.cfgFile, "--clean"], {
+    timeoutMs: RUN_TIMEOUT_MS,
+  });
   if (r.code !== 0) throw new Error(`the kept run failed (exit ${r.code}): ${r.stderr}`);
   ctx.keptDir = dir;
 }
@@ -670,51 +723,62 @@ async function operatorCommands(ctx) {
   let index = -1;
   figures.by_command.operator = {};
   const arb = fc.tuple(fc.constantFrom(...OPERATOR_COMMANDS), refArb);
-  await fc.check(
-    fc.asyncProperty(arb, async ([cmd, ref]) => {
-      index++;
-      const names = ref === "r1" || resolve(ctx.box.dir, ref) === ctx.keptDir;
-      // clean, cancel and resume of the kept run would act on it: that is not malformed input.
-      if (names && ["clean", "cancel", "resume"].includes(cmd)) return true;
-      const argv = {
-        resume: ["resume", ref],
-        status: ["status", ref],
-        clean: ["clean", ref],
-        cancel: ["cancel", ref],
-        logs: ["logs", "a", "--run", ref],
-        attach: ["attach", "a", "--run", ref],
-        "verify-ledger": ["verify-ledger", ref],
-        "logs-task": ["logs", ref, "--run", "r1"],
-      }[cmd];
-      const failuresBefore = ctx.failures.length;
-      const fail = (figure, what, extra = {}) => {
-        figures[figure]++;
-        ctx.failures.push({ figure, cat: "operator", seed, path: String(index), input: JSON.stringify(argv), what, ...extra });
-      };
-      figures.inputs++;
-      figures.by_category.operator = (figures.by_category.operator ?? 0) + 1;
-      figures.by_command.operator[cmd] = (figures.by_command.operator[cmd] ?? 0) + 1;
-      const before = snapshot(ctx);
-      const r = await ctx.worker.call(argv, { timeoutMs: VALIDATE_TIMEOUT_MS });
-      // A run id or directory that names the kept run is found: status and logs answer 0.
-      const ok = names && ["status", "logs"].includes(cmd);
-      const printable = /^[\x20-\x7e]+$/.test(ref) && ref.length < 200;
-      const places = printable ? [ref, resolve(ctx.box.dir, ref)] : [];
-      const isOption = ref.startsWith("-");
-      checkResult(r, {
-        fail,
-        allowed: ok ? [0, 2] : [2],
-        // commander's own usage errors name the option; control characters cannot be matched as typed.
-        places: places.length && !isOption ? places : [""],
-        command: cmd,
-      });
-      diffSnapshots(ctx, before, snapshot(ctx), { fail, allowReport: false, validRun: false });
-      return ctx.failures.length === failuresBefore;
-    }),
-    { seed, numRuns: size.operator, endOnFailure: false },
-  ).then((out) => {
-    if (out.failed) console.log(`  operator: first failure at fast-check seed ${seed} path ${out.counterexamplePath}`);
-  });
+  await fc
+    .check(
+      fc.asyncProperty(arb, async ([cmd, ref]) => {
+        index++;
+        const names = ref === "r1" || resolve(ctx.box.dir, ref) === ctx.keptDir;
+        // clean, cancel and resume of the kept run would act on it: that is not malformed input.
+        if (names && ["clean", "cancel", "resume"].includes(cmd)) return true;
+        const argv = {
+          resume: ["resume", ref],
+          status: ["status", ref],
+          clean: ["clean", ref],
+          cancel: ["cancel", ref],
+          logs: ["logs", "a", "--run", ref],
+          attach: ["attach", "a", "--run", ref],
+          "verify-ledger": ["verify-ledger", ref],
+          "logs-task": ["logs", ref, "--run", "r1"],
+        }[cmd];
+        const failuresBefore = ctx.failures.length;
+        const fail = (figure, what, extra = {}) => {
+          figures[figure]++;
+          ctx.failures.push({
+            figure,
+            cat: "operator",
+            seed,
+            path: String(index),
+            input: JSON.stringify(argv),
+            what,
+            ...extra,
+          });
+        };
+        figures.inputs++;
+        figures.by_category.operator = (figures.by_category.operator ?? 0) + 1;
+        figures.by_command.operator[cmd] = (figures.by_command.operator[cmd] ?? 0) + 1;
+        const before = snapshot(ctx);
+        const r = await ctx.worker.call(argv, { timeoutMs: VALIDATE_TIMEOUT_MS });
+        // A run id or directory that names the kept run is found: status and logs answer 0.
+        const ok = names && ["status", "logs"].includes(cmd);
+        const printable = /^[\x20-\x7e]+$/.test(ref) && ref.length < 200;
+        const places = printable ? [ref, resolve(ctx.box.dir, ref)] : [];
+        const isOption = ref.startsWith("-");
+        checkResult(r, {
+          fail,
+          allowed: ok ? [0, 2] : [2],
+          // commander's own usage errors name the option; control characters cannot be matched as typed.
+          places: places.length && !isOption ? places : [""],
+          command: cmd,
+        });
+        diffSnapshots(ctx, before, snapshot(ctx), { fail, allowReport: false, validRun: false });
+        return ctx.failures.length === failuresBefore;
+      }),
+      { seed, numRuns: size.operator, endOnFailure: false },
+    )
+    .then((out) => {
+      if (out.failed)
+        console.log(`  operator: first failure at fast-check seed ${seed} path ${out.counterexamplePath}`);
+    });
   console.log(`  operator: ${index + 1} commands (fast-check seed ${seed})`);
 }
 
@@ -726,7 +790,10 @@ async function daemonInbox(ctx, pool) {
   const home = join(box.dir, "d");
   const inbox = join(home, "inbox");
   const outbox = join(home, "outbox");
-  const d = termorch(box, ["daemon", "--home", home, "--config", ctx.cfgFile], { cwd: box.dir, timeoutMs: 600_000 });
+  const d = termorch(box, ["daemon", "--home", home, "--config", ctx.cfgFile], {
+    cwd: box.dir,
+    timeoutMs: 600_000,
+  });
   let stderr = "";
   d.child.stderr.on("data", (x) => {
     stderr += x;
@@ -747,6 +814,19 @@ async function daemonInbox(ctx, pool) {
     renameSync(tmp, join(inbox, name));
     dropped.push({ name, input });
   }
+  // Files that are not files: each is answered (exit 2) or left alone, and the daemon goes on.
+  const specials = ["fifo", "loop", "self-loop", "dangling", "dev-zero", "dev-null", "empty", "unreadable"];
+  for (const special of specials) {
+    const name = `s-${special}.json`;
+    const staging = join(box.dir, "staging");
+    rmSync(staging, { recursive: true, force: true });
+    mkdirSync(staging);
+    if (special === "loop") {
+      symlinkSync(name, join(inbox, `.${name}.b`));
+      symlinkSync(`.${name}.b`, join(inbox, name));
+    } else renameSync(place(staging, name, { special, target: "{}" }), join(inbox, name));
+    dropped.push({ name, input: { desc: `inbox file is ${special}` } });
+  }
   const valid = JSON.stringify({
     run_id: "daemon-ok",
     tasks: [{ id: "a", agent: "ok", context_path: "ctx/task.md" }],
@@ -761,17 +841,28 @@ async function daemonInbox(ctx, pool) {
   const answers = answered();
   if (answers.length < dropped.length) {
     figures.daemon_unanswered += dropped.length - answers.length;
-    ctx.failures.push({ figure: "daemon_unanswered", what: `${answers.length} answers to ${dropped.length} files; inbox: ${readdirSync(inbox).join(", ")}` });
+    ctx.failures.push({
+      figure: "daemon_unanswered",
+      what: `${answers.length} answers to ${dropped.length} files; inbox: ${readdirSync(inbox).join(", ")}`,
+    });
   }
   for (const f of answers) {
     const rep = JSON.parse(readFileSync(join(outbox, f), "utf8"));
     const named = (rep.error?.problems ?? []).some((p) => typeof p.file === "string" && p.file.length > 0);
     if (rep.exit_code !== 2 || rep.summary?.completed !== false) {
       figures.wrong_exit_code++;
-      ctx.failures.push({ figure: "wrong_exit_code", cat: "daemon", what: `outbox ${f}: exit_code ${rep.exit_code}` });
+      ctx.failures.push({
+        figure: "wrong_exit_code",
+        cat: "daemon",
+        what: `outbox ${f}: exit_code ${rep.exit_code}`,
+      });
     } else if (!named) {
       figures.no_place_named++;
-      ctx.failures.push({ figure: "no_place_named", cat: "daemon", what: `outbox ${f}: ${rep.error?.message?.slice(0, 200)}` });
+      ctx.failures.push({
+        figure: "no_place_named",
+        cat: "daemon",
+        what: `outbox ${f}: ${rep.error?.message?.slice(0, 200)}`,
+      });
     }
   }
   // Still taking files: a valid one runs.
@@ -793,11 +884,18 @@ async function daemonInbox(ctx, pool) {
   const log = readFileSync(join(home, "logs", "termorch.log"), "utf8");
   if (STACK.test(`${end.stderr}\n${log}`)) {
     figures.stack_traces++;
-    ctx.failures.push({ figure: "stack_traces", cat: "daemon", what: `${end.stderr}\n${log}`.match(STACK)[0] });
+    ctx.failures.push({
+      figure: "stack_traces",
+      cat: "daemon",
+      what: `${end.stderr}\n${log}`.match(STACK)[0],
+    });
   }
   if (end.exitCode !== 0) {
     figures.daemon_stopped++;
-    ctx.failures.push({ figure: "daemon_stopped", what: `SIGTERM: exit ${end.exitCode}: ${end.stderr.slice(-300)}` });
+    ctx.failures.push({
+      figure: "daemon_stopped",
+      what: `SIGTERM: exit ${end.exitCode}: ${end.stderr.slice(-300)}`,
+    });
   }
 }
 
