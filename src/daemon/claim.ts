@@ -4,7 +4,7 @@ import { z } from "zod";
 import { RUN_ID_PATTERN } from "../contract/assignments.js";
 import { ClaimRecord } from "../contract/claim.js";
 import { writeJsonAtomic } from "../fs/atomic.js";
-import { jsonText } from "../input/json-file.js";
+import { jsonText, readRegularFile } from "../input/json-file.js";
 
 /** A file taken from the inbox: it now lives at `runs/<runId>/assignments.json`. */
 export interface Claim {
@@ -31,7 +31,7 @@ const WithRunId = z.object({ run_id: z.string().regex(RUN_ID_PATTERN) });
 /** run_id from the file when it has a usable one, else its base name. */
 export async function runIdFor(path: string): Promise<string> {
   try {
-    const text = jsonText(await readFile(path));
+    const text = jsonText(await readRegularFile(path));
     const parsed = typeof text === "string" ? WithRunId.safeParse(JSON.parse(text)) : null;
     if (parsed?.success) return parsed.data.run_id;
   } catch {}

@@ -1,5 +1,5 @@
 import { existsSync } from "node:fs";
-import { mkdir, readdir, readFile, stat } from "node:fs/promises";
+import { lstat, mkdir, readdir, readFile, stat } from "node:fs/promises";
 import { dirname, join, resolve } from "node:path";
 import chokidar, { type FSWatcher } from "chokidar";
 import PQueue from "p-queue";
@@ -7,7 +7,7 @@ import type { Logger } from "pino";
 import { z } from "zod";
 import { LockedError } from "../errors.js";
 import { writeJsonAtomic } from "../fs/atomic.js";
-import { jsonText } from "../input/json-file.js";
+import { jsonText, NotRegularFile, readRegularFile } from "../input/json-file.js";
 import { writeErrorReport } from "../run/report-file.js";
 import {
   type DetachedResult,
@@ -37,6 +37,8 @@ export interface DaemonOptions {
 
 /** How long an unparseable inbox file must stay untouched before it is taken as invalid. */
 const SETTLE_MS = 5000;
+/** How often the inbox is looked at for symlinks the watcher cannot see. */
+const BROKEN_LINKS_MS = 2000;
 
 /** The daemon's folders under its home. */
 export function homeLayout(home: string) {
@@ -67,6 +69,7 @@ export class Daemon {
   private readonly seen = new Set<string>();
   private watcher: FSWatcher | null = null;
   private stopping = false;
+  private brokenLinks: NodeJS.Timeout | null = null;
 
   constructor(private readonly opts: DaemonOptions) {
     this.layout = homeLayout(opts.home);
@@ -84,6 +87,9 @@ export class Daemon {
     this.watcher = chokidar.watch(inbox, {
       depth: 0,
       ignoreInitial: false,
+      // A file without read permission is an inbox file too: taken and answered (the run says it
+      // cannot read it), not left unseen for good.
+      ignorePermissionErrors: true,
       // A file is taken once its size stopped changing; a writer that renames a finished
       // file into place is seen as one complete add.
       awaitWriteFinish: { stabilityThreshold: stableMs, pollInterval: Math.min(50, stableMs) },
@@ -95,6 +101,9 @@ export class Daemon {
     this.watcher.on("error", (error) => this.opts.log.error({ err: String(error) }, "inbox watcher error"));
     await new Promise<void>((ready) => this.watcher!.once("ready", () => ready()));
     this.opts.log.info({ inbox }, "watching the inbox");
+    await this.takeBrokenLinks();
+    this.brokenLinks = setInterval(() => void this.takeBrokenLinks(), BROKEN_LINKS_MS);
+    this.brokenLinks.unref();
   }
 
   /** Stop claiming, leave running agents to tmux, persist, and return once every run let go. */
@@ -102,6 +111,7 @@ export class Daemon {
     if (this.stopping) return;
     this.stopping = true;
     this.opts.log.info("daemon stopping: runs detach, agents keep running");
+    if (this.brokenLinks) clearInterval(this.brokenLinks);
     await this.watcher?.close();
     this.detach.abort();
     await Promise.allSettled([...this.active]);
@@ -111,6 +121,19 @@ export class Daemon {
   /** Resolves when no run is being driven and none is queued. */
   async idle(): Promise<void> {
     while (this.active.size > 0) await Promise.allSettled([...this.active]);
+  }
+
+  /**
+   * The watcher never reports a symlink it cannot follow (dangling, or a loop): such a file is
+   * looked for here, taken like any other and answered (the run finds nothing to read).
+   */
+  private async takeBrokenLinks(): Promise<void> {
+    const names = await readdir(this.layout.inbox).catch(() => [] as string[]);
+    for (const name of names.filter(isCandidate)) {
+      const path = join(this.layout.inbox, name);
+      const link = await lstat(path).catch(() => null);
+      if (link?.isSymbolicLink() && !(await stat(path).catch(() => null))) this.take(path);
+    }
   }
 
   private take(path: string): void {
@@ -140,13 +163,15 @@ export class Daemon {
   private async settle(path: string): Promise<void> {
     for (;;) {
       try {
-        const text = jsonText(await readFile(path));
+        const text = jsonText(await readRegularFile(path));
         // Not UTF-8 may be a writer stopped mid-character: waited for like a half-written file.
         if (typeof text !== "string") throw new Error(text.problem);
         JSON.parse(text);
         return;
-      } catch {
-        const age = Date.now() - (await stat(path)).mtimeMs;
+      } catch (error) {
+        // A FIFO, a device, a broken symlink is no writer's half: taken at once, and refused by the run.
+        if (error instanceof NotRegularFile || (error as NodeJS.ErrnoException).code) return;
+        const age = Date.now() - (await lstat(path)).mtimeMs;
         if (age > SETTLE_MS || this.stopping) return;
         await new Promise((r) => setTimeout(r, 200));
       }

@@ -1,6 +1,9 @@
 import { readdirSync, realpathSync } from "node:fs";
 import { isAbsolute, relative, resolve, sep } from "node:path";
 
+/** Linux's limit on a path's length, its terminating NUL included. */
+const PATH_MAX = 4096;
+
 /** True when `candidate` is `root` or lies below it (both absolute, normalised). */
 function isInside(root: string, candidate: string): boolean {
   const rel = relative(root, candidate);
@@ -15,6 +18,12 @@ function isInside(root: string, candidate: string): boolean {
 export function resolveInside(root: string, userPath: string): { path: string } | { error: string } {
   if (userPath.includes("\0")) return { error: "contains a NUL byte" };
   const path = resolve(root, userPath);
+  // No such path can exist, and looking for its existing prefix one folder at a time would take
+  // hours for a path of a million bytes.
+  if (Buffer.byteLength(path) >= PATH_MAX)
+    return {
+      error: `is ${Buffer.byteLength(path)} bytes long once resolved; paths are limited to ${PATH_MAX - 1}`,
+    };
   if (!isInside(root, path)) return { error: `"${userPath}" resolves outside the workspace (${root})` };
   const realRoot = realpathSync(root);
   const real = realpathOfExistingPrefix(path);

@@ -1,6 +1,7 @@
 import { isUtf8 } from "node:buffer";
 import { createHash } from "node:crypto";
-import { readFile } from "node:fs/promises";
+import { constants } from "node:fs";
+import { open } from "node:fs/promises";
 import { InputError } from "../errors.js";
 
 /** Reads and parses a JSON file, turning every failure into an InputError that names the file. */
@@ -15,14 +16,14 @@ export async function readJsonFileWithHash(
 ): Promise<{ data: unknown; sha256: string }> {
   let bytes: Buffer;
   try {
-    bytes = await readFile(file);
+    bytes = await readRegularFile(file);
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     const message =
-      code === "ENOENT"
-        ? `${what} not found`
-        : code === "EISDIR"
-          ? `${what} is a directory, not a file`
+      error instanceof NotRegularFile
+        ? `${what} is ${error.kind}, not a file`
+        : code === "ENOENT"
+          ? `${what} not found`
           : `cannot read ${what} (${code ?? String(error)})`;
     throw new InputError([{ file, message }], "Check the path and run again.");
   }
@@ -46,6 +47,39 @@ export async function readJsonFileWithHash(
     );
   }
   return { data, sha256: createHash("sha256").update(bytes).digest("hex") };
+}
+
+export class NotRegularFile extends Error {
+  constructor(readonly kind: string) {
+    super(kind);
+  }
+}
+
+/**
+ * A file's bytes, refused unless it is a regular file: reading a FIFO waits for a writer that may
+ * never come, and a device like /dev/zero never ends. Opened without blocking (a FIFO's open
+ * would wait too), then looked at through the open handle, so what is read is what was checked.
+ */
+export async function readRegularFile(file: string): Promise<Buffer> {
+  const handle = await open(file, constants.O_RDONLY | constants.O_NONBLOCK);
+  try {
+    const stats = await handle.stat();
+    if (!stats.isFile())
+      throw new NotRegularFile(
+        stats.isDirectory()
+          ? "a directory"
+          : stats.isFIFO()
+            ? "a named pipe (FIFO)"
+            : stats.isCharacterDevice() || stats.isBlockDevice()
+              ? "a device"
+              : stats.isSocket()
+                ? "a socket"
+                : "something else",
+      );
+    return await handle.readFile();
+  } finally {
+    await handle.close();
+  }
 }
 
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
