@@ -47,7 +47,7 @@ const CASES = [
   { kind: "killsup", variants: ["a", "b"], expect: ["failed/lost", "failed/signal"] },
   { kind: "rmworktree", variants: ["a", "b"], expect: ["failed/lost"] },
   { kind: "gitfile", variants: ["a", "b", "c"], expect: ["failed/validation", "failed/lost"] },
-  { kind: "gitcommon", variants: ["a", "b", "c"], expect: ["success", "failed/validation"] },
+  { kind: "gitcommon", variants: ["a", "b", "c", "d", "e", "f"], expect: ["success", "failed/validation"] },
   {
     kind: "movebranch",
     variants: ["a", "b", "c"],
@@ -93,14 +93,11 @@ const CASES = [
 const SMOKE = new Set([
   "output/a",
   "longline/a",
-  "escapes/a",
   "sigterm/a",
   "setsid/c",
   "killsup/a",
   "gitfile/c",
-  "gitcommon/a",
   "movebranch/a",
-  "outside-worktree/c",
   "segv/a",
   "forks/b",
   "canary/split",
@@ -282,7 +279,8 @@ async function main(opts) {
   // HOSTILE_KEEP=1: the sandbox stays for a look after the campaign (its tmux server too).
   if (process.env.HOSTILE_KEEP) box.dispose = () => {};
   const config = join(box.dir, "config.json");
-  writeFileSync(config, JSON.stringify({ defaults: { kill_grace_s: 2 } }));
+  // A short grace: the agents that ignore TERM wait for it (smoke: for CI's time).
+  writeFileSync(config, JSON.stringify({ defaults: { kill_grace_s: opts.mode === "smoke" ? 1 : 2 } }));
   const figures = {
     canaryInTermorchFiles: 0,
     canaryInTermorchCommits: 0,
@@ -293,6 +291,7 @@ async function main(opts) {
     processesLeft: 0,
     userBranchDamage: 0,
     leftoversAfterClean: 0,
+    agentCommandsRunByTermorch: 0,
     outcomes: {},
   };
   const failures = [];
@@ -426,6 +425,18 @@ async function main(opts) {
         } catch {}
     }
 
+    // Hooks, filters and config commands the agent planted (SCRATCH/hooks-ran): the agent itself
+    // runs no git command after planting them, so any run is termorch's git running its code.
+    const ran = join(scratch, "hooks-ran");
+    if (existsSync(ran)) {
+      figures.agentCommandsRunByTermorch++;
+      fail(
+        k,
+        c,
+        `termorch's git ran the agent's commands: ${readFileSync(ran, "utf8").split("\n").slice(0, 3).join("; ")}`,
+      );
+    }
+
     // The user's branch: the old commit, or what the merge made of it, with index and work tree
     // in agreement; an agent that moved it itself leaves it where it put it.
     const damage = branchDamage(repo, before, report, c, scratch);
@@ -474,6 +485,7 @@ async function main(opts) {
     failures,
     notes: [
       "each trial: three good tasks beside one hostile agent in a fresh repository; good tasks compared with a run without it",
+      "agentCommandsRunByTermorch is not a must-be-zero figure: hooks and the fsmonitor are off for termorch's git, but filter and merge drivers of the repository's config are honoured (git-lfs needs them), and an agent with the user's uid can plant one (README, Security)",
     ],
     started,
   });

@@ -112,6 +112,27 @@ exit 0'
     git config --file "$common/config" core.hooksPath "$SCRATCH/hooks"
     ;;
   c) git config --file "$common/config" user.name "$API_TOKEN" ;;
+  # Commands git runs from configuration: termorch's git calls would run them with its own
+  # environment (the agent's is a filtered one).
+  d)
+    printf '%s\n' "$hook" > "$SCRATCH/fsmonitor"
+    chmod +x "$SCRATCH/fsmonitor"
+    git config --file "$common/config" core.fsmonitor "$SCRATCH/fsmonitor"
+    ;;
+  e)
+    printf '#!/bin/sh\necho "$0 ran in $PWD" >> "%s/hooks-ran"\ncat\n' "$SCRATCH" > "$SCRATCH/filter"
+    chmod +x "$SCRATCH/filter"
+    git config --file "$common/config" filter.hostile.clean "$SCRATCH/filter"
+    git config --file "$common/config" filter.hostile.smudge "$SCRATCH/filter"
+    git config --file "$common/config" merge.hostile.driver "$SCRATCH/filter %O %A %B"
+    echo '* filter=hostile merge=hostile' > .gitattributes
+    ;;
+  f)
+    printf '[core]\n\tfsmonitor = %s/fsmonitor\n' "$SCRATCH" > "$SCRATCH/included"
+    printf '%s\n' "$hook" > "$SCRATCH/fsmonitor"
+    chmod +x "$SCRATCH/fsmonitor"
+    git config --file "$common/config" include.path "$SCRATCH/included"
+    ;;
   esac
   ;;
 movebranch)
