@@ -52,6 +52,8 @@ const CASES = [
     kind: "movebranch",
     variants: ["a", "b", "c"],
     branchMoved: true,
+    // Deleted, or moved to unrelated history: termorch refuses the merge and puts the branch back.
+    putBack: ["b", "c"],
     expect: ["success", "failed/validation"],
   },
   { kind: "branches", variants: ["a", "b", "c"], count: 5, expect: ["success", "failed/validation"] },
@@ -380,7 +382,9 @@ async function main(opts) {
       }
     }
     const key = `${c.kind}/${c.variant}`;
-    figures.outcomes[key] = `${outcome}, merge ${merge}${h?.detail ? `: ${h.detail.slice(0, 160)}` : ""}`;
+    const mergeWhy = report?.merge?.reason ? ` (${String(report.merge.reason).slice(0, 200)})` : "";
+    figures.outcomes[key] =
+      `${outcome}${h?.detail ? `: ${h.detail.slice(0, 160)}` : ""}; merge ${merge}${merge === "skipped" ? "" : mergeWhy}`;
 
     // The canary in nothing termorch wrote.
     const userDir = box.userDir;
@@ -504,6 +508,11 @@ function branchDamage(repo, before, report, c, scratch) {
       : null;
     // termorch never resets what was done behind its back; it may merge onto the moved tip
     // (the design's "the branch moved during the run"), and then says so in the report.
+    if (c.putBack?.includes(c.variant)) {
+      if (head !== before) return `main is ${head}, not put back to ${before}: ${JSON.stringify(report?.merge)}`;
+      if (report?.merge?.result === "success") return "termorch merged after an agent moved the user's branch";
+      return null;
+    }
     if (head === before || (head !== null && head === movedTo)) return null;
     const m = report?.merge;
     if (
