@@ -8,7 +8,17 @@
 //
 //   node test/reliability/hostile.mjs [--smoke | --long] [--seed N] [--only K] [--json FILE]
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import {
+  closeSync,
+  existsSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  readSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import { join, relative } from "node:path";
 import {
   finish,
@@ -38,7 +48,26 @@ const REASONS = new Set(Reason.options);
  * `branchMoved`: the agent itself moves or deletes the user's branch.
  */
 const CASES = [
-  { kind: "output", variants: ["a", "b"], sizes: [200 * MB, 24 * MB], expect: ["success"] },
+  {
+    kind: "output",
+    variants: ["a", "b"],
+    sizes: [200 * MB, 24 * MB],
+    expect: ["success"],
+    // The log holds at most max_log_bytes (100 MiB by default), then says it was cut.
+    check: (h, runDir, c, size) => {
+      const log = join(runDir, c.variant === "a" ? h.logs.stdout : h.logs.stderr);
+      const bytes = statSync(log).size;
+      const cap = 100 * MB;
+      const marker = `\n[termorch: log truncated at ${cap} bytes]\n`;
+      if (size <= cap) return bytes === size ? null : `log holds ${bytes} bytes, not ${size}`;
+      if (bytes !== cap + marker.length) return `log holds ${bytes} bytes, not ${cap} and the marker`;
+      const fd = openSync(log, "r");
+      const tail = Buffer.alloc(marker.length);
+      readSync(fd, tail, 0, marker.length, bytes - marker.length);
+      closeSync(fd);
+      return tail.toString() === marker ? null : `log ends with ${JSON.stringify(tail.toString())}`;
+    },
+  },
   { kind: "binary", variants: ["a"], sizes: [32 * MB, 4 * MB], expect: ["success"] },
   { kind: "longline", variants: ["a", "b"], sizes: [20 * MB, 20 * MB], expect: ["success"] },
   { kind: "escapes", variants: ["a"], expect: ["success"] },
@@ -287,6 +316,7 @@ async function main(opts) {
     canaryInTermorchFiles: 0,
     canaryInTermorchCommits: 0,
     canaryInCliOutput: 0,
+    terminalControlInOutput: 0,
     goodTasksDamaged: 0,
     runsWithoutClearOutcome: 0,
     unexpectedOutcomes: 0,
@@ -374,6 +404,11 @@ async function main(opts) {
         figures.unexpectedOutcomes++;
         fail(k, c, `outcome ${outcome} (expected ${c.expect.join(" or ")}): ${h.detail}`);
       }
+      const checked = c.check?.(h, runDir, c, size);
+      if (checked) {
+        figures.unexpectedOutcomes++;
+        fail(k, c, checked);
+      }
       // The good tasks: as in the run without the hostile task.
       const diff = differences(goodView(runDir, report, repo), refView);
       if (diff.length) {
@@ -405,6 +440,19 @@ async function main(opts) {
     if (needles.some((n) => r.stdout.includes(n.toString()) || r.stderr.includes(n.toString()))) {
       figures.canaryInCliOutput++;
       fail(k, c, "canary in termorch's output");
+    }
+
+    // No terminal control of the agent's reaches the operator's terminal through termorch's own
+    // output: the run's, and `status`, which shows each task's last log line.
+    const status = await termorch(box, ["status", runDir], { timeoutMs: 60_000 });
+    const control = (o) => o.includes("\x1b") || o.includes("\x07");
+    if ([r.stdout, r.stderr, status.stdout, status.stderr].some(control)) {
+      figures.terminalControlInOutput++;
+      fail(k, c, `terminal control in termorch's output: ${JSON.stringify(status.stdout.slice(0, 300))}`);
+    }
+    if (needles.some((n) => status.stdout.includes(n.toString()) || status.stderr.includes(n.toString()))) {
+      figures.canaryInCliOutput++;
+      fail(k, c, "canary in termorch status's output");
     }
 
     // Nothing left running: what the agent recorded, and anything in the sandbox.
@@ -479,6 +527,7 @@ async function main(opts) {
       "canaryInTermorchFiles",
       "canaryInTermorchCommits",
       "canaryInCliOutput",
+      "terminalControlInOutput",
       "goodTasksDamaged",
       "runsWithoutClearOutcome",
       "unexpectedOutcomes",
@@ -509,8 +558,10 @@ function branchDamage(repo, before, report, c, scratch) {
     // termorch never resets what was done behind its back; it may merge onto the moved tip
     // (the design's "the branch moved during the run"), and then says so in the report.
     if (c.putBack?.includes(c.variant)) {
-      if (head !== before) return `main is ${head}, not put back to ${before}: ${JSON.stringify(report?.merge)}`;
-      if (report?.merge?.result === "success") return "termorch merged after an agent moved the user's branch";
+      if (head !== before)
+        return `main is ${head}, not put back to ${before}: ${JSON.stringify(report?.merge)}`;
+      if (report?.merge?.result === "success")
+        return "termorch merged after an agent moved the user's branch";
       return null;
     }
     if (head === before || (head !== null && head === movedTo)) return null;
