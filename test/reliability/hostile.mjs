@@ -69,7 +69,7 @@ const CASES = [
     },
   },
   { kind: "binary", variants: ["a"], sizes: [32 * MB, 4 * MB], expect: ["success"] },
-  { kind: "longline", variants: ["a", "b"], sizes: [20 * MB, 20 * MB], expect: ["success"] },
+  { kind: "longline", variants: ["a", "b"], sizes: [20 * MB, 20 * MB], repeat: 2, expect: ["success"] },
   { kind: "escapes", variants: ["a"], expect: ["success"] },
   { kind: "sigterm", variants: ["a", "b"], timeout: 2, expect: ["failed/timeout"] },
   { kind: "setsid", variants: ["a", "b", "c"], expect: ["success"] },
@@ -93,12 +93,13 @@ const CASES = [
     mainDirty: ["a", "b"],
     expect: ["success", "failed/validation"],
   },
-  { kind: "stdin", variants: ["a", "b"], timeout: 5, expect: ["success", "failed/timeout"] },
+  { kind: "stdin", variants: ["a", "b", "c"], timeout: 5, expect: ["success", "failed/timeout"] },
   { kind: "segv", variants: ["a", "b"], expect: ["failed/signal"] },
   { kind: "forks", variants: ["a", "b", "c"], count: 60, timeout: 4, expect: ["success", "failed/timeout"] },
   {
     kind: "canary",
     variants: ["raw", "split", "nonl", "stderr", "json", "url", "failing"],
+    repeat: 2,
     expect: ["success", "failed/exit_code"],
   },
   // A secret in what the task hands over: redacted in the run directory (contents and names).
@@ -143,7 +144,9 @@ function trialsOf(opts) {
       if (opts.mode === "smoke" && !SMOKE.has(`${c.kind}/${v}`)) continue;
       // --kind K: only the cases whose "kind/variant" starts with K (numbering changes: for a look, not a replay).
       if (typeof opts.extra.kind === "string" && !`${c.kind}/${v}`.startsWith(opts.extra.kind)) continue;
-      out.push({ ...c, variant: v });
+      // Long: `repeat` trials of the variant, each with its own seed (sizes, split points, canaries).
+      const n = opts.mode === "smoke" ? 1 : (c.repeat ?? 1);
+      for (let i = 0; i < n; i++) out.push({ ...c, variant: v });
     }
   return out;
 }
@@ -416,7 +419,8 @@ async function main(opts) {
         fail(k, c, `good tasks differ: ${diff.slice(0, 4).join("; ")}`);
       }
     }
-    const key = `${c.kind}/${c.variant}`;
+    let key = `${c.kind}/${c.variant}`;
+    for (let n = 2; key in figures.outcomes; n++) key = `${c.kind}/${c.variant}#${n}`;
     const mergeWhy = report?.merge?.reason ? ` (${String(report.merge.reason).slice(0, 200)})` : "";
     figures.outcomes[key] =
       `${outcome}${h?.detail ? `: ${h.detail.slice(0, 160)}` : ""}; merge ${merge}${merge === "skipped" ? "" : mergeWhy}`;

@@ -183,7 +183,12 @@ outside-worktree)
   ;;
 stdin)
   record $$ agent
-  if [ "$V" = b ]; then cat; else read -r line; echo "read: ${line:-nothing}"; fi
+  case $V in
+  a) read -r line; echo "read: ${line:-nothing}" ;;
+  b) cat ;;
+  # The controlling terminal, if it has one: the pane's.
+  c) read -r line </dev/tty; echo "read from the terminal: ${line:-nothing}" ;;
+  esac
   ;;
 segv)
   echo "about to crash"
