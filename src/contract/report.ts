@@ -52,7 +52,7 @@ export const TaskReport = z.strictObject({
   artifacts: z.array(z.string()),
   exit_code: z.number().int().nullable(),
   reason: Reason.nullable().describe(
-    "Why the task did not succeed; null when it did. `exit_code`, `timeout`, `signal`: how its agent ended; `launch_error`: its agent or worktree could not be started; `validation`: a gate after the agent failed (commit, required_artifacts, allowed_paths, tests_cmd); `setup`: its `setup_cmd` failed (exit code not 0, timed out, or its exit status was lost), so no agent was started (the `setup` gate names its logs); `dependency_failed`: skipped because a dependency did not succeed; `conflict`: its dependencies' branches conflict; `cancelled`: the run was cancelled or stopped (--fail-fast); `lost`: its session or worktree vanished without an exit record; `agent_error`: its agent's CLI reported an error in its output while exiting 0 (see `agent_result`)",
+    "Why the task did not succeed; null when it did. `exit_code`, `timeout`, `signal`: how its agent ended; `launch_error`: its agent or worktree could not be started; `validation`: a gate after the agent failed (secrets, commit, required_artifacts, allowed_paths, tests_cmd); `setup`: its `setup_cmd` failed (exit code not 0, timed out, or its exit status was lost), so no agent was started (the `setup` gate names its logs); `dependency_failed`: skipped because a dependency did not succeed; `conflict`: its dependencies' branches conflict; `cancelled`: the run was cancelled or stopped (--fail-fast); `lost`: its session or worktree vanished without an exit record; `agent_error`: its agent's CLI reported an error in its output while exiting 0 (see `agent_result`)",
   ),
   detail: z.string().nullable(),
   attempts: z.number().int().min(0),
@@ -70,7 +70,7 @@ export const TaskReport = z.strictObject({
   gates: z
     .array(Gate)
     .describe(
-      "The task's gates in the order they ran (of its last attempt): `setup` (only when a setup_cmd is given: it runs before the agent; its detail names its logs), `core` (the agent exited 0), `commit`, `required_artifacts`, `allowed_paths`, `tests_cmd`",
+      "The task's gates in the order they ran (of its last attempt): `setup` (only when a setup_cmd is given: it runs before the agent; its detail names its logs), `core` (the agent exited 0), `secrets` (no secret value of the run's in its changes: checked before they are committed), `commit`, `required_artifacts`, `allowed_paths`, `tests_cmd`",
     ),
   /** Exact argv the task runs (after placeholder substitution). */
   argv: z.array(z.string()),

@@ -216,6 +216,34 @@ async function stripIncludes(
   return last;
 }
 
+/**
+ * What the agent would bring onto its task branch, before termorch commits it: the paths that
+ * differ in `worktree` from `start` (its own commits and what it left uncommitted, untracked files
+ * that are not ignored included; deleted ones too, as names) as raw bytes, and the messages of
+ * the commits it made since `start`, and the branch HEAD is on (empty when detached), which
+ * termorch records when the agent left it elsewhere. `exclude`: include links and copies.
+ */
+export async function pendingChanges(
+  worktree: string,
+  start: string,
+  exclude: readonly string[],
+): Promise<{ paths: Buffer[]; messages: Buffer; head: Buffer }> {
+  const spec = ["--", ":(top)", ...includePathspecs(normalizeInclude(exclude), true)];
+  const [tracked, untracked, log, head] = await Promise.all([
+    gitBuffer(worktree, ["diff", "--name-only", "-z", "--no-renames", "--no-ext-diff", start, ...spec]),
+    gitBuffer(worktree, ["ls-files", "-z", "--others", "--exclude-standard", "--full-name", ...spec]),
+    gitBuffer(worktree, ["log", "--format=%B", `${start}..HEAD`]),
+    gitBuffer(worktree, ["symbolic-ref", "-q", "HEAD"], { allowExit: [0, 1] }),
+  ]);
+  const paths: Buffer[] = [];
+  for (const out of [tracked.stdout, untracked.stdout]) {
+    let at = 0;
+    for (let nul = out.indexOf(0); nul >= 0; at = nul + 1, nul = out.indexOf(0, at))
+      if (nul > at) paths.push(out.subarray(at, nul));
+  }
+  return { paths, messages: log.stdout, head: head.stdout };
+}
+
 /** Every path changed between two commits, sorted; a rename or copy contributes both its paths. */
 export async function changedFiles(repo: string, from: string, to: string): Promise<string[]> {
   const r = await git(repo, ["diff-tree", "-r", "-z", "-M", "--name-status", from, to]);

@@ -84,9 +84,11 @@ export async function lastRefChange(repo: string, ref: string): Promise<number |
  * agent's `git update-ref refs/heads/main ...`, or the user moving HEAD elsewhere afterwards) is
  * not taken for the user's commit. Nor is termorch's own update of the target (its reflog
  * message starts with `termorch:`): it runs in the user's checkout too, and an earlier merge of
- * the same run is not a commit of the user's to merge onto. Where git keeps no HEAD reflog (core.logAllRefUpdates off),
- * the fallback is the condition the merge itself needs: the checkout's index is exactly `tip`'s
- * tree, so advancing from `tip` keeps ref, index and work tree in agreement.
+ * the same run is not a commit of the user's to merge onto. In every case (and alone where git
+ * keeps no HEAD reflog, core.logAllRefUpdates off) the checkout's index must be exactly `tip`'s
+ * tree: what a commit there leaves, and what the merge needs so that advancing from `tip` keeps
+ * ref, index and work tree in agreement. An agent that ran `git update-ref` in the user's
+ * checkout to an unrelated commit is caught by that.
  */
 export async function movedInCheckout(
   root: string,
@@ -97,10 +99,13 @@ export async function movedInCheckout(
   const head = await git(root, ["symbolic-ref", "-q", "HEAD"], { allowExit: [0, 1] });
   if (head.exitCode !== 0 || head.stdout.trim() !== ref) return false;
   const last = await lastReflogEntry(await gitPath(root, "logs/HEAD"));
-  if (last !== null)
-    return (
-      last.new === tip && !last.message.startsWith("termorch:") && last.time >= Math.floor(sinceMs / 1000)
-    );
+  if (
+    last !== null &&
+    !(last.new === tip && !last.message.startsWith("termorch:") && last.time >= Math.floor(sinceMs / 1000))
+  )
+    return false;
+  // Also with the reflog: an agent can run `git -C <checkout> update-ref` too, but a commit of the
+  // user's leaves the index at its tree (an agent's jump to unrelated history does not).
   const same = await git(root, ["diff-index", "--cached", "--quiet", tip, "--"], { allowExit: [0, 1] });
   return same.exitCode === 0;
 }

@@ -41,9 +41,14 @@ export interface GitBufferResult {
 // Configuration forced on every call. Hooks are off because termorch's own checkouts and
 // commits must not run the user's pre-commit/post-checkout tooling (slow, interactive, or
 // failing in a half-prepared worktree); signing is off because it could prompt for a passphrase.
+// The fsmonitor is off because it is a command from the repository's config that status, diff
+// and add run: an agent can write that config (its worktree shares the repository's .git), and
+// termorch's git would run its command with termorch's environment.
 const CONFIG_ARGS = [
   "-c",
   "core.hooksPath=/dev/null",
+  "-c",
+  "core.fsmonitor=false",
   "-c",
   "commit.gpgSign=false",
   "-c",

@@ -4,7 +4,13 @@ import { join, relative } from "node:path";
 import { runBranchesPrefix, runWorktreesDir } from "../fs/names.js";
 import { registeredRuns, unregisterRun } from "../fs/registry.js";
 import { git } from "../git/repo.js";
-import { deleteBranch, isBranch, listWorktrees, removeWorktree } from "../git/worktree.js";
+import {
+  deleteBranch,
+  isBranch,
+  listWorktrees,
+  removeWorktree,
+  removeWorktrees as removeWorktreeFolders,
+} from "../git/worktree.js";
 import { endLeftovers } from "./leftovers.js";
 import { driverAlive } from "./liveness.js";
 import { type OpsRun, phaseOf } from "./runs.js";
@@ -201,7 +207,16 @@ async function removeWorktrees(
       await removeWorktree(repo, wt.path);
       report.removed.push(`worktree ${wt.path}`);
     } catch (error) {
-      report.kept.push({ what: `worktree ${wt.path}`, why: errorText(error) });
+      // Its agent may have broken the worktree's `.git` file, and git then refuses to remove it:
+      // with --force, one in the run's own folder goes as a folder (git forgets it at the prune).
+      if (force && inRoot && (await removeWorktreeFolders(repo, [wt.path])).length > 0) {
+        report.removed.push(`worktree ${wt.path} (git could not remove it: ${errorText(error)})`);
+        continue;
+      }
+      report.kept.push({
+        what: `worktree ${wt.path}`,
+        why: `${errorText(error)}${inRoot ? "; --force removes it" : ""}`,
+      });
     }
   }
   await git(repo, ["worktree", "prune"], { allowExit: [0, 128] }).catch(() => {});

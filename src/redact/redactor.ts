@@ -95,6 +95,20 @@ function secretPattern(value: string): string {
   return out;
 }
 
+/**
+ * The pattern sources of secret values alone (no token formats, no configured patterns): a value
+ * with line breaks whole and line by line, values shorter than MIN_SECRET_LENGTH left out.
+ */
+export function secretSources(secretValues: Iterable<string>): string[] {
+  const values = [...secretValues].flatMap((v) => [v, ...v.split(/\r\n|\r|\n/)]);
+  return (
+    [...new Set(values.filter((v) => v.length >= MIN_SECRET_LENGTH))]
+      // Longest first, so a secret containing another is removed whole.
+      .sort((a, b) => b.length - a.length)
+      .map(secretPattern)
+  );
+}
+
 export function isSecretName(
   name: string,
   fragments: readonly string[],
@@ -137,12 +151,15 @@ export class Redactor {
    * with line breaks is matched whole (its JSON or URL encodings are one line) and line by line.
    */
   static from(patterns: readonly string[], secretValues: Iterable<string>): Redactor {
-    const values = [...secretValues].flatMap((v) => [v, ...v.split(/\r\n|\r|\n/)]);
-    const literals = [...new Set(values.filter((v) => v.length >= MIN_SECRET_LENGTH))]
-      // Longest first, so a secret containing another is removed whole.
-      .sort((a, b) => b.length - a.length)
-      .map(secretPattern);
-    return new Redactor([...literals, ...TOKEN_PATTERNS, ...patterns]);
+    return new Redactor([...secretSources(secretValues), ...TOKEN_PATTERNS, ...patterns]);
+  }
+
+  /**
+   * Whether `data` holds a secret this redactor matches (in any encoding it knows), judged as
+   * bytes, line by line, as redaction would.
+   */
+  finds(data: Buffer): boolean {
+    return this.redactBytes(data) !== data;
   }
 
   /** Redacts a text (a message, a JSON string value): its lines, with a fresh key state. */

@@ -41,6 +41,8 @@ export interface RunContext {
   status: StatusFiles;
   logNames: LogNames;
   redactor: Redactor;
+  /** Matches the run's secret values alone (no token formats): the secrets gate's; null without secrets. */
+  secretFinder: Redactor | null;
   /** Redaction pattern sources handed to the runner for the agents' logs. */
   redactSources: string[];
   /** Each task's state, as state.json, the journal and the report have it. */

@@ -106,12 +106,16 @@ export async function refChanges(ctx: RunContext, merged: string | null = null):
 
 /**
  * Adds the refs found to be created by a task's agent to its `refsCreated` (journaled), so they
- * are reported with it and removed with its branch after the merge or by `termorch clean`.
+ * are reported with it and removed with its branch after the merge or by `termorch clean`
+ * (all but one named after a secret).
  */
 export function recordCreatedRefs(ctx: RunContext, found: readonly FoundRefChange[]): void {
   for (const { change, createdBy } of found) {
     const task = createdBy === null ? undefined : ctx.tasks.get(createdBy);
     if (!task || task.refsCreated.includes(change.ref)) continue;
+    // A ref named after a secret is reported (redacted) but not recorded: state.json would hold
+    // the secret. It stays the agent's, in the user's repository, for the user to delete.
+    if (ctx.redactor.redact(change.ref) !== change.ref) continue;
     task.refsCreated = [...task.refsCreated, change.ref];
     ctx.journal.write(task);
   }

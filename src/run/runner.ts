@@ -25,7 +25,7 @@ import { Ledger } from "../ledger/ledger.js";
 import { commandDelivery, Notifier, type NotifyDelivery } from "../notify/notifier.js";
 import { buildGraph } from "../plan/graph.js";
 import { planWaves } from "../plan/waves.js";
-import { Redactor } from "../redact/redactor.js";
+import { Redactor, secretSources } from "../redact/redactor.js";
 import { buildReport, type RunError, skippedMerge } from "../report/build.js";
 import type { TaskRunner } from "../runner/task-runner.js";
 import { TmuxRunner } from "../tmux/runner.js";
@@ -465,6 +465,7 @@ async function buildLiveRun(p: {
     logNames: new LogNames(join(runDir, "logs")),
     redactor,
     redactSources: [...redactor.sources],
+    secretFinder: secrets.length > 0 ? new Redactor(secretSources(secrets)) : null,
     tasks: new Map(),
     depConflicts: [],
     plans: planTasks(input, { runId, runDir, gitPrefix: p.git?.prefix ?? null, processEnv: env }),

@@ -21,7 +21,7 @@ import { sessionName, taskBranch } from "../fs/names.js";
 import { cgroupRecordOf } from "../fs/private-dir.js";
 import type { CommitTaskChangesOptions } from "../git/commit.js";
 import { withTrailers } from "../git/repo.js";
-import { redactFile } from "../redact/redact-file.js";
+import { redactFile, redactNames } from "../redact/redact-file.js";
 import type { ExitRecord, RunningAttempt } from "../runner/task-runner.js";
 import { inWorkspace, type RunContext } from "./context.js";
 import { killPoint, prepareHooks } from "./faults.js";
@@ -29,6 +29,7 @@ import { watchInteractive } from "./interactive.js";
 import { type AttemptOutcome, classifyExit, coreGate } from "./outcome.js";
 import { writePrompt } from "./prompt.js";
 import { createdDuringRun } from "./ref-watch.js";
+import { secretsGate } from "./secrets-gate.js";
 import { runSetup, setupGates } from "./setup.js";
 import type { TaskPlan } from "./task-plan.js";
 import type { TaskRun } from "./task-run.js";
@@ -395,6 +396,18 @@ async function runGates(ctx: RunContext, t: TaskRun, p: TaskPlan): Promise<Attem
       gates.push({ name: "commit", required: true, passed: false, detail });
       return failed("lost", detail);
     }
+    // Before the commit: a secret the agent wrote into its work must not reach a commit of termorch's.
+    let secrets: Gate | null = null;
+    let secretsError: unknown = null;
+    if (t.startCommit)
+      secrets = await secretsGate(ctx, p.worktree, t.startCommit, p.keepInRepo).catch((error: unknown) => {
+        secretsError = error;
+        return null;
+      });
+    if (secrets) {
+      gates.push(secrets);
+      if (!secrets.passed) return failed("validation", secrets.detail);
+    }
     try {
       t.commit = await commitOnTaskBranch(ctx, t, p.worktree, {
         message: withTrailers(
@@ -409,6 +422,12 @@ async function runGates(ctx: RunContext, t: TaskRun, p: TaskPlan): Promise<Attem
     } catch (error) {
       const detail = `could not commit its changes: ${ctx.redactor.redact(errorText(error))}`;
       gates.push({ name: "commit", required: true, passed: false, detail });
+      return failed("validation", detail);
+    }
+    // The commit worked where the look for secrets could not (git failed there): nothing is let through unseen.
+    if (secretsError !== null) {
+      const detail = `could not look for secrets in its changes: ${ctx.redactor.redact(errorText(secretsError))}`;
+      gates.push({ name: "secrets", required: true, passed: false, detail });
       return failed("validation", detail);
     }
   }
@@ -553,6 +572,9 @@ async function collectArtifacts(ctx: RunContext, t: TaskRun, p: TaskPlan): Promi
     ) {
       await cp(handoff, join(artifactsDir, "handoff.md"));
     }
+    // Names first: an agent may name what it leaves here after a secret, and the list of
+    // artifacts goes into the report and state.json.
+    if (readdirSync(artifactsDir).length > 0) await redactNames(artifactsDir, ctx.redactor);
     // Most agents leave nothing here: one readdir spares the walk.
     const files =
       readdirSync(artifactsDir).length === 0

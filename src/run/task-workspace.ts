@@ -1,5 +1,5 @@
 import type { RefsSnapshot } from "../contract/merge-journal.js";
-import type { changedFiles, commitTaskChanges, diffPatch } from "../git/commit.js";
+import type { changedFiles, commitTaskChanges, diffPatch, pendingChanges } from "../git/commit.js";
 import type { bringHeadOntoTaskBranch } from "../git/task-head.js";
 import type { prepareTaskWorktree, resetWorktree } from "../git/worktree.js";
 
@@ -49,4 +49,6 @@ export interface TaskWorkspace {
   takeHead: typeof bringHeadOntoTaskBranch;
   changedFiles: typeof changedFiles;
   diffPatch: typeof diffPatch;
+  /** What the agent changed in its worktree since its start, before termorch commits it (the secrets gate). */
+  pendingChanges: typeof pendingChanges;
 }

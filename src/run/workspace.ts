@@ -4,7 +4,7 @@ import { InputError, type InputProblem } from "../errors.js";
 import { runBranchesPrefix, runWorktreesDir } from "../fs/names.js";
 import { isEmptyOrMissing } from "../fs/paths.js";
 import { registeredRuns } from "../fs/registry.js";
-import { changedFiles, commitTaskChanges, diffPatch } from "../git/commit.js";
+import { changedFiles, commitTaskChanges, diffPatch, pendingChanges } from "../git/commit.js";
 import { normalizeInclude } from "../git/include.js";
 import { hasRefsUnder } from "../git/refs.js";
 import { dirtyTrackedFiles, isTracked, repoInfo, requireGitVersion } from "../git/repo.js";
@@ -168,4 +168,5 @@ export const gitWorkspace: TaskWorkspace = {
   takeHead: bringHeadOntoTaskBranch,
   changedFiles,
   diffPatch,
+  pendingChanges,
 };

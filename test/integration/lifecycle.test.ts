@@ -110,11 +110,14 @@ describe("run lifecycle", () => {
     delete a.tasks[0].command;
     a.tasks[0].agent = "leak";
     writeFileSync(file, JSON.stringify(a));
-    expect((await termorch(["run", file, "--config", config], { socket })).exitCode).toBe(0);
-    const under = (d: string): string[] =>
-      filesContaining(d, secret).filter((f) => f !== "config.json" && !f.startsWith("repo/"));
+    // Its handoff.md would be committed with the secret: the secrets gate fails the task instead
+    // (the repository is left as it was), and its artifacts are collected and redacted all the same.
+    expect((await termorch(["run", file, "--config", config], { socket })).exitCode).toBe(1);
+    expect(readReport(dir).tasks[0]).toMatchObject({ status: "failed", reason: "validation" });
+    const under = (d: string): string[] => filesContaining(d, secret).filter((f) => f !== "config.json");
     expect(under(dir)).toEqual([]);
     expect(readFileSync(join(dir, "artifacts", "A", "note.txt"), "utf8")).toBe("[REDACTED]\n");
+    expect(readFileSync(join(dir, "artifacts", "A", "handoff.md"), "utf8")).toBe("# handoff [REDACTED]\n");
   });
 
   it("retries a failed task in a fresh session from the same base", async () => {

@@ -28,6 +28,7 @@ export const PLAIN_WORKSPACE: TaskWorkspace = {
   commit: notUsed,
   takeHead: notUsed,
   changedFiles: notUsed,
+  pendingChanges: notUsed,
   diffPatch: notUsed,
 };
 

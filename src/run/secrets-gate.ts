@@ -1,0 +1,78 @@
+import { closeSync, lstatSync, openSync, readSync } from "node:fs";
+import type { Gate } from "../contract/report.js";
+import type { RunContext } from "./context.js";
+
+/** Bytes read at a time from a changed file; a secret cut at a chunk's end is caught by the overlap. */
+const CHUNK = 8 * 1024 * 1024;
+/** Names of the places shown in the gate's detail at most. */
+const MAX_NAMED = 10;
+
+/**
+ * The secrets gate, run before termorch commits a task's work: a secret value the run passed to
+ * its agents (an environment variable whose name looks secret, in any encoding redaction knows)
+ * in a changed file's content or name, in a message of a commit the agent made, or in the name
+ * of the branch it checked out, fails the
+ * task (reason `validation`) instead of being committed on its branch and merged into the user's.
+ * Logs and artifacts are redacted; a repository cannot be (DESIGN.md §10, README: Secrets).
+ * Token formats and configured patterns do not count here: a repository may well hold
+ * look-alikes (test fixtures), but never the value of a secret the run handed out.
+ * Returns null when the run has no secrets (nothing to look for).
+ */
+export async function secretsGate(
+  ctx: Pick<RunContext, "secretFinder" | "workspace" | "redactor">,
+  worktree: string,
+  start: string,
+  exclude: readonly string[],
+): Promise<Gate | null> {
+  const finder = ctx.secretFinder;
+  if (!finder) return null;
+  const { paths, messages, head } = await ctx.workspace.pendingChanges(worktree, start, exclude);
+  const found: string[] = [];
+  for (const path of paths) {
+    const shown = ctx.redactor.redact(path.toString("utf8"));
+    if (finder.finds(path)) found.push(`${shown} (its name)`);
+    else if (holdsSecret(worktree, path, (b) => finder.finds(b))) found.push(shown);
+  }
+  if (finder.finds(messages)) found.push("a commit message of the agent's");
+  // Its name would be recorded (state.json) and reported as a ref the agent created.
+  if (finder.finds(head)) found.push("the name of the branch it checked out");
+  if (found.length === 0)
+    return { name: "secrets", required: true, passed: true, detail: "no secret value in its changes" };
+  const named =
+    found.slice(0, MAX_NAMED).join(", ") +
+    (found.length > MAX_NAMED ? ` and ${found.length - MAX_NAMED} more` : "");
+  return {
+    name: "secrets",
+    required: true,
+    passed: false,
+    detail: `its changes hold the value of a secret environment variable, in: ${named}; nothing was committed (remove the secret from the task's output, or stop passing it to the agent)`,
+  };
+}
+
+/** Whether a changed file (a regular one: a link's target is not the task's content) holds a secret. */
+function holdsSecret(worktree: string, raw: Buffer, finds: (b: Buffer) => boolean): boolean {
+  // The name as bytes: a file name that is not UTF-8 is still read.
+  const path = Buffer.concat([Buffer.from(`${worktree}/`), raw]);
+  const info = lstatSync(path, { throwIfNoEntry: false });
+  if (!info?.isFile()) return false;
+  const fd = openSync(path, "r");
+  try {
+    const buf = Buffer.alloc(Math.min(CHUNK, info.size) + OVERLAP);
+    let carry = 0;
+    for (;;) {
+      const n = readSync(fd, buf, carry, buf.length - carry, null);
+      // The carried tail was looked at with the chunk before.
+      if (n <= 0) return false;
+      const end = carry + n;
+      if (finds(buf.subarray(0, end))) return true;
+      // The chunk's tail goes on with the next one: a secret across the cut is seen whole.
+      carry = Math.min(OVERLAP, end);
+      buf.copy(buf, 0, end - carry, end);
+    }
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** Longer than any secret's longest encoding (a character is at most 12 bytes in any of them). */
+const OVERLAP = 64 * 1024;
