@@ -147,22 +147,8 @@ async function main(opts) {
     const own = spawnSync("tmux", ["-S", socketPath, "list-sessions"], { encoding: "utf8" });
     if (own.status !== 0 || !own.stdout.includes(status.session))
       blind.push(`the owner could not list sessions on ${socketPath}: the attach probe is aimed wrong`);
-    for (const [name, argv, wantTty] of [
-      ["list-sessions", ["tmux", "-S", socketPath, "list-sessions"], false],
-      ["attach", ["tmux", "-S", socketPath, "attach", "-t", status.session], true],
-      ["attach-read-only", ["tmux", "-S", socketPath, "attach", "-r", "-t", status.session], true],
-      ["send-keys", ["tmux", "-S", socketPath, "send-keys", "-t", status.session, "echo hi", "Enter"], false],
-      ["new-session", ["tmux", "-S", socketPath, "new-session", "-d", "-s", "intruder"], false],
-      ["kill-server", ["tmux", "-S", socketPath, "kill-server"], false],
-    ]) {
-      // attach needs a terminal: `script` gives it one, and passes tmux's exit code on (-e).
-      const cmd = wantTty ? ["script", "-qec", argv.map(shq).join(" "), "/dev/null"] : argv;
-      const r = asNobody(cmd, { timeoutMs: 5000 });
-      // A refusal exits non-zero; an attach that got in would sit there until the timeout.
-      const got_in = r.status === 0 || r.timedOut;
-      attachResults[name] = { refused: !got_in, said: r.out.split("\n")[0]?.slice(0, 120) ?? "" };
-      trials++;
-    }
+    Object.assign(attachResults, tryForeignTmux(socketPath, status.session, "daemon run, live"));
+    trials += 6;
     if (!box.sessions().includes(status.session))
       failures.push("A's session is gone after the other user's attempts");
 
@@ -178,17 +164,26 @@ async function main(opts) {
     );
     exposedAfter.push(...exposed(ownerOnly(box, home, runDir, socketPath)));
     trials++;
-    // The canary the run passed to its agent is in no file another user can read.
-    const readable = readableByNobody(allFiles([home, box.tmp, join(box.dir, "registry")]));
-    const leaked = readable.filter((f) => safeRead(f).includes("not-for-others"));
-    figures.secret_readable_by_others = leaked.length;
-    for (const f of leaked) failures.push(`secret readable by others in ${f}`);
   } catch (error) {
     failures.push(`daemon run: ${error.message}`);
   } finally {
     daemon.child.kill("SIGTERM");
     await daemon;
   }
+  if (opts.mode === "long") {
+    try {
+      trials += await oneShotRun(box, repo, { exposedDuring, exposedAfter, attachResults, failures });
+    } catch (error) {
+      failures.push(`one-shot run: ${error.message}`);
+    }
+  }
+  // The canary the runs passed to their agents is in no file another user can read.
+  const readable = readableByNobody(
+    allFiles([home, box.tmp, join(box.dir, "registry"), join(box.dir, "oneshot")]),
+  );
+  const leaked = readable.filter((f) => safeRead(f).includes("not-for-others"));
+  figures.secret_readable_by_others = leaked.length;
+  for (const f of leaked) failures.push(`secret readable by others in ${f}`);
   figures.owner_only_paths_checked = lastChecked;
   figures.blind_probes = blind.length;
   failures.push(...blind);
@@ -201,7 +196,7 @@ async function main(opts) {
     if (!r.refused) failures.push(`other user's tmux ${k} got in`);
 
   // 3: symlinks planted where termorch will write.
-  const cases = symlinkCases();
+  const cases = symlinkCases(opts.mode);
   const only = opts.only === null ? null : cases[opts.only]?.name;
   const results = {};
   let followed = 0;
@@ -247,8 +242,81 @@ async function main(opts) {
   });
 }
 
+/** What uid 65534 gets from termorch's tmux server: list, attach (also read-only), type, create, kill. */
+function tryForeignTmux(socketPath, session, label) {
+  const results = {};
+  for (const [name, argv, wantTty] of [
+    ["list-sessions", ["tmux", "-S", socketPath, "list-sessions"], false],
+    ["attach", ["tmux", "-S", socketPath, "attach", "-t", session], true],
+    ["attach-read-only", ["tmux", "-S", socketPath, "attach", "-r", "-t", session], true],
+    ["send-keys", ["tmux", "-S", socketPath, "send-keys", "-t", session, "echo hi", "Enter"], false],
+    ["new-session", ["tmux", "-S", socketPath, "new-session", "-d", "-s", "intruder"], false],
+    ["kill-server", ["tmux", "-S", socketPath, "kill-server"], false],
+  ]) {
+    // attach needs a terminal: `script` gives it one, and passes tmux's exit code on (-e).
+    const cmd = wantTty ? ["script", "-qec", argv.map(shq).join(" "), "/dev/null"] : argv;
+    const r = asNobody(cmd, { timeoutMs: 5000 });
+    // A refusal exits non-zero; an attach that got in would sit there until the timeout.
+    const gotIn = r.status === 0 || r.timedOut;
+    results[`${label}: ${name}`] = { refused: !gotIn, said: r.out.split("\n")[0]?.slice(0, 120) ?? "" };
+  }
+  return results;
+}
+
 const shq = (w) => `'${String(w).replaceAll("'", `'\\''`)}'`;
 let lastChecked = 0;
+
+/**
+ * Long only: a one-shot `termorch run` (no daemon) with an agent in a terminal (tty: the pane
+ * logger's filter file) and a task that fails, whose session is kept for inspection after the
+ * run: modes while it runs and after, and the other user against the live and the kept session.
+ */
+async function oneShotRun(box, repo, acc) {
+  const cfg = join(box.dir, "config.json");
+  writeFileSync(cfg, JSON.stringify({ agents: { "iso-tty": { command: ["bash", AGENT], tty: true } } }));
+  const runDir = join(box.dir, "oneshot");
+  const gate = join(box.dir, "gate-oneshot");
+  const file = join(box.dir, "oneshot.json");
+  const body = assignments("iso-oneshot", [{ id: "F", env: { FAIL: "3" } }], repo, {
+    environment: { workspace_dir: repo, env_vars: ["ISO_SECRET_TOKEN=not-for-others"] },
+  });
+  body.tasks.push({
+    id: "T",
+    agent: "iso-tty",
+    context_path: "ctx/task.md",
+    dependencies: [],
+    env: { GATE: gate },
+  });
+  writeFileSync(file, JSON.stringify(body), { mode: 0o600 });
+  const run = termorch(box, ["run", file, "--config", cfg, "--out", runDir], { timeoutMs: 5 * 60_000 });
+  const running = join(runDir, "status", "T.running");
+  await waitFor(() => existsSync(running), "the one-shot run's tty task to run", 60_000);
+  const live = JSON.parse(readFileSync(running, "utf8"));
+  acc.exposedDuring.push(...exposed(ownerOnly(box, null, runDir, live.socket_path)));
+  Object.assign(
+    acc.attachResults,
+    tryForeignTmux(live.socket_path, live.session, "one-shot run, live tty session"),
+  );
+  writeFileSync(gate, "");
+  const r = await run;
+  if (r.exitCode !== 1)
+    acc.failures.push(
+      `one-shot run: exit ${r.exitCode} where 1 (F fails) was expected: ${r.stderr.slice(0, 300)}`,
+    );
+  acc.exposedAfter.push(...exposed(ownerOnly(box, null, runDir, live.socket_path)));
+  const failed = JSON.parse(readFileSync(join(runDir, "status", "F.failed"), "utf8"));
+  if (!box.sessions().includes(failed.session))
+    acc.failures.push(`one-shot run: F's session ${failed.session} was not kept after it failed`);
+  Object.assign(
+    acc.attachResults,
+    tryForeignTmux(failed.socket_path, failed.session, "one-shot run, kept session"),
+  );
+  // What an operator does once they looked: `clean` ends the kept session (and so tmux's server).
+  const cleaned = await termorch(box, ["clean", "iso-oneshot"], { timeoutMs: 120_000 });
+  if (cleaned.exitCode !== 0)
+    acc.failures.push(`one-shot run: clean exited ${cleaned.exitCode}: ${cleaned.stderr.slice(0, 300)}`);
+  return 1 + 12;
+}
 
 /**
  * Everything the design keeps owner-only (DESIGN.md §10, src/fs/names.ts): the per-user folder
@@ -261,7 +329,7 @@ function ownerOnly(box, home, runDir, socketPath) {
   for (const name of ["events.jsonl", "state.json"]) paths.push(join(runDir, name));
   paths.push(...allPaths(join(runDir, "logs")).filter((p) => !isDir(p)));
   paths.push(join(runDir, ".termorch"), ...allPaths(join(runDir, ".termorch")));
-  paths.push(...allPaths(join(home, "logs")).filter((p) => !isDir(p)));
+  if (home) paths.push(...allPaths(join(home, "logs")).filter((p) => !isDir(p)));
   paths.push(...allPaths(join(box.dir, "registry")).filter((p) => !isDir(p)));
   const existing = paths.filter((p) => existsSync(p) || isLink(p));
   lastChecked = Math.max(lastChecked, existing.length);
@@ -353,8 +421,27 @@ function safeRead(p) {
  * the per-user folder), `daemonRun` (a daemon home's runs/<run_id>). `victim` is a folder or a
  * file the link points at; nothing may change there.
  */
-function symlinkCases() {
+function symlinkCases(mode) {
+  const longOnly = [
+    // The daemon checks the per-user folder when its first run needs it: a run it cannot start is answered.
+    {
+      name: "per-user folder (daemon)",
+      at: (w) => w.userDir,
+      victim: "dir",
+      daemon: true,
+      answeredError: true,
+    },
+    {
+      name: "per-user pool folder (daemon)",
+      at: (w) => join(w.userDir, "pool"),
+      victim: "dir",
+      userDir: true,
+      daemon: true,
+      answeredError: true,
+    },
+  ];
   return [
+    ...(mode === "long" ? longOnly : []),
     { name: "per-user folder", at: (w) => w.userDir, victim: "dir" },
     { name: "per-user locks folder", at: (w) => join(w.userDir, "locks"), victim: "dir", userDir: true },
     { name: "per-user pool folder", at: (w) => join(w.userDir, "pool"), victim: "dir", userDir: true },
@@ -443,6 +530,14 @@ async function symlinkCase(box, c) {
     const answers = readdirSync(join(w.home, "outbox"));
     const followed = changed(victim, c.victim);
     const report = JSON.parse(readFileSync(join(w.home, "outbox", answers[0]), "utf8"));
+    if (c.answeredError) {
+      const said = JSON.stringify(report.error ?? null);
+      return {
+        followed,
+        refused: report.summary.completed === false && said.includes(at) && /symbolic link/.test(said),
+        summary: `answered ${report.error?.kind ?? "without error"}: ${report.error?.message?.slice(0, 200) ?? ""}${followed ? "; victim changed" : ""}`,
+      };
+    }
     const passedOver = answers[0] !== `${w.runId}.json` && report.summary.completed === true;
     return {
       followed,
