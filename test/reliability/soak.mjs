@@ -64,8 +64,8 @@ function plan(opts) {
         burstTasks: 20,
         dripMs: (minutes ?? 10) * 60_000,
         segments: 4,
-        every: [3000, 7000],
-        dripTasks: [3, 12],
+        every: [4000, 10_000],
+        dripTasks: [2, 10],
         workspaces: 10,
       };
 }
