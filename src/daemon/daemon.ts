@@ -62,7 +62,7 @@ export class Daemon {
   private readonly layout: ReturnType<typeof homeLayout>;
   private readonly runs: PQueue;
   private readonly hostQueue: PQueue;
-  /** Runs answered in the outbox by this process. */
+  /** Runs being driven whose answer onReport already wrote (forgotten once the run returns). */
   private readonly answered = new Set<string>();
   private readonly detach = new AbortController();
   private readonly active = new Set<Promise<void>>();
@@ -195,7 +195,10 @@ export class Daemon {
    */
   private driveOptions(runId: string): DriveOptions {
     return {
-      onReport: (result) => this.answer(runId, result.report),
+      onReport: async (result) => {
+        await this.answer(runId, result.report);
+        this.answered.add(runId);
+      },
       ...(this.opts.fault ? { fault: this.opts.fault } : {}),
       wait: true,
       detach: this.detach.signal,
@@ -211,12 +214,17 @@ export class Daemon {
     // No abort signal for p-queue: it would reject a run that is already running at once, so the
     // log would call it queued and stop() would return before the run had detached.
     await this.runs.add(async () => {
+      let answeredByReport = false;
       if (this.stopping) {
         this.opts.log.info({ run: runId }, "run left queued; it starts on the next start");
         return;
       }
       try {
-        const result = await start();
+        const result = await start().finally(() => {
+          // Whatever happens next, nothing about this run is kept: a long-running daemon's
+          // memory must not grow with the runs it answered.
+          answeredByReport = this.answered.delete(runId);
+        });
         if ("detached" in result) {
           this.opts.log.info(
             { run: runId },
@@ -225,7 +233,7 @@ export class Daemon {
           return;
         }
         // Answered by onReport already, unless the run ended before it had a report of its own.
-        if (!this.answered.delete(runId)) await this.answer(runId, result.report);
+        if (!answeredByReport) await this.answer(runId, result.report);
         this.opts.log.info(
           { run: runId, exit_code: result.exitCode, completed: result.report.summary.completed },
           "run finished",
@@ -266,7 +274,6 @@ export class Daemon {
 
   private async answer(runId: string, report: unknown): Promise<void> {
     await writeJsonAtomic(join(this.layout.outbox, `${runId}.json`), report);
-    this.answered.add(runId);
   }
 
   /** On start: finish runs an earlier daemon left, and answer reports it wrote but did not deliver. */

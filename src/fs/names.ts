@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import { realpathSync } from "node:fs";
-import { chmod, lstat, mkdir } from "node:fs/promises";
+import { chmod, lstat, mkdir, readlink } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { EnvironmentError } from "../errors.js";
@@ -101,7 +101,12 @@ export function lockPath(workspace: string): string {
 
 /** Where every run registers its run directory by id ($TERMORCH_REGISTRY, else in the per-user folder). */
 export function registryDir(env: Env = process.env): string {
-  return env.TERMORCH_REGISTRY ?? join(userDir(), "runs");
+  return env.TERMORCH_REGISTRY ?? defaultRegistryDir();
+}
+
+/** The registry's folder in the per-user folder. */
+function defaultRegistryDir(): string {
+  return join(userDir(), "runs");
 }
 
 /** Whether the registry is the default one inside the per-user folder. */
@@ -154,6 +159,16 @@ async function makeUserDir(dir: string): Promise<string> {
     st = await lstat(dir);
     if ((st.mode & 0o777) !== 0o700)
       refuse(`has mode ${(st.mode & 0o777).toString(8)} and could not be made 700`, `run chmod 700 ${dir}`);
+  }
+  // Its folders are created with mkdir -p and written into: one that is a link would put
+  // worktrees, locks, pooled worktrees or run records wherever it points.
+  for (const sub of [locksDir(), poolRoot(), worktreesRoot(), defaultRegistryDir()]) {
+    const found = await lstat(sub).catch(() => null);
+    if (found?.isSymbolicLink() || (found && !found.isDirectory()))
+      refuse(
+        `holds ${sub}, which is ${found.isSymbolicLink() ? `a symbolic link (to ${await readlink(sub)})` : "not a folder"}`,
+        `remove ${sub} (after checking what it is) and run termorch again`,
+      );
   }
   return dir;
 }

@@ -1,4 +1,4 @@
-import { readdirSync, realpathSync } from "node:fs";
+import { lstatSync, readdirSync, readlinkSync, realpathSync } from "node:fs";
 import { isAbsolute, relative, resolve, sep } from "node:path";
 
 /** Linux's limit on a path's length, its terminating NUL included. */
@@ -55,4 +55,18 @@ export function isEmptyOrMissing(dir: string, except: readonly string[] = []): b
   } catch {
     return true;
   }
+}
+
+/**
+ * The first of `paths` that is a symbolic link, as `<path> (a symbolic link to <target>)`, or
+ * null. Where termorch creates its own files it never writes through a link: one planted there
+ * would put them wherever it points.
+ */
+export function firstLink(paths: readonly string[]): string | null {
+  for (const path of paths) {
+    try {
+      if (lstatSync(path).isSymbolicLink()) return `${path} (a symbolic link to ${readlinkSync(path)})`;
+    } catch {}
+  }
+  return null;
 }

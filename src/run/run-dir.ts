@@ -2,7 +2,7 @@ import { existsSync, mkdirSync, readFileSync, realpathSync, writeFileSync } from
 import { dirname, join, relative } from "node:path";
 import { StateHeader } from "../contract/state.js";
 import { InputError } from "../errors.js";
-import { isEmptyOrMissing } from "../fs/paths.js";
+import { firstLink, isEmptyOrMissing } from "../fs/paths.js";
 import { ignoredPaths, workTreeTop } from "../git/repo.js";
 
 /** What termorch writes at the top of a run directory (docs/ARCHITECTURE.md: the run directory). */
@@ -15,6 +15,12 @@ const RUN_FILES = [
   "artifacts/x",
   ".termorch/x",
 ];
+
+/** The run directory and every name termorch writes directly in it: none may be a symbolic link. */
+function linkInRunDir(dir: string): string | null {
+  const names = [".gitignore", ...RUN_FILES.map((f) => f.split("/")[0]!)];
+  return firstLink([dir, ...names.map((name) => join(dir, name))]);
+}
 
 /** Where a new run's files go. */
 export type RunDirPlan =
@@ -66,6 +72,12 @@ export async function gitSightOf(dir: string): Promise<string | null> {
  * show them). `explicit`: the user named the folder (`--out`), so it is used as it is or refused.
  */
 export async function planRunDir(requested: string, explicit: boolean): Promise<RunDirPlan> {
+  const link = linkInRunDir(requested);
+  if (link)
+    throw new InputError(
+      [{ file: link, message: "termorch does not write its run files through symbolic links" }],
+      "Remove the link, or give the run a real folder with --out DIR; nothing was started.",
+    );
   const held = heldRun(requested);
   const sight = await gitSightOf(requested);
   if (sight !== null && !explicit) {
@@ -128,6 +140,8 @@ export function prepareRunDir(plan: RunDirPlan, runId: string): string {
  * `dir`, or null when it may: `dir` exists, holds no run's files and is out of git's sight.
  */
 export async function looseReportBlocker(dir: string): Promise<string | null> {
+  const link = linkInRunDir(dir);
+  if (link) return `${link} is not written through`;
   if (!existsSync(dir)) return `${dir} does not exist`;
   const held = heldRun(dir);
   if (held) return `${dir} holds the files of run ${held.runId}`;
