@@ -43,7 +43,10 @@ import {
 
 const AGENT = join(ROOT, "test", "reliability", "agents", "soak-agent.sh");
 const FD_SLACK = 2;
-const RSS_SLACK_MB = 32;
+// The smoke version's drip is seconds long: too short for a leak to show above V8's own swings
+// (up to ~60 MB between collections on a loaded machine), so CI judges it loosely and the long
+// version, where a leak adds up over hundreds of runs, is the measure.
+const RSS_SLACK_MB = { smoke: 64, long: 32 };
 const RSS_SLACK_FRACTION = 0.15;
 
 function plan(opts) {
@@ -360,7 +363,9 @@ async function main(opts) {
   const last = quietPoints.at(-1);
   const rssGrowth = complete ? round(last.rss_mb - warm.rss_mb) : null;
   const fdGrowth = complete ? last.fds - quietPoints[0].fds : null;
-  const rssAllowed = complete ? round(Math.max(RSS_SLACK_MB, RSS_SLACK_FRACTION * warm.rss_mb)) : null;
+  const rssAllowed = complete
+    ? round(Math.max(RSS_SLACK_MB[opts.mode], RSS_SLACK_FRACTION * warm.rss_mb))
+    : null;
   const valid = [...dropped.values()].filter((d) => d.valid);
   const figures = {
     files_dropped: dropped.size,
@@ -401,7 +406,7 @@ async function main(opts) {
     samples: samples.length,
   };
   notes.push(
-    `flat rule, at the quiet points (no run in flight; after the burst and after each drip segment): open fds at the end at most ${FD_SLACK} above those after the burst; RSS at the end at most max(${RSS_SLACK_MB} MB, ${RSS_SLACK_FRACTION * 100}%) above the RSS after the first drip segment (warm-up: the burst and that segment)`,
+    `flat rule, at the quiet points (no run in flight; after the burst and after each drip segment): open fds at the end at most ${FD_SLACK} above those after the burst; RSS at the end at most max(${RSS_SLACK_MB[opts.mode]} MB, ${RSS_SLACK_FRACTION * 100}%) above the RSS after the first drip segment (warm-up: the burst and that segment)`,
     `drip: ${round(p.dripMs / 60_000)} min in ${p.segments} segments, a file every ${p.every[0] / 1000}-${p.every[1] / 1000} s of ${p.dripTasks[0]}-${p.dripTasks[1]} tasks, one in ten invalid`,
   );
   box.dispose();
