@@ -283,6 +283,9 @@ async function trial(k, spec, seed) {
         notes.push(
           `inbox [${ls(join(home, "inbox"))}] runs [${ls(join(home, "runs"))}] run dir [${ls(runDir)}] outbox [${ls(join(home, "outbox"))}]`,
         );
+        const log = join(home, "logs", "termorch.log");
+        if (existsSync(log))
+          notes.push(`daemon log, last lines:\n${readFileSync(log, "utf8").trim().split("\n").slice(-8).join("\n")}`);
       }
     }
     return { ...(await check(box, repo, base, runDir, body, recovered)), notes, exits };
@@ -358,6 +361,10 @@ async function check(box, repo, base, runDir, body, recovered) {
     }
   }
   f.merge = report?.merge.result ?? null;
+  if (report && report.merge.result !== "success")
+    f.notDone = report.tasks
+      .filter((t) => t.status !== "success")
+      .map((t) => `${t.id} ${t.status} (${t.reason}): ${String(t.detail).slice(0, 200)}`);
 
   // The user's branch: untouched at the old commit, or at the merged commit; clean either way.
   const head = git(repo, "rev-parse", "refs/heads/main").trim();
@@ -439,7 +446,7 @@ async function main(opts) {
     figures.ledger_verification_failures += r.ledgerBad ?? 0;
     figures.gate_processes_left += r.gatesLeft ?? 0;
     figures.leftovers_after_clean += r.leftovers ?? 0;
-    const line = `trial ${k} ${label}: ${r.outcome}, merge ${r.merge ?? "none"}, exits ${r.exits.join("/")}${r.notes.length ? ` (${r.notes.join("; ")})` : ""} ${((Date.now() - t0) / 1000).toFixed(1)} s`;
+    const line = `trial ${k} ${label}: ${r.outcome}, merge ${r.merge ?? "none"}, exits ${r.exits.join("/")}${r.notes.length ? ` (${r.notes.join("; ")})` : ""} ${((Date.now() - t0) / 1000).toFixed(1)} s${r.notDone?.length ? `\n    not done: ${r.notDone.join("\n    not done: ")}` : ""}`;
     console.log(r.problems.length ? `${line}\n  ${r.problems.join("\n  ")}` : line);
     if (r.problems.length) failures.push({ trial: k, point: label, problems: r.problems });
   }
