@@ -285,7 +285,9 @@ async function trial(k, spec, seed) {
         );
         const log = join(home, "logs", "termorch.log");
         if (existsSync(log))
-          notes.push(`daemon log, last lines:\n${readFileSync(log, "utf8").trim().split("\n").slice(-8).join("\n")}`);
+          notes.push(
+            `daemon log, last lines:\n${readFileSync(log, "utf8").trim().split("\n").slice(-8).join("\n")}`,
+          );
       }
     }
     return { ...(await check(box, repo, base, runDir, body, recovered)), notes, exits };
