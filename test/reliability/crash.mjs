@@ -155,13 +155,13 @@ function started(box, args, o = {}) {
 }
 
 async function startDaemon(box, home, fault) {
-  const d = started(box, ["daemon", "--home", home], { fault, timeoutMs: 180_000 });
   const log = join(home, "logs", "termorch.log");
-  await waitFor(
-    () => (existsSync(log) && readFileSync(log, "utf8").includes("watching the inbox")) || d.settled,
-    "the daemon to watch its inbox",
-    60_000,
-  );
+  // The home's log is shared with the daemons before this one: ready once a new line says so.
+  const readyLines = () =>
+    existsSync(log) ? readFileSync(log, "utf8").split("watching the inbox").length - 1 : 0;
+  const before = readyLines();
+  const d = started(box, ["daemon", "--home", home], { fault, timeoutMs: 180_000 });
+  await waitFor(() => readyLines() > before || d.settled, "the daemon to watch its inbox", 60_000);
   // In an object: an async function returning the process's promise would wait for its end.
   return { d };
 }
