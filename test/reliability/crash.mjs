@@ -155,13 +155,13 @@ function started(box, args, o = {}) {
 }
 
 async function startDaemon(box, home, fault) {
-  const d = started(box, ["daemon", "--home", home], { fault, timeoutMs: 180_000 });
   const log = join(home, "logs", "termorch.log");
-  await waitFor(
-    () => (existsSync(log) && readFileSync(log, "utf8").includes("watching the inbox")) || d.settled,
-    "the daemon to watch its inbox",
-    60_000,
-  );
+  // The home's log is shared with the daemons before this one: ready once a new line says so.
+  const readyLines = () =>
+    existsSync(log) ? readFileSync(log, "utf8").split("watching the inbox").length - 1 : 0;
+  const before = readyLines();
+  const d = started(box, ["daemon", "--home", home], { fault, timeoutMs: 180_000 });
+  await waitFor(() => readyLines() > before || d.settled, "the daemon to watch its inbox", 60_000);
   // In an object: an async function returning the process's promise would wait for its end.
   return { d };
 }
@@ -283,6 +283,11 @@ async function trial(k, spec, seed) {
         notes.push(
           `inbox [${ls(join(home, "inbox"))}] runs [${ls(join(home, "runs"))}] run dir [${ls(runDir)}] outbox [${ls(join(home, "outbox"))}]`,
         );
+        const log = join(home, "logs", "termorch.log");
+        if (existsSync(log))
+          notes.push(
+            `daemon log, last lines:\n${readFileSync(log, "utf8").trim().split("\n").slice(-8).join("\n")}`,
+          );
       }
     }
     return { ...(await check(box, repo, base, runDir, body, recovered)), notes, exits };
@@ -358,6 +363,10 @@ async function check(box, repo, base, runDir, body, recovered) {
     }
   }
   f.merge = report?.merge.result ?? null;
+  if (report && report.merge.result !== "success")
+    f.notDone = report.tasks
+      .filter((t) => t.status !== "success")
+      .map((t) => `${t.id} ${t.status} (${t.reason}): ${String(t.detail).slice(0, 200)}`);
 
   // The user's branch: untouched at the old commit, or at the merged commit; clean either way.
   const head = git(repo, "rev-parse", "refs/heads/main").trim();
@@ -439,7 +448,7 @@ async function main(opts) {
     figures.ledger_verification_failures += r.ledgerBad ?? 0;
     figures.gate_processes_left += r.gatesLeft ?? 0;
     figures.leftovers_after_clean += r.leftovers ?? 0;
-    const line = `trial ${k} ${label}: ${r.outcome}, merge ${r.merge ?? "none"}, exits ${r.exits.join("/")}${r.notes.length ? ` (${r.notes.join("; ")})` : ""} ${((Date.now() - t0) / 1000).toFixed(1)} s`;
+    const line = `trial ${k} ${label}: ${r.outcome}, merge ${r.merge ?? "none"}, exits ${r.exits.join("/")}${r.notes.length ? ` (${r.notes.join("; ")})` : ""} ${((Date.now() - t0) / 1000).toFixed(1)} s${r.notDone?.length ? `\n    not done: ${r.notDone.join("\n    not done: ")}` : ""}`;
     console.log(r.problems.length ? `${line}\n  ${r.problems.join("\n  ")}` : line);
     if (r.problems.length) failures.push({ trial: k, point: label, problems: r.problems });
   }
