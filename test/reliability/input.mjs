@@ -16,6 +16,7 @@ import {
   mkdirSync,
   readdirSync,
   readFileSync,
+  realpathSync,
   renameSync,
   rmSync,
   symlinkSync,
@@ -59,7 +60,7 @@ const SIZES = {
     files: 200,
     operator: 600,
     runEvery: 4,
-    validRuns: 120,
+    validRuns: 60,
     binary: 200,
     daemon: 150,
   },
@@ -437,6 +438,12 @@ async function evaluate(ctx, input, { count, index, seed, cat }) {
     places,
     command: "validate",
   });
+  const refuse = input.pathCheck ? mustRefuse(ctx, input.pathCheck) : null;
+  if (refuse && r.code === 0)
+    fail(
+      "wrong_exit_code",
+      `validate accepted ${input.pathCheck.field} ${JSON.stringify(input.pathCheck.path.slice(0, 80))}: ${refuse}`,
+    );
   if (r.code === 0 && !/: valid, /.test(r.stdout))
     fail("wrong_exit_code", `validate exit 0 without "valid": ${r.stdout.slice(0, 200)}`);
   if (r.code === 2 && r.stdout !== "")
@@ -474,6 +481,34 @@ async function evaluate(ctx, input, { count, index, seed, cat }) {
     }
   }
   return problems;
+}
+
+/**
+ * Why a path in the paths category must be refused, or null when it may be accepted: a path
+ * that must exist (context_path, worktree_include, worktree_copy) has to be there and stay
+ * inside the workspace, symlinks followed; a glob may not be absolute nor climb with "..".
+ */
+function mustRefuse(ctx, { field, path }) {
+  if (path.includes("\0")) return "a NUL byte";
+  if (field === "workspace_dir") return path === "" ? "empty" : null;
+  if (["allowed_paths", "required_artifacts", "run_required_artifacts", "done_when"].includes(field)) {
+    if (path === "") return "empty";
+    const prefix = field === "done_when" ? path : path.split(/[*?[{]/)[0];
+    if (path.startsWith("/")) return "absolute";
+    if (prefix.split(/[\\/]/).includes("..")) return 'climbs with ".."';
+    return null;
+  }
+  if (path === "") return "empty";
+  const abs = resolve(ctx.ws, path);
+  if (abs !== ctx.ws && !abs.startsWith(`${ctx.ws}/`)) return "outside the workspace";
+  try {
+    const real = realpathSync(abs);
+    const realWs = realpathSync(ctx.ws);
+    if (real !== realWs && !real.startsWith(`${realWs}/`)) return "escapes through a symlink";
+  } catch {
+    return "does not exist";
+  }
+  return null;
 }
 
 function totalInputs(ctx) {
