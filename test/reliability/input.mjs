@@ -86,6 +86,8 @@ const SIZES = {
   },
 };
 
+// biome-ignore lint/suspicious/noControlCharactersInRegex: finding them is the point
+const RAW_CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/;
 const VALIDATE_TIMEOUT_MS = 30_000;
 const RUN_TIMEOUT_MS = 120_000;
 /** Largest valid run actually launched: a 10,000-task chain is planned, not run. */
@@ -125,6 +127,7 @@ async function main(opts) {
     run_exit: {},
     wrong_exit_code: 0,
     no_place_named: 0,
+    raw_control_chars: 0,
     stack_traces: 0,
     hangs: 0,
     side_effect_sessions: 0,
@@ -197,6 +200,7 @@ async function main(opts) {
     mustBeZero: [
       "wrong_exit_code",
       "no_place_named",
+      "raw_control_chars",
       "stack_traces",
       "hangs",
       "side_effect_sessions",
@@ -577,6 +581,12 @@ function checkResult(r, { fail, allowed, places, command, json = false }) {
   if (r.escapes.length || STACK.test(all))
     fail("stack_traces", `${command}: ${r.escapes[0] ?? all.match(STACK)?.[0]}`, {
       output: all.slice(0, 600),
+    });
+  // Control characters quoted from the input must reach the terminal as escapes, not raw.
+  const raw = r.stderr.match(RAW_CONTROL);
+  if (raw)
+    fail("raw_control_chars", `${command}: stderr holds ${JSON.stringify(raw[0])} raw`, {
+      stderr: r.stderr.slice(0, 300),
     });
   if (!allowed.includes(r.code))
     fail("wrong_exit_code", `${command}: exit ${r.code}, expected ${allowed.join(" or ")}`, {
