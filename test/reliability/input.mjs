@@ -499,7 +499,8 @@ function mustRefuse(ctx, { field, path }) {
     if (path === "") return "empty";
     const prefix = field === "done_when" ? path : path.split(/[*?[{]/)[0];
     if (path.startsWith("/")) return "absolute";
-    if (prefix.split(/[\\/]/).includes("..")) return 'climbs with ".."';
+    // Only done_when's rule counts a backslash as a separator; in a glob it escapes a character.
+    if (prefix.split(field === "done_when" ? /[\\/]/ : "/").includes("..")) return 'climbs with ".."';
     return null;
   }
   if (path === "") return "empty";
