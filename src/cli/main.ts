@@ -103,7 +103,7 @@ export async function main(
     .version(packageVersion(), "-V, --version")
     .showHelpAfterError("(run termorch --help for usage)")
     .exitOverride()
-    .configureOutput({ writeOut: (s) => io.stdout.write(s), writeErr: (s) => io.stderr.write(s) });
+    .configureOutput({ writeOut: (s) => io.stdout.write(s), writeErr: (s) => io.stderr.write(visible(s)) });
 
   program
     .command("run")
@@ -486,7 +486,9 @@ function summary(
   if (report.error) {
     lines.push(
       `termorch: ${report.error.kind === "invalid_input" ? "invalid input" : report.error.kind}:`,
-      ...report.error.message.split("\n").map((l) => `  ${l}`),
+      ...visible(report.error.message)
+        .split("\n")
+        .map((l) => `  ${l}`),
     );
     if (report.error.hint) lines.push(`  ${report.error.hint}`);
   } else if (report.dry_run) {
@@ -531,7 +533,7 @@ function reportError(error: unknown, io: Io, debug: boolean): number {
   if (error instanceof TermorchError) {
     const label = error instanceof InputError ? "invalid input" : error.kind;
     io.stderr.write(
-      `termorch: ${label}:\n${error.message
+      `termorch: ${label}:\n${visible(error.message)
         .split("\n")
         .map((l) => `  ${l}`)
         .join("\n")}\n`,
@@ -540,10 +542,25 @@ function reportError(error: unknown, io: Io, debug: boolean): number {
     if (debug && error.stack) io.stderr.write(`${error.stack}\n`);
     return error.exitCode;
   }
-  io.stderr.write(`termorch: internal error: ${error instanceof Error ? error.message : String(error)}\n`);
+  io.stderr.write(
+    `termorch: internal error: ${visible(error instanceof Error ? error.message : String(error))}\n`,
+  );
   if (debug && error instanceof Error && error.stack) io.stderr.write(`${error.stack}\n`);
   else io.stderr.write("  (run again with --debug for the stack trace)\n");
   return exitCodeOfKind.internal;
+}
+
+/**
+ * A message with the control characters it quotes from the input (an id, a path, a run id)
+ * shown as \u escapes, as JSON writes them: printed raw, they would drive the terminal (colours,
+ * its title, the clipboard) instead of showing what is wrong. Line breaks and tabs stay.
+ */
+function visible(text: string): string {
+  return text.replace(
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: finding them is the point
+    /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g,
+    (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`,
+  );
 }
 
 /** The installed package's version (package.json sits two folders above dist/cli/). */

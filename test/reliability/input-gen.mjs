@@ -631,7 +631,11 @@ const pathsCategory = fc
       t.interactive = true;
       t.done_when = p;
     }
-    return asInput("paths", [d, "any", `${field} = ${preview(p)}`], { config: text(config) });
+    // What must be refused is decided against the real workspace (input.mjs: mustRefuse).
+    return asInput("paths", [d, "any", `${field} = ${preview(p)}`], {
+      config: text(config),
+      pathCheck: { field, path: p },
+    });
   });
 
 /** Ids: hostile task ids, run ids, dependencies and agent names. */
@@ -662,6 +666,11 @@ const idsCategory = fc
       Object.defineProperty(env, id, { value: "v", enumerable: true, writable: true, configurable: true });
       d.tasks[i].env = env;
     }
+    // Ids become file, branch and session names: anything outside the pattern is refused.
+    const ID = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
+    if ((field === "task" || field === "run") && !ID.test(id)) expect = "invalid";
+    if (field === "task" && ["integration", "moved"].includes(id)) expect = "invalid";
+    if (field === "agent" && id === "") expect = "invalid";
     return asInput("ids", [d, expect, `${field} = ${preview(id)}`], { config: text(config) });
   });
 

@@ -61,4 +61,6 @@ process.on("message", async (msg) => {
   current = null;
   process.send(reply);
 });
+// The campaign went away (killed): nothing is left to answer.
+process.on("disconnect", () => process.exit(0));
 process.send({ type: "ready" });

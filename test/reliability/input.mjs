@@ -16,6 +16,7 @@ import {
   mkdirSync,
   readdirSync,
   readFileSync,
+  realpathSync,
   renameSync,
   rmSync,
   symlinkSync,
@@ -59,7 +60,7 @@ const SIZES = {
     files: 200,
     operator: 600,
     runEvery: 4,
-    validRuns: 120,
+    validRuns: 60,
     binary: 200,
     daemon: 150,
   },
@@ -85,6 +86,8 @@ const SIZES = {
   },
 };
 
+// biome-ignore lint/suspicious/noControlCharactersInRegex: finding them is the point
+const RAW_CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/;
 const VALIDATE_TIMEOUT_MS = 30_000;
 const RUN_TIMEOUT_MS = 120_000;
 /** Largest valid run actually launched: a 10,000-task chain is planned, not run. */
@@ -124,6 +127,7 @@ async function main(opts) {
     run_exit: {},
     wrong_exit_code: 0,
     no_place_named: 0,
+    raw_control_chars: 0,
     stack_traces: 0,
     hangs: 0,
     side_effect_sessions: 0,
@@ -196,6 +200,7 @@ async function main(opts) {
     mustBeZero: [
       "wrong_exit_code",
       "no_place_named",
+      "raw_control_chars",
       "stack_traces",
       "hangs",
       "side_effect_sessions",
@@ -437,6 +442,12 @@ async function evaluate(ctx, input, { count, index, seed, cat }) {
     places,
     command: "validate",
   });
+  const refuse = input.pathCheck ? mustRefuse(ctx, input.pathCheck) : null;
+  if (refuse && r.code === 0)
+    fail(
+      "wrong_exit_code",
+      `validate accepted ${input.pathCheck.field} ${JSON.stringify(input.pathCheck.path.slice(0, 80))}: ${refuse}`,
+    );
   if (r.code === 0 && !/: valid, /.test(r.stdout))
     fail("wrong_exit_code", `validate exit 0 without "valid": ${r.stdout.slice(0, 200)}`);
   if (r.code === 2 && r.stdout !== "")
@@ -474,6 +485,35 @@ async function evaluate(ctx, input, { count, index, seed, cat }) {
     }
   }
   return problems;
+}
+
+/**
+ * Why a path in the paths category must be refused, or null when it may be accepted: a path
+ * that must exist (context_path, worktree_include, worktree_copy) has to be there and stay
+ * inside the workspace, symlinks followed; a glob may not be absolute nor climb with "..".
+ */
+function mustRefuse(ctx, { field, path }) {
+  if (path.includes("\0")) return "a NUL byte";
+  if (field === "workspace_dir") return path === "" ? "empty" : null;
+  if (["allowed_paths", "required_artifacts", "run_required_artifacts", "done_when"].includes(field)) {
+    if (path === "") return "empty";
+    const prefix = field === "done_when" ? path : path.split(/[*?[{]/)[0];
+    if (path.startsWith("/")) return "absolute";
+    // Only done_when's rule counts a backslash as a separator; in a glob it escapes a character.
+    if (prefix.split(field === "done_when" ? /[\\/]/ : "/").includes("..")) return 'climbs with ".."';
+    return null;
+  }
+  if (path === "") return "empty";
+  const abs = resolve(ctx.ws, path);
+  if (abs !== ctx.ws && !abs.startsWith(`${ctx.ws}/`)) return "outside the workspace";
+  try {
+    const real = realpathSync(abs);
+    const realWs = realpathSync(ctx.ws);
+    if (real !== realWs && !real.startsWith(`${realWs}/`)) return "escapes through a symlink";
+  } catch {
+    return "does not exist";
+  }
+  return null;
 }
 
 function totalInputs(ctx) {
@@ -542,6 +582,12 @@ function checkResult(r, { fail, allowed, places, command, json = false }) {
   if (r.escapes.length || STACK.test(all))
     fail("stack_traces", `${command}: ${r.escapes[0] ?? all.match(STACK)?.[0]}`, {
       output: all.slice(0, 600),
+    });
+  // Control characters quoted from the input must reach the terminal as escapes, not raw.
+  const raw = r.stderr.match(RAW_CONTROL);
+  if (raw)
+    fail("raw_control_chars", `${command}: stderr holds ${JSON.stringify(raw[0])} raw`, {
+      stderr: r.stderr.slice(0, 300),
     });
   if (!allowed.includes(r.code))
     fail("wrong_exit_code", `${command}: exit ${r.code}, expected ${allowed.join(" or ")}`, {
