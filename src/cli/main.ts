@@ -553,15 +553,27 @@ function reportError(error: unknown, io: Io, debug: boolean): number {
 /**
  * A message with the control characters it quotes from the input (an id, a path, a run id)
  * shown as \u escapes, as JSON writes them: printed raw, they would drive the terminal (colours,
- * its title, the clipboard) instead of showing what is wrong. Line breaks and tabs stay.
+ * its title, the clipboard) instead of showing what is wrong. Line breaks and tabs stay. A line
+ * longer than MAX_LINE (a quoted 1 MB id or path) loses its middle: its start names the place,
+ * its end what is wrong there.
  */
 function visible(text: string): string {
-  return text.replace(
-    // biome-ignore lint/suspicious/noControlCharactersInRegex: finding them is the point
-    /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g,
-    (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`,
-  );
+  return text
+    .split("\n")
+    .map((line) =>
+      line.length > MAX_LINE
+        ? `${line.slice(0, MAX_LINE / 2)}…(${line.length - MAX_LINE} characters)…${line.slice(-MAX_LINE / 2)}`
+        : line,
+    )
+    .join("\n")
+    .replace(
+      // biome-ignore lint/suspicious/noControlCharactersInRegex: finding them is the point
+      /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g,
+      (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`,
+    );
 }
+
+const MAX_LINE = 2000;
 
 /** The installed package's version (package.json sits two folders above dist/cli/). */
 function packageVersion(): string {

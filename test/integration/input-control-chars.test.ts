@@ -33,3 +33,16 @@ describe("control characters quoted from the input are shown as escapes", () => 
     for (const r of [status, logs, option]) expect(r.stderr).not.toMatch(RAW);
   });
 });
+
+// A quoted 1 MB id or path printed whole buried the message (the input campaign's 1 MB strings).
+describe("a very long value quoted in a message", () => {
+  it("loses its middle: the place and what is wrong stay", async () => {
+    const { dir } = workspace();
+    const file = writeAssignments(dir, [{ id: "a".repeat(1_000_000) }]);
+    const r = await termorch(["validate", file], { socket });
+    expect(r.exitCode).toBe(2);
+    expect(r.stderr.length).toBeLessThan(5000);
+    expect(r.stderr).toContain("field tasks[0].id");
+    expect(r.stderr).toMatch(/…\(\d+ characters\)…a+: must match/);
+  });
+});
