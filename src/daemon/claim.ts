@@ -1,4 +1,4 @@
-import { mkdir, readFile, rename, rmdir } from "node:fs/promises";
+import { chmod, mkdir, readFile, rename, rmdir } from "node:fs/promises";
 import { basename, extname, join } from "node:path";
 import { z } from "zod";
 import { RUN_ID_PATTERN } from "../contract/assignments.js";
@@ -67,6 +67,10 @@ export async function claim(path: string, runsDir: string): Promise<Claim | null
       if ((error as NodeJS.ErrnoException).code === "ENOENT") return null;
       throw error;
     }
+    // It may name secrets (env_vars) and was dropped with whatever mode its writer had: in the
+    // run folder it is termorch's, owner-only like the run's logs (a file another user owns
+    // keeps its mode; the chmod is refused and that is theirs to decide).
+    await chmod(file, 0o600).catch(() => {});
     const record: ClaimRecord = { source: path, claimed_at: new Date().toISOString(), pid: process.pid };
     await writeJsonAtomic(join(runDir, "claim.json"), record);
     return { runId, runDir, file, source: path };
