@@ -115,7 +115,7 @@ const CASES = [
   // A secret in what the task would commit: refused before termorch commits it.
   {
     kind: "canary",
-    variants: ["file", "commitmsg", "branchname"],
+    variants: ["file", "symlink", "commitmsg", "branchname"],
     expect: ["failed/validation"],
   },
   { kind: "canary", variants: ["bigfile"], sizes: [70 * MB, 70 * MB], expect: ["failed/validation"] },
