@@ -31,8 +31,11 @@ export class StatusFiles {
     );
     const previous = this.current.get(status.task_id);
     this.current.set(status.task_id, status.state);
-    // Only the file this process wrote last needs to go; after a resume, any of them might exist.
-    for (const s of previous ? [previous] : STATES) {
+    // Only the file this process wrote last needs to go; after a resume, any of them might exist,
+    // and so they might at a task's end: its agent may have written one (the run directory is
+    // reachable from its artifacts folder), and a forged state must not outlive the real one.
+    const final = status.state !== "running";
+    for (const s of previous && !final ? [previous] : STATES) {
       if (s === status.state || s === "none") continue;
       try {
         unlinkSync(this.pathOf(status.task_id, s));

@@ -1,4 +1,4 @@
-import { closeSync, lstatSync, openSync, readSync } from "node:fs";
+import { closeSync, lstatSync, openSync, readlinkSync, readSync } from "node:fs";
 import type { Gate } from "../contract/report.js";
 import type { RunContext } from "./context.js";
 
@@ -49,11 +49,15 @@ export async function secretsGate(
   };
 }
 
-/** Whether a changed file (a regular one: a link's target is not the task's content) holds a secret. */
+/**
+ * Whether a changed file holds a secret: a regular file's content, or a symbolic link's target
+ * (git commits the target path, not what it points at).
+ */
 function holdsSecret(worktree: string, raw: Buffer, finds: (b: Buffer) => boolean): boolean {
   // The name as bytes: a file name that is not UTF-8 is still read.
   const path = Buffer.concat([Buffer.from(`${worktree}/`), raw]);
   const info = lstatSync(path, { throwIfNoEntry: false });
+  if (info?.isSymbolicLink()) return finds(readlinkSync(path, { encoding: "buffer" }));
   if (!info?.isFile()) return false;
   const fd = openSync(path, "r");
   try {

@@ -66,11 +66,15 @@ describe("the secrets gate", () => {
     expect(leaks(dir)).toEqual([]);
   });
 
-  it("names a file whose name holds a secret redacted, and sees the agent's own commit messages", async () => {
+  it("names a file whose name holds a secret redacted, and sees link targets and the agent's own commit messages", async () => {
     const named = await runAgent('echo innocent > "name-$API_TOKEN.txt"');
     expect(named.task).toMatchObject({ status: "failed", reason: "validation" });
     expect(named.task.detail).toContain("in: name-[REDACTED].txt (its name);");
     expect(leaks(named.dir)).toEqual([]);
+
+    const link = await runAgent('ln -s "/nowhere/$API_TOKEN" link');
+    expect(link.task).toMatchObject({ status: "failed", reason: "validation" });
+    expect(link.task.detail).toContain("in: link;");
 
     const message = await runAgent('echo x > a.txt && git add a.txt && git commit -qm "uses $API_TOKEN"');
     expect(message.task).toMatchObject({ status: "failed", reason: "validation" });

@@ -115,7 +115,7 @@ const CASES = [
   // A secret in what the task would commit: refused before termorch commits it.
   {
     kind: "canary",
-    variants: ["file", "commitmsg", "branchname"],
+    variants: ["file", "symlink", "commitmsg", "branchname"],
     expect: ["failed/validation"],
   },
   { kind: "canary", variants: ["bigfile"], sizes: [70 * MB, 70 * MB], expect: ["failed/validation"] },
@@ -320,6 +320,7 @@ async function main(opts) {
     canaryInTermorchCommits: 0,
     canaryInCliOutput: 0,
     terminalControlInOutput: 0,
+    ledgerOrStatusWrong: 0,
     goodTasksDamaged: 0,
     runsWithoutClearOutcome: 0,
     unexpectedOutcomes: 0,
@@ -446,6 +447,23 @@ async function main(opts) {
       fail(k, c, "canary in termorch's output");
     }
 
+    // The ledger's chain holds (an agent that wrote into it is caught by the check instead), and
+    // each task has one status file, the report's state.
+    const ledger = await termorch(box, ["verify-ledger", runDir], { timeoutMs: 60_000 });
+    const forges = c.kind === "outside-worktree" && c.variant === "c";
+    if ((ledger.exitCode === 0) === forges) {
+      figures.ledgerOrStatusWrong++;
+      fail(k, c, `verify-ledger exit ${ledger.exitCode}: ${(ledger.stdout + ledger.stderr).slice(0, 300)}`);
+    }
+    const statusFiles = existsSync(join(runDir, "status")) ? readdirSync(join(runDir, "status")) : [];
+    for (const t of report?.tasks ?? []) {
+      const mine = statusFiles.filter((f) => f.startsWith(`${t.id}.`)).sort();
+      if (mine.join() !== `${t.id}.${t.status}`) {
+        figures.ledgerOrStatusWrong++;
+        fail(k, c, `status files of ${t.id}: ${mine.join(", ")} (report: ${t.status})`);
+      }
+    }
+
     // No terminal control of the agent's reaches the operator's terminal through termorch's own
     // output: the run's, and `status`, which shows each task's last log line.
     const status = await termorch(box, ["status", runDir], { timeoutMs: 60_000 });
@@ -532,6 +550,7 @@ async function main(opts) {
       "canaryInTermorchCommits",
       "canaryInCliOutput",
       "terminalControlInOutput",
+      "ledgerOrStatusWrong",
       "goodTasksDamaged",
       "runsWithoutClearOutcome",
       "unexpectedOutcomes",

@@ -22,7 +22,7 @@ describe("hostile agents campaign (smoke)", () => {
     expect(outcomes["sigterm/a"]).toMatch(/^failed\/timeout/);
     expect(outcomes["segv/a"]).toMatch(/^failed\/signal/);
     expect(outcomes["canary/file"]).toMatch(
-      /^failed\/validation, merge skipped: its changes hold the value of a secret/,
+      /^failed\/validation: its changes hold the value of a secret .*; merge skipped$/,
     );
   }, 240_000);
 });

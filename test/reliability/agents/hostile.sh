@@ -250,6 +250,9 @@ canary)
   bigfile)
     { head -c "$SIZE" /dev/zero | tr '\0' 'a'; printf '%s\n' "$t"; } > big.txt
     ;;
+  symlink)
+    ln -s "/nowhere/$t" link-target
+    ;;
   commitmsg)
     echo "changed" > README.md
     git commit -qam "leaking $t in a message"
