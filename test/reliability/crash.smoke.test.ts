@@ -11,5 +11,5 @@ describe("crash campaign (smoke)", () => {
     expect(r.trials).toBeGreaterThanOrEqual(7);
     for (const k of r.must_be_zero) expect(r.figures[k], `${k}\n${r.output}`).toBe(0);
     expect(Object.keys(r.figures.trials_by_point as object).length).toBeGreaterThanOrEqual(6);
-  }, 240_000);
+  }, 420_000);
 });

@@ -24,5 +24,5 @@ describe("hostile agents campaign (smoke)", () => {
     expect(outcomes["canary/file"]).toMatch(
       /^failed\/validation: its changes hold the value of a secret .*; merge skipped$/,
     );
-  }, 240_000);
+  }, 420_000);
 });

@@ -17,5 +17,5 @@ describe("reliability campaign: malformed input (smoke)", () => {
     expect(f.validate_exit["0"]).toBeGreaterThan(0);
     expect(f.validate_exit["2"]).toBeGreaterThan(0);
     expect(f.run_exit["2"]).toBeGreaterThan(0);
-  }, 240_000);
+  }, 420_000);
 });

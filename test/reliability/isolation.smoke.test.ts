@@ -18,5 +18,5 @@ describe("isolation campaign (smoke)", () => {
       "symlinks_not_refused",
     ])
       expect(r.figures[k], k).toBe(0);
-  }, 240_000);
+  }, 420_000);
 });

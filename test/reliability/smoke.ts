@@ -23,7 +23,7 @@ export interface CampaignResult {
  */
 export async function runSmoke(
   name: string,
-  timeoutMs = 240_000,
+  timeoutMs = 400_000,
 ): Promise<CampaignResult & { output: string }> {
   const dir = mkdtempSync(join(tmpdir(), "termorch-rel-smoke-"));
   try {

@@ -18,5 +18,5 @@ describe("soak campaign (smoke)", () => {
       "fd_growth_beyond_rule",
     ])
       expect(r.figures[k], k).toBe(0);
-  }, 240_000);
+  }, 420_000);
 });
