@@ -1,4 +1,5 @@
-import { chmod, mkdir, readFile, rename, rmdir } from "node:fs/promises";
+import { constants } from "node:fs";
+import { mkdir, open, readFile, rename, rmdir } from "node:fs/promises";
 import { basename, extname, join } from "node:path";
 import { z } from "zod";
 import { RUN_ID_PATTERN } from "../contract/assignments.js";
@@ -67,15 +68,32 @@ export async function claim(path: string, runsDir: string): Promise<Claim | null
       if ((error as NodeJS.ErrnoException).code === "ENOENT") return null;
       throw error;
     }
-    // It may name secrets (env_vars) and was dropped with whatever mode its writer had: in the
-    // run folder it is termorch's, owner-only like the run's logs (a file another user owns
-    // keeps its mode; the chmod is refused and that is theirs to decide).
-    await chmod(file, 0o600).catch(() => {});
+    await makeOwnerOnly(file);
     const record: ClaimRecord = { source: path, claimed_at: new Date().toISOString(), pid: process.pid };
     await writeJsonAtomic(join(runDir, "claim.json"), record);
     return { runId, runDir, file, source: path };
   }
   throw new Error(`no free run folder for ${wanted} under ${runsDir}`);
+}
+
+/**
+ * A claimed file may name secrets (env_vars) and was dropped with whatever mode its writer gave
+ * it: in the run folder it is termorch's, owner-only like the run's logs. Only a regular file is
+ * changed, through a handle opened without following links: what was dropped may be a link to
+ * /dev/null or to someone's file, whose mode is not termorch's to change. A file another user
+ * owns keeps its mode (the chmod is refused).
+ */
+async function makeOwnerOnly(file: string): Promise<void> {
+  const handle = await open(file, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK).catch(
+    () => null,
+  );
+  if (!handle) return;
+  try {
+    if ((await handle.stat()).isFile()) await handle.chmod(0o600);
+  } catch {
+  } finally {
+    await handle.close();
+  }
 }
 
 /** A run folder's claim.json; a problem (unreadable, not JSON, not a claim) as text instead. */

@@ -1,4 +1,4 @@
-import { chmodSync, renameSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, renameSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { daemonTestFile } from "./daemon-harness.js";
@@ -22,5 +22,20 @@ describe("daemon claim", () => {
     await waitFor(() => statSync(answer(h, "modes"), { throwIfNoEntry: false }), 60_000, "the answer");
     expect(readAnswer(h, "modes").summary.completed).toBe(true);
     expect(statSync(join(h, "runs", "modes", "assignments.json")).mode & 0o777).toBe(0o600);
+  });
+
+  // The first version chmodded through a link: the input campaign drops links to /dev/zero and
+  // /dev/null in the inbox, and the machine's /dev/null became 0600.
+  it("leaves the mode of what a dropped link points to alone", async () => {
+    const h = home();
+    startDaemon(h);
+    await ready(h);
+    const j = job(h, "linked", [{ id: "A" }]);
+    const victim = join(h, "victim.json");
+    writeFileSync(victim, JSON.stringify(j.body));
+    chmodSync(victim, 0o644);
+    symlinkSync(victim, join(h, "inbox", "linked.json"));
+    await waitFor(() => statSync(answer(h, "linked"), { throwIfNoEntry: false }), 60_000, "the answer");
+    expect(statSync(victim).mode & 0o777).toBe(0o644);
   });
 });
