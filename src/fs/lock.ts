@@ -1,12 +1,15 @@
 import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
-import { link, mkdir, open, readFile, rename, rm, writeFile } from "node:fs/promises";
+import { link, mkdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
 import { hostname } from "node:os";
 import { LockHolder } from "../contract/lock.js";
 import { LockedError } from "../errors.js";
 import { ensureUserDir, lockPath, locksDir } from "./names.js";
 
 export type { LockHolder } from "../contract/lock.js";
+
+/** How long an empty lock file may be a holder still writing its line (see readHolder). */
+const EMPTY_LOCK_GRACE_MS = 2000;
 
 export interface WorkspaceLock {
   path: string;
@@ -48,10 +51,7 @@ export async function acquireLockFile(
     ...holder,
   };
   for (;;) {
-    try {
-      const handle = await open(path, "wx", 0o600);
-      await handle.writeFile(`${JSON.stringify(me)}\n`);
-      await handle.close();
+    if (await createWithHolder(path, me)) {
       return {
         path,
         update: async (next) => {
@@ -66,8 +66,6 @@ export async function acquireLockFile(
         },
         release: () => releaseLock(path, me),
       };
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
     }
     const current = await readHolder(path);
     if (current === undefined) continue; // Released between our attempt and the read.
@@ -82,6 +80,26 @@ export async function acquireLockFile(
     }
     if (opts.signal?.aborted) throw new LockedError(`gave up waiting for the lock of ${what}`);
     await new Promise((r) => setTimeout(r, opts.pollMs ?? 250));
+  }
+}
+
+/**
+ * Creates the lock file `path` already holding `me`, or returns false when it exists. The holder
+ * is written beside it and hard-linked into place (link() never replaces a file): a lock file
+ * created in place and then written stayed empty when its creator was killed in between, and
+ * named no one a taker could find gone.
+ */
+async function createWithHolder(path: string, me: LockHolder): Promise<boolean> {
+  const tmp = `${path}.${process.pid}.${randomBytes(4).toString("hex")}.new`;
+  await writeFile(tmp, `${JSON.stringify(me)}\n`, { mode: 0o600, flag: "wx" });
+  try {
+    await link(tmp, path);
+    return true;
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
+    return false;
+  } finally {
+    await rm(tmp, { force: true });
   }
 }
 
@@ -124,8 +142,16 @@ async function readHolder(path: string): Promise<LockHolder | null | undefined> 
     const holder = LockHolder.safeParse(JSON.parse(text));
     return holder.success ? holder.data : null;
   } catch {
-    // A holder writes its line right after creating the file; give an empty file a moment.
-    return text === "" ? await new Promise((r) => setTimeout(() => r(readHolder(path)), 50)) : null;
+    // Empty: a termorch before link-created locks was between creating the file and writing its
+    // line, or was killed there. A moment for the first; after that it names no holder.
+    if (text !== "") return null;
+    const age = await stat(path).then(
+      (s) => Date.now() - s.mtimeMs,
+      () => null,
+    );
+    if (age === null) return undefined;
+    if (age > EMPTY_LOCK_GRACE_MS) return null;
+    return await new Promise((r) => setTimeout(() => r(readHolder(path)), 50));
   }
 }
 

@@ -29,6 +29,9 @@ import type { AdvanceTargetOptions } from "../git/advance.js";
  * - `kill-after-attempt-recorded[:task]`: SIGKILL once an attempt is recorded (its number and
  *   folder in the task journal), before its session exists: a resume launches it, under the same
  *   attempt number.
+ * - `kill-after-retry-recorded[:task]`: the same once a retry (attempt 2 or later) is recorded,
+ *   before its session exists: the task is still recorded as running (its earlier attempt), and
+ *   a resume must launch the retry, not take it as lost.
  * - `kill-while-running[:task]`: SIGKILL once the agent runs in its session: a resume adopts it.
  * - `kill-after-exit[:task]`: SIGKILL once the driver has seen the attempt's exit record, before
  *   its gates: a resume takes the exit from the record, never runs the attempt again.
@@ -59,6 +62,7 @@ export type FaultPoint =
   | "after-worktree-added"
   | "kill-after-accepted"
   | "kill-after-attempt-recorded"
+  | "kill-after-retry-recorded"
   | "kill-while-running"
   | "kill-after-exit"
   | "kill-in-gate"

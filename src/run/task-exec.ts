@@ -226,6 +226,7 @@ async function runAttempt(ctx: RunContext, t: TaskRun, p: TaskPlan): Promise<Att
   // (a resume also finds attempts by their folders, which the launch creates first).
   ctx.journal.write(t);
   await killPoint(ctx.fault, "kill-after-attempt-recorded", t.id);
+  if (t.attempts > 1) await killPoint(ctx.fault, "kill-after-retry-recorded", t.id);
   try {
     await writePrompt(ctx, p);
   } catch (error) {

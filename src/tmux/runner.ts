@@ -39,7 +39,7 @@ export class TmuxRunner implements TaskRunner {
     // too when the attempt was known to run: the watch then ends it as lost.
     const finished = existsSync(join(ref.attemptDir, "exit.json"));
     const live = !finished && (await this.server.hasSession(ref.session));
-    if (!finished && !live && !running) return null;
+    if (!finished && !live && (!running || neverStarted(ref.attemptDir))) return null;
     return { attempt: await this.watch(spec), finished, live };
   }
 
@@ -72,4 +72,14 @@ export class TmuxRunner implements TaskRunner {
   async closeIfIdle(): Promise<void> {
     await this.server.closeIfIdle();
   }
+}
+
+/**
+ * The attempt's supervisor never started: its folder was not made yet (the launch makes it
+ * first), or still holds the launch file the supervisor deletes once it has read it. A retry is
+ * recorded while the task is still recorded as running (its earlier attempt), so a driver killed
+ * before the retry's session existed leaves exactly this; the retry is launched, not lost.
+ */
+function neverStarted(attemptDir: string): boolean {
+  return !existsSync(attemptDir) || existsSync(join(attemptDir, "launch"));
 }

@@ -41,6 +41,7 @@ const POINTS = [
   ["after-branch-created", "B"],
   ["after-worktree-added", "C"],
   ["kill-after-attempt-recorded", "B"],
+  ["kill-after-retry-recorded", "B"],
   ["kill-while-running", "A"],
   ["kill-after-exit", "B"],
   ["kill-in-gate", "C"],
@@ -290,14 +291,14 @@ async function trial(k, spec, seed) {
           );
       }
     }
-    return { ...(await check(box, repo, base, runDir, body, recovered)), notes, exits };
+    return { ...(await check(box, repo, base, runDir, body, recovered, spec)), notes, exits };
   } finally {
     box.dispose();
   }
 }
 
 /** The figures of one trial, once its run has been recovered. */
-async function check(box, repo, base, runDir, body, recovered) {
+async function check(box, repo, base, runDir, body, recovered, spec) {
   const problems = [];
   const f = {
     beyondAttempts: 0,
@@ -306,6 +307,7 @@ async function check(box, repo, base, runDir, body, recovered) {
     ledgerBad: 0,
     gatesLeft: 0,
     leftovers: 0,
+    notSucceeded: 0,
     outcome: recovered,
     merge: null,
   };
@@ -363,10 +365,16 @@ async function check(box, repo, base, runDir, body, recovered) {
     }
   }
   f.merge = report?.merge.result ?? null;
-  if (report && report.merge.result !== "success")
-    f.notDone = report.tasks
-      .filter((t) => t.status !== "success")
-      .map((t) => `${t.id} ${t.status} (${t.reason}): ${String(t.detail).slice(0, 200)}`);
+  const notDone = report?.tasks.filter((t) => t.status !== "success") ?? [];
+  if (notDone.length)
+    f.notDone = notDone.map((t) => `${t.id} ${t.status} (${t.reason}): ${String(t.detail).slice(0, 200)}`);
+  // Only the driver died: the agents ran on in tmux and every task ends as it would have
+  // (DESIGN: a restart finalises tasks from their exit records and continues; a gate cut off
+  // is run again). Killing the tmux server loses the agents: tasks may fail there.
+  if (spec.kind !== "tmux" && notDone.length) {
+    f.notSucceeded = 1;
+    problems.push(`tasks did not succeed after the driver was killed: ${f.notDone.join("; ")}`);
+  }
 
   // The user's branch: untouched at the old commit, or at the merged commit; clean either way.
   const head = git(repo, "rev-parse", "refs/heads/main").trim();
@@ -390,12 +398,19 @@ async function check(box, repo, base, runDir, body, recovered) {
     }
   }
 
+  // The branch of a task that did not succeed, holding commits no other ref holds: plain
+  // `clean` keeps it by design (README: never a branch with unmerged commits unless --force).
+  const keptByDesign = new Set();
   if (started) {
     const c = spawnSync(process.execPath, [BIN, "clean", runDir], { env: box.env, encoding: "utf8" });
     if (c.status !== 0)
       problems.push(`clean exit ${c.status}: ${(c.stdout + c.stderr).trim().slice(0, 300)}`);
+    const failedBranches = new Set(notDone.map((t) => t.branch).filter(Boolean));
+    for (const m of `${c.stdout}\n${c.stderr}`.matchAll(/kept branch (\S+): .*no other ref contains/g))
+      if (failedBranches.has(m[1])) keptByDesign.add(`refs/heads/${m[1]}`);
   }
   const left = leftovers(box, repo);
+  left.branches = left.branches.filter((b) => !keptByDesign.has(b));
   const n = left.sessions.length + left.worktrees.length + left.branches.length + left.processes.length;
   f.leftovers = n;
   if (n) problems.push(`left after clean: ${JSON.stringify(left)}`);
@@ -412,6 +427,7 @@ async function main(opts) {
     ledger_verification_failures: 0,
     gate_processes_left: 0,
     leftovers_after_clean: 0,
+    tasks_not_succeeded_after_driver_kill: 0,
     trials_by_point: {},
     outcomes: {},
     merge_results: {},
@@ -448,6 +464,7 @@ async function main(opts) {
     figures.ledger_verification_failures += r.ledgerBad ?? 0;
     figures.gate_processes_left += r.gatesLeft ?? 0;
     figures.leftovers_after_clean += r.leftovers ?? 0;
+    figures.tasks_not_succeeded_after_driver_kill += r.notSucceeded ?? 0;
     const line = `trial ${k} ${label}: ${r.outcome}, merge ${r.merge ?? "none"}, exits ${r.exits.join("/")}${r.notes.length ? ` (${r.notes.join("; ")})` : ""} ${((Date.now() - t0) / 1000).toFixed(1)} s${r.notDone?.length ? `\n    not done: ${r.notDone.join("\n    not done: ")}` : ""}`;
     console.log(r.problems.length ? `${line}\n  ${r.problems.join("\n  ")}` : line);
     if (r.problems.length) failures.push({ trial: k, point: label, problems: r.problems });
@@ -463,6 +480,7 @@ async function main(opts) {
       "ledger_verification_failures",
       "gate_processes_left",
       "leftovers_after_clean",
+      "tasks_not_succeeded_after_driver_kill",
     ],
     failures,
     notes: [
