@@ -90,15 +90,20 @@ export async function advanceTarget(repo: string, o: AdvanceTargetOptions): Prom
   if (newCommit === old) return { status: "advanced", ref, old, new: newCommit, worktree: wt };
 
   if (wt !== null) {
-    // Stale stat information would make read-tree see "changes" in files that are clean.
-    await git(wt, ["update-index", "-q", "--refresh"], { allowExit: [0, 1] });
+    // Stale stat information would make read-tree see "changes" in files that are clean. It
+    // fails (128) while another git process (a concurrent run's merge, the user's editor) holds
+    // the index: the dry run then fails too, and says so below.
+    await git(wt, ["update-index", "-q", "--refresh"], { allowExit: [0, 1, 128] });
     const dry = await git(wt, ["read-tree", "-m", "-u", "-n", old, newCommit], { allowExit: [0, 128] });
     if (dry.exitCode !== 0) {
+      const lock = await heldIndexLock(wt);
       return {
         status: "blocked",
         ref,
         worktree: wt,
-        detail: `updating ${wt} would overwrite uncommitted changes or untracked files (${dry.stderr.trim()}); commit, stash or move them and merge again`,
+        detail: lock
+          ? `another git process holds ${lock}, so ${wt} cannot be updated now; merge again once it is done (remove the file if no git process is running)`
+          : `updating ${wt} would overwrite uncommitted changes or untracked files (${dry.stderr.trim()}); commit, stash or move them and merge again`,
       };
     }
   }
