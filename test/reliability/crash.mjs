@@ -398,19 +398,37 @@ async function check(box, repo, base, runDir, body, recovered, spec) {
     }
   }
 
-  // The branch of a task that did not succeed, holding commits no other ref holds: plain
-  // `clean` keeps it by design (README: never a branch with unmerged commits unless --force).
+  // A task branch holding commits no other ref holds: plain `clean` keeps it by design (README:
+  // never a branch with unmerged commits unless --force), that of a task that did not succeed,
+  // and, when the run merged nothing, that of any task. Those are excused from plain `clean`,
+  // and `clean --force` must then remove them: nothing may be left that clean cannot remove.
   const keptByDesign = new Set();
-  if (started) {
-    const c = spawnSync(process.execPath, [BIN, "clean", runDir], { env: box.env, encoding: "utf8" });
+  const clean = (...flags) => {
+    const c = spawnSync(process.execPath, [BIN, "clean", ...flags, runDir], {
+      env: box.env,
+      encoding: "utf8",
+    });
     if (c.status !== 0)
-      problems.push(`clean exit ${c.status}: ${(c.stdout + c.stderr).trim().slice(0, 300)}`);
+      problems.push(
+        `clean ${flags.join(" ")} exit ${c.status}: ${(c.stdout + c.stderr).trim().slice(0, 300)}`,
+      );
+    return `${c.stdout}\n${c.stderr}`;
+  };
+  if (started) {
     const failedBranches = new Set(notDone.map((t) => t.branch).filter(Boolean));
-    for (const m of `${c.stdout}\n${c.stderr}`.matchAll(/kept branch (\S+): .*no other ref contains/g))
-      if (failedBranches.has(m[1])) keptByDesign.add(`refs/heads/${m[1]}`);
+    const mergedNothing = report?.merge.result !== "success";
+    for (const m of clean().matchAll(/kept branch (\S+): .*no other ref contains/g))
+      if (mergedNothing || failedBranches.has(m[1])) keptByDesign.add(`refs/heads/${m[1]}`);
   }
   const left = leftovers(box, repo);
   left.branches = left.branches.filter((b) => !keptByDesign.has(b));
+  if (keptByDesign.size > 0) {
+    clean("--force");
+    const forced = leftovers(box, repo);
+    left.branches.push(
+      ...forced.branches.filter((b) => keptByDesign.has(b)).map((b) => `${b} (after clean --force)`),
+    );
+  }
   const n = left.sessions.length + left.worktrees.length + left.branches.length + left.processes.length;
   f.leftovers = n;
   if (n) problems.push(`left after clean: ${JSON.stringify(left)}`);
