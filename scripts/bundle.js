@@ -16,7 +16,7 @@ await build({
   target: "node20",
   logLevel: "warning",
   // Loaded only by the scale-out backend (src/scale/), on demand: local runs never pay for it.
-  external: ["bullmq"],
+  external: ["bullmq", "ioredis"],
   // CommonJS dependencies call require(); an ES module bundle has none of its own.
   banner: {
     js: "import { createRequire as __termorchRequire } from 'node:module'; const require = __termorchRequire(import.meta.url);",
