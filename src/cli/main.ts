@@ -1,9 +1,8 @@
 import { existsSync, readFileSync } from "node:fs";
 import { Writable } from "node:stream";
-import { Argument, Command, CommanderError, InvalidArgumentError, Option } from "commander";
+import { Argument, Command, CommanderError, Option } from "commander";
 import { allAgents } from "../agent/command.js";
 import { secretValuesOf } from "../agent/environment.js";
-import { Config } from "../contract/config.js";
 import { jsonSchemaOf, type SchemaName, schemas } from "../contract/json-schema.js";
 import type { Report } from "../contract/report.js";
 import { Daemon, homeLayout } from "../daemon/daemon.js";
@@ -28,7 +27,10 @@ import {
 import { inspectWorkspace } from "../run/workspace.js";
 import type { Io } from "./io.js";
 import { registerOperatorCommands } from "./operator.js";
+import { environmentRedactor } from "./own-redactor.js";
+import { positiveInt } from "./positive-int.js";
 import { progressLine } from "./progress.js";
+import { type BackendFlags, backendChoice, registerScaleCommands } from "./scale.js";
 
 /**
  * stdout or stderr as the commands see them. When the reader of a pipe goes away
@@ -80,12 +82,6 @@ function brokenSignal(target: NodeJS.WritableStream): AbortSignal {
   return failed.signal;
 }
 
-const positiveInt = (value: string): number => {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError("must be a positive integer");
-  return n;
-};
-
 /** Parses argv, runs the command and returns the exit code. The only place errors become messages. */
 export async function main(
   argv: string[],
@@ -125,6 +121,11 @@ export async function main(
     .option("--keep-branches", "keep task branches and worktrees after a successful merge")
     .option("--allow-dirty", "run even if tracked files have uncommitted changes")
     .option("--wait", "wait for another run on the same workspace to finish instead of exiting 4")
+    .addOption(backendOption())
+    .option(
+      "--redis <url>",
+      "Redis URL of the bullmq backend (default: the config's redis, $TERMORCH_REDIS_URL)",
+    )
     .option("--json", "print the report on stdout")
     .option("--debug", "verbose logs and stack traces")
     .action(async (file: string, o: RunFlags) => {
@@ -139,7 +140,12 @@ export async function main(
     .option("--config <file>", "config file for every run")
     .option("--max-runs <n>", "runs driven at once", positiveInt)
     .option("--max-parallel <n>", "tasks running at once across all runs", positiveInt)
-    .action(async (o: { home: string; config?: string; maxRuns?: number; maxParallel?: number }) => {
+    .addOption(backendOption())
+    .option(
+      "--redis <url>",
+      "Redis URL of the bullmq backend (default: the config's redis, $TERMORCH_REDIS_URL)",
+    )
+    .action(async (o: DaemonFlags) => {
       code = await daemonCommand(o, io);
     });
 
@@ -148,9 +154,13 @@ export async function main(
     .description("finish an interrupted run from its state.json (nothing that finished runs again)")
     .argument("<run-dir>", "the run directory (where state.json is)")
     .option("--wait", "wait for the workspace lock instead of exiting 4")
+    .option(
+      "--redis <url>",
+      "a run on workers (backend bullmq): the Redis URL, when its config does not name it",
+    )
     .option("--json", "print the report on stdout")
     .option("--debug", "verbose logs and stack traces")
-    .action(async (dir: string, o: { wait?: boolean; json?: boolean; debug?: boolean }) => {
+    .action(async (dir: string, o: { wait?: boolean; json?: boolean; debug?: boolean; redis?: string }) => {
       debug = o.debug ?? false;
       code = await drive(io, o, (common) => resumeRun({ ...common, runDir: dir }));
     });
@@ -256,6 +266,9 @@ export async function main(
       }
     });
 
+  registerScaleCommands(program, io, (c) => {
+    code = c;
+  });
   registerOperatorCommands(program, io, (c) => {
     code = c;
   });
@@ -273,7 +286,21 @@ function shownArg(arg: string): string {
   return arg === "" || /[\s"'$`\\]/.test(arg) ? JSON.stringify(arg) : arg;
 }
 
-interface RunFlags {
+function backendOption(): Option {
+  return new Option(
+    "--backend <kind>",
+    "where tasks run: local (this host's tmux) or bullmq (workers on any host, through Redis; docs/SCALING.md)",
+  ).choices(["local", "bullmq"]);
+}
+
+interface DaemonFlags extends BackendFlags {
+  home: string;
+  config?: string;
+  maxRuns?: number;
+  maxParallel?: number;
+}
+
+interface RunFlags extends BackendFlags {
   config?: string;
   out?: string;
   dryRun?: boolean;
@@ -290,10 +317,7 @@ interface RunFlags {
   debug?: boolean;
 }
 
-async function daemonCommand(
-  o: { home: string; config?: string; maxRuns?: number; maxParallel?: number },
-  io: Io,
-): Promise<number> {
+async function daemonCommand(o: DaemonFlags, io: Io): Promise<number> {
   const layout = homeLayout(resolvePath(io.cwd, o.home));
   const { config } = await loadConfig(o.config, io.env, io.cwd);
   const secretNames = Object.keys(io.env).filter((name) =>
@@ -305,8 +329,10 @@ async function daemonCommand(
     redactor,
     tty: io.stderr.isTTY ? io.stderr : null,
   });
+  const backend = backendChoice(o, io, () => log);
   const daemon = new Daemon({
     home: layout.root,
+    backend: backend.choice,
     ...(o.config ? { configFile: resolvePath(io.cwd, o.config) } : {}),
     ...(o.maxRuns ? { maxRuns: o.maxRuns } : {}),
     ...(o.maxParallel ? { maxParallel: o.maxParallel } : {}),
@@ -335,6 +361,7 @@ async function daemonCommand(
   } finally {
     process.off("SIGINT", onSignal);
     process.off("SIGTERM", onSignal);
+    await backend.close();
     await close();
   }
 }
@@ -370,7 +397,7 @@ async function runCommand(file: string, o: RunFlags, io: Io): Promise<number> {
  */
 async function drive(
   io: Io,
-  o: { json?: boolean; debug?: boolean; wait?: boolean },
+  o: { json?: boolean; debug?: boolean; wait?: boolean } & BackendFlags,
   start: (common: DriveOptions) => Promise<RunResult | DetachedResult>,
 ): Promise<number> {
   const controller = new AbortController();
@@ -397,6 +424,8 @@ async function drive(
   const own = environmentRedactor(io.env);
   let run: Redactor | null = null;
   const redact = (text: string): string => (run ? run.redact(own.redact(text)) : own.redact(text));
+  const logger = terminalLogger(io.stderr, o.debug ? "debug" : "error", redact);
+  const backend = backendChoice(o, io, () => logger);
   try {
     const result = await start({
       wait: o.wait ?? false,
@@ -404,7 +433,8 @@ async function drive(
       env: io.env,
       cwd: io.cwd,
       ...(io.fault ? { fault: io.fault } : {}),
-      logger: terminalLogger(io.stderr, o.debug ? "debug" : "error", redact),
+      backend: backend.choice,
+      logger,
       onNotice: (message) => io.stderr.write(`termorch: warning: ${message}\n`),
       onStart: (info) => {
         run = info.redactor;
@@ -433,16 +463,8 @@ async function drive(
     if (ticker) clearInterval(ticker);
     process.off("SIGINT", onSignal);
     process.off("SIGTERM", onSignal);
+    await backend.close();
   }
-}
-
-/** The values of termorch's secret-named environment variables and the token formats (the default config's rules). */
-function environmentRedactor(env: Io["env"]): Redactor {
-  const config = Config.parse({});
-  const names = Object.keys(env).filter((name) =>
-    isSecretName(name, config.secret_name_fragments, config.secret_env),
-  );
-  return Redactor.from(config.redact, secretValuesOf(env, names, config));
 }
 
 /** `1 task in 1 wave`, `2 tasks in 3 waves`. */

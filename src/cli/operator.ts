@@ -2,6 +2,7 @@ import { resolve } from "node:path";
 import { type Command, InvalidArgumentError } from "commander";
 import type { RunState } from "../contract/state.js";
 import type { RunView, StatusView, TaskView } from "../contract/status-view.js";
+import type { WorkerInfo } from "../contract/task-job.js";
 import { ExitCode, InputError, unreachable } from "../errors.js";
 import { registryDir } from "../fs/names.js";
 import { dropPools } from "../git/worktree-pool.js";
@@ -13,9 +14,10 @@ import { driverAlive } from "../ops/liveness.js";
 import { copyFrom, followLog, type LogStream, logPathOf, streamSink } from "../ops/logs.js";
 import { homeRuns, type OpsRun, registryRuns, resolveRun } from "../ops/runs.js";
 import { serverFor, sessionsBySocket } from "../ops/sessions.js";
-import { statusView } from "../ops/status.js";
+import { remoteAttachHint, statusView } from "../ops/status.js";
 import { findTask } from "../ops/task-target.js";
 import type { Io } from "./io.js";
+import { listWorkers } from "./scale.js";
 
 const CANCEL_PROGRESS_MS = 2000;
 /** Runs that cannot be shown, listed one by one in the human status before being counted. */
@@ -26,6 +28,22 @@ const positiveSeconds = (value: string): number => {
   if (!Number.isFinite(n) || n <= 0) throw new InvalidArgumentError("must be a positive number of seconds");
   return n;
 };
+
+/** The workers of scale-out runs, as `termorch status --redis` lists them. */
+function formatWorkers(workers: readonly WorkerInfo[], now: number): string {
+  if (workers.length === 0) return "workers: none announced on this Redis\n";
+  const lines = ["workers:"];
+  for (const w of workers) {
+    lines.push(
+      `  ${w.name}: host ${w.host}, pid ${w.pid}, running ${w.running.length} of ${w.max_parallel}, seen ${Math.round((now - w.seen_at) / 1000)} s ago`,
+    );
+    for (const r of w.running)
+      lines.push(
+        `    ${r.run_id} ${r.task_id} (attempt ${r.attempt}): ${remoteAttachHint(w.host, w.socket, r.session)}`,
+      );
+  }
+  return `${lines.join("\n")}\n`;
+}
 
 /**
  * The operator commands (README: Operator commands): status, attach, logs, send, finish, cancel, clean. They find runs
@@ -38,7 +56,11 @@ export function registerOperatorCommands(program: Command, io: Io, setCode: (cod
     .argument("[run]", "a run directory or run id (default: every registered run)")
     .option("--home <dir>", "show the runs of a daemon home (<dir>/runs/*/)")
     .option("--json", "print a machine-readable document (termorch's StatusView)")
-    .action(async (ref: string | undefined, o: { home?: string; json?: boolean }) => {
+    .option(
+      "--redis <url>",
+      "also list the workers of scale-out runs announced on this Redis, and what each runs",
+    )
+    .action(async (ref: string | undefined, o: { home?: string; json?: boolean; redis?: string }) => {
       if (ref !== undefined && o.home !== undefined)
         throw new InputError(
           [{ message: "pass either a run or --home, not both" }],
@@ -53,11 +75,14 @@ export function registerOperatorCommands(program: Command, io: Io, setCode: (cod
       const sockets = runs.flatMap((r) => (r.state ? [r.state.socket] : []));
       const sessions = await sessionsBySocket(sockets, io.env);
       const view = await statusView(runs, (s) => sessions.get(s) ?? new Map(), Date.now());
-      if (o.json) io.stdout.write(`${JSON.stringify(view, null, 2)}\n`);
-      else
+      const workers = o.redis ? await listWorkers(o.redis) : null;
+      if (o.json) io.stdout.write(`${JSON.stringify(workers ? { ...view, workers } : view, null, 2)}\n`);
+      else {
         io.stdout.write(
           formatStatus(view, ref === undefined && o.home === undefined ? registryDir(io.env) : null),
         );
+        if (workers) io.stdout.write(formatWorkers(workers, Date.now()));
+      }
     });
 
   program
@@ -389,6 +414,9 @@ function formatStatus(view: StatusView, registry: string | null): string {
     for (const t of run.tasks)
       rows.push([t.id, t.state, t.reason ?? "-", String(t.attempts), taskTime(t), t.last_line ?? ""]);
     lines.push(...table(rows).map((l) => `  ${l}`));
+    for (const t of run.tasks)
+      if (t.remote && t.state === "running")
+        lines.push(`  ${t.id} (on worker ${t.remote.worker}, host ${t.remote.host}): ${t.remote.attach}`);
     for (const t of run.tasks) {
       if (!t.attach) continue;
       const what = t.session_live ? "live" : run.phase === "reported" ? "kept, agent exited" : "agent exited";

@@ -104,6 +104,11 @@ export const Config = z.strictObject({
         .describe(
           "Who termorch's commits (task results, dependency merges, the integration) are by. Default: the repository's configured user.name/user.email (local, global or system config), else termorch <termorch@localhost>. Each commit also names its run and task in Termorch-Run/Termorch-Task trailers.",
         ),
+      remote: NoNul.min(1)
+        .optional()
+        .describe(
+          "Scale-out (backend bullmq): the git remote the coordinator publishes each task's base to and workers push task branches to: an absolute path of a bare repository, or a URL every host can reach (docs/SCALING.md)",
+        ),
       pool: z
         .strictObject({
           max_worktrees: z
@@ -141,5 +146,14 @@ export const Config = z.strictObject({
     })
     .default({}),
   notify: NotifyConfig.optional(),
+  backend: z
+    .enum(["local", "bullmq"])
+    .optional()
+    .describe(
+      "Where tasks run: local (this host's tmux, the default) or bullmq (each ready task is a job on Redis that `termorch worker` processes on any host; needs `redis` and `git.remote`)",
+    ),
+  redis: NoNul.min(1)
+    .optional()
+    .describe("Scale-out: the Redis URL of the bullmq backend, e.g. redis://127.0.0.1:6379 (--redis wins)"),
 });
 export type Config = z.infer<typeof Config>;

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { AgentResult, Usage } from "./agent-result.js";
+import { AttemptHost } from "./attempt-host.js";
 import { Reason, TaskState } from "./reason.js";
 
 /** A set of tasks whose changes collide. */
@@ -77,6 +78,12 @@ export const TaskReport = z.strictObject({
   dependencies: z.array(z.string()),
   agent_result: AgentResult.nullable(),
   usage: Usage.nullable(),
+  hosts: z
+    .array(AttemptHost)
+    .optional()
+    .describe(
+      "Scale-out runs only (backend bullmq): the worker and host of each attempt, in order; a worker killed mid-task leaves its attempt here and the task's next attempt names the worker that took the job over",
+    ),
 });
 export type TaskReport = z.infer<typeof TaskReport>;
 

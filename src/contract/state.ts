@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { AgentResult, Usage } from "./agent-result.js";
+import { AttemptHost } from "./attempt-host.js";
 import { Reason, TaskState } from "./reason.js";
 import { Gate } from "./report.js";
 
@@ -40,6 +41,8 @@ export const TaskRun = z.strictObject({
   usage: Usage.nullable().default(null),
   /** An interactive task's agent waits for input since then (ms since the epoch); null: it does not. */
   waitingSince: z.number().nullable().default(null),
+  /** Scale-out: the worker and host of each attempt (empty in a local run). */
+  hosts: z.array(AttemptHost).default([]),
 });
 export type TaskRun = z.infer<typeof TaskRun>;
 
@@ -79,6 +82,8 @@ export const RunState = z.strictObject({
     sessions: z.enum(["default", "keep", "clean"]),
     keep_branches: z.boolean(),
     allow_dirty: z.boolean(),
+    /** Where the tasks run: bullmq sends them to workers (a resume reconnects to the same Redis). */
+    backend: z.enum(["local", "bullmq"]).default("local"),
   }),
   git: z
     .strictObject({

@@ -8,6 +8,7 @@ import { z } from "zod";
 import { LockedError } from "../errors.js";
 import { writeJsonAtomic } from "../fs/atomic.js";
 import { jsonText, NotRegularFile, readRegularFile } from "../input/json-file.js";
+import type { BackendChoice } from "../run/backend.js";
 import { writeErrorReport } from "../run/report-file.js";
 import {
   type DetachedResult,
@@ -29,6 +30,8 @@ export interface DaemonOptions {
   maxRuns?: number;
   /** Tasks running at once across all runs (host-wide). */
   maxParallel?: number;
+  /** Scale-out (--backend/--redis): every run's tasks go to workers; one connection serves all runs. */
+  backend?: BackendChoice;
   env: Readonly<Record<string, string | undefined>>;
   log: Logger;
   /** How long an inbox file's size must stay unchanged before it is taken. */
@@ -200,6 +203,7 @@ export class Daemon {
         this.answered.add(runId);
       },
       ...(this.opts.fault ? { fault: this.opts.fault } : {}),
+      ...(this.opts.backend ? { backend: this.opts.backend } : {}),
       wait: true,
       detach: this.detach.signal,
       hostQueue: this.hostQueue,

@@ -117,7 +117,7 @@ export type PrepareTaskWorktreeResult =
  */
 export async function prepareTaskWorktree(o: PrepareTaskWorktreeOptions): Promise<PrepareTaskWorktreeResult> {
   const include = normalizeInclude(o.include);
-  const start = await startCommit(o);
+  const start = await taskStartCommit(o);
   if (!start.ok) return start;
   const ref = branchRef(o.branch);
   const wt = path.resolve(o.path);
@@ -155,8 +155,36 @@ export async function prepareTaskWorktree(o: PrepareTaskWorktreeOptions): Promis
   return { ok: true, startCommit: start.commit, reused };
 }
 
-async function startCommit(
-  o: PrepareTaskWorktreeOptions,
+/**
+ * Creates a task's branch at its start commit without a worktree (a scale-out coordinator: the
+ * worktree is a worker's). `reclaim`: a resumed run takes over the branch an interrupted earlier
+ * process created, when it provably holds nothing beyond the start (as prepareTaskWorktree does).
+ */
+export async function createTaskBranch(
+  repo: string,
+  branch: string,
+  commit: string,
+  reclaim: boolean,
+  wouldBeWorktree: string,
+): Promise<void> {
+  const ref = branchRef(branch);
+  if (reclaim) await reclaimLeftovers(repo, ref, path.resolve(wouldBeWorktree), commit);
+  const created = await git(repo, ["update-ref", "-m", "termorch: task branch", ref, commit, ""], {
+    allowExit: [0, 1, 128],
+  });
+  if (created.exitCode !== 0)
+    throw new GitError(
+      `cannot create branch ${branch}: ${created.stderr.trim()} (left over from an earlier run? delete it with: git branch -D ${branch})`,
+      { cwd: repo, stderr: created.stderr, status: created.exitCode },
+    );
+}
+
+/**
+ * A task's start commit, in memory: `base`, the single dependency's tip, or a merge of all
+ * dependency tips (a scale-out coordinator publishes it for a worker instead of adding a worktree).
+ */
+export async function taskStartCommit(
+  o: Pick<PrepareTaskWorktreeOptions, "repo" | "base" | "deps" | "branch" | "identity" | "trailers">,
 ): Promise<{ ok: true; commit: string } | { ok: false; conflict: Conflict }> {
   const base = await requireCommit(o.repo, o.base);
   if (o.deps.length === 0) return { ok: true, commit: base };
@@ -247,7 +275,10 @@ async function equivalent(repo: string, a: string, b: string): Promise<boolean> 
   return shapes.length === 2 && shapes[0] === shapes[1];
 }
 
-function combine(o: PrepareTaskWorktreeOptions, conflicts: readonly Conflict[]): Conflict {
+function combine(
+  o: Pick<PrepareTaskWorktreeOptions, "deps" | "branch">,
+  conflicts: readonly Conflict[],
+): Conflict {
   const order = o.deps.map((d) => d.task);
   const tasks = [...new Set(conflicts.flatMap((c) => c.tasks))].sort(
     (a, b) => order.indexOf(a) - order.indexOf(b),

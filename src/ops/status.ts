@@ -88,7 +88,24 @@ async function taskView(
         ? { termorch: attachHint(state.run_id, t.id), tmux: rawAttachHint(state.socket, t.session) }
         : null,
     waiting_since: s === "running" ? iso(t.waitingSince) : null,
+    remote: remoteView(t),
   };
+}
+
+/** Where a task of a scale-out run runs (its last attempt's worker), and the line that watches it there. */
+function remoteView(t: TaskRun): TaskView["remote"] {
+  const last = t.hosts.at(-1);
+  if (!last || !t.session) return null;
+  return {
+    worker: last.worker,
+    host: last.host,
+    attach: remoteAttachHint(last.host, last.socket, t.session),
+  };
+}
+
+/** How an operator watches a task's pane on a worker's host (read-only). */
+export function remoteAttachHint(host: string, socket: string, session: string): string {
+  return `ssh -t ${host} tmux -S ${socket} attach -r -t =${session}`;
 }
 
 /** One run's view; `sessions` are the sessions of the run's tmux server. */

@@ -14,6 +14,7 @@ import type { Plan } from "../plan/waves.js";
 import type { Redactor } from "../redact/redactor.js";
 import type { MergeOutcome, RunError } from "../report/build.js";
 import type { TaskRunner } from "../runner/task-runner.js";
+import type { RemoteBackend } from "./remote-task.js";
 import type { RunStop } from "./stop.js";
 import type { TaskPlan } from "./task-plan.js";
 import type { GitRun, TaskWorkspace } from "./task-workspace.js";
@@ -32,6 +33,8 @@ export interface RunContext {
   git: GitRun | null;
   /** Where attempts run (the task-runner seam). */
   runner: TaskRunner;
+  /** Scale-out: the hosts whole tasks run on instead (backend bullmq); null: a local run. */
+  remote: RemoteBackend | null;
   /** The git operations on the user's repository (the workspace seam). */
   workspace: TaskWorkspace;
   /** The warm pool of the repository's finished worktrees; null without a repository. */

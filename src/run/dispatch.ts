@@ -1,6 +1,7 @@
 import PQueue from "p-queue";
 import { compareIds } from "../plan/graph.js";
 import type { LiveRun, RunContext } from "./context.js";
+import { executeRemoteTask } from "./remote-task.js";
 import { Schedule } from "./schedule.js";
 import { executeTask, type TaskEnd } from "./task-exec.js";
 import type { TaskRun } from "./task-run.js";
@@ -78,7 +79,9 @@ export async function dispatch(ctx: LiveRun, hostQueue: PQueue | undefined): Pro
           active++;
           peak = Math.max(peak, active);
           try {
-            const run = (): Promise<TaskEnd> => executeTask(ctx, id, resuming);
+            const remote = ctx.remote;
+            const run = (): Promise<TaskEnd> =>
+              remote ? executeRemoteTask(ctx, remote, id, resuming) : executeTask(ctx, id, resuming);
             return await (hostQueue ? hostQueue.add(run, { throwOnTimeout: true }) : run());
           } finally {
             active--;

@@ -11,12 +11,17 @@ import type { TaskRun } from "./task-run.js";
  * keeps the same text, redacted.
  */
 export async function writePrompt(ctx: RunContext, p: TaskPlan): Promise<void> {
-  const context = readFileSync(p.prompt.context);
-  const section = p.dependencies.length ? await dependencySection(ctx, p) : "";
-  const prompt = section ? Buffer.concat([context, Buffer.from(section)]) : context;
+  const prompt = await promptText(ctx, p);
   mkdirSync(dirname(p.prompt.file), { recursive: true, mode: 0o700 });
   writeFileSync(p.prompt.file, prompt, { mode: 0o600 });
   writeFileSync(join(p.artifactsDir, "prompt.md"), ctx.redactor.redactBytes(prompt), { mode: 0o600 });
+}
+
+/** A task's prompt: its context file, and what its dependencies did. */
+export async function promptText(ctx: RunContext, p: TaskPlan): Promise<Buffer> {
+  const context = readFileSync(p.prompt.context);
+  const section = p.dependencies.length ? await dependencySection(ctx, p) : "";
+  return section ? Buffer.concat([context, Buffer.from(section)]) : context;
 }
 
 async function dependencySection(ctx: RunContext, p: TaskPlan): Promise<string> {

@@ -30,6 +30,7 @@ import { buildReport, type RunError, skippedMerge } from "../report/build.js";
 import type { TaskRunner } from "../runner/task-runner.js";
 import { TmuxRunner } from "../tmux/runner.js";
 import { TmuxServer } from "../tmux/server.js";
+import { type BackendChoice, type BackendKind, backendKindOf, connectBackend } from "./backend.js";
 import { cleanUpMerged } from "./clean-up.js";
 import type { GitRun, LiveRun, RunContext, RunSettings } from "./context.js";
 import { dispatch } from "./dispatch.js";
@@ -38,6 +39,7 @@ import { clearMergeIntent } from "./merge-intent.js";
 import { integrationBranchOf } from "./merge-recovery.js";
 import { type MergeStageResult, mergeStage } from "./merge-stage.js";
 import { snapshotRefs } from "./ref-watch.js";
+import type { RemoteBackend } from "./remote-task.js";
 import { errorOf, notWrittenNote, type RunResult, writeErrorReport, writeReport } from "./report-file.js";
 import { looseReportBlocker, planRunDir, prepareRunDir, type RunDirPlan, runDirOf } from "./run-dir.js";
 import type { ScheduleMode } from "./schedule.js";
@@ -67,6 +69,8 @@ export interface DriveOptions {
   onNotice?: (message: string) => void;
   /** Where attempts run; default: the local tmux runner on the run's socket. Tests inject a fake. */
   runner?: TaskRunner;
+  /** Scale-out: the backend chosen on the command line, and how to reach its workers (docs/SCALING.md). */
+  backend?: BackendChoice;
   /** The git operations on the workspace; default: git's. Tests inject one without processes. */
   workspace?: TaskWorkspace;
   /** Where the config's `notify` events go; default: its command. Tests inject a recorder. */
@@ -148,6 +152,8 @@ export async function runAssignments(opts: RunOptions): Promise<RunResult | Deta
   const log = opts.logger ?? pino({ level: "silent" });
 
   let input: RunInput;
+  let backend: BackendKind = "local";
+  let remote: RemoteBackend | null = null;
   let git: GitRun | null = null;
   let lock: WorkspaceLock | null = null;
   let dryRun = false;
@@ -160,7 +166,11 @@ export async function runAssignments(opts: RunOptions): Promise<RunResult | Deta
       baseDir,
     );
     if (opts.runId) input = { ...input, runId: opts.runId };
-    checkAgentBinaries(input, env);
+    backend = backendKindOf(input, opts.backend);
+    // A worker checks its own PATH: the agents need not be installed where the coordinator runs.
+    if (backend === "local") checkAgentBinaries(input, env);
+    // Before anything starts: an unreachable Redis or a missing remote is an error of the input (exit 2).
+    remote = await connectBackend(input, backend, opts.backend);
     notice(opts, log, input);
     dryRun = opts.dryRun ?? input.assignments.mode.dry_run;
     // Two runs never work on one workspace at once (exit 4, or wait with --wait). The workspace
@@ -177,6 +187,17 @@ export async function runAssignments(opts: RunOptions): Promise<RunResult | Deta
       input.file,
       input.assignments.environment.worktree_copy,
     );
+    if (remote && !git)
+      throw new InputError(
+        [
+          {
+            file: input.file,
+            field: "environment.workspace_dir",
+            message: `backend bullmq moves code through git, but the workspace ${input.workspace} is not a git repository`,
+          },
+        ],
+        "Run it locally (without --backend bullmq), or make the workspace a git repository.",
+      );
   } catch (error) {
     await lock?.release();
     // A locked workspace writes nothing: the run directory may be the holder's.
@@ -199,6 +220,7 @@ export async function runAssignments(opts: RunOptions): Promise<RunResult | Deta
       sessions: opts.sessions ?? "default",
       keep_branches: opts.keepBranches ?? false,
       allow_dirty: opts.allowDirty ?? false,
+      backend,
     };
     const socket = env.TERMORCH_TMUX_SOCKET || input.config.tmux.socket || "termorch";
     const runner = runnerFor(socket, input, opts);
@@ -232,6 +254,7 @@ export async function runAssignments(opts: RunOptions): Promise<RunResult | Deta
       cwd,
       log,
       opts,
+      remote,
       restored: null,
     });
     if (dryRun) {
@@ -310,6 +333,11 @@ export async function resumeRun(opts: ResumeOptions): Promise<RunResult | Detach
       "Restore the file as it was, or start a new run with it.",
     );
   }
+  // Its tasks run where they ran: a run on workers reconnects to them (its jobs are found by id).
+  const remote = await connectBackend(input, first.options.backend, {
+    ...opts.backend,
+    kind: first.options.backend,
+  });
   const lock = await lockWorkspace(input.workspace, first.run_id, runDir, opts);
   try {
     // Read again under the lock: whoever held it may have finished or advanced the run meanwhile.
@@ -336,6 +364,7 @@ export async function resumeRun(opts: ResumeOptions): Promise<RunResult | Detach
       cwd: state.cwd,
       log,
       opts,
+      remote,
       restored: state.tasks,
     });
     await ctx.ledger.append("run.resumed", {
@@ -413,22 +442,14 @@ async function buildLiveRun(p: {
   cwd: string;
   log: Logger;
   opts: DriveOptions;
+  remote: RemoteBackend | null;
   restored: TaskRun[] | null;
 }): Promise<LiveRun> {
   const { input, runId, runDir, settings, env } = p;
   const nodes = input.assignments.tasks;
   const graph = buildGraph(nodes);
   const plan = planWaves(nodes, graph.order);
-  const secrets = secretValuesOf(
-    env,
-    [
-      ...input.assignments.environment.env_vars,
-      ...nodes.flatMap((t) => Object.entries(t.env).map(([k, v]) => `${k}=${v}`)),
-      ...input.tasks.flatMap((r) => Object.entries(r.agent.env).map(([k, v]) => `${k}=${v}`)),
-    ],
-    input.config,
-  );
-  const redactor = Redactor.from(input.config.redact, secrets);
+  const { redactor, secretFinder } = runRedaction(input, env);
   // The caller's signals, `termorch cancel` (watchForCancel) and --fail-fast (dispatch) all stop the run here.
   const stop = new RunStop();
   const follow = (signal: AbortSignal | undefined, reason: StopReason): void => {
@@ -448,6 +469,7 @@ async function buildLiveRun(p: {
     privateDir,
     git: p.git,
     runner: p.runner,
+    remote: p.remote,
     workspace: p.opts.workspace ?? gitWorkspace,
     pool: p.git
       ? new WorktreePool(
@@ -465,7 +487,7 @@ async function buildLiveRun(p: {
     logNames: new LogNames(join(runDir, "logs")),
     redactor,
     redactSources: [...redactor.sources],
-    secretFinder: secrets.length > 0 ? new Redactor(secretSources(secrets)) : null,
+    secretFinder,
     tasks: new Map(),
     depConflicts: [],
     plans: planTasks(input, { runId, runDir, gitPrefix: p.git?.prefix ?? null, processEnv: env }),
@@ -578,6 +600,29 @@ async function buildLiveRun(p: {
     );
   }
   return ctx;
+}
+
+/**
+ * The run's redactor (its secret values, the config's patterns, token formats) and the secrets
+ * gate's finder (its secret values alone; null without any).
+ */
+export function runRedaction(
+  input: RunInput,
+  env: Readonly<Record<string, string | undefined>>,
+): { redactor: Redactor; secretFinder: Redactor | null } {
+  const secrets = secretValuesOf(
+    env,
+    [
+      ...input.assignments.environment.env_vars,
+      ...input.assignments.tasks.flatMap((t) => Object.entries(t.env).map(([k, v]) => `${k}=${v}`)),
+      ...input.tasks.flatMap((r) => Object.entries(r.agent.env).map(([k, v]) => `${k}=${v}`)),
+    ],
+    input.config,
+  );
+  return {
+    redactor: Redactor.from(input.config.redact, secrets),
+    secretFinder: secrets.length > 0 ? new Redactor(secretSources(secrets)) : null,
+  };
 }
 
 /**

@@ -82,6 +82,8 @@ export interface PlanPlace {
   /** The workspace's folder inside the repository ("" at its root), or null when the workspace is not a repository. */
   gitPrefix: string | null;
   processEnv: Readonly<Record<string, string | undefined>>;
+  /** Folder of the run's task worktrees; default: the per-user one (a scale-out worker keeps its own). */
+  worktreesDir?: string;
 }
 
 /** Resolves every task's plan; pure (names and paths only, nothing is touched). */
@@ -92,7 +94,12 @@ export function planTasks(input: RunInput, place: PlanPlace): Map<string, TaskPl
 function planTask(input: RunInput, r: ResolvedTask, place: PlanPlace): TaskPlan {
   const { task, agent } = r;
   const { environment } = input.assignments;
-  const worktree = place.gitPrefix === null ? null : taskWorktree(place.runId, task.id);
+  const worktree =
+    place.gitPrefix === null
+      ? null
+      : place.worktreesDir
+        ? join(place.worktreesDir, task.id)
+        : taskWorktree(place.runId, task.id);
   const cwd = worktree === null ? input.workspace : join(worktree, place.gitPrefix ?? "");
   const artifactsDir = join(place.runDir, "artifacts", task.id);
   const include = environment.worktree_include;

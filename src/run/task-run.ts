@@ -28,5 +28,6 @@ export function newTaskRun(id: string, agent: string, dependencies: string[], ar
     agentResult: null,
     usage: null,
     waitingSince: null,
+    hosts: [],
   };
 }

@@ -32,6 +32,7 @@ function runState(runDir: string, tasks: TaskRun[], journal: string | null): Run
       sessions: "default",
       keep_branches: false,
       allow_dirty: false,
+      backend: "local",
     },
     git: null,
     started_at: 0,

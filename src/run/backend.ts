@@ -1,0 +1,69 @@
+import { isAbsolute } from "node:path";
+import { EnvironmentError, InputError } from "../errors.js";
+import type { RunInput } from "../input/assignments-file.js";
+import type { TaskHosts } from "../runner/task-hosts.js";
+import type { RemoteBackend } from "./remote-task.js";
+
+/** Where a run's tasks run: this host's tmux, or workers reached through BullMQ on Redis. */
+export type BackendKind = "local" | "bullmq";
+
+/** What the caller chose on its command line (it wins over the config), and how it reaches the workers. */
+export interface BackendChoice {
+  kind?: BackendKind;
+  /** Redis URL (--redis); else the config's `redis`. */
+  redis?: string;
+  /** Connects to the workers' queue; the caller owns what it answers (and closes it). */
+  connect?: (redisUrl: string) => Promise<TaskHosts>;
+}
+
+/** The run's backend kind: the command line's, else the config's, else local. */
+export function backendKindOf(
+  input: Pick<RunInput, "config">,
+  choice: BackendChoice | undefined,
+): BackendKind {
+  return choice?.kind ?? input.config.backend ?? "local";
+}
+
+/**
+ * The remote backend of a run whose tasks go to workers, connected (an unreachable Redis is an
+ * environment error: exit 2, before anything starts); null for a local run. `git`: the
+ * workspace is a repository (code moves through git, so it must be one).
+ */
+export async function connectBackend(
+  input: Pick<RunInput, "config" | "configFile" | "file">,
+  kind: BackendKind,
+  choice: BackendChoice | undefined,
+): Promise<RemoteBackend | null> {
+  if (kind === "local") return null;
+  const where = input.configFile ?? "the config";
+  const redis = choice?.redis ?? input.config.redis;
+  const remote = input.config.git.remote;
+  const problems = [];
+  if (!redis)
+    problems.push({
+      message: "backend bullmq needs a Redis URL: give --redis URL or set `redis` in the config",
+    });
+  if (!remote)
+    problems.push({
+      file: where,
+      field: "git.remote",
+      message:
+        "backend bullmq needs a git remote every host can reach: set git.remote to a bare repository's absolute path or URL",
+    });
+  else if (!isRemote(remote))
+    problems.push({
+      file: where,
+      field: "git.remote",
+      message: `"${remote}" is neither an absolute path nor a URL (e.g. /srv/termorch.git, ssh://host/srv/termorch.git)`,
+    });
+  if (problems.length > 0) throw new InputError(problems);
+  if (!choice?.connect) throw new EnvironmentError("this termorch was built without the bullmq backend");
+  return { hosts: await choice.connect(redis!), remote: remote! };
+}
+
+/** An absolute path, a URL, or git's scp-like `host:path`. */
+export function isRemote(remote: string): boolean {
+  return (
+    isAbsolute(remote) || /^[a-z][a-z0-9+.-]*:\/\//i.test(remote) || /^[^/:@]+@?[^/:]*:[^/]/.test(remote)
+  );
+}

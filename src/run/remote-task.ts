@@ -1,0 +1,351 @@
+import { existsSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { writeFile } from "node:fs/promises";
+import { dirname, join, posix, relative } from "node:path";
+import type { TaskJob, TaskJobProgress, TaskJobResult } from "../contract/task-job.js";
+import { sessionName, taskBranch } from "../fs/names.js";
+import { baseRefOf, fetchRef, publishCommit, shownRemote } from "../git/remote.js";
+import { branchRef, isAncestor } from "../git/repo.js";
+import { createTaskBranch, taskStartCommit } from "../git/worktree.js";
+import { redactFile, redactNames } from "../redact/redact-file.js";
+import type { TaskHosts } from "../runner/task-hosts.js";
+import type { LiveRun, RunContext } from "./context.js";
+import { killPoint } from "./faults.js";
+import { promptText } from "./prompt.js";
+import { errorText, type TaskEnd } from "./task-exec.js";
+import type { TaskPlan } from "./task-plan.js";
+import type { TaskRun } from "./task-run.js";
+import { markWaiting, transition } from "./transition.js";
+
+const DETACHED: TaskEnd = { kind: "detached" };
+
+/** Default cap of what one task's result carries back through Redis (logs and artifacts). */
+export const RESULT_MAX_BYTES = 16 * 1024 * 1024;
+
+/** Where a scale-out run's tasks go: the hosts, and the git remote between them and this repository. */
+export interface RemoteBackend {
+  hosts: TaskHosts;
+  remote: string;
+}
+
+/**
+ * Runs one task on another host (backend bullmq): its start commit is computed here exactly as
+ * for a local worktree and published to the git remote with its branch created here; a worker
+ * runs the task's local pipeline there and pushes the task branch; its result (state, gates,
+ * logs, artifacts) is written here as a local task's would be, and its branch fetched, so the
+ * merge, the ledger and the report work as in a local run. `resume`: the job of an earlier
+ * process is picked up by its id, never run a second time.
+ */
+export async function executeRemoteTask(
+  ctx: LiveRun,
+  backend: RemoteBackend,
+  taskId: string,
+  resume = false,
+): Promise<TaskEnd> {
+  const t = ctx.tasks.get(taskId)!;
+  const p = ctx.plans.get(taskId)!;
+  const git = ctx.git!;
+  t.startedAt ??= ctx.now();
+  t.session = sessionName(ctx.runId, taskId);
+  if (ctx.stop.detaching) return DETACHED;
+
+  if (t.startCommit === null) {
+    const start = await taskStartCommit({
+      repo: git.root,
+      base: git.baseCommit,
+      deps: p.dependencies.map((d) => ({ task: d, branch: taskBranch(ctx.runId, d) })),
+      branch: p.branch!,
+      identity: ctx.identity,
+      trailers: { "Termorch-Run": ctx.runId, "Termorch-Task": taskId },
+    }).catch((error: unknown) => ({ ok: false as const, error }));
+    if (!start.ok) {
+      t.session = null;
+      if ("conflict" in start) {
+        ctx.depConflicts.push(start.conflict);
+        return fail(ctx, t, "conflict", `its dependencies conflict: ${start.conflict.detail}`);
+      }
+      return fail(
+        ctx,
+        t,
+        "launch_error",
+        `could not compute its start commit: ${redacted(ctx, start.error)}`,
+      );
+    }
+    try {
+      await createTaskBranch(git.root, p.branch!, start.commit, ctx.resumed, p.worktree!);
+      t.branch = p.branch;
+      await publishCommit(git.root, backend.remote, start.commit, baseRefOf(ctx.runId, taskId));
+    } catch (error) {
+      t.session = null;
+      return fail(ctx, t, "launch_error", `could not publish its base: ${redacted(ctx, error)}`);
+    }
+    t.startCommit = start.commit;
+    await ctx.ledger.append(
+      "task.published",
+      {
+        branch: t.branch,
+        start_commit: t.startCommit,
+        remote: shownRemote(backend.remote),
+        ref: baseRefOf(ctx.runId, taskId),
+      },
+      taskId,
+    );
+    ctx.journal.write(t);
+  }
+  t.branch ??= p.branch;
+  if (ctx.stop.ending && !(resume && t.attempts > 0)) {
+    await transition(ctx, t, {
+      to: "skipped",
+      reason: "cancelled",
+      detail: "the run stopped before it started",
+    });
+    return { kind: "done", ok: false };
+  }
+  if (!resume || t.attempts === 0) {
+    if (existsSync(p.artifactsDir)) rmSync(p.artifactsDir, { recursive: true, force: true });
+    mkdirSync(p.artifactsDir, { recursive: true });
+  }
+  let prompt: Buffer;
+  try {
+    prompt = await promptText(ctx, p);
+    writeFileSync(join(p.artifactsDir, "prompt.md"), ctx.redactor.redactBytes(prompt), { mode: 0o600 });
+  } catch (error) {
+    return fail(ctx, t, "launch_error", `could not write its prompt: ${redacted(ctx, error)}`);
+  }
+
+  const job: TaskJob = {
+    version: 1,
+    run_id: ctx.runId,
+    task_id: taskId,
+    remote: backend.remote,
+    base_ref: baseRefOf(ctx.runId, taskId),
+    start_commit: t.startCommit,
+    prefix: git.prefix,
+    identity: { name: ctx.identity.name, email: ctx.identity.email },
+    assignments: oneTask(ctx, taskId),
+    config: ctx.input.config,
+    prompt: prompt.toString("base64"),
+    verify: ctx.verify,
+    result_max_bytes: RESULT_MAX_BYTES,
+  };
+  // Progress handlers run one after another, and the result waits for the last of them.
+  let progressed = Promise.resolve();
+  const seen = new Set<string>();
+  const onProgress = (pr: TaskJobProgress): void => {
+    progressed = progressed
+      .then(() => recordProgress(ctx, t, pr, seen))
+      .catch((error: unknown) =>
+        ctx.log.warn({ task: taskId, err: errorText(error) }, "could not record a worker's progress"),
+      );
+  };
+  // A detach (the daemon stopping) leaves the job to the workers; a cancel or --fail-fast ends it there.
+  const detach = new AbortController();
+  const follow = (): void => {
+    if (ctx.stop.detaching) detach.abort();
+    else if (ctx.stop.ending)
+      backend.hosts
+        .cancel(ctx.runId)
+        .catch((error: unknown) =>
+          ctx.log.warn({ err: errorText(error) }, "could not tell the workers to cancel"),
+        );
+  };
+  const unsubscribe = ctx.stop.onChange(follow);
+  follow();
+  let result: TaskJobResult | "detached";
+  try {
+    result = await backend.hosts.run(jobIdOf(ctx, taskId), job, { onProgress, detach: detach.signal });
+  } finally {
+    unsubscribe();
+  }
+  await progressed;
+  if (result === "detached") return DETACHED;
+  await killPoint(ctx.fault, "kill-after-exit", taskId);
+  return applyResult(ctx, backend, t, p, result);
+}
+
+/** One job per task of a run: the run's start time keeps a re-run under the same run id from finding an old job. */
+export function jobIdOf(ctx: Pick<LiveRun, "runId" | "startedAt">, taskId: string): string {
+  return `${ctx.runId}.${ctx.startedAt}.${taskId}`;
+}
+
+/** The assignments as the worker sees them: this task alone, its dependencies already in its start commit. */
+function oneTask(ctx: RunContext, taskId: string): unknown {
+  const a = ctx.input.assignments;
+  const task = a.tasks.find((x) => x.id === taskId)!;
+  return {
+    ...a,
+    run_id: ctx.runId,
+    // The worker's worktree has no checkout of the user's to link or copy from.
+    environment: { ...a.environment, workspace_dir: ".", worktree_include: [], worktree_copy: [] },
+    tasks: [{ ...task, dependencies: [], context_path: "context.md" }],
+    // Run-level checks are the coordinator's, after the merge.
+    success_criteria: { required_artifacts: [] },
+  };
+}
+
+/** A worker started an attempt (or changed its state): the ledger names its host; status and progress follow. */
+async function recordProgress(
+  ctx: RunContext,
+  t: TaskRun,
+  pr: TaskJobProgress,
+  seen: Set<string>,
+): Promise<void> {
+  if (t.state !== "pending" && t.state !== "running") return;
+  const key = `${pr.delivery}/${pr.worker}/${pr.attempt}`;
+  if (pr.state === "running" && pr.attempt > 0 && !seen.has(key)) {
+    seen.add(key);
+    t.attempts += 1;
+    t.attemptStartedAt = ctx.now();
+    t.hosts = [...t.hosts, { attempt: t.attempts, worker: pr.worker, host: pr.host, socket: pr.socket }];
+    await ctx.ledger.append(
+      "task.launched",
+      {
+        attempt: t.attempts,
+        session: t.session,
+        host: pr.host,
+        worker: pr.worker,
+        socket: pr.socket,
+        delivery: pr.delivery,
+      },
+      t.id,
+    );
+    await transition(ctx, t, { to: "running" });
+    return;
+  }
+  if (t.state === "running" && pr.waiting_since !== t.waitingSince)
+    await markWaiting(ctx, t, pr.waiting_since);
+}
+
+async function applyResult(
+  ctx: RunContext,
+  backend: RemoteBackend,
+  t: TaskRun,
+  p: TaskPlan,
+  r: TaskJobResult,
+): Promise<TaskEnd> {
+  const git = ctx.git!;
+  t.attempts = Math.max(t.attempts, r.attempts);
+  if (t.hosts.length === 0 && r.attempts > 0)
+    t.hosts = [{ attempt: t.attempts, worker: r.worker, host: r.host, socket: "" }];
+  t.exitCode = r.exit_code;
+  t.gates = r.gates;
+  t.agentResult = r.agent_result;
+  t.usage = r.usage;
+  t.waitingSince = null;
+  const renamed = await writeResultFiles(ctx, t, p, r);
+  t.logs = r.logs
+    ? {
+        stdout: renamed.get(r.logs.stdout) ?? r.logs.stdout,
+        stderr: renamed.get(r.logs.stderr) ?? r.logs.stderr,
+      }
+    : t.logs;
+  await ctx.ledger.append(
+    "task.exited",
+    { attempt: t.attempts, exit_code: r.exit_code, host: r.host, worker: r.worker, state: r.state },
+    t.id,
+  );
+  if (r.state === "skipped") {
+    await transition(ctx, t, {
+      to: "skipped",
+      reason: "cancelled",
+      detail: r.detail ?? "the run stopped before it started",
+    });
+    return { kind: "done", ok: false };
+  }
+  if (r.commit !== null) {
+    // The worker pushed its branch: the commit it names must be that branch's tip, and built on the task's start.
+    try {
+      const tip = await fetchRef(git.root, backend.remote, branchRef(t.branch!));
+      if (tip !== r.commit)
+        throw new Error(`the remote's ${t.branch} is at ${tip}, not at the worker's ${r.commit}`);
+      if (!(await isAncestor(git.root, t.startCommit!, tip)))
+        throw new Error(`${t.branch} at ${tip} does not build on the task's start ${t.startCommit}`);
+      t.commit = tip;
+    } catch (error) {
+      return fail(
+        ctx,
+        t,
+        "lost",
+        `its work could not be brought back from the git remote: ${redacted(ctx, error)}`,
+      );
+    }
+  }
+  if (r.state === "success") {
+    if (t.commit === null) return fail(ctx, t, "lost", "its worker reported success but pushed no commit");
+    await transition(ctx, t, { to: "success" });
+    await killPoint(ctx.fault, "kill-after-status", t.id);
+    return { kind: "done", ok: true };
+  }
+  return fail(ctx, t, r.reason ?? "lost", r.detail === null ? null : ctx.redactor.redact(r.detail));
+}
+
+/**
+ * The result's logs and artifacts, written into the run directory and redacted with this run's
+ * secrets too. A worker's log names are its own: one already taken here gets a suffix.
+ * Answers the new name of each log that was renamed.
+ */
+async function writeResultFiles(
+  ctx: RunContext,
+  t: TaskRun,
+  p: TaskPlan,
+  r: TaskJobResult,
+): Promise<Map<string, string>> {
+  const stems = new Map<string, string>();
+  const renamed = new Map<string, string>();
+  const artifacts = relative(ctx.runDir, p.artifactsDir).split("\\").join("/");
+  for (const f of r.files) {
+    let rel = f.path;
+    if (rel.startsWith("logs/")) {
+      const name = rel.slice("logs/".length);
+      if (name.includes("/")) continue;
+      const stem = name.replace(/\.[^.]*$/, "");
+      let mapped = stems.get(stem);
+      if (mapped === undefined) {
+        mapped = stem;
+        for (
+          let n = 2;
+          existsSync(join(ctx.runDir, "logs", `${mapped}.out`)) ||
+          existsSync(join(ctx.runDir, "logs", `${mapped}.err`));
+          n++
+        )
+          mapped = `${stem}-${n}`;
+        stems.set(stem, mapped);
+      }
+      rel = `logs/${mapped}${name.slice(stem.length)}`;
+      if (rel !== f.path) renamed.set(f.path, rel);
+    } else if (!rel.startsWith(`artifacts/${t.id}/`)) continue;
+    const abs = join(ctx.runDir, ...rel.split("/"));
+    const data = Buffer.from(f.data, "base64");
+    const head =
+      f.cut > 0
+        ? Buffer.from(
+            `[termorch: the first ${f.cut} bytes were cut to keep the task's result within its cap]\n`,
+          )
+        : null;
+    mkdirSync(dirname(abs), { recursive: true, mode: 0o700 });
+    await writeFile(abs, head ? Buffer.concat([head, data]) : data, { mode: 0o600 });
+    await redactFile(abs, ctx.redactor);
+  }
+  if (existsSync(p.artifactsDir)) await redactNames(p.artifactsDir, ctx.redactor);
+  t.artifacts = [
+    `${artifacts}/`,
+    ...r.files
+      .map((f) => f.path)
+      .filter((f) => f.startsWith(`${artifacts}/`) && existsSync(join(ctx.runDir, f)))
+      .map((f) => posix.normalize(f)),
+  ];
+  return renamed;
+}
+
+async function fail(
+  ctx: RunContext,
+  t: TaskRun,
+  reason: TaskRun["reason"] & string,
+  detail: string | null,
+): Promise<TaskEnd> {
+  await transition(ctx, t, { to: "failed", reason, detail });
+  return { kind: "done", ok: false };
+}
+
+function redacted(ctx: RunContext, error: unknown): string {
+  return ctx.redactor.redact(errorText(error));
+}

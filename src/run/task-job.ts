@@ -1,0 +1,356 @@
+import { createHash } from "node:crypto";
+import { existsSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { open, readdir, stat } from "node:fs/promises";
+import { join } from "node:path";
+import type { Logger } from "pino";
+import { agentFor } from "../agent/command.js";
+import { Assignments } from "../contract/assignments.js";
+import { Config } from "../contract/config.js";
+import type { ResultFile, TaskJob, TaskJobProgress, TaskJobResult } from "../contract/task-job.js";
+import { LogNames } from "../fs/log-names.js";
+import { sessionName, taskBranch } from "../fs/names.js";
+import { TaskJournal } from "../fs/run-state-file.js";
+import { StatusFiles } from "../fs/status-files.js";
+import { ensureBareRepo, fetchRef, pushBranch } from "../git/remote.js";
+import { branchRef, git } from "../git/repo.js";
+import { removeWorktree, serialized } from "../git/worktree.js";
+import { WorktreePool } from "../git/worktree-pool.js";
+import { checkAgentBinaries } from "../input/agent-binaries.js";
+import type { RunInput } from "../input/assignments-file.js";
+import { Ledger } from "../ledger/ledger.js";
+import { Notifier } from "../notify/notifier.js";
+import type { TaskRunner } from "../runner/task-runner.js";
+import type { RunContext } from "./context.js";
+import { runRedaction } from "./runner.js";
+import { RunStop } from "./stop.js";
+import { errorText, executeTask } from "./task-exec.js";
+import { planTasks } from "./task-plan.js";
+import { newTaskRun, type TaskRun } from "./task-run.js";
+import { gitWorkspace } from "./workspace.js";
+
+/** A worker host, as the jobs it runs see it. */
+export interface WorkerPlace {
+  /** The worker's name (`--name`) and its machine's host name. */
+  name: string;
+  host: string;
+  /** The worker's own folder: its copies of the remote, task folders and worktrees. */
+  workdir: string;
+  /** The worker's local tmux runner: attempts run there exactly as in a local run. */
+  runner: TaskRunner;
+  socketPath: string;
+  env: Readonly<Record<string, string | undefined>>;
+  log: Logger;
+  /** `--remote`: this host reaches the git remote by another path or URL. */
+  remote?: string;
+}
+
+/** One delivery of a job to this worker. */
+export interface JobDelivery {
+  /** BullMQ's count of deliveries of this job (a re-delivery after a worker died is the next one). */
+  delivery: number;
+  /** The run was cancelled (or stopped by --fail-fast) on its coordinator: the task ends as it would locally. */
+  cancel: AbortSignal;
+  /** The worker is going away: the agent is left running, the job to another delivery. */
+  detach: AbortSignal;
+  onProgress: (progress: TaskJobProgress) => void;
+}
+
+/**
+ * Runs a task job on this host: the task's base fetched from the git remote into the worker's
+ * own repository, then the local pipeline of the task (executeTask: worktree from the warm pool,
+ * set-up, attempts in tmux through the local runner, the secrets gate, the commit, the task's
+ * gates, artifacts, retries), then its branch pushed back. Answers the result the coordinator
+ * writes into its run directory; never throws for the task's own failure. "detached": the worker
+ * is going away and left the task running (a later delivery runs it from its base again).
+ */
+export async function runTaskJob(
+  job: TaskJob,
+  w: WorkerPlace,
+  d: JobDelivery,
+): Promise<TaskJobResult | "detached"> {
+  const remote = w.remote ?? job.remote;
+  const { run_id: runId, task_id: taskId } = job;
+  const jobDir = join(w.workdir, "jobs", `${runId}.${taskId}`);
+  const worktreesDir = join(w.workdir, "worktrees", runId);
+  const repo = join(w.workdir, "repos", createHash("sha256").update(remote).digest("hex").slice(0, 16));
+  const session = sessionName(runId, taskId);
+  const failed = (detail: string): TaskJobResult => ({
+    worker: w.name,
+    host: w.host,
+    state: "failed",
+    reason: "launch_error",
+    detail,
+    exit_code: null,
+    attempts: 0,
+    commit: null,
+    gates: [],
+    agent_result: null,
+    usage: null,
+    logs: null,
+    files: [],
+  });
+
+  // What an earlier delivery of this job left on this host (its worker died): never reused.
+  await w.runner.close([session]);
+  rmSync(jobDir, { recursive: true, force: true });
+  mkdirSync(jobDir, { recursive: true, mode: 0o700 });
+  try {
+    await serialized(repo, () => ensureBareRepo(repo));
+    await dropTaskLeftovers(repo, join(worktreesDir, taskId), taskBranch(runId, taskId));
+    const base = await fetchRef(repo, remote, job.base_ref);
+    if (base !== job.start_commit)
+      return failed(
+        `the git remote's ${job.base_ref} is at ${base}, not at the task's start ${job.start_commit}`,
+      );
+  } catch (error) {
+    return failed(`could not fetch its base: ${errorText(error)}`);
+  }
+
+  const config = Config.safeParse(job.config);
+  const assignments = Assignments.safeParse(job.assignments);
+  if (!config.success || !assignments.success)
+    return failed(
+      `the job's ${config.success ? "assignments" : "config"} do not parse here (is this worker's termorch older than the coordinator's?)`,
+    );
+  const task = assignments.data.tasks.find((t) => t.id === taskId);
+  const agent = task && agentFor(task, config.data);
+  if (!task || !agent) return failed(`its agent "${task?.agent ?? "?"}" is not defined in the job's config`);
+  const contextPath = join(jobDir, "context.md");
+  writeFileSync(contextPath, Buffer.from(job.prompt, "base64"), { mode: 0o600 });
+  const input: RunInput = {
+    file: join(jobDir, "assignments.json"),
+    sha256: "",
+    configFile: null,
+    runId,
+    assignments: assignments.data,
+    workspace: jobDir,
+    tasks: [{ task, agent, contextPath }],
+    // Notifications are the coordinator's.
+    config: { ...config.data, notify: undefined },
+  };
+  try {
+    checkAgentBinaries(input, w.env);
+  } catch (error) {
+    return failed(`on worker ${w.name}: ${errorText(error)}`);
+  }
+
+  const ctx = await jobContext(input, job, w, { repo, jobDir, worktreesDir });
+  const t = ctx.tasks.get(taskId)!;
+  let sent = "";
+  ctx.onChange = () => {
+    const progress: TaskJobProgress = {
+      worker: w.name,
+      host: w.host,
+      socket: w.socketPath,
+      delivery: d.delivery,
+      attempt: t.attempts,
+      state: t.state,
+      waiting_since: t.waitingSince,
+    };
+    const key = JSON.stringify(progress);
+    if (key !== sent) {
+      sent = key;
+      d.onProgress(progress);
+    }
+  };
+  const follow = (signal: AbortSignal, reason: "cancel" | "detach"): void => {
+    if (signal.aborted) ctx.stop.request(reason);
+    else signal.addEventListener("abort", () => ctx.stop.request(reason), { once: true });
+  };
+  follow(d.cancel, "cancel");
+  follow(d.detach, "detach");
+
+  const end = await executeTask(ctx, taskId);
+  if (end.kind === "detached") return "detached";
+  await ctx.pool?.settled();
+  let commit = t.commit;
+  if (commit !== null) {
+    try {
+      await pushBranch(repo, remote, t.branch!);
+    } catch (error) {
+      if (t.state === "success") {
+        t.state = "failed";
+        t.reason = "lost";
+        t.detail = `its work could not be pushed: ${ctx.redactor.redact(errorText(error))}`;
+      }
+      commit = null;
+    }
+  }
+  const files = await resultFiles(jobDir, taskId, t, job.result_max_bytes);
+  await w.runner.close([session]);
+  // Pooled on success; else removed with the branch (the remote has it, when it was pushed).
+  if (ctx.plans.get(taskId)?.worktree && existsSync(join(worktreesDir, taskId)))
+    await removeWorktree(repo, join(worktreesDir, taskId)).catch(() => {});
+  await dropTaskLeftovers(repo, join(worktreesDir, taskId), t.branch ?? taskBranch(runId, taskId));
+  await git(repo, ["update-ref", "-d", job.base_ref], { allowExit: [0, 1, 128] });
+  rmSync(jobDir, { recursive: true, force: true });
+  return {
+    worker: w.name,
+    host: w.host,
+    state: t.state === "success" ? "success" : t.state === "skipped" ? "skipped" : "failed",
+    reason: t.reason,
+    detail: t.detail,
+    exit_code: t.exitCode,
+    attempts: t.attempts,
+    commit,
+    gates: t.gates,
+    agent_result: t.agentResult,
+    usage: t.usage,
+    logs: t.logs,
+    files,
+  };
+}
+
+/** A task's worktree and branch in the worker's repository, gone (an earlier delivery's, or this one's once reported). */
+async function dropTaskLeftovers(repo: string, worktree: string, branch: string): Promise<void> {
+  if (existsSync(worktree)) await removeWorktree(repo, worktree);
+  await git(repo, ["worktree", "prune"], { allowExit: [0, 128] });
+  await git(repo, ["update-ref", "-d", branchRef(branch)], { allowExit: [0, 1, 128] });
+}
+
+/** The run context of one job: the local pipeline's, over the worker's folders and repository. */
+async function jobContext(
+  input: RunInput,
+  job: TaskJob,
+  w: WorkerPlace,
+  at: { repo: string; jobDir: string; worktreesDir: string },
+): Promise<RunContext> {
+  const { runId } = input;
+  const runDir = at.jobDir;
+  const { redactor, secretFinder } = runRedaction(input, w.env);
+  const privateDir = join(runDir, ".termorch", runId);
+  mkdirSync(privateDir, { recursive: true, mode: 0o700 });
+  for (const d of ["logs", "status", "artifacts"]) mkdirSync(join(runDir, d), { recursive: true });
+  mkdirSync(at.worktreesDir, { recursive: true, mode: 0o700 });
+  const plans = planTasks(input, {
+    runId,
+    runDir,
+    gitPrefix: job.prefix,
+    processEnv: w.env,
+    worktreesDir: at.worktreesDir,
+  });
+  const ledger = await Ledger.open(join(runDir, "events.jsonl"), redactor);
+  const [only] = input.tasks;
+  const ctx: RunContext = {
+    input,
+    runId,
+    runDir,
+    privateDir,
+    git: { root: at.repo, baseCommit: job.start_commit, targetRef: null, prefix: job.prefix },
+    runner: w.runner,
+    remote: null,
+    workspace: gitWorkspace,
+    pool: new WorktreePool(
+      at.repo,
+      {
+        maxWorktrees: input.config.git.pool.max_worktrees,
+        maxBytes: input.config.git.pool.max_disk_mb * 1024 * 1024,
+      },
+      { run_id: runId, run_dir: runDir },
+    ),
+    socketName: w.runner.socket,
+    socketPath: w.socketPath,
+    status: new StatusFiles(join(runDir, "status")),
+    logNames: new LogNames(join(runDir, "logs")),
+    redactor,
+    secretFinder,
+    redactSources: [...redactor.sources],
+    tasks: new Map([
+      [only!.task.id, newTaskRun(only!.task.id, only!.task.agent, [], plans.get(only!.task.id)!.argv)],
+    ]),
+    plans,
+    ledger,
+    depConflicts: [],
+    verify: job.verify,
+    keepBranches: false,
+    fault: null,
+    resumed: false,
+    identity: job.identity,
+    killGraceMs: input.config.defaults.kill_grace_s * 1000,
+    maxLogBytes:
+      input.assignments.environment.resource_limits.max_log_bytes ?? input.config.defaults.max_log_bytes,
+    processEnv: w.env,
+    stop: new RunStop(),
+    persist: async () => {},
+    journal: new TaskJournal(join(privateDir, "tasks.jsonl")),
+    log: w.log.child({ run: runId, task: only!.task.id }),
+    now: Date.now,
+    onChange: () => {},
+    notifier: new Notifier({
+      config: undefined,
+      runId,
+      runDir,
+      redactor,
+      now: Date.now,
+      deliver: async () => null,
+      onFailure: () => {},
+    }),
+  };
+  return ctx;
+}
+
+/**
+ * The task folder's logs and artifacts, within `max` bytes: the last attempt's logs first (a
+ * log over what is left keeps its end), then earlier logs, then artifacts (one that does not fit
+ * whole is left out: half a patch is no patch, and NOT-SENT.txt names it).
+ */
+async function resultFiles(jobDir: string, taskId: string, t: TaskRun, max: number): Promise<ResultFile[]> {
+  const logs = (await readdir(join(jobDir, "logs")).catch(() => [] as string[])).map((n) => `logs/${n}`);
+  const last = t.logs ? [t.logs.stdout, t.logs.stderr] : [];
+  const artifacts = (await walk(join(jobDir, "artifacts", taskId))).map((r) => `artifacts/${taskId}/${r}`);
+  const ordered = [...last.filter((l) => logs.includes(l)), ...logs.filter((l) => !last.includes(l)).sort()];
+  let left = max;
+  const out: ResultFile[] = [];
+  for (const rel of ordered) {
+    const size = (await stat(join(jobDir, rel))).size;
+    const keep = Math.min(size, left);
+    out.push({
+      path: rel,
+      data: (await readTail(join(jobDir, rel), keep)).toString("base64"),
+      cut: size - keep,
+    });
+    left -= keep;
+  }
+  const notSent: string[] = [];
+  for (const rel of artifacts) {
+    const size = (await stat(join(jobDir, rel))).size;
+    if (size > left) {
+      notSent.push(`${rel} (${size} bytes)`);
+      continue;
+    }
+    out.push({ path: rel, data: (await readTail(join(jobDir, rel), size)).toString("base64"), cut: 0 });
+    left -= size;
+  }
+  if (notSent.length > 0)
+    out.push({
+      path: `artifacts/${taskId}/NOT-SENT.txt`,
+      data: Buffer.from(
+        `These artifacts were left on worker ${t.hosts.at(-1)?.worker ?? "its worker"}: the task's result is capped at ${max} bytes.\n${notSent.join("\n")}\n`,
+      ).toString("base64"),
+      cut: 0,
+    });
+  return out;
+}
+
+async function readTail(path: string, bytes: number): Promise<Buffer> {
+  const fh = await open(path, "r");
+  try {
+    const size = (await fh.stat()).size;
+    const buf = Buffer.alloc(Math.min(bytes, size));
+    await fh.read(buf, 0, buf.length, size - buf.length);
+    return buf;
+  } finally {
+    await fh.close();
+  }
+}
+
+/** Regular files under `root`, relative, sorted; links and others are not carried. */
+async function walk(root: string, prefix = ""): Promise<string[]> {
+  const out: string[] = [];
+  for (const e of await readdir(join(root, prefix), { withFileTypes: true }).catch(() => [])) {
+    const rel = prefix ? `${prefix}/${e.name}` : e.name;
+    if (e.isDirectory()) out.push(...(await walk(root, rel)));
+    else if (e.isFile()) out.push(rel);
+  }
+  return out.sort();
+}

@@ -1,0 +1,29 @@
+import type { TaskJob, TaskJobProgress, TaskJobResult } from "../contract/task-job.js";
+
+/**
+ * The task-hosts seam: other hosts that run whole tasks (scale-out, docs/SCALING.md). Where the
+ * task-runner seam (task-runner.ts) runs one attempt in a worktree the pipeline prepared, a host
+ * runs the task's whole local pipeline (worktree, attempts, gates, commit) on its own disk: the
+ * agent's work has to be committed where it ran. A worker does that through this same pipeline
+ * and the local tmux runner; the coordinator sees only jobs, progress and results.
+ * `BullmqHosts` (src/scale/) is the implementation; the middle test tier can inject another.
+ */
+export interface TaskHosts {
+  /** What status and the log name the backend by, e.g. `bullmq redis://127.0.0.1:6379` (no password). */
+  readonly name: string;
+  /**
+   * Runs one task job on some host, or picks up the job of that id if it exists already (a
+   * resumed run): the same id is the same job, delivered at least once. Resolves with its
+   * result, or "detached" when `detach` aborts first (the job goes on without a watcher).
+   * Rejects only when the backend itself failed, never for the task's own failure.
+   */
+  run(
+    jobId: string,
+    job: TaskJob,
+    o: { onProgress: (progress: TaskJobProgress) => void; detach: AbortSignal },
+  ): Promise<TaskJobResult | "detached">;
+  /** Tells the workers to end a run's tasks (cancel, --fail-fast): they end them as a local run would. */
+  cancel(runId: string): Promise<void>;
+  /** Lets go of the connections. */
+  close(): Promise<void>;
+}

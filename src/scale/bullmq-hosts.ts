@@ -1,0 +1,182 @@
+import type { Job, Queue, QueueEvents } from "bullmq";
+import type { Redis } from "ioredis";
+import type { Logger } from "pino";
+import { type TaskJob, TaskJobProgress, TaskJobResult } from "../contract/task-job.js";
+import type { TaskHosts } from "../runner/task-hosts.js";
+import { cancelKey, QUEUE, redisConnection, requireRedis, shownRedis } from "./redis.js";
+
+/** How long finished jobs stay in Redis: a coordinator resumed within this finds its tasks' results. */
+const KEEP_FINISHED_S = 7 * 24 * 3600;
+/** How often a waiting coordinator asks Redis for its jobs, besides listening to events (which a reconnect can miss). */
+const RECONCILE_MS = 2000;
+
+interface Waiter {
+  job: TaskJob;
+  onProgress: (p: TaskJobProgress) => void;
+  settle: (r: TaskJobResult) => void;
+  lastProgress: string;
+}
+
+/**
+ * The coordinator's side of the bullmq backend: each task is one BullMQ job, keyed by its id
+ * (`<run>.<start>.<task>`), so adding it again (a resumed run, a Redis that lost it) never makes
+ * a second job while the first exists. Results come from the queue's events, and from a
+ * reconcile pass every two seconds for what a reconnect missed.
+ */
+export class BullmqHosts implements TaskHosts {
+  readonly name: string;
+  private readonly waiters = new Map<string, Waiter>();
+  private timer: NodeJS.Timeout | null = null;
+  private reconciling = false;
+
+  private constructor(
+    private readonly queue: Queue,
+    private readonly events: QueueEvents,
+    private readonly redis: Redis,
+    private readonly log: Logger,
+    url: string,
+  ) {
+    this.name = `bullmq ${shownRedis(url)}`;
+    events.on("progress", ({ jobId, data }) => this.progress(jobId, data));
+    events.on("completed", ({ jobId }) => void this.check(jobId));
+    events.on("failed", ({ jobId }) => void this.check(jobId));
+  }
+
+  /** Connects to the queue on `url`; an unreachable Redis is an environment error (exit 2). */
+  static async connect(url: string, log: Logger): Promise<BullmqHosts> {
+    await requireRedis(url, "--redis");
+    const { Queue, QueueEvents } = await import("bullmq");
+    const queue = new Queue(QUEUE, { connection: await redisConnection(url) });
+    const events = new QueueEvents(QUEUE, { connection: await redisConnection(url) });
+    const warn = (error: Error): void => log.warn({ err: error.message }, "Redis connection error; retrying");
+    queue.on("error", warn);
+    events.on("error", warn);
+    await events.waitUntilReady();
+    return new BullmqHosts(queue, events, await redisConnection(url), log, url);
+  }
+
+  run(
+    jobId: string,
+    job: TaskJob,
+    o: { onProgress: (p: TaskJobProgress) => void; detach: AbortSignal },
+  ): Promise<TaskJobResult | "detached"> {
+    return new Promise((resolve, reject) => {
+      if (o.detach.aborted) return resolve("detached");
+      const done = (r: TaskJobResult | "detached"): void => {
+        this.waiters.delete(jobId);
+        o.detach.removeEventListener("abort", onDetach);
+        if (this.waiters.size === 0) this.stopReconciling();
+        resolve(r);
+      };
+      const onDetach = (): void => done("detached");
+      o.detach.addEventListener("abort", onDetach, { once: true });
+      this.waiters.set(jobId, { job, onProgress: o.onProgress, settle: done, lastProgress: "" });
+      this.startReconciling();
+      this.ensure(jobId, job)
+        .then(() => this.check(jobId))
+        .catch((error: unknown) => {
+          this.waiters.delete(jobId);
+          reject(error);
+        });
+    });
+  }
+
+  async cancel(runId: string): Promise<void> {
+    await this.redis.set(cancelKey(runId), "1", "EX", KEEP_FINISHED_S);
+  }
+
+  async close(): Promise<void> {
+    this.stopReconciling();
+    await Promise.allSettled([this.events.close(), this.queue.close()]);
+    this.redis.disconnect();
+  }
+
+  /** The job of that id exists: added now, or found (a resumed run; a Redis that lost it gets it again). */
+  private async ensure(jobId: string, job: TaskJob): Promise<void> {
+    const { Job } = await import("bullmq");
+    if (await Job.fromId(this.queue, jobId)) return;
+    await this.queue.add("task", job, {
+      jobId,
+      attempts: 1,
+      removeOnComplete: { age: KEEP_FINISHED_S },
+      removeOnFail: { age: KEEP_FINISHED_S },
+    });
+  }
+
+  private progress(jobId: string, data: unknown): void {
+    const w = this.waiters.get(jobId);
+    if (!w) return;
+    const key = JSON.stringify(data);
+    if (key === w.lastProgress) return;
+    const parsed = TaskJobProgress.safeParse(data);
+    if (!parsed.success) return;
+    w.lastProgress = key;
+    w.onProgress(parsed.data);
+  }
+
+  /** Looks at one job in Redis: its last progress, and its end when it ended. */
+  private async check(jobId: string): Promise<void> {
+    const w = this.waiters.get(jobId);
+    if (!w) return;
+    const { Job } = await import("bullmq");
+    const job: Job | undefined = await Job.fromId(this.queue, jobId);
+    if (!job) {
+      // Redis lost it (restarted without its append-only file): the task runs again from its base.
+      this.log.warn({ job: jobId }, "the task's job is gone from Redis; adding it again");
+      await this.ensure(jobId, w.job);
+      return;
+    }
+    if (job.progress && typeof job.progress === "object") this.progress(jobId, job.progress);
+    const state = await job.getState();
+    if (state === "completed") {
+      const parsed = TaskJobResult.safeParse(job.returnvalue);
+      w.settle(parsed.success ? parsed.data : lostResult(job, "its worker's result does not parse"));
+    } else if (state === "failed") {
+      w.settle(lostResult(job, job.failedReason || "its job failed"));
+    }
+  }
+
+  private startReconciling(): void {
+    this.timer ??= setInterval(() => void this.reconcile(), RECONCILE_MS);
+  }
+
+  private stopReconciling(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+  }
+
+  private async reconcile(): Promise<void> {
+    if (this.reconciling) return;
+    this.reconciling = true;
+    try {
+      for (const id of [...this.waiters.keys()]) await this.check(id);
+    } catch (error) {
+      this.log.warn(
+        { err: error instanceof Error ? error.message : String(error) },
+        "could not look at the task jobs; retrying",
+      );
+    } finally {
+      this.reconciling = false;
+    }
+  }
+}
+
+/** A job that ended without a worker's result (its workers died more often than BullMQ allows, or a worker's bug). */
+function lostResult(job: Job, why: string): TaskJobResult {
+  const progress = TaskJobProgress.safeParse(job.progress);
+  return {
+    worker: progress.success ? progress.data.worker : "",
+    host: progress.success ? progress.data.host : "",
+    state: "failed",
+    reason: "lost",
+    detail: `its job ended without a result: ${why}`,
+    exit_code: null,
+    attempts: progress.success ? progress.data.attempt : 0,
+    commit: null,
+    gates: [],
+    agent_result: null,
+    usage: null,
+    logs: null,
+    files: [],
+  };
+}

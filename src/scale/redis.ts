@@ -1,0 +1,81 @@
+import type { Redis } from "ioredis";
+import { EnvironmentError } from "../errors.js";
+
+// ioredis and bullmq are imported when a command needs them (`await import`): the CLI's bundle
+// keeps them outside (scripts/bundle.js), so that a local run never pays for loading them.
+
+/**
+ * Redis as the scale-out backend uses it: BullMQ's queue of task jobs, plus two kinds of keys
+ * of termorch's own (workers' announcements, cancelled runs). docs/SCALING.md.
+ */
+
+/** The one queue of task jobs every coordinator and worker on a Redis shares. */
+export const QUEUE = "termorch-tasks";
+
+/** `termorch:worker:<name>`: a worker's announcement (WorkerInfo JSON), expiring unless renewed. */
+export const workerKey = (name: string): string => `termorch:worker:${name}`;
+export const WORKER_KEYS = "termorch:worker:*";
+
+/** `termorch:cancel:<run>`: the run was cancelled; its workers end its tasks. */
+export const cancelKey = (runId: string): string => `termorch:cancel:${runId}`;
+
+/** A Redis URL as it may be shown and logged: its password dropped. */
+export function shownRedis(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password) u.password = "***";
+    return u.toString().replace(/\/$/, "");
+  } catch {
+    return "(an invalid Redis URL)";
+  }
+}
+
+/**
+ * A connection BullMQ can use (it needs `maxRetriesPerRequest: null`): it reconnects for ever,
+ * so a Redis restarted mid-run is waited for rather than failing the run.
+ */
+export async function redisConnection(url: string): Promise<Redis> {
+  const { Redis } = await import("ioredis");
+  return new Redis(url, {
+    maxRetriesPerRequest: null,
+    enableReadyCheck: true,
+    retryStrategy: (times) => Math.min(times * 200, 2000),
+  });
+}
+
+/**
+ * Checks that Redis answers at `url`, within `timeoutMs`: an unreachable one is an error of the
+ * environment (exit 2) that says where and what to do, before anything starts.
+ */
+export async function requireRedis(url: string, what: string, timeoutMs = 5000): Promise<void> {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw new EnvironmentError(
+      `${what} "${shownRedis(url)}" is not a URL; give one like redis://127.0.0.1:6379`,
+    );
+  }
+  if (parsed.protocol !== "redis:" && parsed.protocol !== "rediss:")
+    throw new EnvironmentError(`${what} ${shownRedis(url)} is not a redis:// or rediss:// URL`);
+  const { Redis } = await import("ioredis");
+  const probe = new Redis(url, {
+    lazyConnect: true,
+    connectTimeout: timeoutMs,
+    maxRetriesPerRequest: 0,
+    enableOfflineQueue: false,
+    retryStrategy: () => null,
+  });
+  // ioredis also emits what it tells the caller; without a listener Node would print it.
+  probe.on("error", () => {});
+  try {
+    await probe.connect();
+    await probe.ping();
+  } catch (error) {
+    throw new EnvironmentError(
+      `cannot reach Redis at ${shownRedis(url)} (${what}): ${error instanceof Error ? error.message : String(error)}. Start redis-server there, or give the right URL; nothing was started.`,
+    );
+  } finally {
+    probe.disconnect();
+  }
+}

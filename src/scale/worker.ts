@@ -1,0 +1,256 @@
+import { mkdirSync, rmSync } from "node:fs";
+import { readdir } from "node:fs/promises";
+import { hostname } from "node:os";
+import { join, resolve } from "node:path";
+import type { Job, Worker } from "bullmq";
+import type { Redis } from "ioredis";
+import type { Logger } from "pino";
+import { TaskJob, type TaskJobResult, WorkerInfo } from "../contract/task-job.js";
+import { InputError, LockedError } from "../errors.js";
+import { writeJsonAtomic } from "../fs/atomic.js";
+import { acquireLockFile, type WorkspaceLock } from "../fs/lock.js";
+import { locksDir, sessionName } from "../fs/names.js";
+import { git } from "../git/repo.js";
+import { runTaskJob, type WorkerPlace } from "../run/task-job.js";
+import { TmuxRunner } from "../tmux/runner.js";
+import { TmuxServer } from "../tmux/server.js";
+import { cancelKey, QUEUE, redisConnection, requireRedis, workerKey } from "./redis.js";
+
+/** A worker's name: it names its tmux socket, its Redis key and its lock. */
+export const WORKER_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,47}$/;
+
+export interface WorkerOptions {
+  redis: string;
+  /** Tasks run at once on this host. */
+  maxParallel: number;
+  /** The worker's own folder (repositories, task folders, worktrees, worker.json). */
+  workdir: string;
+  /** Default: the host name. */
+  name?: string;
+  /** The git remote as this host reaches it, instead of the coordinator's. */
+  remote?: string;
+  /**
+   * Seconds a job's lock lasts without the worker renewing it: a worker killed mid-task has its
+   * task taken over by another after about this long (BullMQ's stalled-job check runs twice as often).
+   */
+  takeoverS: number;
+  env: Readonly<Record<string, string | undefined>>;
+  log: Logger;
+}
+
+const HEARTBEAT_MS = 5000;
+const CANCEL_POLL_MS = 1000;
+
+interface Active {
+  job: Job;
+  runId: string;
+  taskId: string;
+  cancel: AbortController;
+  detach: AbortController;
+  attempt: number;
+}
+
+/**
+ * `termorch worker`: takes task jobs from Redis and runs each with the local pipeline in this
+ * host's own tmux server (runTaskJob). It announces itself in Redis and in `<workdir>/worker.json`
+ * every few seconds; at start it ends what an earlier life of it left (sessions, task folders),
+ * since a job it held was taken over by another worker meanwhile.
+ */
+export class TaskWorker {
+  private readonly active = new Map<string, Active>();
+  private timers: NodeJS.Timeout[] = [];
+  private worker: Worker | null = null;
+  private redis: Redis | null = null;
+  private lock: WorkspaceLock | null = null;
+  private readonly startedAt = Date.now();
+  readonly name: string;
+  readonly workdir: string;
+  private readonly runner: TmuxRunner;
+  private socketPath = "";
+
+  constructor(private readonly o: WorkerOptions) {
+    this.name =
+      o.name ??
+      hostname()
+        .split(".")[0]!
+        .replace(/[^A-Za-z0-9_.-]/g, "-");
+    if (!WORKER_NAME.test(this.name))
+      throw new InputError([
+        { message: `worker name "${this.name}" must be 1-48 letters, digits, _ . - (give one with --name)` },
+      ]);
+    this.workdir = resolve(o.workdir);
+    this.runner = new TmuxRunner(new TmuxServer({ socket: `termorch-worker-${this.name}` }));
+  }
+
+  /** Connects, ends what an earlier life left, and starts taking jobs. */
+  async start(): Promise<{ socketPath: string; stale: number }> {
+    await requireRedis(this.o.redis, "--redis");
+    mkdirSync(this.workdir, { recursive: true, mode: 0o700 });
+    mkdirSync(locksDir(), { recursive: true, mode: 0o700 });
+    this.lock = await acquireLockFile(join(locksDir(), `worker-${this.name}.lock`), `worker ${this.name}`, {
+      run_id: `worker-${this.name}`,
+      run_dir: this.workdir,
+    });
+    this.redis = await redisConnection(this.o.redis);
+    this.redis.on("error", () => {});
+    await this.refuseTakenName();
+    this.socketPath = await this.runner.socketPath();
+    const stale = await this.endStale();
+    await this.heartbeat();
+    const { Worker } = await import("bullmq");
+    this.worker = new Worker(QUEUE, (job) => this.process(job), {
+      connection: await redisConnection(this.o.redis),
+      concurrency: this.o.maxParallel,
+      lockDuration: this.o.takeoverS * 1000,
+      stalledInterval: Math.max(500, (this.o.takeoverS * 1000) / 2),
+      // A task whose workers keep dying fails as lost rather than killing workers for ever.
+      maxStalledCount: 3,
+      autorun: true,
+    });
+    this.worker.on("error", (error) =>
+      this.o.log.warn({ err: error.message }, "Redis connection error; retrying"),
+    );
+    this.timers.push(setInterval(() => void this.heartbeat(), HEARTBEAT_MS));
+    this.timers.push(setInterval(() => void this.pollCancels(), CANCEL_POLL_MS));
+    return { socketPath: this.socketPath, stale };
+  }
+
+  /**
+   * Stops taking jobs. `force` false: waits for the running tasks to end and report. `force`
+   * true: leaves them (their agents go on, their jobs are taken over by another worker; this
+   * worker's next start ends what is left here).
+   */
+  async stop(force: boolean): Promise<void> {
+    for (const t of this.timers) clearInterval(t);
+    this.timers = [];
+    if (force) for (const a of this.active.values()) a.detach.abort();
+    await this.worker?.close(force);
+    await this.redis?.del(workerKey(this.name)).catch(() => {});
+    this.redis?.disconnect();
+    await this.runner.closeIfIdle().catch(() => {});
+    await this.lock?.release();
+  }
+
+  get running(): number {
+    return this.active.size;
+  }
+
+  private async process(job: Job): Promise<TaskJobResult> {
+    const parsed = TaskJob.safeParse(job.data);
+    if (!parsed.success)
+      throw new Error(`not a termorch task job: ${parsed.error.issues[0]?.message ?? "invalid"}`);
+    const data = parsed.data;
+    const a: Active = {
+      job,
+      runId: data.run_id,
+      taskId: data.task_id,
+      cancel: new AbortController(),
+      detach: new AbortController(),
+      attempt: 0,
+    };
+    this.active.set(job.id!, a);
+    this.o.log.info(
+      { job: job.id, run: data.run_id, task: data.task_id, delivery: job.attemptsStarted },
+      "took a task",
+    );
+    try {
+      const place: WorkerPlace = {
+        name: this.name,
+        host: hostname(),
+        workdir: this.workdir,
+        runner: this.runner,
+        socketPath: this.socketPath,
+        env: this.o.env,
+        log: this.o.log,
+        ...(this.o.remote ? { remote: this.o.remote } : {}),
+      };
+      const result = await runTaskJob(data, place, {
+        delivery: job.attemptsStarted,
+        cancel: a.cancel.signal,
+        detach: a.detach.signal,
+        onProgress: (p) => {
+          a.attempt = p.attempt;
+          job
+            .updateProgress(p)
+            .catch((error: unknown) =>
+              this.o.log.warn({ job: job.id, err: String(error) }, "could not report progress"),
+            );
+        },
+      });
+      // Left running for another delivery: the job must not complete here.
+      if (result === "detached") throw new Error("the worker stopped; the task is left to another worker");
+      this.o.log.info({ job: job.id, state: result.state, reason: result.reason }, "task done");
+      return result;
+    } finally {
+      this.active.delete(job.id!);
+    }
+  }
+
+  /** A worker name another live process announces in Redis is refused (its sessions are not ours to end). */
+  private async refuseTakenName(): Promise<void> {
+    const raw = await this.redis!.get(workerKey(this.name));
+    if (!raw) return;
+    const other = WorkerInfo.safeParse(JSON.parse(raw));
+    if (!other.success) return;
+    const me = other.data.host === hostname() && other.data.pid === process.pid;
+    if (!me && Date.now() - other.data.seen_at < HEARTBEAT_MS * 3)
+      throw new LockedError(
+        `worker name ${this.name} is in use by pid ${other.data.pid} on ${other.data.host} (seen ${Math.round((Date.now() - other.data.seen_at) / 1000)} s ago); give this worker another --name`,
+      );
+  }
+
+  /**
+   * Ends what an earlier life of this worker left: its tmux sessions (their jobs were taken over
+   * by another worker once its lock lapsed), task folders and worktrees. Answers how many sessions.
+   */
+  private async endStale(): Promise<number> {
+    const sessions = [...(await this.runner.openSessions())];
+    if (sessions.length > 0) {
+      await this.runner.close(sessions);
+      this.o.log.warn({ sessions }, "ended the sessions an earlier life of this worker left");
+    }
+    rmSync(join(this.workdir, "jobs"), { recursive: true, force: true });
+    rmSync(join(this.workdir, "worktrees"), { recursive: true, force: true });
+    for (const repo of await readdir(join(this.workdir, "repos")).catch(() => [] as string[]))
+      await git(join(this.workdir, "repos", repo), ["worktree", "prune"], { allowExit: [0, 128] });
+    return sessions.length;
+  }
+
+  private async heartbeat(): Promise<void> {
+    const now = Date.now();
+    const info: WorkerInfo = {
+      name: this.name,
+      host: hostname(),
+      pid: process.pid,
+      socket: this.socketPath,
+      max_parallel: this.o.maxParallel,
+      started_at: this.startedAt,
+      seen_at: now,
+      running: [...this.active.values()].map((a) => ({
+        run_id: a.runId,
+        task_id: a.taskId,
+        attempt: a.attempt,
+        session: sessionName(a.runId, a.taskId),
+      })),
+    };
+    await writeJsonAtomic(join(this.workdir, "worker.json"), info).catch(() => {});
+    await this.redis
+      ?.set(workerKey(this.name), JSON.stringify(info), "PX", HEARTBEAT_MS * 3)
+      .catch((error: unknown) => this.o.log.warn({ err: String(error) }, "could not announce this worker"));
+  }
+
+  private async pollCancels(): Promise<void> {
+    const runs = [...new Set([...this.active.values()].map((a) => a.runId))];
+    if (runs.length === 0 || !this.redis) return;
+    const flags = await this.redis.mget(...runs.map(cancelKey)).catch(() => null);
+    if (!flags) return;
+    runs.forEach((run, i) => {
+      if (flags[i] === null) return;
+      for (const a of this.active.values())
+        if (a.runId === run && !a.cancel.signal.aborted) {
+          this.o.log.info({ run, task: a.taskId }, "the run was cancelled; ending its task");
+          a.cancel.abort();
+        }
+    });
+  }
+}
