@@ -33,6 +33,8 @@ export class BullmqHosts implements TaskHosts {
     private readonly queue: Queue,
     private readonly events: QueueEvents,
     private readonly redis: Redis,
+    /** The connections given to BullMQ: it does not close a connection it was handed. */
+    private readonly connections: readonly Redis[],
     private readonly log: Logger,
     url: string,
   ) {
@@ -46,13 +48,14 @@ export class BullmqHosts implements TaskHosts {
   static async connect(url: string, log: Logger): Promise<BullmqHosts> {
     await requireRedis(url, "--redis");
     const { Queue, QueueEvents } = await import("bullmq");
-    const queue = new Queue(QUEUE, { connection: await redisConnection(url) });
-    const events = new QueueEvents(QUEUE, { connection: await redisConnection(url) });
+    const connections = [await redisConnection(url), await redisConnection(url)];
+    const queue = new Queue(QUEUE, { connection: connections[0]! });
+    const events = new QueueEvents(QUEUE, { connection: connections[1]! });
     const warn = (error: Error): void => log.warn({ err: error.message }, "Redis connection error; retrying");
     queue.on("error", warn);
     events.on("error", warn);
     await events.waitUntilReady();
-    return new BullmqHosts(queue, events, await redisConnection(url), log, url);
+    return new BullmqHosts(queue, events, await redisConnection(url), connections, log, url);
   }
 
   run(
@@ -88,7 +91,7 @@ export class BullmqHosts implements TaskHosts {
   async close(): Promise<void> {
     this.stopReconciling();
     await Promise.allSettled([this.events.close(), this.queue.close()]);
-    this.redis.disconnect();
+    for (const c of [this.redis, ...this.connections]) c.disconnect();
   }
 
   /** The job of that id exists: added now, or found (a resumed run; a Redis that lost it gets it again). */

@@ -61,6 +61,8 @@ export class TaskWorker {
   private timers: NodeJS.Timeout[] = [];
   private worker: Worker | null = null;
   private redis: Redis | null = null;
+  /** BullMQ does not close a connection it was handed. */
+  private workerConnection: Redis | null = null;
   private lock: WorkspaceLock | null = null;
   private readonly startedAt = Date.now();
   readonly name: string;
@@ -98,8 +100,9 @@ export class TaskWorker {
     const stale = await this.endStale();
     await this.heartbeat();
     const { Worker } = await import("bullmq");
+    this.workerConnection = await redisConnection(this.o.redis);
     this.worker = new Worker(QUEUE, (job) => this.process(job), {
-      connection: await redisConnection(this.o.redis),
+      connection: this.workerConnection,
       concurrency: this.o.maxParallel,
       lockDuration: this.o.takeoverS * 1000,
       stalledInterval: Math.max(500, (this.o.takeoverS * 1000) / 2),
@@ -127,6 +130,7 @@ export class TaskWorker {
     await this.worker?.close(force);
     await this.redis?.del(workerKey(this.name)).catch(() => {});
     this.redis?.disconnect();
+    this.workerConnection?.disconnect();
     await this.runner.closeIfIdle().catch(() => {});
     await this.lock?.release();
   }
