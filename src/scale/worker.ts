@@ -190,16 +190,23 @@ export class TaskWorker {
     }
   }
 
-  /** A worker name another live process announces in Redis is refused (its sessions are not ours to end). */
+  /**
+   * A worker name another live worker announces is refused: its sessions are not ours to end.
+   * On this host a dead process's announcement is an earlier life of this worker (it comes
+   * back); on another host, one seen within the announcement's lifetime is live.
+   */
   private async refuseTakenName(): Promise<void> {
     const raw = await this.redis!.get(workerKey(this.name));
-    if (!raw) return;
-    const other = WorkerInfo.safeParse(JSON.parse(raw));
-    if (!other.success) return;
-    const me = other.data.host === hostname() && other.data.pid === process.pid;
-    if (!me && Date.now() - other.data.seen_at < HEARTBEAT_MS * 3)
+    const other = raw === null ? null : WorkerInfo.safeParse(safeJson(raw));
+    if (!other?.success) return;
+    const o = other.data;
+    const live =
+      o.host === hostname()
+        ? o.pid !== process.pid && pidAlive(o.pid)
+        : Date.now() - o.seen_at < HEARTBEAT_MS * 3;
+    if (live)
       throw new LockedError(
-        `worker name ${this.name} is in use by pid ${other.data.pid} on ${other.data.host} (seen ${Math.round((Date.now() - other.data.seen_at) / 1000)} s ago); give this worker another --name`,
+        `worker name ${this.name} is in use by pid ${o.pid} on ${o.host} (seen ${Math.round((Date.now() - o.seen_at) / 1000)} s ago); give this worker another --name`,
       );
   }
 
@@ -256,5 +263,22 @@ export class TaskWorker {
           a.cancel.abort();
         }
     });
+  }
+}
+
+function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+function safeJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return null;
   }
 }

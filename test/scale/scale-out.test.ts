@@ -1,0 +1,223 @@
+import { execFileSync } from "node:child_process";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  git,
+  killServer,
+  makeWorkspace,
+  readReport,
+  termorch,
+  uniqueSocket,
+  waitFor,
+  workspaceSnapshot,
+  writeAssignments,
+} from "../integration/harness.js";
+import { freePort, RedisServer, WorkerProcess } from "./cluster.js";
+
+/**
+ * The bullmq backend with real parts: a private redis-server, two `termorch worker` processes
+ * (own tmux sockets, workdirs and TMPDIRs), a bare git remote, and the built CLI as coordinator.
+ */
+
+const socket = uniqueSocket("scale");
+const tag = `${process.pid}-${Math.random().toString(36).slice(2, 6)}`;
+let redis: RedisServer;
+const workers: WorkerProcess[] = [];
+const cleanups: (() => void)[] = [];
+
+beforeAll(async () => {
+  redis = await RedisServer.start();
+});
+
+afterAll(async () => {
+  for (const w of workers) await w.dispose();
+  await redis?.dispose();
+  killServer(socket);
+  for (const c of cleanups) c();
+});
+
+async function worker(name: string, extra: string[] = []): Promise<WorkerProcess> {
+  const w = new WorkerProcess(`${name}-${tag}`, redis.url, extra);
+  workers.push(w);
+  await w.start();
+  return w;
+}
+
+/** A workspace repository, a bare remote and a config naming both (and this test's Redis). */
+function cluster(): { dir: string; repo: string; remote: string; config: string; marks: string } {
+  const ws = makeWorkspace();
+  cleanups.push(ws.cleanup);
+  const remote = join(ws.dir, "remote.git");
+  execFileSync("git", ["init", "-q", "--bare", remote]);
+  const config = join(ws.dir, "config.json");
+  writeFileSync(config, JSON.stringify({ backend: "bullmq", redis: redis.url, git: { remote } }));
+  const marks = join(ws.dir, "marks");
+  mkdirSync(marks);
+  return { ...ws, remote, config, marks };
+}
+
+/** A task whose agent is a bash script (its env: MARKS, the folder outside the repository where it leaves traces). */
+function task(id: string, script: string, dependencies: string[] = [], marks = ""): Record<string, unknown> {
+  return { id, dependencies, command: ["bash", "-c", script], env: { MARKS: marks } };
+}
+
+function lines(file: string): string[] {
+  return existsSync(file) ? readFileSync(file, "utf8").split("\n").filter(Boolean) : [];
+}
+
+describe("termorch run --backend bullmq", () => {
+  it("spreads a diamond over two workers and merges exactly what a local run merges", async () => {
+    const w1 = await worker("dia1", ["--max-parallel", "1"]);
+    const w2 = await worker("dia2", ["--max-parallel", "1"]);
+    const diamond = (marks: string): Record<string, unknown>[] => [
+      task("A", "printf 'from A\\n' > a.txt; echo A done"),
+      // B and C wait for each other: they run at once, so on two workers of one slot each.
+      task(
+        "B",
+        'touch "$MARKS/B"; while [ ! -e "$MARKS/C" ]; do sleep 0.05; done; cat a.txt > b.txt; echo B >> b.txt',
+        ["A"],
+        marks,
+      ),
+      task(
+        "C",
+        'touch "$MARKS/C"; while [ ! -e "$MARKS/B" ]; do sleep 0.05; done; printf "C\\n" > c.txt',
+        ["A"],
+        marks,
+      ),
+      task("D", "cat b.txt c.txt > d.txt; mkdir -p out && echo D > out/d", ["B", "C"]),
+    ];
+    const remoteRun = cluster();
+    const file = writeAssignments(remoteRun.dir, diamond(remoteRun.marks) as never);
+    const r = await termorch(["run", file, "--config", remoteRun.config], { socket });
+    expect(r.stderr).toContain("4/4 tasks succeeded");
+    expect(r.exitCode).toBe(0);
+    const report = readReport(remoteRun.dir);
+    const hostOf = new Map(report.tasks.map((t) => [t.id, t.hosts?.map((h) => h.worker) ?? []]));
+    // Every task ran once, on a worker, and both workers ran some.
+    for (const t of report.tasks) expect(hostOf.get(t.id)).toHaveLength(1);
+    expect(new Set([...hostOf.values()].flat())).toEqual(new Set([w1.name, w2.name]));
+    expect(hostOf.get("B")).not.toEqual(hostOf.get("C"));
+    // The logs came back: A's stdout is in the coordinator's run directory.
+    const a = report.tasks.find((t) => t.id === "A")!;
+    expect(readFileSync(join(remoteRun.dir, a.logs.stdout!), "utf8")).toContain("A done");
+
+    const local = cluster();
+    const localFile = writeAssignments(local.dir, diamond(local.marks) as never);
+    const l = await termorch(["run", localFile], { socket });
+    expect(l.exitCode).toBe(0);
+    // Byte-identical result: the same tree at the same place.
+    expect(git(remoteRun.repo, "rev-parse", "HEAD^{tree}")).toBe(git(local.repo, "rev-parse", "HEAD^{tree}"));
+    expect(readFileSync(join(remoteRun.repo, "d.txt"), "utf8")).toBe("from A\nB\nC\n");
+    expect(git(remoteRun.repo, "status", "--porcelain")).toBe("");
+    // `status --redis` lists both workers.
+    const status = await termorch(["status", "--redis", redis.url], { socket });
+    expect(status.stdout).toContain(`${w1.name}: host`);
+    expect(status.stdout).toContain(`${w2.name}: host`);
+    await w1.dispose();
+    await w2.dispose();
+  });
+
+  it("takes over the task of a worker killed mid-task, runs it once to completion and merges it once", async () => {
+    const takeover = ["--max-parallel", "1", "--takeover-s", "2"];
+    const c = cluster();
+    const log = join(c.marks, "log");
+    const release = join(c.marks, "release");
+    const script = `echo "start $TERMORCH_ATTEMPT" >> "$MARKS/log"; while [ ! -e "$MARKS/release" ]; do sleep 0.05; done; echo X > x.txt; echo end >> "$MARKS/log"`;
+    const file = writeAssignments(c.dir, [task("X", script, [], c.marks)] as never);
+    const first = await worker("kill1", takeover);
+    const run = termorch(["run", file, "--config", c.config], { socket });
+    await waitFor(() => lines(log).length === 1, 30_000, "the first start");
+    // Only one worker exists yet, so the first start is its.
+    const second = await worker("kill2", takeover);
+    await first.kill();
+    await waitFor(() => lines(log).length === 2, 30_000, "the takeover by the other worker");
+    // The killed worker comes back: it ends the session its earlier life left (the agent still waits there).
+    const back = new WorkerProcess(first.name, redis.url, takeover);
+    workers.push(back);
+    const said = await back.start();
+    await waitFor(
+      () => back.output.includes("ended 1 session(s)") && back.output,
+      10_000,
+      "the stale session ended",
+    );
+    expect(said + back.output).toContain("ended 1 session(s)");
+    writeFileSync(release, "");
+    const r = await run;
+    expect(r.exitCode).toBe(0);
+    expect(lines(log).filter((l) => l.startsWith("start"))).toHaveLength(2);
+    expect(lines(log).filter((l) => l === "end")).toHaveLength(1);
+    const x = readReport(c.dir).tasks[0]!;
+    expect(x.status).toBe("success");
+    expect(x.hosts?.map((h) => h.worker)).toEqual([first.name, second.name]);
+    expect(x.attempts).toBe(2);
+    // Merged once: one task commit of X on the user's branch.
+    expect(
+      git(c.repo, "log", "--format=%s")
+        .split("\n")
+        .filter((s) => s.startsWith("termorch: task X")),
+    ).toHaveLength(1);
+    expect(readFileSync(join(c.repo, "x.txt"), "utf8")).toBe("X\n");
+    await back.dispose();
+    await second.dispose();
+  });
+
+  it("loses no task when Redis restarts mid-run", async () => {
+    const w = await worker("restart");
+    const c = cluster();
+    const log = join(c.marks, "log");
+    const script = `echo start >> "$MARKS/log"; while [ ! -e "$MARKS/release" ]; do sleep 0.05; done; echo Y > y.txt; echo end >> "$MARKS/log"`;
+    const file = writeAssignments(c.dir, [
+      task("Y", script, [], c.marks),
+      task("Z", "echo Z > z.txt", ["Y"]),
+    ] as never);
+    const run = termorch(["run", file, "--config", c.config], { socket });
+    await waitFor(() => lines(log).length === 1, 30_000, "Y's start");
+    await redis.stop();
+    await redis.start();
+    writeFileSync(join(c.marks, "release"), "");
+    const r = await run;
+    expect(r.stderr).toContain("2/2 tasks succeeded");
+    expect(r.exitCode).toBe(0);
+    expect(lines(log)).toEqual(["start", "end"]);
+    expect(readFileSync(join(c.repo, "z.txt"), "utf8")).toBe("Z\n");
+    await w.dispose();
+  });
+
+  it("fails the task with a clear reason when a worker's git remote is wrong", async () => {
+    const c = cluster();
+    const wrong = join(c.dir, "no-such-remote.git");
+    const w = await worker("wrong", ["--remote", wrong]);
+    const file = writeAssignments(c.dir, [task("W", "echo W > w.txt")] as never);
+    const r = await termorch(["run", file, "--config", c.config], { socket });
+    expect(r.exitCode).toBe(1);
+    const t = readReport(c.dir).tasks[0]!;
+    expect(t.status).toBe("failed");
+    expect(t.reason).toBe("launch_error");
+    expect(t.detail).toContain("could not fetch its base");
+    expect(t.detail).toContain(wrong);
+    expect(existsSync(join(c.repo, "w.txt"))).toBe(false);
+    await w.dispose();
+  });
+
+  it("exits 2 before anything starts when Redis cannot be reached", async () => {
+    const c = cluster();
+    const file = writeAssignments(c.dir, [task("U", "echo U > u.txt")] as never);
+    const before = workspaceSnapshot(c.repo);
+    const dead = `redis://127.0.0.1:${await freePort()}`;
+    const r = await termorch(["run", file, "--config", c.config, "--redis", dead], { socket });
+    expect(r.exitCode).toBe(2);
+    expect(r.stderr).toContain(`cannot reach Redis at ${dead}`);
+    expect(workspaceSnapshot(c.repo)).toBe(before);
+    expect(git(c.remote, "for-each-ref")).toBe("");
+  });
+
+  it("exits 2 naming git.remote when the config has none", async () => {
+    const c = cluster();
+    writeFileSync(c.config, JSON.stringify({ backend: "bullmq", redis: redis.url }));
+    const file = writeAssignments(c.dir, [task("V", "echo V > v.txt")] as never);
+    const r = await termorch(["run", file, "--config", c.config], { socket });
+    expect(r.exitCode).toBe(2);
+    expect(r.stderr).toContain("git.remote");
+  });
+});
