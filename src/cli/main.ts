@@ -492,7 +492,9 @@ function startBanner(info: StartInfo): string {
         ]
       : []),
     `  status files: ${info.runDir}/status/   logs: ${info.runDir}/logs/   artifacts: ${info.runDir}/artifacts/`,
-    `  watch a task live: tmux -L ${info.socket} attach -r -t =${info.sessionPrefix}<task_id>   (list: tmux -L ${info.socket} ls)`,
+    info.hosts
+      ? `  tasks run on workers (${info.hosts}); where each runs and how to watch it: termorch status ${info.runId}`
+      : `  watch a task live: tmux -L ${info.socket} attach -r -t =${info.sessionPrefix}<task_id>   (list: tmux -L ${info.socket} ls)`,
     "",
   ].join("\n");
 }

@@ -130,6 +130,8 @@ export interface StartInfo {
   renamedFrom: string | null;
   /** The run's redactor (its secrets and patterns), for whatever the caller prints from now on. */
   redactor: Redactor;
+  /** Scale-out: the backend its tasks run on (e.g. `bullmq redis://…`); null when they run in local tmux. */
+  hosts: string | null;
 }
 
 export type { RunResult } from "./report-file.js";
@@ -213,7 +215,8 @@ export async function runAssignments(opts: RunOptions): Promise<RunResult | Deta
         opts.maxParallel ??
         input.assignments.environment.resource_limits.max_parallel ??
         input.config.defaults.max_parallel ??
-        availableParallelism(),
+        // Workers bound their own parallelism: every ready task is queued for them.
+        (remote ? Math.max(1, input.assignments.tasks.length) : availableParallelism()),
       schedule: opts.schedule ?? "eager",
       fail_fast: opts.failFast ?? false,
       verify: opts.verify ?? input.assignments.mode.verify,
@@ -689,6 +692,7 @@ function startInfo(ctx: LiveRun, dryRun: boolean, resumed: boolean, keptApartFro
     sessionPrefix: sessionPrefix(ctx.runId),
     resumed,
     redactor: ctx.redactor,
+    hosts: ctx.remote?.hosts.name ?? null,
   };
 }
 

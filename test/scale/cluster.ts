@@ -1,9 +1,10 @@
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
-import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { BIN, cliEnv, TEST_TMP } from "../integration/harness.js";
+import { afterAll, beforeAll } from "vitest";
+import { BIN, cliEnv, killServer, makeWorkspace, TEST_TMP, uniqueSocket } from "../integration/harness.js";
 
 /**
  * Real parts for the scale-out tests: a private redis-server on a loopback port with its own
@@ -185,5 +186,83 @@ export class WorkerProcess {
     try {
       execFileSync("tmux", ["-L", this.socket, "kill-server"], { stdio: "ignore" });
     } catch {}
+  }
+}
+
+/**
+ * What a scale-out test file sets up: its own Redis (started before its tests), tmux socket for
+ * the coordinator, workers and workspaces; all stopped and removed after the file.
+ */
+export function scaleTestFile(tag: string) {
+  const socket = uniqueSocket(tag);
+  const unique = `${process.pid}-${Math.random().toString(36).slice(2, 6)}`;
+  let redis: RedisServer | null = null;
+  const workers: WorkerProcess[] = [];
+  const cleanups: (() => void)[] = [];
+  beforeAll(async () => {
+    redis = await RedisServer.start();
+  });
+  afterAll(async () => {
+    for (const w of workers) await w.dispose();
+    await redis?.dispose();
+    killServer(socket);
+    for (const c of cleanups) c();
+  });
+  const server = (): RedisServer => {
+    if (!redis) throw new Error("Redis is not started yet");
+    return redis;
+  };
+  return {
+    socket,
+    redis: server,
+    /** A started worker; `name` gets this file's unique suffix. The same name and folder again: `again(w)`. */
+    async worker(name: string, extra: string[] = []): Promise<WorkerProcess> {
+      const w = new WorkerProcess(`${name}-${unique}`, server().url, extra);
+      workers.push(w);
+      await w.start();
+      return w;
+    },
+    /** A workspace repository, a bare remote and a config naming both and this file's Redis. */
+    cluster(): { dir: string; repo: string; remote: string; config: string; marks: string } {
+      const ws = makeWorkspace();
+      cleanups.push(ws.cleanup);
+      const remote = join(ws.dir, "remote.git");
+      execFileSync("git", ["init", "-q", "--bare", remote]);
+      const config = join(ws.dir, "config.json");
+      writeFileSync(config, JSON.stringify({ backend: "bullmq", redis: server().url, git: { remote } }));
+      const marks = join(ws.dir, "marks");
+      mkdirSync(marks);
+      return { ...ws, remote, config, marks };
+    },
+    track(w: WorkerProcess): WorkerProcess {
+      workers.push(w);
+      return w;
+    },
+  };
+}
+
+/** A task whose agent is a bash script; MARKS in its env is a folder outside the repository for its traces. */
+export function bashTask(
+  id: string,
+  script: string,
+  dependencies: string[] = [],
+  marks = "",
+): Record<string, unknown> {
+  return { id, dependencies, command: ["bash", "-c", script], env: { MARKS: marks } };
+}
+
+/** A file's non-empty lines (none when it does not exist yet). */
+export function lines(file: string): string[] {
+  return existsSync(file) ? readFileSync(file, "utf8").split("\n").filter(Boolean) : [];
+}
+
+/** Polls an asynchronous check (another process's output) with a bounded timeout. */
+export async function until<T>(check: () => Promise<T | null>, timeoutMs: number, what: string): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value !== null) return value;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
   }
 }

@@ -1,70 +1,23 @@
-import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import {
   git,
-  killServer,
-  makeWorkspace,
   readReport,
   termorch,
-  uniqueSocket,
   waitFor,
   workspaceSnapshot,
   writeAssignments,
 } from "../integration/harness.js";
-import { freePort, RedisServer, WorkerProcess } from "./cluster.js";
+import { bashTask, freePort, lines, scaleTestFile, WorkerProcess } from "./cluster.js";
 
 /**
  * The bullmq backend with real parts: a private redis-server, two `termorch worker` processes
  * (own tmux sockets, workdirs and TMPDIRs), a bare git remote, and the built CLI as coordinator.
  */
 
-const socket = uniqueSocket("scale");
-const tag = `${process.pid}-${Math.random().toString(36).slice(2, 6)}`;
-let redis: RedisServer;
-const workers: WorkerProcess[] = [];
-const cleanups: (() => void)[] = [];
-
-beforeAll(async () => {
-  redis = await RedisServer.start();
-});
-
-afterAll(async () => {
-  for (const w of workers) await w.dispose();
-  await redis?.dispose();
-  killServer(socket);
-  for (const c of cleanups) c();
-});
-
-async function worker(name: string, extra: string[] = []): Promise<WorkerProcess> {
-  const w = new WorkerProcess(`${name}-${tag}`, redis.url, extra);
-  workers.push(w);
-  await w.start();
-  return w;
-}
-
-/** A workspace repository, a bare remote and a config naming both (and this test's Redis). */
-function cluster(): { dir: string; repo: string; remote: string; config: string; marks: string } {
-  const ws = makeWorkspace();
-  cleanups.push(ws.cleanup);
-  const remote = join(ws.dir, "remote.git");
-  execFileSync("git", ["init", "-q", "--bare", remote]);
-  const config = join(ws.dir, "config.json");
-  writeFileSync(config, JSON.stringify({ backend: "bullmq", redis: redis.url, git: { remote } }));
-  const marks = join(ws.dir, "marks");
-  mkdirSync(marks);
-  return { ...ws, remote, config, marks };
-}
-
-/** A task whose agent is a bash script (its env: MARKS, the folder outside the repository where it leaves traces). */
-function task(id: string, script: string, dependencies: string[] = [], marks = ""): Record<string, unknown> {
-  return { id, dependencies, command: ["bash", "-c", script], env: { MARKS: marks } };
-}
-
-function lines(file: string): string[] {
-  return existsSync(file) ? readFileSync(file, "utf8").split("\n").filter(Boolean) : [];
-}
+const { socket, redis, worker, cluster, track } = scaleTestFile("scale");
+const task = bashTask;
 
 describe("termorch run --backend bullmq", () => {
   it("spreads a diamond over two workers and merges exactly what a local run merges", async () => {
@@ -111,7 +64,7 @@ describe("termorch run --backend bullmq", () => {
     expect(readFileSync(join(remoteRun.repo, "d.txt"), "utf8")).toBe("from A\nB\nC\n");
     expect(git(remoteRun.repo, "status", "--porcelain")).toBe("");
     // `status --redis` lists both workers.
-    const status = await termorch(["status", "--redis", redis.url], { socket });
+    const status = await termorch(["status", "--redis", redis().url], { socket });
     expect(status.stdout).toContain(`${w1.name}: host`);
     expect(status.stdout).toContain(`${w2.name}: host`);
     await w1.dispose();
@@ -133,8 +86,7 @@ describe("termorch run --backend bullmq", () => {
     await first.kill();
     await waitFor(() => lines(log).length === 2, 30_000, "the takeover by the other worker");
     // The killed worker comes back: it ends the session its earlier life left (the agent still waits there).
-    const back = new WorkerProcess(first.name, redis.url, takeover);
-    workers.push(back);
+    const back = track(new WorkerProcess(first.name, redis().url, takeover));
     const said = await back.start();
     await waitFor(
       () => back.output.includes("ended 1 session(s)") && back.output,
@@ -173,8 +125,8 @@ describe("termorch run --backend bullmq", () => {
     ] as never);
     const run = termorch(["run", file, "--config", c.config], { socket });
     await waitFor(() => lines(log).length === 1, 30_000, "Y's start");
-    await redis.stop();
-    await redis.start();
+    await redis().stop();
+    await redis().start();
     writeFileSync(join(c.marks, "release"), "");
     const r = await run;
     expect(r.stderr).toContain("2/2 tasks succeeded");
@@ -214,7 +166,7 @@ describe("termorch run --backend bullmq", () => {
 
   it("exits 2 naming git.remote when the config has none", async () => {
     const c = cluster();
-    writeFileSync(c.config, JSON.stringify({ backend: "bullmq", redis: redis.url }));
+    writeFileSync(c.config, JSON.stringify({ backend: "bullmq", redis: redis().url }));
     const file = writeAssignments(c.dir, [task("V", "echo V > v.txt")] as never);
     const r = await termorch(["run", file, "--config", c.config], { socket });
     expect(r.exitCode).toBe(2);

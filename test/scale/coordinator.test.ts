@@ -1,0 +1,152 @@
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { execa } from "execa";
+import { describe, expect, it } from "vitest";
+import { Report } from "../../src/contract/report.js";
+import {
+  BIN,
+  cliEnv,
+  git,
+  readReport,
+  TEST_TMP,
+  termorch,
+  waitFor,
+  writeAssignments,
+} from "../integration/harness.js";
+import { bashTask, lines, scaleTestFile, until } from "./cluster.js";
+
+/** The coordinator's side of the bullmq backend: status, cancel, a resume after its death, the daemon. */
+
+const { socket, redis, worker, cluster } = scaleTestFile("coord");
+
+/** An agent that says it started, then waits for `release` in MARKS before it writes its file. */
+const waiting = (id: string): string =>
+  `echo start >> "$MARKS/${id}.log"; while [ ! -e "$MARKS/release" ]; do sleep 0.05; done; echo ${id} > ${id.toLowerCase()}.txt; echo end >> "$MARKS/${id}.log"`;
+
+function runDirOf(stderr: string): string {
+  const m = /run directory: (\S+)/.exec(stderr);
+  if (!m?.[1]) throw new Error(`no run directory in:\n${stderr}`);
+  return m[1];
+}
+
+describe("a coordinator of a bullmq run", () => {
+  it("shows where each task runs, with the line that watches it on its worker", async () => {
+    const w = await worker("status");
+    const c = cluster();
+    const file = writeAssignments(c.dir, [bashTask("S", waiting("S"), [], c.marks)] as never);
+    const run = termorch(["run", file, "--config", c.config], { socket });
+    await waitFor(() => lines(join(c.marks, "S.log")).length === 1, 30_000, "S's start");
+    const shown = await until(
+      async () => {
+        const s = await termorch(["status", join(c.dir, ".")], { socket });
+        return s.stdout.includes("on worker") ? s.stdout : null;
+      },
+      20_000,
+      "the worker in the status",
+    );
+    expect(shown).toContain(`S (on worker ${w.name}, host `);
+    expect(shown).toContain(`tmux -S ${join("/", "tmp")}`);
+    expect(shown).toContain(`attach -r -t =termorch-`);
+    writeFileSync(join(c.marks, "release"), "");
+    expect((await run).exitCode).toBe(0);
+    await w.dispose();
+  });
+
+  it("ends the tasks on their workers when the run is cancelled", async () => {
+    const w = await worker("cancel");
+    const c = cluster();
+    const file = writeAssignments(c.dir, [bashTask("K", waiting("K"), [], c.marks)] as never);
+    const run = termorch(["run", file, "--config", c.config], { socket });
+    await waitFor(() => lines(join(c.marks, "K.log")).length === 1, 30_000, "K's start");
+    const report = readReportWhenWritten(c.dir);
+    const cancel = await termorch(["cancel", join(c.dir, ".")], { socket });
+    expect(cancel.exitCode).toBe(0);
+    const r = await run;
+    expect(r.exitCode).toBe(130);
+    const k = (await report).tasks[0]!;
+    expect(k.status).toBe("failed");
+    expect(k.reason).toBe("cancelled");
+    // The agent was ended on its worker: it never got to write its end.
+    expect(lines(join(c.marks, "K.log"))).toEqual(["start"]);
+    await w.dispose();
+  });
+
+  it("picks up its job again after it was killed: the task runs once", async () => {
+    const w = await worker("resume");
+    const c = cluster();
+    const file = writeAssignments(c.dir, [
+      bashTask("R", waiting("R"), [], c.marks),
+      bashTask("T", "echo T > t.txt", ["R"]),
+    ] as never);
+    const coordinator = execa(process.execPath, [BIN, "run", file, "--config", c.config], {
+      reject: false,
+      env: cliEnv(socket),
+      cwd: c.dir,
+    });
+    await waitFor(() => lines(join(c.marks, "R.log")).length === 1, 30_000, "R's start");
+    coordinator.kill("SIGKILL");
+    await coordinator;
+    writeFileSync(join(c.marks, "release"), "");
+    const r = await termorch(["resume", c.dir], { socket });
+    expect(r.stderr).toContain("2/2 tasks succeeded");
+    expect(r.exitCode).toBe(0);
+    expect(lines(join(c.marks, "R.log"))).toEqual(["start", "end"]);
+    expect(readFileSync(join(c.repo, "t.txt"), "utf8")).toBe("T\n");
+    expect(
+      git(c.repo, "log", "--format=%s")
+        .split("\n")
+        .filter((s) => s.startsWith("termorch: task R")),
+    ).toHaveLength(1);
+    // The ledger names the host of R's attempt, and its chain holds across the two processes.
+    const events = readFileSync(join(c.dir, "events.jsonl"), "utf8")
+      .split("\n")
+      .filter(Boolean)
+      .map((l) => JSON.parse(l));
+    const launched = events.filter((e) => e.type === "task.launched" && e.task_id === "R");
+    expect(launched.map((e) => e.data.worker)).toEqual([w.name]);
+    expect((await termorch(["verify-ledger", c.dir], { socket })).exitCode).toBe(0);
+    await w.dispose();
+  });
+
+  it("runs as a daemon whose runs' tasks go to workers (--backend bullmq --redis)", async () => {
+    const w = await worker("daemon");
+    const c = cluster();
+    const home = mkdtempSync(join(TEST_TMP, "home-"));
+    mkdirSync(join(home, "inbox"), { recursive: true });
+    // The daemon's config names only the remote: backend and Redis come from its flags.
+    writeFileSync(c.config, JSON.stringify({ git: { remote: c.remote } }));
+    const daemon = execa(
+      process.execPath,
+      [BIN, "daemon", "--home", home, "--config", c.config, "--backend", "bullmq", "--redis", redis().url],
+      { reject: false, env: cliEnv(socket), all: true },
+    );
+    const file = writeAssignments(
+      c.dir,
+      [bashTask("Q", "echo Q > q.txt")] as never,
+      { run_id: "viadaemon" },
+      "q.json",
+    );
+    writeFileSync(
+      join(home, "inbox", "q.json"),
+      readFileSync(file, "utf8").replace(
+        '"workspace_dir": "repo"',
+        `"workspace_dir": ${JSON.stringify(c.repo)}`,
+      ),
+    );
+    const answer = join(home, "outbox", "viadaemon.json");
+    await waitFor(() => existsSync(answer), 60_000, "the daemon's answer");
+    const report = Report.parse(JSON.parse(readFileSync(answer, "utf8")));
+    expect(report.exit_code).toBe(0);
+    expect(report.tasks[0]?.hosts?.[0]?.worker).toBe(w.name);
+    expect(readFileSync(join(c.repo, "q.txt"), "utf8")).toBe("Q\n");
+    daemon.kill("SIGTERM");
+    expect((await daemon).exitCode).toBe(0);
+    await w.dispose();
+  });
+});
+
+/** The report, once the run wrote it. */
+async function readReportWhenWritten(dir: string): Promise<Report> {
+  await waitFor(() => existsSync(join(dir, "execution_report.json")), 60_000, "the report");
+  return readReport(dir);
+}
