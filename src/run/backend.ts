@@ -1,8 +1,7 @@
 import { isAbsolute } from "node:path";
 import { EnvironmentError, InputError } from "../errors.js";
 import type { RunInput } from "../input/assignments-file.js";
-import type { TaskHosts } from "../runner/task-hosts.js";
-import type { RemoteBackend } from "./remote-task.js";
+import type { RemoteBackend, TaskHosts } from "../runner/task-hosts.js";
 
 /** Where a run's tasks run: this host's tmux, or workers reached through BullMQ on Redis. */
 export type BackendKind = "local" | "bullmq";

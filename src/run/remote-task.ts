@@ -7,7 +7,7 @@ import { baseRefOf, fetchRef, publishCommit, shownRemote } from "../git/remote.j
 import { branchRef, isAncestor } from "../git/repo.js";
 import { createTaskBranch, taskStartCommit } from "../git/worktree.js";
 import { redactFile, redactNames } from "../redact/redact-file.js";
-import type { TaskHosts } from "../runner/task-hosts.js";
+import type { RemoteBackend } from "../runner/task-hosts.js";
 import type { LiveRun, RunContext } from "./context.js";
 import { killPoint } from "./faults.js";
 import { promptText } from "./prompt.js";
@@ -20,12 +20,6 @@ const DETACHED: TaskEnd = { kind: "detached" };
 
 /** Default cap of what one task's result carries back through Redis (logs and artifacts). */
 export const RESULT_MAX_BYTES = 16 * 1024 * 1024;
-
-/** Where a scale-out run's tasks go: the hosts, and the git remote between them and this repository. */
-export interface RemoteBackend {
-  hosts: TaskHosts;
-  remote: string;
-}
 
 /**
  * Runs one task on another host (backend bullmq): its start commit is computed here exactly as

@@ -27,3 +27,9 @@ export interface TaskHosts {
   /** Lets go of the connections. */
   close(): Promise<void>;
 }
+
+/** Where a scale-out run's tasks go: the hosts, and the git remote between them and the user's repository. */
+export interface RemoteBackend {
+  hosts: TaskHosts;
+  remote: string;
+}

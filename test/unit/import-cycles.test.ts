@@ -87,6 +87,7 @@ const LAYERS = [
   "run",
   "ops",
   "daemon",
+  "scale",
   "cli",
 ];
 
