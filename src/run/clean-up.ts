@@ -1,6 +1,8 @@
 import { existsSync } from "node:fs";
 import { rmdir } from "node:fs/promises";
 import { runWorktreesDir, taskWorktree } from "../fs/names.js";
+import { baseRefOf, deleteRemoteRefs, shownRemote } from "../git/remote.js";
+import { branchRef } from "../git/repo.js";
 import { deleteMergedBranches, isBranch, removeWorktrees } from "../git/worktree.js";
 import type { RunContext } from "./context.js";
 import { killPoint } from "./faults.js";
@@ -48,6 +50,15 @@ export async function cleanUpMerged(
     result.kept_branches = await deleteMergedBranches(root, [...branches, integrationBranch], merged);
     if (result.kept_branches.length > 0)
       ctx.log.warn({ kept: result.kept_branches }, "branches not contained in the merged target were kept");
+    // A scale-out run's refs on the git remote go the same way: the bases always, the branches merged.
+    if (ctx.remote) {
+      const gone = order
+        .map((id) => ctx.tasks.get(id)!.branch)
+        .filter((b): b is string => b !== null && !result.kept_branches.includes(b));
+      const refs = [...order.map((id) => baseRefOf(ctx.runId, id)), ...gone.map(branchRef)];
+      if (!(await deleteRemoteRefs(root, ctx.remote.remote, refs)))
+        ctx.log.warn({ remote: shownRemote(ctx.remote.remote) }, "could not delete the run's refs on the git remote");
+    }
   } catch (error) {
     ctx.log.warn({ err: errorText(error) }, "could not remove the task worktrees or branches");
   }

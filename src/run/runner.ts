@@ -171,10 +171,10 @@ export async function runAssignments(opts: RunOptions): Promise<RunResult | Deta
     backend = backendKindOf(input, opts.backend);
     // A worker checks its own PATH: the agents need not be installed where the coordinator runs.
     if (backend === "local") checkAgentBinaries(input, env);
-    // Before anything starts: an unreachable Redis or a missing remote is an error of the input (exit 2).
-    remote = await connectBackend(input, backend, opts.backend);
     notice(opts, log, input);
     dryRun = opts.dryRun ?? input.assignments.mode.dry_run;
+    // Before anything starts: an unreachable Redis or a missing remote is an error of the input (exit 2).
+    if (!dryRun) remote = await connectBackend(input, backend, opts.backend);
     // Two runs never work on one workspace at once (exit 4, or wait with --wait). The workspace
     // and the run directory are looked at once the lock is held: a run that waited starts from
     // the current HEAD, and finds the folder as the run it waited for left it.

@@ -181,8 +181,9 @@ export class TaskWorker {
             );
         },
       });
-      // Left running for another delivery: the job must not complete here.
-      if (result === "detached") throw new Error("the worker stopped; the task is left to another worker");
+      // Left to another delivery: the job must neither complete nor fail here. It stays active
+      // until this process is gone and its lock lapses, then BullMQ hands it to another worker.
+      if (result === "detached") return new Promise<never>(() => {});
       this.o.log.info({ job: job.id, state: result.state, reason: result.reason }, "task done");
       return result;
     } finally {

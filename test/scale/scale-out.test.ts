@@ -1,4 +1,4 @@
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import {
@@ -63,6 +63,9 @@ describe("termorch run --backend bullmq", () => {
     expect(git(remoteRun.repo, "rev-parse", "HEAD^{tree}")).toBe(git(local.repo, "rev-parse", "HEAD^{tree}"));
     expect(readFileSync(join(remoteRun.repo, "d.txt"), "utf8")).toBe("from A\nB\nC\n");
     expect(git(remoteRun.repo, "status", "--porcelain")).toBe("");
+    // The run's refs on the remote went with its merged branches; the workers kept no task folder.
+    expect(git(remoteRun.remote, "for-each-ref")).toBe("");
+    for (const w of [w1, w2]) expect(readdirSync(join(w.workdir, "jobs"))).toEqual([]);
     // `status --redis` lists both workers.
     const status = await termorch(["status", "--redis", redis().url], { socket });
     expect(status.stdout).toContain(`${w1.name}: host`);
