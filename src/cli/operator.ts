@@ -1,3 +1,4 @@
+import { hostname } from "node:os";
 import { resolve } from "node:path";
 import { type Command, InvalidArgumentError } from "commander";
 import type { RunState } from "../contract/state.js";
@@ -28,6 +29,33 @@ const positiveSeconds = (value: string): number => {
   if (!Number.isFinite(n) || n <= 0) throw new InvalidArgumentError("must be a positive number of seconds");
   return n;
 };
+
+/**
+ * A task of a scale-out run that runs on a worker now: on this host, its worker's tmux socket (to
+ * attach to); on another host, an error that gives the line that watches it there. null: the task
+ * runs locally (or not at all), and attach goes on as usual.
+ */
+async function runningOnWorker(
+  taskId: string,
+  run: string | undefined,
+  io: Io,
+): Promise<(Awaited<ReturnType<typeof findTask>> & { socket: string }) | null> {
+  const found = await findTask(taskId, run, { env: io.env, cwd: io.cwd, needSession: false }).catch(
+    () => null,
+  );
+  const last = found?.task.hosts.at(-1);
+  if (!found || !last || found.task.state !== "running" || !found.task.session) return null;
+  if (last.host !== hostname())
+    throw new InputError(
+      [
+        {
+          message: `task ${taskId} of run ${found.state.run_id} runs on worker ${last.worker}, host ${last.host}, not here`,
+        },
+      ],
+      `Watch it there: ${remoteAttachHint(last.host, last.socket, found.task.session)}`,
+    );
+  return { ...found, socket: last.socket };
+}
 
 /** The workers of scale-out runs, as `termorch status --redis` lists them. */
 function formatWorkers(workers: readonly WorkerInfo[], now: number): string {
@@ -105,12 +133,17 @@ export function registerOperatorCommands(program: Command, io: Io, setCode: (cod
       ].join("\n"),
     )
     .action(async (taskId: string, o: { run?: string; readOnly?: boolean }) => {
-      const target = await findTask(taskId, o.run, { env: io.env, cwd: io.cwd, needSession: true });
+      const onWorker = await runningOnWorker(taskId, o.run, io);
+      const target =
+        onWorker ?? (await findTask(taskId, o.run, { env: io.env, cwd: io.cwd, needSession: true }));
       const { state, task } = target;
       const session = task.session!;
-      const socketPath = state.socket_path || (await serverFor(state.socket, io.env).socketPath());
+      const socket = onWorker ? onWorker.socket : state.socket;
+      const socketPath = onWorker
+        ? onWorker.socket
+        : state.socket_path || (await serverFor(state.socket, io.env).socketPath());
       const plan = attachPlan({
-        socket: state.socket,
+        socket,
         socketPath,
         session,
         readOnly: o.readOnly ?? false,
@@ -130,7 +163,7 @@ export function registerOperatorCommands(program: Command, io: Io, setCode: (cod
       io.stderr.write(
         plan.mode === "switch"
           ? `termorch: switching this client to ${session} (task ${taskId} of run ${state.run_id})${o.readOnly ? ", read-only" : ""}\n`
-          : `termorch: attaching to ${session} (task ${taskId} of run ${state.run_id}, socket ${state.socket})${o.readOnly ? ", read-only" : ""}; detach with C-b d${nested}\n`,
+          : `termorch: attaching to ${session} (task ${taskId} of run ${state.run_id}, socket ${socket})${o.readOnly ? ", read-only" : ""}; detach with C-b d${nested}\n`,
       );
       if (!target.session?.live)
         io.stderr.write("termorch: its agent has exited; the session is kept for inspection\n");

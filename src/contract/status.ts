@@ -25,6 +25,16 @@ export const StatusFile = z.strictObject({
     .describe(
       "Interactive tasks while running: its agent waits for input (its screen has not changed for waiting_after_s and, for a preset, shows its prompt); answer with `termorch send <task> TEXT`",
     ),
+  host: z
+    .string()
+    .optional()
+    .describe(
+      "Scale-out runs: the host whose tmux runs the task's current attempt (`socket` and `socket_path` are its worker's there): `ssh -t <host> tmux -S <socket_path> attach -r -t =<session>`",
+    ),
+  worker: z
+    .string()
+    .optional()
+    .describe("Scale-out runs: the name of the worker that runs the task's current attempt"),
   waiting_since: z
     .string()
     .nullable()

@@ -57,7 +57,10 @@ export async function cleanUpMerged(
         .filter((b): b is string => b !== null && !result.kept_branches.includes(b));
       const refs = [...order.map((id) => baseRefOf(ctx.runId, id)), ...gone.map(branchRef)];
       if (!(await deleteRemoteRefs(root, ctx.remote.remote, refs)))
-        ctx.log.warn({ remote: shownRemote(ctx.remote.remote) }, "could not delete the run's refs on the git remote");
+        ctx.log.warn(
+          { remote: shownRemote(ctx.remote.remote) },
+          "could not delete the run's refs on the git remote",
+        );
     }
   } catch (error) {
     ctx.log.warn({ err: errorText(error) }, "could not remove the task worktrees or branches");

@@ -153,7 +153,13 @@ export async function executeRemoteTask(
   await progressed;
   if (result === "detached") return DETACHED;
   await killPoint(ctx.fault, "kill-after-exit", taskId);
-  return applyResult(ctx, backend, t, p, result);
+  const end = await applyResult(ctx, backend, t, p, result);
+  // Its end is in the task journal now: a resume does not need the job, and its result (logs up
+  // to the cap) need not sit in Redis's memory.
+  await backend.hosts
+    .forget(jobIdOf(ctx, taskId))
+    .catch((error: unknown) => ctx.log.warn({ task: taskId, err: errorText(error) }, "could not drop the task's job"));
+  return end;
 }
 
 /** One job per task of a run: the run's start time keeps a re-run under the same run id from finding an old job. */

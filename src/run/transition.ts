@@ -1,3 +1,4 @@
+import { basename } from "node:path";
 import type { Reason } from "../contract/reason.js";
 import type { StatusFile } from "../contract/status.js";
 import type { RunContext } from "./context.js";
@@ -60,13 +61,16 @@ function statusOf(ctx: RunContext, t: TaskRun, state: StatusFile["state"]): Stat
           waiting_since: t.waitingSince === null ? null : new Date(t.waitingSince).toISOString(),
         }
       : {};
+  // A scale-out task's session is on its worker's tmux server, on that worker's host.
+  const remote = t.hosts.at(-1);
   return {
     task_id: t.id,
     state,
     run_id: ctx.runId,
     session: t.session,
-    socket: ctx.socketName,
-    socket_path: ctx.socketPath,
+    socket: remote ? basename(remote.socket) : ctx.socketName,
+    socket_path: remote ? remote.socket : ctx.socketPath,
+    ...(remote ? { host: remote.host, worker: remote.worker } : {}),
     attempt: t.attempts,
     started_at: t.startedAt === null ? null : new Date(t.startedAt).toISOString(),
     finished_at: t.finishedAt === null ? null : new Date(t.finishedAt).toISOString(),

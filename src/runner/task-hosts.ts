@@ -22,6 +22,8 @@ export interface TaskHosts {
     job: TaskJob,
     o: { onProgress: (progress: TaskJobProgress) => void; detach: AbortSignal },
   ): Promise<TaskJobResult | "detached">;
+  /** Drops a finished job and its result, once the task's end is recorded here (a resume no longer needs it). */
+  forget(jobId: string): Promise<void>;
   /** Tells the workers to end a run's tasks (cancel, --fail-fast): they end them as a local run would. */
   cancel(runId: string): Promise<void>;
   /** Lets go of the connections. */

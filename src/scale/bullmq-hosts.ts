@@ -5,8 +5,11 @@ import { type TaskJob, TaskJobProgress, TaskJobResult } from "../contract/task-j
 import type { TaskHosts } from "../runner/task-hosts.js";
 import { cancelKey, QUEUE, redisConnection, requireRedis, shownRedis } from "./redis.js";
 
-/** How long finished jobs stay in Redis: a coordinator resumed within this finds its tasks' results. */
-const KEEP_FINISHED_S = 7 * 24 * 3600;
+/**
+ * How long a finished job stays in Redis when its coordinator never came to forget it (it died,
+ * and was not resumed within this): a resumed coordinator finds its tasks' results until then.
+ */
+const KEEP_FINISHED_S = 24 * 3600;
 /** How often a waiting coordinator asks Redis for its jobs, besides listening to events (which a reconnect can miss). */
 const RECONCILE_MS = 2000;
 
@@ -82,6 +85,10 @@ export class BullmqHosts implements TaskHosts {
           reject(error);
         });
     });
+  }
+
+  async forget(jobId: string): Promise<void> {
+    await this.queue.remove(jobId);
   }
 
   async cancel(runId: string): Promise<void> {

@@ -47,6 +47,14 @@ describe("a coordinator of a bullmq run", () => {
     expect(shown).toContain(`S (on worker ${w.name}, host `);
     expect(shown).toContain(`tmux -S ${join("/", "tmp")}`);
     expect(shown).toContain(`attach -r -t =termorch-`);
+    // The status file names the worker's host and tmux server, not the coordinator's.
+    const status = JSON.parse(readFileSync(join(c.dir, "status", "S.running"), "utf8")) as Record<
+      string,
+      unknown
+    >;
+    expect(status.worker).toBe(w.name);
+    expect(status.socket).toBe(`termorch-worker-${w.name}`);
+    expect(status.socket_path).toMatch(new RegExp(`/termorch-worker-${w.name}$`));
     writeFileSync(join(c.marks, "release"), "");
     expect((await run).exitCode).toBe(0);
     await w.dispose();

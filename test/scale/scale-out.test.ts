@@ -1,3 +1,4 @@
+import { execFileSync } from "node:child_process";
 import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -66,6 +67,15 @@ describe("termorch run --backend bullmq", () => {
     // The run's refs on the remote went with its merged branches; the workers kept no task folder.
     expect(git(remoteRun.remote, "for-each-ref")).toBe("");
     for (const w of [w1, w2]) expect(readdirSync(join(w.workdir, "jobs"))).toEqual([]);
+    // Nor did Redis keep the run's jobs (their results carry logs) once their ends were recorded.
+    const keys = execFileSync(
+      "redis-cli",
+      ["-p", String(redis().port), "--scan", "--pattern", `*${report.run_id}*`],
+      {
+        encoding: "utf8",
+      },
+    );
+    expect(keys.trim()).toBe("");
     // `status --redis` lists both workers.
     const status = await termorch(["status", "--redis", redis().url], { socket });
     expect(status.stdout).toContain(`${w1.name}: host`);
