@@ -158,7 +158,9 @@ export async function executeRemoteTask(
   // to the cap) need not sit in Redis's memory.
   await backend.hosts
     .forget(jobIdOf(ctx, taskId))
-    .catch((error: unknown) => ctx.log.warn({ task: taskId, err: errorText(error) }, "could not drop the task's job"));
+    .catch((error: unknown) =>
+      ctx.log.warn({ task: taskId, err: errorText(error) }, "could not drop the task's job"),
+    );
   return end;
 }
 

@@ -23,12 +23,6 @@ const { socket, redis, worker, cluster } = scaleTestFile("coord");
 const waiting = (id: string): string =>
   `echo start >> "$MARKS/${id}.log"; while [ ! -e "$MARKS/release" ]; do sleep 0.05; done; echo ${id} > ${id.toLowerCase()}.txt; echo end >> "$MARKS/${id}.log"`;
 
-function runDirOf(stderr: string): string {
-  const m = /run directory: (\S+)/.exec(stderr);
-  if (!m?.[1]) throw new Error(`no run directory in:\n${stderr}`);
-  return m[1];
-}
-
 describe("a coordinator of a bullmq run", () => {
   it("shows where each task runs, with the line that watches it on its worker", async () => {
     const w = await worker("status");
