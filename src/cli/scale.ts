@@ -2,7 +2,7 @@ import { availableParallelism } from "node:os";
 import { join, resolve as resolvePath } from "node:path";
 import type { Command } from "commander";
 import type { Logger } from "pino";
-import { WorkerInfo } from "../contract/task-job.js";
+import type { WorkerInfo } from "../contract/task-job.js";
 import { daemonLogger } from "../daemon/log.js";
 import { ExitCode, InputError } from "../errors.js";
 import type { BackendChoice, BackendKind } from "../run/backend.js";
@@ -158,36 +158,15 @@ async function workerCommand(o: WorkerFlags, io: Io): Promise<number> {
   }
 }
 
-/** The workers announced on a Redis (their announcements expire ~15 s after a worker is gone). */
+/** The workers announced on a Redis, and what each runs (`termorch status --redis`). */
 export async function listWorkers(url: string): Promise<WorkerInfo[]> {
-  const { requireRedis, redisConnection, WORKER_KEYS } = await import("../scale/redis.js");
+  const { requireRedis, redisConnection, announcedWorkers } = await import("../scale/redis.js");
   await requireRedis(url, "--redis");
   const redis = await redisConnection(url);
   redis.on("error", () => {});
   try {
-    const keys: string[] = [];
-    let cursor = "0";
-    do {
-      const [next, batch] = await redis.scan(cursor, "MATCH", WORKER_KEYS, "COUNT", 500);
-      cursor = next;
-      keys.push(...batch);
-    } while (cursor !== "0");
-    const values = keys.length ? await redis.mget(...keys) : [];
-    return values
-      .flatMap((v) => {
-        const parsed = v === null ? null : WorkerInfo.safeParse(safeJson(v));
-        return parsed?.success ? [parsed.data] : [];
-      })
-      .sort((a, b) => a.name.localeCompare(b.name));
+    return await announcedWorkers(redis);
   } finally {
     redis.disconnect();
-  }
-}
-
-function safeJson(text: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch {
-    return null;
   }
 }

@@ -3,7 +3,7 @@ import type { Redis } from "ioredis";
 import type { Logger } from "pino";
 import { type TaskJob, TaskJobProgress, TaskJobResult } from "../contract/task-job.js";
 import type { TaskHosts } from "../runner/task-hosts.js";
-import { cancelKey, QUEUE, redisConnection, requireRedis, shownRedis } from "./redis.js";
+import { announcedWorkers, cancelKey, QUEUE, redisConnection, requireRedis, shownRedis } from "./redis.js";
 
 /**
  * How long a finished job stays in Redis when its coordinator never came to forget it (it died,
@@ -12,9 +12,13 @@ import { cancelKey, QUEUE, redisConnection, requireRedis, shownRedis } from "./r
 const KEEP_FINISHED_S = 24 * 3600;
 /** How often a waiting coordinator asks Redis for its jobs, besides listening to events (which a reconnect can miss). */
 const RECONCILE_MS = 2000;
+/** How long a job may wait with no worker announced before the coordinator says so. */
+const IDLE_WARNING_MS = 20_000;
 
 interface Waiter {
   job: TaskJob;
+  /** When it was queued: a job no worker took for long is said once. */
+  since: number;
   onProgress: (p: TaskJobProgress) => void;
   settle: (r: TaskJobResult) => void;
   lastProgress: string;
@@ -31,6 +35,7 @@ export class BullmqHosts implements TaskHosts {
   private readonly waiters = new Map<string, Waiter>();
   private timer: NodeJS.Timeout | null = null;
   private reconciling = false;
+  private saidIdle = false;
 
   private constructor(
     private readonly queue: Queue,
@@ -76,14 +81,22 @@ export class BullmqHosts implements TaskHosts {
       };
       const onDetach = (): void => done("detached");
       o.detach.addEventListener("abort", onDetach, { once: true });
-      this.waiters.set(jobId, { job, onProgress: o.onProgress, settle: done, lastProgress: "" });
+      this.waiters.set(jobId, {
+        job,
+        since: Date.now(),
+        onProgress: o.onProgress,
+        settle: done,
+        lastProgress: "",
+      });
       this.startReconciling();
-      this.ensure(jobId, job)
-        .then(() => this.check(jobId))
-        .catch((error: unknown) => {
+      this.ensure(jobId, job).then(
+        // A failed look is looked at again by the reconcile pass.
+        () => this.check(jobId).catch(() => {}),
+        (error: unknown) => {
           this.waiters.delete(jobId);
           reject(error);
-        });
+        },
+      );
     });
   }
 
@@ -93,6 +106,19 @@ export class BullmqHosts implements TaskHosts {
 
   async cancel(runId: string): Promise<void> {
     await this.redis.set(cancelKey(runId), "1", "EX", KEEP_FINISHED_S);
+    // Jobs no worker took yet are withdrawn: their tasks never start. One a worker takes meanwhile
+    // is locked, so removing it fails; that worker sees the cancel and ends the task.
+    for (const [jobId, w] of this.waiters) {
+      if (w.job.run_id !== runId) continue;
+      // Only a job still waiting: a finished one holds a result to apply, not to drop.
+      const state = await this.queue.getJobState(jobId).catch(() => "unknown");
+      if (state !== "waiting" && state !== "prioritized" && state !== "delayed") continue;
+      const removed = await this.queue
+        .remove(jobId)
+        .then((n) => n > 0)
+        .catch(() => false);
+      if (removed) w.settle(notStarted(w.job));
+    }
   }
 
   async close(): Promise<void> {
@@ -138,12 +164,23 @@ export class BullmqHosts implements TaskHosts {
     }
     if (job.progress && typeof job.progress === "object") this.progress(jobId, job.progress);
     const state = await job.getState();
+    if (state === "waiting" && !this.saidIdle && Date.now() - w.since > IDLE_WARNING_MS)
+      await this.sayIfNoWorker();
     if (state === "completed") {
       const parsed = TaskJobResult.safeParse(job.returnvalue);
       w.settle(parsed.success ? parsed.data : lostResult(job, "its worker's result does not parse"));
     } else if (state === "failed") {
       w.settle(lostResult(job, job.failedReason || "its job failed"));
     }
+  }
+
+  /** Said once: with no worker announced, the run's jobs only wait. */
+  private async sayIfNoWorker(): Promise<void> {
+    this.saidIdle = true;
+    if ((await announcedWorkers(this.redis)).length === 0)
+      this.log.error(
+        `no termorch worker is announced on ${this.name.replace(/^bullmq /, "")}: the run's tasks wait in its queue; start one with: termorch worker --redis URL`,
+      );
   }
 
   private startReconciling(): void {
@@ -169,6 +206,25 @@ export class BullmqHosts implements TaskHosts {
       this.reconciling = false;
     }
   }
+}
+
+/** A job withdrawn before any worker took it. */
+function notStarted(job: TaskJob): TaskJobResult {
+  return {
+    worker: "",
+    host: "",
+    state: "skipped",
+    reason: "cancelled",
+    detail: `the run stopped before task ${job.task_id} started`,
+    exit_code: null,
+    attempts: 0,
+    commit: null,
+    gates: [],
+    agent_result: null,
+    usage: null,
+    logs: null,
+    files: [],
+  };
 }
 
 /** A job that ended without a worker's result (its workers died more often than BullMQ allows, or a worker's bug). */

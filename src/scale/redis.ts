@@ -1,4 +1,5 @@
 import type { Redis } from "ioredis";
+import { WorkerInfo } from "../contract/task-job.js";
 import { EnvironmentError } from "../errors.js";
 
 // ioredis and bullmq are imported when a command needs them (`await import`): the CLI's bundle
@@ -14,7 +15,7 @@ export const QUEUE = "termorch-tasks";
 
 /** `termorch:worker:<name>`: a worker's announcement (WorkerInfo JSON), expiring unless renewed. */
 export const workerKey = (name: string): string => `termorch:worker:${name}`;
-export const WORKER_KEYS = "termorch:worker:*";
+const WORKER_KEYS = "termorch:worker:*";
 
 /** `termorch:cancel:<run>`: the run was cancelled; its workers end its tasks. */
 export const cancelKey = (runId: string): string => `termorch:cancel:${runId}`;
@@ -77,5 +78,32 @@ export async function requireRedis(url: string, what: string, timeoutMs = 5000):
     );
   } finally {
     probe.disconnect();
+  }
+}
+
+/** The workers announced on a Redis (an announcement expires ~15 s after its worker is gone), by name. */
+export async function announcedWorkers(redis: Redis): Promise<WorkerInfo[]> {
+  const keys: string[] = [];
+  let cursor = "0";
+  do {
+    const [next, batch] = await redis.scan(cursor, "MATCH", WORKER_KEYS, "COUNT", 1000);
+    cursor = next;
+    keys.push(...batch);
+  } while (cursor !== "0");
+  const values = keys.length > 0 ? await redis.mget(...keys) : [];
+  return values
+    .flatMap((v) => {
+      const parsed = v === null ? null : WorkerInfo.safeParse(jsonOrNull(v));
+      return parsed?.success ? [parsed.data] : [];
+    })
+    .sort((a, b) => a.name.localeCompare(b.name));
+}
+
+/** Parsed JSON, or null for text that is not JSON (a key someone else wrote). */
+export function jsonOrNull(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return null;
   }
 }

@@ -14,7 +14,7 @@ import { git } from "../git/repo.js";
 import { runTaskJob, type WorkerPlace } from "../run/task-job.js";
 import { TmuxRunner } from "../tmux/runner.js";
 import { TmuxServer } from "../tmux/server.js";
-import { cancelKey, QUEUE, redisConnection, requireRedis, workerKey } from "./redis.js";
+import { cancelKey, jsonOrNull, QUEUE, redisConnection, requireRedis, workerKey } from "./redis.js";
 
 /** A worker's name: it names its tmux socket, its Redis key and its lock. */
 export const WORKER_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,47}$/;
@@ -198,7 +198,7 @@ export class TaskWorker {
    */
   private async refuseTakenName(): Promise<void> {
     const raw = await this.redis!.get(workerKey(this.name));
-    const other = raw === null ? null : WorkerInfo.safeParse(safeJson(raw));
+    const other = raw === null ? null : WorkerInfo.safeParse(jsonOrNull(raw));
     if (!other?.success) return;
     const o = other.data;
     const live =
@@ -273,13 +273,5 @@ function pidAlive(pid: number): boolean {
     return true;
   } catch (error) {
     return (error as NodeJS.ErrnoException).code === "EPERM";
-  }
-}
-
-function safeJson(text: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch {
-    return null;
   }
 }

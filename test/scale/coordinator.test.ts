@@ -1,3 +1,4 @@
+import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { execa } from "execa";
@@ -70,6 +71,39 @@ describe("a coordinator of a bullmq run", () => {
     expect(k.reason).toBe("cancelled");
     // The agent was ended on its worker: it never got to write its end.
     expect(lines(join(c.marks, "K.log"))).toEqual(["start"]);
+    await w.dispose();
+  });
+
+  it("says when no worker is there to take its tasks, and a cancel withdraws the jobs nobody took", async () => {
+    const c = cluster();
+    const file = writeAssignments(c.dir, [bashTask("N", "echo N > n.txt")] as never);
+    const coordinator = execa(process.execPath, [BIN, "run", file, "--config", c.config], {
+      reject: false,
+      env: cliEnv(socket),
+      cwd: c.dir,
+    });
+    let said = "";
+    coordinator.stderr?.on("data", (chunk: Buffer) => {
+      said += chunk.toString();
+    });
+    await waitFor(() => said.includes("no termorch worker is announced"), 40_000, "the no-worker warning");
+    coordinator.kill("SIGINT");
+    const r = await coordinator;
+    expect(r.exitCode).toBe(130);
+    const n = readReport(c.dir).tasks[0]!;
+    expect(n.status).toBe("skipped");
+    expect(n.reason).toBe("cancelled");
+    // The job was withdrawn: a worker started now finds nothing of this run to take.
+    const w = await worker("late");
+    const keys = execFileSync(
+      "redis-cli",
+      ["-p", String(redis().port), "--scan", "--pattern", `bull:*${readReport(c.dir).run_id}*`],
+      {
+        encoding: "utf8",
+      },
+    );
+    expect(keys.trim()).toBe("");
+    expect(w.output).not.toContain("took a task");
     await w.dispose();
   });
 
