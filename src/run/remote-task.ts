@@ -11,7 +11,7 @@ import type { RemoteBackend } from "../runner/task-hosts.js";
 import type { LiveRun, RunContext } from "./context.js";
 import { killPoint } from "./faults.js";
 import { promptText } from "./prompt.js";
-import { errorText, type TaskEnd } from "./task-exec.js";
+import { errorText, fail, type TaskEnd, trailersOf } from "./task-exec.js";
 import type { TaskPlan } from "./task-plan.js";
 import type { TaskRun } from "./task-run.js";
 import { markWaiting, transition } from "./transition.js";
@@ -49,7 +49,7 @@ export async function executeRemoteTask(
       deps: p.dependencies.map((d) => ({ task: d, branch: taskBranch(ctx.runId, d) })),
       branch: p.branch!,
       identity: ctx.identity,
-      trailers: { "Termorch-Run": ctx.runId, "Termorch-Task": taskId },
+      trailers: trailersOf(ctx, taskId),
     }).catch((error: unknown) => ({ ok: false as const, error }));
     if (!start.ok) {
       t.session = null;
@@ -314,7 +314,7 @@ async function writeResultFiles(
       }
       rel = `logs/${mapped}${name.slice(stem.length)}`;
       if (rel !== f.path) renamed.set(f.path, rel);
-    } else if (!rel.startsWith(`artifacts/${t.id}/`)) continue;
+    } else if (!rel.startsWith(`${artifacts}/`)) continue;
     const abs = join(ctx.runDir, ...rel.split("/"));
     const data = Buffer.from(f.data, "base64");
     const head =
@@ -336,16 +336,6 @@ async function writeResultFiles(
       .map((f) => posix.normalize(f)),
   ];
   return renamed;
-}
-
-async function fail(
-  ctx: RunContext,
-  t: TaskRun,
-  reason: TaskRun["reason"] & string,
-  detail: string | null,
-): Promise<TaskEnd> {
-  await transition(ctx, t, { to: "failed", reason, detail });
-  return { kind: "done", ok: false };
 }
 
 function redacted(ctx: RunContext, error: unknown): string {

@@ -512,7 +512,7 @@ async function runGates(ctx: RunContext, t: TaskRun, p: TaskPlan): Promise<Attem
 }
 
 /** Trailers naming the run and task on every commit termorch makes for a task. */
-function trailersOf(ctx: RunContext, taskId: string): Record<string, string> {
+export function trailersOf(ctx: RunContext, taskId: string): Record<string, string> {
   return { "Termorch-Run": ctx.runId, "Termorch-Task": taskId };
 }
 
@@ -597,7 +597,12 @@ async function onlyFiles(root: string, rels: string[]): Promise<string[]> {
 }
 
 /** A task that ran (or tried to) and failed: its reason and detail. */
-async function fail(ctx: RunContext, t: TaskRun, reason: Reason, detail: string | null): Promise<TaskEnd> {
+export async function fail(
+  ctx: RunContext,
+  t: TaskRun,
+  reason: Reason,
+  detail: string | null,
+): Promise<TaskEnd> {
   await transition(ctx, t, { to: "failed", reason, detail });
   await killPoint(ctx.fault, "kill-after-status", t.id);
   return { kind: "done", ok: false };
