@@ -86,36 +86,43 @@ export class TaskWorker {
 
   /** Connects, ends what an earlier life left, and starts taking jobs. */
   async start(): Promise<{ socketPath: string; stale: number }> {
-    await requireRedis(this.o.redis, "--redis");
-    mkdirSync(this.workdir, { recursive: true, mode: 0o700 });
-    mkdirSync(locksDir(), { recursive: true, mode: 0o700 });
-    this.lock = await acquireLockFile(join(locksDir(), `worker-${this.name}.lock`), `worker ${this.name}`, {
-      run_id: `worker-${this.name}`,
-      run_dir: this.workdir,
-    });
-    this.redis = await redisConnection(this.o.redis);
-    this.redis.on("error", () => {});
-    await this.refuseTakenName();
-    this.socketPath = await this.runner.socketPath();
-    const stale = await this.endStale();
-    await this.heartbeat();
-    const { Worker } = await import("bullmq");
-    this.workerConnection = await redisConnection(this.o.redis);
-    this.worker = new Worker(QUEUE, (job) => this.process(job), {
-      connection: this.workerConnection,
-      concurrency: this.o.maxParallel,
-      lockDuration: this.o.takeoverS * 1000,
-      stalledInterval: Math.max(500, (this.o.takeoverS * 1000) / 2),
-      // A task whose workers keep dying fails as lost rather than killing workers for ever.
-      maxStalledCount: 3,
-      autorun: true,
-    });
-    this.worker.on("error", (error) =>
-      this.o.log.warn({ err: error.message }, "Redis connection error; retrying"),
-    );
-    this.timers.push(setInterval(() => void this.heartbeat(), HEARTBEAT_MS));
-    this.timers.push(setInterval(() => void this.pollCancels(), CANCEL_POLL_MS));
-    return { socketPath: this.socketPath, stale };
+    try {
+      await requireRedis(this.o.redis, "--redis");
+      mkdirSync(this.workdir, { recursive: true, mode: 0o700 });
+      mkdirSync(locksDir(), { recursive: true, mode: 0o700 });
+      this.lock = await acquireLockFile(join(locksDir(), `worker-${this.name}.lock`), `worker ${this.name}`, {
+        run_id: `worker-${this.name}`,
+        run_dir: this.workdir,
+      });
+      this.redis = await redisConnection(this.o.redis);
+      this.redis.on("error", () => {});
+      await this.refuseTakenName();
+      this.socketPath = await this.runner.socketPath();
+      const stale = await this.endStale();
+      await this.heartbeat();
+      const { Worker } = await import("bullmq");
+      this.workerConnection = await redisConnection(this.o.redis);
+      this.worker = new Worker(QUEUE, (job) => this.process(job), {
+        connection: this.workerConnection,
+        concurrency: this.o.maxParallel,
+        lockDuration: this.o.takeoverS * 1000,
+        stalledInterval: Math.max(500, (this.o.takeoverS * 1000) / 2),
+        // A task whose workers keep dying fails as lost rather than killing workers for ever.
+        maxStalledCount: 3,
+        autorun: true,
+      });
+      this.worker.on("error", (error) =>
+        this.o.log.warn({ err: error.message }, "Redis connection error; retrying"),
+      );
+      this.timers.push(setInterval(() => void this.heartbeat(), HEARTBEAT_MS));
+      this.timers.push(setInterval(() => void this.pollCancels(), CANCEL_POLL_MS));
+      return { socketPath: this.socketPath, stale };
+    } catch (error) {
+      // Nothing of another worker's is touched (its announcement stays); only what this one opened goes.
+      this.redis?.disconnect();
+      await this.lock?.release();
+      throw error;
+    }
   }
 
   /**

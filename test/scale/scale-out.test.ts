@@ -186,3 +186,19 @@ describe("termorch run --backend bullmq", () => {
     expect(r.stderr).toContain("git.remote");
   });
 });
+
+describe("termorch worker", () => {
+  it("stops on SIGTERM when idle and withdraws its announcement; a second worker of the same name is refused", async () => {
+    const w = await worker("idle");
+    const twin = new WorkerProcess(w.name, redis().url);
+    await expect(twin.start()).rejects.toThrow(/worker name .* is in use by pid/);
+    expect(twin.proc?.exitCode).toBe(4);
+    await twin.dispose();
+    const listed = await termorch(["status", "--redis", redis().url, "--json"], { socket });
+    expect(JSON.parse(listed.stdout).workers.map((x: { name: string }) => x.name)).toContain(w.name);
+    expect(await w.stop()).toBe(0);
+    const after = await termorch(["status", "--redis", redis().url, "--json"], { socket });
+    expect(JSON.parse(after.stdout).workers.map((x: { name: string }) => x.name)).not.toContain(w.name);
+    await w.dispose();
+  });
+});
