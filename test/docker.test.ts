@@ -2,7 +2,7 @@
 // by a linter and by its parsed instructions, the compose file against the Compose specification's
 // JSON Schema, the systemd units by their keys, and the entrypoint and healthcheck scripts by
 // running them on this host against the built CLI (and, for a worker, a private redis-server).
-import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { type ChildProcess, execFileSync, spawn, spawnSync } from "node:child_process";
 import {
   chmodSync,
   chownSync,
@@ -129,21 +129,35 @@ describe("docker/Dockerfile", () => {
   it("runs as a non-root user", () => {
     const users = of(runtime, "USER");
     expect(users.length).toBeGreaterThan(0);
-    const user = args(users.at(-1)!)[0]!.split(":")[0]!;
+    const last = users.at(-1)!;
+    const user = args(last)[0]!
+      .split(":")[0]!
+      .replace(/^\$\{?(\w+)\}?$/, (_, name: string) => {
+        const value = dockerfile.resolveVariable(name, last.getRange().start.line);
+        expect(value, `USER's variable ${name}`).toBeTruthy();
+        return value!;
+      });
     expect(["root", "0"]).not.toContain(user);
     expect(Number(user)).toBeGreaterThan(0);
   });
 
   it("keeps the inbox, outbox, runs, the worker's folder and the worktree pool (TMPDIR) in volumes", () => {
     const volumes = of(runtime, "VOLUME").flatMap(json);
+    /** The volume a path is stored in: the deepest one that holds it. */
+    const volumeOf = (path: string) =>
+      volumes.filter((v) => path === v || path.startsWith(`${v}/`)).sort((a, b) => b.length - a.length)[0];
     const home = env.get("TERMORCH_HOME")!;
     expect(home).toMatch(/^\//);
-    for (const sub of ["inbox", "outbox", "runs"]) expect(volumes).toContain(`${home}/${sub}`);
-    expect(volumes).toContain(env.get("TERMORCH_WORKDIR"));
-    // termorch's per-user folder (worktrees, the warm pool) is $TMPDIR/termorch-<uid>.
+    for (const sub of ["inbox", "outbox", "runs", "logs"])
+      expect(volumeOf(`${home}/${sub}`), sub).toBeDefined();
+    // One volume for the whole home: the daemon claims an inbox file by renaming it into runs/, and a
+    // rename between two mounts fails (EXDEV).
+    expect(volumeOf(`${home}/inbox`)).toBe(volumeOf(`${home}/runs`));
+    expect(volumeOf(env.get("TERMORCH_WORKDIR")!)).toBeDefined();
+    // termorch's per-user folder (task worktrees, the warm pool) is $TMPDIR/termorch-<uid>; git
+    // moves worktrees between the pool and the run's folder, so both are in this one volume.
     expect(volumes).toContain(env.get("TMPDIR"));
-    // The bare remote's folder too.
-    expect(volumes.some((v) => env.get("TERMORCH_REMOTE")!.startsWith(`${v}/`))).toBe(true);
+    expect(volumeOf(env.get("TERMORCH_REMOTE")!)).toBeDefined();
   });
 
   it("has a HEALTHCHECK that runs docker/healthcheck.sh", () => {
@@ -269,6 +283,11 @@ describe("docker/compose.yaml", () => {
     }
   });
 
+  it("mounts the coordinator's home as one volume (the inbox is claimed by a rename into runs/)", () => {
+    const home = volumeMounts("coordinator").filter((m) => m.target!.startsWith("/var/lib/termorch"));
+    expect(home.map((m) => m.target)).toEqual(["/var/lib/termorch"]);
+  });
+
   it("starts the coordinator and the workers only once Redis is healthy", () => {
     for (const name of ["coordinator", "worker-1", "worker-2"]) {
       expect(service(name).depends_on).toMatchObject({ redis: { condition: "service_healthy" } });
@@ -341,6 +360,28 @@ describe("docker/termorch-daemon.service", () => {
     }
     expect(one("ProtectSystem")).not.toBe("strict");
     expect(one("NoNewPrivileges")).toBe("yes");
+  });
+
+  // systemd-analyze checks every key and value as systemd would read them; ExecStart must name a
+  // program that exists here, so the copies it checks start /usr/bin/true instead.
+  it.runIf(existsSync("/usr/bin/systemd-analyze"))("systemd-analyze verify finds nothing to say", () => {
+    const dir = scratch("units");
+    for (const [name, as] of [
+      ["termorch-daemon.service", "termorch-daemon.service"],
+      ["termorch-worker@.service", "termorch-worker@1.service"],
+    ] as const) {
+      const text = readFileSync(join(DOCKER, name), "utf8")
+        .replaceAll("/usr/bin/termorch ", "/usr/bin/true ")
+        // An optional environment file: the example's does not exist on this host.
+        .replace(/^EnvironmentFile=/m, "EnvironmentFile=-");
+      writeFileSync(join(dir, as), text);
+      const r = spawnSync("systemd-analyze", ["verify", "--man=no", join(dir, as)], {
+        encoding: "utf8",
+        timeout: 60_000,
+      });
+      expect(`${r.stdout}${r.stderr}`, name).toBe("");
+      expect(r.status, name).toBe(0);
+    }
   });
 
   it("the worker template runs termorch worker per instance, with its own tmux server", () => {
