@@ -507,6 +507,12 @@ describe("docker/entrypoint.sh, run on this host", () => {
     const healthy = await healthcheck(roleFile);
     expect(healthy.stdout).toContain(`healthy: termorch daemon (pid ${child.pid})`);
     expect(healthy.code).toBe(0);
+    // The same live daemon seen through a home that has no log is not healthy.
+    const elsewhere = join(dir, "role-elsewhere");
+    writeFileSync(elsewhere, `role=daemon\npid=${child.pid}\ndir=${dir}\n`);
+    const noLog = await healthcheck(elsewhere);
+    expect(noLog.code).toBe(1);
+    expect(noLog.stdout).toContain(`has no log at ${dir}/logs/termorch.log`);
 
     child.kill("SIGTERM");
     const r = await done;
