@@ -11,6 +11,7 @@ import {
   mkdirSync,
   mkdtempSync,
   readFileSync,
+  renameSync,
   rmSync,
   statSync,
   symlinkSync,
@@ -26,7 +27,18 @@ import { execa } from "execa";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { parse as parseYaml } from "yaml";
 import { Config } from "../src/contract/config.js";
-import { BIN, cliEnv, killServer, ROOT, running, uniqueSocket, waitFor } from "./integration/harness.js";
+import {
+  BIN,
+  cliEnv,
+  git,
+  killServer,
+  makeWorkspace,
+  ROOT,
+  running,
+  STEP,
+  uniqueSocket,
+  waitFor,
+} from "./integration/harness.js";
 
 const DOCKER = join(ROOT, "docker");
 const ENTRYPOINT = join(DOCKER, "entrypoint.sh");
@@ -813,8 +825,13 @@ describe("docker/healthcheck.sh for a worker", () => {
 // These run `termorch worker` (issue 14's scale-out): a private redis-server on a loopback port.
 describe("docker/entrypoint.sh worker (needs termorch worker)", () => {
   let redis: ChildProcess | undefined;
+  /** tmux servers of the workers: a worker names its socket termorch-worker-<name>. */
+  const workerSockets: string[] = [];
+  const cleanups: Array<() => void> = [];
   afterAll(() => {
     redis?.kill("SIGKILL");
+    for (const s of workerSockets) killServer(s);
+    for (const c of cleanups) c();
   });
   async function freePort(): Promise<number> {
     return new Promise((res, rej) => {
@@ -867,8 +884,10 @@ describe("docker/entrypoint.sh worker (needs termorch worker)", () => {
     const dir = scratch("worker");
     const workdir = join(dir, "work");
     const roleFile = join(dir, "role");
+    const name = `dk${process.pid}-hb`;
+    workerSockets.push(`termorch-worker-${name}`);
     const { child, out, done } = startEntrypoint(
-      ["worker", "--name", "docker-test-worker", "--max-parallel", "1"],
+      ["worker", "--name", name, "--max-parallel", "1"],
       entryEnv({
         TERMORCH_ALLOW_ROOT: "1",
         TERMORCH_ROLE_FILE: roleFile,
@@ -880,7 +899,7 @@ describe("docker/entrypoint.sh worker (needs termorch worker)", () => {
     await waitFor(() => existsSync(beat) || child.exitCode !== null, 30_000, "the worker's heartbeat");
     expect(child.exitCode, `the worker exited early: ${out.stderr}`).toBeNull();
     const heartbeat = JSON.parse(readFileSync(beat, "utf8"));
-    expect(heartbeat).toMatchObject({ name: "docker-test-worker", pid: child.pid });
+    expect(heartbeat).toMatchObject({ name, pid: child.pid });
     expect(readFileSync(roleFile, "utf8")).toBe(`role=worker\npid=${child.pid}\ndir=${workdir}\n`);
     const healthy = await healthcheck(roleFile);
     expect(healthy).toEqual({ code: 0, stdout: `healthy: termorch worker (pid ${child.pid})` });
@@ -889,4 +908,113 @@ describe("docker/entrypoint.sh worker (needs termorch worker)", () => {
     expect(r.signal).toBeNull();
     expect(r.code).toBe(0);
   });
+  it("compose's setup on this host: a coordinator and two workers through the entrypoint run a diamond and merge it", async () => {
+    const url = await startRedis();
+    const dir = scratch("compose");
+    const remote = join(dir, "srv", "remote.git");
+    // docker/coordinator.json with this host's Redis and remote in place of the compose network's.
+    const shipped = JSON.parse(readFileSync(join(DOCKER, "coordinator.json"), "utf8"));
+    expect(shipped.redis).toBe("redis://redis:6379");
+    const config = join(dir, "coordinator.json");
+    writeFileSync(config, JSON.stringify({ ...shipped, redis: url, git: { ...shipped.git, remote } }));
+    const base = entryEnv({ TERMORCH_ALLOW_ROOT: "1", TERMORCH_REDIS_URL: url });
+    const home = join(dir, "home");
+    const coordinator = startEntrypoint(
+      ["daemon", "--home", home, "--config", config, "--backend", "bullmq"],
+      {
+        ...base,
+        TERMORCH_REMOTE_INIT: "1",
+        TERMORCH_REMOTE: remote,
+        TERMORCH_ROLE_FILE: join(dir, "coordinator.role"),
+      },
+    );
+    await waitFor(
+      () =>
+        coordinator.out.stderr.includes("termorch daemon: watching") || coordinator.child.exitCode !== null,
+      30_000,
+      "the coordinator to watch its inbox",
+    );
+    expect(coordinator.child.exitCode, coordinator.out.stderr).toBeNull();
+    expect(isBare(remote)).toBe("true");
+
+    const workers = ["1", "2"].map((n) => {
+      const name = `dk${process.pid}-w${n}`;
+      workerSockets.push(`termorch-worker-${name}`);
+      return {
+        name,
+        ...startEntrypoint(["worker", "--name", name, "--remote", remote, "--max-parallel", "1"], {
+          ...base,
+          TMPDIR: join(dir, `tmp-${n}`),
+          TERMORCH_WORKDIR: join(dir, `worker-${n}`),
+          TERMORCH_ROLE_FILE: join(dir, `worker-${n}.role`),
+        }),
+      };
+    });
+    for (const w of workers) {
+      await waitFor(
+        () => existsSync(join(dir, `worker-${w.name.slice(-1)}`, "worker.json")) || w.child.exitCode !== null,
+        30_000,
+        `${w.name}'s heartbeat`,
+      );
+      expect(w.child.exitCode, w.out.stderr).toBeNull();
+    }
+
+    const ws = makeWorkspace();
+    cleanups.push(ws.cleanup);
+    const runId = `docker${process.pid}`;
+    const task = (id: string, dependencies: string[]) => ({
+      id,
+      agent: "step",
+      context_path: "ctx/task.md",
+      command: ["bash", STEP],
+      dependencies,
+      env: { WRITE: `${id}.txt=${id}` },
+    });
+    const body = {
+      run_id: runId,
+      tasks: [task("a", []), task("b", []), task("c", []), task("d", ["a", "b", "c"])],
+      environment: { workspace_dir: ws.repo },
+    };
+    // As the README says to: written aside, then renamed into the inbox.
+    writeFileSync(join(home, "inbox", `${runId}.json.tmp`), JSON.stringify(body));
+    renameSync(join(home, "inbox", `${runId}.json.tmp`), join(home, "inbox", `${runId}.json`));
+    const answer = join(home, "outbox", `${runId}.json`);
+    await waitFor(() => existsSync(answer), 90_000, "the coordinator's answer in the outbox");
+    const report = JSON.parse(readFileSync(answer, "utf8")) as {
+      summary: { completed: boolean };
+      merge: { result: string };
+      tasks: Array<{
+        id: string;
+        status: string;
+        reason: string | null;
+        detail: string | null;
+        hosts?: Array<{ worker: string }>;
+      }>;
+    };
+    expect(
+      report.tasks.map((t) => [t.id, t.status]),
+      JSON.stringify(report.tasks.map((t) => [t.reason, t.detail])),
+    ).toEqual([
+      ["a", "success"],
+      ["b", "success"],
+      ["c", "success"],
+      ["d", "success"],
+    ]);
+    expect(report.merge.result).toBe("success");
+    const ranOn = new Set(report.tasks.flatMap((t) => (t.hosts ?? []).map((h) => h.worker)));
+    expect(
+      [...ranOn].every((w) => workers.some((x) => x.name === w)),
+      [...ranOn].join(","),
+    ).toBe(true);
+    expect(ranOn.size).toBeGreaterThan(0);
+    expect(git(ws.repo, "ls-files").split("\n")).toEqual(
+      expect.arrayContaining(["a.txt", "b.txt", "c.txt", "d.txt"]),
+    );
+
+    for (const p of [coordinator, ...workers]) p.child.kill("SIGTERM");
+    for (const p of [coordinator, ...workers]) {
+      const r = await p.done;
+      expect([r.code, r.signal], r.stderr).toEqual([0, null]);
+    }
+  }, 180_000);
 });
