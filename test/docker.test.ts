@@ -455,6 +455,19 @@ async function entrypoint(args: string[], env: Record<string, string>): Promise<
   return startEntrypoint(args, env).done;
 }
 
+/** How a process ended, or an error naming it if it is still running `ms` after it was told to stop. */
+async function exitWithin(done: Promise<Ran>, ms: number, what: string): Promise<Ran> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} still runs ${ms / 1000} s after SIGTERM`)), ms);
+  });
+  try {
+    return await Promise.race([done, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 async function healthcheck(roleFile: string, extra: Record<string, string> = {}) {
   const r = await execa(HEALTHCHECK, [], {
     reject: false,
@@ -527,7 +540,7 @@ describe("docker/entrypoint.sh, run on this host", () => {
     expect(noLog.stdout).toContain(`has no log at ${dir}/logs/termorch.log`);
 
     child.kill("SIGTERM");
-    const r = await done;
+    const r = await exitWithin(done, 20_000, "the daemon");
     expect(r.signal).toBeNull();
     expect(r.code).toBe(0);
     const gone = await healthcheck(roleFile);
@@ -907,7 +920,7 @@ describe("docker/entrypoint.sh worker (needs termorch worker)", () => {
     const healthy = await healthcheck(roleFile);
     expect(healthy).toEqual({ code: 0, stdout: `healthy: termorch worker (pid ${child.pid})` });
     child.kill("SIGTERM");
-    const r = await done;
+    const r = await exitWithin(done, 20_000, "the worker");
     expect(r.signal).toBeNull();
     expect(r.code).toBe(0);
   });
@@ -1015,8 +1028,11 @@ describe("docker/entrypoint.sh worker (needs termorch worker)", () => {
     );
 
     for (const p of [coordinator, ...workers]) p.child.kill("SIGTERM");
-    for (const p of [coordinator, ...workers]) {
-      const r = await p.done;
+    for (const [p, what] of [
+      [coordinator, "the coordinator"],
+      ...workers.map((w) => [w, w.name] as const),
+    ] as const) {
+      const r = await exitWithin(p.done, 20_000, what);
       expect([r.code, r.signal], r.stderr).toEqual([0, null]);
     }
   }, 180_000);
