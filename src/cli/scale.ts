@@ -109,19 +109,26 @@ async function workerCommand(o: WorkerFlags, io: Io): Promise<number> {
     env: io.env,
     log,
   });
+  // The first signal stops taking tasks and lets the running ones finish; a second ends them, and
+  // their jobs go back to the queue for other workers.
   let signals = 0;
-  let stop: (force: boolean) => void = () => {};
-  const stopping = new Promise<boolean>((resolve) => {
-    stop = resolve;
+  let stopAsked = (): void => {};
+  let forceAsked = (): void => {};
+  const stopping = new Promise<void>((resolve) => {
+    stopAsked = resolve;
+  });
+  const forcing = new Promise<void>((resolve) => {
+    forceAsked = resolve;
   });
   const onSignal = (signal: NodeJS.Signals): void => {
     signals++;
     log.info({ signal }, "signal received");
-    if (signals === 1 && worker.running > 0)
+    if (signals > 1) return forceAsked();
+    if (worker.running > 0)
       io.stderr.write(
-        `termorch worker: ${signal}: finishing ${worker.running} running task(s); send it again to leave them to other workers\n`,
+        `termorch worker: ${signal}: finishing ${worker.running} running task(s); send it again to end them and leave their tasks to other workers\n`,
       );
-    stop(signals > 1);
+    stopAsked();
   };
   process.on("SIGINT", onSignal);
   process.on("SIGTERM", onSignal);
@@ -134,23 +141,16 @@ async function workerCommand(o: WorkerFlags, io: Io): Promise<number> {
       io.stderr.write(
         `termorch worker: ended ${started.stale} session(s) an earlier life of this worker left\n`,
       );
-    let force = await stopping;
-    // A second signal while the running tasks finish leaves them to other workers.
-    const stopped = worker.stop(force);
-    const again = new Promise<void>((resolve) => {
-      process.once("SIGTERM", () => resolve());
-      process.once("SIGINT", () => resolve());
-    });
-    if (!force)
-      await Promise.race([
-        stopped,
-        again.then(() => {
-          force = true;
-          return worker.stop(true);
-        }),
-      ]);
-    else await stopped;
-    return force ? ExitCode.interrupted : ExitCode.ok;
+    await stopping;
+    let forced = false;
+    await Promise.race([
+      worker.stop(false),
+      forcing.then(() => {
+        forced = true;
+        return worker.stop(true);
+      }),
+    ]);
+    return forced ? ExitCode.interrupted : ExitCode.ok;
   } finally {
     process.off("SIGINT", onSignal);
     process.off("SIGTERM", onSignal);

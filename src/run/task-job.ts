@@ -48,10 +48,8 @@ export interface WorkerPlace {
 export interface JobDelivery {
   /** BullMQ's count of deliveries of this job (a re-delivery after a worker died is the next one). */
   delivery: number;
-  /** The run was cancelled (or stopped by --fail-fast) on its coordinator: the task ends as it would locally. */
+  /** The run was cancelled (or stopped by --fail-fast) on its coordinator, or the worker is made to stop: the task ends as it would locally. */
   cancel: AbortSignal;
-  /** The worker is going away: the agent is left running, the job to another delivery. */
-  detach: AbortSignal;
   onProgress: (progress: TaskJobProgress) => void;
 }
 
@@ -60,14 +58,9 @@ export interface JobDelivery {
  * own repository, then the local pipeline of the task (executeTask: worktree from the warm pool,
  * set-up, attempts in tmux through the local runner, the secrets gate, the commit, the task's
  * gates, artifacts, retries), then its branch pushed back. Answers the result the coordinator
- * writes into its run directory; never throws for the task's own failure. "detached": the worker
- * is going away and left the task running (a later delivery runs it from its base again).
+ * writes into its run directory; never throws for the task's own failure.
  */
-export async function runTaskJob(
-  job: TaskJob,
-  w: WorkerPlace,
-  d: JobDelivery,
-): Promise<TaskJobResult | "detached"> {
+export async function runTaskJob(job: TaskJob, w: WorkerPlace, d: JobDelivery): Promise<TaskJobResult> {
   const remote = w.remote ?? job.remote;
   const { run_id: runId, task_id: taskId } = job;
   const jobDir = join(w.workdir, "jobs", `${runId}.${taskId}`);
@@ -153,15 +146,11 @@ export async function runTaskJob(
       d.onProgress(progress);
     }
   };
-  const follow = (signal: AbortSignal, reason: "cancel" | "detach"): void => {
-    if (signal.aborted) ctx.stop.request(reason);
-    else signal.addEventListener("abort", () => ctx.stop.request(reason), { once: true });
-  };
-  follow(d.cancel, "cancel");
-  follow(d.detach, "detach");
+  if (d.cancel.aborted) ctx.stop.request("cancel");
+  else d.cancel.addEventListener("abort", () => ctx.stop.request("cancel"), { once: true });
 
-  const end = await executeTask(ctx, taskId);
-  if (end.kind === "detached") return "detached";
+  // Never "detached": nothing here asks the pipeline to detach.
+  await executeTask(ctx, taskId);
   await ctx.pool?.settled();
   let commit = t.commit;
   if (commit !== null) {

@@ -46,7 +46,8 @@ interface Active {
   runId: string;
   taskId: string;
   cancel: AbortController;
-  detach: AbortController;
+  /** The worker is made to stop now: the task's end goes back to the queue, not to its coordinator. */
+  leaving: boolean;
   attempt: number;
 }
 
@@ -60,7 +61,12 @@ export class TaskWorker {
   private readonly active = new Map<string, Active>();
   private timers: NodeJS.Timeout[] = [];
   private worker: Worker | null = null;
+  private closing: Promise<void> | null = null;
   private redis: Redis | null = null;
+  /** Puts a job back in the queue (BullMQ's way: move it, then throw its WaitingError). */
+  private requeue: (job: Job, token: string | undefined) => Promise<never> = async () => {
+    throw new Error("the worker is not started");
+  };
   /** BullMQ does not close a connection it was handed. */
   private workerConnection: Redis | null = null;
   private lock: WorkspaceLock | null = null;
@@ -100,9 +106,13 @@ export class TaskWorker {
       this.socketPath = await this.runner.socketPath();
       const stale = await this.endStale();
       await this.heartbeat();
-      const { Worker } = await import("bullmq");
+      const { Worker, WaitingError } = await import("bullmq");
+      this.requeue = async (job, token) => {
+        await job.moveToWait(token);
+        throw new WaitingError();
+      };
       this.workerConnection = await redisConnection(this.o.redis);
-      this.worker = new Worker(QUEUE, (job) => this.process(job), {
+      this.worker = new Worker(QUEUE, (job, token) => this.process(job, token), {
         connection: this.workerConnection,
         concurrency: this.o.maxParallel,
         lockDuration: this.o.takeoverS * 1000,
@@ -133,7 +143,17 @@ export class TaskWorker {
   async stop(force: boolean): Promise<void> {
     for (const t of this.timers) clearInterval(t);
     this.timers = [];
-    if (force) for (const a of this.active.values()) a.detach.abort();
+    if (force)
+      for (const a of this.active.values()) {
+        a.leaving = true;
+        a.cancel.abort();
+      }
+    // A forced stop that comes during a graceful one makes the running tasks end, which ends it.
+    this.closing ??= this.close(force);
+    await this.closing;
+  }
+
+  private async close(force: boolean): Promise<void> {
     await this.worker?.close(force);
     await this.redis?.del(workerKey(this.name)).catch(() => {});
     this.redis?.disconnect();
@@ -146,7 +166,7 @@ export class TaskWorker {
     return this.active.size;
   }
 
-  private async process(job: Job): Promise<TaskJobResult> {
+  private async process(job: Job, token: string | undefined): Promise<TaskJobResult> {
     const parsed = TaskJob.safeParse(job.data);
     if (!parsed.success)
       throw new Error(`not a termorch task job: ${parsed.error.issues[0]?.message ?? "invalid"}`);
@@ -156,7 +176,7 @@ export class TaskWorker {
       runId: data.run_id,
       taskId: data.task_id,
       cancel: new AbortController(),
-      detach: new AbortController(),
+      leaving: false,
       attempt: 0,
     };
     this.active.set(job.id!, a);
@@ -178,7 +198,6 @@ export class TaskWorker {
       const result = await runTaskJob(data, place, {
         delivery: job.attemptsStarted,
         cancel: a.cancel.signal,
-        detach: a.detach.signal,
         onProgress: (p) => {
           a.attempt = p.attempt;
           job
@@ -188,9 +207,9 @@ export class TaskWorker {
             );
         },
       });
-      // Left to another delivery: the job must neither complete nor fail here. It stays active
-      // until this process is gone and its lock lapses, then BullMQ hands it to another worker.
-      if (result === "detached") return new Promise<never>(() => {});
+      // Its agent was ended because this worker stops: the job goes back to the queue, for
+      // another worker to run the task from its base.
+      if (a.leaving) return await this.requeue(job, token);
       this.o.log.info({ job: job.id, state: result.state, reason: result.reason }, "task done");
       return result;
     } finally {

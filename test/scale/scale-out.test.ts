@@ -201,4 +201,31 @@ describe("termorch worker", () => {
     expect(JSON.parse(after.stdout).workers.map((x: { name: string }) => x.name)).not.toContain(w.name);
     await w.dispose();
   });
+
+  it("finishes its running task on SIGTERM; a second SIGTERM ends it and leaves the task to another worker", async () => {
+    const c = cluster();
+    const log = join(c.marks, "log");
+    const script = `echo start >> "$MARKS/log"; while [ ! -e "$MARKS/release" ]; do sleep 0.05; done; echo L > l.txt; echo end >> "$MARKS/log"`;
+    const file = writeAssignments(c.dir, [task("L", script, [], c.marks)] as never);
+    const first = await worker("leave1", ["--max-parallel", "1"]);
+    const run = termorch(["run", file, "--config", c.config], { socket });
+    await waitFor(() => lines(log).length === 1, 30_000, "L's start");
+    first.proc?.kill("SIGTERM");
+    await waitFor(
+      () => first.output.includes("finishing 1 running task(s)"),
+      10_000,
+      "the first SIGTERM's answer",
+    );
+    expect(first.proc?.exitCode).toBeNull();
+    const second = await worker("leave2", ["--max-parallel", "1"]);
+    expect(await first.stop()).toBe(130);
+    await waitFor(() => lines(log).length === 2, 30_000, "the other worker's start");
+    writeFileSync(join(c.marks, "release"), "");
+    const r = await run;
+    expect(r.exitCode).toBe(0);
+    expect(lines(log)).toEqual(["start", "start", "end"]);
+    expect(readReport(c.dir).tasks[0]?.hosts?.map((h) => h.worker)).toEqual([first.name, second.name]);
+    await second.dispose();
+    await first.dispose();
+  });
 });
