@@ -57,8 +57,22 @@ export const TaskJobProgress = z.strictObject({
   attempt: z.number().int().min(0),
   state: z.enum(["pending", "running", "success", "failed", "skipped"]),
   waiting_since: z.number().nullable(),
+  /** The current attempt's logs in the worker's task folder (what LogChunk.log names). */
+  logs: z.strictObject({ stdout: z.string(), stderr: z.string() }).nullable(),
 });
 export type TaskJobProgress = z.infer<typeof TaskJobProgress>;
+
+/**
+ * A piece of a running attempt's log, streamed while the task runs (a BullMQ job log row):
+ * the bytes of `log` from `offset`. The result carries the whole log again at the end.
+ */
+export const LogChunk = z.strictObject({
+  log: z.string(),
+  offset: z.number().int().min(0),
+  /** base64 */
+  data: z.string(),
+});
+export type LogChunk = z.infer<typeof LogChunk>;
 
 /** A file of the worker's task folder, carried back: `logs/...` or `artifacts/<task>/...`. */
 export const ResultFile = z.strictObject({

@@ -1,7 +1,7 @@
 import { existsSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
-import { writeFile } from "node:fs/promises";
+import { appendFile, writeFile } from "node:fs/promises";
 import { dirname, join, posix, relative } from "node:path";
-import type { TaskJob, TaskJobProgress, TaskJobResult } from "../contract/task-job.js";
+import type { LogChunk, TaskJob, TaskJobProgress, TaskJobResult } from "../contract/task-job.js";
 import { sessionName, taskBranch } from "../fs/names.js";
 import { baseRefOf, fetchRef, publishCommit, shownRemote } from "../git/remote.js";
 import { branchRef, isAncestor } from "../git/repo.js";
@@ -121,16 +121,19 @@ export async function executeRemoteTask(
     verify: ctx.verify,
     result_max_bytes: RESULT_MAX_BYTES,
   };
-  // Progress handlers run one after another, and the result waits for the last of them.
+  // Progress and log pieces are handled one after another, and the result waits for the last of them.
   let progressed = Promise.resolve();
-  const seen = new Set<string>();
-  const onProgress = (pr: TaskJobProgress): void => {
+  const later = (work: () => Promise<void>): void => {
     progressed = progressed
-      .then(() => recordProgress(ctx, t, pr, seen))
+      .then(work)
       .catch((error: unknown) =>
         ctx.log.warn({ task: taskId, err: errorText(error) }, "could not record a worker's progress"),
       );
   };
+  const copies = new LogCopies(ctx);
+  const seen = new Set<string>();
+  const onProgress = (pr: TaskJobProgress): void => later(() => recordProgress(ctx, t, p, pr, seen, copies));
+  const onLog = (chunk: LogChunk): void => later(() => copies.append(chunk));
   // A detach (the daemon stopping) leaves the job to the workers; a cancel or --fail-fast ends it there.
   const detach = new AbortController();
   const follow = (): void => {
@@ -146,14 +149,14 @@ export async function executeRemoteTask(
   follow();
   let result: TaskJobResult | "detached";
   try {
-    result = await backend.hosts.run(jobIdOf(ctx, taskId), job, { onProgress, detach: detach.signal });
+    result = await backend.hosts.run(jobIdOf(ctx, taskId), job, { onProgress, onLog, detach: detach.signal });
   } finally {
     unsubscribe();
   }
   await progressed;
   if (result === "detached") return DETACHED;
   await killPoint(ctx.fault, "kill-after-exit", taskId);
-  const end = await applyResult(ctx, backend, t, p, result);
+  const end = await applyResult(ctx, backend, t, p, result, copies);
   // Its end is in the task journal now: a resume does not need the job, and its result (logs up
   // to the cap) need not sit in Redis's memory.
   await backend.hosts
@@ -188,8 +191,10 @@ function oneTask(ctx: RunContext, taskId: string): unknown {
 async function recordProgress(
   ctx: RunContext,
   t: TaskRun,
+  p: TaskPlan,
   pr: TaskJobProgress,
   seen: Set<string>,
+  copies: LogCopies,
 ): Promise<void> {
   if (t.state !== "pending" && t.state !== "running") return;
   const key = `${pr.delivery}/${pr.worker}/${pr.attempt}`;
@@ -198,6 +203,8 @@ async function recordProgress(
     t.attempts += 1;
     t.attemptStartedAt = ctx.now();
     t.hosts = [...t.hosts, { attempt: t.attempts, worker: pr.worker, host: pr.host, socket: pr.socket }];
+    // Its logs here, under names of this run's, filled as the worker streams them.
+    if (pr.logs) t.logs = copies.open(pr.logs, p.agent, ctx.now());
     await ctx.ledger.append(
       "task.launched",
       {
@@ -207,6 +214,7 @@ async function recordProgress(
         worker: pr.worker,
         socket: pr.socket,
         delivery: pr.delivery,
+        logs: t.logs,
       },
       t.id,
     );
@@ -217,12 +225,54 @@ async function recordProgress(
     await markWaiting(ctx, t, pr.waiting_since);
 }
 
+/**
+ * The coordinator's copies of the logs workers stream: a worker's log (by its name there) goes
+ * to a log of this run's, appended in order and redacted again. A piece that does not follow on
+ * what was written (a gap: pieces Redis dropped) is left out; the result brings the whole log.
+ */
+class LogCopies {
+  /** The worker's log name → this run's (relative to the run directory), and how far it was copied. */
+  private readonly logs = new Map<string, { local: string; next: number }>();
+
+  constructor(private readonly ctx: RunContext) {}
+
+  open(
+    worker: { stdout: string; stderr: string },
+    agent: string,
+    now: number,
+  ): { stdout: string; stderr: string } {
+    const stem = this.ctx.logNames.next(agent, now);
+    const local = { stdout: `logs/${stem}.out`, stderr: `logs/${stem}.err` };
+    for (const stream of ["stdout", "stderr"] as const) {
+      writeFileSync(join(this.ctx.runDir, local[stream]), "", { mode: 0o600 });
+      this.logs.set(worker[stream], { local: local[stream], next: 0 });
+    }
+    return local;
+  }
+
+  async append(chunk: LogChunk): Promise<void> {
+    const copy = this.logs.get(chunk.log);
+    if (!copy) return;
+    const data = Buffer.from(chunk.data, "base64");
+    if (chunk.offset > copy.next || chunk.offset + data.length <= copy.next) return;
+    const fresh = data.subarray(copy.next - chunk.offset);
+    copy.next += fresh.length;
+    await appendFile(join(this.ctx.runDir, copy.local), this.ctx.redactor.redactBytes(fresh));
+  }
+
+  /** Where a worker's log of that name was copied; undefined for one never streamed. */
+  localOf(workerLog: string): string | undefined {
+    return this.logs.get(workerLog)?.local;
+  }
+}
+
 async function applyResult(
   ctx: RunContext,
   backend: RemoteBackend,
   t: TaskRun,
   p: TaskPlan,
   r: TaskJobResult,
+  copies: LogCopies,
 ): Promise<TaskEnd> {
   const git = ctx.git!;
   t.attempts = Math.max(t.attempts, r.attempts);
@@ -233,7 +283,7 @@ async function applyResult(
   t.agentResult = r.agent_result;
   t.usage = r.usage;
   t.waitingSince = null;
-  const renamed = await writeResultFiles(ctx, t, p, r);
+  const renamed = await writeResultFiles(ctx, t, p, r, copies);
   t.logs = r.logs
     ? {
         stdout: renamed.get(r.logs.stdout) ?? r.logs.stdout,
@@ -282,21 +332,26 @@ async function applyResult(
 
 /**
  * The result's logs and artifacts, written into the run directory and redacted with this run's
- * secrets too. A worker's log names are its own: one already taken here gets a suffix.
- * Answers the new name of each log that was renamed.
+ * secrets too. A streamed log replaces its copy, whole; another log keeps the worker's name,
+ * with a suffix when that name is taken here. Answers the new name of each log that was renamed.
  */
 async function writeResultFiles(
   ctx: RunContext,
   t: TaskRun,
   p: TaskPlan,
   r: TaskJobResult,
+  copies: LogCopies,
 ): Promise<Map<string, string>> {
   const stems = new Map<string, string>();
   const renamed = new Map<string, string>();
   const artifacts = relative(ctx.runDir, p.artifactsDir).split("\\").join("/");
   for (const f of r.files) {
     let rel = f.path;
-    if (rel.startsWith("logs/")) {
+    const copied = copies.localOf(rel);
+    if (copied !== undefined) {
+      rel = copied;
+      renamed.set(f.path, rel);
+    } else if (rel.startsWith("logs/")) {
       const name = rel.slice("logs/".length);
       if (name.includes("/")) continue;
       const stem = name.replace(/\.[^.]*$/, "");

@@ -6,7 +6,7 @@ import type { Logger } from "pino";
 import { agentFor } from "../agent/command.js";
 import { Assignments } from "../contract/assignments.js";
 import { Config } from "../contract/config.js";
-import type { ResultFile, TaskJob, TaskJobProgress, TaskJobResult } from "../contract/task-job.js";
+import type { LogChunk, ResultFile, TaskJob, TaskJobProgress, TaskJobResult } from "../contract/task-job.js";
 import { LogNames } from "../fs/log-names.js";
 import { sessionName, taskBranch } from "../fs/names.js";
 import { TaskJournal } from "../fs/run-state-file.js";
@@ -51,7 +51,12 @@ export interface JobDelivery {
   /** The run was cancelled (or stopped by --fail-fast) on its coordinator, or the worker is made to stop: the task ends as it would locally. */
   cancel: AbortSignal;
   onProgress: (progress: TaskJobProgress) => void;
+  /** A piece of the running attempt's log, for the coordinator's copy. */
+  onLog: (chunk: LogChunk) => void;
 }
+
+/** The most of each log streamed per second while a task runs (the rest follows, or comes with the result). */
+const STREAM_CHUNK_BYTES = 64 * 1024;
 
 /**
  * Runs a task job on this host: the task's base fetched from the git remote into the worker's
@@ -139,6 +144,7 @@ export async function runTaskJob(job: TaskJob, w: WorkerPlace, d: JobDelivery): 
       attempt: t.attempts,
       state: t.state,
       waiting_since: t.waitingSince,
+      logs: t.logs,
     };
     const key = JSON.stringify(progress);
     if (key !== sent) {
@@ -149,8 +155,9 @@ export async function runTaskJob(job: TaskJob, w: WorkerPlace, d: JobDelivery): 
   if (d.cancel.aborted) ctx.stop.request("cancel");
   else d.cancel.addEventListener("abort", () => ctx.stop.request("cancel"), { once: true });
 
+  const streaming = streamLogs(jobDir, t, d.onLog);
   // Never "detached": nothing here asks the pipeline to detach.
-  await executeTask(ctx, taskId);
+  await executeTask(ctx, taskId).finally(() => streaming.stop());
   await ctx.pool?.settled();
   let commit = t.commit;
   if (commit !== null) {
@@ -295,7 +302,7 @@ async function resultFiles(jobDir: string, taskId: string, t: TaskRun, max: numb
     const keep = Math.min(size, left);
     out.push({
       path: rel,
-      data: (await readTail(join(jobDir, rel), keep)).toString("base64"),
+      data: (await readRange(join(jobDir, rel), null, keep)).toString("base64"),
       cut: size - keep,
     });
     left -= keep;
@@ -307,7 +314,7 @@ async function resultFiles(jobDir: string, taskId: string, t: TaskRun, max: numb
       notSent.push(`${rel} (${size} bytes)`);
       continue;
     }
-    out.push({ path: rel, data: (await readTail(join(jobDir, rel), size)).toString("base64"), cut: 0 });
+    out.push({ path: rel, data: (await readRange(join(jobDir, rel), 0, size)).toString("base64"), cut: 0 });
     left -= size;
   }
   if (notSent.length > 0)
@@ -321,12 +328,47 @@ async function resultFiles(jobDir: string, taskId: string, t: TaskRun, max: numb
   return out;
 }
 
-async function readTail(path: string, bytes: number): Promise<Buffer> {
+/**
+ * Sends what the running attempt adds to its logs, once a second, at most STREAM_CHUNK_BYTES a
+ * log each time. stop() sends nothing more (the result carries the logs whole).
+ */
+function streamLogs(
+  jobDir: string,
+  t: TaskRun,
+  send: (chunk: LogChunk) => void,
+): { stop: () => Promise<void> } {
+  const sent = new Map<string, number>();
+  const pass = async (): Promise<void> => {
+    if (t.state !== "running" || !t.logs) return;
+    for (const log of [t.logs.stdout, t.logs.stderr]) {
+      const size = (await stat(join(jobDir, log)).catch(() => null))?.size ?? 0;
+      const offset = sent.get(log) ?? 0;
+      if (size <= offset) continue;
+      const data = await readRange(join(jobDir, log), offset, Math.min(size - offset, STREAM_CHUNK_BYTES));
+      sent.set(log, offset + data.length);
+      send({ log, offset, data: data.toString("base64") });
+    }
+  };
+  let passing = Promise.resolve();
+  const timer = setInterval(() => {
+    passing = passing.then(pass).catch(() => {});
+  }, 1000);
+  return {
+    stop: async () => {
+      clearInterval(timer);
+      await passing;
+    },
+  };
+}
+
+/** `bytes` of a file from `from`; the end of the file when `from` is omitted. */
+async function readRange(path: string, from: number | null, bytes: number): Promise<Buffer> {
   const fh = await open(path, "r");
   try {
     const size = (await fh.stat()).size;
-    const buf = Buffer.alloc(Math.min(bytes, size));
-    await fh.read(buf, 0, buf.length, size - buf.length);
+    const start = from ?? Math.max(0, size - bytes);
+    const buf = Buffer.alloc(Math.max(0, Math.min(bytes, size - start)));
+    await fh.read(buf, 0, buf.length, start);
     return buf;
   } finally {
     await fh.close();

@@ -1,4 +1,4 @@
-import type { TaskJob, TaskJobProgress, TaskJobResult } from "../contract/task-job.js";
+import type { LogChunk, TaskJob, TaskJobProgress, TaskJobResult } from "../contract/task-job.js";
 
 /**
  * The task-hosts seam: other hosts that run whole tasks (scale-out, docs/SCALING.md). Where the
@@ -20,7 +20,12 @@ export interface TaskHosts {
   run(
     jobId: string,
     job: TaskJob,
-    o: { onProgress: (progress: TaskJobProgress) => void; detach: AbortSignal },
+    o: {
+      onProgress: (progress: TaskJobProgress) => void;
+      /** Pieces of the running attempt's logs, in order (some may be missing: the result has them all). */
+      onLog: (chunk: LogChunk) => void;
+      detach: AbortSignal;
+    },
   ): Promise<TaskJobResult | "detached">;
   /** Drops a finished job and its result, once the task's end is recorded here (a resume no longer needs it). */
   forget(jobId: string): Promise<void>;

@@ -1,9 +1,17 @@
 import type { Job, Queue, QueueEvents } from "bullmq";
 import type { Redis } from "ioredis";
 import type { Logger } from "pino";
-import { type TaskJob, TaskJobProgress, TaskJobResult } from "../contract/task-job.js";
+import { LogChunk, type TaskJob, TaskJobProgress, TaskJobResult } from "../contract/task-job.js";
 import type { TaskHosts } from "../runner/task-hosts.js";
-import { announcedWorkers, cancelKey, QUEUE, redisConnection, requireRedis, shownRedis } from "./redis.js";
+import {
+  announcedWorkers,
+  cancelKey,
+  jsonOrNull,
+  QUEUE,
+  redisConnection,
+  requireRedis,
+  shownRedis,
+} from "./redis.js";
 
 /**
  * How long a finished job stays in Redis when its coordinator never came to forget it (it died,
@@ -20,6 +28,10 @@ interface Waiter {
   /** When it was queued: a job no worker took for long is said once. */
   since: number;
   onProgress: (p: TaskJobProgress) => void;
+  onLog: (chunk: LogChunk) => void;
+  /** Job log rows (streamed log pieces) already handed on, and whether a look at them is under way. */
+  logRows: number;
+  pulling: boolean;
   settle: (r: TaskJobResult) => void;
   lastProgress: string;
 }
@@ -69,7 +81,11 @@ export class BullmqHosts implements TaskHosts {
   run(
     jobId: string,
     job: TaskJob,
-    o: { onProgress: (p: TaskJobProgress) => void; detach: AbortSignal },
+    o: {
+      onProgress: (p: TaskJobProgress) => void;
+      onLog: (chunk: LogChunk) => void;
+      detach: AbortSignal;
+    },
   ): Promise<TaskJobResult | "detached"> {
     return new Promise((resolve, reject) => {
       if (o.detach.aborted) return resolve("detached");
@@ -85,6 +101,9 @@ export class BullmqHosts implements TaskHosts {
         job,
         since: Date.now(),
         onProgress: o.onProgress,
+        onLog: o.onLog,
+        logRows: 0,
+        pulling: false,
         settle: done,
         lastProgress: "",
       });
@@ -135,6 +154,8 @@ export class BullmqHosts implements TaskHosts {
       jobId,
       attempts: 1,
       removeOnComplete: { age: KEEP_FINISHED_S },
+      // Streamed log pieces the coordinator has not read yet, at most (about 16 MiB): older ones go.
+      keepLogs: 256,
       removeOnFail: { age: KEEP_FINISHED_S },
     });
   }
@@ -163,6 +184,7 @@ export class BullmqHosts implements TaskHosts {
       return;
     }
     if (job.progress && typeof job.progress === "object") this.progress(jobId, job.progress);
+    await this.pullLogs(jobId, w);
     const state = await job.getState();
     if (state === "waiting" && !this.saidIdle && Date.now() - w.since > IDLE_WARNING_MS)
       await this.sayIfNoWorker();
@@ -171,6 +193,25 @@ export class BullmqHosts implements TaskHosts {
       w.settle(parsed.success ? parsed.data : lostResult(job, "its worker's result does not parse"));
     } else if (state === "failed") {
       w.settle(lostResult(job, job.failedReason || "its job failed"));
+    }
+  }
+
+  /** Hands on the log pieces its worker streamed since the last look (BullMQ keeps them as job log rows). */
+  private async pullLogs(jobId: string, w: Waiter): Promise<void> {
+    if (w.pulling) return;
+    w.pulling = true;
+    try {
+      for (;;) {
+        const { logs } = await this.queue.getJobLogs(jobId, w.logRows, w.logRows + 99);
+        if (logs.length === 0) return;
+        w.logRows += logs.length;
+        for (const row of logs) {
+          const chunk = LogChunk.safeParse(jsonOrNull(row));
+          if (chunk.success) w.onLog(chunk.data);
+        }
+      }
+    } finally {
+      w.pulling = false;
     }
   }
 

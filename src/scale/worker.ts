@@ -206,6 +206,13 @@ export class TaskWorker {
               this.o.log.warn({ job: job.id, err: String(error) }, "could not report progress"),
             );
         },
+        onLog: (chunk) => {
+          job
+            .log(JSON.stringify(chunk))
+            .catch((error: unknown) =>
+              this.o.log.debug({ job: job.id, err: String(error) }, "could not stream a log piece"),
+            );
+        },
       });
       // Its agent was ended because this worker stops: the job goes back to the queue, for
       // another worker to run the task from its base.

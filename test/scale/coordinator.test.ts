@@ -22,7 +22,7 @@ const { socket, redis, worker, cluster } = scaleTestFile("coord");
 
 /** An agent that says it started, then waits for `release` in MARKS before it writes its file. */
 const waiting = (id: string): string =>
-  `echo start >> "$MARKS/${id}.log"; while [ ! -e "$MARKS/release" ]; do sleep 0.05; done; echo ${id} > ${id.toLowerCase()}.txt; echo end >> "$MARKS/${id}.log"`;
+  `echo "working on ${id}"; echo start >> "$MARKS/${id}.log"; while [ ! -e "$MARKS/release" ]; do sleep 0.05; done; echo ${id} > ${id.toLowerCase()}.txt; echo end >> "$MARKS/${id}.log"`;
 
 describe("a coordinator of a bullmq run", () => {
   it("shows where each task runs, with the line that watches it on its worker", async () => {
@@ -50,8 +50,23 @@ describe("a coordinator of a bullmq run", () => {
     expect(status.worker).toBe(w.name);
     expect(status.socket).toBe(`termorch-worker-${w.name}`);
     expect(status.socket_path).toMatch(new RegExp(`/termorch-worker-${w.name}$`));
+    // Its output streams to the coordinator while it runs: the status's last line, and `termorch logs`.
+    const last = await until(
+      async () => {
+        const s = await termorch(["status", join(c.dir, "."), "--json"], { socket });
+        const line = JSON.parse(s.stdout).runs[0]?.tasks[0]?.last_line as string | null;
+        return line === "working on S" ? line : null;
+      },
+      20_000,
+      "S's output on the coordinator",
+    );
+    expect(last).toBe("working on S");
+    expect((await termorch(["logs", "S", "--run", c.dir], { socket })).stdout).toContain("working on S");
     writeFileSync(join(c.marks, "release"), "");
     expect((await run).exitCode).toBe(0);
+    // The streamed copy was replaced by the whole log, under the same name.
+    const s = readReport(c.dir).tasks[0]!;
+    expect(readFileSync(join(c.dir, s.logs.stdout!), "utf8")).toBe("working on S\n");
     await w.dispose();
   });
 
