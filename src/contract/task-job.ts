@@ -110,6 +110,23 @@ export const TaskJobResult = z.strictObject({
 });
 export type TaskJobResult = z.infer<typeof TaskJobResult>;
 
+/** The result of a job whose task never got to run its pipeline (nothing to carry back). */
+export function emptyResult(
+  o: Pick<TaskJobResult, "worker" | "host" | "state" | "reason" | "detail"> & { attempts?: number },
+): TaskJobResult {
+  return {
+    ...o,
+    exit_code: null,
+    attempts: o.attempts ?? 0,
+    commit: null,
+    gates: [],
+    agent_result: null,
+    usage: null,
+    logs: null,
+    files: [],
+  };
+}
+
 /** A worker's announcement in Redis (`termorch status --redis`). */
 export const WorkerInfo = z.strictObject({
   name: z.string(),

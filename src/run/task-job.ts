@@ -6,7 +6,14 @@ import type { Logger } from "pino";
 import { agentFor } from "../agent/command.js";
 import { Assignments } from "../contract/assignments.js";
 import { Config } from "../contract/config.js";
-import type { LogChunk, ResultFile, TaskJob, TaskJobProgress, TaskJobResult } from "../contract/task-job.js";
+import {
+  emptyResult,
+  type LogChunk,
+  type ResultFile,
+  type TaskJob,
+  type TaskJobProgress,
+  type TaskJobResult,
+} from "../contract/task-job.js";
 import { LogNames } from "../fs/log-names.js";
 import { sessionName, taskBranch } from "../fs/names.js";
 import { TaskJournal } from "../fs/run-state-file.js";
@@ -72,21 +79,8 @@ export async function runTaskJob(job: TaskJob, w: WorkerPlace, d: JobDelivery): 
   const worktreesDir = join(w.workdir, "worktrees", runId);
   const repo = join(w.workdir, "repos", createHash("sha256").update(remote).digest("hex").slice(0, 16));
   const session = sessionName(runId, taskId);
-  const failed = (detail: string): TaskJobResult => ({
-    worker: w.name,
-    host: w.host,
-    state: "failed",
-    reason: "launch_error",
-    detail,
-    exit_code: null,
-    attempts: 0,
-    commit: null,
-    gates: [],
-    agent_result: null,
-    usage: null,
-    logs: null,
-    files: [],
-  });
+  const failed = (detail: string): TaskJobResult =>
+    emptyResult({ worker: w.name, host: w.host, state: "failed", reason: "launch_error", detail });
 
   // What an earlier delivery of this job left on this host (its worker died): never reused.
   await w.runner.close([session]);

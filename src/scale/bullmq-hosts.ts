@@ -1,7 +1,7 @@
 import type { Job, Queue, QueueEvents } from "bullmq";
 import type { Redis } from "ioredis";
 import type { Logger } from "pino";
-import { LogChunk, type TaskJob, TaskJobProgress, TaskJobResult } from "../contract/task-job.js";
+import { emptyResult, LogChunk, type TaskJob, TaskJobProgress, TaskJobResult } from "../contract/task-job.js";
 import type { TaskHosts } from "../runner/task-hosts.js";
 import {
   announcedWorkers,
@@ -251,39 +251,24 @@ export class BullmqHosts implements TaskHosts {
 
 /** A job withdrawn before any worker took it. */
 function notStarted(job: TaskJob): TaskJobResult {
-  return {
+  return emptyResult({
     worker: "",
     host: "",
     state: "skipped",
     reason: "cancelled",
     detail: `the run stopped before task ${job.task_id} started`,
-    exit_code: null,
-    attempts: 0,
-    commit: null,
-    gates: [],
-    agent_result: null,
-    usage: null,
-    logs: null,
-    files: [],
-  };
+  });
 }
 
 /** A job that ended without a worker's result (its workers died more often than BullMQ allows, or a worker's bug). */
 function lostResult(job: Job, why: string): TaskJobResult {
   const progress = TaskJobProgress.safeParse(job.progress);
-  return {
+  return emptyResult({
     worker: progress.success ? progress.data.worker : "",
     host: progress.success ? progress.data.host : "",
     state: "failed",
     reason: "lost",
     detail: `its job ended without a result: ${why}`,
-    exit_code: null,
     attempts: progress.success ? progress.data.attempt : 0,
-    commit: null,
-    gates: [],
-    agent_result: null,
-    usage: null,
-    logs: null,
-    files: [],
-  };
+  });
 }
