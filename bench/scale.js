@@ -767,14 +767,18 @@ function summarize(o, res) {
       local ? { baseline: local.tasks_ms / 1000 } : {},
     ),
   );
-  rows.push(
-    row(
-      `${tag}: merge (last task.success -> merge end), bullmq vs local`,
-      run.merge_ms / 1000,
-      "s",
-      local ? { baseline: local.merge_ms / 1000 } : {},
-    ),
-  );
+  if (run.merge_result === "success")
+    rows.push(
+      row(
+        `${tag}: merge (last task.success -> merge end), bullmq vs local`,
+        run.merge_ms / 1000,
+        "s",
+        local ? { baseline: local.merge_ms / 1000 } : {},
+      ),
+    );
+  else
+    rows.push(row(`${tag}: merge, bullmq: not run (${run.merge_result}: tasks did not succeed)`, null, ""));
+
   rows.push(
     row(
       `${tag}: start latency median (published/worktree -> launched), bullmq vs local`,
