@@ -50,25 +50,38 @@ import {
 const log = (msg) => console.error(`bench: scale: ${msg}`);
 
 function parseArgs(argv) {
-  const o = { workers: 20, maxParallel: 1, tasks: 200, logTasks: 20, logMib: 1, local: true, json: null };
+  const o = {
+    workers: 20,
+    maxParallel: 1,
+    tasks: 200,
+    logTasks: 20,
+    logMib: 1,
+    refs: 10000,
+    local: true,
+    json: null,
+  };
   const ints = {
     "--workers": "workers",
     "--max-parallel": "maxParallel",
     "--tasks": "tasks",
     "--log-tasks": "logTasks",
+    "--refs": "refs",
   };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     if (a in ints || a === "--log-mib") {
       const v = Number(argv[++i]);
-      if (!(v > 0 || (v === 0 && a === "--log-tasks")) || (a !== "--log-mib" && !Number.isInteger(v)))
+      if (
+        !(v > 0 || (v === 0 && (a === "--log-tasks" || a === "--refs"))) ||
+        (a !== "--log-mib" && !Number.isInteger(v))
+      )
         throw new Error(`${a} needs a positive ${a === "--log-mib" ? "number" : "whole number"}`);
       o[a === "--log-mib" ? "logMib" : ints[a]] = v;
     } else if (a === "--no-local") o.local = false;
     else if (a === "--json") o.json = argv[++i];
     else if (a === "--help" || a === "-h") {
       console.log(
-        "usage: node bench/scale.js [--workers W (20)] [--max-parallel K per worker (1)] [--tasks T (200, >= 14)] [--log-tasks L (20; 0: none)] [--log-mib M (1)] [--no-local] [--json FILE]",
+        "usage: node bench/scale.js [--workers W (20)] [--max-parallel K per worker (1)] [--tasks T (200, >= 14)] [--log-tasks L (20; 0: none)] [--log-mib M (1)] [--refs N (10000; 0: none)] [--no-local] [--json FILE]",
       );
       process.exit(0);
     } else throw new Error(`unknown option "${a}"`);
@@ -359,6 +372,59 @@ const printAgent = (bytes) => (id) => [
   "-c",
   `yes 0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcde | head -c ${bytes}; echo ${id} > out-${id}.txt`,
 ];
+
+/**
+ * One push and one fetch of a new commit against a remote that holds `n` other refs (as a shared
+ * remote does while many tasks are in flight: two refs each): none, `n` loose, `n` packed. The
+ * three remotes take turns, so the machine's load falls on each alike. Medians, ms.
+ */
+export function refsPhase(dir, n, reps = 12) {
+  const rdir = join(dir, "refs");
+  const src = join(rdir, "src");
+  mkdirSync(src, { recursive: true });
+  git(src, ["init", "-q", "-b", "main"]);
+  const id = ["-c", "user.name=bench", "-c", "user.email=bench@example.invalid"];
+  git(src, [...id, "commit", "-q", "--allow-empty", "-m", "base"]);
+  const base = git(src, ["rev-parse", "HEAD"]);
+  const kinds = ["none", "loose", "packed"];
+  for (const k of kinds) {
+    const r = join(rdir, `${k}.git`);
+    git(rdir, ["init", "-q", "--bare", r]);
+    git(src, ["push", "-q", r, "HEAD:refs/heads/main"]);
+    if (k === "none") continue;
+    const lines = Array.from(
+      { length: n },
+      (_, i) => `create refs/termorch/r${i % 100}/base/t${i} ${base}\n`,
+    );
+    const u = spawnSync("git", ["--git-dir", r, "update-ref", "--stdin"], { input: lines.join("") });
+    if (u.status !== 0) throw new Error(`update-ref --stdin: ${u.stderr}`);
+    if (k === "packed") git(r, ["pack-refs", "--all"]);
+  }
+  const times = Object.fromEntries(kinds.map((k) => [k, { push: [], fetch: [] }]));
+  for (let i = 0; i < reps; i++)
+    for (const k of kinds) {
+      const r = join(rdir, `${k}.git`);
+      git(src, [...id, "commit", "-q", "--allow-empty", "-m", `c${i}`]);
+      const ref = `refs/heads/termorch/bench/t${i}`;
+      let t = performance.now();
+      git(src, ["push", "-q", "--no-verify", "--", r, `+HEAD:${ref}`]);
+      times[k].push.push(performance.now() - t);
+      t = performance.now();
+      git(src, [
+        "fetch",
+        "-q",
+        "--no-tags",
+        "--no-write-fetch-head",
+        "--",
+        r,
+        `+${ref}:refs/heads/f-${k}-${i}`,
+      ]);
+      times[k].fetch.push(performance.now() - t);
+    }
+  return Object.fromEntries(
+    kinds.map((k) => [k, { push_ms: median(times[k].push), fetch_ms: median(times[k].fetch) }]),
+  );
+}
 
 /** When each task's job was taken by a worker ("took a task" in the workers' logs), by task id. */
 function tookAt(workers, runId) {
@@ -683,6 +749,11 @@ export async function run(o) {
         commandstats: commandDelta(g0, g1),
       };
     }
+    // 5. The remote's refs: a push and a fetch against a remote holding many.
+    if (o.refs > 0) {
+      log(`refs: a push and a fetch against remotes with 0 and ${o.refs} other refs (loose, packed)`);
+      result.phases.refs = { refs: o.refs, ...refsPhase(dir, o.refs) };
+    }
     return summarize(o, result);
   } finally {
     mon?.socket?.destroy();
@@ -898,6 +969,22 @@ function summarize(o, res) {
       }),
     );
     rows.push(row(`${ltag}: wall`, lg.wall_s, "s"));
+  }
+  const rf = res.phases.refs;
+  if (rf) {
+    const rtag = `scale remote refs`;
+    for (const k of ["loose", "packed"]) {
+      rows.push(
+        row(`${rtag}: push of one commit, remote with ${rf.refs} ${k} refs (vs none)`, rf[k].push_ms, "ms", {
+          baseline: rf.none.push_ms,
+        }),
+      );
+      rows.push(
+        row(`${rtag}: fetch of one ref, remote with ${rf.refs} ${k} refs (vs none)`, rf[k].fetch_ms, "ms", {
+          baseline: rf.none.fetch_ms,
+        }),
+      );
+    }
   }
   const notes = [
     `run: ${T} tasks (root, ${T - 10} fan-out, 8 joins of 4, final), ${W} workers × ${o.maxParallel}; idle measured for ${idle.seconds.toFixed(1)} s after it`,
