@@ -35,6 +35,7 @@ import {
   median,
   percentile,
   processCpu,
+  ROOT,
   removeTemp,
   row,
   runIdOf,
@@ -57,6 +58,8 @@ function parseArgs(argv) {
     logTasks: 20,
     logMib: 1,
     refs: 10000,
+    stub: 0,
+    holdMs: 10000,
     local: true,
     json: null,
   };
@@ -66,6 +69,8 @@ function parseArgs(argv) {
     "--tasks": "tasks",
     "--log-tasks": "logTasks",
     "--refs": "refs",
+    "--stub": "stub",
+    "--hold-ms": "holdMs",
   };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
@@ -83,8 +88,15 @@ function parseArgs(argv) {
       console.log(
         "usage: node bench/scale.js [--workers W (20)] [--max-parallel K per worker (1)] [--tasks T (200, >= 14)] [--log-tasks L (20; 0: none)] [--log-mib M (1)] [--refs N (10000; 0: none)] [--no-local] [--json FILE]",
       );
+      console.log(
+        "   or: node bench/scale.js --stub N [--tasks T (N)] [--hold-ms H (10000)] [--json FILE]: N simulated workers (bench/scale-stub.mjs) instead of real ones",
+      );
       process.exit(0);
     } else throw new Error(`unknown option "${a}"`);
+  }
+  if (o.stub > 0) {
+    if (!argv.includes("--tasks")) o.tasks = o.stub;
+    return o;
   }
   if (o.tasks < 14) throw new Error("--tasks must be at least 14 (root, fan-out, 8 joins, final)");
   return o;
@@ -142,6 +154,8 @@ async function snapshot(redis) {
   const stats = await redis.info("stats");
   const mem = await redis.info("memory");
   const cs = await redis.info("commandstats");
+  const cpu = await redis.info("cpu");
+  const float = (text, key) => Number(new RegExp(`^${key}:([\\d.]+)`, "m").exec(text)?.[1] ?? 0);
   const num = (text, key) => Number(new RegExp(`^${key}:(\\d+)`, "m").exec(text)?.[1] ?? 0);
   const commands = {};
   for (const m of cs.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) commands[m[1]] = Number(m[2]);
@@ -150,6 +164,7 @@ async function snapshot(redis) {
     netIn: num(stats, "total_net_input_bytes"),
     netOut: num(stats, "total_net_output_bytes"),
     usedMemory: num(mem, "used_memory"),
+    cpu: float(cpu, "used_cpu_user") + float(cpu, "used_cpu_sys"),
     commands,
   };
 }
@@ -531,13 +546,14 @@ const workerCpu = (workers) =>
 // ---------------------------------------------------------------------------------------------
 
 /** What a run started, for a signal's clean-up (the finally block cannot run then). */
-const live = { workers: [], redis: null, dir: null };
+const live = { workers: [], redis: null, stub: null };
 
 function killEverything() {
   for (const w of live.workers) {
     if (w.child.exitCode === null) w.child.kill("SIGKILL");
     spawnSync("tmux", ["-L", w.socket, "kill-server"], { stdio: "ignore", env: TMUX_ENV });
   }
+  if (live.stub?.exitCode === null) live.stub.kill("SIGKILL");
   if (live.redis?.child.exitCode === null) live.redis.child.kill("SIGKILL");
   cleanupAll();
 }
@@ -758,17 +774,205 @@ export async function run(o) {
   } finally {
     mon?.socket?.destroy();
     await stopWorkers(workers);
-    if (redis) {
-      await redis.redis.shutdown("NOSAVE").catch(() => {});
-      redis.redis.disconnect();
-      const deadline = Date.now() + 10_000;
-      while (redis.child.exitCode === null && redis.child.signalCode === null && Date.now() < deadline)
-        await sleep(50);
-      if (redis.child.exitCode === null && redis.child.signalCode === null) redis.child.kill("SIGKILL");
-    }
+    if (redis) await stopRedis(redis);
     if (process.env.SCALE_KEEP) log(`kept ${dir}`);
     else removeTemp(dir);
   }
+}
+
+async function stopRedis(redis) {
+  await redis.redis.shutdown("NOSAVE").catch(() => {});
+  redis.redis.disconnect();
+  const deadline = Date.now() + 10_000;
+  while (redis.child.exitCode === null && redis.child.signalCode === null && Date.now() < deadline)
+    await sleep(50);
+  if (redis.child.exitCode === null && redis.child.signalCode === null) redis.child.kill("SIGKILL");
+}
+
+/**
+ * `--stub N`: N simulated workers (bench/scale-stub.mjs, one process) instead of real ones:
+ * Redis and the coordinator with N workers idle, then T independent tasks all in flight at once
+ * (max_parallel N), each held --hold-ms by its worker.
+ */
+export async function stubRun(o) {
+  const dir = tempDir("scale-stub");
+  const tag = Math.random().toString(36).slice(2, 8);
+  let redis = null;
+  let stub = null;
+  const res = { options: o, phases: {} };
+  try {
+    redis = await startRedis(dir);
+    live.redis = redis;
+    const remote = join(dir, "remote.git");
+    git(dir, ["init", "-q", "--bare", remote]);
+    const out = openSync(join(dir, "stub.out"), "a");
+    stub = spawn(
+      process.execPath,
+      [
+        join(ROOT, "bench", "scale-stub.mjs"),
+        "--redis",
+        redis.url,
+        "--workers",
+        String(o.stub),
+        "--hold-ms",
+        String(o.holdMs),
+        "--remote",
+        remote,
+        "--tag",
+        `st${tag}`,
+      ],
+      { stdio: ["ignore", out, out], env: { ...process.env, GIT_TRACE: "" } },
+    );
+    live.stub = stub;
+    log(`stub: ${o.stub} simulated workers starting`);
+    const t0 = performance.now();
+    for (;;) {
+      if (stub.exitCode !== null) throw new Error(`the stub exited ${stub.exitCode}: ${dir}/stub.out`);
+      const blocking = (await redis.redis.client("LIST"))
+        .split("\n")
+        .filter((l) => / cmd=bzpopmin/.test(l)).length;
+      if (blocking >= o.stub) break;
+      if (performance.now() - t0 > 300_000)
+        throw new Error(`only ${blocking} of ${o.stub} simulated workers blocking after 300 s`);
+      await sleep(500);
+    }
+    log(`stub: ${o.stub} workers up in ${((performance.now() - t0) / 1000).toFixed(1)} s; idle 20 s`);
+    await sleep(2000);
+    const i0 = await snapshot(redis.redis);
+    const sc0 = processCpu(stub.pid);
+    await sleep(20_000);
+    const i1 = await snapshot(redis.redis);
+    const idleS = (i1.at - i0.at) / 1000;
+    res.phases.idle = {
+      seconds: idleS,
+      commands: sum(commandDelta(i0, i1)),
+      redis_cpu_s: i1.cpu - i0.cpu,
+      stub_cpu_s: processCpu(stub.pid) - sc0,
+      net: i1.netIn - i0.netIn + i1.netOut - i0.netOut,
+    };
+
+    const rdir = join(dir, "run");
+    mkdirSync(rdir);
+    workspace(rdir);
+    const tasks = Array.from({ length: o.tasks }, (_, i) => ({ id: `t${i}`, command: ["true"] }));
+    const file = writeAssignments(rdir, "stub", tasks, { resource_limits: { max_parallel: o.stub } });
+    const config = join(rdir, "config.json");
+    writeFileSync(config, JSON.stringify({ backend: "bullmq", redis: redis.url, git: { remote } }));
+    log(`stub: a run of ${o.tasks} tasks, each held ${o.holdMs} ms, max_parallel ${o.stub}`);
+    const r0 = await snapshot(redis.redis);
+    const rc0 = processCpu(stub.pid);
+    const r = await termorchRun(rdir, file, config, null, { allowFail: true });
+    const r1 = await snapshot(redis.redis);
+    const rep = report(rdir);
+    const evs = events(rdir);
+    const tl = timeline(evs, "task.published");
+    const pub = evs.filter((e) => e.type === "task.published").map((e) => Date.parse(e.ts));
+    const launched = evs.filter((e) => e.type === "task.launched").map((e) => Date.parse(e.ts));
+    const ended = evs
+      .filter((e) => e.type === "task.success" || e.type === "task.failed")
+      .map((e) => Date.parse(e.ts));
+    res.phases.run = {
+      wall_s: r.wall,
+      coordinator_cpu_s: r.cpu,
+      stub_cpu_s: processCpu(stub.pid) - rc0,
+      redis_cpu_s: r1.cpu - r0.cpu,
+      commands: sum(commandDelta(r0, r1)),
+      commandstats: commandDelta(r0, r1),
+      net: r1.netIn - r0.netIn + r1.netOut - r0.netOut,
+      not_succeeded: notSucceeded(rep),
+      merge_result: rep.merge?.result ?? null,
+      merge_ms: tl.mergeMs,
+      start_latency_ms: {
+        median: median(tl.latencies),
+        p90: percentile(tl.latencies, 90),
+        max: Math.max(...tl.latencies),
+      },
+      publish_span_s: (Math.max(...pub) - Math.min(...pub)) / 1000,
+      launch_span_s: (Math.max(...launched) - Math.min(...launched)) / 1000,
+      end_span_s: (Math.max(...ended) - Math.min(...ended)) / 1000,
+      // The coordinator's own stretches: before the first job, and after the last task's end.
+      before_first_publish_s:
+        (Math.min(...pub) - Date.parse(evs.find((e) => e.type === "run.accepted").ts)) / 1000,
+      after_last_end_s:
+        (Date.parse(evs.find((e) => e.type === "report.written")?.ts ?? evs.at(-1).ts) - Math.max(...ended)) /
+        1000,
+    };
+    return stubSummary(o, res);
+  } finally {
+    if (stub && stub.exitCode === null) {
+      stub.kill("SIGTERM");
+      const deadline = Date.now() + 20_000;
+      while (stub.exitCode === null && stub.signalCode === null && Date.now() < deadline) await sleep(50);
+      if (stub.exitCode === null && stub.signalCode === null) stub.kill("SIGKILL");
+    }
+    if (redis) await stopRedis(redis);
+    if (process.env.SCALE_KEEP) log(`kept ${dir}`);
+    else removeTemp(dir);
+  }
+}
+
+function stubSummary(o, res) {
+  const { idle, run } = res.phases;
+  const N = o.stub;
+  const T = o.tasks;
+  const tag = `scale stub ${N} workers`;
+  const idleRate = idle.commands / idle.seconds;
+  const perTaskCommands = (run.commands - idleRate * run.wall_s) / T;
+  const perTaskRedisCpu = ((run.redis_cpu_s - (idle.redis_cpu_s / idle.seconds) * run.wall_s) * 1000) / T;
+  res.per_task = {
+    commands: perTaskCommands,
+    redis_cpu_ms: perTaskRedisCpu,
+    coordinator_cpu_ms: (run.coordinator_cpu_s * 1000) / T,
+  };
+  const rows = [
+    row(`${tag} idle: Redis commands per s (all, scripts' included)`, idleRate, "/s"),
+    row(`${tag} idle: Redis commands per s per worker`, idleRate / N, "/s"),
+    row(`${tag} idle: Redis CPU (share of one core)`, (idle.redis_cpu_s / idle.seconds) * 100, "%"),
+    row(`${tag} idle: Redis bytes in+out per s`, idle.net / idle.seconds / 1024, "KiB/s"),
+    row(
+      `${tag}, ${T} tasks held ${o.holdMs / 1000} s: tasks that did not succeed`,
+      run.not_succeeded.length,
+      "",
+      {
+        target: { value: 0, text: "0" },
+      },
+    ),
+    row(`${tag}, ${T} tasks: wall (vs the hold: the floor)`, run.wall_s, "s", { baseline: o.holdMs / 1000 }),
+    row(`${tag}, ${T} tasks: run.accepted to the first task.published`, run.before_first_publish_s, "s"),
+    row(`${tag}, ${T} tasks: first to last task.published`, run.publish_span_s, "s"),
+    row(`${tag}, ${T} tasks: first to last task.launched`, run.launch_span_s, "s"),
+    row(
+      `${tag}, ${T} tasks: start latency median / p90 (published -> launched)`,
+      `${run.start_latency_ms.median} / ${run.start_latency_ms.p90} ms`,
+      "",
+    ),
+    row(`${tag}, ${T} tasks: first to last task end (success or failed)`, run.end_span_s, "s"),
+    row(`${tag}, ${T} tasks: last task end to report.written`, run.after_last_end_s, "s"),
+    row(
+      `${tag}, ${T} tasks: merge (last task end -> merge end)`,
+      run.merge_ms === null ? null : run.merge_ms / 1000,
+      "s",
+    ),
+    row(`${tag}, ${T} tasks: coordinator CPU per task`, res.per_task.coordinator_cpu_ms, "ms"),
+    row(`${tag}, ${T} tasks: Redis commands per task (idle taken off)`, perTaskCommands, ""),
+    row(`${tag}, ${T} tasks: Redis CPU per task (idle taken off)`, perTaskRedisCpu, "ms"),
+    row(
+      `${tag}, ${T} tasks: Redis CPU during the run (share of one core)`,
+      (run.redis_cpu_s / run.wall_s) * 100,
+      "%",
+    ),
+  ];
+  const notes = [
+    `stub: ${N} simulated workers (bench/scale-stub.mjs: BullMQ workers with termorch worker's options, announcements, cancel polls; no tmux, no git transfers, canned results); the coordinator is the real \`termorch run\``,
+    `commands during the run by kind (per task): ${Object.entries(run.commandstats)
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, 12)
+      .map(([k, v]) => `${k} ${(v / T).toFixed(2)}`)
+      .join(", ")}`,
+  ];
+  if (run.not_succeeded.length > 0)
+    notes.push(`not succeeded: ${JSON.stringify(run.not_succeeded.slice(0, 3))}`);
+  return { name: "scale-stub", rows, notes, result: res };
 }
 
 /** Rows of the table and the per-task figures the JSON carries. */
@@ -1025,7 +1229,7 @@ if (import.meta.url === `file://${process.argv[1]}`) {
   process.once("SIGINT", onSignal);
   process.once("SIGTERM", onSignal);
   const t0 = Date.now();
-  const out = await run(o);
+  const out = o.stub > 0 ? await stubRun(o) : await run(o);
   log(`done in ${((Date.now() - t0) / 1000).toFixed(0)} s`);
   console.log(table(out.rows));
   for (const n of out.notes) console.log(`- ${n}`);
