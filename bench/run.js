@@ -8,6 +8,8 @@ import { cleanupAll, machine, row, table } from "./lib.mjs";
 const failedRow = (name) => row(name, null, "", { met: false });
 
 export const BENCHES = ["overhead", "latency", "logs", "memory", "plan", "merge", "supervisor", "large-repo"];
+/** Run only when named: the scale-out simulation takes minutes (a private redis-server, 20 workers). */
+export const OPT_IN = ["scale"];
 
 export async function main(argv) {
   const names = [];
@@ -26,14 +28,19 @@ export async function main(argv) {
       }
       opts[a === "--max-parallel" ? "maxParallel" : a.slice(2)] = v;
     } else if (a === "--help" || a === "-h") {
-      console.log(`usage: npm run bench [-- ${BENCHES.join("|")} ...] [--quick] [--json FILE]`);
+      console.log(
+        `usage: npm run bench [-- ${[...BENCHES, ...OPT_IN].join("|")} ...] [--quick] [--json FILE]`,
+      );
       console.log(
         "  large-repo: [--files N (default 50000; --quick 10000) | --huge (200000 files)] [--tasks N (8)] [--max-parallel P (4)]",
       );
+      console.log(
+        "  scale (only when named; node bench/scale.js --help for its own options): the bullmq backend with 20 workers",
+      );
       return;
-    } else if (BENCHES.includes(a)) names.push(a);
+    } else if (BENCHES.includes(a) || OPT_IN.includes(a)) names.push(a);
     else {
-      console.error(`unknown benchmark "${a}"; choose from ${BENCHES.join(", ")}`);
+      console.error(`unknown benchmark "${a}"; choose from ${[...BENCHES, ...OPT_IN].join(", ")}`);
       process.exitCode = 2;
       return;
     }
@@ -55,7 +62,7 @@ export async function main(argv) {
       const t0 = Date.now();
       console.error(`bench: ${name}…`);
       try {
-        const mod = await import(`./${name}.mjs`);
+        const mod = await import(OPT_IN.includes(name) ? `./${name}.js` : `./${name}.mjs`);
         const result = await mod.run(opts);
         console.error(`bench: ${name} done in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
         results.push(result);

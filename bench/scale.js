@@ -22,7 +22,16 @@
 // Everything it starts is stopped in a finally: workers (SIGTERM, then SIGKILL), their tmux
 // servers, redis-server, the temp folder.
 import { spawn, spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, openSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import net from "node:net";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
@@ -50,19 +59,26 @@ import {
 
 const log = (msg) => console.error(`bench: scale: ${msg}`);
 
+const DEFAULTS = {
+  workers: 20,
+  maxParallel: 1,
+  tasks: 200,
+  logTasks: 20,
+  logMib: 1,
+  refs: 10000,
+  stub: 0,
+  holdMs: 10000,
+  local: true,
+  json: null,
+};
+
+/** The options when bench/run.js runs this one (`npm run bench -- scale [--quick]`): the defaults, or a smaller run. */
+export function settings(opts = {}) {
+  return opts.quick ? { ...DEFAULTS, workers: 6, tasks: 40, logTasks: 6, refs: 2000 } : { ...DEFAULTS };
+}
+
 function parseArgs(argv) {
-  const o = {
-    workers: 20,
-    maxParallel: 1,
-    tasks: 200,
-    logTasks: 20,
-    logMib: 1,
-    refs: 10000,
-    stub: 0,
-    holdMs: 10000,
-    local: true,
-    json: null,
-  };
+  const o = { ...DEFAULTS };
   const ints = {
     "--workers": "workers",
     "--max-parallel": "maxParallel",
@@ -267,9 +283,14 @@ async function stopWorkers(workers) {
       w.child.kill("SIGKILL");
     }
   }
-  // A worker's tmux server is its own (`termorch-worker-<name>`, a name this run made up).
-  for (const w of workers)
-    spawnSync("tmux", ["-L", w.socket, "kill-server"], { stdio: "ignore", env: TMUX_ENV });
+  // A worker's tmux server is its own (`termorch-worker-<name>`, a name this run made up); an
+  // idle worker's server has already gone, but may have left its socket file.
+  for (const w of workers) killWorkerServer(w);
+}
+
+function killWorkerServer(w) {
+  spawnSync("tmux", ["-L", w.socket, "kill-server"], { stdio: "ignore", env: TMUX_ENV });
+  rmSync(join(process.env.TMUX_TMPDIR || "/tmp", `tmux-${process.getuid()}`, w.socket), { force: true });
 }
 
 /** Connections of every worker are open: each has announced itself and its BullMQ worker is blocking. */
@@ -551,14 +572,20 @@ const live = { workers: [], redis: null, stub: null };
 function killEverything() {
   for (const w of live.workers) {
     if (w.child.exitCode === null) w.child.kill("SIGKILL");
-    spawnSync("tmux", ["-L", w.socket, "kill-server"], { stdio: "ignore", env: TMUX_ENV });
+    killWorkerServer(w);
   }
   if (live.stub?.exitCode === null) live.stub.kill("SIGKILL");
   if (live.redis?.child.exitCode === null) live.redis.child.kill("SIGKILL");
   cleanupAll();
 }
 
-export async function run(o) {
+export async function run(options) {
+  // From bench/run.js: its options (quick, json), not this file's.
+  const o = "workers" in options ? options : settings(options);
+  const onSignal = () => killEverything();
+  // Before bench/run.js's own handler (it exits): the workers and redis-server go first.
+  process.prependListener("SIGINT", onSignal);
+  process.prependListener("SIGTERM", onSignal);
   const dir = tempDir("scale");
   const workers = [];
   live.workers = workers;
@@ -777,6 +804,8 @@ export async function run(o) {
     if (redis) await stopRedis(redis);
     if (process.env.SCALE_KEEP) log(`kept ${dir}`);
     else removeTemp(dir);
+    process.off("SIGINT", onSignal);
+    process.off("SIGTERM", onSignal);
   }
 }
 
@@ -795,6 +824,9 @@ async function stopRedis(redis) {
  * (max_parallel N), each held --hold-ms by its worker.
  */
 export async function stubRun(o) {
+  const onSignal = () => killEverything();
+  process.prependListener("SIGINT", onSignal);
+  process.prependListener("SIGTERM", onSignal);
   const dir = tempDir("scale-stub");
   const tag = Math.random().toString(36).slice(2, 8);
   let redis = null;
@@ -908,6 +940,8 @@ export async function stubRun(o) {
     if (redis) await stopRedis(redis);
     if (process.env.SCALE_KEEP) log(`kept ${dir}`);
     else removeTemp(dir);
+    process.off("SIGINT", onSignal);
+    process.off("SIGTERM", onSignal);
   }
 }
 
