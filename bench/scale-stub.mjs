@@ -55,6 +55,7 @@ for (let i = 0; i < n; i++) {
           attempt: 1,
           state: "running",
           waiting_since: null,
+          logs: null,
         });
         await sleep(holdMs);
         await run("git", [

@@ -936,6 +936,7 @@ export async function stubRun(o) {
         max: Math.max(...tl.latencies),
       },
       publish_span_s: (Math.max(...pub) - Math.min(...pub)) / 1000,
+      launched: launched.length,
       launch_span_s: (Math.max(...launched) - Math.min(...launched)) / 1000,
       end_span_s: (Math.max(...ended) - Math.min(...ended)) / 1000,
       // The coordinator's own stretches: before the first job, and after the last task's end.
@@ -988,6 +989,11 @@ function stubSummary(o, res) {
       },
     ),
     row(`${tag}, ${T} tasks: wall (vs the hold: the floor)`, run.wall_s, "s", { baseline: o.holdMs / 1000 }),
+    // The stub's progress must parse as the coordinator's TaskJobProgress, or no launch is recorded.
+    row(`${tag}, ${T} tasks: launches the coordinator recorded (task.launched)`, run.launched, "", {
+      target: { value: T, text: `${T}` },
+      lowerIsBetter: false,
+    }),
     row(`${tag}, ${T} tasks: run.accepted to the first task.published`, run.before_first_publish_s, "s"),
     row(`${tag}, ${T} tasks: first to last task.published`, run.publish_span_s, "s"),
     row(`${tag}, ${T} tasks: first to last task.launched`, run.launch_span_s, "s"),
