@@ -107,6 +107,8 @@ export const TaskJobResult = z.strictObject({
   /** The last attempt's logs among `files` (earlier attempts' logs are there too). */
   logs: z.strictObject({ stdout: z.string(), stderr: z.string() }).nullable(),
   files: z.array(ResultFile),
+  /** Where `files` wait instead (a Redis key), when they travel apart from the result; null: in `files`. */
+  files_key: z.string().nullable().default(null),
 });
 export type TaskJobResult = z.infer<typeof TaskJobResult>;
 
@@ -124,6 +126,7 @@ export function emptyResult(
     usage: null,
     logs: null,
     files: [],
+    files_key: null,
   };
 }
 

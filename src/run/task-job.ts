@@ -188,6 +188,7 @@ export async function runTaskJob(job: TaskJob, w: WorkerPlace, d: JobDelivery): 
     usage: t.usage,
     logs: t.logs,
     files,
+    files_key: null,
   };
 }
 

@@ -1,11 +1,20 @@
 import type { Job, Queue, QueueEvents } from "bullmq";
 import type { Redis } from "ioredis";
 import type { Logger } from "pino";
-import { emptyResult, LogChunk, type TaskJob, TaskJobProgress, TaskJobResult } from "../contract/task-job.js";
+import { z } from "zod";
+import {
+  emptyResult,
+  LogChunk,
+  ResultFile,
+  type TaskJob,
+  TaskJobProgress,
+  TaskJobResult,
+} from "../contract/task-job.js";
 import type { TaskHosts } from "../runner/task-hosts.js";
 import {
   announcedWorkers,
   cancelKey,
+  filesKey,
   jsonOrNull,
   QUEUE,
   redisConnection,
@@ -121,6 +130,7 @@ export class BullmqHosts implements TaskHosts {
 
   async forget(jobId: string): Promise<void> {
     await this.queue.remove(jobId);
+    await this.redis.del(filesKey(jobId));
   }
 
   async cancel(runId: string): Promise<void> {
@@ -176,6 +186,9 @@ export class BullmqHosts implements TaskHosts {
     const w = this.waiters.get(jobId);
     if (!w) return;
     const { Job } = await import("bullmq");
+    // The state first: a job that completes between the two reads is then seen as still running
+    // (its completion and its returnvalue are written together, by one script).
+    const state = await this.queue.getJobState(jobId);
     const job: Job | undefined = await Job.fromId(this.queue, jobId);
     if (!job) {
       // Redis lost it (restarted without its append-only file): the task runs again from its base.
@@ -185,15 +198,31 @@ export class BullmqHosts implements TaskHosts {
     }
     if (job.progress && typeof job.progress === "object") this.progress(jobId, job.progress);
     await this.pullLogs(jobId, w);
-    const state = await job.getState();
     if (state === "waiting" && !this.saidIdle && Date.now() - w.since > IDLE_WARNING_MS)
       await this.sayIfNoWorker();
     if (state === "completed") {
       const parsed = TaskJobResult.safeParse(job.returnvalue);
-      w.settle(parsed.success ? parsed.data : lostResult(job, "its worker's result does not parse"));
+      w.settle(
+        parsed.success
+          ? await this.withFiles(parsed.data)
+          : lostResult(job, "its worker's result does not parse"),
+      );
     } else if (state === "failed") {
       w.settle(lostResult(job, job.failedReason || "its job failed"));
     }
+  }
+
+  /**
+   * The result with its files, which its worker left under their own key: a job's return value is
+   * also copied into BullMQ's events stream, which keeps thousands of them, and the files (logs
+   * up to the cap) would stay there long after the job is gone.
+   */
+  private async withFiles(result: TaskJobResult): Promise<TaskJobResult> {
+    if (result.files_key === null) return result;
+    const raw = await this.redis.get(result.files_key);
+    const files = z.array(ResultFile).safeParse(raw === null ? null : jsonOrNull(raw));
+    if (files.success) return { ...result, files: files.data };
+    return { ...result, detail: `${result.detail ?? ""} (its logs and artifacts were lost in Redis)`.trim() };
   }
 
   /** Hands on the log pieces its worker streamed since the last look (BullMQ keeps them as job log rows). */

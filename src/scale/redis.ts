@@ -17,6 +17,9 @@ export const QUEUE = "termorch-tasks";
 export const workerKey = (name: string): string => `termorch:worker:${name}`;
 const WORKER_KEYS = "termorch:worker:*";
 
+/** `termorch:files:<job>`: a finished job's logs and artifacts (ResultFile[] JSON), until its coordinator took them. */
+export const filesKey = (jobId: string): string => `termorch:files:${jobId}`;
+
 /** `termorch:cancel:<run>`: the run was cancelled; its workers end its tasks. */
 export const cancelKey = (runId: string): string => `termorch:cancel:${runId}`;
 

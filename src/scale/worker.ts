@@ -14,7 +14,7 @@ import { git } from "../git/repo.js";
 import { runTaskJob, type WorkerPlace } from "../run/task-job.js";
 import { TmuxRunner } from "../tmux/runner.js";
 import { TmuxServer } from "../tmux/server.js";
-import { cancelKey, jsonOrNull, QUEUE, redisConnection, requireRedis, workerKey } from "./redis.js";
+import { cancelKey, filesKey, jsonOrNull, QUEUE, redisConnection, requireRedis, workerKey } from "./redis.js";
 
 /** A worker's name: it names its tmux socket, its Redis key and its lock. */
 export const WORKER_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,47}$/;
@@ -218,7 +218,10 @@ export class TaskWorker {
       // another worker to run the task from its base.
       if (a.leaving) return await this.requeue(job, token);
       this.o.log.info({ job: job.id, state: result.state, reason: result.reason }, "task done");
-      return result;
+      // The files go under a key of their own (see BullmqHosts.withFiles), kept a day at most.
+      const key = filesKey(job.id!);
+      await this.redis!.set(key, JSON.stringify(result.files), "EX", 24 * 3600);
+      return { ...result, files: [], files_key: key };
     } finally {
       this.active.delete(job.id!);
     }
