@@ -41,6 +41,8 @@ interface Waiter {
   /** Job log rows (streamed log pieces) already handed on, and whether a look at them is under way. */
   logRows: number;
   pulling: boolean;
+  /** Looks at the job so far (the whole job is read every tenth). */
+  looks: number;
   settle: (r: TaskJobResult) => void;
   lastProgress: string;
 }
@@ -113,6 +115,7 @@ export class BullmqHosts implements TaskHosts {
         onLog: o.onLog,
         logRows: 0,
         pulling: false,
+        looks: 0,
         settle: done,
         lastProgress: "",
       });
@@ -185,10 +188,18 @@ export class BullmqHosts implements TaskHosts {
   private async check(jobId: string): Promise<void> {
     const w = this.waiters.get(jobId);
     if (!w) return;
-    const { Job } = await import("bullmq");
     // The state first: a job that completes between the two reads is then seen as still running
-    // (its completion and its returnvalue are written together, by one script).
+    // (its completion and its return value are written together, by one script). A job read
+    // before its state came back completed with no return value, and lost tasks that had succeeded.
     const state = await this.queue.getJobState(jobId);
+    await this.pullLogs(jobId, w);
+    if (state === "waiting" && !this.saidIdle && Date.now() - w.since > IDLE_WARNING_MS)
+      await this.sayIfNoWorker();
+    // The whole job (its data holds the prompt) is read only when it ended or is gone, and every
+    // tenth look for the progress the queue's events may have missed during a reconnect.
+    const ended = state === "completed" || state === "failed" || state === "unknown";
+    if (!ended && ++w.looks % 10 !== 0) return;
+    const { Job } = await import("bullmq");
     const job: Job | undefined = await Job.fromId(this.queue, jobId);
     if (!job) {
       // Redis lost it (restarted without its append-only file): the task runs again from its base.
@@ -197,9 +208,6 @@ export class BullmqHosts implements TaskHosts {
       return;
     }
     if (job.progress && typeof job.progress === "object") this.progress(jobId, job.progress);
-    await this.pullLogs(jobId, w);
-    if (state === "waiting" && !this.saidIdle && Date.now() - w.since > IDLE_WARNING_MS)
-      await this.sayIfNoWorker();
     if (state === "completed") {
       const parsed = TaskJobResult.safeParse(job.returnvalue);
       w.settle(
