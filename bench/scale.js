@@ -16,7 +16,7 @@
 //   3. local (the baseline): the same assignments in a fresh workspace, backend local, same
 //      max_parallel, same machine, right after.
 //   4. logs: L independent tasks each printing M MiB through the bullmq backend: Redis memory kept
-//      per result (completed jobs stay 7 days), bytes in and out per task, the logs intact.
+//      per result (a result is dropped once recorded; its events stay), bytes in and out per task, the logs intact.
 // Task start latency is read from each run's events.jsonl: bullmq task.published -> task.launched
 // (the job queued -> a worker's attempt running); local task.worktree -> task.launched.
 // Everything it starts is stopped in a finally: workers (SIGTERM, then SIGKILL), their tmux
