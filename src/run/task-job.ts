@@ -168,9 +168,8 @@ export async function runTaskJob(job: TaskJob, w: WorkerPlace, d: JobDelivery): 
   }
   const files = await resultFiles(jobDir, taskId, t, job.result_max_bytes);
   await w.runner.close([session]);
-  // Pooled on success; else removed with the branch (the remote has it, when it was pushed).
-  if (ctx.plans.get(taskId)?.worktree && existsSync(join(worktreesDir, taskId)))
-    await removeWorktree(repo, join(worktreesDir, taskId)).catch(() => {});
+  // The worktree went to the warm pool on success; else it goes now, with the branch (the remote
+  // has it, when it was pushed).
   await dropTaskLeftovers(repo, join(worktreesDir, taskId), t.branch ?? taskBranch(runId, taskId));
   await git(repo, ["update-ref", "-d", job.base_ref], { allowExit: [0, 1, 128] });
   rmSync(jobDir, { recursive: true, force: true });

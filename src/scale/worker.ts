@@ -137,8 +137,8 @@ export class TaskWorker {
 
   /**
    * Stops taking jobs. `force` false: waits for the running tasks to end and report. `force`
-   * true: leaves them (their agents go on, their jobs are taken over by another worker; this
-   * worker's next start ends what is left here).
+   * true: ends their agents as a cancel would, and puts their jobs back in the queue, for another
+   * worker to run those tasks from their bases.
    */
   async stop(force: boolean): Promise<void> {
     for (const t of this.timers) clearInterval(t);
