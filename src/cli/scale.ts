@@ -123,7 +123,10 @@ async function workerCommand(o: WorkerFlags, io: Io): Promise<number> {
   const onSignal = (signal: NodeJS.Signals): void => {
     signals++;
     log.info({ signal }, "signal received");
-    if (signals > 1) return forceAsked();
+    if (signals > 1) {
+      forceAsked();
+      return;
+    }
     if (worker.running > 0)
       io.stderr.write(
         `termorch worker: ${signal}: finishing ${worker.running} running task(s); send it again to end them and leave their tasks to other workers\n`,
