@@ -1,3 +1,4 @@
+import { setTimeout as delay } from "node:timers/promises";
 import type { Job, Queue, QueueEvents } from "bullmq";
 import type { Redis } from "ioredis";
 import type { Logger } from "pino";
@@ -155,8 +156,13 @@ export class BullmqHosts implements TaskHosts {
 
   async close(): Promise<void> {
     this.stopReconciling();
-    await Promise.allSettled([this.events.close(), this.queue.close()]);
+    // Bounded: a Redis that is gone must not keep the command from ending.
+    await Promise.race([
+      Promise.allSettled([this.events.close(), this.queue.close()]),
+      delay(2000, undefined, { ref: false }),
+    ]);
     for (const c of [this.redis, ...this.connections]) c.disconnect();
+    await Promise.allSettled([this.events.disconnect(), this.queue.disconnect()]);
   }
 
   /** The job of that id exists: added now, or found (a resumed run; a Redis that lost it gets it again). */

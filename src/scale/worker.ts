@@ -2,6 +2,7 @@ import { mkdirSync, rmSync } from "node:fs";
 import { readdir } from "node:fs/promises";
 import { hostname } from "node:os";
 import { join, resolve } from "node:path";
+import { setTimeout as delay } from "node:timers/promises";
 import type { Job, Worker } from "bullmq";
 import type { Redis } from "ioredis";
 import type { Logger } from "pino";
@@ -39,6 +40,8 @@ export interface WorkerOptions {
 }
 
 const HEARTBEAT_MS = 5000;
+/** How long a forced stop waits for the running tasks to end and go back to the queue. */
+const FORCED_STOP_MS = 15_000;
 const CANCEL_POLL_MS = 1000;
 
 interface Active {
@@ -62,6 +65,7 @@ export class TaskWorker {
   private timers: NodeJS.Timeout[] = [];
   private worker: Worker | null = null;
   private closing: Promise<void> | null = null;
+  private readonly idleWaiters: (() => void)[] = [];
   private redis: Redis | null = null;
   /** Puts a job back in the queue (BullMQ's way: move it, then throw its WaitingError). */
   private requeue: (job: Job, token: string | undefined) => Promise<never> = async () => {
@@ -112,6 +116,7 @@ export class TaskWorker {
         throw new WaitingError();
       };
       this.workerConnection = await redisConnection(this.o.redis);
+      this.workerConnection.on("error", () => {});
       this.worker = new Worker(QUEUE, (job, token) => this.process(job, token), {
         connection: this.workerConnection,
         concurrency: this.o.maxParallel,
@@ -136,30 +141,45 @@ export class TaskWorker {
   }
 
   /**
-   * Stops taking jobs. `force` false: waits for the running tasks to end and report. `force`
-   * true: ends their agents as a cancel would, and puts their jobs back in the queue, for another
-   * worker to run those tasks from their bases.
+   * Stops taking jobs. `force` false: the running tasks end and report as usual first. `force`
+   * true: ends their agents as a cancel would and puts their jobs back in the queue, for another
+   * worker to run those tasks from their bases. Either way the last steps are bounded: a worker
+   * must stop even when Redis is what has gone.
    */
   async stop(force: boolean): Promise<void> {
     for (const t of this.timers) clearInterval(t);
     this.timers = [];
-    if (force)
+    if (!force) {
+      await this.worker?.pause(true).catch(() => {});
+      await this.idle();
+    } else {
       for (const a of this.active.values()) {
         a.leaving = true;
         a.cancel.abort();
       }
-    // A forced stop that comes during a graceful one makes the running tasks end, which ends it.
-    this.closing ??= this.close(force);
+      await Promise.race([this.idle(), delay(FORCED_STOP_MS, undefined, { ref: false })]);
+    }
+    this.closing ??= this.close();
     await this.closing;
   }
 
-  private async close(force: boolean): Promise<void> {
-    await this.worker?.close(force);
-    await this.redis?.del(workerKey(this.name)).catch(() => {});
+  /** Once no task runs: BullMQ's worker closed (forced: its jobs are done with), the announcement withdrawn. */
+  private async close(): Promise<void> {
+    await Promise.race([this.worker?.close(true), delay(2000, undefined, { ref: false })]).catch(() => {});
+    await Promise.race([
+      this.redis?.del(workerKey(this.name)).catch(() => {}),
+      delay(2000, undefined, { ref: false }),
+    ]);
     this.redis?.disconnect();
     this.workerConnection?.disconnect();
     await this.runner.closeIfIdle().catch(() => {});
     await this.lock?.release();
+  }
+
+  /** Resolves once no task runs here. */
+  private idle(): Promise<void> {
+    if (this.active.size === 0) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
   }
 
   get running(): number {
@@ -224,6 +244,7 @@ export class TaskWorker {
       return { ...result, files: [], files_key: key };
     } finally {
       this.active.delete(job.id!);
+      if (this.active.size === 0) for (const resolve of this.idleWaiters.splice(0)) resolve();
     }
   }
 

@@ -183,9 +183,7 @@ export class WorkerProcess {
 
   async dispose(): Promise<void> {
     await this.kill();
-    try {
-      execFileSync("tmux", ["-L", this.socket, "kill-server"], { stdio: "ignore" });
-    } catch {}
+    killServer(this.socket);
   }
 }
 

@@ -10,7 +10,7 @@ import {
   workspaceSnapshot,
   writeAssignments,
 } from "../integration/harness.js";
-import { bashTask, freePort, lines, scaleTestFile, WorkerProcess } from "./cluster.js";
+import { bashTask, freePort, lines, RedisServer, scaleTestFile, WorkerProcess } from "./cluster.js";
 
 /**
  * The bullmq backend with real parts: a private redis-server, two `termorch worker` processes
@@ -190,7 +190,7 @@ describe("termorch run --backend bullmq", () => {
 describe("termorch worker", () => {
   it("stops on SIGTERM when idle and withdraws its announcement; a second worker of the same name is refused", async () => {
     const w = await worker("idle");
-    const twin = new WorkerProcess(w.name, redis().url);
+    const twin = track(new WorkerProcess(w.name, redis().url));
     await expect(twin.start()).rejects.toThrow(/worker name .* is in use by pid/);
     expect(twin.proc?.exitCode).toBe(4);
     await twin.dispose();
@@ -227,5 +227,17 @@ describe("termorch worker", () => {
     expect(readReport(c.dir).tasks[0]?.hosts?.map((h) => h.worker)).toEqual([first.name, second.name]);
     await second.dispose();
     await first.dispose();
+  });
+
+  it("stops on SIGTERM even when its Redis is gone", async () => {
+    const own = await RedisServer.start();
+    const w = track(new WorkerProcess(`gone-${process.pid}`, own.url));
+    await w.start();
+    await own.dispose();
+    const code = await Promise.race([
+      w.stop(),
+      new Promise((r) => setTimeout(() => r("still running"), 30_000)),
+    ]);
+    expect(code).toBe(0);
   });
 });
