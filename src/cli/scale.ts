@@ -166,7 +166,6 @@ export async function listWorkers(url: string): Promise<WorkerInfo[]> {
   const { requireRedis, redisConnection, announcedWorkers } = await import("../scale/redis.js");
   await requireRedis(url, "--redis");
   const redis = await redisConnection(url);
-  redis.on("error", () => {});
   try {
     return await announcedWorkers(redis);
   } finally {

@@ -72,8 +72,9 @@ export class BullmqHosts implements TaskHosts {
   ) {
     this.name = `bullmq ${shownRedis(url)}`;
     events.on("progress", ({ jobId, data }) => this.progress(jobId, data));
-    events.on("completed", ({ jobId }) => void this.check(jobId));
-    events.on("failed", ({ jobId }) => void this.check(jobId));
+    // A look that fails (Redis away for a moment) is taken again by the reconcile pass.
+    events.on("completed", ({ jobId }) => void this.check(jobId).catch(() => {}));
+    events.on("failed", ({ jobId }) => void this.check(jobId).catch(() => {}));
   }
 
   /** Connects to the queue on `url`; an unreachable Redis is an environment error (exit 2). */

@@ -40,11 +40,15 @@ export function shownRedis(url: string): string {
  */
 export async function redisConnection(url: string): Promise<Redis> {
   const { Redis } = await import("ioredis");
-  return new Redis(url, {
+  const client = new Redis(url, {
     maxRetriesPerRequest: null,
     enableReadyCheck: true,
     retryStrategy: (times) => Math.min(times * 200, 2000),
   });
+  // Its errors are retried; the BullMQ object it serves reports them (without a listener,
+  // ioredis prints each one to stderr).
+  client.on("error", () => {});
+  return client;
 }
 
 /**

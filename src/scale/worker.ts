@@ -105,7 +105,6 @@ export class TaskWorker {
         run_dir: this.workdir,
       });
       this.redis = await redisConnection(this.o.redis);
-      this.redis.on("error", () => {});
       await this.refuseTakenName();
       this.socketPath = await this.runner.socketPath();
       const stale = await this.endStale();
@@ -116,7 +115,6 @@ export class TaskWorker {
         throw new WaitingError();
       };
       this.workerConnection = await redisConnection(this.o.redis);
-      this.workerConnection.on("error", () => {});
       this.worker = new Worker(QUEUE, (job, token) => this.process(job, token), {
         connection: this.workerConnection,
         concurrency: this.o.maxParallel,
