@@ -25,8 +25,8 @@ export function backendKindOf(
 
 /**
  * The remote backend of a run whose tasks go to workers, connected (an unreachable Redis is an
- * environment error: exit 2, before anything starts); null for a local run. `git`: the
- * workspace is a repository (code moves through git, so it must be one).
+ * environment error: exit 2, before anything starts); null for a local run. A missing Redis URL
+ * or git remote is an error of the input.
  */
 export async function connectBackend(
   input: Pick<RunInput, "config" | "configFile" | "file">,
