@@ -840,12 +840,13 @@ describe("docker/healthcheck.sh for a worker", () => {
 // ---------------------------------------------------------------------------------------------
 // These run `termorch worker` (issue 14's scale-out): a private redis-server on a loopback port.
 describe("docker/entrypoint.sh worker (needs termorch worker)", () => {
-  let redis: ChildProcess | undefined;
+  /** Every redis-server a test of this block started (each test starts its own). */
+  const redisServers: ChildProcess[] = [];
   /** tmux servers of the workers: a worker names its socket termorch-worker-<name>. */
   const workerSockets: string[] = [];
   const cleanups: Array<() => void> = [];
   afterAll(() => {
-    redis?.kill("SIGKILL");
+    for (const r of redisServers) r.kill("SIGKILL");
     for (const s of workerSockets) killServer(s);
     for (const c of cleanups) c();
   });
@@ -862,10 +863,12 @@ describe("docker/entrypoint.sh worker (needs termorch worker)", () => {
   async function startRedis(): Promise<string> {
     const dir = scratch("redis");
     const port = await freePort();
-    redis = spawn(
-      "redis-server",
-      ["--port", String(port), "--bind", "127.0.0.1", "--dir", dir, "--save", "", "--appendonly", "no"],
-      { stdio: "ignore" },
+    redisServers.push(
+      spawn(
+        "redis-server",
+        ["--port", String(port), "--bind", "127.0.0.1", "--dir", dir, "--save", "", "--appendonly", "no"],
+        { stdio: "ignore" },
+      ),
     );
     await waitFor(
       () => {

@@ -175,10 +175,12 @@ export class WorkerProcess {
   /** A graceful stop (SIGTERM): answers its exit code. */
   async stop(): Promise<number | null> {
     const proc = this.proc;
-    this.proc = null;
     if (!proc) return null;
     proc.kill("SIGTERM");
-    return exited(proc);
+    // Still this.proc until it has gone: dispose() kills one that does not stop.
+    const code = await exited(proc);
+    this.proc = null;
+    return code;
   }
 
   async dispose(): Promise<void> {
