@@ -18,6 +18,9 @@ import { markWaiting, transition } from "./transition.js";
 
 const DETACHED: TaskEnd = { kind: "detached" };
 
+/** Beyond the agents' kill grace, how long a cancelled task's worker has to answer before the run goes on without it. */
+const CANCEL_ANSWER_MS = 30_000;
+
 /** Default cap of what one task's result carries back through Redis (logs and artifacts). */
 export const RESULT_MAX_BYTES = 16 * 1024 * 1024;
 
@@ -135,26 +138,43 @@ export async function executeRemoteTask(
   const onProgress = (pr: TaskJobProgress): void => later(() => recordProgress(ctx, t, p, pr, seen, copies));
   const onLog = (chunk: LogChunk): void => later(() => copies.append(chunk));
   // A detach (the daemon stopping) leaves the job to the workers; a cancel or --fail-fast ends it there.
-  const detach = new AbortController();
+  // A detach (the daemon stopping) leaves the job to the workers; a cancel or --fail-fast ends it
+  // there, and is not waited for past a bound: its worker, or Redis, may never answer.
+  const stopWaiting = new AbortController();
+  let gaveUp: NodeJS.Timeout | null = null;
   const follow = (): void => {
-    if (ctx.stop.detaching) detach.abort();
-    else if (ctx.stop.ending)
+    if (ctx.stop.detaching) stopWaiting.abort();
+    else if (ctx.stop.ending && gaveUp === null) {
       backend.hosts
         .cancel(ctx.runId)
         .catch((error: unknown) =>
           ctx.log.warn({ err: errorText(error) }, "could not tell the workers to cancel"),
         );
+      gaveUp = setTimeout(() => stopWaiting.abort(), ctx.killGraceMs + CANCEL_ANSWER_MS);
+    }
   };
   const unsubscribe = ctx.stop.onChange(follow);
   follow();
   let result: TaskJobResult | "detached";
   try {
-    result = await backend.hosts.run(jobIdOf(ctx, taskId), job, { onProgress, onLog, detach: detach.signal });
+    result = await backend.hosts.run(jobIdOf(ctx, taskId), job, {
+      onProgress,
+      onLog,
+      detach: stopWaiting.signal,
+    });
   } finally {
     unsubscribe();
+    if (gaveUp) clearTimeout(gaveUp);
   }
   await progressed;
-  if (result === "detached") return DETACHED;
+  if (result === "detached" && ctx.stop.detaching) return DETACHED;
+  if (result === "detached")
+    return fail(
+      ctx,
+      t,
+      "cancelled",
+      `the run was cancelled, and its worker did not answer within ${Math.round((ctx.killGraceMs + CANCEL_ANSWER_MS) / 1000)} s (is Redis reachable?); its agent may still run there`,
+    );
   await killPoint(ctx.fault, "kill-after-exit", taskId);
   const end = await applyResult(ctx, backend, t, p, result, copies);
   // Its end is in the task journal now: a resume does not need the job, and its result (logs up

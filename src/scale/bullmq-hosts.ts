@@ -158,12 +158,13 @@ export class BullmqHosts implements TaskHosts {
   async close(): Promise<void> {
     this.stopReconciling();
     // Bounded: a Redis that is gone must not keep the command from ending.
-    await Promise.race([
-      Promise.allSettled([this.events.close(), this.queue.close()]),
-      delay(2000, undefined, { ref: false }),
-    ]);
+    await Promise.race([Promise.allSettled([this.events.close(), this.queue.close()]), delay(2000)]);
     for (const c of [this.redis, ...this.connections]) c.disconnect();
-    await Promise.allSettled([this.events.disconnect(), this.queue.disconnect()]);
+    // BullMQ's own duplicates of those connections go too (waiting for an end that may not come).
+    await Promise.race([
+      Promise.allSettled([this.events.disconnect(), this.queue.disconnect()]),
+      delay(2000),
+    ]);
   }
 
   /** The job of that id exists: added now, or found (a resumed run; a Redis that lost it gets it again). */

@@ -155,7 +155,7 @@ export class TaskWorker {
         a.leaving = true;
         a.cancel.abort();
       }
-      await Promise.race([this.idle(), delay(FORCED_STOP_MS, undefined, { ref: false })]);
+      await Promise.race([this.idle(), delay(FORCED_STOP_MS)]);
     }
     this.closing ??= this.close();
     await this.closing;
@@ -163,11 +163,8 @@ export class TaskWorker {
 
   /** Once no task runs: BullMQ's worker closed (forced: its jobs are done with), the announcement withdrawn. */
   private async close(): Promise<void> {
-    await Promise.race([this.worker?.close(true), delay(2000, undefined, { ref: false })]).catch(() => {});
-    await Promise.race([
-      this.redis?.del(workerKey(this.name)).catch(() => {}),
-      delay(2000, undefined, { ref: false }),
-    ]);
+    await Promise.race([this.worker?.close(true), delay(2000)]).catch(() => {});
+    await Promise.race([this.redis?.del(workerKey(this.name)).catch(() => {}), delay(2000)]);
     this.redis?.disconnect();
     this.workerConnection?.disconnect();
     await this.runner.closeIfIdle().catch(() => {});

@@ -14,11 +14,11 @@ import {
   waitFor,
   writeAssignments,
 } from "../integration/harness.js";
-import { bashTask, lines, scaleTestFile, until } from "./cluster.js";
+import { bashTask, lines, RedisServer, scaleTestFile, until, WorkerProcess } from "./cluster.js";
 
 /** The coordinator's side of the bullmq backend: status, cancel, a resume after its death, the daemon. */
 
-const { socket, redis, worker, cluster } = scaleTestFile("coord");
+const { socket, redis, worker, cluster, track } = scaleTestFile("coord");
 
 /** An agent that says it started, then waits for `release` in MARKS before it writes its file. */
 const waiting = (id: string): string =>
@@ -121,6 +121,37 @@ describe("a coordinator of a bullmq run", () => {
     expect(w.output).not.toContain("took a task");
     await w.dispose();
   });
+
+  it("still reports when cancelled while its Redis is gone (the task fails as cancelled, saying why)", async () => {
+    const own = await RedisServer.start();
+    const c = cluster();
+    writeFileSync(
+      c.config,
+      JSON.stringify({
+        backend: "bullmq",
+        redis: own.url,
+        git: { remote: c.remote },
+        defaults: { kill_grace_s: 1 },
+      }),
+    );
+    const w = track(new WorkerProcess(`cut-${process.pid}`, own.url));
+    await w.start();
+    const file = writeAssignments(c.dir, [bashTask("G", waiting("G"), [], c.marks)] as never);
+    const coordinator = execa(process.execPath, [BIN, "run", file, "--config", c.config], {
+      reject: false,
+      env: cliEnv(socket),
+      cwd: c.dir,
+    });
+    await waitFor(() => lines(join(c.marks, "G.log")).length === 1, 30_000, "G's start");
+    await own.dispose();
+    coordinator.kill("SIGINT");
+    const r = await coordinator;
+    expect(r.exitCode).toBe(130);
+    const g = readReport(c.dir).tasks[0]!;
+    expect(g.reason).toBe("cancelled");
+    expect(g.detail).toContain("did not answer");
+    await w.dispose();
+  }, 120_000);
 
   it("picks up its job again after it was killed: the task runs once", async () => {
     const w = await worker("resume");
