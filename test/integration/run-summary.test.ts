@@ -118,9 +118,9 @@ describe("kept for inspection", () => {
   });
 
   it("does not name the session of a lost task", async () => {
-    const { dir } = workspace();
+    const { dir, stamps } = workspace();
     const file = writeAssignments(dir, [
-      { id: "gone", env: { WAIT_FILE: join(dir, "never") } },
+      { id: "gone", env: { STAMPS: stamps, WAIT_FILE: join(dir, "never") } },
       { id: "broken", env: { EXIT: "3", WAIT_FILE: join(dir, "go") } },
     ]);
     const run = execa(process.execPath, [BIN, "run", file, "--max-parallel", "2"], {
@@ -130,6 +130,8 @@ describe("kept for inspection", () => {
     });
     await waitFor(() => existsSync(join(dir, "status", "gone.running")), 30_000, "gone running");
     await waitFor(() => existsSync(join(dir, "status", "broken.running")), 30_000, "broken running");
+    // Once its agent runs (a session closed while the supervisor still sets up is a launch error).
+    await waitFor(() => existsSync(join(stamps, "gone.start")), 30_000, "gone's agent started");
     // An operator closes the session: the task is lost.
     execFileSync(
       "tmux",
