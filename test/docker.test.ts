@@ -17,7 +17,6 @@ import {
   symlinkSync,
   writeFileSync,
 } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { Ajv2019 } from "ajv/dist/2019.js";
@@ -39,6 +38,7 @@ import {
   uniqueSocket,
   waitFor,
 } from "./integration/harness.js";
+import { RedisServer } from "./scale/cluster.js";
 
 const DOCKER = join(ROOT, "docker");
 const ENTRYPOINT = join(DOCKER, "entrypoint.sh");
@@ -841,52 +841,20 @@ describe("docker/healthcheck.sh for a worker", () => {
 // These run `termorch worker` (issue 14's scale-out): a private redis-server on a loopback port.
 describe("docker/entrypoint.sh worker (needs termorch worker)", () => {
   /** Every redis-server a test of this block started (each test starts its own). */
-  const redisServers: ChildProcess[] = [];
+  const redisServers: RedisServer[] = [];
   /** tmux servers of the workers: a worker names its socket termorch-worker-<name>. */
   const workerSockets: string[] = [];
   const cleanups: Array<() => void> = [];
-  afterAll(() => {
-    for (const r of redisServers) r.kill("SIGKILL");
+  afterAll(async () => {
+    for (const r of redisServers) await r.dispose();
     for (const s of workerSockets) killServer(s);
     for (const c of cleanups) c();
   });
-  async function freePort(): Promise<number> {
-    return new Promise((res, rej) => {
-      const server = createServer();
-      server.on("error", rej);
-      server.listen(0, "127.0.0.1", () => {
-        const address = server.address();
-        server.close(() => res(typeof address === "object" && address ? address.port : 0));
-      });
-    });
-  }
+  /** A private redis-server (test/scale/cluster.ts), stopped after this block. */
   async function startRedis(): Promise<string> {
-    const dir = scratch("redis");
-    const port = await freePort();
-    redisServers.push(
-      spawn(
-        "redis-server",
-        ["--port", String(port), "--bind", "127.0.0.1", "--dir", dir, "--save", "", "--appendonly", "no"],
-        { stdio: "ignore" },
-      ),
-    );
-    await waitFor(
-      () => {
-        try {
-          return (
-            execFileSync("redis-cli", ["-p", String(port), "ping"], {
-              encoding: "utf8",
-              stdio: "pipe",
-            }).trim() === "PONG"
-          );
-        } catch {
-          return false;
-        }
-      },
-      20_000,
-      "redis-server to answer",
-    );
-    return `redis://127.0.0.1:${port}`;
+    const server = await RedisServer.start();
+    redisServers.push(server);
+    return server.url;
   }
 
   it("passes --help to termorch worker without preparing anything", async () => {

@@ -92,11 +92,7 @@ describe("a coordinator of a bullmq run", () => {
   it("says when no worker is there to take its tasks, and a cancel withdraws the jobs nobody took", async () => {
     const c = cluster();
     const file = writeAssignments(c.dir, [bashTask("N", "echo N > n.txt")] as never);
-    const coordinator = execa(process.execPath, [BIN, "run", file, "--config", c.config], {
-      reject: false,
-      env: cliEnv(socket),
-      cwd: c.dir,
-    });
+    const coordinator = coordinate(file, c);
     let said = "";
     coordinator.stderr?.on("data", (chunk: Buffer) => {
       said += chunk.toString();
@@ -137,11 +133,7 @@ describe("a coordinator of a bullmq run", () => {
     const w = track(new WorkerProcess(`cut-${process.pid}`, own.url));
     await w.start();
     const file = writeAssignments(c.dir, [bashTask("G", waiting("G"), [], c.marks)] as never);
-    const coordinator = execa(process.execPath, [BIN, "run", file, "--config", c.config], {
-      reject: false,
-      env: cliEnv(socket),
-      cwd: c.dir,
-    });
+    const coordinator = coordinate(file, c);
     await waitFor(() => lines(join(c.marks, "G.log")).length === 1, 30_000, "G's start");
     await own.dispose();
     coordinator.kill("SIGINT");
@@ -160,11 +152,7 @@ describe("a coordinator of a bullmq run", () => {
       bashTask("R", waiting("R"), [], c.marks),
       bashTask("T", "echo T > t.txt", ["R"]),
     ] as never);
-    const coordinator = execa(process.execPath, [BIN, "run", file, "--config", c.config], {
-      reject: false,
-      env: cliEnv(socket),
-      cwd: c.dir,
-    });
+    const coordinator = coordinate(file, c);
     await waitFor(() => lines(join(c.marks, "R.log")).length === 1, 30_000, "R's start");
     coordinator.kill("SIGKILL");
     await coordinator;
@@ -226,6 +214,15 @@ describe("a coordinator of a bullmq run", () => {
     await w.dispose();
   });
 });
+
+/** `termorch run` as a child process the test can signal (the harness's termorch() only awaits it). */
+function coordinate(file: string, c: { dir: string; config: string }) {
+  return execa(process.execPath, [BIN, "run", file, "--config", c.config], {
+    reject: false,
+    env: cliEnv(socket),
+    cwd: c.dir,
+  });
+}
 
 /** The report, once the run wrote it. */
 async function readReportWhenWritten(dir: string): Promise<Report> {
