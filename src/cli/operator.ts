@@ -13,7 +13,8 @@ import { type CleanReport, cleanRun } from "../ops/clean.js";
 import { requestFinish, sendToTask } from "../ops/interactive.js";
 import { driverAlive } from "../ops/liveness.js";
 import { copyFrom, followLog, type LogStream, logPathOf, streamSink } from "../ops/logs.js";
-import { homeRuns, type OpsRun, registryRuns, resolveRun } from "../ops/runs.js";
+import { runScope, scopeRuns } from "../ops/run-feed.js";
+import { registryRuns, resolveRun } from "../ops/runs.js";
 import { serverFor, sessionsBySocket } from "../ops/sessions.js";
 import { remoteAttachHint, statusView } from "../ops/status.js";
 import { findTask } from "../ops/task-target.js";
@@ -94,12 +95,7 @@ export function registerOperatorCommands(program: Command, io: Io, setCode: (cod
           [{ message: "pass either a run or --home, not both" }],
           "termorch status [--home DIR | <run-dir>]",
         );
-      const runs: OpsRun[] =
-        ref !== undefined
-          ? [await resolveRun(ref, io.env, io.cwd)]
-          : o.home !== undefined
-            ? await homeRuns(resolvePath(io.cwd, o.home), io.env)
-            : await registryRuns(io.env);
+      const runs = await scopeRuns(runScope(ref, o.home, io.cwd), io.env, io.cwd);
       const sockets = runs.flatMap((r) => (r.state ? [r.state.socket] : []));
       const sessions = await sessionsBySocket(sockets, io.env);
       const view = await statusView(runs, (s) => sessions.get(s) ?? new Map(), Date.now());
@@ -487,8 +483,4 @@ function formatClean(r: CleanReport): string {
   else if (r.kept.length > 0)
     lines.push(`  still registered: termorch clean ${r.runId} --force removes what was kept`);
   return `${lines.join("\n")}\n`;
-}
-
-function resolvePath(cwd: string, p: string): string {
-  return p.startsWith("/") ? p : `${cwd}/${p}`;
 }

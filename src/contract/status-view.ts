@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { Usage } from "./agent-result.js";
 import { Reason, TaskState } from "./reason.js";
 
 /**
@@ -54,6 +55,10 @@ export const TaskView = z.strictObject({
     .strictObject({ worker: z.string(), host: z.string(), attach: z.string() })
     .nullable()
     .default(null),
+  /** Its wave (1-based) in the run's plan; null when the plan does not name it. */
+  wave: z.number().int().min(1).nullable().default(null),
+  /** Tokens and cost its agent's CLI reported so far (all attempts); null when none. */
+  usage: Usage.nullable().default(null),
 });
 export type TaskView = z.infer<typeof TaskView>;
 

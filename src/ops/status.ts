@@ -89,7 +89,14 @@ async function taskView(
         : null,
     waiting_since: s === "running" ? iso(t.waitingSince) : null,
     remote: remoteView(t),
+    wave: waveOf(state, t.id),
+    usage: t.usage,
   };
+}
+
+function waveOf(state: RunState, id: string): number | null {
+  const i = state.waves.findIndex((w) => w.includes(id));
+  return i < 0 ? null : i + 1;
 }
 
 /** Where a task of a scale-out run runs (its last attempt's worker), and the line that watches it there. */

@@ -1,0 +1,198 @@
+import { mkdir } from "node:fs/promises";
+import { basename, dirname, join, resolve } from "node:path";
+import chokidar, { type FSWatcher } from "chokidar";
+import type { StatusView } from "../contract/status-view.js";
+import { ensureUserDir, registryDir, registryInUserDir } from "../fs/names.js";
+import { homeRuns, type OpsRun, registryRuns, resolveRun } from "./runs.js";
+import { sessionsBySocket } from "./sessions.js";
+import { statusView } from "./status.js";
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+/** Which runs a view shows: every registered run, a daemon home's runs, or one run. */
+export type RunScope = { kind: "registry" } | { kind: "home"; home: string } | { kind: "run"; ref: string };
+
+/** The scope of what the operator typed: a run, `--home DIR` (not both), or neither. */
+export function runScope(ref: string | undefined, home: string | undefined, cwd: string): RunScope {
+  if (ref !== undefined) return { kind: "run", ref };
+  if (home !== undefined) return { kind: "home", home: resolve(cwd, home) };
+  return { kind: "registry" };
+}
+
+/** The runs of a scope, as `termorch status` lists them (oldest first). */
+export async function scopeRuns(scope: RunScope, env: Env, cwd: string): Promise<OpsRun[]> {
+  if (scope.kind === "run") return [await resolveRun(scope.ref, env, cwd)];
+  if (scope.kind === "home") return homeRuns(scope.home, env);
+  return registryRuns(env);
+}
+
+/** What changes in a run directory that a view shows; everything else there (artifacts, a workspace) is not watched. */
+const RUN_FILES = new Set(["state.json", "events.jsonl", "execution_report.json", "status", "logs"]);
+
+export interface RunFeedOptions {
+  env: Env;
+  cwd: string;
+  /** Recomputes at most this often while files change (a chatty agent writes its log many times a second). */
+  throttleMs?: number;
+  /**
+   * A driver killed with SIGKILL, or a tmux session that vanished, writes no file: while a run
+   * shows as running, the view is also recomputed this often so that it turns `interrupted`.
+   */
+  sweepMs?: number;
+  now?: () => number;
+}
+
+/**
+ * The live view behind `termorch watch` and `termorch serve`: the StatusView of a scope,
+ * recomputed when the files behind it change (file watches on the registry or the daemon home,
+ * and on each run's state.json, status/, logs/, ledger and report), never from a polling loop
+ * over the data. Listeners get every new view; errors while recomputing keep the last view.
+ */
+export class RunFeed {
+  private view: StatusView;
+  private readonly listeners = new Set<(view: StatusView) => void>();
+  private readonly watcher: FSWatcher;
+  private readonly watchedRuns = new Set<string>();
+  private timer: NodeJS.Timeout | null = null;
+  private sweep: NodeJS.Timeout | null = null;
+  private computing: Promise<void> | null = null;
+  private again = false;
+  private closed = false;
+  private lastRun = 0;
+
+  private constructor(
+    readonly scope: RunScope,
+    private readonly options: Required<Omit<RunFeedOptions, "now">> & { now: () => number },
+    first: StatusView,
+  ) {
+    this.view = first;
+    this.watcher = chokidar.watch([], {
+      ignoreInitial: true,
+      ignored: (path) => this.ignored(path),
+    });
+    this.watcher.on("all", () => this.changed());
+    this.watcher.on("error", () => this.changed());
+    const root = this.rootDir();
+    if (root) this.watcher.add(root);
+    this.follow(first);
+  }
+
+  /** Computes the first view (bad input, e.g. an unknown run, throws here) and starts watching. */
+  static async open(scope: RunScope, options: RunFeedOptions): Promise<RunFeed> {
+    const full = {
+      throttleMs: options.throttleMs ?? 150,
+      sweepMs: options.sweepMs ?? 5_000,
+      env: options.env,
+      cwd: options.cwd,
+      now: options.now ?? Date.now,
+    };
+    const first = await compute(scope, full.env, full.cwd, full.now());
+    // Watching the registry before the first run registers needs its folder (termorch's own, private).
+    if (scope.kind === "registry") {
+      if (registryInUserDir(full.env)) await ensureUserDir();
+      await mkdir(registryDir(full.env), { recursive: true, mode: 0o700 });
+    }
+    return new RunFeed(scope, full, first);
+  }
+
+  current(): StatusView {
+    return this.view;
+  }
+
+  /** Calls `listener` with each new view; returns the function that stops it. */
+  subscribe(listener: (view: StatusView) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /** Recomputes now (after an operator's action, e.g. a cancel). */
+  refresh(): void {
+    this.changed();
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    if (this.timer) clearTimeout(this.timer);
+    if (this.sweep) clearTimeout(this.sweep);
+    this.listeners.clear();
+    await this.watcher.close();
+    await this.computing;
+  }
+
+  /** The folder whose entries are the scope's runs: new runs show up as they appear there. */
+  private rootDir(): string | null {
+    if (this.scope.kind === "home") return join(this.scope.home, "runs");
+    if (this.scope.kind === "registry") return registryDir(this.options.env);
+    return null;
+  }
+
+  private ignored(path: string): boolean {
+    const root = this.rootDir();
+    // The registry's entries, or a daemon home's run folders.
+    if (root !== null && (path === root || dirname(path) === root)) return false;
+    if (this.isRunDir(path)) return false;
+    const parent = dirname(path);
+    if (this.isRunDir(parent)) return !RUN_FILES.has(basename(path));
+    return !(this.isRunDir(dirname(parent)) && ["status", "logs"].includes(basename(parent)));
+  }
+
+  private isRunDir(path: string): boolean {
+    if (this.watchedRuns.has(path)) return true;
+    // A daemon home's run folders are watched from the start, so that a new run's files are seen.
+    return this.scope.kind === "home" && dirname(path) === this.rootDir();
+  }
+
+  private follow(view: StatusView): void {
+    const dirs = [...view.runs.map((r) => r.run_dir), ...view.problems.flatMap((p) => p.run_dir ?? [])];
+    for (const dir of dirs) {
+      if (this.watchedRuns.has(dir)) continue;
+      this.watchedRuns.add(dir);
+      this.watcher.add(dir);
+    }
+    if (this.sweep) clearTimeout(this.sweep);
+    this.sweep = null;
+    if (!this.closed && view.runs.some((r) => r.phase === "running"))
+      this.sweep = setTimeout(() => this.changed(), this.options.sweepMs).unref();
+  }
+
+  private changed(): void {
+    if (this.closed || this.timer) return;
+    const wait = Math.max(0, this.lastRun + this.options.throttleMs - this.options.now());
+    this.timer = setTimeout(() => {
+      this.timer = null;
+      void this.recompute();
+    }, wait);
+  }
+
+  private async recompute(): Promise<void> {
+    if (this.computing) {
+      this.again = true;
+      return;
+    }
+    this.lastRun = this.options.now();
+    this.computing = (async () => {
+      try {
+        const view = await compute(this.scope, this.options.env, this.options.cwd, this.options.now());
+        if (this.closed) return;
+        this.view = view;
+        this.follow(view);
+        for (const listener of this.listeners) listener(view);
+      } catch {
+        // A run directory removed mid-read, or a registry being rewritten: the next change reads again.
+      }
+    })();
+    await this.computing;
+    this.computing = null;
+    if (this.again) {
+      this.again = false;
+      this.changed();
+    }
+  }
+}
+
+async function compute(scope: RunScope, env: Env, cwd: string, now: number): Promise<StatusView> {
+  const runs = await scopeRuns(scope, env, cwd);
+  const sockets = runs.flatMap((r) => (r.state ? [r.state.socket] : []));
+  const sessions = await sessionsBySocket(sockets, env);
+  return statusView(runs, (s) => sessions.get(s) ?? new Map(), now);
+}
