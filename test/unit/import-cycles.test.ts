@@ -88,6 +88,8 @@ const LAYERS = [
   "ops",
   "daemon",
   "scale",
+  "watch",
+  "serve",
   "cli",
 ];
 
