@@ -1,0 +1,86 @@
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import type { StatusView } from "../../src/contract/status-view.js";
+import { RunFeed, type RunScope } from "../../src/ops/run-feed.js";
+import { opsWorld } from "../fixtures/ops-helpers.js";
+import { uniqueSocket, writeAssignments } from "./harness.js";
+
+const world = opsWorld(uniqueSocket("run-feed"));
+const feeds: RunFeed[] = [];
+afterAll(async () => {
+  await Promise.all(feeds.map((f) => f.close()));
+  world.teardown();
+});
+
+/**
+ * A feed whose safety sweep never fires during a test: every view it emits then came from a file
+ * event, which is what these tests are about.
+ */
+async function openFeed(scope: RunScope): Promise<RunFeed> {
+  const feed = await RunFeed.open(scope, { env: world.env, cwd: world.workspace().dir, sweepMs: 3_600_000 });
+  feeds.push(feed);
+  return feed;
+}
+
+/** The first view (the current one included) that `check` accepts, within a bounded time. */
+function viewWhere(feed: RunFeed, check: (v: StatusView) => boolean, what: string): Promise<StatusView> {
+  return new Promise((resolve, reject) => {
+    if (check(feed.current())) return resolve(feed.current());
+    const timer = setTimeout(() => {
+      stop();
+      reject(new Error(`no view with ${what} within 30 s; last: ${JSON.stringify(feed.current().runs)}`));
+    }, 30_000);
+    const stop = feed.subscribe((v) => {
+      if (!check(v)) return;
+      clearTimeout(timer);
+      stop();
+      resolve(v);
+    });
+  });
+}
+
+const task = (v: StatusView, id: string) => v.runs.at(-1)?.tasks.find((t) => t.id === id);
+
+describe("RunFeed", () => {
+  it("follows a run registered after it opened, from running to reported, on file events alone", async () => {
+    const feed = await openFeed({ kind: "registry" });
+    const before = feed.current().runs.length;
+    const { dir } = world.workspace();
+    const gate = join(dir, "go");
+    const file = writeAssignments(dir, [
+      { id: "A", env: { SAY: "A is working", WAIT_FILE: gate } },
+      { id: "B", dependencies: ["A"], env: { SAY: "B done" } },
+    ]);
+    const run = world.start(["run", file, "--out", join(dir, "out")]);
+
+    const running = await viewWhere(feed, (v) => task(v, "A")?.state === "running", "A running");
+    expect(running.runs).toHaveLength(before + 1);
+    expect(task(running, "B")).toMatchObject({ state: "pending", wave: 2 });
+    expect(task(running, "A")).toMatchObject({ wave: 1, attempts: 1 });
+    await viewWhere(feed, (v) => task(v, "A")?.last_line === "A is working", "A's last line");
+
+    writeFileSync(gate, "");
+    const done = await viewWhere(
+      feed,
+      (v) => v.runs.at(-1)?.phase === "reported" && task(v, "B")?.state === "success",
+      "the run reported",
+    );
+    expect(task(done, "A")!.state).toBe("success");
+    expect(task(done, "B")!.last_line).toBe("B done");
+    expect((await run).exitCode).toBe(0);
+  });
+
+  it("sees a daemon home's new run folder and its tasks", async () => {
+    const { dir } = world.workspace();
+    const home = join(dir, "home");
+    mkdirSync(join(home, "runs"), { recursive: true });
+    const feed = await openFeed({ kind: "home", home });
+    expect(feed.current().runs).toEqual([]);
+    const file = writeAssignments(dir, [{ id: "only", env: { SAY: "hi" } }]);
+    const run = world.start(["run", file, "--out", join(home, "runs", "r1")]);
+    const done = await viewWhere(feed, (v) => v.runs[0]?.phase === "reported", "the run reported");
+    expect(done.runs[0]!.tasks[0]).toMatchObject({ id: "only", state: "success", last_line: "hi" });
+    expect((await run).exitCode).toBe(0);
+  });
+});
