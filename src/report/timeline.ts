@@ -317,13 +317,12 @@ export function timelineOf(events: readonly LedgerEvent[], report: Report | null
         taskRows.push(row);
         continue;
       }
-      const bar = barOf(
-        t,
-        a,
-        n === last,
-        { wave, critical: isCritical, ended, runEnd: end },
-        reportTask.get(t.id),
-      );
+      const following = numbers[numbers.indexOf(n) + 1];
+      const next =
+        following === undefined
+          ? null
+          : (t.attempts.get(following)?.start ?? t.unlaunched.get(following)?.at ?? null);
+      const bar = barOf(t, a, { wave, critical: isCritical, ended, runEnd: end, next }, reportTask.get(t.id));
       const row: TimelineRow = {
         task: t.id,
         wave,
@@ -430,8 +429,14 @@ export function timelineOf(events: readonly LedgerEvent[], report: Report | null
 function barOf(
   t: TaskAcc,
   a: AttemptAcc,
-  isLast: boolean,
-  o: { wave: number; critical: boolean; ended: boolean; runEnd: number },
+  o: {
+    wave: number;
+    critical: boolean;
+    ended: boolean;
+    runEnd: number;
+    /** When the next attempt (or a marker of it) came; null: this is the last one. */
+    next: number | null;
+  },
   reported: Report["tasks"][number] | undefined,
 ): TimelineBar {
   let outcome: AttemptOutcome;
@@ -441,10 +446,11 @@ function barOf(
   if (a.retried) {
     outcome = "retried";
     ({ reason, detail } = a.retried);
-  } else if (!isLast) {
+  } else if (o.next !== null) {
     // A later attempt started without this one's end: its worker or session was lost.
     outcome = "retried";
     reason = "lost";
+    end ??= o.next;
   } else if (t.final) {
     end ??= t.final.at;
     if (t.final.state === "success") outcome = "success";
