@@ -50,7 +50,7 @@ export interface TimelineMarker {
 
 /**
  * Time a task spent waiting. `queued`: ready (its last dependency succeeded, or the run was
- * planned) but not yet taken, for want of a max_parallel slot; `input`: an interactive agent
+ * planned) but not yet taken, while max_parallel tasks held every slot; `input`: an interactive agent
  * waiting for input (task.waiting_input → task.input_resumed or its attempt's end).
  */
 export interface TimelineWait {
@@ -280,6 +280,18 @@ export function timelineOf(events: readonly LedgerEvent[], report: Report | null
   const plannedAt = planned ? at(planned) : start;
   const reportTask = new Map((report?.tasks ?? []).map((t) => [t.id, t]));
 
+  // When each task held a slot: from when the scheduler took it to its final state.
+  const held = [...tasks.values()].flatMap((t) => {
+    const from = t.takenAt ?? minOf([...t.attempts.values()].map((a) => a.start));
+    return from === null ? [] : [{ id: t.id, from, to: t.final?.at ?? Number.POSITIVE_INFINITY }];
+  });
+  const slotsFull = (from: number, to: number, self: string): boolean => {
+    if (maxParallel === null) return true;
+    const others = held.filter((h) => h.id !== self);
+    const points = [from, ...others.flatMap((h) => [h.from, h.to])].filter((x) => x >= from && x < to);
+    return points.some((x) => others.filter((h) => h.from <= x && x < h.to).length >= maxParallel);
+  };
+
   const rows: TimelineRow[] = [];
   const sortAt = new Map<TimelineRow, number>();
   for (const t of tasks.values()) {
@@ -374,7 +386,9 @@ export function timelineOf(events: readonly LedgerEvent[], report: Report | null
     if (ready !== null && !skipped) {
       const firstStart = numbers.length > 0 ? (t.attempts.get(numbers[0]!)?.start ?? null) : null;
       const taken = t.takenAt ?? firstStart ?? t.final?.at ?? (ended ? end : null);
-      if (taken === null || taken > ready) {
+      // Drawn only when max_parallel tasks held the slots meanwhile: a task taken late for
+      // termorch's own reasons (setting up the run, preparing another worktree) did not queue.
+      if ((taken === null || taken > ready) && slotsFull(ready, taken ?? end, t.id)) {
         const wait: TimelineWait = {
           task: t.id,
           attempt: numbers[0] ?? null,

@@ -183,10 +183,8 @@ describe("timelineOf", () => {
     expect(tl.end).toBe(now);
     expect(tl.bars).toEqual([expect.objectContaining({ task: "a", outcome: "running", end: null })]);
     // b is ready (wave 1) but max_parallel 1 keeps it waiting: still waiting now; c is not ready.
-    expect(tl.waits).toEqual([
-      expect.objectContaining({ task: "a", kind: "queued", start: T0, end: T0 + 1000 }),
-      expect.objectContaining({ task: "b", kind: "queued", start: T0, end: null }),
-    ]);
+    // a's second before it was taken was no wait for a slot (none was held).
+    expect(tl.waits).toEqual([expect.objectContaining({ task: "b", kind: "queued", start: T0, end: null })]);
     expect(tl.rows.map((r) => [r.task, r.attempt, r.bar?.outcome ?? null, r.marker])).toEqual([
       ["a", 1, "running", null],
       ["b", null, null, null],
@@ -202,8 +200,9 @@ describe("timelineOf", () => {
         ["a", []],
         ["b", []],
         ["c", ["a", "b"]],
+        ["d", []],
       ]),
-      planned([["a", "b"], ["c"]], ["b", "c"], 1),
+      planned([["a", "b", "d"], ["c"]], ["b", "c"], 1),
       running(0, "a", 1, 0),
       launched(0, "a", 1),
       exited(2, "a", 1, 0, 0),
@@ -212,6 +211,11 @@ describe("timelineOf", () => {
       launched(2, "b", 1),
       exited(5, "b", 1, 0, 2),
       final(5, "b", "success", 1),
+      // d takes the one slot as b ends: c, ready then, waits for it.
+      running(5, "d", 1, 5),
+      launched(5, "d", 1),
+      exited(7, "d", 1, 0, 5),
+      final(7, "d", "success", 1),
       running(7, "c", 1, 7),
       launched(7, "c", 1),
       [8, "task.waiting_input", "c", { attempt: 1, since: iso(7.5) }],
@@ -230,6 +234,7 @@ describe("timelineOf", () => {
     ]);
     expect(waits).toEqual([
       ["b", "queued", 0, 2],
+      ["d", "queued", 0, 5],
       ["c", "queued", 5, 7],
       ["c", "input", 7.5, 9],
       // Still waiting when its attempt ended: the wait ends with it.
