@@ -283,13 +283,41 @@ export function timelineOf(events: readonly LedgerEvent[], report: Report | null
   // When each task held a slot: from when the scheduler took it to its final state.
   const held = [...tasks.values()].flatMap((t) => {
     const from = t.takenAt ?? minOf([...t.attempts.values()].map((a) => a.start));
-    return from === null ? [] : [{ id: t.id, from, to: t.final?.at ?? Number.POSITIVE_INFINITY }];
+    return from === null ? [] : [{ from, to: t.final?.at ?? Number.POSITIVE_INFINITY }];
   });
-  const slotsFull = (from: number, to: number, self: string): boolean => {
+  // How many slots were held from each change on (a step function), so that a run of thousands
+  // of tasks is measured in one pass. A task's own interval starts where its wait ends: it never
+  // counts against itself.
+  const changes = held
+    .flatMap((h) => [
+      { at: h.from, d: 1 },
+      { at: h.to, d: -1 },
+    ])
+    .sort((a, b) => a.at - b.at || a.d - b.d);
+  const stepAt: number[] = [];
+  const stepCount: number[] = [];
+  let count = 0;
+  for (const c of changes) {
+    count += c.d;
+    if (stepAt.at(-1) === c.at) stepCount[stepCount.length - 1] = count;
+    else {
+      stepAt.push(c.at);
+      stepCount.push(count);
+    }
+  }
+  const slotsFull = (from: number, to: number): boolean => {
     if (maxParallel === null) return true;
-    const others = held.filter((h) => h.id !== self);
-    const points = [from, ...others.flatMap((h) => [h.from, h.to])].filter((x) => x >= from && x < to);
-    return points.some((x) => others.filter((h) => h.from <= x && x < h.to).length >= maxParallel);
+    // The last change at or before `from`, then every change before `to`.
+    let lo = 0;
+    let hi = stepAt.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (stepAt[mid]! <= from) lo = mid + 1;
+      else hi = mid;
+    }
+    for (let i = Math.max(0, lo - 1); i < stepAt.length && stepAt[i]! < to; i++)
+      if (stepCount[i]! >= maxParallel) return true;
+    return false;
   };
 
   const rows: TimelineRow[] = [];
@@ -388,7 +416,7 @@ export function timelineOf(events: readonly LedgerEvent[], report: Report | null
       const taken = t.takenAt ?? firstStart ?? t.final?.at ?? (ended ? end : null);
       // Drawn only when max_parallel tasks held the slots meanwhile: a task taken late for
       // termorch's own reasons (setting up the run, preparing another worktree) did not queue.
-      if ((taken === null || taken > ready) && slotsFull(ready, taken ?? end, t.id)) {
+      if ((taken === null || taken > ready) && slotsFull(ready, taken ?? end)) {
         const wait: TimelineWait = {
           task: t.id,
           attempt: numbers[0] ?? null,
