@@ -200,6 +200,27 @@ describe("report.html", () => {
     expect(JSON.parse(json.stdout)).toEqual(report);
   });
 
+  it("is written by the resumed run when the first one died before its report", async () => {
+    const { dir: resumedDir } = workspace();
+    const file = writeAssignments(resumedDir, [
+      { id: "first", env: { WRITE: "first.txt=1" } },
+      { id: "second", dependencies: ["first"], env: { WRITE: "second.txt=2" } },
+    ]);
+    const died = await termorch(["run", file], { socket, env: { TERMORCH_FAULT: "kill-before-report" } });
+    expect(died.exitCode).not.toBe(0);
+    expect(existsSync(join(resumedDir, "execution_report.json"))).toBe(false);
+    expect(existsSync(join(resumedDir, "report.html"))).toBe(false);
+    const resumed = await termorch(["resume", resumedDir], { socket });
+    expect(resumed.exitCode, resumed.stderr).toBe(0);
+    const { page, errors, bars } = await open(join(resumedDir, "report.html"));
+    expect(errors).toEqual([]);
+    expect(bars.map((b) => [b.task, b.outcome, b.wave])).toEqual([
+      ["first", "success", 1],
+      ["second", "success", 2],
+    ]);
+    await page.close();
+  });
+
   it("`termorch report` exits 2 with a clear message for a run without a report or a ledger, and for bad usage", async () => {
     // A run that has not reported: its state, no report.
     const pending = workspace().dir;
