@@ -30,6 +30,7 @@ import { registerOperatorCommands } from "./operator.js";
 import { environmentRedactor } from "./own-redactor.js";
 import { positiveInt } from "./positive-int.js";
 import { progressLine } from "./progress.js";
+import { registerReportCommand } from "./report.js";
 import { type BackendFlags, backendChoice, registerScaleCommands } from "./scale.js";
 
 /**
@@ -272,6 +273,7 @@ export async function main(
   registerOperatorCommands(program, io, (c) => {
     code = c;
   });
+  registerReportCommand(program, io);
 
   try {
     await program.parseAsync(argv.slice(2), { from: "user" });
