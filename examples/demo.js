@@ -90,7 +90,7 @@ const result = spawnSync(
     stdio: "inherit",
   },
 );
-console.log(`\nreport:  ${join(demo, "execution_report.json")}`);
+console.log(`\nreport:  ${join(demo, "execution_report.json")}   page: ${join(demo, "report.html")}`);
 console.log(
   `logs:    ${join(demo, "logs")}/   status: ${join(demo, "status")}/   artifacts: ${join(demo, "artifacts")}/`,
 );

@@ -456,10 +456,7 @@ async function drive(
       return ExitCode.interrupted;
     }
     if (o.json) io.stdout.write(`${JSON.stringify(result.report, null, 2)}\n`);
-    else
-      io.stderr.write(
-        summary(result.report, result.reportPath, result.keptSessions ?? [], result.notWritten),
-      );
+    else io.stderr.write(summary(result));
     return result.exitCode;
   } finally {
     if (ticker) clearInterval(ticker);
@@ -501,12 +498,8 @@ function startBanner(info: StartInfo): string {
   ].join("\n");
 }
 
-function summary(
-  report: Report,
-  path: string | null,
-  keptSessions: readonly string[],
-  notWritten?: string,
-): string {
+function summary(result: RunResult): string {
+  const { report, reportPath: path, keptSessions = [], notWritten, htmlPath } = result;
   const lines: string[] = [];
   const ok = report.tasks.filter((t) => t.status === "success").length;
   if (report.error) {
@@ -541,7 +534,7 @@ function summary(
     for (const c of report.summary.conflicts)
       lines.push(`  conflict between ${c.tasks.join(", ")} in ${c.files.join(", ")}: ${c.detail}`);
   }
-  if (path) lines.push(`  report: ${path}`);
+  if (path) lines.push(`  report: ${path}${htmlPath ? `   page: ${htmlPath}` : ""}`);
   else if (notWritten) lines.push(`  report: ${notWritten}`);
   return `${lines.join("\n")}\n`;
 }

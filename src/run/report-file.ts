@@ -18,6 +18,8 @@ export interface RunResult {
   notWritten?: string;
   exitCode: number;
   runDir: string;
+  /** Where report.html was written; absent when it was not. */
+  htmlPath?: string;
   /** Task sessions left alive in tmux after the run (for inspection); absent: none. */
   keptSessions?: string[];
 }
@@ -93,8 +95,14 @@ export async function writeReport(
   } catch {
     return { report, reportPath: null, exitCode: report.exit_code, runDir };
   }
-  if (o.html !== false) await writeReportHtml(runDir, report).catch(() => {});
-  return { report, reportPath: path, exitCode: report.exit_code, runDir };
+  const htmlPath = o.html === false ? null : await writeReportHtml(runDir, report).catch(() => null);
+  return {
+    report,
+    reportPath: path,
+    exitCode: report.exit_code,
+    runDir,
+    ...(htmlPath === null ? {} : { htmlPath }),
+  };
 }
 
 /**
