@@ -31,6 +31,7 @@ import { environmentRedactor } from "./own-redactor.js";
 import { positiveInt } from "./positive-int.js";
 import { progressLine } from "./progress.js";
 import { type BackendFlags, backendChoice, registerScaleCommands } from "./scale.js";
+import { registerServeCommand } from "./serve.js";
 
 /**
  * stdout or stderr as the commands see them. When the reader of a pipe goes away
@@ -272,6 +273,7 @@ export async function main(
   registerOperatorCommands(program, io, (c) => {
     code = c;
   });
+  registerServeCommand(program, io, (c) => (code = c));
 
   try {
     await program.parseAsync(argv.slice(2), { from: "user" });
