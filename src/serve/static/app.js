@@ -133,7 +133,9 @@
     for (const t of run.tasks) counts[t.state] = (counts[t.state] || 0) + 1;
     const total = run.tasks.reduce((sum, t) => sum + (t.usage?.cost_usd || 0), 0);
     entry.article.dataset.phase = run.phase;
-    entry.head.replaceChildren(
+    const head = h(
+      "div",
+      { class: "run-head" },
       h("span", { class: `phase phase-${run.phase}` }, run.phase),
       h("span", { class: "run-id" }, run.run_id),
       h(
@@ -153,6 +155,7 @@
       ),
       run.hint ? h("div", { class: "hint" }, run.hint) : null,
     );
+    entry.head.replaceChildren(...head.childNodes);
     entry.tbody.replaceChildren(...run.tasks.map((t) => taskRow(run, t)));
     const signature = JSON.stringify([
       run.phase,
@@ -304,23 +307,29 @@
     stream.addEventListener("message", (e) => current.term?.write(JSON.parse(e.data)));
     stream.addEventListener("end", () => {
       current.ended = true;
-      stream.close();
       setTermState("session ended", "ended");
     });
     stream.addEventListener("error", () => {
-      if (current.ended) return;
+      // The server ends the stream after `end`: closed here, once complete, it is not opened again.
+      if (current.ended) {
+        stream.close();
+        return;
+      }
       setTermState(stream.readyState === EventSource.CLOSED ? "not available" : "reconnecting…", "wait");
     });
     markSelected();
   }
 
-  /** The pane is as wide as the agent's terminal (often 200 columns): a smaller font fits it in the panel. */
+  /**
+   * The terminal has the pane's columns (often 200): the font is sized so that they fill the
+   * panel's width, between 7 px (a wide pane) and 15 px (a narrow one).
+   */
   function fitFont(term, box) {
     const screen = box.querySelector(".xterm-screen");
     const avail = box.clientWidth - 16;
-    if (!screen || screen.offsetWidth <= avail) return;
-    const size = Math.max(7, Math.floor(((term.options.fontSize * avail) / screen.offsetWidth) * 10) / 10);
-    term.options.fontSize = size;
+    if (!screen || screen.offsetWidth === 0) return;
+    const size = Math.floor(((term.options.fontSize * avail) / screen.offsetWidth) * 10) / 10;
+    term.options.fontSize = Math.min(15, Math.max(7, size));
   }
 
   function setTermState(text, kind) {
