@@ -29,6 +29,7 @@ import type { Io } from "./io.js";
 import { registerOperatorCommands } from "./operator.js";
 import { environmentRedactor } from "./own-redactor.js";
 import { positiveInt } from "./positive-int.js";
+import { registerReportCommand } from "./report.js";
 import { progressLine } from "./progress.js";
 import { type BackendFlags, backendChoice, registerScaleCommands } from "./scale.js";
 import { registerServeCommand } from "./serve.js";
@@ -273,6 +274,7 @@ export async function main(
   registerOperatorCommands(program, io, (c) => {
     code = c;
   });
+  registerReportCommand(program, io);
   registerServeCommand(program, io, (c) => (code = c));
 
   try {

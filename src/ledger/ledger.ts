@@ -144,6 +144,25 @@ export async function verifyLedger(path: string): Promise<LedgerCheck> {
   return { ok: true, events: lines.length };
 }
 
+/**
+ * The ledger's events for a viewer (report.html, serve): leniently, since a live run may be
+ * mid-append. A torn last line, and any line that is not an event, is left out; `verifyLedger`
+ * is what reports damage. A missing file has no events.
+ */
+export async function readLedgerEvents(path: string): Promise<LedgerEvent[]> {
+  const text = await readFile(path, "utf8").catch((error: unknown) => {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return "";
+    throw error;
+  });
+  const events: LedgerEvent[] = [];
+  for (const line of text.split("\n")) {
+    if (line === "") continue;
+    const event = LedgerEvent.safeParse(safeJson(line));
+    if (event.success) events.push(event.data);
+  }
+  return events;
+}
+
 function safeJson(line: string): unknown {
   try {
     return JSON.parse(line);

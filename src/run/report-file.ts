@@ -1,9 +1,12 @@
 import { existsSync } from "node:fs";
-import { join } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import type { Report } from "../contract/report.js";
 import { InputError, type TermorchError } from "../errors.js";
-import { writeJsonAtomic } from "../fs/atomic.js";
+import { writeFileAtomic, writeJsonAtomic } from "../fs/atomic.js";
+import { readLedgerEvents } from "../ledger/ledger.js";
 import { buildReport, type RunError, skippedMerge } from "../report/build.js";
+import { renderReportHtml } from "../report/html.js";
+import { timelineOf } from "../report/timeline.js";
 import { looseReportBlocker } from "./run-dir.js";
 
 /** Where a run's report went. */
@@ -65,7 +68,7 @@ export async function writeErrorReport(
     peakParallelism: 0,
   });
   return blocker === null
-    ? writeReport(runDir, report)
+    ? writeReport(runDir, report, { html: o.own === true })
     : { report, reportPath: null, exitCode: report.exit_code, runDir, notWritten: notWrittenNote(blocker) };
 }
 
@@ -74,13 +77,41 @@ export function notWrittenNote(blocker: string): string {
   return `not written (${blocker}); --json prints it, --out DIR writes it elsewhere`;
 }
 
-/** The report is written atomically and last; an unwritable run directory still returns it. */
-export async function writeReport(runDir: string, report: Report): Promise<RunResult> {
+/**
+ * The report is written atomically and last; an unwritable run directory still returns it.
+ * report.html follows it (unless `html` is false: a dry run, a folder that is not the run's own);
+ * the JSON report is the contract, so the page failing to render or write never fails the run.
+ */
+export async function writeReport(
+  runDir: string,
+  report: Report,
+  o: { html?: boolean } = {},
+): Promise<RunResult> {
   const path = join(runDir, "execution_report.json");
   try {
     await writeJsonAtomic(path, report);
-    return { report, reportPath: path, exitCode: report.exit_code, runDir };
   } catch {
     return { report, reportPath: null, exitCode: report.exit_code, runDir };
   }
+  if (o.html !== false) await writeReportHtml(runDir, report).catch(() => {});
+  return { report, reportPath: path, exitCode: report.exit_code, runDir };
 }
+
+/**
+ * Renders report.html from the report and the run's ledger (events.jsonl; none: no timeline) and
+ * writes it atomically, by default next to execution_report.json (same permissions); its log
+ * links are relative to the folder it goes to. Returns where it went.
+ */
+export async function writeReportHtml(
+  runDir: string,
+  report: Report,
+  out: string = join(runDir, REPORT_HTML),
+): Promise<string> {
+  const events = await readLedgerEvents(join(runDir, "events.jsonl"));
+  const timeline = timelineOf(events, report, Date.parse(report.finished_at));
+  await writeFileAtomic(out, renderReportHtml(report, timeline, { runDir, outDir: dirname(resolve(out)) }));
+  return out;
+}
+
+/** The HTML report's name in a run's folder. */
+export const REPORT_HTML = "report.html";

@@ -265,7 +265,7 @@ export async function runAssignments(opts: RunOptions): Promise<RunResult | Deta
       const report = ctx.reportOf(skippedMerge("dry run"), "skipped", 0, null, true);
       // Never over another run's files, never into the user's work tree.
       const blocker = await looseReportBlocker(runDir);
-      if (blocker === null) return writeReport(runDir, report);
+      if (blocker === null) return writeReport(runDir, report, { html: false });
       return {
         report,
         reportPath: null,

@@ -1,0 +1,507 @@
+import type { Report } from "../contract/report.js";
+import type { LedgerEvent } from "../ledger/ledger.js";
+
+/**
+ * How one attempt ended. `retried`: it failed and another attempt followed (task.retrying, or a
+ * later attempt launched without an exit record of this one: a worker lost mid-task);
+ * `cancelled`: the run's cancellation ended it; `running`: no end yet (a live run).
+ */
+export type AttemptOutcome = "success" | "failed" | "retried" | "cancelled" | "running";
+
+/** One attempt of one task: a bar of the Gantt chart. Times are epoch milliseconds. */
+export interface TimelineBar {
+  task: string;
+  attempt: number;
+  /** 1-based wave of the plan. */
+  wave: number;
+  /** The task is on the plan's critical path. */
+  critical: boolean;
+  start: number;
+  /** null: still running (drawn up to the timeline's `now`). */
+  end: number | null;
+  outcome: AttemptOutcome;
+  /** Why it did not succeed (the report's reason union; `lost` for an attempt taken over). */
+  reason: string | null;
+  detail: string | null;
+  exitCode: number | null;
+  session: string | null;
+  /** Scale-out runs: the host the attempt ran on. */
+  host: string | null;
+  /** Its logs, relative to the run's folder, as task.launched named them. */
+  logs: { stdout: string | null; stderr: string | null } | null;
+}
+
+/**
+ * A task, or one attempt of it, that has no bar: `skipped` (it never ran: a dependency failed or
+ * the run stopped first), `not_launched` (its attempt ended before its agent started: a worktree
+ * that could not be prepared, a failed setup_cmd, a launch error).
+ */
+export interface TimelineMarker {
+  task: string;
+  wave: number;
+  critical: boolean;
+  /** The attempt it concerns; null for a skipped task. */
+  attempt: number | null;
+  kind: "skipped" | "not_launched";
+  at: number;
+  reason: string | null;
+  detail: string | null;
+}
+
+/**
+ * Time a task spent waiting. `queued`: ready (its last dependency succeeded, or the run was
+ * planned) but not yet taken, for want of a max_parallel slot; `input`: an interactive agent
+ * waiting for input (task.waiting_input → task.input_resumed or its attempt's end).
+ */
+export interface TimelineWait {
+  task: string;
+  /** The attempt it belongs to; a `queued` wait precedes the task's first attempt. */
+  attempt: number | null;
+  kind: "queued" | "input";
+  start: number;
+  /** null: still waiting. */
+  end: number | null;
+}
+
+/** One line of the chart: an attempt (bar), a marker, or a task that has not started (neither). */
+export interface TimelineRow {
+  task: string;
+  wave: number;
+  critical: boolean;
+  attempt: number | null;
+  bar: TimelineBar | null;
+  marker: TimelineMarker | null;
+  /** The waits drawn on this row. */
+  waits: TimelineWait[];
+}
+
+/** The merge step: from the tasks' end to its merge.* event. */
+export interface TimelineMerge {
+  start: number;
+  /** null: still merging. */
+  end: number | null;
+  /** success, conflict, failed, skipped, rolled_back; null while merging. */
+  result: string | null;
+}
+
+/** A run's timeline, from its ledger and (once it ended) its report. */
+export interface Timeline {
+  runId: string | null;
+  /** Left edge of the chart: the run's start. */
+  start: number;
+  /** Right edge: the run's end, or `now` for a live run. */
+  end: number;
+  now: number;
+  /** No report yet: attempts without an end are still running. */
+  live: boolean;
+  waves: string[][];
+  criticalPath: string[];
+  maxParallel: number | null;
+  /** Rows by wave, then start (a task not started yet last in its wave). */
+  rows: TimelineRow[];
+  /** Every attempt, in the rows' order. */
+  bars: TimelineBar[];
+  markers: TimelineMarker[];
+  waits: TimelineWait[];
+  merge: TimelineMerge | null;
+}
+
+interface AttemptAcc {
+  attempt: number;
+  start: number;
+  end: number | null;
+  exitCode: number | null;
+  session: string | null;
+  host: string | null;
+  logs: TimelineBar["logs"];
+  retried: { reason: string | null; detail: string | null } | null;
+}
+
+interface TaskAcc {
+  id: string;
+  attempts: Map<number, AttemptAcc>;
+  /** Attempts that failed before a launch, with when and why. */
+  unlaunched: Map<number, { at: number; reason: string | null; detail: string | null }>;
+  /** When the scheduler took it (its status' started_at). */
+  takenAt: number | null;
+  final: {
+    state: string;
+    reason: string | null;
+    detail: string | null;
+    at: number;
+    attempt: number | null;
+  } | null;
+  inputWaits: TimelineWait[];
+  lastAttemptSeen: number;
+}
+
+const MERGE_EVENTS = new Set([
+  "merge.success",
+  "merge.conflict",
+  "merge.failed",
+  "merge.skipped",
+  "merge.rolled_back",
+]);
+
+/**
+ * Builds the timeline of a run from its ledger events (in seq order) and its report when there is
+ * one. Pure: `now` is the right edge of a live run. Works for a run that ended, one still running
+ * (no report), and one that never started (no events: an empty chart).
+ */
+export function timelineOf(events: readonly LedgerEvent[], report: Report | null, now: number): Timeline {
+  const at = (e: LedgerEvent): number => time(e.ts) ?? now;
+  const planned = events.findLast((e) => e.type === "run.planned");
+  const accepted = events.find((e) => e.type === "run.accepted");
+  const ended = report !== null || events.some((e) => e.type === "report.written");
+  const waves = stringMatrix(planned?.data.waves) ?? report?.waves ?? [];
+  const criticalPath =
+    stringList(planned?.data.critical_path) ?? report?.summary.metrics?.critical_path ?? [];
+  const critical = new Set(criticalPath);
+  const maxParallel =
+    typeof planned?.data.max_parallel === "number"
+      ? planned.data.max_parallel
+      : (report?.summary.metrics?.max_parallel ?? null);
+  const runId =
+    report?.run_id ?? (typeof accepted?.data.run_id === "string" ? accepted.data.run_id : null) ?? null;
+
+  const deps = new Map<string, string[]>();
+  for (const t of report?.tasks ?? []) deps.set(t.id, t.dependencies);
+  if (Array.isArray(accepted?.data.tasks))
+    for (const t of accepted.data.tasks as unknown[]) {
+      const rec = t as { id?: unknown; dependencies?: unknown };
+      if (typeof rec.id === "string") deps.set(rec.id, stringList(rec.dependencies) ?? []);
+    }
+
+  const waveOf = new Map<string, number>();
+  waves.forEach((ids, i) => {
+    for (const id of ids) waveOf.set(id, i + 1);
+  });
+
+  const tasks = new Map<string, TaskAcc>();
+  const taskAcc = (id: string): TaskAcc => {
+    let t = tasks.get(id);
+    if (!t) {
+      t = {
+        id,
+        attempts: new Map(),
+        unlaunched: new Map(),
+        takenAt: null,
+        final: null,
+        inputWaits: [],
+        lastAttemptSeen: 0,
+      };
+      tasks.set(id, t);
+    }
+    return t;
+  };
+  for (const id of waveOf.keys()) taskAcc(id);
+  for (const id of deps.keys()) taskAcc(id);
+
+  let mergeEvent: LedgerEvent | null = null;
+  for (const e of events) {
+    if (MERGE_EVENTS.has(e.type)) mergeEvent = e;
+    if (e.task_id === undefined) continue;
+    const t = taskAcc(e.task_id);
+    const d = e.data;
+    const attemptNo = typeof d.attempt === "number" ? d.attempt : null;
+    if (attemptNo !== null) t.lastAttemptSeen = Math.max(t.lastAttemptSeen, attemptNo);
+    if (t.takenAt === null && e.type !== "task.exited" && typeof d.started_at === "string")
+      t.takenAt = time(d.started_at);
+    switch (e.type) {
+      case "task.launched": {
+        if (attemptNo === null || t.attempts.has(attemptNo)) break;
+        const logs = d.logs as { stdout?: unknown; stderr?: unknown } | undefined;
+        t.attempts.set(attemptNo, {
+          attempt: attemptNo,
+          start: at(e),
+          end: null,
+          exitCode: null,
+          session: typeof d.session === "string" ? d.session : null,
+          host: typeof d.host === "string" ? d.host : null,
+          logs:
+            logs && typeof logs === "object"
+              ? { stdout: stringOrNull(logs.stdout), stderr: stringOrNull(logs.stderr) }
+              : null,
+          retried: null,
+        });
+        break;
+      }
+      case "task.exited": {
+        const a = attemptNo === null ? undefined : t.attempts.get(attemptNo);
+        if (!a) break;
+        // The supervisor's own times of the agent process are closer than the events' timestamps.
+        a.start = time(d.started_at) ?? a.start;
+        a.end = time(d.finished_at) ?? at(e);
+        a.exitCode = typeof d.exit_code === "number" ? d.exit_code : null;
+        break;
+      }
+      case "task.retrying": {
+        if (attemptNo === null) break;
+        const why = { reason: stringOrNull(d.reason), detail: stringOrNull(d.detail) };
+        const a = t.attempts.get(attemptNo);
+        if (a) {
+          a.retried = why;
+          a.end ??= at(e);
+        } else t.unlaunched.set(attemptNo, { at: at(e), ...why });
+        break;
+      }
+      case "task.waiting_input":
+        t.inputWaits.push({
+          task: t.id,
+          attempt: attemptNo,
+          kind: "input",
+          start: time(d.since) ?? at(e),
+          end: null,
+        });
+        break;
+      case "task.input_resumed": {
+        const open = t.inputWaits.findLast((w) => w.end === null);
+        if (open) open.end = at(e);
+        break;
+      }
+      case "task.success":
+      case "task.failed":
+      case "task.skipped":
+        t.final = {
+          state: e.type.slice("task.".length),
+          reason: stringOrNull(d.reason),
+          detail: stringOrNull(d.detail),
+          at: time(d.finished_at) ?? at(e),
+          attempt: attemptNo,
+        };
+        break;
+    }
+  }
+
+  const firstTs = events.length > 0 ? at(events[0]!) : null;
+  const start = minOf([time(report?.started_at), firstTs]) ?? now;
+  const lastTs = events.length > 0 ? at(events.at(-1)!) : null;
+  const end = ended ? (maxOf([time(report?.finished_at), lastTs]) ?? now) : Math.max(now, lastTs ?? now);
+  const plannedAt = planned ? at(planned) : start;
+  const reportTask = new Map((report?.tasks ?? []).map((t) => [t.id, t]));
+
+  const rows: TimelineRow[] = [];
+  const sortAt = new Map<TimelineRow, number>();
+  for (const t of tasks.values()) {
+    const wave = waveOf.get(t.id) ?? waves.length + 1;
+    const isCritical = critical.has(t.id);
+    const numbers = [...new Set([...t.attempts.keys(), ...t.unlaunched.keys()])].sort((a, b) => a - b);
+    // A final failure before any launch of its last attempt (a worktree that could not be
+    // prepared, a failed setup_cmd) is a marker of that attempt.
+    if (t.final && t.final.state === "failed") {
+      const n = t.final.attempt ?? Math.max(t.lastAttemptSeen, 1);
+      if (!t.attempts.has(n) && !t.unlaunched.has(n)) {
+        t.unlaunched.set(n, { at: t.final.at, reason: t.final.reason, detail: t.final.detail });
+        numbers.push(n);
+        numbers.sort((a, b) => a - b);
+      }
+    }
+    const last = numbers.at(-1);
+    const taskRows: TimelineRow[] = [];
+    for (const n of numbers) {
+      const a = t.attempts.get(n);
+      if (!a) {
+        const u = t.unlaunched.get(n)!;
+        const marker: TimelineMarker = {
+          task: t.id,
+          wave,
+          critical: isCritical,
+          attempt: n,
+          kind: "not_launched",
+          at: u.at,
+          reason: u.reason,
+          detail: u.detail,
+        };
+        const row = { task: t.id, wave, critical: isCritical, attempt: n, bar: null, marker, waits: [] };
+        sortAt.set(row, u.at);
+        taskRows.push(row);
+        continue;
+      }
+      const bar = barOf(
+        t,
+        a,
+        n === last,
+        { wave, critical: isCritical, ended, runEnd: end },
+        reportTask.get(t.id),
+      );
+      const row: TimelineRow = {
+        task: t.id,
+        wave,
+        critical: isCritical,
+        attempt: n,
+        bar,
+        marker: null,
+        waits: t.inputWaits
+          .filter((w) => w.attempt === n || (w.attempt === null && n === last))
+          .map((w) => ({ ...w, attempt: n, end: w.end ?? bar.end })),
+      };
+      sortAt.set(row, a.start);
+      taskRows.push(row);
+    }
+    if (numbers.length === 0) {
+      const skipped = t.final?.state === "skipped" || reportTask.get(t.id)?.status === "skipped";
+      const marker: TimelineMarker | null = skipped
+        ? {
+            task: t.id,
+            wave,
+            critical: isCritical,
+            attempt: null,
+            kind: "skipped",
+            at: t.final?.at ?? end,
+            reason: t.final?.reason ?? reportTask.get(t.id)?.reason ?? null,
+            detail: t.final?.detail ?? reportTask.get(t.id)?.detail ?? null,
+          }
+        : null;
+      const row: TimelineRow = {
+        task: t.id,
+        wave,
+        critical: isCritical,
+        attempt: null,
+        bar: null,
+        marker,
+        waits: [],
+      };
+      sortAt.set(row, marker?.at ?? Number.POSITIVE_INFINITY);
+      taskRows.push(row);
+    }
+    // Ready: the run was planned (no dependency), or its last dependency succeeded.
+    const depIds = deps.get(t.id) ?? [];
+    const depEnds = depIds.map((dep) => {
+      const f = tasks.get(dep)?.final;
+      return f?.state === "success" ? f.at : null;
+    });
+    const ready = depEnds.includes(null) ? null : Math.max(plannedAt, ...(depEnds as number[]));
+    const skipped = t.final?.state === "skipped" && numbers.length === 0;
+    if (ready !== null && !skipped) {
+      const firstStart = numbers.length > 0 ? (t.attempts.get(numbers[0]!)?.start ?? null) : null;
+      const taken = t.takenAt ?? firstStart ?? t.final?.at ?? (ended ? end : null);
+      if (taken === null || taken > ready) {
+        const wait: TimelineWait = {
+          task: t.id,
+          attempt: numbers[0] ?? null,
+          kind: "queued",
+          start: ready,
+          end: taken,
+        };
+        taskRows[0]!.waits.unshift(wait);
+      }
+    }
+    rows.push(...taskRows);
+  }
+
+  rows.sort(
+    (a, b) =>
+      a.wave - b.wave ||
+      sortAt.get(a)! - sortAt.get(b)! ||
+      (a.task < b.task ? -1 : a.task > b.task ? 1 : 0) ||
+      (a.attempt ?? 0) - (b.attempt ?? 0),
+  );
+
+  let merge: TimelineMerge | null = null;
+  const finals = [...tasks.values()].map((t) => t.final?.at ?? null);
+  if (mergeEvent || (!ended && tasks.size > 0 && !finals.includes(null))) {
+    const mergeStart = maxOf(finals) ?? plannedAt;
+    merge = mergeEvent
+      ? {
+          start: Math.min(mergeStart, at(mergeEvent)),
+          end: at(mergeEvent),
+          result: mergeEvent.type.slice("merge.".length),
+        }
+      : { start: mergeStart, end: null, result: null };
+  }
+
+  return {
+    runId,
+    start,
+    end,
+    now,
+    live: !ended,
+    waves,
+    criticalPath,
+    maxParallel,
+    rows,
+    bars: rows.flatMap((r) => (r.bar ? [r.bar] : [])),
+    markers: rows.flatMap((r) => (r.marker ? [r.marker] : [])),
+    waits: rows.flatMap((r) => r.waits),
+    merge,
+  };
+}
+
+function barOf(
+  t: TaskAcc,
+  a: AttemptAcc,
+  isLast: boolean,
+  o: { wave: number; critical: boolean; ended: boolean; runEnd: number },
+  reported: Report["tasks"][number] | undefined,
+): TimelineBar {
+  let outcome: AttemptOutcome;
+  let reason: string | null = null;
+  let detail: string | null = null;
+  let end = a.end;
+  if (a.retried) {
+    outcome = "retried";
+    ({ reason, detail } = a.retried);
+  } else if (!isLast) {
+    // A later attempt started without this one's end: its worker or session was lost.
+    outcome = "retried";
+    reason = "lost";
+  } else if (t.final) {
+    end ??= t.final.at;
+    if (t.final.state === "success") outcome = "success";
+    else if (t.final.reason === "cancelled" || t.final.state === "skipped") outcome = "cancelled";
+    else outcome = "failed";
+    if (outcome !== "success") ({ reason, detail } = t.final);
+  } else if (o.ended) {
+    // The report came without the task's final event (a ledger cut short): the report decides.
+    end ??= o.runEnd;
+    const status = reported?.status;
+    outcome = status === "success" ? "success" : reported?.reason === "cancelled" ? "cancelled" : "failed";
+    if (outcome !== "success") {
+      reason = reported?.reason ?? null;
+      detail = reported?.detail ?? null;
+    }
+  } else outcome = "running";
+  return {
+    task: t.id,
+    attempt: a.attempt,
+    wave: o.wave,
+    critical: o.critical,
+    start: a.start,
+    end,
+    outcome,
+    reason,
+    detail,
+    exitCode: a.exitCode,
+    session: a.session,
+    host: a.host,
+    logs: a.logs,
+  };
+}
+
+function time(value: unknown): number | null {
+  if (typeof value !== "string") return null;
+  const ms = Date.parse(value);
+  return Number.isNaN(ms) ? null : ms;
+}
+
+function stringOrNull(value: unknown): string | null {
+  return typeof value === "string" ? value : null;
+}
+
+function stringList(value: unknown): string[] | null {
+  return Array.isArray(value) && value.every((v) => typeof v === "string") ? value : null;
+}
+
+function stringMatrix(value: unknown): string[][] | null {
+  return Array.isArray(value) && value.every((v) => stringList(v) !== null) ? (value as string[][]) : null;
+}
+
+function minOf(values: readonly (number | null | undefined)[]): number | null {
+  const known = values.filter((v): v is number => typeof v === "number");
+  return known.length > 0 ? Math.min(...known) : null;
+}
+
+function maxOf(values: readonly (number | null | undefined)[]): number | null {
+  const known = values.filter((v): v is number => typeof v === "number");
+  return known.length > 0 ? Math.max(...known) : null;
+}
