@@ -244,6 +244,9 @@ const CSP = (nonce: string): string =>
     "default-src 'none'",
     "script-src 'self'",
     `style-src 'self' 'nonce-${nonce}'`,
+    // The timeline places its bars with style attributes (report.html's fragment). An attribute
+    // can only restyle what it sits on; with the sources above it loads nothing from elsewhere.
+    "style-src-attr 'unsafe-inline'",
     "connect-src 'self'",
     "img-src 'self' data:",
     "font-src 'self'",

@@ -233,6 +233,15 @@
 
   let timelineCss = null;
 
+  /** A running run's bars grow with time: its timeline is fetched again now and then. */
+  const TIMELINE_TICK_MS = 5000;
+  setInterval(() => {
+    for (const run of lastView?.runs ?? []) {
+      const entry = runs.get(run.run_dir);
+      if (entry && run.phase === "running") void refreshTimeline(entry, run);
+    }
+  }, TIMELINE_TICK_MS);
+
   /** Fetches a run's timeline (rendered by the server from its ledger and report); one fetch at a time per run. */
   async function refreshTimeline(entry, run) {
     if (entry.fetching) {
