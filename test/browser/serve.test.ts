@@ -1,3 +1,4 @@
+import { execFileSync } from "node:child_process";
 import { copyFileSync, mkdirSync, readdirSync, readFileSync, readlinkSync, writeFileSync } from "node:fs";
 import { request } from "node:http";
 import { networkInterfaces } from "node:os";
@@ -62,7 +63,11 @@ function get(
 
 /** The text of the xterm screen on the page. */
 const screenText = (page: Page): Promise<string> =>
-  page.$eval(".xterm-rows", (el) => (el as HTMLElement).innerText).catch(() => "");
+  page
+    .$eval(".xterm-rows", (el) =>
+      Array.from(el.children, (row) => (row.textContent ?? "").replaceAll("\u00a0", " ")).join("\n"),
+    )
+    .catch(() => "");
 
 async function waitForScreen(page: Page, needle: string, timeoutMs = 30_000): Promise<string> {
   const deadline = Date.now() + timeoutMs;
@@ -72,6 +77,20 @@ async function waitForScreen(page: Page, needle: string, timeoutMs = 30_000): Pr
     if (Date.now() > deadline)
       throw new Error(`timed out waiting for ${JSON.stringify(needle)} in the terminal; it shows:\n${text}`);
     await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** The flags of each client of a tmux server (tmux's own `#{client_flags}`). */
+function clientFlags(socket: string): string[] {
+  try {
+    return execFileSync("tmux", ["-L", socket, "list-clients", "-F", "#{client_flags}"], {
+      encoding: "utf8",
+      env: { ...process.env, TMUX: "" },
+    })
+      .split("\n")
+      .filter(Boolean);
+  } catch {
+    return [];
   }
 }
 
@@ -233,6 +252,18 @@ describe("termorch serve", () => {
     mkdirSync(join(ROOT, "docs", "img"), { recursive: true });
     copyFileSync(shot, join(ROOT, "docs", "img", "serve.png"));
 
+    // The terminal is a tmux client that can neither type nor resize the agent's pane.
+    const flags = clientFlags(world.socket);
+    expect(flags).toHaveLength(1);
+    expect(flags[0]).toContain("read-only");
+    expect(flags[0]).toContain("ignore-size");
+    // The browser closes it: its pty (the tmux client) ends; opened again, it shows the pane again.
+    await page.click("#term-close");
+    await waitFor(() => clientFlags(world.socket).length === 0, 10_000, "the tmux client to end");
+    await page.click('tr[data-task="talker"] button.watch');
+    await waitForScreen(page, "second line, written after the page loaded");
+    expect(clientFlags(world.socket)).toHaveLength(1);
+
     // The task finishes: the page shows it, the run goes on and ends; the terminal's session ends with it.
     writeFileSync(join(gates, "finish"), "");
     await page.waitForSelector('tr[data-task="talker"][data-state="success"]', { timeout: 30_000 });
@@ -256,7 +287,10 @@ describe("termorch serve", () => {
       .catch(() => undefined);
     expect(await page.$eval("#term-state", (el) => el.textContent)).toBe("session ended");
 
-    expect(errors).toEqual([]);
+    // The one request cut short is the terminal stream the close button ended (EventSource.close aborts it).
+    const closed = errors.filter((e) => /^requestfailed: \S+\/terminal\?token=\S+ net::ERR_ABORTED$/.test(e));
+    expect(closed).toHaveLength(1);
+    expect(errors.filter((e) => !closed.includes(e))).toEqual([]);
     // The page only ever reads: no keystroke or anything else is sent back.
     expect([...methods]).toEqual(["GET"]);
 
