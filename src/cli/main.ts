@@ -29,8 +29,8 @@ import type { Io } from "./io.js";
 import { registerOperatorCommands } from "./operator.js";
 import { environmentRedactor } from "./own-redactor.js";
 import { positiveInt } from "./positive-int.js";
-import { registerReportCommand } from "./report.js";
 import { progressLine } from "./progress.js";
+import { registerReportCommand } from "./report.js";
 import { type BackendFlags, backendChoice, registerScaleCommands } from "./scale.js";
 import { registerServeCommand } from "./serve.js";
 

@@ -31,7 +31,9 @@ export function registerReportCommand(program: Command, io: Io): void {
           "termorch report <run> --html [--out FILE]",
         );
       const run = await resolveRun(ref, io.env, io.cwd);
-      const reportPath = run.state?.report ?? join(run.runDir, "execution_report.json");
+      // The run's folder first: state.json names where the report went, which a moved folder outgrew.
+      const inDir = join(run.runDir, "execution_report.json");
+      const reportPath = existsSync(inDir) ? inDir : (run.state?.report ?? inDir);
       if (!existsSync(reportPath))
         throw new InputError(
           [

@@ -181,7 +181,11 @@ function waitHtml(
 
 function markerHtml(m: TimelineMarker, pct: (t: number) => number): string {
   const what = m.kind === "skipped" ? "skipped" : `attempt ${m.attempt} not launched`;
-  const why = `${m.reason ?? ""}${m.detail ? `${m.reason ? ": " : ""}${m.detail}` : ""}`;
+  // A skip's detail says it all ("a dependency failed: …"); an attempt that never launched needs its reason too.
+  const why =
+    m.kind === "skipped" && m.detail
+      ? m.detail
+      : `${m.reason ?? ""}${m.detail ? `${m.reason ? ": " : ""}${m.detail}` : ""}`;
   const text = why ? `${what} — ${why}` : what;
   const left = pct(m.at);
   // Near the right edge the note goes to the marker's left, so it stays on the page.
@@ -199,14 +203,14 @@ function legendHtml(): string {
     `<span class="tl-legend-item">${swatch}<span>${escapeHtml(text)}</span></span>`;
   return (
     `<div class="tl-legend">` +
-    item(`<i class="sw bar success"></i>`, "succeeded") +
-    item(`<i class="sw bar failed"></i>`, "failed") +
-    item(`<i class="sw bar retried"></i>`, "failed, then retried") +
-    item(`<i class="sw bar cancelled"></i>`, "cancelled") +
-    item(`<i class="sw bar running"></i>`, "running") +
-    item(`<i class="sw bar success critical"></i>`, "critical path ★") +
-    item(`<i class="sw wait queued"></i>`, "waiting for a slot") +
-    item(`<i class="sw wait input"></i>`, "waiting for input") +
+    item(`<i class="sw sw-success"></i>`, "succeeded") +
+    item(`<i class="sw sw-failed"></i>`, "failed") +
+    item(`<i class="sw sw-retried"></i>`, "failed, then retried") +
+    item(`<i class="sw sw-cancelled"></i>`, "cancelled") +
+    item(`<i class="sw sw-running"></i>`, "running") +
+    item(`<i class="sw sw-success sw-critical"></i>`, "critical path ★") +
+    item(`<i class="sw sw-queued"></i>`, "waiting for a slot") +
+    item(`<i class="sw sw-input"></i>`, "waiting for input") +
     item(`<i class="sw-mark skipped">⊘</i>`, "skipped") +
     item(`<i class="sw-mark not_launched">✕</i>`, "not launched") +
     `</div>`
@@ -235,15 +239,16 @@ const TIMELINE_CSS = `
 .tl-crit{color:#bf8700}
 .tl-track{position:relative;flex:1;height:100%;margin-right:150px}
 .tl .bar,.tl .wait,.tl .tl-span{position:absolute;top:5px;bottom:5px;min-width:2px;border-radius:3px;box-sizing:border-box}
-.tl .bar.success{background:#2da44e}
-.tl .bar.failed{background:#cf222e}
-.tl .bar.retried{background:repeating-linear-gradient(135deg,#fb8f44 0 6px,#e16f24 6px 12px)}
-.tl .bar.cancelled{background:#8c959f}
-.tl .bar.running{background:repeating-linear-gradient(135deg,#54aeff 0 6px,#218bff 6px 12px)}
+.tl .bar.success,.tl .sw-success{background:#2da44e}
+.tl .bar.failed,.tl .sw-failed{background:#cf222e}
+.tl .bar.retried,.tl .sw-retried{background:repeating-linear-gradient(135deg,#fb8f44 0 6px,#e16f24 6px 12px)}
+.tl .bar.cancelled,.tl .sw-cancelled{background:#8c959f}
+.tl .bar.running,.tl .sw-running{background:repeating-linear-gradient(135deg,#54aeff 0 6px,#218bff 6px 12px)}
 .tl .bar.critical{box-shadow:0 0 0 2px #bf8700;top:3px;bottom:3px}
 .tl .wait{top:9px;bottom:9px;border-radius:2px}
-.tl .wait.queued{background:repeating-linear-gradient(90deg,#afb8c1 0 3px,transparent 3px 6px)}
-.tl .wait.input{top:2px;bottom:auto;height:4px;background:#d4a72c;z-index:1}
+.tl .wait.queued,.tl .sw-queued{background:repeating-linear-gradient(90deg,#afb8c1 0 3px,transparent 3px 6px)}
+.tl .wait.input{top:2px;bottom:auto;height:4px;z-index:1}
+.tl .wait.input,.tl .sw-input{background:#d4a72c}
 .tl .tl-span.merge{background:#8250df}
 .tl .tl-span.merge-conflict,.tl .tl-span.merge-failed,.tl .tl-span.merge-rolled_back{background:#cf222e}
 .tl .tl-span.merge-skipped{background:#8c959f}
@@ -259,10 +264,10 @@ const TIMELINE_CSS = `
 .tl-empty{color:#57606a;font-style:italic}
 .tl-legend{display:flex;flex-wrap:wrap;gap:6px 16px;margin-top:10px;padding-top:8px;border-top:1px solid #d0d7de;font-size:12px;color:#57606a}
 .tl-legend-item{display:inline-flex;align-items:center;gap:6px}
-.tl-legend .sw{position:relative;display:inline-block;width:22px;height:12px;top:auto;bottom:auto}
-.tl-legend .sw.wait{height:6px}
-.tl-legend .sw.wait.input{height:4px}
-.tl-legend .sw.bar.critical{width:18px;height:8px}
+.tl-legend .sw{display:inline-block;width:22px;height:12px;border-radius:3px}
+.tl-legend .sw-queued{height:6px}
+.tl-legend .sw-input{height:4px}
+.tl-legend .sw-critical{width:18px;height:8px;box-shadow:0 0 0 2px #bf8700}
 .tl-legend .sw-mark{font-style:normal;font-size:14px}
 .tl-legend .sw-mark.skipped{color:#6e7781}
 .tl-legend .sw-mark.not_launched{color:#cf222e;font-weight:700}
@@ -618,6 +623,7 @@ table.tasks .num{text-align:right;white-space:nowrap}
 table.tasks .why{margin-top:3px;font-size:12px;color:#a40e26;max-width:380px}
 table.tasks details summary{cursor:pointer;color:#57606a;font-size:12px}
 table.tasks details code{display:block;white-space:pre-wrap;word-break:break-all;background:#f6f8fa;padding:6px 8px;border-radius:6px;margin-top:4px}
+.logs{white-space:nowrap}
 .logs a{margin-right:8px}
 a{color:#0969da;text-decoration:none}
 a:hover{text-decoration:underline}

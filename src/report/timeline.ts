@@ -50,7 +50,7 @@ export interface TimelineMarker {
 
 /**
  * Time a task spent waiting. `queued`: ready (its last dependency succeeded, or the run was
- * planned) but not yet taken, for want of a max_parallel slot; `input`: an interactive agent
+ * planned) but not yet taken, while max_parallel tasks held every slot; `input`: an interactive agent
  * waiting for input (task.waiting_input → task.input_resumed or its attempt's end).
  */
 export interface TimelineWait {
@@ -280,6 +280,46 @@ export function timelineOf(events: readonly LedgerEvent[], report: Report | null
   const plannedAt = planned ? at(planned) : start;
   const reportTask = new Map((report?.tasks ?? []).map((t) => [t.id, t]));
 
+  // When each task held a slot: from when the scheduler took it to its final state.
+  const held = [...tasks.values()].flatMap((t) => {
+    const from = t.takenAt ?? minOf([...t.attempts.values()].map((a) => a.start));
+    return from === null ? [] : [{ from, to: t.final?.at ?? Number.POSITIVE_INFINITY }];
+  });
+  // How many slots were held from each change on (a step function), so that a run of thousands
+  // of tasks is measured in one pass. A task's own interval starts where its wait ends: it never
+  // counts against itself.
+  const changes = held
+    .flatMap((h) => [
+      { at: h.from, d: 1 },
+      { at: h.to, d: -1 },
+    ])
+    .sort((a, b) => a.at - b.at || a.d - b.d);
+  const stepAt: number[] = [];
+  const stepCount: number[] = [];
+  let count = 0;
+  for (const c of changes) {
+    count += c.d;
+    if (stepAt.at(-1) === c.at) stepCount[stepCount.length - 1] = count;
+    else {
+      stepAt.push(c.at);
+      stepCount.push(count);
+    }
+  }
+  const slotsFull = (from: number, to: number): boolean => {
+    if (maxParallel === null) return true;
+    // The last change at or before `from`, then every change before `to`.
+    let lo = 0;
+    let hi = stepAt.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (stepAt[mid]! <= from) lo = mid + 1;
+      else hi = mid;
+    }
+    for (let i = Math.max(0, lo - 1); i < stepAt.length && stepAt[i]! < to; i++)
+      if (stepCount[i]! >= maxParallel) return true;
+    return false;
+  };
+
   const rows: TimelineRow[] = [];
   const sortAt = new Map<TimelineRow, number>();
   for (const t of tasks.values()) {
@@ -317,13 +357,12 @@ export function timelineOf(events: readonly LedgerEvent[], report: Report | null
         taskRows.push(row);
         continue;
       }
-      const bar = barOf(
-        t,
-        a,
-        n === last,
-        { wave, critical: isCritical, ended, runEnd: end },
-        reportTask.get(t.id),
-      );
+      const following = numbers[numbers.indexOf(n) + 1];
+      const next =
+        following === undefined
+          ? null
+          : (t.attempts.get(following)?.start ?? t.unlaunched.get(following)?.at ?? null);
+      const bar = barOf(t, a, { wave, critical: isCritical, ended, runEnd: end, next }, reportTask.get(t.id));
       const row: TimelineRow = {
         task: t.id,
         wave,
@@ -375,7 +414,9 @@ export function timelineOf(events: readonly LedgerEvent[], report: Report | null
     if (ready !== null && !skipped) {
       const firstStart = numbers.length > 0 ? (t.attempts.get(numbers[0]!)?.start ?? null) : null;
       const taken = t.takenAt ?? firstStart ?? t.final?.at ?? (ended ? end : null);
-      if (taken === null || taken > ready) {
+      // Drawn only when max_parallel tasks held the slots meanwhile: a task taken late for
+      // termorch's own reasons (setting up the run, preparing another worktree) did not queue.
+      if ((taken === null || taken > ready) && slotsFull(ready, taken ?? end)) {
         const wait: TimelineWait = {
           task: t.id,
           attempt: numbers[0] ?? null,
@@ -430,8 +471,14 @@ export function timelineOf(events: readonly LedgerEvent[], report: Report | null
 function barOf(
   t: TaskAcc,
   a: AttemptAcc,
-  isLast: boolean,
-  o: { wave: number; critical: boolean; ended: boolean; runEnd: number },
+  o: {
+    wave: number;
+    critical: boolean;
+    ended: boolean;
+    runEnd: number;
+    /** When the next attempt (or a marker of it) came; null: this is the last one. */
+    next: number | null;
+  },
   reported: Report["tasks"][number] | undefined,
 ): TimelineBar {
   let outcome: AttemptOutcome;
@@ -441,10 +488,11 @@ function barOf(
   if (a.retried) {
     outcome = "retried";
     ({ reason, detail } = a.retried);
-  } else if (!isLast) {
+  } else if (o.next !== null) {
     // A later attempt started without this one's end: its worker or session was lost.
     outcome = "retried";
     reason = "lost";
+    end ??= o.next;
   } else if (t.final) {
     end ??= t.final.at;
     if (t.final.state === "success") outcome = "success";
