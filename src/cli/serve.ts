@@ -89,7 +89,11 @@ async function serve(
   try {
     io.stdout.write(`${dashboard.url}\n`);
     io.stderr.write(
-      `termorch serve: dashboard at the URL above (it holds the access token); Ctrl-C stops it\n  from another machine: ssh -L 8080:127.0.0.1:${dashboard.port} <this host>, then open http://127.0.0.1:8080/?token=${dashboard.token}\n`,
+      `termorch serve: dashboard at the URL above (it holds the access token); Ctrl-C stops it\n${
+        isLoopback(o.host)
+          ? `  from another machine: ssh -L 8080:${o.host}:${dashboard.port} <this host>, then open http://127.0.0.1:8080/?token=${dashboard.token}\n`
+          : ""
+      }`,
     );
     const signal = await stopped;
     return signal === "SIGINT" ? ExitCode.interrupted : ExitCode.ok;

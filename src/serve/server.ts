@@ -108,10 +108,15 @@ export class Dashboard {
       send(res, 200, "application/json; charset=utf-8", JSON.stringify(this.options.feed.current()));
       return;
     }
-    if (path === "/events") return this.viewStream(req, res);
     const timeline = /^\/runs\/([^/]+)\/timeline$/.exec(path);
     if (timeline?.[1]) return this.timeline(res, decode(timeline[1]));
     const terminal = /^\/runs\/([^/]+)\/tasks\/([^/]+)\/terminal$/.exec(path);
+    if ((path === "/events" || terminal) && req.method === "HEAD") {
+      // A stream's headers only: no feed listener, no pty for a request that reads no body.
+      send(res, 200, "text/event-stream; charset=utf-8", "");
+      return;
+    }
+    if (path === "/events") return this.viewStream(req, res);
     if (terminal?.[1] && terminal[2])
       return this.terminal(req, res, decode(terminal[1]), decode(terminal[2]));
     send(res, 404, "text/plain; charset=utf-8", "404 not found\n");

@@ -6,6 +6,7 @@ import { join } from "node:path";
 import { execa, type ResultPromise } from "execa";
 import type { Browser, Page } from "puppeteer-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { MAX_TERMINALS } from "../../src/serve/terminal.js";
 import { logText, opsWorld, waitForStatus } from "../fixtures/ops-helpers.js";
 import { BIN, ROOT, uniqueSocket, waitFor, writeAssignments } from "../integration/harness.js";
 import { collectPageErrors, launchChromium, screenshot } from "./chromium.js";
@@ -61,12 +62,20 @@ function get(
   });
 }
 
+/** An event stream kept open until `close`: its status once the response began. */
+function openStream(url: string): Promise<{ status: number; close: () => void }> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, (res) => resolve({ status: res.statusCode ?? 0, close: () => req.destroy() }));
+    req.on("error", reject);
+    req.end();
+  });
+}
+
 /** The text of the xterm screen on the page. */
 const screenText = (page: Page): Promise<string> =>
   page
-    .$eval(".xterm-rows", (el) =>
-      Array.from(el.children, (row) => (row.textContent ?? "").replaceAll("\u00a0", " ")).join("\n"),
-    )
+    .$$eval(".xterm-rows > div", (rows) => rows.map((row) => row.textContent ?? ""))
+    .then((rows) => rows.join("\n").replaceAll("\u00a0", " "))
     .catch(() => "");
 
 async function waitForScreen(page: Page, needle: string, timeoutMs = 30_000): Promise<string> {
@@ -219,6 +228,31 @@ describe("termorch serve", () => {
       .find((i) => i && i.family === "IPv4" && !i.internal);
     if (outside) await expect(get(`http://${outside.address}:${url.port}/?token=${token}`)).rejects.toThrow();
 
+    // Terminals: only a session the view shows for that run's task; a bounded number at once.
+    const terminalUrl = (run: string, task: string): string =>
+      `${base}/runs/${run}/tasks/${task}/terminal?token=${token}`;
+    for (const [r, t] of [
+      [runId, "docs"], // pending: no session
+      [runId, "nope"],
+      ["nope", "talker"],
+      [runId, "%ZZ"],
+      [runId, encodeURIComponent("talker;kill-server")],
+      [runId, encodeURIComponent("=talker")],
+    ] as const)
+      expect((await get(terminalUrl(r, t))).status, `${r}/${t}`).toBe(404);
+    const streams = await Promise.all(
+      Array.from({ length: MAX_TERMINALS }, () => openStream(terminalUrl(runId, "talker"))),
+    );
+    expect(streams.map((s) => s.status)).toEqual(Array(MAX_TERMINALS).fill(200));
+    await waitFor(
+      () => clientFlags(world.socket).length === MAX_TERMINALS,
+      10_000,
+      "a tmux client per stream",
+    );
+    expect((await get(terminalUrl(runId, "talker"))).status).toBe(429);
+    for (const s of streams) s.close();
+    await waitFor(() => clientFlags(world.socket).length === 0, 10_000, "the streams' tmux clients to end");
+
     const page = await browser!.newPage();
     await page.setViewport({ width: 1280, height: 900 });
     const errors = collectPageErrors(page);
@@ -281,7 +315,7 @@ describe("termorch serve", () => {
     expect(bars.slice(0, 2).sort()).toEqual(["compile:success", "talker:success"]);
     expect(bars.slice(2)).toEqual(["docs:success"]);
     await page
-      .waitForFunction(() => document.querySelector("#term-state")?.textContent === "session ended", {
+      .waitForFunction('document.querySelector("#term-state")?.textContent === "session ended"', {
         timeout: 30_000,
       })
       .catch(() => undefined);
@@ -301,10 +335,22 @@ describe("termorch serve", () => {
     await page.close();
   }, 180_000);
 
-  it("ends on SIGTERM with exit 0 and says why an address cannot be bound", async () => {
+  it("ends on SIGTERM with exit 0, binds another address only when asked, refuses a bad one", async () => {
     const serve = await startServe();
     serve.proc.kill("SIGTERM");
     expect((await serve.proc).exitCode).toBe(0);
+    // Another address only when asked, with a warning; Host must then name that address.
+    const other = await startServe(["--host", "127.0.0.2"]);
+    expect(other.url.hostname).toBe("127.0.0.2");
+    expect(listeningAddresses(other.proc.pid as number)).toEqual(["127.0.0.2"]);
+    const token = other.url.searchParams.get("token");
+    expect((await get(other.url.href)).status).toBe(200);
+    expect((await get(other.url.href, { Host: `127.0.0.1:${other.url.port}` })).status).toBe(403);
+    other.proc.kill("SIGTERM");
+    const otherEnd = await other.proc;
+    expect(otherEnd.exitCode).toBe(0);
+    expect(String(otherEnd.stderr)).toContain("warning: serving on 127.0.0.2, not 127.0.0.1");
+    expect(token).not.toBe(serve.url.searchParams.get("token"));
     const taken = await execa(process.execPath, [BIN, "serve", "--host", "not-an-address"], {
       reject: false,
       env: world.env,
