@@ -29,7 +29,9 @@ async function startServe(args: string[] = []): Promise<{ proc: ResultPromise; u
   const proc = execa(process.execPath, [BIN, "serve", ...args], {
     reject: false,
     cwd: ROOT,
-    env: world.env,
+    // As if started from inside the operator's own tmux: its terminals' clients must not inherit TMUX
+    // (tmux refuses to attach from "inside" a session).
+    env: { ...world.env, TMUX: "/tmp/tmux-0/default,1,0", TMUX_PANE: "%0" },
     stdin: "ignore",
   });
   servers.push(proc);

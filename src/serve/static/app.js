@@ -206,6 +206,13 @@
           ? h("span", { class: "reason muted", title: t.detail || "" }, t.reason)
           : null,
         waiting,
+        t.remote
+          ? h(
+              "span",
+              { class: "reason muted", title: t.remote.attach },
+              `on ${t.remote.worker} (${t.remote.host})`,
+            )
+          : null,
       ),
       h("td", { class: "num" }, t.wave ?? ""),
       h(
