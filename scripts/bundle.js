@@ -16,7 +16,8 @@ await build({
   target: "node20",
   logLevel: "warning",
   // Loaded only by the scale-out backend (src/scale/), on demand: local runs never pay for it.
-  external: ["bullmq", "ioredis"],
+  // node-pty (serve's terminals) finds its native addon relative to its own files: loaded from node_modules.
+  external: ["bullmq", "ioredis", "node-pty"],
   // CommonJS dependencies call require(); an ES module bundle has none of its own.
   banner: {
     js: "import { createRequire as __termorchRequire } from 'node:module'; const require = __termorchRequire(import.meta.url);",

@@ -32,6 +32,7 @@ import { positiveInt } from "./positive-int.js";
 import { progressLine } from "./progress.js";
 import { registerReportCommand } from "./report.js";
 import { type BackendFlags, backendChoice, registerScaleCommands } from "./scale.js";
+import { registerServeCommand } from "./serve.js";
 
 /**
  * stdout or stderr as the commands see them. When the reader of a pipe goes away
@@ -274,6 +275,7 @@ export async function main(
     code = c;
   });
   registerReportCommand(program, io);
+  registerServeCommand(program, io, (c) => (code = c));
 
   try {
     await program.parseAsync(argv.slice(2), { from: "user" });

@@ -1,0 +1,106 @@
+import { isIP } from "node:net";
+import { type Command, InvalidArgumentError } from "commander";
+import { ExitCode, InputError } from "../errors.js";
+import { RunFeed, runScope } from "../ops/run-feed.js";
+import { isLoopback } from "../serve/auth.js";
+import { Dashboard } from "../serve/server.js";
+import { TerminalPool } from "../serve/terminal.js";
+import { runTimeline } from "../serve/timeline.js";
+import type { Io } from "./io.js";
+
+const port = (value: string): number => {
+  const n = Number(value);
+  if (!/^\d+$/.test(value) || n > 65535)
+    throw new InvalidArgumentError("must be a port number (0: a free one)");
+  return n;
+};
+
+const address = (value: string): string => {
+  const bare = value.replace(/^\[(.*)\]$/, "$1");
+  if (isIP(bare) === 0) throw new InvalidArgumentError("must be an IP address, e.g. 127.0.0.1 or 0.0.0.0");
+  return bare;
+};
+
+/**
+ * `termorch serve`: the local web dashboard (README: termorch serve). It listens on 127.0.0.1
+ * unless `--host` says otherwise, prints its URL with the access token on stdout, and runs until
+ * SIGINT (exit 130, as `logs --follow` does) or SIGTERM (exit 0, as the daemon does: a service
+ * manager's stop is its normal end).
+ */
+export function registerServeCommand(program: Command, io: Io, setCode: (code: number) => void): void {
+  program
+    .command("serve")
+    .description(
+      "a local web dashboard: runs and tasks live, each run's timeline, a live read-only terminal of any running task",
+    )
+    .argument("[run]", "a run directory or run id (default: every registered run)")
+    .option("--home <dir>", "show the runs of a daemon home (<dir>/runs/*/)")
+    .option("--port <n>", "port to listen on (default: 0, a free one)", port, 0)
+    .option(
+      "--host <addr>",
+      "address to listen on (default 127.0.0.1; any other makes the dashboard reachable from elsewhere)",
+      address,
+      "127.0.0.1",
+    )
+    .action(async (ref: string | undefined, o: { home?: string; port: number; host: string }) => {
+      if (ref !== undefined && o.home !== undefined)
+        throw new InputError(
+          [{ message: "pass either a run or --home, not both" }],
+          "termorch serve [--home DIR | <run-dir>] [--port N]",
+        );
+      setCode(await serve(ref, o, io));
+    });
+}
+
+async function serve(
+  ref: string | undefined,
+  o: { home?: string; port: number; host: string },
+  io: Io,
+): Promise<number> {
+  if (o.host !== "127.0.0.1")
+    io.stderr.write(
+      isLoopback(o.host)
+        ? `termorch: warning: serving on ${o.host}, not 127.0.0.1\n`
+        : `termorch: warning: serving on ${o.host}: other machines can reach this dashboard; anyone with its URL (token included) sees every task's terminal. Prefer the default and an SSH tunnel.\n`,
+    );
+  const feed = await RunFeed.open(runScope(ref, o.home, io.cwd), { env: io.env, cwd: io.cwd });
+  const terminals = new TerminalPool(io.env);
+  let dashboard: Dashboard;
+  try {
+    dashboard = await Dashboard.start({ feed, terminals, host: o.host, port: o.port, timeline: runTimeline });
+  } catch (error) {
+    await feed.close();
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === "EADDRINUSE" || code === "EACCES" || code === "EADDRNOTAVAIL")
+      throw new InputError(
+        [{ message: `cannot listen on ${o.host} port ${o.port}: ${code}` }],
+        code === "EADDRNOTAVAIL"
+          ? "Pass an address of this machine with --host (or leave it out: 127.0.0.1)."
+          : "Pass another --port, or --port 0 for a free one.",
+      );
+    throw error;
+  }
+  let stop: (signal: NodeJS.Signals) => void = () => {};
+  const stopped = new Promise<NodeJS.Signals>((resolve) => {
+    stop = resolve;
+  });
+  process.on("SIGINT", stop);
+  process.on("SIGTERM", stop);
+  try {
+    io.stdout.write(`${dashboard.url}\n`);
+    io.stderr.write(
+      `termorch serve: dashboard at the URL above (it holds the access token); Ctrl-C stops it\n${
+        isLoopback(o.host)
+          ? `  from another machine: ssh -L 8080:${o.host}:${dashboard.port} <this host>, then open http://127.0.0.1:8080/?token=${dashboard.token}\n`
+          : ""
+      }`,
+    );
+    const signal = await stopped;
+    return signal === "SIGINT" ? ExitCode.interrupted : ExitCode.ok;
+  } finally {
+    process.off("SIGINT", stop);
+    process.off("SIGTERM", stop);
+    await dashboard.close();
+    await feed.close();
+  }
+}

@@ -1,0 +1,315 @@
+import { randomBytes } from "node:crypto";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import type { RunView, StatusView, TaskView } from "../contract/status-view.js";
+import type { RunFeed } from "../ops/run-feed.js";
+import { type Asset, loadAssets } from "./assets.js";
+import { hostAllowed, newToken, tokenMatches, tokenOf } from "./auth.js";
+import { SessionGone, type TerminalPool, TooManyTerminals } from "./terminal.js";
+
+export interface DashboardOptions {
+  feed: RunFeed;
+  terminals: TerminalPool;
+  /** Address to bind: 127.0.0.1 unless the operator said otherwise. */
+  host: string;
+  /** 0: a free port. */
+  port: number;
+  /** A run's timeline as an HTML fragment and its CSS (from its ledger and report), or null when it has none. */
+  timeline?: (run: RunView) => Promise<{ html: string; css: string } | null>;
+  /** The access token; a new random one when not given. */
+  token?: string;
+}
+
+/** How often an idle event stream sends a comment, so that proxies and tunnels keep it open. */
+const KEEPALIVE_MS = 20_000;
+
+const FORBIDDEN =
+  "403 forbidden: open the URL that `termorch serve` printed (its token is required on every request)\n";
+
+/**
+ * `termorch serve`'s HTTP server (node:http): the page, its assets, the live StatusView as
+ * server-sent events from the RunFeed, each run's timeline, and a live read-only terminal of a
+ * task's tmux session as server-sent events from a pty. Every request must carry the token
+ * (query `token` or `Authorization: Bearer`) and name the bound address in Host; anything else
+ * gets 403 and nothing of the data.
+ */
+export class Dashboard {
+  readonly token: string;
+  private readonly server: Server;
+  private readonly assets = loadAssets();
+  private readonly streams = new Set<ServerResponse>();
+  private closing: Promise<void> | null = null;
+
+  private constructor(private readonly options: DashboardOptions) {
+    this.token = options.token ?? newToken();
+    this.server = createServer((req, res) => {
+      this.handle(req, res).catch(() => {
+        // No detail to the browser: a message could carry a path or worse.
+        if (!res.headersSent) send(res, 500, "text/plain; charset=utf-8", "500 internal error\n");
+        else res.end();
+      });
+    });
+  }
+
+  static async start(options: DashboardOptions): Promise<Dashboard> {
+    const dashboard = new Dashboard(options);
+    await new Promise<void>((resolve, reject) => {
+      dashboard.server.once("error", reject);
+      dashboard.server.listen({ host: options.host, port: options.port, exclusive: true }, () => {
+        dashboard.server.off("error", reject);
+        resolve();
+      });
+    });
+    return dashboard;
+  }
+
+  get port(): number {
+    return (this.server.address() as AddressInfo).port;
+  }
+
+  /** The address to open, token included. */
+  get url(): string {
+    const host = this.options.host.includes(":") ? `[${this.options.host}]` : this.options.host;
+    return `http://${host}:${this.port}/?token=${this.token}`;
+  }
+
+  /** Ends the event streams and terminals, then the server. */
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      this.options.terminals.closeAll();
+      for (const res of this.streams) res.end();
+      this.streams.clear();
+      const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
+      this.server.closeAllConnections();
+      await closed;
+    })();
+    return this.closing;
+  }
+
+  private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const url = new URL(req.url ?? "/", "http://serve.invalid");
+    if (
+      !hostAllowed(req.headers.host, this.options.host) ||
+      !tokenMatches(tokenOf(url, req.headers.authorization), this.token)
+    ) {
+      send(res, 403, "text/plain; charset=utf-8", FORBIDDEN);
+      return;
+    }
+    if (req.method !== "GET" && req.method !== "HEAD") {
+      res.setHeader("Allow", "GET, HEAD");
+      send(res, 405, "text/plain; charset=utf-8", "405 method not allowed: this dashboard is read-only\n");
+      return;
+    }
+    const path = url.pathname;
+    if (path === "/") return this.page(res);
+    const asset = this.assets.files.get(path);
+    if (asset) return sendAsset(res, asset);
+    if (path === "/api/view") {
+      send(res, 200, "application/json; charset=utf-8", JSON.stringify(this.options.feed.current()));
+      return;
+    }
+    const timeline = /^\/runs\/([^/]+)\/timeline$/.exec(path);
+    if (timeline?.[1]) return this.timeline(res, decode(timeline[1]));
+    const terminal = /^\/runs\/([^/]+)\/tasks\/([^/]+)\/terminal$/.exec(path);
+    if ((path === "/events" || terminal) && req.method === "HEAD") {
+      // A stream's headers only: no feed listener, no pty for a request that reads no body.
+      send(res, 200, "text/event-stream; charset=utf-8", "");
+      return;
+    }
+    if (path === "/events") return this.viewStream(req, res);
+    if (terminal?.[1] && terminal[2])
+      return this.terminal(req, res, decode(terminal[1]), decode(terminal[2]));
+    send(res, 404, "text/plain; charset=utf-8", "404 not found\n");
+  }
+
+  private page(res: ServerResponse): void {
+    // A nonce per page for its style elements: xterm.js adds <style> elements at run time, which a
+    // CSP without 'unsafe-inline' only lets in with the page's nonce (app.js gives it to them).
+    const nonce = randomBytes(16).toString("base64");
+    const html = this.assets.index.replaceAll("{{TOKEN}}", this.token).replaceAll("{{NONCE}}", nonce);
+    send(res, 200, "text/html; charset=utf-8", html, nonce);
+  }
+
+  /** The StatusView as server-sent events: the current one at once, then each new one. */
+  private viewStream(req: IncomingMessage, res: ServerResponse): void {
+    const stream = this.openStream(req, res);
+    const push = (view: StatusView): void => {
+      event(res, "view", JSON.stringify(view));
+    };
+    push(this.options.feed.current());
+    const stop = this.options.feed.subscribe(push);
+    stream.onClose(stop);
+  }
+
+  private async timeline(res: ServerResponse, runId: string | null): Promise<void> {
+    const run = runId === null ? undefined : findRun(this.options.feed.current(), runId);
+    if (!run) {
+      send(res, 404, "text/plain; charset=utf-8", "404 no such run\n");
+      return;
+    }
+    // No timeline (yet) is an answer, not an error: the page asks again as the run moves on.
+    const fragment = (await this.options.timeline?.(run)) ?? { html: null, css: null };
+    send(res, 200, "application/json; charset=utf-8", JSON.stringify(fragment));
+  }
+
+  /**
+   * A live read-only terminal of a task's session: `size` (the pane's cols and rows), then the
+   * client's output as JSON strings, then `end` when the session (or the server) ends. The run
+   * and the task are looked up in the feed's view: only a session termorch shows for that task
+   * reaches tmux, never a string from the URL.
+   */
+  private async terminal(
+    req: IncomingMessage,
+    res: ServerResponse,
+    runId: string | null,
+    taskId: string | null,
+  ): Promise<void> {
+    const found =
+      runId === null || taskId === null ? null : findTask(this.options.feed.current(), runId, taskId);
+    if (!found) {
+      send(res, 404, "text/plain; charset=utf-8", "404 no such task with a tmux session\n");
+      return;
+    }
+    const { run, task } = found;
+    let term: Awaited<ReturnType<TerminalPool["attach"]>>;
+    try {
+      term = await this.options.terminals.attach({
+        socket: run.socket,
+        socketPath: run.socket_path,
+        session: task.session as string,
+      });
+    } catch (error) {
+      if (error instanceof TooManyTerminals)
+        send(res, 429, "text/plain; charset=utf-8", `429 ${error.message}\n`);
+      else if (error instanceof SessionGone)
+        send(res, 404, "text/plain; charset=utf-8", `404 ${error.message}\n`);
+      else throw error;
+      return;
+    }
+    if (req.destroyed || this.closing) {
+      term.close();
+      return;
+    }
+    const stream = this.openStream(req, res);
+    event(res, "size", JSON.stringify({ cols: term.cols, rows: term.rows }));
+    term.onData((chunk) => {
+      // The browser reads slower than the agent writes: stop reading the pty until it caught up.
+      if (!res.write(`data: ${JSON.stringify(chunk)}\n\n`)) {
+        term.pause();
+        res.once("drain", () => term.resume());
+      }
+    });
+    term.onEnd(() => {
+      event(res, "end", "{}");
+      stream.end();
+    });
+    stream.onClose(() => term.close());
+  }
+
+  private openStream(
+    req: IncomingMessage,
+    res: ServerResponse,
+  ): { onClose: (fn: () => void) => void; end: () => void } {
+    res.writeHead(200, {
+      ...SECURITY_HEADERS,
+      "Content-Type": "text/event-stream; charset=utf-8",
+      Connection: "keep-alive",
+      // A proxy in front (nginx) would buffer the stream otherwise.
+      "X-Accel-Buffering": "no",
+    });
+    res.write("retry: 2000\n\n");
+    this.streams.add(res);
+    const keepalive = setInterval(() => res.write(": keepalive\n\n"), KEEPALIVE_MS).unref();
+    const closers: Array<() => void> = [];
+    let closed = false;
+    const close = (): void => {
+      if (closed) return;
+      closed = true;
+      clearInterval(keepalive);
+      this.streams.delete(res);
+      for (const fn of closers) fn();
+    };
+    req.on("close", close);
+    res.on("close", close);
+    return {
+      onClose: (fn) => {
+        if (closed) fn();
+        else closers.push(fn);
+      },
+      end: () => {
+        res.end();
+        close();
+      },
+    };
+  }
+}
+
+const CSP = (nonce: string): string =>
+  [
+    "default-src 'none'",
+    "script-src 'self'",
+    `style-src 'self' 'nonce-${nonce}'`,
+    // The timeline places its bars with style attributes (report.html's fragment). An attribute
+    // can only restyle what it sits on; with the sources above it loads nothing from elsewhere.
+    "style-src-attr 'unsafe-inline'",
+    "connect-src 'self'",
+    "img-src 'self' data:",
+    "font-src 'self'",
+    "base-uri 'none'",
+    "form-action 'none'",
+    "frame-ancestors 'none'",
+  ].join("; ");
+
+const SECURITY_HEADERS = {
+  "Cache-Control": "no-store",
+  "X-Content-Type-Options": "nosniff",
+  "Referrer-Policy": "no-referrer",
+  "X-Frame-Options": "DENY",
+  "Cross-Origin-Resource-Policy": "same-origin",
+};
+
+function send(
+  res: ServerResponse,
+  status: number,
+  type: string,
+  body: string | Buffer,
+  nonce?: string,
+): void {
+  res.writeHead(status, {
+    ...SECURITY_HEADERS,
+    "Content-Security-Policy": CSP(nonce ?? randomBytes(16).toString("base64")),
+    "Content-Type": type,
+    "Content-Length": Buffer.byteLength(body),
+  });
+  res.end(body);
+}
+
+function sendAsset(res: ServerResponse, asset: Asset): void {
+  send(res, 200, asset.type, asset.body);
+}
+
+function event(res: ServerResponse, name: string, data: string): void {
+  res.write(`event: ${name}\ndata: ${data}\n\n`);
+}
+
+function decode(part: string): string | null {
+  try {
+    return decodeURIComponent(part);
+  } catch {
+    return null;
+  }
+}
+
+/** The run of that id; of two runs with one id (two workspaces), the one still running, else the newest. */
+function findRun(view: StatusView, runId: string): RunView | undefined {
+  const runs = view.runs.filter((r) => r.run_id === runId);
+  return runs.findLast((r) => r.phase === "running") ?? runs.at(-1);
+}
+
+function findTask(view: StatusView, runId: string, taskId: string): { run: RunView; task: TaskView } | null {
+  for (const run of view.runs.filter((r) => r.run_id === runId).reverse()) {
+    const task = run.tasks.find((t) => t.id === taskId);
+    if (task?.session && task.session_exists) return { run, task };
+  }
+  return null;
+}

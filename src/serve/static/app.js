@@ -1,0 +1,404 @@
+// termorch serve's page. Plain browser script (no build step, no framework, nothing from a CDN).
+// Everything shown from the server goes into the DOM as text (textContent), never as markup,
+// except each run's timeline: HTML that termorch renders and escapes itself.
+(() => {
+  const token = new URLSearchParams(location.search).get("token") || "";
+  const nonce = document.querySelector('meta[name="csp-nonce"]')?.getAttribute("content") || "";
+
+  // xterm.js adds <style> elements of its own; the page's CSP lets in only those with its nonce.
+  const createElement = document.createElement.bind(document);
+  document.createElement = (tag, options) => {
+    const el = createElement(tag, options);
+    if (String(tag).toLowerCase() === "style") el.nonce = nonce;
+    return el;
+  };
+
+  /** Every request carries the token, as the server refuses any other. */
+  const withToken = (path) => `${path}${path.includes("?") ? "&" : "?"}token=${encodeURIComponent(token)}`;
+  const $ = (id) => document.getElementById(id);
+
+  /** An element with attributes (`class`, `data-*`, `title`...) and children (nodes or text). */
+  function h(tag, attrs, ...children) {
+    const el = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v === null || v === undefined || v === false) continue;
+      if (k === "onclick") el.addEventListener("click", v);
+      else el.setAttribute(k, v === true ? "" : String(v));
+    }
+    for (const c of children.flat()) {
+      if (c === null || c === undefined || c === false) continue;
+      el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    }
+    return el;
+  }
+
+  function duration(ms) {
+    if (ms === null || ms === undefined || !Number.isFinite(ms) || ms < 0) return "";
+    const s = Math.floor(ms / 1000);
+    if (s < 60) return `${s}s`;
+    const m = Math.floor(s / 60);
+    if (m < 60) return `${m}m ${String(s % 60).padStart(2, "0")}s`;
+    return `${Math.floor(m / 60)}h ${String(m % 60).padStart(2, "0")}m`;
+  }
+
+  function cost(usage) {
+    if (!usage) return "";
+    if (usage.cost_usd !== null && usage.cost_usd !== undefined) return `$${usage.cost_usd.toFixed(4)}`;
+    const tokens = (usage.input_tokens || 0) + (usage.output_tokens || 0);
+    return tokens ? `${tokens.toLocaleString()} tok` : "";
+  }
+
+  function clock(iso) {
+    const d = iso ? new Date(iso) : null;
+    return d && !Number.isNaN(d.getTime()) ? d.toLocaleTimeString() : "";
+  }
+
+  // ---- runs and tasks, live from /events ---------------------------------------------------------
+
+  /** Per run (by its folder): its article, and what its timeline was last fetched for. */
+  const runs = new Map();
+  let receivedAt = Date.now();
+  let lastView = null;
+
+  function render(view) {
+    lastView = view;
+    receivedAt = Date.now();
+    const running = view.runs.flatMap((r) => r.tasks).filter((t) => t.state === "running").length;
+    $("summary").textContent =
+      `${view.runs.length} run${view.runs.length === 1 ? "" : "s"} · ${running} task${running === 1 ? "" : "s"} running · updated ${clock(view.generated_at)}`;
+
+    const problems = $("problems");
+    problems.hidden = view.problems.length === 0;
+    problems.replaceChildren(
+      ...view.problems.map((p) =>
+        h("div", { class: "problem" }, p.run_id || p.run_dir || "run", ": ", p.message),
+      ),
+    );
+
+    const list = $("runs");
+    const seen = new Set();
+    // Newest first: the run an operator just started is at the top.
+    const ordered = [...view.runs].reverse();
+    for (const run of ordered) {
+      seen.add(run.run_dir);
+      let entry = runs.get(run.run_dir);
+      if (!entry) {
+        entry = makeRun(run);
+        runs.set(run.run_dir, entry);
+      }
+      updateRun(entry, run);
+    }
+    for (const [dir, entry] of runs) {
+      if (!seen.has(dir)) {
+        entry.article.remove();
+        runs.delete(dir);
+      }
+    }
+    const articles = ordered.map((r) => runs.get(r.run_dir).article);
+    if (articles.length === 0) list.replaceChildren(h("p", { class: "empty muted" }, "No runs yet."));
+    else if (articles.some((a, i) => list.children[i] !== a)) list.replaceChildren(...articles);
+    updateTerminalState();
+  }
+
+  function makeRun(run) {
+    const head = h("div", { class: "run-head" });
+    const tbody = h("tbody");
+    const table = h(
+      "table",
+      { class: "tasks" },
+      h(
+        "thead",
+        {},
+        h(
+          "tr",
+          {},
+          ["task", "state", "wave", "time", "tries", "cost", "last line", ""].map((c) => h("th", {}, c)),
+        ),
+      ),
+      tbody,
+    );
+    const timelineBody = h("div", { class: "tl-host" });
+    const timeline = h(
+      "details",
+      { class: "timeline", open: true, hidden: true },
+      h("summary", {}, "Timeline"),
+      timelineBody,
+    );
+    const article = h("article", { class: "run", "data-run": run.run_id }, head, table, timeline);
+    return { article, head, tbody, timeline, timelineBody, signature: "", fetching: false, again: false };
+  }
+
+  function updateRun(entry, run) {
+    const counts = {};
+    for (const t of run.tasks) counts[t.state] = (counts[t.state] || 0) + 1;
+    const total = run.tasks.reduce((sum, t) => sum + (t.usage?.cost_usd || 0), 0);
+    entry.article.dataset.phase = run.phase;
+    const head = h(
+      "div",
+      { class: "run-head" },
+      h("span", { class: `phase phase-${run.phase}` }, run.phase),
+      h("span", { class: "run-id" }, run.run_id),
+      h(
+        "span",
+        { class: "muted" },
+        Object.entries(counts)
+          .map(([s, n]) => `${n} ${s}`)
+          .join(" · "),
+      ),
+      total > 0 ? h("span", { class: "muted" }, `· $${total.toFixed(4)}`) : null,
+      run.exit_code !== null ? h("span", { class: "muted" }, `· exit ${run.exit_code}`) : null,
+      h("span", { class: "spacer" }),
+      h(
+        "span",
+        { class: "muted small", title: run.run_dir },
+        `started ${clock(run.started_at)} · ${run.workspace}`,
+      ),
+      run.hint ? h("div", { class: "hint" }, run.hint) : null,
+    );
+    entry.head.replaceChildren(...head.childNodes);
+    entry.tbody.replaceChildren(...run.tasks.map((t) => taskRow(run, t)));
+    const signature = JSON.stringify([
+      run.phase,
+      run.report,
+      run.tasks.map((t) => [t.state, t.attempts, t.waiting_since]),
+    ]);
+    if (signature !== entry.signature) {
+      entry.signature = signature;
+      void refreshTimeline(entry, run);
+    }
+  }
+
+  function taskRow(run, t) {
+    const open = terminal && terminal.run === run.run_id && terminal.task === t.id;
+    const live = t.state === "running" && t.session_live;
+    const time = t.state === "running" ? t.elapsed_ms : t.duration_ms;
+    const waiting = t.waiting_since
+      ? h("span", { class: "waiting", title: `since ${clock(t.waiting_since)}` }, "waiting for input")
+      : null;
+    const button = t.session_exists
+      ? h(
+          "button",
+          {
+            type: "button",
+            class: live ? "watch live" : "watch",
+            title: live
+              ? "watch its tmux pane, read-only"
+              : "its tmux session is kept: look at it, read-only",
+            onclick: () => openTerminal(run.run_id, t.id),
+          },
+          live ? "▶ terminal" : "terminal",
+        )
+      : null;
+    return h(
+      "tr",
+      { "data-task": t.id, "data-state": t.state, class: open ? "selected" : null },
+      h(
+        "td",
+        { class: "task" },
+        h("span", { class: "task-id" }, t.id),
+        h("span", { class: "agent muted" }, t.agent),
+      ),
+      h(
+        "td",
+        {},
+        h("span", { class: `state state-${t.state}` }, t.state),
+        t.reason && t.state !== "success"
+          ? h("span", { class: "reason muted", title: t.detail || "" }, t.reason)
+          : null,
+        waiting,
+        t.remote
+          ? h(
+              "span",
+              { class: "reason muted", title: t.remote.attach },
+              `on ${t.remote.worker} (${t.remote.host})`,
+            )
+          : null,
+      ),
+      h("td", { class: "num" }, t.wave ?? ""),
+      h(
+        "td",
+        { class: "num time", "data-elapsed": t.state === "running" ? String(t.elapsed_ms ?? "") : null },
+        duration(time),
+      ),
+      h("td", { class: "num" }, t.attempts || ""),
+      h("td", { class: "num" }, cost(t.usage)),
+      h("td", { class: "last-line", title: t.last_line || "" }, t.last_line || ""),
+      h("td", { class: "actions" }, button),
+    );
+  }
+
+  // A running task's time moves on between views.
+  setInterval(() => {
+    for (const cell of document.querySelectorAll("td.time[data-elapsed]")) {
+      const base = Number(cell.dataset.elapsed);
+      if (cell.dataset.elapsed !== "" && Number.isFinite(base))
+        cell.textContent = duration(base + Date.now() - receivedAt);
+    }
+  }, 1000);
+
+  // ---- timelines ---------------------------------------------------------------------------------
+
+  let timelineCss = null;
+
+  /** A running run's bars grow with time: its timeline is fetched again now and then. */
+  const TIMELINE_TICK_MS = 5000;
+  setInterval(() => {
+    for (const run of lastView?.runs ?? []) {
+      const entry = runs.get(run.run_dir);
+      if (entry && run.phase === "running") void refreshTimeline(entry, run);
+    }
+  }, TIMELINE_TICK_MS);
+
+  /** Fetches a run's timeline (rendered by the server from its ledger and report); one fetch at a time per run. */
+  async function refreshTimeline(entry, run) {
+    if (entry.fetching) {
+      entry.again = run;
+      return;
+    }
+    entry.fetching = true;
+    try {
+      const res = await fetch(withToken(`/runs/${encodeURIComponent(run.run_id)}/timeline`));
+      const body = res.ok ? await res.json() : { html: null };
+      if (body.html) {
+        if (body.css && timelineCss === null) {
+          timelineCss = document.createElement("style");
+          timelineCss.textContent = body.css;
+          document.head.append(timelineCss);
+        }
+        entry.timelineBody.innerHTML = body.html;
+        entry.timeline.hidden = false;
+      } else entry.timeline.hidden = true;
+    } catch {
+      // The server went away: the event stream says so (connection state), and the next view fetches again.
+    } finally {
+      entry.fetching = false;
+      if (entry.again) {
+        const next = entry.again;
+        entry.again = false;
+        void refreshTimeline(entry, next);
+      }
+    }
+  }
+
+  // ---- the live read-only terminal ---------------------------------------------------------------
+
+  /** The open terminal: which task, its event stream and xterm. */
+  let terminal = null;
+
+  function openTerminal(runId, taskId) {
+    closeTerminal();
+    const panel = $("terminal-panel");
+    panel.hidden = false;
+    $("term-title").textContent = `${taskId} · ${runId}`;
+    setTermState("connecting…", "wait");
+    const box = $("terminal");
+    box.replaceChildren();
+    const stream = new EventSource(
+      withToken(`/runs/${encodeURIComponent(runId)}/tasks/${encodeURIComponent(taskId)}/terminal`),
+    );
+    const current = { run: runId, task: taskId, stream, term: null, ended: false };
+    terminal = current;
+    stream.addEventListener("size", (e) => {
+      const { cols, rows } = JSON.parse(e.data);
+      if (current.term) {
+        // A reconnect: tmux draws the whole screen again.
+        current.term.reset();
+        current.term.resize(cols, rows);
+      } else {
+        current.term = new window.Terminal({
+          cols,
+          rows,
+          disableStdin: true,
+          cursorBlink: false,
+          scrollback: 0,
+          fontSize: 13,
+          fontFamily: "ui-monospace, 'DejaVu Sans Mono', Menlo, Consolas, monospace",
+          theme: { background: "#0b0f14", foreground: "#d6dde6", cursor: "#0b0f14" },
+        });
+        current.term.open(box);
+        fitFont(current.term, box);
+      }
+      setTermState("live", "live");
+    });
+    stream.addEventListener("message", (e) => current.term?.write(JSON.parse(e.data)));
+    stream.addEventListener("end", () => {
+      current.ended = true;
+      setTermState("session ended", "ended");
+    });
+    stream.addEventListener("error", () => {
+      // The server ends the stream after `end`: closed here, once complete, it is not opened again.
+      if (current.ended) {
+        stream.close();
+        return;
+      }
+      setTermState(stream.readyState === EventSource.CLOSED ? "not available" : "reconnecting…", "wait");
+    });
+    markSelected();
+  }
+
+  /**
+   * The terminal has the pane's columns (often 200): the font is sized so that they fill the
+   * panel's width, between 7 px (a wide pane) and 15 px (a narrow one).
+   */
+  function fitFont(term, box) {
+    const screen = box.querySelector(".xterm-screen");
+    const avail = box.clientWidth - 16;
+    if (!screen || screen.offsetWidth === 0) return;
+    const size = Math.floor(((term.options.fontSize * avail) / screen.offsetWidth) * 10) / 10;
+    term.options.fontSize = Math.min(15, Math.max(7, size));
+  }
+
+  function setTermState(text, kind) {
+    const el = $("term-state");
+    el.textContent = text;
+    el.className = `term-state term-${kind}`;
+  }
+
+  function closeTerminal() {
+    if (!terminal) return;
+    terminal.stream.close();
+    terminal.term?.dispose();
+    terminal = null;
+    $("terminal-panel").hidden = true;
+    markSelected();
+  }
+
+  function markSelected() {
+    for (const row of document.querySelectorAll("tr[data-task]")) {
+      const article = row.closest("article");
+      row.classList.toggle(
+        "selected",
+        !!terminal && article?.dataset.run === terminal.run && row.dataset.task === terminal.task,
+      );
+    }
+  }
+
+  /** Shows, next to the terminal, the state its task is in now. */
+  function updateTerminalState() {
+    markSelected();
+    if (!terminal || !lastView) return;
+    const run = lastView.runs.findLast((r) => r.run_id === terminal.run);
+    const task = run?.tasks.find((t) => t.id === terminal.task);
+    if (task) $("term-title").textContent = `${task.id} · ${run.run_id} · ${task.state}`;
+  }
+
+  $("term-close").addEventListener("click", closeTerminal);
+
+  // ---- connection ----------------------------------------------------------------------------------
+
+  const events = new EventSource(withToken("/events"));
+  events.addEventListener("view", (e) => render(JSON.parse(e.data)));
+  events.addEventListener("open", () => {
+    $("conn").textContent = "live";
+    $("conn").className = "conn conn-live";
+  });
+  events.addEventListener("error", () => {
+    $("conn").textContent = events.readyState === EventSource.CLOSED ? "disconnected" : "reconnecting…";
+    $("conn").className = "conn conn-wait";
+  });
+  // Closed before the page goes, so that no request is cut mid-way.
+  window.addEventListener("pagehide", () => {
+    events.close();
+    closeTerminal();
+  });
+})();

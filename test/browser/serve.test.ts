@@ -1,0 +1,363 @@
+import { execFileSync } from "node:child_process";
+import { copyFileSync, mkdirSync, readdirSync, readFileSync, readlinkSync, writeFileSync } from "node:fs";
+import { request } from "node:http";
+import { networkInterfaces } from "node:os";
+import { join } from "node:path";
+import { execa, type ResultPromise } from "execa";
+import type { Browser, Page } from "puppeteer-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { MAX_TERMINALS } from "../../src/serve/terminal.js";
+import { logText, opsWorld, waitForStatus } from "../fixtures/ops-helpers.js";
+import { BIN, ROOT, uniqueSocket, waitFor, writeAssignments } from "../integration/harness.js";
+import { collectPageErrors, launchChromium, screenshot } from "./chromium.js";
+
+const world = opsWorld(uniqueSocket("serve"));
+let browser: Browser | null = null;
+const servers: ResultPromise[] = [];
+
+beforeAll(async () => {
+  browser = await launchChromium();
+});
+afterAll(async () => {
+  for (const s of servers) if (s.exitCode === null) s.kill("SIGKILL");
+  await browser?.close();
+  world.teardown();
+});
+
+/** `termorch serve` of this file's registry, and the URL it printed. */
+async function startServe(args: string[] = []): Promise<{ proc: ResultPromise; url: URL }> {
+  const proc = execa(process.execPath, [BIN, "serve", ...args], {
+    reject: false,
+    cwd: ROOT,
+    // As if started from inside the operator's own tmux: its terminals' clients must not inherit TMUX
+    // (tmux refuses to attach from "inside" a session).
+    env: { ...world.env, TMUX: "/tmp/tmux-0/default,1,0", TMUX_PANE: "%0" },
+    stdin: "ignore",
+  });
+  servers.push(proc);
+  let out = "";
+  proc.stdout?.on("data", (d: Buffer) => {
+    out += d.toString();
+  });
+  const line = await waitFor(() => /^http:\/\/\S+\n/.exec(out)?.[0], 30_000, "the URL on serve's stdout");
+  return { proc, url: new URL(line.trim()) };
+}
+
+/** A plain GET (node:http: it sends the Host header given, which fetch() does not let a test set). */
+function get(
+  url: string,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; body: string; headers: Record<string, unknown> }> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, { headers }, (res) => {
+      let body = "";
+      res.setEncoding("utf8");
+      // An event stream that was let through would never end: its first bytes are enough.
+      res.on("data", (d: string) => {
+        body += d;
+        if (res.headers["content-type"]?.startsWith("text/event-stream")) res.destroy();
+      });
+      res.on("close", () => resolve({ status: res.statusCode ?? 0, body, headers: res.headers }));
+    });
+    req.on("error", reject);
+    req.end();
+  });
+}
+
+/** An event stream kept open until `close`: its status once the response began. */
+function openStream(url: string): Promise<{ status: number; close: () => void }> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, (res) => resolve({ status: res.statusCode ?? 0, close: () => req.destroy() }));
+    req.on("error", reject);
+    req.end();
+  });
+}
+
+/** The text of the xterm screen on the page. */
+const screenText = (page: Page): Promise<string> =>
+  page
+    .$$eval(".xterm-rows > div", (rows) => rows.map((row) => row.textContent ?? ""))
+    .then((rows) => rows.join("\n").replaceAll("\u00a0", " "))
+    .catch(() => "");
+
+async function waitForScreen(page: Page, needle: string, timeoutMs = 30_000): Promise<string> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const text = await screenText(page);
+    if (text.includes(needle)) return text;
+    if (Date.now() > deadline)
+      throw new Error(`timed out waiting for ${JSON.stringify(needle)} in the terminal; it shows:\n${text}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** The flags of each client of a tmux server (tmux's own `#{client_flags}`). */
+function clientFlags(socket: string): string[] {
+  try {
+    return execFileSync("tmux", ["-L", socket, "list-clients", "-F", "#{client_flags}"], {
+      encoding: "utf8",
+      env: { ...process.env, TMUX: "" },
+    })
+      .split("\n")
+      .filter(Boolean);
+  } catch {
+    return [];
+  }
+}
+
+/** The local addresses of the sockets a process listens on (TCP over IPv4 and IPv6). */
+function listeningAddresses(pid: number): string[] {
+  const inodes = new Set<string>();
+  for (const fd of readdirSync(`/proc/${pid}/fd`)) {
+    try {
+      const m = /^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/${pid}/fd/${fd}`));
+      if (m?.[1]) inodes.add(m[1]);
+    } catch {}
+  }
+  const found: string[] = [];
+  for (const [file, v6] of [
+    ["/proc/net/tcp", false],
+    ["/proc/net/tcp6", true],
+  ] as const) {
+    let text = "";
+    try {
+      text = readFileSync(file, "utf8");
+    } catch {
+      continue;
+    }
+    for (const line of text.trim().split("\n").slice(1)) {
+      const cols = line.trim().split(/\s+/);
+      const [local, , state, inode] = [cols[1], cols[2], cols[3], cols[9]];
+      // 0A: LISTEN.
+      if (state !== "0A" || !local || !inode || !inodes.has(inode)) continue;
+      found.push(v6 ? `[${hex6(local.split(":")[0] ?? "")}]` : hex4(local.split(":")[0] ?? ""));
+    }
+  }
+  return found;
+}
+
+/** /proc/net/tcp's little-endian hex IPv4 address. */
+const hex4 = (h: string): string =>
+  [3, 2, 1, 0].map((i) => Number.parseInt(h.slice(i * 2, i * 2 + 2), 16)).join(".");
+/** /proc/net/tcp6's address: four little-endian 32-bit words. */
+const hex6 = (h: string): string =>
+  Array.from(
+    { length: 4 },
+    (_, w) =>
+      h
+        .slice(w * 8, w * 8 + 8)
+        .match(/../g)
+        ?.reverse()
+        .join("") ?? "",
+  )
+    .join("")
+    .replace(/(.{4})(?!$)/g, "$1:");
+
+describe("termorch serve", () => {
+  it("shows a running task's live terminal, its state changing, and refuses requests without the token", async () => {
+    const { dir } = world.workspace();
+    const gates = join(dir, "gates");
+    mkdirSync(gates);
+    const config = join(dir, "config.json");
+    // A pane the size of a laptop's terminal, so that the screenshot reads well.
+    writeFileSync(config, JSON.stringify({ defaults: { session_size: "110x18" } }));
+    const file = writeAssignments(dir, [
+      { id: "compile", env: { SAY: "compiled 42 modules" } },
+      {
+        id: "talker",
+        // The agent prints a line, waits for the test's go, prints another, waits to be let finish.
+        command: [
+          "bash",
+          "-c",
+          [
+            'echo "agent: hello from the first line"',
+            'echo "agent: reading ctx/task.md"',
+            'echo "  [1/3] scanning the repository ... ok"',
+            'echo "  [2/3] editing src/parser.ts ... ok"',
+            'echo "agent: working on it..."',
+            'while [ ! -e "$GATES/more" ]; do sleep 0.05; done',
+            'echo "  [3/3] running the tests ... 12 passed"; echo "agent: second line, written after the page loaded"',
+            'while [ ! -e "$GATES/finish" ]; do sleep 0.05; done',
+            'echo "agent: done"',
+          ].join("; "),
+        ],
+        env: { GATES: gates },
+      },
+      { id: "docs", dependencies: ["talker"], env: { SAY: "docs rebuilt" } },
+    ]);
+    const run = world.start(["run", file, "--config", config]);
+    await waitForStatus(dir, "talker", "running");
+    await waitFor(() => logText(dir, "talker").includes("working on it"), 30_000, "the agent's first lines");
+    await waitForStatus(dir, "compile", "success");
+
+    const serve = await startServe();
+    const { url } = serve;
+    const token = url.searchParams.get("token") ?? "";
+    expect(url.hostname).toBe("127.0.0.1");
+    expect(token).toMatch(/^[A-Za-z0-9_-]{22,}$/);
+
+    // Every request without the right token gets 403 and none of the data: page, event stream, asset.
+    const base = `http://127.0.0.1:${url.port}`;
+    const runId = JSON.parse(readFileSync(file, "utf8")).run_id as string;
+    for (const path of ["/", "/events", "/assets/xterm.js", "/assets/app.js", "/api/view"]) {
+      for (const query of ["", "?token=", `?token=${token.slice(0, -1)}x`, `?token=${token}x`]) {
+        const res = await get(`${base}${path}${query}`);
+        expect(res.status, `${path}${query}`).toBe(403);
+        expect(res.body).not.toContain(runId);
+        expect(res.body).not.toContain("Terminal");
+      }
+      const wrongBearer = await get(`${base}${path}`, { Authorization: "Bearer nope" });
+      expect(wrongBearer.status).toBe(403);
+      const bearer = await get(`${base}${path}`, { Authorization: `Bearer ${token}` });
+      expect(bearer.status, `${path} with the token as a bearer`).toBe(200);
+      // DNS rebinding: another site's name in Host, even with the token.
+      const rebound = await get(`${base}${path}?token=${token}`, { Host: `evil.example:${url.port}` });
+      expect(rebound.status).toBe(403);
+    }
+    const page0 = await get(url.href);
+    expect(page0.status).toBe(200);
+    expect(page0.headers["cache-control"]).toBe("no-store");
+    expect(page0.headers["x-content-type-options"]).toBe("nosniff");
+    expect(String(page0.headers["content-security-policy"])).toMatch(/default-src 'none'.*script-src 'self'/);
+
+    // The server binds loopback only.
+    const pid = serve.proc.pid as number;
+    const listening = listeningAddresses(pid);
+    expect(listening.length).toBeGreaterThan(0);
+    for (const a of listening) expect(a).toBe("127.0.0.1");
+    const outside = Object.values(networkInterfaces())
+      .flat()
+      .find((i) => i && i.family === "IPv4" && !i.internal);
+    if (outside) await expect(get(`http://${outside.address}:${url.port}/?token=${token}`)).rejects.toThrow();
+
+    // Terminals: only a session the view shows for that run's task; a bounded number at once.
+    const terminalUrl = (run: string, task: string): string =>
+      `${base}/runs/${run}/tasks/${task}/terminal?token=${token}`;
+    for (const [r, t] of [
+      [runId, "docs"], // pending: no session
+      [runId, "nope"],
+      ["nope", "talker"],
+      [runId, "%ZZ"],
+      [runId, encodeURIComponent("talker;kill-server")],
+      [runId, encodeURIComponent("=talker")],
+    ] as const)
+      expect((await get(terminalUrl(r, t))).status, `${r}/${t}`).toBe(404);
+    const streams = await Promise.all(
+      Array.from({ length: MAX_TERMINALS }, () => openStream(terminalUrl(runId, "talker"))),
+    );
+    expect(streams.map((s) => s.status)).toEqual(Array(MAX_TERMINALS).fill(200));
+    await waitFor(
+      () => clientFlags(world.socket).length === MAX_TERMINALS,
+      10_000,
+      "a tmux client per stream",
+    );
+    expect((await get(terminalUrl(runId, "talker"))).status).toBe(429);
+    for (const s of streams) s.close();
+    await waitFor(() => clientFlags(world.socket).length === 0, 10_000, "the streams' tmux clients to end");
+
+    const page = await browser!.newPage();
+    await page.setViewport({ width: 1280, height: 900 });
+    const errors = collectPageErrors(page);
+    const methods = new Set<string>();
+    page.on("request", (r) => methods.add(r.method()));
+    await page.goto(url.href);
+    await page.waitForSelector('article[data-run] tr[data-task="talker"][data-state="running"]', {
+      timeout: 30_000,
+    });
+    await page.waitForSelector('tr[data-task="compile"][data-state="success"]', { timeout: 30_000 });
+    expect(await page.$eval('tr[data-task="talker"] .last-line', (el) => el.textContent)).toContain(
+      "working on it",
+    );
+    // The run's timeline, as report.html draws it: a bar per attempt, the running one still open.
+    await page.waitForSelector('.tl-host .bar[data-task="compile"][data-outcome="success"]', {
+      timeout: 30_000,
+    });
+    await page.waitForSelector('.tl-host .bar[data-task="talker"][data-outcome="running"]', {
+      timeout: 30_000,
+    });
+
+    // Its live terminal: what the pane shows, then what the agent writes after the page loaded.
+    await page.click('tr[data-task="talker"] button.watch');
+    await waitForScreen(page, "hello from the first line");
+    await waitForScreen(page, "working on it");
+    writeFileSync(join(gates, "more"), "");
+    await waitForScreen(page, "second line, written after the page loaded");
+    expect(await page.$eval("#term-state", (el) => el.textContent)).toBe("live");
+    await page.waitForSelector('tr[data-task="talker"] .last-line', { timeout: 5_000 });
+    const shot = await screenshot(page, "serve");
+    mkdirSync(join(ROOT, "docs", "img"), { recursive: true });
+    copyFileSync(shot, join(ROOT, "docs", "img", "serve.png"));
+
+    // The terminal is a tmux client that can neither type nor resize the agent's pane.
+    const flags = clientFlags(world.socket);
+    expect(flags).toHaveLength(1);
+    expect(flags[0]).toContain("read-only");
+    expect(flags[0]).toContain("ignore-size");
+    // The browser closes it: its pty (the tmux client) ends; opened again, it shows the pane again.
+    await page.click("#term-close");
+    await waitFor(() => clientFlags(world.socket).length === 0, 10_000, "the tmux client to end");
+    await page.click('tr[data-task="talker"] button.watch');
+    await waitForScreen(page, "second line, written after the page loaded");
+    expect(clientFlags(world.socket)).toHaveLength(1);
+
+    // The task finishes: the page shows it, the run goes on and ends; the terminal's session ends with it.
+    writeFileSync(join(gates, "finish"), "");
+    await page.waitForSelector('tr[data-task="talker"][data-state="success"]', { timeout: 30_000 });
+    await page.waitForSelector('article[data-phase="reported"] tr[data-task="docs"][data-state="success"]', {
+      timeout: 60_000,
+    });
+    expect((await run).exitCode).toBe(0);
+    // The timeline follows: every bar ended, wave 1's (in the order they started) before wave 2's.
+    await page.waitForSelector('.tl-host .bar[data-task="docs"][data-outcome="success"]', {
+      timeout: 30_000,
+    });
+    const bars = await page.$$eval(".tl-host .bar[data-task]", (els) =>
+      els.map((b) => `${b.getAttribute("data-task")}:${b.getAttribute("data-outcome")}`),
+    );
+    expect(bars.slice(0, 2).sort()).toEqual(["compile:success", "talker:success"]);
+    expect(bars.slice(2)).toEqual(["docs:success"]);
+    await page
+      .waitForFunction('document.querySelector("#term-state")?.textContent === "session ended"', {
+        timeout: 30_000,
+      })
+      .catch(() => undefined);
+    expect(await page.$eval("#term-state", (el) => el.textContent)).toBe("session ended");
+
+    // The one request cut short is the terminal stream the close button ended (EventSource.close aborts it).
+    const closed = errors.filter((e) => /^requestfailed: \S+\/terminal\?token=\S+ net::ERR_ABORTED$/.test(e));
+    expect(closed).toHaveLength(1);
+    expect(errors.filter((e) => !closed.includes(e))).toEqual([]);
+    // The page only ever reads: no keystroke or anything else is sent back.
+    expect([...methods]).toEqual(["GET"]);
+
+    // Ctrl-C stops it, the page still connected: streams end, exit 130.
+    serve.proc.kill("SIGINT");
+    const ended = await serve.proc;
+    expect(ended.exitCode).toBe(130);
+    await page.close();
+  }, 180_000);
+
+  it("ends on SIGTERM with exit 0, binds another address only when asked, refuses a bad one", async () => {
+    const serve = await startServe();
+    serve.proc.kill("SIGTERM");
+    expect((await serve.proc).exitCode).toBe(0);
+    // Another address only when asked, with a warning; Host must then name that address.
+    const other = await startServe(["--host", "127.0.0.2"]);
+    expect(other.url.hostname).toBe("127.0.0.2");
+    expect(listeningAddresses(other.proc.pid as number)).toEqual(["127.0.0.2"]);
+    const token = other.url.searchParams.get("token");
+    expect((await get(other.url.href)).status).toBe(200);
+    expect((await get(other.url.href, { Host: `127.0.0.1:${other.url.port}` })).status).toBe(403);
+    other.proc.kill("SIGTERM");
+    const otherEnd = await other.proc;
+    expect(otherEnd.exitCode).toBe(0);
+    expect(String(otherEnd.stderr)).toContain("warning: serving on 127.0.0.2, not 127.0.0.1");
+    expect(token).not.toBe(serve.url.searchParams.get("token"));
+    const taken = await execa(process.execPath, [BIN, "serve", "--host", "not-an-address"], {
+      reject: false,
+      env: world.env,
+    });
+    expect(taken.exitCode).toBe(2);
+    expect(String(taken.stderr)).toMatch(/--host.*IP address/);
+  }, 60_000);
+});
