@@ -4,7 +4,6 @@ import { Argument, Command, CommanderError, Option } from "commander";
 import { allAgents } from "../agent/command.js";
 import { secretValuesOf } from "../agent/environment.js";
 import { jsonSchemaOf, type SchemaName, schemas } from "../contract/json-schema.js";
-import type { Report } from "../contract/report.js";
 import { Daemon, homeLayout } from "../daemon/daemon.js";
 import { daemonLogger } from "../daemon/log.js";
 import { ExitCode, exitCodeOfKind, InputError, TermorchError } from "../errors.js";

@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
 import puppeteer, { type Browser, type Page } from "puppeteer-core";
 import { ROOT } from "../integration/harness.js";
@@ -50,4 +50,15 @@ export async function screenshot(page: Page, name: string): Promise<string> {
   const path = join(SCREENSHOTS, `${name}.png`);
   await page.screenshot({ path, fullPage: true });
   return path;
+}
+
+/**
+ * The README's picture of a view (docs/img/<name>.png, checked in) comes from a test's
+ * screenshot: refreshed on request only (`UPDATE_DOCS_IMG=1`), so a test run leaves tracked files alone.
+ */
+export function keepForDocs(shot: string, name: string): void {
+  const docsImg = join(ROOT, "docs", "img", `${name}.png`);
+  if (process.env.UPDATE_DOCS_IMG !== "1" && existsSync(docsImg)) return;
+  mkdirSync(join(ROOT, "docs", "img"), { recursive: true });
+  copyFileSync(shot, docsImg);
 }

@@ -1,12 +1,12 @@
 import { copyFileSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
-import { dirname, join } from "node:path";
+import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import type { Browser } from "puppeteer-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Report } from "../../src/contract/report.js";
 import { readLedgerEvents } from "../../src/ledger/ledger.js";
-import { ROOT, readReport, termorch, testFile, writeAssignments } from "../integration/harness.js";
-import { collectPageErrors, launchChromium, screenshot } from "./chromium.js";
+import { readReport, termorch, testFile, writeAssignments } from "../integration/harness.js";
+import { collectPageErrors, keepForDocs, launchChromium, screenshot } from "./chromium.js";
 
 const { socket, workspace } = testFile("report-html");
 
@@ -159,14 +159,7 @@ describe("report.html", () => {
       expect(existsSync(fileURLToPath(href)), href).toBe(true);
     }
 
-    const shot = await screenshot(page, "report-html");
-    // The README shows it (docs/img/report-html.png, checked in): refreshed on request only, so a
-    // test run does not change a tracked file.
-    const docsImg = join(ROOT, "docs", "img", "report-html.png");
-    if (process.env.UPDATE_DOCS_IMG === "1" || !existsSync(docsImg)) {
-      mkdirSync(dirname(docsImg), { recursive: true });
-      copyFileSync(shot, docsImg);
-    }
+    keepForDocs(await screenshot(page, "report-html"), "report-html");
     await page.close();
   });
 

@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process";
-import { copyFileSync, mkdirSync, readdirSync, readFileSync, readlinkSync, writeFileSync } from "node:fs";
+import { mkdirSync, readdirSync, readFileSync, readlinkSync, writeFileSync } from "node:fs";
 import { request } from "node:http";
 import { networkInterfaces } from "node:os";
 import { join } from "node:path";
@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MAX_TERMINALS } from "../../src/serve/terminal.js";
 import { logText, opsWorld, waitForStatus } from "../fixtures/ops-helpers.js";
 import { BIN, ROOT, uniqueSocket, waitFor, writeAssignments } from "../integration/harness.js";
-import { collectPageErrors, launchChromium, screenshot } from "./chromium.js";
+import { collectPageErrors, keepForDocs, launchChromium, screenshot } from "./chromium.js";
 
 const world = opsWorld(uniqueSocket("serve"));
 let browser: Browser | null = null;
@@ -284,9 +284,7 @@ describe("termorch serve", () => {
     await waitForScreen(page, "second line, written after the page loaded");
     expect(await page.$eval("#term-state", (el) => el.textContent)).toBe("live");
     await page.waitForSelector('tr[data-task="talker"] .last-line', { timeout: 5_000 });
-    const shot = await screenshot(page, "serve");
-    mkdirSync(join(ROOT, "docs", "img"), { recursive: true });
-    copyFileSync(shot, join(ROOT, "docs", "img", "serve.png"));
+    keepForDocs(await screenshot(page, "serve"), "serve");
 
     // The terminal is a tmux client that can neither type nor resize the agent's pane.
     const flags = clientFlags(world.socket);
