@@ -5,7 +5,7 @@ import type { RunState, TaskRun } from "../contract/state.js";
 import type { RunView, StatusView, TaskView } from "../contract/status-view.js";
 import { lastLogLine } from "./last-line.js";
 import { driverAlive } from "./liveness.js";
-import { type OpsRun, phaseOf } from "./runs.js";
+import { type OpsRun, phaseOf, readRunState } from "./runs.js";
 import type { SessionInfo } from "./sessions.js";
 
 const FINAL: readonly string[] = ["success", "failed", "skipped"];
@@ -148,6 +148,16 @@ export async function runView(
   };
 }
 
+/**
+ * A run's state, read again when it looks interrupted: a driver that wrote its report and exited
+ * between the first read and the liveness check is not interrupted, and its newer state says so.
+ */
+async function settled(runDir: string, state: RunState): Promise<RunState> {
+  if (phaseOf(state) !== "interrupted") return state;
+  const again = await readRunState(runDir);
+  return "state" in again && again.state.run_id === state.run_id ? again.state : state;
+}
+
 /** The status document of some runs; runs without readable state become problems. */
 export async function statusView(
   runs: readonly OpsRun[],
@@ -157,7 +167,8 @@ export async function statusView(
   const views: RunView[] = [];
   const problems: StatusView["problems"] = [];
   for (const run of runs) {
-    if (run.state) views.push(await runView(run.state, sessionsOf(run.state.socket), now));
+    if (run.state)
+      views.push(await runView(await settled(run.runDir, run.state), sessionsOf(run.state.socket), now));
     else problems.push({ run_id: run.runId, run_dir: run.runDir, message: run.problem ?? "unreadable" });
   }
   return { schema_version: 1, generated_at: new Date(now).toISOString(), runs: views, problems };
