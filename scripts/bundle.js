@@ -15,8 +15,9 @@ await build({
   format: "esm",
   target: "node20",
   logLevel: "warning",
-  // Loaded only by the scale-out backend (src/scale/), on demand: local runs never pay for it.
-  external: ["bullmq", "ioredis"],
+  // Loaded only by the scale-out backend (src/scale/) and by `termorch watch` (ink, react), on
+  // demand: other commands never pay for them.
+  external: ["bullmq", "ioredis", "ink", "react"],
   // CommonJS dependencies call require(); an ES module bundle has none of its own.
   banner: {
     js: "import { createRequire as __termorchRequire } from 'node:module'; const require = __termorchRequire(import.meta.url);",

@@ -31,6 +31,7 @@ import { environmentRedactor } from "./own-redactor.js";
 import { positiveInt } from "./positive-int.js";
 import { progressLine } from "./progress.js";
 import { type BackendFlags, backendChoice, registerScaleCommands } from "./scale.js";
+import { registerWatchCommand } from "./watch.js";
 
 /**
  * stdout or stderr as the commands see them. When the reader of a pipe goes away
@@ -270,6 +271,9 @@ export async function main(
     code = c;
   });
   registerOperatorCommands(program, io, (c) => {
+    code = c;
+  });
+  registerWatchCommand(program, io, (c) => {
     code = c;
   });
 
