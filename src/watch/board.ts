@@ -25,7 +25,13 @@ export interface KeyPress {
   ctrl?: boolean;
 }
 
-export const KEY_HELP = "↑↓/jk move  enter attach  l log  c cancel run  q quit";
+export const KEY_HELP = [
+  ["↑↓/jk", "move"],
+  ["enter", "attach"],
+  ["l", "log"],
+  ["c", "cancel run"],
+  ["q", "quit"],
+] as const;
 const CLOCK_MS = 1000;
 
 /**

@@ -64,13 +64,23 @@ async function loadUi(): Promise<{ ink: Ink; React: ReactLib }> {
 
 function screenApp(ink: Ink, React: ReactLib, board: Board, color: boolean) {
   const h = React.createElement;
-  const style = (s: Segment) => ({
-    ...(color && s.tone ? { color: TONES[s.tone] } : {}),
-    bold: s.bold ?? false,
-    inverse: s.inverse ?? false,
-    // Grey text under NO_COLOR would be a colour: dim is an attribute, like bold.
-    dimColor: !color && s.tone === "muted" && !s.inverse,
-  });
+  const style = (s: Segment) => {
+    if (!color)
+      return {
+        bold: s.bold ?? false,
+        inverse: (s.bar || s.selected) ?? false,
+        // Grey text would be a colour: dim is an attribute, like bold.
+        dimColor: s.tone === "muted" && !s.selected,
+      };
+    if (s.bar) return { bold: true, color: "whiteBright", backgroundColor: "blue" };
+    // Grey on the selection's grey would not show: the default colour there.
+    const tone = s.selected && s.tone === "muted" ? undefined : s.tone;
+    return {
+      bold: s.bold ?? false,
+      ...(tone ? { color: TONES[tone] } : {}),
+      ...(s.selected ? { backgroundColor: "blackBright" } : {}),
+    };
+  };
   return function Screen(): ReactNode {
     const { exit } = ink.useApp();
     const { stdout } = ink.useStdout();

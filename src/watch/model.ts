@@ -13,8 +13,10 @@ export interface Segment {
   text: string;
   tone?: Tone;
   bold?: boolean;
-  /** The selected row and the title bar: reverse video, which NO_COLOR keeps (it is not a colour). */
-  inverse?: boolean;
+  /** The title bar: a coloured bar, or reverse video under NO_COLOR (which is not a colour). */
+  bar?: boolean;
+  /** The selected row: a grey background, or reverse video under NO_COLOR. */
+  selected?: boolean;
 }
 
 export type Line = Segment[];
@@ -183,13 +185,12 @@ function runLine(run: RunView, width: number, now: number): Line {
 
 function taskLine(t: TaskView, cols: Columns, selected: boolean, width: number, now: number): Line {
   const state = shownState(t);
-  const inverse = selected;
   const cell = (text: string, w: number, right = false): string =>
     right ? clip(text, w).trimEnd().padStart(w) : clip(text, w);
   const segs: Line = [
-    { text: selected ? "> " : "  ", bold: true, inverse },
-    { text: `${cell(t.id, cols.id)} `, bold: selected, inverse },
-    { text: `${cell(state, cols.state)} `, tone: toneOf(state), bold: true, inverse },
+    { text: selected ? "> " : "  ", bold: true, selected },
+    { text: `${cell(t.id, cols.id)} `, bold: selected, selected },
+    { text: `${cell(state, cols.state)} `, tone: toneOf(state), bold: true, selected },
     {
       text: [
         cell(t.wave === null ? "-" : String(t.wave), cols.wave, true),
@@ -198,12 +199,12 @@ function taskLine(t: TaskView, cols: Columns, selected: boolean, width: number, 
         cell(cost(t.usage?.cost_usd), cols.cost, true),
         "",
       ].join(" "),
-      inverse,
+      selected,
     },
-    { text: clip(t.last_line ?? "", cols.last), tone: "muted", inverse },
+    { text: clip(t.last_line ?? "", cols.last), tone: "muted", selected },
   ];
   const used = segs.reduce((n, s) => n + s.text.length, 0);
-  if (used < width && inverse) segs.push({ text: " ".repeat(width - used), inverse });
+  if (used < width && selected) segs.push({ text: " ".repeat(width - used), selected });
   return segs;
 }
 
@@ -246,7 +247,7 @@ function titleLine(view: StatusView, width: number, scope: string): Line {
   return [
     {
       text: gap >= 1 ? `${left}${" ".repeat(gap)}${right}` : clip(left, width),
-      inverse: true,
+      bar: true,
       bold: true,
     },
   ];
@@ -264,7 +265,25 @@ export interface FrameInput {
   scope: string;
   /** A message or a question for the operator, shown instead of the selected task's details. */
   message: { text: string; tone: Tone } | null;
-  keys: string;
+  /** The key help: each key and what it does. */
+  keys: readonly (readonly [string, string])[];
+}
+
+/** The key help line: keys in bold, what they do in grey, cut to `width`. */
+function keysLine(keys: FrameInput["keys"], width: number): Line {
+  const line: Line = [{ text: " " }];
+  let rest = width - 1;
+  for (const [key, what] of keys) {
+    for (const [text, bold] of [
+      [key, true],
+      [` ${what}   `, false],
+    ] as const) {
+      const cut = clip(text, rest, false);
+      rest -= [...cut].length;
+      if (cut) line.push(bold ? { text: cut, bold: true } : { text: cut, tone: "muted" });
+    }
+  }
+  return line;
 }
 
 /** The whole frame: title, column header, the runs and their tasks (scrolled), details, key help. */
@@ -314,13 +333,7 @@ export function frame(f: FrameInput): Screen {
     ? [{ text: clip(f.message.text, width), tone: f.message.tone, bold: true }]
     : detailLine(f.view, f.selected, width, f.now);
   return {
-    lines: [
-      titleLine(f.view, width, f.scope),
-      head,
-      ...shown,
-      bottom,
-      [{ text: clip(f.keys, width), tone: "muted" }],
-    ],
+    lines: [titleLine(f.view, width, f.scope), head, ...shown, bottom, keysLine(f.keys, width)],
     offset,
   };
 }

@@ -4,9 +4,10 @@ import { execa } from "execa";
 import { afterAll, describe, expect, it } from "vitest";
 import { waitUntil } from "../fixtures/ops-helpers.js";
 import { PtyScreen } from "../fixtures/pty-screen.js";
-import { BIN, cliEnv, readReport, ROOT, termorch, testFile, waitFor, writeAssignments } from "./harness.js";
+import { BIN, cliEnv, ROOT, readReport, termorch, testFile, waitFor, writeAssignments } from "./harness.js";
 
 const { socket, workspace } = testFile("watch");
+const ESC = "\x1b";
 const screens: PtyScreen[] = [];
 const runs: ReturnType<typeof execa>[] = [];
 afterAll(() => {
@@ -164,7 +165,7 @@ describe("termorch watch on a terminal", () => {
     open("b");
     expect((await run).exitCode).toBe(0);
     const colourSgr = (raw: string): string[] =>
-      [...raw.matchAll(/\x1b\[([0-9;]*)m/g)]
+      [...raw.matchAll(new RegExp(`${ESC}\\[([0-9;]*)m`, "g"))]
         .map((m) => m[1]!)
         .filter((p) => p.split(";").some((n) => /^(3[0-9]|4[0-9]|9[0-7]|10[0-7])$/.test(n)));
     for (const noColor of [true, false]) {
@@ -242,5 +243,97 @@ describe("termorch watch without a terminal", () => {
     const both = await termorch(["watch", "x", "--home", "/tmp"], { socket });
     expect(both.exitCode).toBe(2);
     expect(both.stderr).toContain("pass either a run or --home, not both");
+  });
+});
+
+describe("termorch watch, the README's picture", () => {
+  it("renders a representative run (7 tasks, 3 waves: done with costs, running, failed, pending) to a PNG", async () => {
+    const { dir } = workspace();
+    const gate = join(dir, "gate");
+    const slow = (say: string) => ({ SAY: say, WAIT_FILE: gate });
+    // aider's stand-in (test/fixtures/agents/) reports tokens and cost, as the real one does.
+    const file = writeAssignments(dir, [
+      { id: "schema", agent: "aider", command: undefined },
+      { id: "lint-rules", env: { SAY: "error: 3 files break rule no-unused-vars", EXIT: "1" } },
+      { id: "models", agent: "aider", command: undefined, dependencies: ["schema"] },
+      { id: "api", dependencies: ["schema"], env: slow("compiling routes (12/40): /orders/:id") },
+      { id: "ui", dependencies: ["schema"], env: slow("vite: transforming (214) src/components/Table.tsx") },
+      { id: "e2e", dependencies: ["api", "ui"] },
+      { id: "docs", dependencies: ["models", "api"] },
+    ]);
+    const runId = JSON.parse(readFileSync(file, "utf8")).run_id as string;
+    const env = {
+      ...cliEnv(socket),
+      PATH: `${join(ROOT, "test", "fixtures", "agents")}:${process.env.PATH}`,
+    };
+    const run = execa(process.execPath, [BIN, "run", file], {
+      reject: false,
+      cwd: ROOT,
+      env,
+      stdin: "ignore",
+    });
+    runs.push(run);
+    await waitFor(
+      () =>
+        ["api", "ui"].every((id) => running(dir, id)) &&
+        ["schema", "models"].every((id) => existsSync(join(dir, "status", `${id}.success`))) &&
+        existsSync(join(dir, "status", "lint-rules.failed")),
+      60_000,
+      "the run half-way",
+    );
+    const screen = watchScreen([dir]);
+    await screen.until(
+      (s) => row("api", "running").test(s) && row("models", "success").test(s) && /\$\d/.test(s),
+      "the run half-way on screen",
+    );
+    const { launchChromium, screenshot } = await import("../browser/chromium.js");
+    const browser = await launchChromium();
+    try {
+      const page = await browser.newPage();
+      const xtermDir = join(ROOT, "node_modules", "@xterm", "xterm");
+      const css = readFileSync(join(xtermDir, "css", "xterm.css"), "utf8");
+      const js = readFileSync(join(xtermDir, "lib", "xterm.js"), "utf8");
+      // Everything inlined: the page loads nothing from anywhere.
+      await page.setContent(
+        `<!doctype html><html><head><meta charset="utf-8"><style>${css}
+body { margin: 0; background: #11131a; }
+#frame { display: inline-block; padding: 16px; background: #11131a; }
+</style></head><body><div id="frame"><div id="term"></div></div>
+<script>${js.replace(/<\/script/gi, "<\\/script")}</script>
+<script>
+window.term = new Terminal({ cols: 80, rows: 24, fontSize: 14, fontFamily: "DejaVu Sans Mono, monospace",
+  theme: { background: "#11131a", foreground: "#d8dee9", cyan: "#5fd7ff", green: "#87d787", red: "#ff6b6b",
+           blue: "#2f5fb3", magenta: "#d7afff", yellow: "#e5c07b", brightBlack: "#5c6370", brightWhite: "#ffffff" } });
+window.term.open(document.getElementById("term"));
+</script></body></html>`,
+      );
+      await page.evaluate(
+        (data) =>
+          new Promise<void>((r) =>
+            (globalThis as unknown as { term: { write(d: string, done: () => void): void } }).term.write(
+              data,
+              r,
+            ),
+          ),
+        screen.raw(),
+      );
+      const box = await page.$eval("#frame", (e) => {
+        const r = (
+          e as unknown as { getBoundingClientRect(): { width: number; height: number } }
+        ).getBoundingClientRect();
+        return { width: Math.ceil(r.width), height: Math.ceil(r.height) };
+      });
+      await page.setViewport(box);
+      const png = await screenshot(page, "watch");
+      expect(readFileSync(png).subarray(1, 4).toString()).toBe("PNG");
+    } finally {
+      await browser.close();
+    }
+    writeFileSync(gate, "");
+    await screen.until((s) => s.includes("reported, exit 1"), "the run reported");
+    expect((await run).exitCode).toBe(1);
+    screen.write("q");
+    expect(await screen.exited).toBe(0);
+    expect(runId).toBeTruthy();
   });
 });
