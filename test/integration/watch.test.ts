@@ -177,6 +177,22 @@ describe("termorch watch on a terminal", () => {
       else expect(colourSgr(screen.raw()).length).toBeGreaterThan(0);
     }
   });
+  it("Ctrl-C, or SIGTERM, quits too (exit 130) and restores the terminal", async () => {
+    const { dir, runId, run, open } = gatedRun();
+    await waitFor(() => running(dir, "a"), 30_000, "a running");
+    for (const how of ["ctrl-c", "sigterm"] as const) {
+      const screen = watchScreen([runId]);
+      await screen.until((s) => row("a", "running").test(s), "a running");
+      expect(screen.screenKind()).toBe("alternate");
+      if (how === "ctrl-c") screen.write("\x03");
+      else process.kill(screen.proc.pid, "SIGTERM");
+      expect(await screen.exited).toBe(130);
+      expect(screen.screenKind()).toBe("normal");
+    }
+    open("a");
+    open("b");
+    expect((await run).exitCode).toBe(0);
+  });
 });
 
 describe("termorch watch without a terminal", () => {
