@@ -1,4 +1,4 @@
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { execa } from "execa";
 import { afterAll, describe, expect, it } from "vitest";
@@ -263,26 +263,44 @@ describe("termorch watch without a terminal", () => {
 });
 
 describe("termorch watch, the README's picture", () => {
-  it("renders a representative run (7 tasks, 3 waves: done with costs, running, failed, pending) to a PNG", async () => {
+  it("renders a representative run (8 tasks, 3 waves: done with costs, running, waiting for input, failed, pending) to a PNG", async () => {
     const { dir } = workspace();
     const gate = join(dir, "gate");
     const slow = (say: string) => ({ SAY: say, WAIT_FILE: gate });
-    // aider's stand-in (test/fixtures/agents/) reports tokens and cost, as the real one does.
+    const out = join(dir, "stub-out");
+    mkdirSync(out);
+    // aider's stand-in (test/fixtures/agents/) reports tokens and cost, as the real one does;
+    // the interactive stand-in asks a question and waits for an answer.
     const file = writeAssignments(dir, [
       { id: "schema", agent: "aider", command: undefined },
       { id: "lint-rules", env: { SAY: "error: 3 files break rule no-unused-vars", EXIT: "1" } },
+      {
+        id: "review",
+        agent: "istub",
+        command: undefined,
+        interactive: true,
+        waiting_after_s: 1,
+        env: { STUB_OUT: out },
+      },
       { id: "models", agent: "aider", command: undefined, dependencies: ["schema"] },
       { id: "api", dependencies: ["schema"], env: slow("compiling routes (12/40): /orders/:id") },
       { id: "ui", dependencies: ["schema"], env: slow("vite: transforming (214) src/components/Table.tsx") },
       { id: "e2e", dependencies: ["api", "ui"] },
       { id: "docs", dependencies: ["models", "api"] },
     ]);
+    const config = join(dir, "termorch.json");
+    writeFileSync(
+      config,
+      JSON.stringify({
+        agents: { istub: { command: [join(ROOT, "test", "fixtures", "agents", "interactive-stub")] } },
+      }),
+    );
     const runId = JSON.parse(readFileSync(file, "utf8")).run_id as string;
     const env = {
       ...cliEnv(socket),
       PATH: `${join(ROOT, "test", "fixtures", "agents")}:${process.env.PATH}`,
     };
-    const run = execa(process.execPath, [BIN, "run", file], {
+    const run = execa(process.execPath, [BIN, "run", file, "--config", config, "--max-parallel", "4"], {
       reject: false,
       cwd: ROOT,
       env,
@@ -299,9 +317,20 @@ describe("termorch watch, the README's picture", () => {
     );
     const screen = watchScreen([dir]);
     await screen.until(
-      (s) => row("api", "running").test(s) && row("models", "success").test(s) && /\$\d/.test(s),
-      "the run half-way on screen",
+      (s) =>
+        row("api", "running").test(s) &&
+        row("models", "success").test(s) &&
+        row("review", "waiting").test(s) &&
+        /\$\d/.test(s),
+      "the run half-way on screen, review waiting for input",
     );
+    // The waiting task, selected, says since when.
+    while (!/^> review/m.test(screen.text())) {
+      const before = screen.text();
+      screen.write(/^> (schema|lint-rules)/m.test(before) ? "j" : "k");
+      await screen.until((s) => s !== before, "the selection to move");
+    }
+    await screen.until((s) => /review \(istub\) of \S+ · waiting for input for \d/.test(s), "review's details");
     const { launchChromium, screenshot } = await import("../browser/chromium.js");
     const browser = await launchChromium();
     try {
@@ -346,10 +375,11 @@ window.term.open(document.getElementById("term"));
       await browser.close();
     }
     writeFileSync(gate, "");
+    const answered = await termorch(["send", "review", "yes, go on", "--run", runId], { socket });
+    expect(answered.exitCode, answered.stderr).toBe(0);
     await screen.until((s) => s.includes("reported, exit 1"), "the run reported");
     expect((await run).exitCode).toBe(1);
     screen.write("q");
     expect(await screen.exited).toBe(0);
-    expect(runId).toBeTruthy();
   });
 });
