@@ -330,7 +330,10 @@ describe("termorch watch, the README's picture", () => {
       screen.write(/^> (schema|lint-rules)/m.test(before) ? "j" : "k");
       await screen.until((s) => s !== before, "the selection to move");
     }
-    await screen.until((s) => /review \(istub\) of \S+ · waiting for input for \d/.test(s), "review's details");
+    await screen.until(
+      (s) => /review \(istub\) of \S+ · waiting for input for \d/.test(s),
+      "review's details",
+    );
     const { launchChromium, screenshot } = await import("../browser/chromium.js");
     const browser = await launchChromium();
     try {
