@@ -113,11 +113,14 @@ export function moveSelection(view: StatusView, key: TaskKey | null, delta: numb
   return keys[Math.min(keys.length - 1, Math.max(0, at + delta))]!;
 }
 
-/** Cuts `text` to `width` columns, ending in `…` when cut; pads it when `pad`. */
+/**
+ * Cuts `text` to `width` columns, ending in `…` when cut; pads it when `pad`. Control characters
+ * (a tab in a log line, a newline in a folder's name) become spaces: they would move the cursor.
+ */
 export function clip(text: string, width: number, pad = true): string {
   if (width <= 0) return "";
-  const chars = [...text];
-  const cut = chars.length > width ? `${chars.slice(0, Math.max(0, width - 1)).join("")}…` : text;
+  const chars = [...text.replace(/\p{Cc}/gu, " ")];
+  const cut = chars.length > width ? `${chars.slice(0, Math.max(0, width - 1)).join("")}…` : chars.join("");
   return pad ? cut.padEnd(width) : cut;
 }
 
@@ -242,7 +245,7 @@ function titleLine(view: StatusView, width: number, scope: string): Line {
     ...(costs.length > 0 ? [cost(costs.reduce((a, b) => a + b, 0))] : []),
   ].join(" · ");
   const left = ` termorch watch  ${facts}`;
-  const right = `${scope} `;
+  const right = `${clip(scope, Math.floor(width / 2), false)} `;
   const gap = width - left.length - right.length;
   return [
     {
