@@ -136,6 +136,9 @@ export async function runDashboard(o: DashboardOptions): Promise<number> {
   o.stdout.write(ENTER_SCREEN);
   try {
     for (;;) {
+      // Raw at once, not when Ink's input hook mounts a moment after the first frame: a key
+      // typed in between would be echoed, and an Enter would arrive as a newline.
+      if (o.stdin.isTTY) o.stdin.setRawMode(true);
       const instance = ink.render(React.createElement(App), {
         stdin: o.stdin,
         stdout: o.stdout,

@@ -5,11 +5,8 @@ import { shownState } from "./model.js";
 export interface ViewSource {
   current(): StatusView;
   subscribe(listener: (view: StatusView) => void): () => void;
-}
-
-/** A run nobody drives any more: reported, or interrupted (its driver is gone until a resume). */
-function settled(run: RunView): boolean {
-  return run.phase !== "running";
+  /** Computes a new view now. */
+  refresh(): void;
 }
 
 /** When what a line reports happened, as far as the view knows. */
@@ -58,6 +55,12 @@ export function plainWatch(
   const seen = new Map<string, string>();
   const settledRuns = new Set<string>();
   const problems = new Set<string>();
+  /**
+   * Runs seen interrupted in the last view. A run's driver that writes its report and exits
+   * between the view's reading of state.json and its look at the driver's pid shows as
+   * interrupted once; only a run interrupted in two views in a row is taken as interrupted.
+   */
+  let interrupted = new Set<string>();
   return new Promise((resolve) => {
     let stop: (() => void) | null = null;
     let finished = false;
@@ -71,27 +74,42 @@ export function plainWatch(
     const onAbort = (): void => finish("aborted");
     const show = (view: StatusView): void => {
       if (finished) return;
+      const nowInterrupted = new Set<string>();
+      let unsure = false;
       for (const run of view.runs) {
         for (const t of run.tasks) {
+          // A task's status file says it finished a moment before state.json has its time and
+          // exit code: its line waits for them (the ledger write brings the next view).
+          const final = ["success", "failed", "skipped"].includes(t.state);
+          if (final && t.finished_at === null && run.phase === "running") continue;
           const key = `${run.run_id}\0${t.id}`;
           const now = `${shownState(t)}\0${t.attempts}`;
           if (seen.get(key) === now) continue;
           seen.set(key, now);
           write(taskLine(run, t, view.generated_at));
         }
-        if (settled(run) && !settledRuns.has(run.run_id)) {
+        if (run.phase === "interrupted") {
+          nowInterrupted.add(run.run_id);
+          if (!interrupted.has(run.run_id)) unsure = true;
+        }
+        const settled =
+          run.phase === "reported" || (run.phase === "interrupted" && interrupted.has(run.run_id));
+        if (settled && !settledRuns.has(run.run_id)) {
           settledRuns.add(run.run_id);
           write(runLine(run));
         }
       }
+      interrupted = nowInterrupted;
       for (const p of view.problems) {
         const key = `${p.run_id ?? ""}\0${p.run_dir ?? ""}`;
         if (problems.has(key)) continue;
         problems.add(key);
         write(`${view.generated_at} ${p.run_id ?? p.run_dir ?? "?"} - unreadable: ${p.message}`);
       }
+      // A second look at runs that just showed as interrupted, before taking them as such.
+      if (unsure) feed.refresh();
       // Runs that cannot be read never settle: they do not hold the watch open.
-      if (view.runs.every(settled)) finish("done");
+      else if (view.runs.every((r) => r.phase !== "running")) finish("done");
     };
     if (signal.aborted) return finish("aborted");
     signal.addEventListener("abort", onAbort, { once: true });
