@@ -20,7 +20,8 @@ When stdout (or stdin) is not a terminal, it prints plain lines instead, no esca
   <time> <run-id> <task> <state> wave <n> attempt <k>[ reason <r>][ exit <code>]
 one when the watch starts for every task, then one each time a task's state or attempt
 changes (<state>: pending, running, waiting (for input), success, failed, skipped; <time>:
-when it happened), and
+when it happened; the view is recomputed at most every 0.15 s, so a task that starts and
+ends within that may show only its end), and
   <time> <run-id> - reported exit <code>      or    <time> <run-id> - interrupted (...)
 once a run is finished, or its driver is gone. It exits 0 once every run in scope is
 reported or interrupted (at once when there is none), or 130 on SIGINT or SIGTERM.
