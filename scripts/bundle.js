@@ -15,9 +15,10 @@ await build({
   format: "esm",
   target: "node20",
   logLevel: "warning",
-  // Loaded only by the scale-out backend (src/scale/), on demand: local runs never pay for it.
-  // node-pty (serve's terminals) finds its native addon relative to its own files: loaded from node_modules.
-  external: ["bullmq", "ioredis", "node-pty"],
+  // Loaded on demand only by the scale-out backend (src/scale/: bullmq, ioredis) and by
+  // `termorch watch` (ink, react): other commands never pay for them. node-pty (serve's
+  // terminals) finds its native addon relative to its own files: loaded from node_modules.
+  external: ["bullmq", "ioredis", "ink", "react", "node-pty"],
   // CommonJS dependencies call require(); an ES module bundle has none of its own.
   banner: {
     js: "import { createRequire as __termorchRequire } from 'node:module'; const require = __termorchRequire(import.meta.url);",

@@ -32,6 +32,7 @@ import { progressLine } from "./progress.js";
 import { registerReportCommand } from "./report.js";
 import { type BackendFlags, backendChoice, registerScaleCommands } from "./scale.js";
 import { registerServeCommand } from "./serve.js";
+import { registerWatchCommand } from "./watch.js";
 
 /**
  * stdout or stderr as the commands see them. When the reader of a pipe goes away
@@ -275,6 +276,9 @@ export async function main(
   });
   registerReportCommand(program, io);
   registerServeCommand(program, io, (c) => (code = c));
+  registerWatchCommand(program, io, (c) => {
+    code = c;
+  });
 
   try {
     await program.parseAsync(argv.slice(2), { from: "user" });

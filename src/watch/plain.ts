@@ -1,0 +1,119 @@
+import type { RunView, StatusView, TaskView } from "../contract/status-view.js";
+import { shownState } from "./model.js";
+
+/** The live view `watch` follows (RunFeed, or anything that gives views the same way). */
+export interface ViewSource {
+  current(): StatusView;
+  subscribe(listener: (view: StatusView) => void): () => void;
+  /** Computes a new view now. */
+  refresh(): void;
+}
+
+/** When what a line reports happened, as far as the view knows. */
+function taskTime(t: TaskView, fallback: string): string {
+  const state = shownState(t);
+  if (state === "waiting") return t.waiting_since ?? fallback;
+  if (state === "running") return t.started_at ?? fallback;
+  if (["success", "failed", "skipped"].includes(state)) return t.finished_at ?? fallback;
+  return fallback;
+}
+
+/** `<time> <run> <task> <state> wave <n> attempt <k>[ reason <r>][ exit <code>]` */
+export function taskLine(run: RunView, t: TaskView, generatedAt: string): string {
+  const parts = [
+    taskTime(t, generatedAt),
+    run.run_id,
+    t.id,
+    shownState(t),
+    "wave",
+    t.wave === null ? "-" : String(t.wave),
+    "attempt",
+    String(t.attempts),
+  ];
+  if (t.reason) parts.push("reason", t.reason);
+  if (t.exit_code !== null && t.state !== "running") parts.push("exit", String(t.exit_code));
+  return parts.join(" ");
+}
+
+/** `<time> <run> - reported exit <code>` or `<time> <run> - interrupted` (task ids never are `-`). */
+export function runLine(run: RunView): string {
+  return run.phase === "reported"
+    ? `${run.updated_at} ${run.run_id} - reported exit ${run.exit_code ?? "unknown"}`
+    : `${run.updated_at} ${run.run_id} - interrupted (resume it with: termorch resume ${run.run_dir})`;
+}
+
+/**
+ * watch when stdout is not a terminal: one line per change of a task's state (its state, attempt,
+ * or waiting for input), one per run once nobody drives it any more, until every run of the
+ * scope is settled ("done") or `signal` aborts ("aborted").
+ */
+export function plainWatch(
+  feed: ViewSource,
+  write: (line: string) => void,
+  signal: AbortSignal,
+): Promise<"done" | "aborted"> {
+  const seen = new Map<string, string>();
+  const settledRuns = new Set<string>();
+  const problems = new Set<string>();
+  /**
+   * Runs seen interrupted in the last view. A run's driver that writes its report and exits
+   * between the view's reading of state.json and its look at the driver's pid shows as
+   * interrupted once; only a run interrupted in two views in a row is taken as interrupted.
+   */
+  let interrupted = new Set<string>();
+  return new Promise((resolve) => {
+    let stop: (() => void) | null = null;
+    let finished = false;
+    const finish = (how: "done" | "aborted"): void => {
+      if (finished) return;
+      finished = true;
+      stop?.();
+      signal.removeEventListener("abort", onAbort);
+      resolve(how);
+    };
+    const onAbort = (): void => finish("aborted");
+    const show = (view: StatusView): void => {
+      if (finished) return;
+      const nowInterrupted = new Set<string>();
+      let unsure = false;
+      for (const run of view.runs) {
+        for (const t of run.tasks) {
+          // A task's status file says it finished a moment before state.json has its time and
+          // exit code: its line waits for them (the ledger write brings the next view).
+          const final = ["success", "failed", "skipped"].includes(t.state);
+          if (final && t.finished_at === null && run.phase === "running") continue;
+          const key = `${run.run_id}\0${t.id}`;
+          const now = `${shownState(t)}\0${t.attempts}`;
+          if (seen.get(key) === now) continue;
+          seen.set(key, now);
+          write(taskLine(run, t, view.generated_at));
+        }
+        if (run.phase === "interrupted") {
+          nowInterrupted.add(run.run_id);
+          if (!interrupted.has(run.run_id)) unsure = true;
+        }
+        const settled =
+          run.phase === "reported" || (run.phase === "interrupted" && interrupted.has(run.run_id));
+        if (settled && !settledRuns.has(run.run_id)) {
+          settledRuns.add(run.run_id);
+          write(runLine(run));
+        }
+      }
+      interrupted = nowInterrupted;
+      for (const p of view.problems) {
+        const key = `${p.run_id ?? ""}\0${p.run_dir ?? ""}`;
+        if (problems.has(key)) continue;
+        problems.add(key);
+        write(`${view.generated_at} ${p.run_id ?? p.run_dir ?? "?"} - unreadable: ${p.message}`);
+      }
+      // A second look at runs that just showed as interrupted, before taking them as such.
+      if (unsure) feed.refresh();
+      // Runs that cannot be read never settle: they do not hold the watch open.
+      else if (view.runs.every((r) => r.phase !== "running")) finish("done");
+    };
+    if (signal.aborted) return finish("aborted");
+    signal.addEventListener("abort", onAbort, { once: true });
+    stop = feed.subscribe(show);
+    show(feed.current());
+  });
+}
