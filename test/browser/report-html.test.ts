@@ -1,3 +1,5 @@
+/// <reference lib="dom" />
+// Callbacks of page.$eval run in the browser: their elements are DOM elements.
 import { copyFileSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";

@@ -1,3 +1,5 @@
+/// <reference lib="dom" />
+// Callbacks of page.$eval run in the browser: their elements are DOM elements.
 import { execFileSync } from "node:child_process";
 import { mkdirSync, readdirSync, readFileSync, readlinkSync, writeFileSync } from "node:fs";
 import { request } from "node:http";
