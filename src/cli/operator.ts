@@ -20,6 +20,7 @@ import { remoteAttachHint, statusView } from "../ops/status.js";
 import { findTask } from "../ops/task-target.js";
 import type { Io } from "./io.js";
 import { listWorkers } from "./scale.js";
+import { stopSignal } from "./stop-signal.js";
 
 const CANCEL_PROGRESS_MS = 2000;
 /** Runs that cannot be shown, listed one by one in the human status before being counted. */
@@ -198,12 +199,8 @@ export function registerOperatorCommands(program: Command, io: Io, setCode: (cod
         await copyFrom(path, 0, sink);
         return;
       }
-      const controller = new AbortController();
-      const stop = (): void => controller.abort();
-      process.on("SIGINT", stop);
-      process.on("SIGTERM", stop);
       // Nobody reads any more (`| head`): following is pointless, and that end is not a failure.
-      io.readerGone?.addEventListener("abort", stop, { once: true });
+      const stop = stopSignal(io, { readerGone: true });
       try {
         const end = await followLog({
           runDir: state.run_dir,
@@ -212,19 +209,17 @@ export function registerOperatorCommands(program: Command, io: Io, setCode: (cod
           stream,
           sink,
           notice: (line) => io.stderr.write(`termorch: ${line}\n`),
-          signal: controller.signal,
+          signal: stop.signal,
         });
         setCode(
-          end === "finished" || io.readerGone?.aborted
+          end === "finished" || stop.cause() === "reader-gone"
             ? ExitCode.ok
             : end === "aborted"
               ? ExitCode.interrupted
               : ExitCode.failed,
         );
       } finally {
-        process.off("SIGINT", stop);
-        process.off("SIGTERM", stop);
-        io.readerGone?.removeEventListener("abort", stop);
+        stop.dispose();
       }
     });
 

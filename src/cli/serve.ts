@@ -7,6 +7,7 @@ import { Dashboard } from "../serve/server.js";
 import { TerminalPool } from "../serve/terminal.js";
 import { runTimeline } from "../serve/timeline.js";
 import type { Io } from "./io.js";
+import { stopSignal } from "./stop-signal.js";
 
 const port = (value: string): number => {
   const n = Number(value);
@@ -80,12 +81,8 @@ async function serve(
       );
     throw error;
   }
-  let stop: (signal: NodeJS.Signals) => void = () => {};
-  const stopped = new Promise<NodeJS.Signals>((resolve) => {
-    stop = resolve;
-  });
-  process.on("SIGINT", stop);
-  process.on("SIGTERM", stop);
+  // Only prints its URL: a reader of stdout that goes away (`| head -1`) does not stop it.
+  const stop = stopSignal(io, { readerGone: false });
   try {
     io.stdout.write(`${dashboard.url}\n`);
     io.stderr.write(
@@ -95,11 +92,11 @@ async function serve(
           : ""
       }`,
     );
-    const signal = await stopped;
-    return signal === "SIGINT" ? ExitCode.interrupted : ExitCode.ok;
+    if (!stop.signal.aborted)
+      await new Promise((resolve) => stop.signal.addEventListener("abort", resolve, { once: true }));
+    return stop.cause() === "SIGINT" ? ExitCode.interrupted : ExitCode.ok;
   } finally {
-    process.off("SIGINT", stop);
-    process.off("SIGTERM", stop);
+    stop.dispose();
     await dashboard.close();
     await feed.close();
   }

@@ -3,6 +3,7 @@ import { ExitCode, InputError } from "../errors.js";
 import { RunFeed, runScope } from "../ops/run-feed.js";
 import { plainWatch } from "../watch/plain.js";
 import type { Io } from "./io.js";
+import { stopSignal } from "./stop-signal.js";
 
 const HELP = `
 On a terminal: a full-screen dashboard of every run in scope and its tasks (state, wave,
@@ -61,18 +62,12 @@ export function registerWatchCommand(program: Command, io: Io, setCode: (code: n
           );
           return;
         }
-        const controller = new AbortController();
-        const stop = (): void => controller.abort();
-        process.on("SIGINT", stop);
-        process.on("SIGTERM", stop);
-        io.readerGone?.addEventListener("abort", stop, { once: true });
+        const stop = stopSignal(io, { readerGone: true });
         try {
-          const end = await plainWatch(feed, (line) => io.stdout.write(`${line}\n`), controller.signal);
-          setCode(end === "done" || io.readerGone?.aborted ? ExitCode.ok : ExitCode.interrupted);
+          const end = await plainWatch(feed, (line) => io.stdout.write(`${line}\n`), stop.signal);
+          setCode(end === "done" || stop.cause() === "reader-gone" ? ExitCode.ok : ExitCode.interrupted);
         } finally {
-          process.off("SIGINT", stop);
-          process.off("SIGTERM", stop);
-          io.readerGone?.removeEventListener("abort", stop);
+          stop.dispose();
         }
       } finally {
         await feed.close();
