@@ -55,12 +55,6 @@ export function plainWatch(
   const seen = new Map<string, string>();
   const settledRuns = new Set<string>();
   const problems = new Set<string>();
-  /**
-   * Runs seen interrupted in the last view. A run's driver that writes its report and exits
-   * between the view's reading of state.json and its look at the driver's pid shows as
-   * interrupted once; only a run interrupted in two views in a row is taken as interrupted.
-   */
-  let interrupted = new Set<string>();
   return new Promise((resolve) => {
     let stop: (() => void) | null = null;
     let finished = false;
@@ -74,8 +68,6 @@ export function plainWatch(
     const onAbort = (): void => finish("aborted");
     const show = (view: StatusView): void => {
       if (finished) return;
-      const nowInterrupted = new Set<string>();
-      let unsure = false;
       for (const run of view.runs) {
         for (const t of run.tasks) {
           // A task's status file says it finished a moment before state.json has its time and
@@ -88,28 +80,20 @@ export function plainWatch(
           seen.set(key, now);
           write(taskLine(run, t, view.generated_at));
         }
-        if (run.phase === "interrupted") {
-          nowInterrupted.add(run.run_id);
-          if (!interrupted.has(run.run_id)) unsure = true;
-        }
-        const settled =
-          run.phase === "reported" || (run.phase === "interrupted" && interrupted.has(run.run_id));
-        if (settled && !settledRuns.has(run.run_id)) {
+        // The view reads a run's state again before it calls it interrupted (ops/status.ts).
+        if (run.phase !== "running" && !settledRuns.has(run.run_id)) {
           settledRuns.add(run.run_id);
           write(runLine(run));
         }
       }
-      interrupted = nowInterrupted;
       for (const p of view.problems) {
         const key = `${p.run_id ?? ""}\0${p.run_dir ?? ""}`;
         if (problems.has(key)) continue;
         problems.add(key);
         write(`${view.generated_at} ${p.run_id ?? p.run_dir ?? "?"} - unreadable: ${p.message}`);
       }
-      // A second look at runs that just showed as interrupted, before taking them as such.
-      if (unsure) feed.refresh();
       // Runs that cannot be read never settle: they do not hold the watch open.
-      else if (view.runs.every((r) => r.phase !== "running")) finish("done");
+      if (view.runs.every((r) => r.phase !== "running")) finish("done");
     };
     if (signal.aborted) return finish("aborted");
     signal.addEventListener("abort", onAbort, { once: true });
