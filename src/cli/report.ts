@@ -1,4 +1,4 @@
-import { existsSync } from "node:fs";
+import { existsSync, lstatSync } from "node:fs";
 import { isAbsolute, join, resolve } from "node:path";
 import type { Command } from "commander";
 import { parseWith } from "../contract/parse.js";
@@ -30,10 +30,10 @@ export function registerReportCommand(program: Command, io: Io): void {
           [{ field: "--out", message: "--out names where report.html goes: it needs --html" }],
           "termorch report <run> --html [--out FILE]",
         );
-      const run = await resolveRun(ref, io.env, io.cwd);
+      const run = await reportRun(ref, io);
       // The run's folder first: state.json names where the report went, which a moved folder outgrew.
       const inDir = join(run.runDir, "execution_report.json");
-      const reportPath = existsSync(inDir) ? inDir : (run.state?.report ?? inDir);
+      const reportPath = existsSync(inDir) ? inDir : (run.reportPath ?? inDir);
       if (!existsSync(reportPath))
         throw new InputError(
           [
@@ -49,24 +49,16 @@ export function registerReportCommand(program: Command, io: Io): void {
         io.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
         return;
       }
-      const ledger = join(run.runDir, "events.jsonl");
-      if (!existsSync(ledger))
-        throw new InputError(
-          [
-            {
-              file: ledger,
-              message: `run ${run.runId} has no ledger (events.jsonl): its timeline cannot be drawn`,
-            },
-          ],
-          "report.html is rendered from the run's folder as the run left it; pass the folder that holds its events.jsonl.",
-        );
       const out = o.out === undefined ? undefined : isAbsolute(o.out) ? o.out : resolve(io.cwd, o.out);
-      const written = await writeReportHtml(run.runDir, report, out).catch((error: unknown) => {
+      if (out !== undefined) refuseNonFile(out);
+      // A run that stopped before it started (invalid input, a dry run) has a report and no
+      // ledger: its page has no timeline.
+      const written = await writeReportHtml(run.runDir, report, out).catch((error: NodeJS.ErrnoException) => {
         throw new InputError(
           [
             {
               file: out ?? join(run.runDir, REPORT_HTML),
-              message: `cannot write it: ${(error as Error).message}`,
+              message: `cannot write it: ${error.code ?? error.message}`,
             },
           ],
           "Pick a writable place with --out FILE.",
@@ -74,4 +66,41 @@ export function registerReportCommand(program: Command, io: Io): void {
       });
       io.stdout.write(`${written}\n`);
     });
+}
+
+/**
+ * The run whose report to show: a run id or run directory as the operator commands take them, or
+ * a folder that holds only a report (a run refused before it started: invalid input, a dry run).
+ */
+async function reportRun(
+  ref: string,
+  io: Io,
+): Promise<{ runId: string; runDir: string; reportPath: string | null }> {
+  try {
+    const run = await resolveRun(ref, io.env, io.cwd);
+    return { runId: run.runId, runDir: run.runDir, reportPath: run.state?.report ?? null };
+  } catch (error) {
+    const dir = isAbsolute(ref) ? ref : resolve(io.cwd, ref);
+    if (!(error instanceof InputError) || !existsSync(join(dir, "execution_report.json"))) throw error;
+    return { runId: dir, runDir: dir, reportPath: null };
+  }
+}
+
+/**
+ * The page is written beside --out and renamed over it: that would replace a symbolic link, a
+ * device (as root, /dev/stdout or /dev/null) or a pipe with a plain file. Only a new path or a
+ * regular file is taken.
+ */
+function refuseNonFile(out: string): void {
+  const stat = lstatSync(out, { throwIfNoEntry: false });
+  if (stat === undefined || stat.isFile()) return;
+  const what = stat.isSymbolicLink()
+    ? "a symbolic link"
+    : stat.isDirectory()
+      ? "a folder"
+      : "not a regular file";
+  throw new InputError(
+    [{ field: "--out", file: out, message: `${out} is ${what}: report.html would replace it` }],
+    "Pass a new path, or a regular file to replace (the page is written whole, never through a link).",
+  );
 }

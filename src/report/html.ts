@@ -103,7 +103,9 @@ export function renderTimeline(timeline: Timeline): HtmlFragment {
     ? `<div class="tl-now" style="left:${pct(timeline.now).toFixed(3)}%" title="now"></div>`
     : "";
   const empty =
-    timeline.rows.length === 0 ? `<p class="tl-empty">No task was started: the run has no timeline.</p>` : "";
+    timeline.rows.length === 0
+      ? `<p class="tl-empty">No attempt is recorded in the run's ledger (events.jsonl): no timeline to draw.</p>`
+      : "";
   const html =
     `<div class="tl${timeline.live ? " tl-live" : ""}" data-start="${timeline.start}" data-end="${timeline.end}">` +
     `<div class="tl-head"><div class="tl-label"></div><div class="tl-axis">${ticks.join("")}</div></div>` +

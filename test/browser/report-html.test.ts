@@ -1,6 +1,16 @@
 /// <reference lib="dom" />
 // Callbacks of page.$eval run in the browser: their elements are DOM elements.
-import { copyFileSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import {
+  copyFileSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import type { Browser } from "puppeteer-core";
@@ -216,7 +226,20 @@ describe("report.html", () => {
     await page.close();
   });
 
-  it("`termorch report` exits 2 with a clear message for a run without a report or a ledger, and for bad usage", async () => {
+  it("`termorch report --html` renders a report without a ledger (a run refused before it started), with no timeline", async () => {
+    const refused = workspace().dir;
+    copyFileSync(join(dir, "execution_report.json"), join(refused, "execution_report.json"));
+    const r = await termorch(["report", refused, "--html"], { socket });
+    expect(r.stderr).toBe("");
+    expect(r.exitCode).toBe(0);
+    expect(r.stdout.trim()).toBe(join(refused, "report.html"));
+    const { page, errors, bars } = await open(join(refused, "report.html"));
+    expect(bars).toEqual([]);
+    expect(errors).toEqual([]);
+    await page.close();
+  });
+
+  it("`termorch report` exits 2 with a clear message for a run without a report, for an --out that is not a regular file, and for bad usage", async () => {
     // A run that has not reported: its state, no report.
     const pending = workspace().dir;
     const state = JSON.parse(readFileSync(join(dir, "state.json"), "utf8"));
@@ -227,13 +250,18 @@ describe("report.html", () => {
     expect(noReport.stderr).toContain(join(pending, "execution_report.json"));
     expect(existsSync(join(pending, "report.html"))).toBe(false);
 
-    // A report without its ledger.
-    const noLedger = workspace().dir;
-    for (const f of ["state.json", "execution_report.json"]) copyFileSync(join(dir, f), join(noLedger, f));
-    const ledgerless = await termorch(["report", noLedger, "--html"], { socket });
-    expect(ledgerless.exitCode).toBe(2);
-    expect(ledgerless.stderr).toContain("events.jsonl");
-    expect(existsSync(join(noLedger, "report.html"))).toBe(false);
+    // --out never replaces a link, a folder or a device with the page (as root, /dev/stdout).
+    const target = join(pending, "target.html");
+    writeFileSync(target, "mine\n");
+    symlinkSync(target, join(pending, "link.html"));
+    for (const out of [join(pending, "link.html"), pending, "/dev/null"]) {
+      const refused = await termorch(["report", dir, "--html", "--out", out], { socket });
+      expect(refused.exitCode, out).toBe(2);
+      expect(refused.stderr).toContain(`${out} is `);
+    }
+    expect(lstatSync(join(pending, "link.html")).isSymbolicLink()).toBe(true);
+    expect(readFileSync(target, "utf8")).toBe("mine\n");
+    expect(lstatSync("/dev/null").isCharacterDevice()).toBe(true);
 
     const unknown = await termorch(["report", "no-such-run", "--html"], { socket });
     expect(unknown.exitCode).toBe(2);
