@@ -137,7 +137,21 @@ export class Board {
   }
 
   /** Handles a key; a hand-off means the screen must be left (and the board shown again after). */
+  /**
+   * Keys that arrive in one read (a held key, fast typing, a slow SSH link) come as one string:
+   * each is taken in turn, until one hands the terminal over.
+   */
   key(k: KeyPress, rows: number): Handoff | null {
+    const chars = [...k.input];
+    if (chars.length <= 1 || k.ctrl) return this.oneKey(k, rows);
+    for (const ch of chars) {
+      const handoff = this.oneKey({ input: ch === "\r" ? "" : ch, return: ch === "\r" }, rows);
+      if (handoff) return handoff;
+    }
+    return null;
+  }
+
+  private oneKey(k: KeyPress, rows: number): Handoff | null {
     if (k.ctrl && k.input === "c") return { kind: "quit", code: 130 };
     if (this.confirming) {
       const run = this.confirming;

@@ -1,3 +1,4 @@
+import stringWidth from "string-width";
 import type { RunView, StatusView, TaskView } from "../contract/status-view.js";
 
 /**
@@ -119,10 +120,27 @@ export function moveSelection(view: StatusView, key: TaskKey | null, delta: numb
  */
 export function clip(text: string, width: number, pad = true): string {
   if (width <= 0) return "";
-  const chars = [...text.replace(/\p{Cc}/gu, " ")];
-  const cut = chars.length > width ? `${chars.slice(0, Math.max(0, width - 1)).join("")}…` : chars.join("");
-  return pad ? cut.padEnd(width) : cut;
+  const clean = text.replace(/\p{Cc}/gu, " ");
+  // Terminal columns, not characters: a CJK character or an emoji takes two, a combining mark
+  // none. Counting characters let such a line wrap and push the title off an 80x24 screen.
+  let cut = clean;
+  let used = stringWidth(clean);
+  if (used > width) {
+    cut = "";
+    used = 0;
+    for (const { segment } of graphemes.segment(clean)) {
+      const w = stringWidth(segment);
+      if (used + w > width - 1) break;
+      cut += segment;
+      used += w;
+    }
+    cut += "…";
+    used += 1;
+  }
+  return pad ? cut + " ".repeat(Math.max(0, width - used)) : cut;
 }
+
+const graphemes = new Intl.Segmenter(undefined, { granularity: "grapheme" });
 
 interface Columns {
   id: number;
