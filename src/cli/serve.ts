@@ -88,7 +88,7 @@ async function serve(
     io.stderr.write(
       `termorch serve: dashboard at the URL above (it holds the access token); Ctrl-C stops it\n${
         isLoopback(o.host)
-          ? `  from another machine: ssh -L 8080:${o.host}:${dashboard.port} <this host>, then open http://127.0.0.1:8080/?token=${dashboard.token}\n`
+          ? `  from another machine: ssh -L 8080:${o.host.includes(":") ? `[${o.host}]` : o.host}:${dashboard.port} <this host>, then open http://127.0.0.1:8080/?token=${dashboard.token}\n`
           : ""
       }`,
     );

@@ -32,7 +32,7 @@ const WILDCARD = new Set(["0.0.0.0", "::", "[::]"]);
  * site whose DNS name was re-pointed at 127.0.0.1 (DNS rebinding) reaches the server with its own
  * name in Host, and is refused here even before the token is checked. The port is not compared:
  * an SSH tunnel (`ssh -L 8080:127.0.0.1:PORT`) or a proxy changes it. A loopback server also
- * answers to `localhost`, a name no other site can claim; a server bound to every address (an
+ * answers to `localhost` and to loopback addresses, names no other site can claim; a server bound to every address (an
  * explicit `--host 0.0.0.0`) answers to any IP address, never to a DNS name.
  */
 export function hostAllowed(hostHeader: string | undefined, bound: string): boolean {
@@ -41,7 +41,9 @@ export function hostAllowed(hostHeader: string | undefined, bound: string): bool
   if (name === null) return false;
   const boundName = bound.toLowerCase().replace(/^\[(.*)\]$/, "$1");
   if (name === boundName) return true;
-  if (name === "localhost" && isLoopback(boundName)) return true;
+  // A loopback server also answers to any loopback address: through an SSH tunnel the browser
+  // names the tunnel's end (127.0.0.1:8080) whatever address the server is bound to.
+  if ((name === "localhost" || isLoopback(name)) && isLoopback(boundName)) return true;
   return WILDCARD.has(boundName) && isIP(name) !== 0;
 }
 

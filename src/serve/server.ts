@@ -23,6 +23,8 @@ export interface DashboardOptions {
 /** How often an idle event stream sends a comment, so that proxies and tunnels keep it open. */
 const KEEPALIVE_MS = 20_000;
 
+const FORBIDDEN_HOST =
+  "403 forbidden: the address in this request's Host is not the one `termorch serve` listens on (open the URL it printed, or a tunnel to it)\n";
 const FORBIDDEN =
   "403 forbidden: open the URL that `termorch serve` printed (its token is required on every request)\n";
 
@@ -88,10 +90,11 @@ export class Dashboard {
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const url = new URL(req.url ?? "/", "http://serve.invalid");
-    if (
-      !hostAllowed(req.headers.host, this.options.host) ||
-      !tokenMatches(tokenOf(url, req.headers.authorization), this.token)
-    ) {
+    if (!hostAllowed(req.headers.host, this.options.host)) {
+      send(res, 403, "text/plain; charset=utf-8", FORBIDDEN_HOST);
+      return;
+    }
+    if (!tokenMatches(tokenOf(url, req.headers.authorization), this.token)) {
       send(res, 403, "text/plain; charset=utf-8", FORBIDDEN);
       return;
     }
