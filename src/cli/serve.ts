@@ -94,7 +94,8 @@ async function serve(
     );
     if (!stop.signal.aborted)
       await new Promise((resolve) => stop.signal.addEventListener("abort", resolve, { once: true }));
-    return stop.cause() === "SIGINT" ? ExitCode.interrupted : ExitCode.ok;
+    // SIGTERM is a service manager's normal stop; SIGINT and SIGHUP are an operator's.
+    return stop.cause() === "SIGTERM" ? ExitCode.ok : ExitCode.interrupted;
   } finally {
     stop.dispose();
     await dashboard.close();

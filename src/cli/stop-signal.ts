@@ -13,7 +13,7 @@ export interface Stop {
 
 /**
  * The stop of a command that follows something (a log, the runs, a server) until the operator
- * ends it: SIGINT or SIGTERM, and with `readerGone`, stdout's reader going away (`| head`): a
+ * ends it: SIGINT, SIGTERM or SIGHUP, and with `readerGone`, stdout's reader going away (`| head`): a
  * command whose output is its point has no reason to go on then, one that only prints a URL does.
  */
 export function stopSignal(io: Io, o: { readerGone: boolean }): Stop {
@@ -25,9 +25,12 @@ export function stopSignal(io: Io, o: { readerGone: boolean }): Stop {
   };
   const onInt = stopBy("SIGINT");
   const onTerm = stopBy("SIGTERM");
+  const onHup = stopBy("SIGHUP");
   const onGone = stopBy("reader-gone");
   process.on("SIGINT", onInt);
   process.on("SIGTERM", onTerm);
+  // The terminal closed (an SSH connection dropped): end as cleanly as on Ctrl-C.
+  process.on("SIGHUP", onHup);
   if (o.readerGone) {
     if (io.readerGone?.aborted) onGone();
     io.readerGone?.addEventListener("abort", onGone, { once: true });
@@ -38,6 +41,7 @@ export function stopSignal(io: Io, o: { readerGone: boolean }): Stop {
     dispose: () => {
       process.off("SIGINT", onInt);
       process.off("SIGTERM", onTerm);
+      process.off("SIGHUP", onHup);
       io.readerGone?.removeEventListener("abort", onGone);
     },
   };

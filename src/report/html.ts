@@ -127,7 +127,9 @@ function rowHtml(
     row.attempt !== null && (row.attempt > 1 || row.bar?.outcome === "retried")
       ? ` <span class="tl-attempt">#${row.attempt}</span>`
       : "";
-  const star = row.critical ? ` <span class="tl-crit" title="on the critical path">★</span>` : "";
+  const star = row.critical
+    ? ` <span class="tl-crit" title="on the critical path: the longest chain of dependencies">★</span>`
+    : "";
   const inner: string[] = [];
   // A wait too short to see (the few ms between a slot and the worktree) is left out.
   for (const w of row.waits)
@@ -210,7 +212,7 @@ function legendHtml(): string {
     item(`<i class="sw sw-retried"></i>`, "failed, then retried") +
     item(`<i class="sw sw-cancelled"></i>`, "cancelled") +
     item(`<i class="sw sw-running"></i>`, "running") +
-    item(`<i class="sw sw-success sw-critical"></i>`, "critical path ★") +
+    item(`<i class="sw sw-success sw-critical"></i>`, "critical path ★ (the longest chain of dependencies)") +
     item(`<i class="sw sw-queued"></i>`, "waiting for a slot") +
     item(`<i class="sw sw-input"></i>`, "waiting for input") +
     item(`<i class="sw-mark skipped">⊘</i>`, "skipped") +
@@ -529,7 +531,8 @@ function statusChips(byStatus: Record<string, number>, cancelled: number): strin
   const chips = keys.map(
     (k) => `<span class="status ${escapeHtml(k)}">${byStatus[k]} ${escapeHtml(k)}</span>`,
   );
-  if (cancelled > 0) chips.push(`<span class="status cancelled">${cancelled} cancelled</span>`);
+  // Cancelled is a reason, not a status: those tasks are already counted as failed or skipped.
+  if (cancelled > 0) chips.push(`<span class="status cancelled">${cancelled} of them cancelled</span>`);
   return chips.join(" ");
 }
 
@@ -602,7 +605,7 @@ section h2{font-size:16px;margin:0 0 12px}
 section h3{font-size:13px;margin:0 0 6px;color:#57606a;text-transform:uppercase;letter-spacing:.04em}
 section.summary{background:none;border:none;padding:0}
 .cards{display:grid;grid-template-columns:repeat(auto-fit,minmax(160px,1fr));gap:12px}
-.card{background:#fff;border:1px solid #d0d7de;border-radius:8px;padding:10px 14px}
+.card{background:#fff;border:1px solid #d0d7de;border-radius:8px;padding:10px 14px;min-width:0;overflow-wrap:anywhere}
 .card .label{font-size:12px;color:#57606a;text-transform:uppercase;letter-spacing:.04em}
 .card .value{font-size:22px;font-weight:600}
 .card.ok .value{color:#1a7f37}

@@ -337,10 +337,14 @@ describe("termorch serve", () => {
     await page.close();
   }, 180_000);
 
-  it("ends on SIGTERM with exit 0, binds another address only when asked, refuses a bad one", async () => {
+  it("ends on SIGTERM with exit 0 (SIGHUP: 130), binds another address only when asked, refuses a bad one", async () => {
     const serve = await startServe();
     serve.proc.kill("SIGTERM");
     expect((await serve.proc).exitCode).toBe(0);
+    // The terminal it ran in closed: as Ctrl-C.
+    const hungUp = await startServe();
+    hungUp.proc.kill("SIGHUP");
+    expect((await hungUp.proc).exitCode).toBe(130);
     // Another address only when asked, with a warning.
     const other = await startServe(["--host", "127.0.0.2"]);
     expect(other.url.hostname).toBe("127.0.0.2");
