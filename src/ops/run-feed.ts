@@ -1,3 +1,4 @@
+import { type FSWatcher as DirWatcher, existsSync, watch } from "node:fs";
 import { mkdir } from "node:fs/promises";
 import { basename, dirname, join, resolve } from "node:path";
 import chokidar, { type FSWatcher } from "chokidar";
@@ -26,8 +27,12 @@ export async function scopeRuns(scope: RunScope, env: Env, cwd: string): Promise
   return registryRuns(env);
 }
 
-/** What changes in a run directory that a view shows; everything else there (artifacts, a workspace) is not watched. */
-const RUN_FILES = new Set(["state.json", "events.jsonl", "execution_report.json", "status", "logs"]);
+/**
+ * What changes in a run directory that a view shows, through chokidar; everything else there
+ * (artifacts, a workspace) is not watched. logs/ has a plain directory watch of its own (see
+ * `watchLogs`).
+ */
+const RUN_FILES = new Set(["state.json", "events.jsonl", "execution_report.json", "status"]);
 
 export interface RunFeedOptions {
   env: Env;
@@ -53,6 +58,7 @@ export class RunFeed {
   private readonly listeners = new Set<(view: StatusView) => void>();
   private readonly watcher: FSWatcher;
   private readonly watchedRuns = new Set<string>();
+  private readonly logWatchers = new Map<string, DirWatcher>();
   private timer: NodeJS.Timeout | null = null;
   private sweep: NodeJS.Timeout | null = null;
   private computing: Promise<void> | null = null;
@@ -115,6 +121,8 @@ export class RunFeed {
     if (this.timer) clearTimeout(this.timer);
     if (this.sweep) clearTimeout(this.sweep);
     this.listeners.clear();
+    for (const w of this.logWatchers.values()) w.close();
+    this.logWatchers.clear();
     await this.watcher.close();
     await this.computing;
   }
@@ -133,7 +141,7 @@ export class RunFeed {
     if (this.isRunDir(path)) return false;
     const parent = dirname(path);
     if (this.isRunDir(parent)) return !RUN_FILES.has(basename(path));
-    return !(this.isRunDir(dirname(parent)) && ["status", "logs"].includes(basename(parent)));
+    return !(this.isRunDir(dirname(parent)) && basename(parent) === "status");
   }
 
   private isRunDir(path: string): boolean {
@@ -149,10 +157,42 @@ export class RunFeed {
       this.watchedRuns.add(dir);
       this.watcher.add(dir);
     }
+    for (const dir of this.watchedRuns) if (!this.logWatchers.has(dir)) this.watchLogs(dir);
     if (this.sweep) clearTimeout(this.sweep);
     this.sweep = null;
     if (!this.closed && view.runs.some((r) => r.phase === "running"))
       this.sweep = setTimeout(() => this.changed(), this.options.sweepMs).unref();
+  }
+
+  /**
+   * A chatty agent appends to its log a hundred times a second: chokidar stats the file and
+   * walks its folder on each of those (about 1 ms of CPU each here), a plain watch of the folder
+   * only says that something in it changed. A run without logs/ yet is tried again at the next
+   * view (the ledger says task.launched right after the folder appears); once it is watched,
+   * one more view reads what was written before the watch began.
+   */
+  private watchLogs(runDir: string): void {
+    const dir = join(runDir, "logs");
+    let watcher: DirWatcher;
+    try {
+      watcher = watch(dir, (event) => {
+        // The folder itself removed: this watch sees nothing any more; the next view watches anew.
+        if (event === "rename" && !existsSync(dir)) drop();
+        this.changed();
+      });
+    } catch {
+      return;
+    }
+    const drop = (): void => {
+      watcher.close();
+      if (this.logWatchers.get(runDir) === watcher) this.logWatchers.delete(runDir);
+    };
+    watcher.on("error", () => {
+      drop();
+      this.changed();
+    });
+    this.logWatchers.set(runDir, watcher);
+    this.changed();
   }
 
   private changed(): void {
