@@ -2,10 +2,11 @@ import { type FSWatcher as DirWatcher, existsSync, watch } from "node:fs";
 import { mkdir } from "node:fs/promises";
 import { basename, dirname, join, resolve } from "node:path";
 import chokidar, { type FSWatcher } from "chokidar";
-import type { StatusView } from "../contract/status-view.js";
+import type { RunState } from "../contract/state.js";
+import type { RunView, StatusView } from "../contract/status-view.js";
 import { ensureUserDir, registryDir, registryInUserDir } from "../fs/names.js";
 import { homeRuns, type OpsRun, registryRuns, resolveRun } from "./runs.js";
-import { sessionsBySocket } from "./sessions.js";
+import { type SessionInfo, sessionsBySocket } from "./sessions.js";
 import { statusView } from "./status.js";
 
 type Env = Readonly<Record<string, string | undefined>>;
@@ -65,22 +66,27 @@ export class RunFeed {
   private again = false;
   private closed = false;
   private lastRun = 0;
+  /** What the next view may take from this one (null: read everything again). */
+  private kept: Kept | null;
+  /** What changed since the last view began: the runs whose files did, and whether only logs did. */
+  private since: Changes = { runs: new Set(), logsOnly: true };
 
   private constructor(
     readonly scope: RunScope,
     private readonly options: Required<Omit<RunFeedOptions, "now">> & { now: () => number },
-    first: StatusView,
+    first: { view: StatusView; kept: Kept },
   ) {
-    this.view = first;
+    this.view = first.view;
+    this.kept = first.kept;
     this.watcher = chokidar.watch([], {
       ignoreInitial: true,
       ignored: (path) => this.ignored(path),
     });
-    this.watcher.on("all", () => this.changed());
-    this.watcher.on("error", () => this.changed());
+    this.watcher.on("all", (_event, path) => this.changed({ run: this.runOf(path), logsOnly: false }));
+    this.watcher.on("error", () => this.changed({ logsOnly: false }));
     const root = this.rootDir();
     if (root) this.watcher.add(root);
-    this.follow(first);
+    this.follow(first.view);
   }
 
   /** Computes the first view (bad input, e.g. an unknown run, throws here) and starts watching. */
@@ -92,7 +98,10 @@ export class RunFeed {
       cwd: options.cwd,
       now: options.now ?? Date.now,
     };
-    const first = await compute(scope, full.env, full.cwd, full.now());
+    const first = await compute(scope, full.env, full.cwd, full.now(), null, {
+      runs: new Set(),
+      logsOnly: false,
+    });
     // Watching the registry before the first run registers needs its folder (termorch's own, private).
     if (scope.kind === "registry") {
       if (registryInUserDir(full.env)) await ensureUserDir();
@@ -111,9 +120,10 @@ export class RunFeed {
     return () => this.listeners.delete(listener);
   }
 
-  /** Recomputes now (after an operator's action, e.g. a cancel). */
+  /** Recomputes now (after an operator's action, e.g. a cancel), every run read again. */
   refresh(): void {
-    this.changed();
+    this.kept = null;
+    this.changed({ logsOnly: false });
   }
 
   async close(): Promise<void> {
@@ -144,6 +154,12 @@ export class RunFeed {
     return !(this.isRunDir(dirname(parent)) && basename(parent) === "status");
   }
 
+  /** The watched run whose folder holds `path` (a file of it, or one in its status/). */
+  private runOf(path: string): string | undefined {
+    for (let p = path, up = 0; up < 3; p = dirname(p), up++) if (this.watchedRuns.has(p)) return p;
+    return undefined;
+  }
+
   private isRunDir(path: string): boolean {
     if (this.watchedRuns.has(path)) return true;
     // A daemon home's run folders are watched from the start, so that a new run's files are seen.
@@ -161,7 +177,7 @@ export class RunFeed {
     if (this.sweep) clearTimeout(this.sweep);
     this.sweep = null;
     if (!this.closed && view.runs.some((r) => r.phase === "running"))
-      this.sweep = setTimeout(() => this.changed(), this.options.sweepMs).unref();
+      this.sweep = setTimeout(() => this.changed({ logsOnly: false }), this.options.sweepMs).unref();
   }
 
   /**
@@ -178,7 +194,7 @@ export class RunFeed {
       watcher = watch(dir, (event) => {
         // The folder itself removed: this watch sees nothing any more; the next view watches anew.
         if (event === "rename" && !existsSync(dir)) drop();
-        this.changed();
+        this.changed({ run: runDir, logsOnly: true });
       });
     } catch {
       return;
@@ -189,13 +205,15 @@ export class RunFeed {
     };
     watcher.on("error", () => {
       drop();
-      this.changed();
+      this.changed({ run: runDir, logsOnly: false });
     });
     this.logWatchers.set(runDir, watcher);
-    this.changed();
+    this.changed({ run: runDir, logsOnly: true });
   }
 
-  private changed(): void {
+  private changed(change: { run?: string; logsOnly: boolean }): void {
+    if (change.run !== undefined) this.since.runs.add(change.run);
+    if (!change.logsOnly) this.since.logsOnly = false;
     if (this.closed || this.timer) return;
     const wait = Math.max(0, this.lastRun + this.options.throttleMs - this.options.now());
     this.timer = setTimeout(() => {
@@ -210,29 +228,90 @@ export class RunFeed {
       return;
     }
     this.lastRun = this.options.now();
+    const since = this.since;
+    this.since = { runs: new Set(), logsOnly: true };
     this.computing = (async () => {
       try {
-        const view = await compute(this.scope, this.options.env, this.options.cwd, this.options.now());
+        const { env, cwd, now } = this.options;
+        const { view, kept } = await compute(this.scope, env, cwd, now(), this.kept, since);
         if (this.closed) return;
         this.view = view;
+        this.kept = kept;
         this.follow(view);
         for (const listener of this.listeners) listener(view);
       } catch {
-        // A run directory removed mid-read, or a registry being rewritten: the next change reads again.
+        // A run directory removed mid-read, or a registry being rewritten: the next change reads
+        // again, everything (what changed since this view began is not all that changed).
+        this.kept = null;
       }
     })();
     await this.computing;
     this.computing = null;
     if (this.again) {
       this.again = false;
-      this.changed();
+      this.changed({ logsOnly: true });
     }
   }
 }
 
-async function compute(scope: RunScope, env: Env, cwd: string, now: number): Promise<StatusView> {
+type Sessions = Map<string, Map<string, SessionInfo>>;
+
+/** What a view read that the next one may use again. */
+interface Kept {
+  /** The sessions of each socket. */
+  sessions: Sessions;
+  /** The views of reported runs (by run folder), with the sessions of their tasks they showed. */
+  finished: Map<string, { view: RunView; sessions: string }>;
+}
+
+/** What changed since a view: the run folders with file events, and whether these were log appends only. */
+interface Changes {
+  runs: Set<string>;
+  logsOnly: boolean;
+}
+
+/** The sessions of a run's tasks, as a key: a killed session changes a finished run's view. */
+function sessionsKey(view: RunView, sessions: Map<string, SessionInfo>): string {
+  return JSON.stringify(view.tasks.map((t) => (t.session ? (sessions.get(t.session) ?? null) : null)));
+}
+
+/**
+ * The scope's view, what `termorch status --json` prints, with two savings for a feed that
+ * recomputes several times a second while an agent writes its log: a log's append cannot start or
+ * end a session (a task's launch and end write status files and the ledger; a vanished one is the
+ * sweep's), so the last sessions stand; and a reported run whose files had no event and whose
+ * sessions are as they were shows what it showed (nothing in it depends on the time).
+ */
+async function compute(
+  scope: RunScope,
+  env: Env,
+  cwd: string,
+  now: number,
+  last: Kept | null,
+  since: Changes,
+): Promise<{ view: StatusView; kept: Kept }> {
   const runs = await scopeRuns(scope, env, cwd);
-  const sockets = runs.flatMap((r) => (r.state ? [r.state.socket] : []));
-  const sessions = await sessionsBySocket(sockets, env);
-  return statusView(runs, (s) => sessions.get(s) ?? new Map(), now);
+  const sockets = new Set(runs.flatMap((r) => (r.state ? [r.state.socket] : [])));
+  const sessions =
+    last && since.logsOnly && [...sockets].every((s) => last.sessions.has(s))
+      ? last.sessions
+      : await sessionsBySocket(sockets, env);
+  const sessionsOf = (socket: string) => sessions.get(socket) ?? new Map<string, SessionInfo>();
+  const reuse = (state: RunState): RunView | undefined => {
+    const before = last?.finished.get(state.run_dir);
+    if (!before || since.runs.has(state.run_dir) || state.phase !== "reported") return undefined;
+    const same =
+      before.view.run_id === state.run_id &&
+      before.view.updated_at === new Date(state.updated_at).toISOString() &&
+      before.sessions === sessionsKey(before.view, sessionsOf(state.socket));
+    return same ? before.view : undefined;
+  };
+  const view = await statusView(runs, sessionsOf, now, reuse);
+  const finished = new Map<string, { view: RunView; sessions: string }>();
+  for (const run of view.runs) {
+    // A task that shows as running in a reported run (its status file says so) has an elapsed time.
+    if (run.phase !== "reported" || run.tasks.some((t) => t.state === "running")) continue;
+    finished.set(run.run_dir, { view: run, sessions: sessionsKey(run, sessionsOf(run.socket)) });
+  }
+  return { view, kept: { sessions, finished } };
 }
