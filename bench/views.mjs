@@ -78,11 +78,13 @@ import { performance } from "node:perf_hooks";
 const cfg = JSON.parse(process.env.BENCH_FEED);
 const { RunFeed } = await import(cfg.runFeed);
 const TCK = cfg.clkTck;
-const cpu = () => {
+const ticks = () => {
   const s = readFileSync("/proc/self/stat", "utf8");
   const f = s.slice(s.lastIndexOf(")") + 2).split(" ");
-  return (Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14])) / TCK;
+  return { all: (Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14])) / TCK, children: (Number(f[13]) + Number(f[14])) / TCK };
 };
+const cpu = () => ticks().all;
+const childCpu = () => ticks().children;
 const fileSeen = new Map();
 watch(cfg.statusDir, (_e, name) => {
   if (name && !fileSeen.has(name)) fileSeen.set(name, performance.now());
@@ -96,7 +98,7 @@ feed.subscribe((v) => {
   const t = performance.now();
   const run = v.runs.find((r) => r.run_id === cfg.runId);
   if (!run) return;
-  if (start === null) start = { t, cpu: cpu() };
+  if (start === null) start = { t, cpu: cpu(), children: childCpu() };
   views++;
   for (const task of run.tasks) {
     const key = task.id + "." + task.state;
@@ -106,7 +108,7 @@ feed.subscribe((v) => {
     if (at !== undefined) latency.push(t - at);
   }
   if (run.phase !== "reported") return;
-  const out = { views, seconds: (t - start.t) / 1000, cpu: cpu() - start.cpu, latency, runs: v.runs.length };
+  const out = { views, seconds: (t - start.t) / 1000, cpu: cpu() - start.cpu, children: childCpu() - start.children, latency, runs: v.runs.length };
   process.stdout.write(JSON.stringify(out) + "\\n", () => process.exit(0));
 });
 process.stdout.write("ready\\n");
@@ -325,6 +327,9 @@ export async function run(opts = {}) {
         baseline: driverPerS * 1000,
         target: { value: 0.25, text: "≤ 0.25× driver" },
       }),
+    );
+    rows.push(
+      row(`${label}: feed CPU per s, of which its tmux clients`, (f.children / f.seconds) * 1000, "ms/s"),
     );
     rows.push(row(`${label}: views emitted per s`, f.views / f.seconds, "/s"));
     rows.push(

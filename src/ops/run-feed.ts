@@ -5,7 +5,7 @@ import chokidar, { type FSWatcher } from "chokidar";
 import type { RunState } from "../contract/state.js";
 import type { RunView, StatusView } from "../contract/status-view.js";
 import { ensureUserDir, registryDir, registryInUserDir } from "../fs/names.js";
-import { homeRuns, type OpsRun, registryRuns, resolveRun } from "./runs.js";
+import { homeRuns, type OpsRun, readRunState, registryRuns, resolveRun } from "./runs.js";
 import { type SessionInfo, sessionsBySocket } from "./sessions.js";
 import { statusView } from "./status.js";
 
@@ -38,8 +38,14 @@ const RUN_FILES = new Set(["state.json", "events.jsonl", "execution_report.json"
 export interface RunFeedOptions {
   env: Env;
   cwd: string;
-  /** Recomputes at most this often while files change (a chatty agent writes its log many times a second). */
+  /** Recomputes at most this often while files change. */
   throttleMs?: number;
+  /**
+   * ... and at most this often while only logs do: a chatty agent appends to its log a hundred
+   * times a second, and a view costs more than the run's driver spends meanwhile when it follows
+   * each (BENCHMARKS.md, "Operators' views"). A task's launch or end is not held back by it.
+   */
+  logThrottleMs?: number;
   /**
    * A driver killed with SIGKILL, or a tmux session that vanished, writes no file: while a run
    * shows as running, the view is also recomputed this often so that it turns `interrupted`.
@@ -61,6 +67,8 @@ export class RunFeed {
   private readonly watchedRuns = new Set<string>();
   private readonly logWatchers = new Map<string, DirWatcher>();
   private timer: NodeJS.Timeout | null = null;
+  /** When `timer` fires. */
+  private due = 0;
   private sweep: NodeJS.Timeout | null = null;
   private computing: Promise<void> | null = null;
   private again = false;
@@ -69,7 +77,7 @@ export class RunFeed {
   /** What the next view may take from this one (null: read everything again). */
   private kept: Kept | null;
   /** What changed since the last view began: the runs whose files did, and whether only logs did. */
-  private since: Changes = { runs: new Set(), logsOnly: true };
+  private since: Changes = noChanges();
 
   private constructor(
     readonly scope: RunScope,
@@ -82,8 +90,11 @@ export class RunFeed {
       ignoreInitial: true,
       ignored: (path) => this.ignored(path),
     });
-    this.watcher.on("all", (_event, path) => this.changed({ run: this.runOf(path), logsOnly: false }));
-    this.watcher.on("error", () => this.changed({ logsOnly: false }));
+    // An event outside the runs' folders is the registry's or the daemon home's: runs come and go.
+    this.watcher.on("all", (_event, path) =>
+      this.changed({ run: this.runOf(path) ?? "all", logsOnly: false }),
+    );
+    this.watcher.on("error", () => this.changed({ run: "all", logsOnly: false }));
     const root = this.rootDir();
     if (root) this.watcher.add(root);
     this.follow(first.view);
@@ -93,15 +104,13 @@ export class RunFeed {
   static async open(scope: RunScope, options: RunFeedOptions): Promise<RunFeed> {
     const full = {
       throttleMs: options.throttleMs ?? 150,
+      logThrottleMs: options.logThrottleMs ?? 500,
       sweepMs: options.sweepMs ?? 5_000,
       env: options.env,
       cwd: options.cwd,
       now: options.now ?? Date.now,
     };
-    const first = await compute(scope, full.env, full.cwd, full.now(), null, {
-      runs: new Set(),
-      logsOnly: false,
-    });
+    const first = await compute(scope, full.env, full.cwd, full.now(), null, noChanges());
     // Watching the registry before the first run registers needs its folder (termorch's own, private).
     if (scope.kind === "registry") {
       if (registryInUserDir(full.env)) await ensureUserDir();
@@ -123,7 +132,7 @@ export class RunFeed {
   /** Recomputes now (after an operator's action, e.g. a cancel), every run read again. */
   refresh(): void {
     this.kept = null;
-    this.changed({ logsOnly: false });
+    this.changed({ run: "all", logsOnly: false });
   }
 
   async close(): Promise<void> {
@@ -177,7 +186,10 @@ export class RunFeed {
     if (this.sweep) clearTimeout(this.sweep);
     this.sweep = null;
     if (!this.closed && view.runs.some((r) => r.phase === "running"))
-      this.sweep = setTimeout(() => this.changed({ logsOnly: false }), this.options.sweepMs).unref();
+      this.sweep = setTimeout(
+        () => this.changed({ run: "all", logsOnly: false }),
+        this.options.sweepMs,
+      ).unref();
   }
 
   /**
@@ -211,15 +223,23 @@ export class RunFeed {
     this.changed({ run: runDir, logsOnly: true });
   }
 
+  /** `run`: the run folder whose files changed, or "all" when which runs there are may have. */
   private changed(change: { run?: string; logsOnly: boolean }): void {
-    if (change.run !== undefined) this.since.runs.add(change.run);
+    if (change.run === "all") this.since.all = true;
+    else if (change.run !== undefined) this.since.runs.add(change.run);
     if (!change.logsOnly) this.since.logsOnly = false;
-    if (this.closed || this.timer) return;
-    const wait = Math.max(0, this.lastRun + this.options.throttleMs - this.options.now());
+    if (this.closed) return;
+    const now = this.options.now();
+    const throttle = this.since.logsOnly ? this.options.logThrottleMs : this.options.throttleMs;
+    const due = Math.max(now, this.lastRun + throttle);
+    // A view already due sooner stays; one held back for logs is brought forward by another change.
+    if (this.timer && this.due <= due) return;
+    if (this.timer) clearTimeout(this.timer);
+    this.due = due;
     this.timer = setTimeout(() => {
       this.timer = null;
       void this.recompute();
-    }, wait);
+    }, due - now);
   }
 
   private async recompute(): Promise<void> {
@@ -229,7 +249,7 @@ export class RunFeed {
     }
     this.lastRun = this.options.now();
     const since = this.since;
-    this.since = { runs: new Set(), logsOnly: true };
+    this.since = noChanges();
     this.computing = (async () => {
       try {
         const { env, cwd, now } = this.options;
@@ -258,16 +278,44 @@ type Sessions = Map<string, Map<string, SessionInfo>>;
 
 /** What a view read that the next one may use again. */
 interface Kept {
+  runs: OpsRun[];
   /** The sessions of each socket. */
   sessions: Sessions;
   /** The views of reported runs (by run folder), with the sessions of their tasks they showed. */
   finished: Map<string, { view: RunView; sessions: string }>;
 }
 
-/** What changed since a view: the run folders with file events, and whether these were log appends only. */
+/**
+ * What changed since a view: `all` (which runs the scope has may have changed: its folder had an
+ * event, or a sweep or a refresh asks), the run folders with file events, and whether all these
+ * were log appends.
+ */
 interface Changes {
+  all: boolean;
   runs: Set<string>;
   logsOnly: boolean;
+}
+
+function noChanges(): Changes {
+  return { all: false, runs: new Set(), logsOnly: true };
+}
+
+/**
+ * The runs of the scope: read again when they may have changed; else the last ones, those whose
+ * folder had an event read again (null when one of them is no longer the same run: read them all).
+ */
+async function rescan(last: Kept | null, since: Changes): Promise<OpsRun[] | null> {
+  if (!last || since.all) return null;
+  const runs: OpsRun[] = [];
+  for (const run of last.runs) {
+    if (!since.runs.has(run.runDir)) runs.push(run);
+    else {
+      const read = await readRunState(run.runDir);
+      if (!("state" in read) || read.state.run_id !== run.runId) return null;
+      runs.push({ ...run, state: read.state, problem: null });
+    }
+  }
+  return runs;
 }
 
 /** The sessions of a run's tasks, as a key: a killed session changes a finished run's view. */
@@ -276,8 +324,9 @@ function sessionsKey(view: RunView, sessions: Map<string, SessionInfo>): string 
 }
 
 /**
- * The scope's view, what `termorch status --json` prints, with two savings for a feed that
- * recomputes several times a second while an agent writes its log: a log's append cannot start or
+ * The scope's view, what `termorch status --json` prints, with three savings for a feed that
+ * recomputes several times a second while an agent writes its log: only the runs whose folders
+ * had events are read again (unless the scope's folder had one); a log's append cannot start or
  * end a session (a task's launch and end write status files and the ledger; a vanished one is the
  * sweep's), so the last sessions stand; and a reported run whose files had no event and whose
  * sessions are as they were shows what it showed (nothing in it depends on the time).
@@ -290,7 +339,7 @@ async function compute(
   last: Kept | null,
   since: Changes,
 ): Promise<{ view: StatusView; kept: Kept }> {
-  const runs = await scopeRuns(scope, env, cwd);
+  const runs = (await rescan(last, since)) ?? (await scopeRuns(scope, env, cwd));
   const sockets = new Set(runs.flatMap((r) => (r.state ? [r.state.socket] : [])));
   const sessions =
     last && since.logsOnly && [...sockets].every((s) => last.sessions.has(s))
@@ -313,5 +362,5 @@ async function compute(
     if (run.phase !== "reported" || run.tasks.some((t) => t.state === "running")) continue;
     finished.set(run.run_dir, { view: run, sessions: sessionsKey(run, sessionsOf(run.socket)) });
   }
-  return { view, kept: { sessions, finished } };
+  return { view, kept: { runs, sessions, finished } };
 }
