@@ -177,7 +177,7 @@ async function feedRun(k, quick) {
     let out = "";
     const feed = treeTimed(
       process.execPath,
-      ["--input-type=module", "-e", FEED_CHILD],
+      [...(process.env.FEED_PROF ? ["--cpu-prof", `--cpu-prof-dir=${process.env.FEED_PROF}`] : []), "--input-type=module", "-e", FEED_CHILD],
       { ...env, BENCH_FEED: JSON.stringify(cfg) },
       (d) => {
         out += d;
