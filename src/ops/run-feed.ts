@@ -41,9 +41,9 @@ export interface RunFeedOptions {
   /** Recomputes at most this often while files change. */
   throttleMs?: number;
   /**
-   * ... and at most this often while only logs do: a chatty agent appends to its log a hundred
-   * times a second, and a view costs more than the run's driver spends meanwhile when it follows
-   * each (BENCHMARKS.md, "Operators' views"). A task's launch or end is not held back by it.
+   * Recomputes at most this often while only logs change: a chatty agent appends to its log a
+   * hundred times a second, and views that follow it at `throttleMs` cost more CPU than the run's
+   * driver (BENCHMARKS.md, "Operators' views"). Any other change brings a held-back view forward.
    */
   logThrottleMs?: number;
   /**
