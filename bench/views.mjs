@@ -8,7 +8,8 @@
 // (fs.watch in the feed's process) to the first view that shows that state.
 // 2. report.html: rendering and writing the page of a run of N tasks (a synthetic ledger and
 // report) against writing its execution_report.json, in the same run.
-import { spawn } from "node:child_process";
+// FEED_PROF=DIR: the feed's process also writes its CPU profile (node --cpu-prof) there.
+import { spawn, spawnSync } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
@@ -160,7 +161,6 @@ async function feedRun(k, quick) {
     ];
     const file = writeAssignments(dir, "views-live", tasks);
     mkdirSync(join(dir, "status"));
-    const { spawnSync } = await import("node:child_process");
     const clkTck = Number(spawnSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).stdout.trim()) || 100;
     const cfg = {
       runFeed: join(ROOT, "dist", "ops", "run-feed.js"),
@@ -177,7 +177,12 @@ async function feedRun(k, quick) {
     let out = "";
     const feed = treeTimed(
       process.execPath,
-      [...(process.env.FEED_PROF ? ["--cpu-prof", `--cpu-prof-dir=${process.env.FEED_PROF}`] : []), "--input-type=module", "-e", FEED_CHILD],
+      [
+        ...(process.env.FEED_PROF ? ["--cpu-prof", `--cpu-prof-dir=${process.env.FEED_PROF}`] : []),
+        "--input-type=module",
+        "-e",
+        FEED_CHILD,
+      ],
       { ...env, BENCH_FEED: JSON.stringify(cfg) },
       (d) => {
         out += d;
@@ -362,5 +367,5 @@ export async function run(opts = {}) {
 
 if (import.meta.url === `file://${process.argv[1]}`) {
   // Not a top-level await: run.js imports this module, which must have finished loading by then.
-  import("./run.js").then(({ main }) => main(["views", ...process.argv.slice(2)]));
+  void import("./run.js").then(({ main }) => main(["views", ...process.argv.slice(2)]));
 }
