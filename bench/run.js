@@ -7,7 +7,17 @@ import { cleanupAll, machine, row, table } from "./lib.mjs";
 
 const failedRow = (name) => row(name, null, "", { met: false });
 
-export const BENCHES = ["overhead", "latency", "logs", "memory", "plan", "merge", "supervisor", "large-repo"];
+export const BENCHES = [
+  "overhead",
+  "latency",
+  "logs",
+  "memory",
+  "plan",
+  "merge",
+  "supervisor",
+  "large-repo",
+  "views",
+];
 /** Run only when named: the scale-out simulation takes minutes (a private redis-server, 20 workers). */
 export const OPT_IN = ["scale"];
 

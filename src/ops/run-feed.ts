@@ -1,10 +1,12 @@
+import { type FSWatcher as DirWatcher, existsSync, watch } from "node:fs";
 import { mkdir } from "node:fs/promises";
 import { basename, dirname, join, resolve } from "node:path";
 import chokidar, { type FSWatcher } from "chokidar";
-import type { StatusView } from "../contract/status-view.js";
+import type { RunState } from "../contract/state.js";
+import type { RunView, StatusView } from "../contract/status-view.js";
 import { ensureUserDir, registryDir, registryInUserDir } from "../fs/names.js";
-import { homeRuns, type OpsRun, registryRuns, resolveRun } from "./runs.js";
-import { sessionsBySocket } from "./sessions.js";
+import { homeRuns, type OpsRun, readRunState, registryRuns, resolveRun } from "./runs.js";
+import { type SessionInfo, sessionsBySocket } from "./sessions.js";
 import { statusView } from "./status.js";
 
 type Env = Readonly<Record<string, string | undefined>>;
@@ -26,14 +28,24 @@ export async function scopeRuns(scope: RunScope, env: Env, cwd: string): Promise
   return registryRuns(env);
 }
 
-/** What changes in a run directory that a view shows; everything else there (artifacts, a workspace) is not watched. */
-const RUN_FILES = new Set(["state.json", "events.jsonl", "execution_report.json", "status", "logs"]);
+/**
+ * What changes in a run directory that a view shows, through chokidar; everything else there
+ * (artifacts, a workspace) is not watched. logs/ has a plain directory watch of its own (see
+ * `watchLogs`).
+ */
+const RUN_FILES = new Set(["state.json", "events.jsonl", "execution_report.json", "status"]);
 
 export interface RunFeedOptions {
   env: Env;
   cwd: string;
-  /** Recomputes at most this often while files change (a chatty agent writes its log many times a second). */
+  /** Recomputes at most this often while files change. */
   throttleMs?: number;
+  /**
+   * Recomputes at most this often while only logs change: a chatty agent appends to its log a
+   * hundred times a second, and views that follow it at `throttleMs` cost more CPU than the run's
+   * driver (BENCHMARKS.md, "Operators' views"). Any other change brings a held-back view forward.
+   */
+  logThrottleMs?: number;
   /**
    * A driver killed with SIGKILL, or a tmux session that vanished, writes no file: while a run
    * shows as running, the view is also recomputed this often so that it turns `interrupted`.
@@ -53,40 +65,52 @@ export class RunFeed {
   private readonly listeners = new Set<(view: StatusView) => void>();
   private readonly watcher: FSWatcher;
   private readonly watchedRuns = new Set<string>();
+  private readonly logWatchers = new Map<string, DirWatcher>();
   private timer: NodeJS.Timeout | null = null;
+  /** When `timer` fires. */
+  private due = 0;
   private sweep: NodeJS.Timeout | null = null;
   private computing: Promise<void> | null = null;
   private again = false;
   private closed = false;
   private lastRun = 0;
+  /** What the next view may take from this one (null: read everything again). */
+  private kept: Kept | null;
+  /** What changed since the last view began: the runs whose files did, and whether only logs did. */
+  private since: Changes = noChanges();
 
   private constructor(
     readonly scope: RunScope,
     private readonly options: Required<Omit<RunFeedOptions, "now">> & { now: () => number },
-    first: StatusView,
+    first: { view: StatusView; kept: Kept },
   ) {
-    this.view = first;
+    this.view = first.view;
+    this.kept = first.kept;
     this.watcher = chokidar.watch([], {
       ignoreInitial: true,
       ignored: (path) => this.ignored(path),
     });
-    this.watcher.on("all", () => this.changed());
-    this.watcher.on("error", () => this.changed());
+    // An event outside the runs' folders is the registry's or the daemon home's: runs come and go.
+    this.watcher.on("all", (_event, path) =>
+      this.changed({ run: this.runOf(path) ?? "all", logsOnly: false }),
+    );
+    this.watcher.on("error", () => this.changed({ run: "all", logsOnly: false }));
     const root = this.rootDir();
     if (root) this.watcher.add(root);
-    this.follow(first);
+    this.follow(first.view);
   }
 
   /** Computes the first view (bad input, e.g. an unknown run, throws here) and starts watching. */
   static async open(scope: RunScope, options: RunFeedOptions): Promise<RunFeed> {
     const full = {
       throttleMs: options.throttleMs ?? 150,
+      logThrottleMs: options.logThrottleMs ?? 500,
       sweepMs: options.sweepMs ?? 5_000,
       env: options.env,
       cwd: options.cwd,
       now: options.now ?? Date.now,
     };
-    const first = await compute(scope, full.env, full.cwd, full.now());
+    const first = await compute(scope, full.env, full.cwd, full.now(), null, noChanges());
     // Watching the registry before the first run registers needs its folder (termorch's own, private).
     if (scope.kind === "registry") {
       if (registryInUserDir(full.env)) await ensureUserDir();
@@ -105,9 +129,10 @@ export class RunFeed {
     return () => this.listeners.delete(listener);
   }
 
-  /** Recomputes now (after an operator's action, e.g. a cancel). */
+  /** Recomputes now (after an operator's action, e.g. a cancel), every run read again. */
   refresh(): void {
-    this.changed();
+    this.kept = null;
+    this.changed({ run: "all", logsOnly: false });
   }
 
   async close(): Promise<void> {
@@ -115,6 +140,8 @@ export class RunFeed {
     if (this.timer) clearTimeout(this.timer);
     if (this.sweep) clearTimeout(this.sweep);
     this.listeners.clear();
+    for (const w of this.logWatchers.values()) w.close();
+    this.logWatchers.clear();
     await this.watcher.close();
     await this.computing;
   }
@@ -133,7 +160,13 @@ export class RunFeed {
     if (this.isRunDir(path)) return false;
     const parent = dirname(path);
     if (this.isRunDir(parent)) return !RUN_FILES.has(basename(path));
-    return !(this.isRunDir(dirname(parent)) && ["status", "logs"].includes(basename(parent)));
+    return !(this.isRunDir(dirname(parent)) && basename(parent) === "status");
+  }
+
+  /** The watched run whose folder holds `path` (a file of it, or one in its status/). */
+  private runOf(path: string): string | undefined {
+    for (let p = path, up = 0; up < 3; p = dirname(p), up++) if (this.watchedRuns.has(p)) return p;
+    return undefined;
   }
 
   private isRunDir(path: string): boolean {
@@ -149,19 +182,64 @@ export class RunFeed {
       this.watchedRuns.add(dir);
       this.watcher.add(dir);
     }
+    for (const dir of this.watchedRuns) if (!this.logWatchers.has(dir)) this.watchLogs(dir);
     if (this.sweep) clearTimeout(this.sweep);
     this.sweep = null;
     if (!this.closed && view.runs.some((r) => r.phase === "running"))
-      this.sweep = setTimeout(() => this.changed(), this.options.sweepMs).unref();
+      this.sweep = setTimeout(
+        () => this.changed({ run: "all", logsOnly: false }),
+        this.options.sweepMs,
+      ).unref();
   }
 
-  private changed(): void {
-    if (this.closed || this.timer) return;
-    const wait = Math.max(0, this.lastRun + this.options.throttleMs - this.options.now());
+  /**
+   * A chatty agent appends to its log a hundred times a second: chokidar stats the file and
+   * walks its folder on each of those (about 1 ms of CPU each here), a plain watch of the folder
+   * only says that something in it changed. A run without logs/ yet is tried again at the next
+   * view (the ledger says task.launched right after the folder appears); once it is watched,
+   * one more view reads what was written before the watch began.
+   */
+  private watchLogs(runDir: string): void {
+    const dir = join(runDir, "logs");
+    let watcher: DirWatcher;
+    try {
+      watcher = watch(dir, (event) => {
+        // The folder itself removed: this watch sees nothing any more; the next view watches anew.
+        if (event === "rename" && !existsSync(dir)) drop();
+        this.changed({ run: runDir, logsOnly: true });
+      });
+    } catch {
+      return;
+    }
+    const drop = (): void => {
+      watcher.close();
+      if (this.logWatchers.get(runDir) === watcher) this.logWatchers.delete(runDir);
+    };
+    watcher.on("error", () => {
+      drop();
+      this.changed({ run: runDir, logsOnly: false });
+    });
+    this.logWatchers.set(runDir, watcher);
+    this.changed({ run: runDir, logsOnly: true });
+  }
+
+  /** `run`: the run folder whose files changed, or "all" when which runs there are may have. */
+  private changed(change: { run?: string; logsOnly: boolean }): void {
+    if (change.run === "all") this.since.all = true;
+    else if (change.run !== undefined) this.since.runs.add(change.run);
+    if (!change.logsOnly) this.since.logsOnly = false;
+    if (this.closed) return;
+    const now = this.options.now();
+    const throttle = this.since.logsOnly ? this.options.logThrottleMs : this.options.throttleMs;
+    const due = Math.max(now, this.lastRun + throttle);
+    // A view already due sooner stays; one held back for logs is brought forward by another change.
+    if (this.timer && this.due <= due) return;
+    if (this.timer) clearTimeout(this.timer);
+    this.due = due;
     this.timer = setTimeout(() => {
       this.timer = null;
       void this.recompute();
-    }, wait);
+    }, due - now);
   }
 
   private async recompute(): Promise<void> {
@@ -170,29 +248,119 @@ export class RunFeed {
       return;
     }
     this.lastRun = this.options.now();
+    const since = this.since;
+    this.since = noChanges();
     this.computing = (async () => {
       try {
-        const view = await compute(this.scope, this.options.env, this.options.cwd, this.options.now());
+        const { env, cwd, now } = this.options;
+        const { view, kept } = await compute(this.scope, env, cwd, now(), this.kept, since);
         if (this.closed) return;
         this.view = view;
+        this.kept = kept;
         this.follow(view);
         for (const listener of this.listeners) listener(view);
       } catch {
-        // A run directory removed mid-read, or a registry being rewritten: the next change reads again.
+        // A run directory removed mid-read, or a registry being rewritten: the next change reads
+        // again, everything (what changed since this view began is not all that changed).
+        this.kept = null;
       }
     })();
     await this.computing;
     this.computing = null;
     if (this.again) {
       this.again = false;
-      this.changed();
+      this.changed({ logsOnly: true });
     }
   }
 }
 
-async function compute(scope: RunScope, env: Env, cwd: string, now: number): Promise<StatusView> {
-  const runs = await scopeRuns(scope, env, cwd);
-  const sockets = runs.flatMap((r) => (r.state ? [r.state.socket] : []));
-  const sessions = await sessionsBySocket(sockets, env);
-  return statusView(runs, (s) => sessions.get(s) ?? new Map(), now);
+type Sessions = Map<string, Map<string, SessionInfo>>;
+
+/** What a view read that the next one may use again. */
+interface Kept {
+  runs: OpsRun[];
+  /** The sessions of each socket. */
+  sessions: Sessions;
+  /** The views of reported runs (by run folder), with the sessions of their tasks they showed. */
+  finished: Map<string, { view: RunView; sessions: string }>;
+}
+
+/**
+ * What changed since a view: `all` (which runs the scope has may have changed: its folder had an
+ * event, or a sweep or a refresh asks), the run folders with file events, and whether all these
+ * were log appends.
+ */
+interface Changes {
+  all: boolean;
+  runs: Set<string>;
+  logsOnly: boolean;
+}
+
+function noChanges(): Changes {
+  return { all: false, runs: new Set(), logsOnly: true };
+}
+
+/**
+ * The runs of the scope: read again when they may have changed; else the last ones, those whose
+ * folder had an event read again (null when one of them is no longer the same run: read them all).
+ */
+async function rescan(last: Kept | null, since: Changes): Promise<OpsRun[] | null> {
+  if (!last || since.all) return null;
+  const runs: OpsRun[] = [];
+  for (const run of last.runs) {
+    if (!since.runs.has(run.runDir)) runs.push(run);
+    else {
+      const read = await readRunState(run.runDir);
+      if (!("state" in read) || read.state.run_id !== run.runId) return null;
+      runs.push({ ...run, state: read.state, problem: null });
+    }
+  }
+  return runs;
+}
+
+/** The sessions of a run's tasks, as a key: a killed session changes a finished run's view. */
+function sessionsKey(view: RunView, sessions: Map<string, SessionInfo>): string {
+  return JSON.stringify(view.tasks.map((t) => (t.session ? (sessions.get(t.session) ?? null) : null)));
+}
+
+/**
+ * The scope's view, what `termorch status --json` prints, with three savings for a feed that
+ * recomputes several times a second while an agent writes its log: only the runs whose folders
+ * had events are read again (unless the scope's folder had one); a log's append cannot start or
+ * end a session (a task's launch and end write status files and the ledger; a vanished one is the
+ * sweep's), so the last sessions stand; and a reported run whose files had no event and whose
+ * sessions are as they were shows what it showed (nothing in it depends on the time).
+ */
+async function compute(
+  scope: RunScope,
+  env: Env,
+  cwd: string,
+  now: number,
+  last: Kept | null,
+  since: Changes,
+): Promise<{ view: StatusView; kept: Kept }> {
+  const runs = (await rescan(last, since)) ?? (await scopeRuns(scope, env, cwd));
+  const sockets = new Set(runs.flatMap((r) => (r.state ? [r.state.socket] : [])));
+  const sessions =
+    last && since.logsOnly && [...sockets].every((s) => last.sessions.has(s))
+      ? last.sessions
+      : await sessionsBySocket(sockets, env);
+  const sessionsOf = (socket: string) => sessions.get(socket) ?? new Map<string, SessionInfo>();
+  const reuse = (state: RunState): RunView | undefined => {
+    const before = last?.finished.get(state.run_dir);
+    if (!before || since.runs.has(state.run_dir) || state.phase !== "reported") return undefined;
+    const same =
+      before.view.run_id === state.run_id &&
+      before.view.updated_at === new Date(state.updated_at).toISOString() &&
+      before.sessions === sessionsKey(before.view, sessionsOf(state.socket));
+    return same ? before.view : undefined;
+  };
+  const view = await statusView(runs, sessionsOf, now, reuse);
+  const finished = new Map<string, { view: RunView; sessions: string }>();
+  for (const run of view.runs) {
+    // A task that shows as running in a reported run (its status file says so) has an elapsed time.
+    if (run.phase !== "reported" || run.tasks.some((t) => t.state === "running")) continue;
+    finished.set(run.run_dir, { view: run, sessions: sessionsKey(run, sessionsOf(run.socket)) });
+  }
+  return { view, kept: { runs, sessions, finished } };
 }

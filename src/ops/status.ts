@@ -158,17 +158,24 @@ async function settled(runDir: string, state: RunState): Promise<RunState> {
   return "state" in again && again.state.run_id === state.run_id ? again.state : state;
 }
 
-/** The status document of some runs; runs without readable state become problems. */
+/**
+ * The status document of some runs; runs without readable state become problems. `reuse` may
+ * give a run's view from before instead of reading its files again (a live view's finished runs).
+ */
 export async function statusView(
   runs: readonly OpsRun[],
   sessionsOf: (socket: string) => Map<string, SessionInfo>,
   now: number,
+  reuse: (state: RunState) => RunView | undefined = () => undefined,
 ): Promise<StatusView> {
   const views: RunView[] = [];
   const problems: StatusView["problems"] = [];
   for (const run of runs) {
     if (run.state)
-      views.push(await runView(await settled(run.runDir, run.state), sessionsOf(run.state.socket), now));
+      views.push(
+        reuse(run.state) ??
+          (await runView(await settled(run.runDir, run.state), sessionsOf(run.state.socket), now)),
+      );
     else problems.push({ run_id: run.runId, run_dir: run.runDir, message: run.problem ?? "unreadable" });
   }
   return { schema_version: 1, generated_at: new Date(now).toISOString(), runs: views, problems };
