@@ -13,7 +13,7 @@ import { type CleanReport, cleanRun } from "../ops/clean.js";
 import { requestFinish, sendToTask } from "../ops/interactive.js";
 import { driverAlive } from "../ops/liveness.js";
 import { copyFrom, followLog, type LogStream, logPathOf, streamSink } from "../ops/logs.js";
-import { runScope, scopeRuns } from "../ops/run-feed.js";
+import { runScope, scopeQueued, scopeRuns } from "../ops/run-feed.js";
 import { registryRuns, resolveRun } from "../ops/runs.js";
 import { serverFor, sessionsBySocket } from "../ops/sessions.js";
 import { remoteAttachHint, statusView } from "../ops/status.js";
@@ -96,10 +96,14 @@ export function registerOperatorCommands(program: Command, io: Io, setCode: (cod
           [{ message: "pass either a run or --home, not both" }],
           "termorch status [--home DIR | <run-dir>]",
         );
-      const runs = await scopeRuns(runScope(ref, o.home, io.cwd), io.env, io.cwd);
+      const scope = runScope(ref, o.home, io.cwd);
+      const runs = await scopeRuns(scope, io.env, io.cwd);
       const sockets = runs.flatMap((r) => (r.state ? [r.state.socket] : []));
       const sessions = await sessionsBySocket(sockets, io.env);
-      const view = await statusView(runs, (s) => sessions.get(s) ?? new Map(), Date.now());
+      const view = {
+        ...(await statusView(runs, (s) => sessions.get(s) ?? new Map(), Date.now())),
+        queued: await scopeQueued(scope),
+      };
       const workers = o.redis ? await listWorkers(o.redis) : null;
       if (o.json) io.stdout.write(`${JSON.stringify(workers ? { ...view, workers } : view, null, 2)}\n`);
       else {
@@ -427,7 +431,7 @@ function table(rows: string[][]): string[] {
 
 function formatStatus(view: StatusView, registry: string | null): string {
   const lines: string[] = [];
-  if (view.runs.length === 0 && view.problems.length === 0)
+  if (view.runs.length === 0 && view.problems.length === 0 && view.queued.length === 0)
     lines.push(registry ? `termorch: no runs registered (${registry})` : "termorch: no runs");
   for (const run of view.runs) {
     lines.push(`run ${run.run_id}: ${phaseText(run)}, started ${run.started_at}`);
@@ -453,6 +457,11 @@ function formatStatus(view: StatusView, registry: string | null): string {
         );
     lines.push("");
   }
+  for (const q of view.queued)
+    lines.push(
+      `run ${q.run_id}: queued (claimed ${q.claimed_at ?? "?"}${q.source ? ` from ${q.source}` : ""}; the daemon starts it when its workspace and a slot are free)`,
+    );
+  if (view.queued.length > 0) lines.push("");
   // Registries collect runs whose folders were deleted since: name a few, count the rest.
   for (const p of view.problems.slice(0, MAX_PROBLEMS))
     lines.push(`run ${p.run_id ?? p.run_dir ?? "?"}: ${p.message}`);

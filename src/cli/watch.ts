@@ -24,8 +24,10 @@ changes (<state>: pending, running, waiting (for input), success, failed, skippe
 when it happened; the view is recomputed at most every 0.15 s, so a task that starts and
 ends within that may show only its end), and
   <time> <run-id> - reported exit <code>      or    <time> <run-id> - interrupted (...)
-once a run is finished, or its driver is gone. It exits 0 once every run in scope is
-reported or interrupted (at once when there is none), or 130 on SIGINT or SIGTERM.
+once a run is finished, or its driver is gone (with --home, <time> <run-id> - queued for a
+run the daemon claimed and has not started). It exits 0 once every run in scope is reported
+or interrupted and none is queued (at once when there is none), or 130 on SIGINT, SIGTERM
+or SIGHUP.
 `;
 
 /** `termorch watch`: the live dashboard (src/watch/), or plain lines when not on a terminal. */

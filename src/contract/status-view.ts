@@ -92,6 +92,20 @@ export const RunProblemView = z.strictObject({
 });
 export type RunProblemView = z.infer<typeof RunProblemView>;
 
+/**
+ * A daemon home's run that the daemon took from its inbox and has not started yet (it waits for
+ * its workspace, or for a slot under the daemon's task limit): its folder has the claimed file
+ * and no state.json.
+ */
+export const QueuedRunView = z.strictObject({
+  run_id: z.string(),
+  run_dir: z.string(),
+  /** The inbox file it was taken from. */
+  source: z.string().nullable(),
+  claimed_at: z.string().nullable(),
+});
+export type QueuedRunView = z.infer<typeof QueuedRunView>;
+
 /** The whole `termorch status --json` document. */
 export const StatusView = z.strictObject({
   schema_version: z.literal(1),
@@ -99,5 +113,7 @@ export const StatusView = z.strictObject({
   /** Oldest first. */
   runs: z.array(RunView),
   problems: z.array(RunProblemView),
+  /** `--home` only: runs the daemon claimed and has not started yet, oldest first. */
+  queued: z.array(QueuedRunView).default([]),
 });
 export type StatusView = z.infer<typeof StatusView>;

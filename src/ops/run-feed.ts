@@ -3,9 +3,9 @@ import { mkdir } from "node:fs/promises";
 import { basename, dirname, join, resolve } from "node:path";
 import chokidar, { type FSWatcher } from "chokidar";
 import type { RunState } from "../contract/state.js";
-import type { RunView, StatusView } from "../contract/status-view.js";
+import type { QueuedRunView, RunView, StatusView } from "../contract/status-view.js";
 import { ensureUserDir, registryDir, registryInUserDir } from "../fs/names.js";
-import { homeRuns, type OpsRun, readRunState, registryRuns, resolveRun } from "./runs.js";
+import { homeQueued, homeRuns, type OpsRun, readRunState, registryRuns, resolveRun } from "./runs.js";
 import { type SessionInfo, sessionsBySocket } from "./sessions.js";
 import { statusView } from "./status.js";
 
@@ -26,6 +26,11 @@ export async function scopeRuns(scope: RunScope, env: Env, cwd: string): Promise
   if (scope.kind === "run") return [await resolveRun(scope.ref, env, cwd)];
   if (scope.kind === "home") return homeRuns(scope.home, env);
   return registryRuns(env);
+}
+
+/** The scope's claimed runs that have not started: only a daemon home has them. */
+export async function scopeQueued(scope: RunScope): Promise<QueuedRunView[]> {
+  return scope.kind === "home" ? homeQueued(scope.home) : [];
 }
 
 /**
@@ -279,6 +284,7 @@ type Sessions = Map<string, Map<string, SessionInfo>>;
 /** What a view read that the next one may use again. */
 interface Kept {
   runs: OpsRun[];
+  queued: QueuedRunView[];
   /** The sessions of each socket. */
   sessions: Sessions;
   /** The views of reported runs (by run folder), with the sessions of their tasks they showed. */
@@ -339,7 +345,10 @@ async function compute(
   last: Kept | null,
   since: Changes,
 ): Promise<{ view: StatusView; kept: Kept }> {
-  const runs = (await rescan(last, since)) ?? (await scopeRuns(scope, env, cwd));
+  const rescanned = await rescan(last, since);
+  const runs = rescanned ?? (await scopeRuns(scope, env, cwd));
+  // A claimed run starts (or a new one is claimed) in the scope's folder: an event read everything.
+  const queued = rescanned && last ? last.queued : await scopeQueued(scope);
   const sockets = new Set(runs.flatMap((r) => (r.state ? [r.state.socket] : [])));
   const sessions =
     last && since.logsOnly && [...sockets].every((s) => last.sessions.has(s))
@@ -355,12 +364,12 @@ async function compute(
       before.sessions === sessionsKey(before.view, sessionsOf(state.socket));
     return same ? before.view : undefined;
   };
-  const view = await statusView(runs, sessionsOf, now, reuse);
+  const view = { ...(await statusView(runs, sessionsOf, now, reuse)), queued };
   const finished = new Map<string, { view: RunView; sessions: string }>();
   for (const run of view.runs) {
     // A task that shows as running in a reported run (its status file says so) has an elapsed time.
     if (run.phase !== "reported" || run.tasks.some((t) => t.state === "running")) continue;
     finished.set(run.run_dir, { view: run, sessions: sessionsKey(run, sessionsOf(run.socket)) });
   }
-  return { view, kept: { runs, sessions, finished } };
+  return { view, kept: { runs, queued, sessions, finished } };
 }

@@ -1,7 +1,9 @@
 import { existsSync, statSync } from "node:fs";
-import { readdir } from "node:fs/promises";
+import { readdir, readFile } from "node:fs/promises";
 import { isAbsolute, join, resolve } from "node:path";
+import { ClaimRecord } from "../contract/claim.js";
 import type { RegistryEntry, RunState } from "../contract/state.js";
+import type { QueuedRunView } from "../contract/status-view.js";
 import { InputError } from "../errors.js";
 import { registryDir } from "../fs/names.js";
 import { registeredRuns } from "../fs/registry.js";
@@ -89,6 +91,33 @@ export async function homeRuns(home: string, env: Env): Promise<OpsRun[]> {
     runs.push(await fromDir(dir, entries));
   }
   return runs.sort((a, b) => (a.state?.started_at ?? 0) - (b.state?.started_at ?? 0));
+}
+
+/**
+ * The runs of a daemon home that are claimed and not started: a run folder with its claim and
+ * neither state.json nor a report (a file refused before it started has its report).
+ */
+export async function homeQueued(home: string): Promise<QueuedRunView[]> {
+  const runsDir = join(home, "runs");
+  const names = await readdir(runsDir).catch(() => [] as string[]);
+  const out: QueuedRunView[] = [];
+  for (const name of names.sort()) {
+    const dir = join(runsDir, name);
+    if (!existsSync(join(dir, "claim.json"))) continue;
+    if (existsSync(join(dir, "state.json")) || existsSync(join(dir, "execution_report.json"))) continue;
+    const claim = ClaimRecord.safeParse(
+      await readFile(join(dir, "claim.json"), "utf8")
+        .then(JSON.parse)
+        .catch(() => null),
+    );
+    out.push({
+      run_id: name,
+      run_dir: dir,
+      source: claim.success ? claim.data.source : null,
+      claimed_at: claim.success ? claim.data.claimed_at : null,
+    });
+  }
+  return out.sort((a, b) => (a.claimed_at ?? "").localeCompare(b.claimed_at ?? ""));
 }
 
 async function fromDir(dir: string, entries: Map<string, RegistryEntry>): Promise<OpsRun> {

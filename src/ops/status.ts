@@ -178,5 +178,5 @@ export async function statusView(
       );
     else problems.push({ run_id: run.runId, run_dir: run.runDir, message: run.problem ?? "unreadable" });
   }
-  return { schema_version: 1, generated_at: new Date(now).toISOString(), runs: views, problems };
+  return { schema_version: 1, generated_at: new Date(now).toISOString(), runs: views, problems, queued: [] };
 }

@@ -319,6 +319,17 @@ export function frame(f: FrameInput): Screen {
       body.push({ line: taskLine(t, cols, selected, width, f.now), task: true, selected });
     }
   }
+  for (const q of f.view.queued)
+    body.push({
+      line: [
+        {
+          text: clip(`run ${q.run_id}  queued: the daemon starts it when its workspace is free`, width),
+          tone: "pending",
+        },
+      ],
+      task: false,
+      selected: false,
+    });
   for (const p of f.view.problems)
     body.push({
       line: [{ text: clip(`run ${p.run_id ?? p.run_dir ?? "?"}: ${p.message}`, width), tone: "muted" }],

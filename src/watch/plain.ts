@@ -55,6 +55,7 @@ export function plainWatch(
   const seen = new Map<string, string>();
   const settledRuns = new Set<string>();
   const problems = new Set<string>();
+  const queued = new Set<string>();
   return new Promise((resolve) => {
     let stop: (() => void) | null = null;
     let finished = false;
@@ -92,8 +93,14 @@ export function plainWatch(
         problems.add(key);
         write(`${view.generated_at} ${p.run_id ?? p.run_dir ?? "?"} - unreadable: ${p.message}`);
       }
-      // Runs that cannot be read never settle: they do not hold the watch open.
-      if (view.runs.every((r) => r.phase !== "running")) finish("done");
+      for (const q of view.queued) {
+        if (queued.has(q.run_dir)) continue;
+        queued.add(q.run_dir);
+        write(`${q.claimed_at ?? view.generated_at} ${q.run_id} - queued`);
+      }
+      // Runs that cannot be read never settle: they do not hold the watch open. Queued runs do:
+      // the daemon starts them.
+      if (view.queued.length === 0 && view.runs.every((r) => r.phase !== "running")) finish("done");
     };
     if (signal.aborted) return finish("aborted");
     signal.addEventListener("abort", onAbort, { once: true });

@@ -1,10 +1,12 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { execa } from "execa";
 import { afterAll, describe, expect, it } from "vitest";
 import type { StatusView } from "../../src/contract/status-view.js";
+import { StatusView as StatusViewSchema } from "../../src/contract/status-view.js";
 import { RunFeed, type RunScope } from "../../src/ops/run-feed.js";
 import { opsWorld } from "../fixtures/ops-helpers.js";
-import { uniqueSocket, writeAssignments } from "./harness.js";
+import { BIN, uniqueSocket, waitFor, writeAssignments } from "./harness.js";
 
 const world = opsWorld(uniqueSocket("run-feed"));
 const feeds: RunFeed[] = [];
@@ -69,6 +71,34 @@ describe("RunFeed", () => {
     expect(task(done, "A")!.state).toBe("success");
     expect(task(done, "B")!.last_line).toBe("B done");
     expect((await run).exitCode).toBe(0);
+  });
+
+  it("shows a daemon home's claimed, not yet started runs as queued, and watch's plain lines wait for them", async () => {
+    const { dir } = world.workspace();
+    const home = join(dir, "home");
+    const queuedDir = join(home, "runs", "q1");
+    mkdirSync(queuedDir, { recursive: true });
+    const claim = { source: join(home, "inbox", "q1.json"), claimed_at: "2026-11-23T07:00:00.000Z", pid: 1 };
+    writeFileSync(join(queuedDir, "claim.json"), JSON.stringify(claim));
+    writeFileSync(join(queuedDir, "assignments.json"), "{}");
+
+    const status = await world.cli(["status", "--home", home, "--json"]);
+    expect(status.exitCode).toBe(0);
+    expect(StatusViewSchema.parse(JSON.parse(status.stdout)).queued).toEqual([
+      { run_id: "q1", run_dir: queuedDir, source: claim.source, claimed_at: claim.claimed_at },
+    ]);
+    expect((await world.cli(["status", "--home", home])).stdout).toContain("run q1: queued");
+
+    const watch = execa(process.execPath, [BIN, "watch", "--home", home], { env: world.env, reject: false });
+    let out = "";
+    watch.stdout?.on("data", (d: Buffer) => {
+      out += d.toString();
+    });
+    await waitFor(() => out.includes(`${claim.claimed_at} q1 - queued`), 20_000, "the queued line");
+    expect(watch.exitCode).toBeNull();
+    // The daemon refused it before it started: its report, no state. Nothing is queued any more.
+    writeFileSync(join(queuedDir, "execution_report.json"), "{}");
+    expect((await watch).exitCode).toBe(0);
   });
 
   it("sees a daemon home's new run folder and its tasks", async () => {

@@ -34,6 +34,7 @@ const view: StatusView = {
   schema_version: 1,
   generated_at: "2026-11-23T00:00:01.000Z",
   problems: [],
+  queued: [],
   runs: [
     {
       run_id: "r",

@@ -75,6 +75,19 @@
       ),
     );
 
+    const queued = $("queued");
+    queued.hidden = view.queued.length === 0;
+    queued.replaceChildren(
+      ...view.queued.map((q) =>
+        h(
+          "div",
+          { class: "queued-run" },
+          h("b", {}, q.run_id),
+          ` queued since ${q.claimed_at ? clock(q.claimed_at) : "?"}: the daemon starts it when its workspace is free`,
+        ),
+      ),
+    );
+
     const list = $("runs");
     const seen = new Set();
     // Newest first: the run an operator just started is at the top.
