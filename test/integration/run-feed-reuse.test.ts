@@ -2,7 +2,7 @@ import { appendFileSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import type { RunView, StatusView } from "../../src/contract/status-view.js";
-import { RunFeed, type RunFeedOptions } from "../../src/ops/run-feed.js";
+import { feedsOf, viewWhere } from "../fixtures/feed-helpers.js";
 import { opsWorld } from "../fixtures/ops-helpers.js";
 import { uniqueSocket, writeAssignments } from "./harness.js";
 
@@ -10,37 +10,11 @@ import { uniqueSocket, writeAssignments } from "./harness.js";
 // of a finished run whose files did not change is kept, a run whose files changed is read again,
 // and a log's append waits for the log throttle unless another change comes.
 const world = opsWorld(uniqueSocket("run-feed-reuse"));
-const feeds: RunFeed[] = [];
+const { openFeed, closeAll } = feedsOf(world);
 afterAll(async () => {
-  await Promise.all(feeds.map((f) => f.close()));
+  await closeAll();
   world.teardown();
 });
-
-async function openFeed(options: Partial<RunFeedOptions> = {}): Promise<RunFeed> {
-  // No sweep during a test: every view comes from a file event.
-  const feed = await RunFeed.open(
-    { kind: "registry" },
-    { env: world.env, cwd: world.workspace().dir, sweepMs: 3_600_000, ...options },
-  );
-  feeds.push(feed);
-  return feed;
-}
-
-function viewWhere(feed: RunFeed, check: (v: StatusView) => boolean, what: string): Promise<StatusView> {
-  return new Promise((resolve, reject) => {
-    if (check(feed.current())) return resolve(feed.current());
-    const timer = setTimeout(() => {
-      stop();
-      reject(new Error(`no view with ${what} within 30 s; last: ${JSON.stringify(feed.current().runs)}`));
-    }, 30_000);
-    const stop = feed.subscribe((v) => {
-      if (!check(v)) return;
-      clearTimeout(timer);
-      stop();
-      resolve(v);
-    });
-  });
-}
 
 const runOf = (v: StatusView, runId: string): RunView | undefined => v.runs.find((r) => r.run_id === runId);
 const runIdOf = (file: string): string => JSON.parse(readFileSync(file, "utf8")).run_id;
@@ -103,7 +77,7 @@ describe("RunFeed keeps what did not change", () => {
   it("holds a log's append back for the log throttle, but not past another change", async () => {
     const done = await finishedRun("before the edit");
     // A log-only change would wait a minute here; the live run's end is a status change.
-    const feed = await openFeed({ logThrottleMs: 60_000 });
+    const feed = await openFeed({ kind: "registry" }, { logThrottleMs: 60_000 });
     const first = await viewWhere(
       feed,
       (v) => runOf(v, done)?.tasks[0]?.last_line === "before the edit",

@@ -2,45 +2,17 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { execa } from "execa";
 import { afterAll, describe, expect, it } from "vitest";
-import type { StatusView } from "../../src/contract/status-view.js";
-import { StatusView as StatusViewSchema } from "../../src/contract/status-view.js";
-import { RunFeed, type RunScope } from "../../src/ops/run-feed.js";
+import { StatusView } from "../../src/contract/status-view.js";
+import { feedsOf, viewWhere } from "../fixtures/feed-helpers.js";
 import { opsWorld } from "../fixtures/ops-helpers.js";
 import { BIN, uniqueSocket, waitFor, writeAssignments } from "./harness.js";
 
 const world = opsWorld(uniqueSocket("run-feed"));
-const feeds: RunFeed[] = [];
+const { openFeed, closeAll } = feedsOf(world);
 afterAll(async () => {
-  await Promise.all(feeds.map((f) => f.close()));
+  await closeAll();
   world.teardown();
 });
-
-/**
- * A feed whose safety sweep never fires during a test: every view it emits then came from a file
- * event, which is what these tests are about.
- */
-async function openFeed(scope: RunScope): Promise<RunFeed> {
-  const feed = await RunFeed.open(scope, { env: world.env, cwd: world.workspace().dir, sweepMs: 3_600_000 });
-  feeds.push(feed);
-  return feed;
-}
-
-/** The first view (the current one included) that `check` accepts, within a bounded time. */
-function viewWhere(feed: RunFeed, check: (v: StatusView) => boolean, what: string): Promise<StatusView> {
-  return new Promise((resolve, reject) => {
-    if (check(feed.current())) return resolve(feed.current());
-    const timer = setTimeout(() => {
-      stop();
-      reject(new Error(`no view with ${what} within 30 s; last: ${JSON.stringify(feed.current().runs)}`));
-    }, 30_000);
-    const stop = feed.subscribe((v) => {
-      if (!check(v)) return;
-      clearTimeout(timer);
-      stop();
-      resolve(v);
-    });
-  });
-}
 
 const task = (v: StatusView, id: string) => v.runs.at(-1)?.tasks.find((t) => t.id === id);
 
@@ -84,7 +56,7 @@ describe("RunFeed", () => {
 
     const status = await world.cli(["status", "--home", home, "--json"]);
     expect(status.exitCode).toBe(0);
-    expect(StatusViewSchema.parse(JSON.parse(status.stdout)).queued).toEqual([
+    expect(StatusView.parse(JSON.parse(status.stdout)).queued).toEqual([
       { run_id: "q1", run_dir: queuedDir, source: claim.source, claimed_at: claim.claimed_at },
     ]);
     expect((await world.cli(["status", "--home", home])).stdout).toContain("run q1: queued");

@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import type { RunState } from "../../src/contract/state.js";
 import { statusView } from "../../src/ops/status.js";
+import { runStateFixture } from "../fixtures/run-state.js";
 
 const dir = mkdtempSync(join(tmpdir(), "termorch-settled-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -12,39 +13,12 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 const DEAD_PID = 2 ** 22 + 12345;
 
 function state(runDir: string, phase: RunState["phase"]): RunState {
-  return {
-    schema_version: 1,
-    run_id: "r1",
+  return runStateFixture(runDir, {
     phase,
     pid: DEAD_PID,
-    assignments_file: join(runDir, "a.json"),
-    assignments_sha256: "0".repeat(64),
-    config_file: null,
-    cwd: runDir,
-    base_dir: runDir,
-    run_dir: runDir,
-    workspace: runDir,
-    socket: "s",
-    socket_path: "/tmp/s",
-    options: {
-      max_parallel: 1,
-      schedule: "eager",
-      fail_fast: false,
-      verify: true,
-      sessions: "default",
-      keep_branches: false,
-      allow_dirty: false,
-      backend: "local",
-    },
-    git: null,
-    started_at: 0,
-    updated_at: 0,
-    waves: [],
-    tasks: [],
-    task_journal: null,
     report: phase === "reported" ? join(runDir, "execution_report.json") : null,
     exit_code: phase === "reported" ? 0 : null,
-  };
+  });
 }
 
 describe("status views of a run whose driver just exited", () => {

@@ -5,44 +5,13 @@ import { afterAll, describe, expect, it } from "vitest";
 import type { RunState, TaskRun } from "../../src/contract/state.js";
 import { readRunStateFile, TaskJournal } from "../../src/fs/run-state-file.js";
 import { newTaskRun } from "../../src/run/task-run.js";
+import { runStateFixture } from "../fixtures/run-state.js";
 
 const dir = mkdtempSync(join(tmpdir(), "termorch-journal-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 function runState(runDir: string, tasks: TaskRun[], journal: string | null): RunState {
-  return {
-    schema_version: 1,
-    run_id: "r1",
-    phase: "running",
-    pid: 1,
-    assignments_file: join(runDir, "a.json"),
-    assignments_sha256: "0".repeat(64),
-    config_file: null,
-    cwd: runDir,
-    base_dir: runDir,
-    run_dir: runDir,
-    workspace: runDir,
-    socket: "s",
-    socket_path: "/tmp/s",
-    options: {
-      max_parallel: 2,
-      schedule: "eager",
-      fail_fast: false,
-      verify: true,
-      sessions: "default",
-      keep_branches: false,
-      allow_dirty: false,
-      backend: "local",
-    },
-    git: null,
-    started_at: 0,
-    updated_at: 0,
-    waves: [["A", "B"]],
-    tasks,
-    task_journal: journal,
-    report: null,
-    exit_code: null,
-  };
+  return runStateFixture(runDir, { waves: [["A", "B"]], tasks, task_journal: journal });
 }
 
 describe("state.json with the task journal", () => {
