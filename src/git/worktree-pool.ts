@@ -5,6 +5,7 @@ import { homedir } from "node:os";
 import path from "node:path";
 import { execa } from "execa";
 import { z } from "zod";
+import { readJsonRecord } from "../fs/json-record.js";
 import { acquireLockFile } from "../fs/lock.js";
 import { poolLockPath, poolRoot, repoPoolDir } from "../fs/names.js";
 import { git } from "./repo.js";
@@ -211,7 +212,7 @@ export class WorktreePool {
     return this.locked(async () => {
       for (const entry of (await this.entries()).reverse()) {
         if (entry.locked) continue;
-        const meta = await readRecord(`${entry.path}.json`);
+        const meta = await readJsonRecord(PoolEntryMeta, `${entry.path}.json`);
         const moved = meta
           ? await serialized(this.repo, () =>
               git(this.repo, ["worktree", "move", entry.path, dest], { allowExit: [0, 128] }),
@@ -444,20 +445,11 @@ async function poolRecords(): Promise<(PoolEntryMeta & { file: string })[]> {
     for (const name of await readdir(dir).catch(() => [] as string[])) {
       if (!name.endsWith(".json")) continue;
       const file = path.join(dir, name);
-      const meta = await readRecord(file);
+      const meta = await readJsonRecord(PoolEntryMeta, file);
       if (meta) out.push({ ...meta, file });
     }
   }
   return out;
-}
-
-async function readRecord(file: string): Promise<PoolEntryMeta | null> {
-  try {
-    const meta = PoolEntryMeta.safeParse(JSON.parse(await readFile(file, "utf8")));
-    return meta.success ? meta.data : null;
-  } catch {
-    return null;
-  }
 }
 
 /**

@@ -1,10 +1,11 @@
 import { existsSync, statSync } from "node:fs";
-import { readdir, readFile } from "node:fs/promises";
+import { readdir } from "node:fs/promises";
 import { isAbsolute, join, resolve } from "node:path";
 import { ClaimRecord } from "../contract/claim.js";
 import type { RegistryEntry, RunState } from "../contract/state.js";
 import type { QueuedRunView } from "../contract/status-view.js";
 import { InputError } from "../errors.js";
+import { readJsonRecord } from "../fs/json-record.js";
 import { registryDir } from "../fs/names.js";
 import { registeredRuns } from "../fs/registry.js";
 import { readRunStateFile } from "../fs/run-state-file.js";
@@ -105,16 +106,12 @@ export async function homeQueued(home: string): Promise<QueuedRunView[]> {
     const dir = join(runsDir, name);
     if (!existsSync(join(dir, "claim.json"))) continue;
     if (existsSync(join(dir, "state.json")) || existsSync(join(dir, "execution_report.json"))) continue;
-    const claim = ClaimRecord.safeParse(
-      await readFile(join(dir, "claim.json"), "utf8")
-        .then(JSON.parse)
-        .catch(() => null),
-    );
+    const claim = await readJsonRecord(ClaimRecord, join(dir, "claim.json"));
     out.push({
       run_id: name,
       run_dir: dir,
-      source: claim.success ? claim.data.source : null,
-      claimed_at: claim.success ? claim.data.claimed_at : null,
+      source: claim?.source ?? null,
+      claimed_at: claim?.claimed_at ?? null,
     });
   }
   return out.sort((a, b) => (a.claimed_at ?? "").localeCompare(b.claimed_at ?? ""));

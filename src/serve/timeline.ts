@@ -1,7 +1,7 @@
-import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { Report } from "../contract/report.js";
 import type { RunView } from "../contract/status-view.js";
+import { readJsonRecord } from "../fs/json-record.js";
 import { readLedgerEvents } from "../ledger/ledger.js";
 import { type HtmlFragment, renderTimeline } from "../report/html.js";
 import { timelineOf } from "../report/timeline.js";
@@ -14,17 +14,8 @@ import { timelineOf } from "../report/timeline.js";
 export async function runTimeline(run: RunView, now = Date.now()): Promise<HtmlFragment | null> {
   const events = await readLedgerEvents(join(run.run_dir, "events.jsonl"));
   if (events.length === 0) return null;
-  const report = run.report ? await readReport(run.report) : null;
+  // A half-written or foreign report draws the timeline from the ledger alone.
+  const report = run.report ? await readJsonRecord(Report, run.report) : null;
   const edge = run.phase === "interrupted" ? Date.parse(run.updated_at) : now;
   return renderTimeline(timelineOf(events, report, Number.isFinite(edge) ? edge : now));
-}
-
-/** The report when it reads as one; a half-written or foreign file draws the timeline from the ledger alone. */
-async function readReport(path: string): Promise<Report | null> {
-  try {
-    const parsed = Report.safeParse(JSON.parse(await readFile(path, "utf8")));
-    return parsed.success ? parsed.data : null;
-  } catch {
-    return null;
-  }
 }
