@@ -121,7 +121,26 @@ export class RunFeed {
       if (registryInUserDir(full.env)) await ensureUserDir();
       await mkdir(registryDir(full.env), { recursive: true, mode: 0o700 });
     }
-    return new RunFeed(scope, full, first);
+    const feed = new RunFeed(scope, full, first);
+    await feed.watching();
+    return feed;
+  }
+
+  /**
+   * Waits for the watches to be in place (chokidar scans the folders first; bounded, so a slow
+   * disk cannot hold a view back), then reads the view again: a file written between the first
+   * view and then raised no event, and the view would miss it until some later change.
+   */
+  private async watching(): Promise<void> {
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, 5_000);
+      this.watcher.once("ready", () => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
+    this.kept = null;
+    await this.recompute();
   }
 
   current(): StatusView {
