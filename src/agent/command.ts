@@ -38,6 +38,8 @@ export interface ResolvedAgent {
   requires: { binary: string; install: string } | null;
   /** Globs of files the CLI writes for itself in the worktree: never committed. */
   scratch: readonly string[];
+  /** The config entry's `expect_changes`, the default of its tasks; undefined: not said. */
+  expect_changes?: boolean | undefined;
   /**
    * How it runs for a task with `"interactive": true`: a preset's interactive form (with the
    * config's model and extra flags) and its screen patterns; any other agent's own command, with none.
@@ -88,10 +90,13 @@ export function allAgents(config: Config): Map<string, ResolvedAgent> {
   return out;
 }
 
-function plain(spec: AgentSpec | undefined): Pick<ResolvedAgent, "tty" | "timeout_s" | "env"> {
+function plain(
+  spec: AgentSpec | undefined,
+): Pick<ResolvedAgent, "tty" | "timeout_s" | "env" | "expect_changes"> {
   return {
     tty: spec?.tty ?? false,
     env: spec?.env ?? {},
+    ...(spec?.expect_changes === undefined ? {} : { expect_changes: spec.expect_changes }),
     ...(spec?.timeout_s ? { timeout_s: spec.timeout_s } : {}),
   };
 }

@@ -77,6 +77,18 @@ function capped(summary: string | null): string | null {
     : summary;
 }
 
+/**
+ * Input tokens with the cached ones counted in, as OpenAI and Gemini report them: Anthropic's API
+ * (claude) and opencode count only the uncached part, and a run's total must not add unlike numbers.
+ */
+function allInput(
+  uncached: number | null,
+  cacheRead: number | null,
+  cacheWrite: number | null,
+): number | null {
+  return uncached === null ? null : uncached + (cacheRead ?? 0) + (cacheWrite ?? 0);
+}
+
 /** null for a usage in which the CLI reported nothing. */
 function usageOf(u: Usage | null): Usage | null {
   return u === null || Object.values(u).every((v) => v === null) ? null : u;
@@ -87,6 +99,8 @@ function claude(stdout: string): ParsedOutput {
   const r = lastObject(stdout);
   if (r?.type !== "result") return NONE;
   const u = isObject(r.usage) ? r.usage : {};
+  const cacheRead = count(u.cache_read_input_tokens);
+  const cacheWrite = count(u.cache_creation_input_tokens);
   return {
     result: {
       summary: capped(str(r.result)),
@@ -94,10 +108,10 @@ function claude(stdout: string): ParsedOutput {
       is_error: r.is_error === true || (typeof r.subtype === "string" && r.subtype.startsWith("error")),
     },
     usage: usageOf({
-      input_tokens: count(u.input_tokens),
+      input_tokens: allInput(count(u.input_tokens), cacheRead, cacheWrite),
       output_tokens: count(u.output_tokens),
-      cache_read_tokens: count(u.cache_read_input_tokens),
-      cache_write_tokens: count(u.cache_creation_input_tokens),
+      cache_read_tokens: cacheRead,
+      cache_write_tokens: cacheWrite,
       cost_usd: money(r.total_cost_usd),
     }),
   };
@@ -120,7 +134,7 @@ function codex(stdout: string): ParsedOutput {
         input_tokens: count(e.usage.input_tokens),
         output_tokens: count(e.usage.output_tokens),
         cache_read_tokens: count(e.usage.cached_input_tokens),
-        cache_write_tokens: null,
+        cache_write_tokens: count(e.usage.cache_write_input_tokens),
         cost_usd: null,
       });
     else if (e.type === "turn.failed")
@@ -134,13 +148,45 @@ function codex(stdout: string): ParsedOutput {
 }
 
 /**
+ * The text of the JSON object that starts at `from` (a `{`), found by matching braces outside
+ * strings; null when it does not close.
+ */
+function objectTextAt(text: string, from: number): string | null {
+  let depth = 0;
+  let inString = false;
+  for (let i = from; i < text.length; i++) {
+    const c = text[i];
+    if (inString) {
+      if (c === "\\") i++;
+      else if (c === '"') inString = false;
+    } else if (c === '"') inString = true;
+    else if (c === "{") depth++;
+    else if (c === "}" && --depth === 0) return text.slice(from, i + 1);
+  }
+  return null;
+}
+
+/**
+ * The last object in a stream of other text that opens a line (after an optional `[ERROR] `)
+ * and has an `error` member: gemini 0.61 prints its error object on stderr bare, after a stack
+ * trace, where older versions prefixed it with `[ERROR] `.
+ */
+function lastErrorObject(text: string): Json | null {
+  const starts = [...text.matchAll(/^(?:\[ERROR\] )?\{/gm)].map((m) => m.index + m[0].length - 1);
+  for (const at of starts.reverse()) {
+    const candidate = objectTextAt(text, at);
+    const value = candidate === null ? undefined : parse(candidate);
+    if (isObject(value) && "error" in value) return value;
+  }
+  return null;
+}
+
+/**
  * `gemini -p --output-format json`: one object with `response`, `stats` and, on failure, `error`;
- * the CLI writes a failure to stderr instead, as `[ERROR] ` and the indented object.
+ * the CLI writes a failure to stderr instead (lastErrorObject).
  */
 function gemini(stdout: string, stderr: string): ParsedOutput {
-  const at = stderr.lastIndexOf("[ERROR] ");
-  const failed = at >= 0 ? parse(stderr.slice(at + 8).trim()) : undefined;
-  const r = lastObject(stdout) ?? (isObject(failed) ? failed : null);
+  const r = lastObject(stdout) ?? lastErrorObject(stderr);
   if (!r || !("response" in r || "error" in r || "stats" in r)) return NONE;
   const error = isObject(r.error) ? (str(r.error.message) ?? "error") : null;
   const models = isObject(r.stats) && isObject(r.stats.models) ? Object.values(r.stats.models) : [];
@@ -179,11 +225,13 @@ function opencode(stdout: string): ParsedOutput {
     else if (e.type === "step_finish") {
       const t = isObject(part.tokens) ? part.tokens : {};
       const cache = isObject(t.cache) ? t.cache : {};
+      const cacheRead = count(cache.read);
+      const cacheWrite = count(cache.write);
       steps.push({
-        input_tokens: count(t.input),
+        input_tokens: allInput(count(t.input), cacheRead, cacheWrite),
         output_tokens: count(t.output),
-        cache_read_tokens: count(cache.read),
-        cache_write_tokens: count(cache.write),
+        cache_read_tokens: cacheRead,
+        cache_write_tokens: cacheWrite,
         cost_usd: money(part.cost),
       });
     } else if (e.type === "error") {

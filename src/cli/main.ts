@@ -4,6 +4,7 @@ import { Argument, Command, CommanderError, Option } from "commander";
 import { allAgents } from "../agent/command.js";
 import { secretValuesOf } from "../agent/environment.js";
 import { jsonSchemaOf, type SchemaName, schemas } from "../contract/json-schema.js";
+import type { Report } from "../contract/report.js";
 import { Daemon, homeLayout } from "../daemon/daemon.js";
 import { daemonLogger } from "../daemon/log.js";
 import { ExitCode, exitCodeOfKind, InputError, TermorchError } from "../errors.js";
@@ -529,7 +530,9 @@ function summary(result: RunResult): string {
       // The log that holds the agent's output (stderr, or stdout when only that has text; a tty
       // agent's terminal transcript): its name says which.
       const log = t.output_log ? `; output: ${t.output_log}` : "";
-      lines.push(`  ${t.id}: ${t.status} (${t.reason}${t.detail ? `: ${t.detail}` : ""})${log}`);
+      lines.push(
+        `  ${t.id}: ${t.status} (${t.reason}${t.detail ? `: ${t.detail}` : ""})${agentSaid(t)}${log}`,
+      );
     }
     // Only sessions still alive: --clean closed them all, a lost task's session is gone.
     if (keptSessions.length && report.tmux_socket)
@@ -542,6 +545,17 @@ function summary(result: RunResult): string {
   if (path) lines.push(`  report: ${path}${htmlPath ? `   page: ${htmlPath}` : ""}`);
   else if (notWritten) lines.push(`  report: ${notWritten}`);
   return `${lines.join("\n")}\n`;
+}
+
+/**
+ * The error a failed task's CLI reported in its own output (an API's message, say), which its
+ * logs' tail may not show: codex's stderr holds only its warnings. Empty when the detail says it already.
+ */
+function agentSaid(t: Report["tasks"][number]): string {
+  const said = t.agent_result?.is_error ? t.agent_result.summary : null;
+  if (!said || t.detail?.includes(said.slice(0, 200))) return "";
+  const line = visible(said).replace(/\s+/g, " ").trim();
+  return `; its agent said: ${line.length > 300 ? `${line.slice(0, 297)}...` : line}`;
 }
 
 function reportError(error: unknown, io: Io, debug: boolean): number {

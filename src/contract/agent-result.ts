@@ -31,7 +31,9 @@ const Tokens = z.number().int().min(0).nullable();
 /** Tokens and cost, whichever the CLI reports (null otherwise). */
 export const Usage = z
   .strictObject({
-    input_tokens: Tokens,
+    input_tokens: Tokens.describe(
+      "Every input token the model read, cached ones included (cache_read_tokens and cache_write_tokens are parts of it), whichever way the CLI counts them",
+    ),
     output_tokens: Tokens,
     cache_read_tokens: Tokens,
     cache_write_tokens: Tokens,

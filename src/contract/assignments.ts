@@ -60,6 +60,12 @@ export const Task = z.strictObject({
   waiting_after_s: TimeoutS.optional().describe(
     "Interactive tasks: seconds of an unchanged screen after which the agent counts as waiting for input (default: the config's defaults.waiting_after_s)",
   ),
+  expect_changes: z
+    .boolean()
+    .optional()
+    .describe(
+      "Whether an attempt that exits 0 must leave a change: with true (the default) one that changed nothing in its worktree (no diff against its start, no commit) and produced none of its required_artifacts fails with reason no_changes. false for agents whose work is not a change (a review, a report into $TERMORCH_ARTIFACTS_DIR)",
+    ),
   done_when: NoNul.min(1)
     .refine(
       (p) => !p.startsWith("/") && !p.split(/[\\/]/).includes(".."),

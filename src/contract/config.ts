@@ -34,6 +34,12 @@ export const AgentSpec = z.strictObject({
     .describe(
       "Replaces the preset's edit-in-workspace permission flags with its CLI's own flag that skips every permission check (e.g. --dangerously-skip-permissions). Off by default; refused for a CLI that has no such flag",
     ),
+  expect_changes: z
+    .boolean()
+    .optional()
+    .describe(
+      "The default of the tasks that use this agent (a task's own expect_changes wins); true when neither says",
+    ),
   /** Give the agent the pane's terminal (interactive CLIs). */
   tty: z.boolean().default(false),
   timeout_s: TimeoutS.optional(),

@@ -16,6 +16,7 @@ export const Reason = z.enum([
   "lost",
   "agent_error",
   "setup",
+  "no_changes",
 ]);
 export type Reason = z.infer<typeof Reason>;
 

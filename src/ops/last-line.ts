@@ -12,9 +12,20 @@ const TERMINAL_CONTROL =
   // biome-ignore lint/suspicious/noControlCharactersInRegex: matching terminal control sequences is the point
   /\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-_]|[\x00-\x08\x0b-\x1f\x7f]/g;
 
-/** Removes terminal control sequences from a line meant for display. */
+/**
+ * Cursor forward (CUF, `ESC [ n C`): TUIs such as Claude Code's move the cursor over a gap instead
+ * of printing spaces, so dropping it would glue the words together.
+ */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: matching terminal control sequences is the point
+const CURSOR_FORWARD = /\x1b\[(\d*)C/g;
+/** More spaces than a line shown in a terminal can use; a larger count is an agent's nonsense. */
+const MAX_GAP = 1000;
+
+/** Removes terminal control sequences from a line meant for display; a cursor-forward gap becomes spaces. */
 export function plainText(line: string): string {
-  return line.replace(TERMINAL_CONTROL, "");
+  return line
+    .replace(CURSOR_FORWARD, (_, n: string) => " ".repeat(Math.min(MAX_GAP, Math.max(1, Number(n) || 1))))
+    .replace(TERMINAL_CONTROL, "");
 }
 
 /** The last non-empty line of a log file, made plain and shortened for display; null when there is none. */

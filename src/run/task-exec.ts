@@ -432,8 +432,11 @@ async function runGates(ctx: RunContext, t: TaskRun, p: TaskPlan): Promise<Attem
       return failed("validation", detail);
     }
   }
-  const failures: string[] = [];
   const required = p.criteria.requiredArtifacts;
+  const changes = await changesGate(ctx, t, p);
+  gates.push(changes);
+  if (changes.passed === false) return failed("no_changes", changes.detail);
+  const failures: string[] = [];
   if (required.length === 0)
     gates.push({ name: "required_artifacts", required: false, passed: null, detail: "none required" });
   else if (!ctx.verify)
@@ -509,6 +512,33 @@ async function runGates(ctx: RunContext, t: TaskRun, p: TaskPlan): Promise<Attem
   }
   if (failures.length === 0) return { reason: null, detail: null };
   return failed("validation", failures.join("; "));
+}
+
+/**
+ * An agent that exits 0 having done nothing (codex when its patch did not apply; an interactive
+ * agent whose prompt never arrived) must not pass as done: no diff against its start and no
+ * commit, and none of its required artifacts, fails, unless the task says its work is no change.
+ */
+async function changesGate(ctx: RunContext, t: TaskRun, p: TaskPlan): Promise<Gate> {
+  const gate = (passed: boolean | null, detail: string): Gate => ({
+    name: "changes",
+    required: p.expectChanges,
+    passed,
+    detail,
+  });
+  if (!p.expectChanges) return gate(null, "not checked: expect_changes is false");
+  if (!ctx.git || !t.startCommit || !t.commit)
+    return gate(null, "not checked: the workspace is not a git repository");
+  if (t.commit !== t.startCommit) return gate(true, `committed ${t.commit.slice(0, 12)}`);
+  for (const pattern of p.criteria.requiredArtifacts)
+    if ((await findMatches(p.cwd, pattern, p.include)).length > 0)
+      return gate(true, `no change, but its required artifact ${pattern} is there`);
+  return gate(
+    false,
+    "its agent exited 0 having changed nothing in its worktree (no diff against its start, no commit)" +
+      (p.criteria.requiredArtifacts.length ? " and produced none of its required artifacts" : "") +
+      '; if that is its job, give the task or its agent "expect_changes": false',
+  );
 }
 
 /** Trailers naming the run and task on every commit termorch makes for a task. */

@@ -55,6 +55,8 @@ export interface TaskPlan {
   setupTimeoutS: number | undefined;
   /** Address-space limit per agent process, in MiB. */
   memoryMb: number | undefined;
+  /** An attempt that exits 0 having changed nothing and produced none of its required artifacts fails (no_changes). */
+  expectChanges: boolean;
   criteria: {
     /** Empty: none required. */
     requiredArtifacts: readonly string[];
@@ -157,6 +159,7 @@ function planTask(input: RunInput, r: ResolvedTask, place: PlanPlace): TaskPlan 
       config: input.config,
     }).env,
     timeoutS,
+    expectChanges: task.expect_changes ?? agent.expect_changes ?? true,
     attempts: task.retries + 1,
     include,
     includeInRepo: inRepo(include),

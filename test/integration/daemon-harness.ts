@@ -77,6 +77,10 @@ export function daemonTestFile(tag: string) {
         context_path: "ctx/task.md",
         command: ["bash", STEP],
         dependencies: [],
+        // The step agent changes nothing unless told to WRITE: only then is a change its work.
+        ...((t.env as Record<string, string> | undefined)?.WRITE === undefined
+          ? { expect_changes: false }
+          : {}),
         ...t,
       })),
       environment: { workspace_dir: ws.repo },

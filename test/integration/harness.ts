@@ -166,6 +166,8 @@ export function writeAssignments(
       context_path: "ctx/task.md",
       command: ["bash", STEP, "{context_path}"],
       dependencies: [],
+      // The step agent changes nothing unless told to WRITE: only then is a change its work.
+      ...(t.env?.WRITE === undefined ? { expect_changes: false } : {}),
       ...t,
     })),
     environment: { workspace_dir: "repo", ...environment },

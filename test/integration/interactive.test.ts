@@ -57,7 +57,10 @@ function start(task: Record<string, unknown> = {}, stubEnv: Record<string, strin
     environment: { workspace_dir: "repo" },
   };
   writeFileSync(join(dir, "assignments.json"), JSON.stringify(assignments));
-  writeFileSync(join(dir, "termorch.json"), JSON.stringify({ agents: { istub: { command: [STUB] } } }));
+  writeFileSync(
+    join(dir, "termorch.json"),
+    JSON.stringify({ agents: { istub: { command: [STUB], expect_changes: false } } }),
+  );
   const run = execa(
     process.execPath,
     [BIN, "run", join(dir, "assignments.json"), "--config", join(dir, "termorch.json")],

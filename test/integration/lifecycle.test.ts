@@ -244,6 +244,7 @@ describe("run lifecycle", () => {
     expect(byId.tested!.gates.find((g) => g.name === "tests_cmd")?.passed).toBe(false);
     expect(byId.fine!.gates.map((g) => [g.name, g.passed])).toEqual([
       ["core", true],
+      ["changes", true],
       ["required_artifacts", true],
       ["allowed_paths", true],
       ["tests_cmd", true],

@@ -72,6 +72,7 @@ describe("environment.setup_cmd", () => {
     expect(a.gates.map((g) => [g.name, g.passed])).toEqual([
       ["setup", true],
       ["core", true],
+      ["changes", null],
       ["required_artifacts", null],
       ["allowed_paths", null],
       ["tests_cmd", null],

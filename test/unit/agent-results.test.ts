@@ -21,8 +21,9 @@ describe("an agent CLI's own account of its work", () => {
     })}\n`;
     expect(parseAgentOutput("claude-json", out)).toEqual({
       result: { summary: "Done: added tests", session_id: "s-1", is_error: false },
+      // Anthropic counts only the uncached input: the report counts it all, as the other CLIs do.
       usage: {
-        input_tokens: 10,
+        input_tokens: 80,
         output_tokens: 20,
         cache_read_tokens: 30,
         cache_write_tokens: 40,
@@ -45,7 +46,10 @@ describe("an agent CLI's own account of its work", () => {
       { type: "item.completed", item: { type: "agent_message", text: "first" } },
       { type: "turn.completed", usage: { input_tokens: 100, cached_input_tokens: 40, output_tokens: 7 } },
       { type: "item.completed", item: { type: "agent_message", text: "second" } },
-      { type: "turn.completed", usage: { input_tokens: 50, cached_input_tokens: 0, output_tokens: 3 } },
+      {
+        type: "turn.completed",
+        usage: { input_tokens: 50, cached_input_tokens: 0, cache_write_input_tokens: 20, output_tokens: 3 },
+      },
     ].map((l) => JSON.stringify(l));
     expect(parseAgentOutput("codex-jsonl", lines.join("\n"))).toEqual({
       result: { summary: "second", session_id: "th-9", is_error: false },
@@ -53,7 +57,7 @@ describe("an agent CLI's own account of its work", () => {
         input_tokens: 150,
         output_tokens: 10,
         cache_read_tokens: 40,
-        cache_write_tokens: null,
+        cache_write_tokens: 20,
         cost_usd: null,
       },
     });
@@ -94,6 +98,32 @@ describe("an agent CLI's own account of its work", () => {
     });
   });
 
+  it("gemini: an error object printed bare on stderr after a stack trace (0.61), or after [ERROR]", () => {
+    const stderr = [
+      "Error when talking to Gemini API Full report available at: /tmp/gemini-client-error.json",
+      "    at async GeminiChat.sendMessageStream (file:///gemini/bundle/chunk.js:1:2) {",
+      '  cause: { "status": 400 }',
+      "}",
+      "{",
+      '  "session_id": "g-2",',
+      '  "error": {',
+      '    "type": "Error",',
+      '    "message": "[API Error: bad {request} \\"x\\"]",',
+      '    "code": 400',
+      "  }",
+      "}",
+      "",
+    ].join("\n");
+    expect(parseAgentOutput("gemini-json", "", stderr).result).toEqual({
+      summary: '[API Error: bad {request} "x"]',
+      session_id: "g-2",
+      is_error: true,
+    });
+    const prefixed = `warn\n[ERROR] ${JSON.stringify({ error: { message: "quota" } }, null, 2)}\n`;
+    expect(parseAgentOutput("gemini-json", "", prefixed).result?.summary).toBe("quota");
+    expect(parseAgentOutput("gemini-json", "", "Error: {not json\n").result).toBeNull();
+  });
+
   it("opencode: the last text part, the session, tokens and cost of every step; an error event", () => {
     const ev = (e: object): string => JSON.stringify({ sessionID: "ses_1", ...e });
     const out = [
@@ -109,8 +139,9 @@ describe("an agent CLI's own account of its work", () => {
     ].join("\n");
     expect(parseAgentOutput("opencode-jsonl", out)).toEqual({
       result: { summary: "edited a.ts", session_id: "ses_1", is_error: false },
+      // opencode, like claude, counts the cached input apart.
       usage: {
-        input_tokens: 30,
+        input_tokens: 36,
         output_tokens: 5,
         cache_read_tokens: 5,
         cache_write_tokens: 1,
