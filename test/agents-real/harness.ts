@@ -1,0 +1,128 @@
+import { execFileSync } from "node:child_process";
+import { createHash } from "node:crypto";
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join, relative, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { execa } from "execa";
+import type { Report } from "../../src/contract/report.js";
+
+/**
+ * One test file's world for the real agent CLIs: its own HOME (the CLIs' files live there, so
+ * the user's are never read or written), its own tmux socket and temp folder, and the built
+ * termorch CLI run the way a user runs it.
+ */
+
+export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
+const BIN = join(ROOT, "bin", "termorch.js");
+export const CLI_BIN = join(ROOT, "test", "agents-real", "node_modules", ".bin");
+
+/** The folders and files in HOME where the pinned CLIs keep their configuration and state. */
+export const CLI_FILES = [".claude.json", ".claude", ".codex", ".gemini", ".config/opencode"];
+
+export interface World {
+  home: string;
+  tmp: string;
+  socket: string;
+  /** PATH for termorch and its agents: the pinned CLIs first. */
+  path: string;
+  /** A temp folder holding a git repository `repo/` with one commit and a context file. */
+  workspace(context?: string): { dir: string; repo: string };
+  termorch(
+    args: string[],
+    opts?: { env?: Record<string, string>; cwd?: string; timeoutMs?: number },
+  ): Promise<{
+    exitCode: number;
+    stdout: string;
+    stderr: string;
+  }>;
+  /** Content hash of every file under the CLIs' places in HOME (CLI_FILES). */
+  cliFiles(): Map<string, string>;
+  dispose(): void;
+}
+
+export function makeWorld(tag: string): World {
+  const tmp = mkdtempSync(join(tmpdir(), `termorch-real-${tag}-`));
+  const home = join(tmp, "home");
+  mkdirSync(home);
+  const socket = `termorch-real-${tag}-${process.pid}`;
+  const path = [CLI_BIN, dirname(process.execPath), "/usr/local/bin", "/usr/bin", "/bin"].join(":");
+  const env = (extra: Record<string, string> = {}): Record<string, string> => ({
+    PATH: path,
+    HOME: home,
+    LANG: "C.UTF-8",
+    TERM: "xterm-256color",
+    USER: process.env.USER ?? "root",
+    SHELL: "/bin/bash",
+    TMPDIR: tmp,
+    TERMORCH_TMUX_SOCKET: socket,
+    TERMORCH_REGISTRY: join(tmp, "registry"),
+    TERMORCH_CONFIG: "",
+    ...extra,
+  });
+  return {
+    home,
+    tmp,
+    socket,
+    path,
+    workspace(context = "# task\n") {
+      const dir = mkdtempSync(join(tmp, "ws-"));
+      const repo = join(dir, "repo");
+      mkdirSync(join(repo, "ctx"), { recursive: true });
+      writeFileSync(join(repo, "README.md"), "hello\n");
+      writeFileSync(join(repo, "ctx", "task.md"), context);
+      const git = (...args: string[]): string =>
+        execFileSync("git", ["-C", repo, ...args], { encoding: "utf8" });
+      git("init", "-q", "-b", "main");
+      git("add", "-A");
+      git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "init");
+      return { dir, repo };
+    },
+    async termorch(args, opts = {}) {
+      const r = await execa(process.execPath, [BIN, ...args], {
+        reject: false,
+        cwd: opts.cwd ?? tmp,
+        env: env(opts.env),
+        extendEnv: false,
+        timeout: opts.timeoutMs ?? 170_000,
+      });
+      return { exitCode: r.exitCode ?? -1, stdout: String(r.stdout), stderr: String(r.stderr) };
+    },
+    cliFiles() {
+      const out = new Map<string, string>();
+      const walk = (p: string): void => {
+        const st = statSync(p, { throwIfNoEntry: false });
+        if (!st) return;
+        if (st.isDirectory()) for (const e of readdirSync(p)) walk(join(p, e));
+        else out.set(relative(home, p), createHash("sha256").update(readFileSync(p)).digest("hex"));
+      };
+      for (const f of CLI_FILES) walk(join(home, f));
+      return out;
+    },
+    dispose() {
+      try {
+        execFileSync("tmux", ["-L", socket, "kill-server"], {
+          stdio: "ignore",
+          env: { ...process.env, TMUX: "" },
+        });
+      } catch {}
+      rmSync(tmp, { recursive: true, force: true });
+    },
+  };
+}
+
+export function readReport(dir: string): Report {
+  return JSON.parse(readFileSync(join(dir, "execution_report.json"), "utf8")) as Report;
+}
+
+/** Whether `npm run test:agents` installed the CLIs (it does before running this suite). */
+export const CLIS_INSTALLED = existsSync(join(CLI_BIN, "claude"));

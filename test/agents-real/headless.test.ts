@@ -1,0 +1,130 @@
+// Every preset's headless form through the built termorch CLI, with the real CLI pinned in
+// test/agents-real/package.json talking to the scripted model server: the edit is merged, the
+// report's agent_result and usage are what the server sent, a dependent's prompt carries its
+// dependency's result, the key never reaches a file, and the failure paths say what failed.
+import { readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type CliRecipe, RECIPES, SECRET } from "./clis.js";
+import { makeWorld, readReport, type World } from "./harness.js";
+import { type ModelServer, type Step, startModelServer } from "./model-server.js";
+
+const world: World = makeWorld("headless");
+let server: ModelServer;
+beforeAll(async () => {
+  server = await startModelServer([{ reply: "nothing scripted" }]);
+});
+afterAll(async () => {
+  await server.close();
+  world.dispose();
+});
+
+/** A run of the given tasks, all on one preset, in a fresh repository. */
+function prepare(
+  recipe: CliRecipe,
+  tasks: Array<{ id: string; context: string; dependencies?: string[]; [k: string]: unknown }>,
+): { dir: string; repo: string; file: string } {
+  const { dir, repo } = world.workspace();
+  for (const t of tasks) writeFileSync(join(repo, "ctx", `${t.id}.md`), t.context);
+  writeFileSync(
+    join(dir, "termorch.json"),
+    JSON.stringify({ agents: { [recipe.preset]: recipe.agent(server.url) } }),
+  );
+  const file = join(dir, "assignments.json");
+  writeFileSync(
+    file,
+    JSON.stringify({
+      run_id: `${recipe.preset}-${Math.random().toString(36).slice(2, 8)}`,
+      tasks: tasks.map(({ context: _, ...t }) => ({
+        agent: recipe.preset,
+        context_path: `ctx/${t.id}.md`,
+        dependencies: [],
+        ...t,
+      })),
+      environment: { workspace_dir: "repo", env_vars: [recipe.keyVar] },
+    }),
+  );
+  return { dir, repo, file };
+}
+
+function run(recipe: CliRecipe, dir: string, file: string): ReturnType<World["termorch"]> {
+  return world.termorch(["run", file, "--config", join(dir, "termorch.json")], {
+    env: { [recipe.keyVar]: SECRET },
+  });
+}
+
+/** Every file termorch wrote for the run (the run folder but the repository), as text. */
+function allText(dir: string): string {
+  let out = "";
+  for (const e of readdirSync(dir, { recursive: true, encoding: "utf8" })) {
+    if (e === "repo" || e.startsWith("repo/")) continue;
+    const p = join(dir, e);
+    if (statSync(p).isFile()) out += readFileSync(p, "latin1");
+  }
+  return out;
+}
+
+/** Each task writes the file its prompt names, then answers with usage figures. */
+const perTask = (text: string): Step[] => {
+  const task = /WRITE-FILE (\w+)/.exec(text)?.[1] ?? "unknown";
+  return [
+    { write: `${task}.txt`, content: `written for ${task}\n` },
+    { reply: `Done: wrote ${task}.txt`, usage: { input: 1200, output: 80, cacheRead: 400, cacheWrite: 100 } },
+  ];
+};
+
+describe.each(Object.values(RECIPES))("$preset, headless", (recipe) => {
+  it("edits are merged; agent_result, usage and the dependency's result in the prompt are right", async () => {
+    server.setScript(perTask);
+    const { dir, repo, file } = prepare(recipe, [
+      { id: "A", context: "Create the file. WRITE-FILE A\n" },
+      { id: "B", context: "Create the next file. WRITE-FILE B\n", dependencies: ["A"] },
+    ]);
+    const before = server.requests.length;
+    const r = await run(recipe, dir, file);
+    expect(r.exitCode, r.stderr).toBe(0);
+    expect(readFileSync(join(repo, "A.txt"), "utf8")).toBe("written for A\n");
+    expect(readFileSync(join(repo, "B.txt"), "utf8")).toBe("written for B\n");
+    const report = readReport(dir);
+    for (const t of report.tasks) {
+      expect(t.status).toBe("success");
+      expect(t.agent_result).toMatchObject({ summary: `Done: wrote ${t.id}.txt`, is_error: false });
+      expect(t.agent_result?.session_id).toEqual(expect.any(String));
+      // The tool call's turn (10 in, 5 out) and the answer's (1200 in, 400 of them cache reads),
+      // counted alike whichever way the CLI counts cached input.
+      expect(t.usage).toMatchObject({ input_tokens: 1210, output_tokens: 85, cache_read_tokens: 400 });
+    }
+    expect(report.summary.usage).toMatchObject({ input_tokens: 2420, output_tokens: 170, cache_read_tokens: 800 });
+    // B's requests carry A's summary: termorch put it in B's prompt.
+    const bRequests = server.requests.slice(before).filter((q) => q.main && q.text.includes("WRITE-FILE B"));
+    expect(bRequests.length).toBeGreaterThan(0);
+    expect(bRequests[0]!.text).toContain("Done: wrote A.txt");
+    // The key went to the CLI (the server saw it) and into no file of the run.
+    expect(server.mainRequests().at(-1)!.auth).toContain(SECRET);
+    expect(allText(dir)).not.toContain(SECRET);
+  });
+
+  it("an API error fails the task, and the console line says what the API said", async () => {
+    server.setScript([{ fail: 400, message: "termorch-test: the request was refused" }]);
+    const { dir, file } = prepare(recipe, [{ id: "E", context: "Do the thing.\n" }]);
+    const r = await run(recipe, dir, file);
+    expect(r.exitCode).toBe(1);
+    const t = readReport(dir).tasks[0]!;
+    expect(t.status).toBe("failed");
+    expect(t.agent_result?.is_error).toBe(true);
+    expect(t.agent_result?.summary).toContain("the request was refused");
+    expect(r.stderr).toContain("the request was refused");
+  });
+
+  it("an agent that exits 0 having changed nothing fails with no_changes", async () => {
+    server.setScript([{ reply: "I looked and did nothing." }]);
+    const { dir, repo, file } = prepare(recipe, [{ id: "N", context: "Do the thing.\n" }]);
+    const head = readFileSync(join(repo, ".git", "HEAD"), "utf8");
+    const r = await run(recipe, dir, file);
+    expect(r.exitCode).toBe(1);
+    const t = readReport(dir).tasks[0]!;
+    expect(t).toMatchObject({ status: "failed", reason: "no_changes", exit_code: 0 });
+    expect(t.gates.find((g) => g.name === "changes")?.passed).toBe(false);
+    expect(readFileSync(join(repo, ".git", "HEAD"), "utf8")).toBe(head);
+  });
+});

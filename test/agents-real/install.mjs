@@ -1,0 +1,24 @@
+// Installs the real agent CLIs of this folder's package.json on first use (npm run test:agents),
+// and again when the lockfile changed since: they take about 1.1 GB, so the main `npm ci` does not.
+// --ignore-scripts: every CLI pinned here runs from its published files (their install scripts
+// only fetch or link what the platform packages already hold), and no test dependency runs code
+// at install time.
+import { execFileSync } from "node:child_process";
+import { createHash } from "node:crypto";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const here = dirname(fileURLToPath(import.meta.url));
+const lock = readFileSync(join(here, "package-lock.json"));
+const stamp = join(here, "node_modules", ".termorch-installed");
+const want = createHash("sha256").update(lock).digest("hex");
+if (existsSync(stamp) && readFileSync(stamp, "utf8") === want) process.exit(0);
+console.log(
+  "test:agents: installing the pinned agent CLIs into test/agents-real/node_modules (about 1.1 GB)...",
+);
+execFileSync("npm", ["ci", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error"], {
+  cwd: here,
+  stdio: "inherit",
+});
+writeFileSync(stamp, want);

@@ -1,0 +1,576 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { isAbsolute, join } from "node:path";
+import { gunzipSync } from "node:zlib";
+
+/**
+ * A scripted model server on loopback that speaks the wire protocols of the real agent CLIs:
+ * Anthropic Messages (claude), OpenAI Responses (codex), OpenAI-compatible chat completions
+ * (opencode and others) and Gemini's generateContent (gemini), each streamed as the CLI asks.
+ *
+ * A test gives a script of steps. The agent's main requests (those that declare a tool that
+ * writes files or runs commands) get the step whose index is the number of tool results the request carries, so a
+ * CLI's retries and the order of its side requests do not shift the script; past its end, the
+ * last step repeats. Side requests (titles, topic checks, routing) get a short answer with no
+ * tokens. Every request is recorded for the test to look at.
+ */
+
+/** Tokens a step reports; the cached ones are counted in `input`, as OpenAI and Gemini count them. */
+export interface ScriptUsage {
+  input: number;
+  output: number;
+  cacheRead?: number;
+  cacheWrite?: number;
+}
+
+export type Step =
+  /** A call of the CLI's own file-writing tool (a path relative to its working folder). */
+  | { write: string; content: string }
+  /** A call of the CLI's own shell tool, which CLIs run only with permission in their edit modes. */
+  | { shell: string }
+  /** The final answer of the turn. */
+  | { reply: string; usage?: ScriptUsage }
+  /** An HTTP error as the API sends it (429 with a Retry-After). */
+  | { fail: number; message: string };
+
+export type Protocol = "anthropic" | "responses" | "chat" | "gemini";
+
+export interface RecordedRequest {
+  protocol: Protocol | null;
+  method: string;
+  path: string;
+  headers: Record<string, string | string[] | undefined>;
+  body: unknown;
+  /** A request of the agent's loop (it declared a file tool), as opposed to a side request. */
+  main: boolean;
+  /** The script step it got (main requests only). */
+  step: number | null;
+  /** The text of the whole request, for finding what the CLI sent (its prompt, its folder). */
+  text: string;
+  /** The credential it came with (authorization, x-api-key, x-goog-api-key or ?key=), kept out of `headers`. */
+  auth: string | null;
+}
+
+export interface ModelServer {
+  /** `http://127.0.0.1:<port>` (no path). */
+  readonly url: string;
+  readonly requests: readonly RecordedRequest[];
+  /** Main requests only. */
+  mainRequests(): RecordedRequest[];
+  /** Replaces the script (the next main request reads the new one). */
+  setScript(script: Script): void;
+  close(): Promise<void>;
+}
+
+/** The model a server names when asked for its list (CLIs that check the model exists). */
+export const MODEL = "termorch-test-model";
+
+/** Steps for all conversations, or chosen from the request's text (which task's prompt it carries). */
+export type Script = Step[] | ((requestText: string) => Step[]);
+
+export async function startModelServer(initial: Script): Promise<ModelServer> {
+  let script = initial;
+  const requests: RecordedRequest[] = [];
+  const server: Server = createServer((req, res) => {
+    void readBody(req).then(
+      (raw) => {
+        let reply: Reply;
+        try {
+          reply = handle(req, raw);
+        } catch (error) {
+          reply = json(500, { error: { message: `model server: ${String(error)}` } });
+        }
+        send(res, reply);
+      },
+      () => res.destroy(),
+    );
+  });
+
+  const handle = (req: IncomingMessage, raw: Buffer): Reply => {
+    const path = (req.url ?? "/").split("?")[0] ?? "/";
+    const text = raw.toString("utf8");
+    let body: unknown = null;
+    try {
+      body = text ? JSON.parse(text) : null;
+    } catch {
+      body = text;
+    }
+    const protocol = protocolOf(req.method ?? "GET", path);
+    const tools = protocol ? toolsOf(protocol, body) : [];
+    const main = tools.some((t) => t.role === "write" || t.role === "shell");
+    const steps = typeof script === "function" ? script(text) : script;
+    const stepIndex = main ? Math.min(toolResultsIn(protocol!, body), steps.length - 1) : null;
+    requests.push({
+      protocol,
+      method: req.method ?? "GET",
+      path,
+      headers: {
+        ...req.headers,
+        authorization: undefined,
+        "x-api-key": undefined,
+        "x-goog-api-key": undefined,
+      },
+      auth: credentialOf(req),
+      body,
+      main,
+      step: stepIndex,
+      text,
+    });
+    if (req.method === "GET" && path.endsWith("/models")) return json(200, modelList(protocol, path));
+    if (protocol === null || !isObject(body)) return json(200, {});
+    if (path.endsWith("/count_tokens")) return json(200, { input_tokens: 1 });
+    if (path.endsWith(":countTokens")) return json(200, { totalTokens: 1 });
+    const step: Step =
+      stepIndex === null ? { reply: "ok", usage: { input: 0, output: 0 } } : steps[stepIndex]!;
+    if ("fail" in step) return fail(protocol, step);
+    const action = actionOf(step, tools, cwdOf(text));
+    const stream = protocol === "gemini" ? path.includes(":streamGenerateContent") : body.stream === true;
+    return respond[protocol](action, stream, typeof body.model === "string" ? body.model : MODEL);
+  };
+
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    requests,
+    mainRequests: () => requests.filter((r) => r.main),
+    setScript(next) {
+      script = next;
+    },
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// What a request is
+
+function credentialOf(req: IncomingMessage): string | null {
+  const h = req.headers;
+  const header = h.authorization ?? h["x-api-key"] ?? h["x-goog-api-key"];
+  if (typeof header === "string") return header;
+  return new URL(req.url ?? "/", "http://x").searchParams.get("key");
+}
+
+function protocolOf(method: string, path: string): Protocol | null {
+  if (path.endsWith("/messages") || path.endsWith("/messages/count_tokens")) return "anthropic";
+  if (path.endsWith("/responses")) return "responses";
+  if (path.endsWith("/chat/completions")) return "chat";
+  if (/\/models\/[^/]+:(stream)?[gG]enerateContent$|:countTokens$/.test(path)) return "gemini";
+  if (method === "GET" && path.endsWith("/models")) return null;
+  return null;
+}
+
+type Json = Record<string, unknown>;
+const isObject = (v: unknown): v is Json => typeof v === "object" && v !== null && !Array.isArray(v);
+const arr = (v: unknown): unknown[] => (Array.isArray(v) ? v : []);
+
+interface Tool {
+  name: string;
+  /** A function's JSON Schema properties; null for a free-form (custom) tool. */
+  params: Json | null;
+  role: "write" | "shell" | "patch" | "other";
+}
+
+const WRITE_TOOLS = /^(Write|write|write_file|create_file|WriteFile|file_write)$/;
+const PATCH_TOOLS = /^apply_patch$/;
+const SHELL_TOOLS = /^(Bash|bash|shell|run_shell_command|exec_command|shell_command|local_shell)$/;
+
+function roleOf(name: string): Tool["role"] {
+  if (WRITE_TOOLS.test(name)) return "write";
+  if (PATCH_TOOLS.test(name)) return "write";
+  if (SHELL_TOOLS.test(name)) return "shell";
+  return "other";
+}
+
+/** The tools the request declares, by protocol. */
+function toolsOf(protocol: Protocol, body: unknown): Tool[] {
+  if (!isObject(body)) return [];
+  const out: Tool[] = [];
+  const add = (name: unknown, params: unknown, custom = false): void => {
+    if (typeof name !== "string") return;
+    const props = isObject(params) && isObject(params.properties) ? params.properties : {};
+    out.push({
+      name,
+      params: custom ? null : props,
+      role: PATCH_TOOLS.test(name) ? "patch" : roleOf(name),
+    });
+  };
+  for (const t of arr(body.tools)) {
+    if (!isObject(t)) continue;
+    if (protocol === "anthropic") add(t.name, t.input_schema);
+    else if (protocol === "responses") add(t.name, t.parameters, t.type === "custom");
+    else if (protocol === "chat")
+      add(
+        isObject(t.function) ? t.function.name : undefined,
+        isObject(t.function) ? t.function.parameters : undefined,
+      );
+    else
+      for (const f of arr(t.functionDeclarations))
+        if (isObject(f)) add(f.name, f.parametersJsonSchema ?? f.parameters);
+  }
+  // A patch tool writes files too: it makes the request a main one.
+  return out.map((t) => (t.role === "patch" ? { ...t, role: "write" as const, params: t.params } : t));
+}
+
+/** How many tool results the conversation holds: the index of the script's step to answer with. */
+function toolResultsIn(protocol: Protocol, body: unknown): number {
+  if (!isObject(body)) return 0;
+  let n = 0;
+  if (protocol === "anthropic")
+    for (const m of arr(body.messages))
+      for (const c of isObject(m) ? arr(m.content) : []) if (isObject(c) && c.type === "tool_result") n++;
+  if (protocol === "responses")
+    for (const item of arr(body.input))
+      if (isObject(item) && typeof item.type === "string" && item.type.endsWith("_call_output")) n++;
+  if (protocol === "chat") for (const m of arr(body.messages)) if (isObject(m) && m.role === "tool") n++;
+  if (protocol === "gemini")
+    for (const c of arr(body.contents))
+      for (const p of isObject(c) ? arr(c.parts) : []) if (isObject(p) && isObject(p.functionResponse)) n++;
+  return n;
+}
+
+/**
+ * The folder the CLI works in, as its system prompt or environment context states it (each CLI
+ * tells the model; the patterns are those of the pinned versions).
+ */
+function cwdOf(text: string): string | null {
+  const patterns = [
+    /<cwd>([^<]+)<\/cwd>/,
+    /Working directory: ([^\n"\\]+)/,
+    /[Cc]urrent working directory(?: is)?:? ([^\n"\\]+)/,
+    /working (?:in the )?directory:? `?([^\n"`\\]+)`?/,
+  ];
+  for (const p of patterns) {
+    const m = p.exec(text);
+    if (m?.[1] && isAbsolute(m[1].trim())) return m[1].trim().replace(/[.,]$/, "");
+  }
+  return null;
+}
+
+// ---------------------------------------------------------------------------------------------
+// What to answer
+
+/** A step made concrete for the CLI at hand: a call of one of its tools, or text. */
+type Action =
+  | { kind: "call"; tool: Tool; args: Json | string }
+  | { kind: "text"; text: string; usage: ScriptUsage };
+
+function actionOf(step: Exclude<Step, { fail: number }>, tools: Tool[], cwd: string | null): Action {
+  if ("reply" in step)
+    return { kind: "text", text: step.reply, usage: step.usage ?? { input: 10, output: 5 } };
+  if ("write" in step) {
+    const path = cwd && !isAbsolute(step.write) ? join(cwd, step.write) : step.write;
+    const write = tools.find((t) => WRITE_TOOLS.test(t.name));
+    if (write?.params) return { kind: "call", tool: write, args: fileArgs(write.params, path, step.content) };
+    const patch = tools.find((t) => PATCH_TOOLS.test(t.name));
+    if (patch) {
+      const text = `*** Begin Patch\n*** Add File: ${step.write}\n${step.content
+        .split("\n")
+        .map((l) => `+${l}`)
+        .join("\n")}\n*** End Patch\n`;
+      return { kind: "call", tool: patch, args: patch.params ? { input: text } : text };
+    }
+    // No file tool (codex with a model it has no metadata for declares only exec_command): a shell
+    // command writes the file, its content in base64 so nothing needs quoting.
+    const b64 = Buffer.from(step.content).toString("base64");
+    return actionOf(
+      { shell: `mkdir -p "$(dirname '${step.write}')" && echo ${b64} | base64 -d > '${step.write}'` },
+      tools,
+      cwd,
+    );
+  }
+  const shell = tools.find((t) => t.role === "shell");
+  if (!shell?.params) throw new Error(`no shell tool among ${tools.map((t) => t.name).join(", ")}`);
+  const key = "command" in shell.params ? "command" : "cmd" in shell.params ? "cmd" : "command";
+  const schema = shell.params[key];
+  const asArray = isObject(schema) && schema.type === "array";
+  const args: Json = { [key]: asArray ? ["bash", "-lc", step.shell] : step.shell };
+  if ("description" in shell.params) args.description = "run a command";
+  return { kind: "call", tool: shell, args };
+}
+
+/** Arguments for a file-writing tool, named as its schema names them. */
+function fileArgs(params: Json, path: string, content: string): Json {
+  const names = Object.keys(params);
+  const pathKey = names.find((n) => /path/i.test(n)) ?? "file_path";
+  const contentKey = names.find((n) => /content|text/i.test(n)) ?? "content";
+  return { [pathKey]: path, [contentKey]: content };
+}
+
+let seq = 0;
+const id = (prefix: string): string => `${prefix}_${Date.now().toString(36)}${(++seq).toString(36)}`;
+
+/** An HTTP answer: a JSON body, or a stream of server-sent events (name, data). */
+type Reply =
+  | { status: number; body: unknown; headers?: Record<string, string> }
+  | { events: Array<[string | null, unknown]> };
+
+function json(status: number, body: unknown, headers: Record<string, string> = {}): Reply {
+  return { status, body, headers };
+}
+
+function sse(events: Array<[string | null, unknown]>): Reply {
+  return { events };
+}
+
+function send(res: ServerResponse, reply: Reply): void {
+  if ("events" in reply) {
+    res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
+    for (const [event, data] of reply.events)
+      res.write(
+        `${event ? `event: ${event}\n` : ""}data: ${typeof data === "string" ? data : JSON.stringify(data)}\n\n`,
+      );
+    res.end();
+    return;
+  }
+  res.writeHead(reply.status, { "content-type": "application/json", ...reply.headers });
+  res.end(JSON.stringify(reply.body));
+}
+
+function fail(protocol: Protocol, step: { fail: number; message: string }): Reply {
+  const headers: Record<string, string> = step.fail === 429 ? { "retry-after": "0" } : {};
+  const type =
+    step.fail === 429 ? "rate_limit_error" : step.fail >= 500 ? "api_error" : "invalid_request_error";
+  if (protocol === "anthropic")
+    return json(step.fail, { type: "error", error: { type, message: step.message } }, headers);
+  if (protocol === "gemini")
+    return json(
+      step.fail,
+      {
+        error: {
+          code: step.fail,
+          message: step.message,
+          status:
+            step.fail === 429 ? "RESOURCE_EXHAUSTED" : step.fail >= 500 ? "INTERNAL" : "INVALID_ARGUMENT",
+        },
+      },
+      headers,
+    );
+  return json(step.fail, { error: { message: step.message, type, code: type, param: null } }, headers);
+}
+
+function modelList(protocol: Protocol | null, path: string): unknown {
+  if (path.includes("v1beta")) return { models: [{ name: `models/${MODEL}` }] };
+  if (protocol === "anthropic") return { data: [{ id: MODEL, type: "model" }], has_more: false };
+  return { object: "list", data: [{ id: MODEL, object: "model", owned_by: "termorch" }] };
+}
+
+const respond: Record<Protocol, (action: Action, stream: boolean, model: string) => Reply> = {
+  anthropic(action, stream, model) {
+    const usage = action.kind === "text" ? action.usage : { input: 10, output: 5 };
+    const cacheRead = usage.cacheRead ?? 0;
+    const cacheWrite = usage.cacheWrite ?? 0;
+    // Anthropic's input_tokens are the uncached part.
+    const apiUsage = {
+      input_tokens: usage.input - cacheRead - cacheWrite,
+      output_tokens: usage.output,
+      cache_read_input_tokens: cacheRead,
+      cache_creation_input_tokens: cacheWrite,
+    };
+    const block =
+      action.kind === "text"
+        ? { type: "text", text: action.text }
+        : { type: "tool_use", id: id("toolu"), name: action.tool.name, input: action.args };
+    const stopReason = action.kind === "text" ? "end_turn" : "tool_use";
+    const message = { id: id("msg"), type: "message", role: "assistant", model };
+    if (!stream)
+      return json(200, {
+        ...message,
+        content: [block],
+        stop_reason: stopReason,
+        stop_sequence: null,
+        usage: apiUsage,
+      });
+    const start =
+      block.type === "text"
+        ? { type: "text", text: "" }
+        : { type: "tool_use", id: (block as Json).id, name: (block as Json).name, input: {} };
+    const delta =
+      block.type === "text"
+        ? { type: "text_delta", text: action.kind === "text" ? action.text : "" }
+        : { type: "input_json_delta", partial_json: JSON.stringify((block as Json).input) };
+    return sse([
+      [
+        "message_start",
+        {
+          type: "message_start",
+          message: {
+            ...message,
+            content: [],
+            stop_reason: null,
+            stop_sequence: null,
+            usage: { ...apiUsage, output_tokens: 1 },
+          },
+        },
+      ],
+      ["content_block_start", { type: "content_block_start", index: 0, content_block: start }],
+      ["content_block_delta", { type: "content_block_delta", index: 0, delta }],
+      ["content_block_stop", { type: "content_block_stop", index: 0 }],
+      [
+        "message_delta",
+        {
+          type: "message_delta",
+          delta: { stop_reason: stopReason, stop_sequence: null },
+          usage: { output_tokens: usage.output },
+        },
+      ],
+      ["message_stop", { type: "message_stop" }],
+    ]);
+  },
+
+  responses(action, _stream, model) {
+    const usage = action.kind === "text" ? action.usage : { input: 10, output: 5 };
+    const responseId = id("resp");
+    const item =
+      action.kind === "text"
+        ? {
+            type: "message",
+            id: id("msg"),
+            role: "assistant",
+            status: "completed",
+            content: [{ type: "output_text", text: action.text, annotations: [] }],
+          }
+        : typeof action.args === "string"
+          ? {
+              type: "custom_tool_call",
+              id: id("ctc"),
+              call_id: id("call"),
+              name: action.tool.name,
+              input: action.args,
+            }
+          : {
+              type: "function_call",
+              id: id("fc"),
+              call_id: id("call"),
+              name: action.tool.name,
+              arguments: JSON.stringify(action.args),
+            };
+    const apiUsage = {
+      input_tokens: usage.input,
+      input_tokens_details: { cached_tokens: usage.cacheRead ?? 0 },
+      output_tokens: usage.output,
+      output_tokens_details: { reasoning_tokens: 0 },
+      total_tokens: usage.input + usage.output,
+    };
+    const response = { id: responseId, object: "response", model, created_at: Math.floor(Date.now() / 1000) };
+    const events: Array<[string | null, unknown]> = [
+      [
+        "response.created",
+        { type: "response.created", response: { ...response, status: "in_progress", output: [] } },
+      ],
+      ["response.output_item.added", { type: "response.output_item.added", output_index: 0, item }],
+    ];
+    if (action.kind === "text")
+      events.push([
+        "response.output_text.delta",
+        {
+          type: "response.output_text.delta",
+          item_id: item.id,
+          output_index: 0,
+          content_index: 0,
+          delta: action.text,
+        },
+      ]);
+    events.push(
+      ["response.output_item.done", { type: "response.output_item.done", output_index: 0, item }],
+      [
+        "response.completed",
+        {
+          type: "response.completed",
+          response: { ...response, status: "completed", output: [item], usage: apiUsage },
+        },
+      ],
+    );
+    return sse(events);
+  },
+
+  chat(action, stream, model) {
+    const usage = action.kind === "text" ? action.usage : { input: 10, output: 5 };
+    const apiUsage = {
+      prompt_tokens: usage.input,
+      completion_tokens: usage.output,
+      total_tokens: usage.input + usage.output,
+      prompt_tokens_details: { cached_tokens: usage.cacheRead ?? 0 },
+    };
+    const chunkId = id("chatcmpl");
+    const created = Math.floor(Date.now() / 1000);
+    const call =
+      action.kind === "call"
+        ? {
+            index: 0,
+            id: id("call"),
+            type: "function",
+            function: { name: action.tool.name, arguments: JSON.stringify(action.args) },
+          }
+        : null;
+    const finish = call ? "tool_calls" : "stop";
+    if (!stream)
+      return json(200, {
+        id: chunkId,
+        object: "chat.completion",
+        created,
+        model,
+        choices: [
+          {
+            index: 0,
+            message: {
+              role: "assistant",
+              content: action.kind === "text" ? action.text : null,
+              ...(call ? { tool_calls: [{ id: call.id, type: "function", function: call.function }] } : {}),
+            },
+            finish_reason: finish,
+          },
+        ],
+        usage: apiUsage,
+      });
+    const chunk = (choices: unknown[], extra: Json = {}): [null, unknown] => [
+      null,
+      { id: chunkId, object: "chat.completion.chunk", created, model, choices, ...extra },
+    ];
+    return sse([
+      chunk([{ index: 0, delta: { role: "assistant", content: "" }, finish_reason: null }]),
+      chunk([
+        {
+          index: 0,
+          delta: call ? { tool_calls: [call] } : { content: action.kind === "text" ? action.text : "" },
+          finish_reason: null,
+        },
+      ]),
+      chunk([{ index: 0, delta: {}, finish_reason: finish }]),
+      chunk([], { usage: apiUsage }),
+      [null, "[DONE]"],
+    ]);
+  },
+
+  gemini(action, stream, model) {
+    const usage = action.kind === "text" ? action.usage : { input: 10, output: 5 };
+    const part =
+      action.kind === "text"
+        ? { text: action.text }
+        : { functionCall: { name: action.tool.name, args: action.args } };
+    const body = {
+      candidates: [{ content: { role: "model", parts: [part] }, finishReason: "STOP", index: 0 }],
+      usageMetadata: {
+        promptTokenCount: usage.input,
+        candidatesTokenCount: usage.output,
+        cachedContentTokenCount: usage.cacheRead ?? 0,
+        totalTokenCount: usage.input + usage.output,
+      },
+      modelVersion: model,
+      responseId: id("gresp"),
+    };
+    if (!stream) return json(200, body);
+    return sse([[null, body]]);
+  },
+};
+
+async function readBody(req: IncomingMessage): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  for await (const c of req) chunks.push(c as Buffer);
+  const raw = Buffer.concat(chunks);
+  return req.headers["content-encoding"] === "gzip" ? gunzipSync(raw) : raw;
+}
