@@ -1,7 +1,8 @@
 import type { Task } from "../contract/assignments.js";
 import { type AgentSpec, type Config, PresetName } from "../contract/config.js";
-import { PRESETS, presetArgv } from "./presets.js";
+import { type KnownDialog, PRESETS, presetArgv } from "./presets.js";
 import type { OutputFormat } from "./results.js";
+import type { StateEventFormat } from "./state-events.js";
 
 /** Values substituted into an agent's argv, element by element, never through a shell. */
 export interface Placeholders {
@@ -55,6 +56,10 @@ export interface InteractiveAgent {
   waiting: string | null;
   /** Regex source matching the screen while it is busy (then it is not waiting); null: none known. */
   busy: string | null;
+  /** Questions its CLI asks, recognised on the screen (never answered by termorch). */
+  dialogs: readonly KnownDialog[];
+  /** How to read the state events its CLI appends to `$TERMORCH_AGENT_EVENTS`; null: it sends none. */
+  events: StateEventFormat | null;
 }
 
 /** The agent definition a task uses: its explicit `command`, else the config's entry, else a preset of that name. */
@@ -71,7 +76,7 @@ export function agentFor(task: Pick<Task, "agent" | "command">, config: Config):
       preset: null,
       requires: null,
       scratch: [],
-      interactive: { command: task.command, waiting: null, busy: null },
+      interactive: { command: task.command, waiting: null, busy: null, dialogs: [], events: null },
     };
   }
   if (registered) return fromConfig(task.agent, registered);
@@ -112,7 +117,7 @@ function fromConfig(name: string, spec: AgentSpec): ResolvedAgent | undefined {
       preset: null,
       requires: null,
       scratch: [],
-      interactive: { command: spec.command, waiting: null, busy: null },
+      interactive: { command: spec.command, waiting: null, busy: null, dialogs: [], events: null },
     };
   const preset = spec.preset ?? PresetName.safeParse(name).data;
   return preset ? { ...fromPreset(preset, spec), source: "config" } : undefined;
@@ -135,9 +140,17 @@ function fromPreset(name: PresetName, spec: AgentSpec | undefined): ResolvedAgen
     requires: { binary: p.binary, install: p.install },
     scratch: p.scratch,
     interactive: {
-      command: [...p.interactive.argv, ...model, ...(spec?.args ?? [])],
+      command: [
+        ...p.interactive.argv,
+        ...p.interactive.trust,
+        ...(p.interactive.events?.args ?? []),
+        ...model,
+        ...(spec?.args ?? []),
+      ],
       waiting: p.interactive.waiting,
       busy: p.interactive.busy,
+      dialogs: p.interactive.dialogs,
+      events: p.interactive.events?.format ?? null,
     },
   };
 }

@@ -11,6 +11,7 @@
 
 import { PresetName } from "../contract/config.js";
 import type { OutputFormat } from "./results.js";
+import type { StateEventFormat } from "./state-events.js";
 
 /** Names `"agent"` may use with no config entry (the config's schema holds the list). */
 export const PRESET_NAMES = PresetName.options;
@@ -22,17 +23,41 @@ export type PromptDelivery = "stdin" | "file";
 /** Which parser reads the CLI's stdout for its result and usage (src/agent/results.ts). */
 export type OutputParser = OutputFormat;
 
-/** The CLI run as a terminal program a person would type into (a later item of issue 11). */
+/**
+ * A question the CLI asks its user, recognised on its screen. termorch never answers one: the
+ * task waits for input saying what is asked, and the operator answers with `termorch send`.
+ */
+export interface KnownDialog {
+  /** A regular expression (source, no flags) matching the screen while it shows. */
+  screen: string;
+  /** What it asks, as status, watch, serve and notify say it. */
+  asks: string;
+}
+
+/** The CLI run as a terminal program a person would type into. */
 export interface InteractiveForm {
   /** The whole command line, binary first; the prompt is pasted into the pane, never passed here. */
   argv: readonly string[];
   /**
-   * A regular expression (source, no flags) that matches the screen while the CLI waits for input,
-   * or null when its documentation and source give no stable text to match.
+   * Flags that trust the task's worktree (`{workspace}`) for this invocation only, so the CLI
+   * does not ask: never the user's own configuration. Empty when the CLI needs none.
+   */
+  trust: readonly string[];
+  /**
+   * A regular expression (source, no flags) that matches the screen while the CLI's input prompt
+   * waits for a message. termorch pastes the task's prompt only over a screen it matches (and
+   * `busy` and every dialog do not).
    */
   waiting: string | null;
   /** A regular expression matching the screen while the CLI is busy (so it is not waiting), or null. */
   busy: string | null;
+  /** The questions the CLI may ask before or while it works. */
+  dialogs: readonly KnownDialog[];
+  /**
+   * How the CLI reports its own state: flags that make it append its events to
+   * `$TERMORCH_AGENT_EVENTS`, and how to read them (src/agent/state-events.ts). null: the screen only.
+   */
+  events: { args: readonly string[]; format: StateEventFormat } | null;
 }
 
 export interface AgentPreset {
@@ -70,6 +95,30 @@ export interface AgentPreset {
   docs: Readonly<Record<string, string>>;
 }
 
+/**
+ * The hook command that records an event: the hook's input (one JSON document on stdin) appended
+ * as one line to the file termorch names in the agent's environment. A fixed string: the CLI runs
+ * its hooks through a shell, and nothing of the task's goes into it.
+ */
+const APPEND_STDIN_EVENT = '{ cat; echo; } >> "$TERMORCH_AGENT_EVENTS"';
+
+/** Claude Code's hooks, given per invocation with `--settings` (a JSON string): never its settings files. */
+const CLAUDE_HOOKS = JSON.stringify({
+  hooks: Object.fromEntries(
+    ["UserPromptSubmit", "Notification", "Stop"].map((event) => [
+      event,
+      [{ hooks: [{ type: "command", command: APPEND_STDIN_EVENT }] }],
+    ]),
+  ),
+});
+
+/**
+ * codex's notify program gets the event as its last argument (agent-turn-complete only). A TOML
+ * array for `-c`: sh prints its first argument as one line into the events file.
+ */
+const CODEX_NOTIFY =
+  'notify=["sh","-c","printf \'%s\\n\' \\"$1\\" >> \\"$TERMORCH_AGENT_EVENTS\\"","termorch-notify"]';
+
 /** What aider must be told in both of its forms (the reasons are at its preset). */
 const AIDER_HOUSEKEEPING = [
   "--no-auto-commits",
@@ -100,9 +149,12 @@ export const PRESETS: Readonly<Record<PresetName, AgentPreset>> = {
     model_flag: "--model",
     interactive: {
       argv: ["claude", "--permission-mode", "acceptEdits"],
+      trust: [],
       waiting: null,
       // The footer hint shown while a turn runs (named in the CHANGELOG, not in the docs).
       busy: "esc to interrupt",
+      dialogs: [],
+      events: { args: ["--settings", CLAUDE_HOOKS], format: "claude-hooks" },
     },
     install: "npm install -g @anthropic-ai/claude-code (or: curl -fsSL https://claude.ai/install.sh | bash)",
     docs: {
@@ -132,8 +184,28 @@ export const PRESETS: Readonly<Record<PresetName, AgentPreset>> = {
     model_flag: "--model",
     interactive: {
       argv: ["codex", "--sandbox", "workspace-write", "--ask-for-approval", "on-request"],
-      waiting: null,
-      busy: null,
+      // An inline table: the dotted form does not keep the dialog away (0.171).
+      trust: ["-c", 'projects={"{workspace}"={trust_level="trusted"}}'],
+      // The empty composer's placeholder (U+203A); it stays drawn under a running turn, hence busy.
+      waiting: "(^|\\n)\u203a Ask Codex to do anything",
+      busy: "Working \\(.*esc to interrupt\\)",
+      dialogs: [
+        { screen: "Trust this folder\\?", asks: "codex asks whether to trust this folder" },
+        { screen: "Hooks need review", asks: "codex asks to review the hooks of this folder" },
+        {
+          screen: "\\d\\. Try new model",
+          asks: "codex offers a new model (taking it rewrites ~/.codex/config.toml)",
+        },
+        {
+          screen: "Would you like to run the following command\\?",
+          asks: "codex asks permission to run a command",
+        },
+        {
+          screen: "Would you like to make the following edits\\?",
+          asks: "codex asks permission to edit files",
+        },
+      ],
+      events: { args: ["-c", CODEX_NOTIFY], format: "codex-notify" },
     },
     install: "npm install -g @openai/codex (or: brew install --cask codex)",
     docs: {
@@ -169,9 +241,12 @@ export const PRESETS: Readonly<Record<PresetName, AgentPreset>> = {
     model_flag: "--model",
     interactive: {
       argv: ["aider", ...AIDER_HOUSEKEEPING, "--yes-always"],
+      trust: [],
       // Its input prompt: an optional edit-format prefix, optional "multi", then "> " at line end.
       waiting: "(^|\\n)[a-z-]*( multi)?> ?$",
       busy: null,
+      dialogs: [],
+      events: null,
     },
     install: "python -m pip install aider-install && aider-install (or: pipx install aider-chat)",
     docs: {
@@ -202,10 +277,14 @@ export const PRESETS: Readonly<Record<PresetName, AgentPreset>> = {
     output: "gemini-json",
     model_flag: "--model",
     interactive: {
-      argv: ["gemini", "--approval-mode", "auto_edit", "--skip-trust"],
+      argv: ["gemini", "--approval-mode", "auto_edit"],
+      // Trusts the folder for this session only (nothing is saved).
+      trust: ["--skip-trust"],
       // The empty input box's placeholder.
       waiting: "Type your message or @path/to/file",
       busy: null,
+      dialogs: [],
+      events: null,
     },
     install: "npm install -g @google/gemini-cli (or: brew install gemini-cli)",
     docs: {
@@ -237,8 +316,15 @@ export const PRESETS: Readonly<Record<PresetName, AgentPreset>> = {
     model_flag: "--model",
     interactive: {
       argv: ["opencode"],
-      waiting: null,
-      busy: null,
+      // No trust question at 1.18.
+      trust: [],
+      // The home screen's placeholder (its example varies); after a turn the box is empty under the
+      // agent line, which then ends with the turn's duration.
+      waiting: "Ask anything…|▣ +\\S.* · \\d+(\\.\\d+)?m?s\\s",
+      // The footer while a turn runs (its spinner moves).
+      busy: "esc interrupt",
+      dialogs: [{ screen: "△ Permission required", asks: "opencode asks permission to use a tool" }],
+      events: null,
     },
     install:
       "npm install -g opencode-ai (or: curl -fsSL https://opencode.ai/install | bash, brew install anomalyco/tap/opencode)",

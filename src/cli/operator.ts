@@ -453,7 +453,7 @@ function formatStatus(view: StatusView, registry: string | null): string {
     for (const t of run.tasks)
       if (t.waiting_since)
         lines.push(
-          `  ${t.id}: waiting for input since ${t.waiting_since}; answer: termorch send ${t.id} TEXT --run ${run.run_id}`,
+          `  ${t.id}: waiting for input since ${t.waiting_since}${t.waiting_for ? ` (${t.waiting_for})` : ""}; answer: termorch send ${t.id} TEXT --run ${run.run_id}`,
         );
     lines.push("");
   }

@@ -58,6 +58,12 @@ export const NotifyEvent = z
       ...Common,
       task_id: z.string(),
       since: z.string().describe("Since when the agent has been waiting for input (ISO 8601)"),
+      asks: z
+        .string()
+        .nullable()
+        .describe(
+          "What it waits for, as termorch recognised it (a question of its CLI, its next message, an unrecognised screen)",
+        ),
     }),
     z.strictObject({
       event: z.literal("run.finished"),

@@ -17,6 +17,7 @@ export const Reason = z.enum([
   "agent_error",
   "setup",
   "no_changes",
+  "prompt_not_delivered",
 ]);
 export type Reason = z.infer<typeof Reason>;
 

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { AgentResult, Usage } from "./agent-result.js";
+import { StateSource } from "./agent-state.js";
 import { AttemptHost } from "./attempt-host.js";
 import { Reason, TaskState } from "./reason.js";
 
@@ -53,7 +54,7 @@ export const TaskReport = z.strictObject({
   artifacts: z.array(z.string()),
   exit_code: z.number().int().nullable(),
   reason: Reason.nullable().describe(
-    "Why the task did not succeed; null when it did. `exit_code`, `timeout`, `signal`: how its agent ended; `launch_error`: its agent or worktree could not be started; `validation`: a gate after the agent failed (secrets, commit, required_artifacts, allowed_paths, tests_cmd); `setup`: its `setup_cmd` failed (exit code not 0, timed out, or its exit status was lost), so no agent was started (the `setup` gate names its logs); `dependency_failed`: skipped because a dependency did not succeed; `conflict`: its dependencies' branches conflict; `cancelled`: the run was cancelled or stopped (--fail-fast); `lost`: its session or worktree vanished without an exit record; `agent_error`: its agent's CLI reported an error in its output while exiting 0 (see `agent_result`); `no_changes`: its agent exited 0 having changed nothing in its worktree and produced none of its required_artifacts (the `changes` gate; `expect_changes: false` allows it)",
+    "Why the task did not succeed; null when it did. `exit_code`, `timeout`, `signal`: how its agent ended; `launch_error`: its agent or worktree could not be started; `validation`: a gate after the agent failed (secrets, commit, required_artifacts, allowed_paths, tests_cmd); `setup`: its `setup_cmd` failed (exit code not 0, timed out, or its exit status was lost), so no agent was started (the `setup` gate names its logs); `dependency_failed`: skipped because a dependency did not succeed; `conflict`: its dependencies' branches conflict; `cancelled`: the run was cancelled or stopped (--fail-fast); `lost`: its session or worktree vanished without an exit record; `agent_error`: its agent's CLI reported an error in its output while exiting 0 (see `agent_result`); `no_changes`: its agent exited 0 having changed nothing in its worktree and produced none of its required_artifacts (the `changes` gate; `expect_changes: false` allows it); `prompt_not_delivered`: an interactive task's prompt was pasted into its agent's input prompt and the agent did not take it (no hook, no busy screen) in time: `detail` quotes its screen",
   ),
   detail: z.string().nullable(),
   attempts: z.number().int().min(0),
@@ -78,6 +79,11 @@ export const TaskReport = z.strictObject({
   dependencies: z.array(z.string()),
   agent_result: AgentResult.nullable(),
   usage: Usage.nullable(),
+  state_from: StateSource.nullable()
+    .optional()
+    .describe(
+      "Interactive tasks: where termorch learned its agent's state (prompt accepted, waiting for input, turn done): `hooks`, its CLI's own hooks or events, or `screen`, its screen matched against the preset's patterns; absent for other tasks",
+    ),
   hosts: z
     .array(AttemptHost)
     .optional()
@@ -107,7 +113,7 @@ export const Report = z.strictObject({
     failed_tasks: z
       .array(z.string())
       .describe(
-        "Tasks whose own attempt failed (reason exit_code, timeout, signal, launch_error, validation, setup, conflict, lost, agent_error or no_changes). Not the skipped or cancelled ones: they have their own lists.",
+        "Tasks whose own attempt failed (reason exit_code, timeout, signal, launch_error, validation, setup, conflict, lost, agent_error, no_changes or prompt_not_delivered). Not the skipped or cancelled ones: they have their own lists.",
       ),
     skipped_tasks: z
       .array(z.string())

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { AgentResult, Usage } from "./agent-result.js";
+import { StateSource } from "./agent-state.js";
 import { AttemptHost } from "./attempt-host.js";
 import { Reason, TaskState } from "./reason.js";
 import { Gate } from "./report.js";
@@ -41,6 +42,10 @@ export const TaskRun = z.strictObject({
   usage: Usage.nullable().default(null),
   /** An interactive task's agent waits for input since then (ms since the epoch); null: it does not. */
   waitingSince: z.number().nullable().default(null),
+  /** Interactive tasks: where its agent's state came from (its CLI's hooks, or its screen); null: not yet known. */
+  stateFrom: StateSource.nullable().default(null),
+  /** What it waits for (StatusFile's waiting_for); null when it does not. */
+  waitingFor: z.string().nullable().default(null),
   /** Scale-out: the worker and host of each attempt (empty in a local run). */
   hosts: z.array(AttemptHost).default([]),
 });

@@ -50,6 +50,8 @@ export const TaskView = z.strictObject({
   attach: AttachView.nullable(),
   /** An interactive task's agent waits for input since then (ISO time its screen went still); null otherwise. */
   waiting_since: z.string().nullable().default(null),
+  /** What it waits for (a question of its CLI, its next message, an unrecognised screen); null otherwise. */
+  waiting_for: z.string().nullable().default(null),
   /** Scale-out: the worker and host its current attempt runs on, and how to watch it there; null in a local run. */
   remote: z
     .strictObject({ worker: z.string(), host: z.string(), attach: z.string() })

@@ -42,5 +42,12 @@ export const StatusFile = z.strictObject({
     .describe(
       "Interactive tasks: since when (ISO time its screen last changed) it waits for input; null when it does not",
     ),
+  waiting_for: z
+    .string()
+    .nullable()
+    .optional()
+    .describe(
+      "Interactive tasks: what the agent waits for, as termorch recognised it (a question of its CLI: trust, a notice, a permission; its next message after a finished turn; or a screen termorch does not recognise, quoted); null when it does not wait",
+    ),
 });
 export type StatusFile = z.infer<typeof StatusFile>;

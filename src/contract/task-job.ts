@@ -57,6 +57,7 @@ export const TaskJobProgress = z.strictObject({
   attempt: z.number().int().min(0),
   state: z.enum(["pending", "running", "success", "failed", "skipped"]),
   waiting_since: z.number().nullable(),
+  waiting_for: z.string().nullable().default(null),
   /** The current attempt's logs in the worker's task folder (what LogChunk.log names). */
   logs: z.strictObject({ stdout: z.string(), stderr: z.string() }).nullable(),
 });

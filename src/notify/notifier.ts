@@ -65,8 +65,8 @@ export class Notifier {
     });
   }
 
-  taskWaitingInput(taskId: string, since: number): void {
-    this.send({ event: "task.waiting_input", task_id: taskId, since: new Date(since).toISOString() });
+  taskWaitingInput(taskId: string, since: number, asks: string | null): void {
+    this.send({ event: "task.waiting_input", task_id: taskId, since: new Date(since).toISOString(), asks });
   }
 
   /** Queues the run's last event and waits until it and everything before it went out. */

@@ -88,6 +88,7 @@ async function taskView(
         ? { termorch: attachHint(state.run_id, t.id), tmux: rawAttachHint(state.socket, t.session) }
         : null,
     waiting_since: s === "running" ? iso(t.waitingSince) : null,
+    waiting_for: s === "running" && t.waitingSince !== null ? t.waitingFor : null,
     remote: remoteView(t),
     wave: waveOf(state, t.id),
     usage: t.usage,

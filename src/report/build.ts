@@ -114,6 +114,7 @@ export function taskReport(t: TaskRun, outputLog: "stdout" | "stderr"): TaskRepo
     dependencies: t.dependencies,
     agent_result: t.agentResult,
     usage: t.usage,
+    ...(t.stateFrom !== null ? { state_from: t.stateFrom } : {}),
     ...(t.hosts.length > 0 ? { hosts: t.hosts } : {}),
   };
 }

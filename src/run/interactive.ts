@@ -1,5 +1,17 @@
-import { existsSync, rmSync, statSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import {
+  closeSync,
+  existsSync,
+  fstatSync,
+  mkdirSync,
+  openSync,
+  readSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
+import { dirname, join } from "node:path";
+import { type AgentEvent, parseStateEvents, type StateEventFormat } from "../agent/state-events.js";
+import type { StateSource } from "../contract/agent-state.js";
 import { finishFileOf } from "../fs/private-dir.js";
 import type { RunningAttempt } from "../runner/task-runner.js";
 import type { RunContext } from "./context.js";
@@ -93,6 +105,8 @@ export class ReadyDetector {
 export interface InteractiveWatch {
   /** Why termorch ended the agent as done (`termorch finish`, done_when), or null. */
   readonly endedAsDone: string | null;
+  /** Why termorch ended the agent as failed (its prompt was never taken), or null. */
+  readonly failure: { reason: "prompt_not_delivered"; detail: string } | null;
   /** Stops sampling (the attempt ended, or the run lets go of it). */
   dispose(): void;
 }
@@ -177,10 +191,62 @@ function doneWhenAppeared(path: string, since: number): boolean {
   return st?.isFile() === true && st.mtimeMs >= since;
 }
 
+/** The longest wait, after the prompt's Enter, for the agent to show it took the prompt. */
+export const DELIVERY_TIMEOUT_MS = 60_000;
+
 /**
- * Watches one attempt of an interactive task until dispose(): pastes the prompt once (a marker in
- * the attempt folder keeps an adopted attempt from getting it twice), marks the task waiting for
- * input and not, and ends the agent as done on `termorch finish` or `done_when`.
+ * The screen's last non-empty lines, for a message that quotes it (what the operator would have
+ * seen); the redactor runs over it where it is written.
+ */
+export function screenQuote(screen: string, lines = 12): string {
+  const kept = screen
+    .split("\n")
+    .map((l) => l.trimEnd())
+    .filter((l) => l.trim() !== "");
+  return kept.slice(-lines).join(" ⏎ ").slice(-1500);
+}
+
+/** Reads the state events a CLI appended to its events file since the last read. */
+class EventsReader {
+  private offset = 0;
+  private partial = "";
+
+  constructor(
+    private readonly file: string,
+    private readonly format: StateEventFormat,
+  ) {}
+
+  read(): AgentEvent[] {
+    let fd: number;
+    try {
+      fd = openSync(this.file, "r");
+    } catch {
+      return [];
+    }
+    try {
+      const size = fstatSync(fd).size;
+      if (size <= this.offset) return [];
+      const buf = Buffer.alloc(size - this.offset);
+      readSync(fd, buf, 0, buf.length, this.offset);
+      this.offset = size;
+      const text = this.partial + buf.toString("utf8");
+      const cut = text.lastIndexOf("\n");
+      this.partial = cut < 0 ? text : text.slice(cut + 1);
+      return cut < 0 ? [] : parseStateEvents(this.format, text.slice(0, cut));
+    } finally {
+      closeSync(fd);
+    }
+  }
+}
+
+/**
+ * Watches one attempt of an interactive task until dispose(). Never answers for the user: the
+ * prompt is pasted once (a marker in the attempt folder keeps an adopted attempt from getting it
+ * twice) and only over the CLI's own input prompt; a question of the CLI's (trust, a notice, a
+ * permission), or a screen a preset's patterns do not recognise, is reported as waiting for input,
+ * saying what is asked. After the paste, the agent must show it took the prompt (a hook, its busy
+ * screen, or its input prompt back on a changed screen), else the attempt fails quoting the screen.
+ * Its state comes from its CLI's own events where it sends them, else from its screen.
  */
 export function watchInteractive(
   ctx: RunContext,
@@ -197,10 +263,26 @@ export function watchInteractive(
     waiting: plan.waiting,
     busy: plan.busy,
   });
+  const busyRe = plan.busy === null ? null : new RegExp(plan.busy);
+  const promptRe = plan.waiting === null ? null : new RegExp(plan.waiting);
+  const dialogs = plan.dialogs.map((d) => ({ re: new RegExp(d.screen), asks: d.asks }));
+  const events = plan.events ? new EventsReader(plan.events.file, plan.events.format) : null;
+  // A fresh attempt reads only its own events (an adopted one reads them all again: harmless).
+  if (plan.events) {
+    mkdirSync(dirname(plan.events.file), { recursive: true, mode: 0o700 });
+    if (!existsSync(pastedMarker)) rmSync(plan.events.file, { force: true });
+  }
   const startedAt = ctx.now();
-  let pasted = existsSync(pastedMarker);
+  let phase: "before" | "delivering" | "delivered" = existsSync(pastedMarker) ? "delivered" : "before";
   let pasting = false;
+  let enterAt = 0;
+  let screenAtEnter = "";
   let endedAsDone: string | null = null;
+  let failure: InteractiveWatch["failure"] = null;
+  /** What the task is marked waiting for now (null: not waiting), and whether hooks said so. */
+  let asked: { asks: string; by: StateSource } | null = null;
+  let lastScreen: string | null = null;
+  let changedAt = startedAt;
   // Events go out in order, one at a time.
   let chain: Promise<void> = Promise.resolve();
   const queue = (f: () => Promise<void>): void => {
@@ -212,8 +294,24 @@ export function watchInteractive(
     });
   };
 
+  const decided = (by: StateSource): void => {
+    if (t.stateFrom === "hooks" || t.stateFrom === by) return;
+    t.stateFrom = by;
+  };
+  const ask = (asks: string, by: StateSource, since: number): void => {
+    if (asked?.asks === asks) return;
+    asked = { asks, by };
+    decided(by);
+    queue(() => markWaiting(ctx, t, since, asks, by));
+  };
+  const unask = (): void => {
+    if (asked === null) return;
+    asked = null;
+    queue(() => markWaiting(ctx, t, null));
+  };
+
   const end = (why: string): void => {
-    if (endedAsDone !== null) return;
+    if (endedAsDone !== null || failure !== null) return;
     endedAsDone = why;
     rmSync(finishFile, { force: true });
     queue(async () => {
@@ -222,9 +320,27 @@ export function watchInteractive(
     void running.stop(ctx.killGraceMs);
   };
 
-  const paste = (readyScreen: boolean): void => {
+  const undelivered = (screen: string): void => {
+    if (endedAsDone !== null || failure !== null) return;
+    failure = {
+      reason: "prompt_not_delivered",
+      detail: `its prompt was pasted into ${p.agent}'s input prompt and the agent did not take it within ${DELIVERY_TIMEOUT_MS / 1000} s (no hook, no busy screen); its screen: ${screenQuote(screen)}`,
+    };
+    void running.stop(ctx.killGraceMs);
+  };
+
+  const delivered = (by: StateSource): void => {
+    phase = "delivered";
+    decided(by);
+    queue(async () => {
+      await ctx.ledger.append("task.prompt_delivered", { attempt: t.attempts, by }, t.id);
+    });
+  };
+
+  const paste = (screen: string, readyScreen: boolean): void => {
     pasting = true;
     sub.fast = false;
+    unask();
     queue(async () => {
       try {
         await ctx.runner.paste(running.session, p.prompt.file);
@@ -234,10 +350,12 @@ export function watchInteractive(
           { task: t.id, err: error instanceof Error ? error.message : String(error) },
           "could not paste the prompt",
         );
-        pasted = true;
+        phase = "delivered";
         return;
       }
-      pasted = true;
+      phase = "delivering";
+      enterAt = ctx.now();
+      screenAtEnter = screen;
       await ctx.ledger.append("task.prompt_pasted", { attempt: t.attempts, screen_ready: readyScreen }, t.id);
       try {
         writeFileSync(pastedMarker, "", { mode: 0o600 });
@@ -247,22 +365,88 @@ export function watchInteractive(
     });
   };
 
+  /** What shows that the agent took its prompt: a hook, its busy screen or a question of its, or its input prompt back on a changed screen; null: nothing yet. */
+  const deliveredBy = (
+    news: AgentEvent[],
+    screen: string,
+    asking: boolean,
+    at: number,
+  ): StateSource | null => {
+    if (news.some((e) => e.kind === "prompt" || e.kind === "turn_done")) return "hooks";
+    if (busyRe?.test(screen) || asking) return "screen";
+    // An agent of the user's own, with no patterns: all its screen can say is that it moved on.
+    if (promptRe === null && busyRe === null && screen !== screenAtEnter) return "screen";
+    // A turn quicker than a sample shows only as the prompt back on a new screen.
+    if (promptRe?.test(screen) && screen !== screenAtEnter && at - changedAt >= SETTLE_MS) return "screen";
+    return null;
+  };
+
+  const onScreen = (screen: string, at: number) => {
+    if (screen !== lastScreen) {
+      lastScreen = screen;
+      changedAt = at;
+    }
+    const news = events?.read() ?? [];
+    const dialog = dialogs.find((d) => d.re.test(screen)) ?? null;
+    if (phase === "before") {
+      if (pasting) return;
+      if (dialog) return ask(dialog.asks, "screen", changedAt);
+      // An agent of the user's own (no known input prompt): a ready screen, or the prompt anyway after 30 s.
+      if (promptRe === null) {
+        if (ready.observe(screen, at)) paste(screen, true);
+        else if (at - startedAt >= READY_TIMEOUT_MS) paste(screen, false);
+        return;
+      }
+      if (ready.observe(screen, at) && !busyRe?.test(screen)) return paste(screen, true);
+      // Still blank: the CLI is starting, it asks nothing yet.
+      if (screen.trim() !== "" && at - changedAt >= plan.waitingAfterS * 1000 && !promptRe.test(screen))
+        return ask(
+          `a screen termorch does not recognise as ${p.agent}'s input prompt (nothing was typed): ${screenQuote(screen, 4)}`,
+          "screen",
+          changedAt,
+        );
+      if (asked && screen !== "" && at === changedAt) unask();
+      return;
+    }
+    if (phase === "delivering") {
+      const by = deliveredBy(news, screen, dialog !== null, at);
+      if (by === null) {
+        if (at - enterAt >= DELIVERY_TIMEOUT_MS) undelivered(screen);
+        return;
+      }
+      delivered(by);
+    }
+    for (const e of news) {
+      if (e.kind === "prompt") unask();
+      else if (e.kind === "waiting") ask(e.asks, "hooks", at);
+      else
+        ask(
+          `its turn is done: it waits for its next message (termorch send ${t.id} TEXT) or termorch finish ${t.id}`,
+          "hooks",
+          at,
+        );
+    }
+    if (dialog) return ask(dialog.asks, "screen", changedAt);
+    if (events) {
+      // Hooks say when it waits; a busy screen says it works again (an answer typed in the pane).
+      if (asked?.by === "hooks" && busyRe?.test(screen)) unask();
+      else if (asked?.by === "screen" && at === changedAt) unask();
+      return;
+    }
+    const change = waiting.observe(screen, at);
+    if (change?.waiting) ask("input: its screen has not changed for a while", "screen", change.since);
+    else if (change) unask();
+  };
+
   const sub: Subscriber = {
     session: running.session,
-    fast: !pasted,
+    fast: phase === "before",
     onScreen(screen, at) {
-      if (endedAsDone !== null || screen === null) return;
+      if (endedAsDone !== null || failure !== null || screen === null) return;
       if (existsSync(finishFile)) return end("finish");
       if (plan.doneWhen !== null && doneWhenAppeared(plan.doneWhen, t.attemptStartedAt ?? startedAt))
         return end("done_when");
-      if (!pasted) {
-        if (pasting) return;
-        if (ready.observe(screen, at)) paste(true);
-        else if (at - startedAt >= READY_TIMEOUT_MS) paste(false);
-        return;
-      }
-      const change = waiting.observe(screen, at);
-      if (change) queue(() => markWaiting(ctx, t, change.waiting ? change.since : null));
+      onScreen(screen, at);
     },
   };
   const remove = samplerOf(ctx).add(sub);
@@ -271,9 +455,13 @@ export function watchInteractive(
     get endedAsDone() {
       return endedAsDone;
     },
+    get failure() {
+      return failure;
+    },
     dispose() {
       remove();
       t.waitingSince = null;
+      t.waitingFor = null;
     },
   };
 }

@@ -241,8 +241,8 @@ async function recordProgress(
     await transition(ctx, t, { to: "running" });
     return;
   }
-  if (t.state === "running" && pr.waiting_since !== t.waitingSince)
-    await markWaiting(ctx, t, pr.waiting_since);
+  if (t.state === "running" && (pr.waiting_since !== t.waitingSince || pr.waiting_for !== t.waitingFor))
+    await markWaiting(ctx, t, pr.waiting_since, pr.waiting_for);
 }
 
 /**

@@ -372,6 +372,9 @@ async function watchAttempt(
   // Ended by termorch as done (`termorch finish`, done_when): its exit counts as exit 0.
   const done = interactive?.endedAsDone && !timedOut && !stopped && !record.launch_failed;
   if (done) return { record, reason: null, detail: null };
+  // Ended by termorch because it never took its prompt.
+  const failure = !timedOut && !stopped ? interactive?.failure : null;
+  if (failure) return { record, reason: failure.reason, detail: ctx.redactor.redact(failure.detail) };
   const outcome = classifyExit(
     record.detail === undefined ? record : { ...record, detail: ctx.redactor.redact(record.detail) },
     { timeoutS: timedOut ? (p.timeoutS ?? null) : null, stopped },

@@ -138,6 +138,7 @@ export async function runTaskJob(job: TaskJob, w: WorkerPlace, d: JobDelivery): 
       attempt: t.attempts,
       state: t.state,
       waiting_since: t.waitingSince,
+      waiting_for: t.waitingFor,
       logs: t.logs,
     };
     const key = JSON.stringify(progress);

@@ -1,7 +1,9 @@
 import { join, posix } from "node:path";
 import { substitute } from "../agent/command.js";
 import { agentEnvironment } from "../agent/environment.js";
+import type { KnownDialog } from "../agent/presets.js";
 import type { OutputFormat } from "../agent/results.js";
+import type { StateEventFormat } from "../agent/state-events.js";
 import type { Config } from "../contract/config.js";
 import { taskBranch, taskWorktree } from "../fs/names.js";
 import type { ResolvedTask, RunInput } from "../input/assignments-file.js";
@@ -73,6 +75,10 @@ export interface InteractivePlan {
   /** The preset's screen patterns (regex sources), or null. */
   waiting: string | null;
   busy: string | null;
+  /** Questions its CLI asks, recognised on the screen. */
+  dialogs: readonly KnownDialog[];
+  /** Its CLI's state events: their format and the file they are appended to; null: screen only. */
+  events: { format: StateEventFormat; file: string } | null;
   /** Absolute path whose appearance ends the agent as done; null: none declared. */
   doneWhen: string | null;
 }
@@ -111,11 +117,16 @@ function planTask(input: RunInput, r: ResolvedTask, place: PlanPlace): TaskPlan 
   const inRepo = (paths: readonly string[]): string[] =>
     prefix ? paths.map((p) => posix.join(prefix, p)) : [...paths];
   const timeoutS = timeoutOf(input, r);
+  // Private too: what the agent's hooks record may quote its prompt.
+  const eventsFile = join(place.runDir, ".termorch", place.runId, "events", `${task.id}.jsonl`);
   const interactive: InteractivePlan | null = task.interactive
     ? {
         waitingAfterS: task.waiting_after_s ?? input.config.defaults.waiting_after_s,
         waiting: agent.interactive.waiting,
         busy: agent.interactive.busy,
+        dialogs: agent.interactive.dialogs,
+        events:
+          agent.interactive.events === null ? null : { format: agent.interactive.events, file: eventsFile },
         doneWhen: task.done_when === undefined ? null : join(cwd, task.done_when),
       }
     : null;
@@ -155,6 +166,7 @@ function planTask(input: RunInput, r: ResolvedTask, place: PlanPlace): TaskPlan 
         TERMORCH_WORKSPACE: cwd,
         TERMORCH_ARTIFACTS_DIR: artifactsDir,
         TERMORCH_PROMPT_FILE: promptFile,
+        ...(task.interactive && agent.interactive.events ? { TERMORCH_AGENT_EVENTS: eventsFile } : {}),
       },
       config: input.config,
     }).env,

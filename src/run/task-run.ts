@@ -28,6 +28,8 @@ export function newTaskRun(id: string, agent: string, dependencies: string[], ar
     agentResult: null,
     usage: null,
     waitingSince: null,
+    waitingFor: null,
+    stateFrom: null,
     hosts: [],
   };
 }

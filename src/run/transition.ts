@@ -1,4 +1,5 @@
 import { basename } from "node:path";
+import type { StateSource } from "../contract/agent-state.js";
 import type { Reason } from "../contract/reason.js";
 import type { StatusFile } from "../contract/status.js";
 import type { RunContext } from "./context.js";
@@ -40,16 +41,27 @@ export async function transition(ctx: RunContext, t: TaskRun, change: TaskTransi
  * still; null: it changed again). Not a change of state: the running status file is rewritten
  * with it, the ledger records it, and a wait is notified.
  */
-export async function markWaiting(ctx: RunContext, t: TaskRun, since: number | null): Promise<void> {
+export async function markWaiting(
+  ctx: RunContext,
+  t: TaskRun,
+  since: number | null,
+  asks: string | null = null,
+  by: StateSource | null = null,
+): Promise<void> {
   t.waitingSince = since;
+  t.waitingFor = since === null ? null : asks;
   await ctx.ledger.append(
     since === null ? "task.input_resumed" : "task.waiting_input",
-    { attempt: t.attempts, ...(since === null ? {} : { since: new Date(since).toISOString() }) },
+    {
+      attempt: t.attempts,
+      ...(since === null ? {} : { since: new Date(since).toISOString(), asks }),
+      ...(by ? { by } : {}),
+    },
     t.id,
   );
   ctx.journal.write(t);
   if (t.state === "running") ctx.status.set(statusOf(ctx, t, "running"));
-  if (since !== null) ctx.notifier.taskWaitingInput(t.id, since);
+  if (since !== null) ctx.notifier.taskWaitingInput(t.id, since, asks);
   ctx.onChange();
 }
 
@@ -59,6 +71,7 @@ function statusOf(ctx: RunContext, t: TaskRun, state: StatusFile["state"]): Stat
       ? {
           waiting_input: t.waitingSince !== null,
           waiting_since: t.waitingSince === null ? null : new Date(t.waitingSince).toISOString(),
+          waiting_for: t.waitingFor === null ? null : ctx.redactor.redact(t.waitingFor),
         }
       : {};
   // A scale-out task's session is on its worker's tmux server, on that worker's host.

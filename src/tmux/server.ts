@@ -27,6 +27,11 @@ interface BatchItem {
   reject: (error: unknown) => void;
 }
 
+/** After a paste, how long the screen must hold still before Enter, how often it is looked at, and the longest wait. */
+const PASTE_SETTLE_MS = 150;
+const PASTE_POLL_MS = 30;
+const PASTE_DRAWN_MS = 3000;
+
 /**
  * Text as it may be pasted: without control characters other than tab and line breaks. An ESC
  * would let the text end the bracketed paste itself (`ESC[201~`) and type the rest as keys, into
@@ -388,6 +393,7 @@ export class TmuxServer {
     const text = pastable(await readFile(file, "utf8"));
     // Empty: Enter alone (accepting a default is an answer too); tmux refuses an empty buffer.
     if (text !== "") {
+      const before = await this.screenOf(name);
       const dir = await mkdtemp(join(tmpdir(), "termorch-paste-"));
       try {
         const clean = join(dir, "text");
@@ -400,10 +406,34 @@ export class TmuxServer {
       } finally {
         await rm(dir, { recursive: true, force: true });
       }
+      await this.drawn(name, before);
     }
-    // A separate client: the application reads the paste's end before Enter arrives, so a
-    // TUI that debounces input does not take Enter as part of the pasted text.
     await this.command(["send-keys", "-t", `=${name}:`, "Enter"]);
+  }
+
+  private async screenOf(name: string): Promise<string | null> {
+    return (await this.captureScreens([name])).get(name) ?? null;
+  }
+
+  /**
+   * Waits until the application has drawn what was pasted (its screen changed, then held still
+   * for PASTE_SETTLE_MS), at most PASTE_DRAWN_MS. TUIs that tell a paste from typing by timing
+   * take an Enter that arrives with the paste's last bytes as a line break (Gemini CLI 0.61 does,
+   * within about 40 ms): it must come once the paste has been taken.
+   */
+  private async drawn(name: string, before: string | null): Promise<void> {
+    const deadline = Date.now() + PASTE_DRAWN_MS;
+    let last = before;
+    let stillSince = Date.now();
+    while (Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, PASTE_POLL_MS));
+      const now = await this.screenOf(name);
+      if (now === null) return;
+      if (now !== last) {
+        last = now;
+        stillSince = Date.now();
+      } else if (now !== before && Date.now() - stillSince >= PASTE_SETTLE_MS) return;
+    }
   }
 
   /**

@@ -236,7 +236,9 @@ function detailLine(view: StatusView, key: TaskKey | null, width: number, now: n
   const { run, task: t } = found;
   const parts = [`${t.id} (${t.agent}) of ${run.run_id}`];
   if (t.waiting_since)
-    parts.push(`waiting for input for ${duration(Math.max(0, now - Date.parse(t.waiting_since)))}`);
+    parts.push(
+      `waiting for input for ${duration(Math.max(0, now - Date.parse(t.waiting_since)))}${t.waiting_for ? `: ${t.waiting_for}` : ""}`,
+    );
   if (t.reason) parts.push(`${t.reason}${t.exit_code !== null ? ` ${t.exit_code}` : ""}`);
   if (t.detail) parts.push(t.detail);
   if (t.remote) parts.push(`on ${t.remote.worker}@${t.remote.host}`);

@@ -1,3 +1,5 @@
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import type { Protocol } from "./model-server.js";
 
 /**
@@ -15,6 +17,11 @@ export interface CliRecipe {
    * (`environment.env_vars`), as a user passes a secret; it must never reach a file termorch writes.
    */
   keyVar: string;
+  /**
+   * What a user of this CLI has in HOME after its first start, before termorch is involved (the
+   * CLI writes it on every start otherwise, which the HOME snapshot would count).
+   */
+  seedHome?(home: string): void;
 }
 
 export const SECRET = "sk-termorch-test-7f3a9c1e5b";
@@ -38,6 +45,11 @@ export const RECIPES: Record<CliRecipe["preset"], CliRecipe> = {
     preset: "codex",
     protocol: "responses",
     keyVar: "TERMORCH_TEST_KEY",
+    // codex 0.171 writes this on each TUI start unless it is there.
+    seedHome(home) {
+      mkdirSync(join(home, ".codex"), { recursive: true });
+      writeFileSync(join(home, ".codex", "config.toml"), "[tui]\nscreen_reader_detection_done = true\n");
+    },
     agent: (url) => ({
       env: {},
       args: [
@@ -45,8 +57,24 @@ export const RECIPES: Record<CliRecipe["preset"], CliRecipe> = {
         "model_provider=termorch-test",
         "-c",
         `model_providers.termorch-test={name="termorch-test", base_url="${url}/v1", env_key="TERMORCH_TEST_KEY", wire_api="responses", request_max_retries=0, stream_max_retries=0}`,
+        // In codex's catalog, so its tools include apply_patch (an unknown model gets only a shell).
+        "-m",
+        "gpt-5.5",
+        // Nothing but the model server: no analytics, plugins' lookups or update check.
         "-c",
-        "model=gpt-5",
+        "analytics.enabled=false",
+        "-c",
+        "features.plugins=false",
+        "-c",
+        "check_for_update_on_startup=false",
+        // The TUI offers gpt-5.5's successor at start (taking it rewrites config.toml): this user
+        // has seen the offer, as a user who answered it once has.
+        "-c",
+        'notice.model_migrations={"gpt-5.5"="gpt-6-sol"}',
+        "-c",
+        'tui.model_availability_nux={"gpt-6.1-sol"=99}',
+        "-c",
+        "tui.animations=false",
       ],
     }),
   },
@@ -65,6 +93,14 @@ export const RECIPES: Record<CliRecipe["preset"], CliRecipe> = {
     preset: "opencode",
     protocol: "chat",
     keyVar: "TERMORCH_TEST_KEY",
+    // opencode 1.18 writes this on each start unless it is there.
+    seedHome(home) {
+      mkdirSync(join(home, ".config", "opencode"), { recursive: true });
+      writeFileSync(
+        join(home, ".config", "opencode", ".gitignore"),
+        "node_modules\npackage.json\npackage-lock.json\nbun.lock\n.gitignore",
+      );
+    },
     agent: (url) => ({
       env: {
         OPENCODE_CONFIG_CONTENT: JSON.stringify({
@@ -80,6 +116,10 @@ export const RECIPES: Record<CliRecipe["preset"], CliRecipe> = {
           share: "disabled",
         }),
         OPENCODE_DISABLE_AUTOUPDATE: "1",
+        // Nothing but the model server: no models.dev list, no LSP or plugin downloads.
+        OPENCODE_DISABLE_MODELS_FETCH: "1",
+        OPENCODE_DISABLE_LSP_DOWNLOAD: "1",
+        npm_config_offline: "true",
       },
     }),
   },

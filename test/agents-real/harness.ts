@@ -26,8 +26,25 @@ export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..")
 const BIN = join(ROOT, "bin", "termorch.js");
 export const CLI_BIN = join(ROOT, "test", "agents-real", "node_modules", ".bin");
 
-/** The folders and files in HOME where the pinned CLIs keep their configuration and state. */
-export const CLI_FILES = [".claude.json", ".claude", ".codex", ".gemini", ".config/opencode"];
+/**
+ * The user's own configuration of the pinned CLIs in HOME: their settings, logins, and the
+ * answers to their questions (trust, notices, model offers, API keys). termorch must never change
+ * them. Each CLI also keeps its sessions, logs, caches and bundled skills there, which any start
+ * of it writes, by hand or through termorch: those are not the user's configuration.
+ */
+export const CLI_FILES = [
+  ".claude.json",
+  ".claude/settings.json",
+  ".claude/settings.local.json",
+  ".codex/config.toml",
+  ".codex/auth.json",
+  ".gemini/settings.json",
+  ".gemini/trustedFolders.json",
+  ".config/opencode/opencode.json",
+  ".config/opencode/opencode.jsonc",
+  ".config/opencode/config.json",
+  ".config/opencode/.gitignore",
+];
 
 export interface World {
   home: string;
@@ -35,6 +52,8 @@ export interface World {
   socket: string;
   /** PATH for termorch and its agents: the pinned CLIs first. */
   path: string;
+  /** The environment termorch runs with (and its agents start from). */
+  env(extra?: Record<string, string>): Record<string, string>;
   /** A temp folder holding a git repository `repo/` with one commit and a context file. */
   workspace(context?: string): { dir: string; repo: string };
   termorch(
@@ -45,7 +64,7 @@ export interface World {
     stdout: string;
     stderr: string;
   }>;
-  /** Content hash of every file under the CLIs' places in HOME (CLI_FILES). */
+  /** Content hash of each of the CLIs' configuration files in HOME (CLI_FILES) that exists. */
   cliFiles(): Map<string, string>;
   dispose(): void;
 }
@@ -74,6 +93,7 @@ export function makeWorld(tag: string): World {
     tmp,
     socket,
     path,
+    env,
     workspace(context = "# task\n") {
       const dir = mkdtempSync(join(tmp, "ws-"));
       const repo = join(dir, "repo");

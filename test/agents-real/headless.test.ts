@@ -94,7 +94,11 @@ describe.each(Object.values(RECIPES))("$preset, headless", (recipe) => {
       // counted alike whichever way the CLI counts cached input.
       expect(t.usage).toMatchObject({ input_tokens: 1210, output_tokens: 85, cache_read_tokens: 400 });
     }
-    expect(report.summary.usage).toMatchObject({ input_tokens: 2420, output_tokens: 170, cache_read_tokens: 800 });
+    expect(report.summary.usage).toMatchObject({
+      input_tokens: 2420,
+      output_tokens: 170,
+      cache_read_tokens: 800,
+    });
     // B's requests carry A's summary: termorch put it in B's prompt.
     const bRequests = server.requests.slice(before).filter((q) => q.main && q.text.includes("WRITE-FILE B"));
     expect(bRequests.length).toBeGreaterThan(0);

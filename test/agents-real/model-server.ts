@@ -97,7 +97,9 @@ export async function startModelServer(initial: Script): Promise<ModelServer> {
     }
     const protocol = protocolOf(req.method ?? "GET", path);
     const tools = protocol ? toolsOf(protocol, body) : [];
-    const main = tools.some((t) => t.role === "write" || t.role === "shell");
+    // codex's TUI asks for a thread title with its tools declared and a JSON schema for the answer.
+    const titleRequest = isObject(body) && JSON.stringify(body.text ?? "").includes("codex_output_schema");
+    const main = !titleRequest && tools.some((t) => t.role === "write" || t.role === "shell");
     const steps = typeof script === "function" ? script(text) : script;
     const stepIndex = main ? Math.min(toolResultsIn(protocol!, body), steps.length - 1) : null;
     requests.push({
@@ -121,7 +123,9 @@ export async function startModelServer(initial: Script): Promise<ModelServer> {
     if (path.endsWith("/count_tokens")) return json(200, { input_tokens: 1 });
     if (path.endsWith(":countTokens")) return json(200, { totalTokens: 1 });
     const step: Step =
-      stepIndex === null ? { reply: "ok", usage: { input: 0, output: 0 } } : steps[stepIndex]!;
+      stepIndex !== null
+        ? steps[stepIndex]!
+        : { reply: titleRequest ? '{"title":"termorch test"}' : "ok", usage: { input: 0, output: 0 } };
     if ("fail" in step) return fail(protocol, step);
     const action = actionOf(step, tools, cwdOf(text));
     const stream = protocol === "gemini" ? path.includes(":streamGenerateContent") : body.stream === true;
@@ -268,7 +272,9 @@ function actionOf(step: Exclude<Step, { fail: number }>, tools: Tool[], cwd: str
     if (write?.params) return { kind: "call", tool: write, args: fileArgs(write.params, path, step.content) };
     const patch = tools.find((t) => PATCH_TOOLS.test(t.name));
     if (patch) {
+      // Each + line is a line of the file: the content's last line break is the last line's own.
       const text = `*** Begin Patch\n*** Add File: ${step.write}\n${step.content
+        .replace(/\n$/, "")
         .split("\n")
         .map((l) => `+${l}`)
         .join("\n")}\n*** End Patch\n`;
@@ -451,7 +457,11 @@ const respond: Record<Protocol, (action: Action, stream: boolean, model: string)
             };
     const apiUsage = {
       input_tokens: usage.input,
-      input_tokens_details: { cached_tokens: usage.cacheRead ?? 0 },
+      // codex 0.171 reads cache writes here (its cache_write_input_tokens).
+      input_tokens_details: {
+        cached_tokens: usage.cacheRead ?? 0,
+        cache_write_tokens: usage.cacheWrite ?? 0,
+      },
       output_tokens: usage.output,
       output_tokens_details: { reasoning_tokens: 0 },
       total_tokens: usage.input + usage.output,

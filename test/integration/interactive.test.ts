@@ -217,7 +217,11 @@ describe("interactive tasks", () => {
     expect(r.exitCode).toBe(0);
     const rows = JSON.parse(r.stdout) as { name: string; interactive_argv: string[] }[];
     const by = new Map(rows.map((row) => [row.name, row.interactive_argv]));
-    expect(by.get("claude")).toEqual(["claude", "--permission-mode", "acceptEdits", "--model", "opus"]);
+    // The hooks that report its state come per invocation, before the config's choices.
+    const claude = by.get("claude")!;
+    expect(claude.slice(0, 4)).toEqual(["claude", "--permission-mode", "acceptEdits", "--settings"]);
+    expect(JSON.parse(claude[4]!)).toHaveProperty("hooks.Stop");
+    expect(claude.slice(5)).toEqual(["--model", "opus"]);
     expect(by.get("istub")).toEqual([STUB]);
   });
 

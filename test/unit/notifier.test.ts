@@ -24,13 +24,13 @@ function notifier(
 }
 
 describe("Notifier", () => {
-  it("sends task.waiting_input with since, in the event schema", async () => {
+  it("sends task.waiting_input with since and what is asked, in the event schema", async () => {
     const lines: string[] = [];
     const { n } = notifier(async (_event, line) => {
       lines.push(line);
       return null;
     });
-    n.taskWaitingInput("t1", T0 - 30_000);
+    n.taskWaitingInput("t1", T0 - 30_000, "Claude Code asks whether to trust this folder");
     await n.drained();
     expect(lines.map((l) => NotifyEvent.parse(JSON.parse(l)))).toEqual([
       {
@@ -41,6 +41,7 @@ describe("Notifier", () => {
         time: "2026-01-02T03:04:05.000Z",
         task_id: "t1",
         since: "2026-01-02T03:03:35.000Z",
+        asks: "Claude Code asks whether to trust this folder",
       },
     ]);
   });
@@ -56,7 +57,7 @@ describe("Notifier", () => {
       return null;
     });
     n.taskFailed({ id: "a", reason: "exit_code", detail: `token ${SECRET} leaked`, attempts: 2 });
-    n.taskWaitingInput("b", T0);
+    n.taskWaitingInput("b", T0, null);
     await new Promise((r) => setImmediate(r));
     expect(log).toEqual(["start task.failed"]);
     release();
@@ -88,7 +89,7 @@ describe("Notifier", () => {
       { command: ["notify"], events: ["task.waiting_input"] },
     );
     n.taskFailed({ id: "a", reason: "timeout", detail: null, attempts: 1 });
-    n.taskWaitingInput("a", T0);
+    n.taskWaitingInput("a", T0, null);
     await n.drained();
     expect(seen).toEqual(["task.waiting_input"]);
   });
@@ -101,7 +102,7 @@ describe("Notifier", () => {
       throw new Error("broken");
     });
     n.taskFailed({ id: "a", reason: "timeout", detail: null, attempts: 1 });
-    n.taskWaitingInput("a", T0);
+    n.taskWaitingInput("a", T0, null);
     await n.drained();
     expect(seen).toEqual(["task.failed", "task.waiting_input"]);
     expect(failures).toEqual([

@@ -24,6 +24,7 @@ function task(id: string): TaskView {
     session_live: true,
     attach: null,
     waiting_since: null,
+    waiting_for: null,
     remote: null,
     wave: 1,
     usage: null,

@@ -186,7 +186,14 @@
     const live = t.state === "running" && t.session_live;
     const time = t.state === "running" ? t.elapsed_ms : t.duration_ms;
     const waiting = t.waiting_since
-      ? h("span", { class: "waiting", title: `since ${clock(t.waiting_since)}` }, "waiting for input")
+      ? h(
+          "span",
+          {
+            class: "waiting",
+            title: `since ${clock(t.waiting_since)}${t.waiting_for ? `: ${t.waiting_for}` : ""}`,
+          },
+          t.waiting_for ? `waiting: ${t.waiting_for}` : "waiting for input",
+        )
       : null;
     const button = t.session_exists
       ? h(

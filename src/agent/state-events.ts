@@ -1,0 +1,98 @@
+/**
+ * An interactive CLI's own account of its state, from the events its hooks or notify program
+ * appended to `$TERMORCH_AGENT_EVENTS` (one JSON document a line; docs/agents.md names each
+ * CLI's events and where they were checked). Pure: text in, events out.
+ */
+export type StateEventFormat = "claude-hooks" | "codex-notify" | "gemini-hooks" | "opencode-plugin";
+
+export type AgentEvent =
+  /** The CLI took a message: the prompt was delivered. */
+  | { kind: "prompt" }
+  /** It stopped for its user: a permission, a question. */
+  | { kind: "waiting"; asks: string }
+  /** Its turn is over: it waits for the next message. */
+  | { kind: "turn_done" };
+
+type Json = Record<string, unknown>;
+const isObject = (v: unknown): v is Json => typeof v === "object" && v !== null && !Array.isArray(v);
+const str = (v: unknown): string | null => (typeof v === "string" && v.trim() !== "" ? v.trim() : null);
+
+/** The events in complete lines of `text` (a line still being written is left for the next read). */
+export function parseStateEvents(format: StateEventFormat, text: string): AgentEvent[] {
+  const out: AgentEvent[] = [];
+  for (const line of text.split("\n")) {
+    let value: unknown;
+    try {
+      value = JSON.parse(line);
+    } catch {
+      continue;
+    }
+    if (!isObject(value)) continue;
+    const event = EVENT_OF[format](value);
+    if (event) out.push(event);
+  }
+  return out;
+}
+
+const EVENT_OF: Record<StateEventFormat, (e: Json) => AgentEvent | null> = {
+  // Claude Code hooks (given with --settings): the hook's input on stdin.
+  "claude-hooks": (e) => {
+    switch (e.hook_event_name) {
+      case "UserPromptSubmit":
+        return { kind: "prompt" };
+      case "Notification":
+        return { kind: "waiting", asks: str(e.message) ?? "Claude Code needs your attention" };
+      case "PermissionRequest":
+        return {
+          kind: "waiting",
+          asks: `Claude Code asks permission to use ${str(e.tool_name) ?? "a tool"}`,
+        };
+      case "Stop":
+        return { kind: "turn_done" };
+      default:
+        return null;
+    }
+  },
+  // codex's notify program: its one event, agent-turn-complete. The thread title it asks the model
+  // for in a side turn also ends with one; its input is the title request, not the user's message.
+  "codex-notify": (e) => {
+    if (e.type !== "agent-turn-complete") return null;
+    const inputs = Array.isArray(e["input-messages"]) ? e["input-messages"] : [];
+    if (
+      inputs.some((m) => typeof m === "string" && m.startsWith("Generate a concise, single-line task title"))
+    )
+      return null;
+    return { kind: "turn_done" };
+  },
+  // Gemini CLI hooks: the hook's input on stdin.
+  "gemini-hooks": (e) => {
+    switch (e.hook_event_name) {
+      case "BeforeAgent":
+        return { kind: "prompt" };
+      case "Notification":
+        return { kind: "waiting", asks: str(e.message) ?? "Gemini CLI needs your attention" };
+      case "AfterAgent":
+        return { kind: "turn_done" };
+      default:
+        return null;
+    }
+  },
+  // termorch's opencode plugin: the bus events it forwards.
+  "opencode-plugin": (e) => {
+    const props = isObject(e.properties) ? e.properties : {};
+    switch (e.type) {
+      case "message.updated":
+        return isObject(props.info) && props.info.role === "user" ? { kind: "prompt" } : null;
+      case "permission.asked":
+      case "permission.updated":
+        return {
+          kind: "waiting",
+          asks: `opencode asks permission: ${str(props.title) ?? str(props.type) ?? "a tool"}`,
+        };
+      case "session.idle":
+        return { kind: "turn_done" };
+      default:
+        return null;
+    }
+  },
+};

@@ -1,0 +1,125 @@
+// Every preset's interactive form, the real CLI in a real tmux pane, driven by termorch as a user
+// drives it: the prompt goes in only at the CLI's own input prompt and is seen to be taken, the
+// agent's state comes from its hooks where it has them, a question of the CLI's is reported and
+// never answered, and the CLI's files in HOME are byte-identical before and after.
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { execa, type ResultPromise } from "execa";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { StatusFile } from "../../src/contract/status.js";
+import { type CliRecipe, RECIPES, SECRET } from "./clis.js";
+import { makeWorld, ROOT, readReport, type World } from "./harness.js";
+import { type ModelServer, type Step, startModelServer } from "./model-server.js";
+
+const world: World = makeWorld("interactive");
+let server: ModelServer;
+beforeAll(async () => {
+  server = await startModelServer([{ reply: "nothing scripted" }]);
+  for (const r of Object.values(RECIPES)) r.seedHome?.(world.home);
+});
+afterAll(async () => {
+  await server.close();
+  world.dispose();
+});
+
+function prepare(
+  recipe: CliRecipe,
+  task: Record<string, unknown>,
+): { dir: string; repo: string; file: string; config: string } {
+  const { dir, repo } = world.workspace("Create the file. WRITE-FILE I\n");
+  const config = join(dir, "termorch.json");
+  writeFileSync(config, JSON.stringify({ agents: { [recipe.preset]: recipe.agent(server.url) } }));
+  const file = join(dir, "assignments.json");
+  writeFileSync(
+    file,
+    JSON.stringify({
+      run_id: `i-${recipe.preset}-${Math.random().toString(36).slice(2, 8)}`,
+      tasks: [
+        {
+          id: "I",
+          agent: recipe.preset,
+          context_path: "ctx/task.md",
+          interactive: true,
+          waiting_after_s: 3,
+          timeout_s: 150,
+          ...task,
+        },
+      ],
+      environment: { workspace_dir: "repo", env_vars: [recipe.keyVar] },
+    }),
+  );
+  return { dir, repo, file, config };
+}
+
+/** `termorch run` in the background, as a user leaves it running in another terminal. */
+function start(recipe: CliRecipe, file: string, config: string): ResultPromise {
+  return execa(process.execPath, [join(ROOT, "bin", "termorch.js"), "run", file, "--config", config], {
+    reject: false,
+    cwd: world.tmp,
+    extendEnv: false,
+    env: world.env({ [recipe.keyVar]: SECRET }),
+    timeout: 170_000,
+  });
+}
+
+/** The task's running status file once it says the agent waits for input. */
+async function waiting(dir: string, what: string): Promise<StatusFile> {
+  const file = join(dir, "status", "I.running");
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    if (existsSync(file)) {
+      try {
+        const s = JSON.parse(readFileSync(file, "utf8")) as StatusFile;
+        if (s.waiting_since) return s;
+      } catch {
+        // Being replaced.
+      }
+    }
+    if (existsSync(join(dir, "execution_report.json")))
+      throw new Error(
+        `the run ended before ${what}: ${readFileSync(join(dir, "execution_report.json"), "utf8")}`,
+      );
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+const perTask = (text: string): Step[] => {
+  const task = /WRITE-FILE (\w+)/.exec(text)?.[1] ?? "unknown";
+  return [
+    { write: `${task}.txt`, content: `written for ${task}\n` },
+    { reply: `Done: wrote ${task}.txt`, usage: { input: 1200, output: 80, cacheRead: 400 } },
+  ];
+};
+
+describe.each(Object.values(RECIPES))("$preset, interactive", (recipe) => {
+  it("takes the prompt at its input prompt, works, waits, is finished and merged; HOME's CLI files unchanged", async () => {
+    server.setScript(perTask);
+    const before = world.cliFiles();
+    const { dir, repo, file, config } = prepare(recipe, {});
+    const run = start(recipe, file, config);
+    const status = await waiting(dir, "the agent to wait after its turn");
+    console.log("WAITING", JSON.stringify(status));
+    expect(status.waiting_for).toEqual(expect.any(String));
+    // The model saw the prompt, once, and wrote the file.
+    const prompts = server.mainRequests().filter((q) => q.text.includes("WRITE-FILE I"));
+    expect(prompts.length).toBeGreaterThan(0);
+    const finish = await world.termorch([
+      "finish",
+      "I",
+      "--run",
+      JSON.parse(readFileSync(file, "utf8")).run_id,
+    ]);
+    expect(finish.exitCode, finish.stderr).toBe(0);
+    const r = await run;
+    expect(r.exitCode, `${r.stderr}\n${readFileSync(join(dir, "execution_report.json"), "utf8")}`).toBe(0);
+    expect(readFileSync(join(repo, "I.txt"), "utf8")).toBe("written for I\n");
+    const task = readReport(dir).tasks[0]!;
+    expect(task.state_from).toEqual(expect.stringMatching(/^(hooks|screen)$/));
+    const ledger = readFileSync(join(dir, "events.jsonl"), "utf8");
+    expect(ledger).toContain('"task.prompt_delivered"');
+    const after = world.cliFiles();
+    console.log("CHANGED", [...after.keys()].filter((k) => after.get(k) !== before.get(k)).join(" "));
+    expect(world.cliFiles()).toEqual(before);
+  });
+});
