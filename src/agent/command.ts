@@ -60,6 +60,8 @@ export interface InteractiveAgent {
   dialogs: readonly KnownDialog[];
   /** How to read the state events its CLI appends to `$TERMORCH_AGENT_EVENTS`; null: it sends none. */
   events: StateEventFormat | null;
+  /** Environment of the interactive form (a CLI's per-invocation trust), under the agent's own `env`. */
+  env: Readonly<Record<string, string>>;
 }
 
 /** The agent definition a task uses: its explicit `command`, else the config's entry, else a preset of that name. */
@@ -76,7 +78,7 @@ export function agentFor(task: Pick<Task, "agent" | "command">, config: Config):
       preset: null,
       requires: null,
       scratch: [],
-      interactive: { command: task.command, waiting: null, busy: null, dialogs: [], events: null },
+      interactive: { command: task.command, waiting: null, busy: null, dialogs: [], events: null, env: {} },
     };
   }
   if (registered) return fromConfig(task.agent, registered);
@@ -117,7 +119,7 @@ function fromConfig(name: string, spec: AgentSpec): ResolvedAgent | undefined {
       preset: null,
       requires: null,
       scratch: [],
-      interactive: { command: spec.command, waiting: null, busy: null, dialogs: [], events: null },
+      interactive: { command: spec.command, waiting: null, busy: null, dialogs: [], events: null, env: {} },
     };
   const preset = spec.preset ?? PresetName.safeParse(name).data;
   return preset ? { ...fromPreset(preset, spec), source: "config" } : undefined;
@@ -142,7 +144,7 @@ function fromPreset(name: PresetName, spec: AgentSpec | undefined): ResolvedAgen
     interactive: {
       command: [
         ...p.interactive.argv,
-        ...p.interactive.trust,
+        ...p.interactive.trust.args,
         ...(p.interactive.events?.args ?? []),
         ...model,
         ...(spec?.args ?? []),
@@ -151,6 +153,7 @@ function fromPreset(name: PresetName, spec: AgentSpec | undefined): ResolvedAgen
       busy: p.interactive.busy,
       dialogs: p.interactive.dialogs,
       events: p.interactive.events?.format ?? null,
+      env: p.interactive.trust.env,
     },
   };
 }

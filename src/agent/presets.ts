@@ -39,10 +39,10 @@ export interface InteractiveForm {
   /** The whole command line, binary first; the prompt is pasted into the pane, never passed here. */
   argv: readonly string[];
   /**
-   * Flags that trust the task's worktree (`{workspace}`) for this invocation only, so the CLI
-   * does not ask: never the user's own configuration. Empty when the CLI needs none.
+   * Flags and environment that trust the task's worktree (`{workspace}`) for this invocation
+   * only, so the CLI does not ask: never the user's own configuration. Empty when it needs none.
    */
-  trust: readonly string[];
+  trust: { args: readonly string[]; env: Readonly<Record<string, string>> };
   /**
    * A regular expression (source, no flags) that matches the screen while the CLI's input prompt
    * waits for a message. termorch pastes the task's prompt only over a screen it matches (and
@@ -105,7 +105,7 @@ const APPEND_STDIN_EVENT = '{ cat; echo; } >> "$TERMORCH_AGENT_EVENTS"';
 /** Claude Code's hooks, given per invocation with `--settings` (a JSON string): never its settings files. */
 const CLAUDE_HOOKS = JSON.stringify({
   hooks: Object.fromEntries(
-    ["UserPromptSubmit", "Notification", "Stop"].map((event) => [
+    ["UserPromptSubmit", "Notification", "Stop", "StopFailure"].map((event) => [
       event,
       [{ hooks: [{ type: "command", command: APPEND_STDIN_EVENT }] }],
     ]),
@@ -118,6 +118,9 @@ const CLAUDE_HOOKS = JSON.stringify({
  */
 const CODEX_NOTIFY =
   'notify=["sh","-c","printf \'%s\\n\' \\"$1\\" >> \\"$TERMORCH_AGENT_EVENTS\\"","termorch-notify"]';
+
+/** A CLI that does not ask whether to trust its folder. */
+const NO_TRUST = { args: [], env: {} } as const;
 
 /** What aider must be told in both of its forms (the reasons are at its preset). */
 const AIDER_HOUSEKEEPING = [
@@ -149,11 +152,35 @@ export const PRESETS: Readonly<Record<PresetName, AgentPreset>> = {
     model_flag: "--model",
     interactive: {
       argv: ["claude", "--permission-mode", "acceptEdits"],
-      trust: [],
-      waiting: null,
-      // The footer hint shown while a turn runs (named in the CHANGELOG, not in the docs).
+      // 2.1's trust check gives way to this variable before it reads any project's answer (its
+      // one use in the CLI): this process, in termorch's worktree, is trusted; nothing is saved.
+      // Its hooks fire only in a trusted folder.
+      trust: { args: [], env: { CLAUDE_CODE_SANDBOXED: "1" } },
+      // The empty input line: ❯ and a no-break space (typed text follows it; the scrollback's
+      // prompts use a plain space). It stays drawn under a running turn, hence busy.
+      waiting: "(^|\\n)\u276f\u00a0 *(\\n|$)",
+      // The footer hint shown while a turn runs.
       busy: "esc to interrupt",
-      dialogs: [],
+      dialogs: [
+        {
+          screen: "Is this a project you created or one you trust",
+          asks: "Claude Code asks whether to trust this folder (answering saves it in ~/.claude.json)",
+        },
+        {
+          screen: "Do you want to use this API key\\?",
+          asks: "Claude Code asks whether to use the API key in ANTHROPIC_API_KEY (answering saves it in ~/.claude.json)",
+        },
+        {
+          screen:
+            "Choose the text style|Security notes:|Select login method|Unable to connect to Anthropic services",
+          asks: "Claude Code's first-run set-up (theme, login): run claude once yourself, then run the task again",
+        },
+        { screen: "Do you want to proceed\\?", asks: "Claude Code asks permission to run a command" },
+        {
+          screen: "Do you want to (make this edit|create) ",
+          asks: "Claude Code asks permission to edit a file",
+        },
+      ],
       events: { args: ["--settings", CLAUDE_HOOKS], format: "claude-hooks" },
     },
     install: "npm install -g @anthropic-ai/claude-code (or: curl -fsSL https://claude.ai/install.sh | bash)",
@@ -185,7 +212,7 @@ export const PRESETS: Readonly<Record<PresetName, AgentPreset>> = {
     interactive: {
       argv: ["codex", "--sandbox", "workspace-write", "--ask-for-approval", "on-request"],
       // An inline table: the dotted form does not keep the dialog away (0.171).
-      trust: ["-c", 'projects={"{workspace}"={trust_level="trusted"}}'],
+      trust: { args: ["-c", 'projects={"{workspace}"={trust_level="trusted"}}'], env: {} },
       // The empty composer's placeholder (U+203A); it stays drawn under a running turn, hence busy.
       waiting: "(^|\\n)\u203a Ask Codex to do anything",
       busy: "Working \\(.*esc to interrupt\\)",
@@ -241,7 +268,7 @@ export const PRESETS: Readonly<Record<PresetName, AgentPreset>> = {
     model_flag: "--model",
     interactive: {
       argv: ["aider", ...AIDER_HOUSEKEEPING, "--yes-always"],
-      trust: [],
+      trust: NO_TRUST,
       // Its input prompt: an optional edit-format prefix, optional "multi", then "> " at line end.
       waiting: "(^|\\n)[a-z-]*( multi)?> ?$",
       busy: null,
@@ -279,7 +306,7 @@ export const PRESETS: Readonly<Record<PresetName, AgentPreset>> = {
     interactive: {
       argv: ["gemini", "--approval-mode", "auto_edit"],
       // Trusts the folder for this session only (nothing is saved).
-      trust: ["--skip-trust"],
+      trust: { args: ["--skip-trust"], env: {} },
       // The empty input box's placeholder.
       waiting: "Type your message or @path/to/file",
       busy: null,
@@ -317,7 +344,7 @@ export const PRESETS: Readonly<Record<PresetName, AgentPreset>> = {
     interactive: {
       argv: ["opencode"],
       // No trust question at 1.18.
-      trust: [],
+      trust: NO_TRUST,
       // The home screen's placeholder (its example varies); after a turn the box is empty under the
       // agent line, which then ends with the turn's duration.
       waiting: "Ask anything…|▣ +\\S.* · \\d+(\\.\\d+)?m?s\\s",

@@ -49,6 +49,12 @@ const EVENT_OF: Record<StateEventFormat, (e: Json) => AgentEvent | null> = {
         };
       case "Stop":
         return { kind: "turn_done" };
+      // A turn that ended on an API error (Stop does not fire then).
+      case "StopFailure":
+        return {
+          kind: "waiting",
+          asks: `its turn failed: ${str(e.last_assistant_message) ?? str(e.error) ?? "an error"}`,
+        };
       default:
         return null;
     }

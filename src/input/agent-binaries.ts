@@ -4,6 +4,9 @@ import { InputError, type InputProblem } from "../errors.js";
 import { executableOnPath } from "../fs/executable.js";
 import type { RunInput } from "./assignments-file.js";
 
+/** Claude Code's permission bypass, which it refuses as root (2.1: "cannot be used with root/sudo privileges"). */
+const CLAUDE_BYPASS = "--dangerously-skip-permissions";
+
 /**
  * Every task whose agent is a preset needs the preset's CLI on the PATH the agent will get (the
  * environment's, or one the assignment or config sets), and a prompt: refused up front with what
@@ -12,6 +15,7 @@ import type { RunInput } from "./assignments-file.js";
 export function checkAgentBinaries(
   input: RunInput,
   processEnv: Readonly<Record<string, string | undefined>>,
+  uid: number | undefined = process.getuid?.(),
 ): void {
   const problems: InputProblem[] = [];
   for (const r of input.tasks) {
@@ -33,6 +37,20 @@ export function checkAgentBinaries(
       termorch: {},
       config: input.config,
     });
+    // Claude Code refuses its bypass as root (exit 1, every task), unless told it runs in a sandbox.
+    if (
+      uid === 0 &&
+      r.agent.preset === "claude" &&
+      !r.task.interactive &&
+      bypasses(r.agent.command) &&
+      env.IS_SANDBOX !== "1"
+    )
+      problems.push({
+        file: input.file,
+        field: `tasks[${input.assignments.tasks.indexOf(r.task)}].agent`,
+        task: r.task.id,
+        message: `agent "${r.task.agent}" runs claude with ${CLAUDE_BYPASS}, which Claude Code refuses to run as root; run termorch as another user, drop dangerously_bypass_permissions, or, inside a sandbox or container, give the agent IS_SANDBOX=1 (its env)`,
+      });
     if (binaryOnPath(needs.binary, env.PATH)) continue;
     problems.push({
       file: input.file,
@@ -47,6 +65,13 @@ export function checkAgentBinaries(
       "Install the agents' CLIs (or fix PATH), give them a prompt, and run again; nothing was started.",
       input.runId,
     );
+}
+
+/** Whether a claude command line skips its permission checks (the flag, or the mode it stands for). */
+function bypasses(argv: readonly string[]): boolean {
+  return argv.some(
+    (a, i) => a === CLAUDE_BYPASS || (a === "--permission-mode" && argv[i + 1] === "bypassPermissions"),
+  );
 }
 
 /** Whether an executable file of that name is in one of PATH's absolute folders. */

@@ -156,7 +156,7 @@ function planTask(input: RunInput, r: ResolvedTask, place: PlanPlace): TaskPlan 
     env: agentEnvironment({
       processEnv: place.processEnv,
       envVars: environment.env_vars,
-      agentEnv: agent.env,
+      agentEnv: interactive ? { ...agent.interactive.env, ...agent.env } : agent.env,
       taskEnv: task.env,
       termorch: {
         TERMORCH_RUN_ID: place.runId,

@@ -31,6 +31,17 @@ export const RECIPES: Record<CliRecipe["preset"], CliRecipe> = {
     preset: "claude",
     protocol: "anthropic",
     keyVar: "ANTHROPIC_API_KEY",
+    // A user who has run Claude Code before: its first-run set-up done, and the API key in
+    // ANTHROPIC_API_KEY approved when the TUI asked (it asks once per key).
+    seedHome(home) {
+      writeFileSync(
+        join(home, ".claude.json"),
+        JSON.stringify({
+          hasCompletedOnboarding: true,
+          customApiKeyResponses: { approved: [SECRET.slice(-20)], rejected: [] },
+        }),
+      );
+    },
     agent: (url) => ({
       env: {
         ANTHROPIC_BASE_URL: url,
@@ -38,6 +49,8 @@ export const RECIPES: Record<CliRecipe["preset"], CliRecipe> = {
         CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
         // One try per request: a failure test need not wait out its retries.
         CLAUDE_CODE_MAX_RETRIES: "0",
+        // The TUI's marketplace install looks up github.com and claude.ai otherwise.
+        CLAUDE_CODE_DISABLE_OFFICIAL_MARKETPLACE_AUTOINSTALL: "1",
       },
     }),
   },

@@ -123,7 +123,7 @@ export function makeWorld(tag: string): World {
         const st = statSync(p, { throwIfNoEntry: false });
         if (!st) return;
         if (st.isDirectory()) for (const e of readdirSync(p)) walk(join(p, e));
-        else out.set(relative(home, p), createHash("sha256").update(readFileSync(p)).digest("hex"));
+        else out.set(relative(home, p), createHash("sha256").update(decisionsOf(home, p)).digest("hex"));
       };
       for (const f of CLI_FILES) walk(join(home, f));
       return out;
@@ -138,6 +138,26 @@ export function makeWorld(tag: string): World {
       rmSync(tmp, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * A file's bytes, but for ~/.claude.json, which Claude Code rewrites on every start (start counts,
+ * ids, per-project session data): there, what the user decided (set-up done, API keys approved or
+ * rejected, folders trusted).
+ */
+function decisionsOf(home: string, path: string): Buffer | string {
+  const bytes = readFileSync(path);
+  if (relative(home, path) !== ".claude.json") return bytes;
+  const c = JSON.parse(bytes.toString("utf8")) as {
+    hasCompletedOnboarding?: boolean;
+    customApiKeyResponses?: unknown;
+    projects?: Record<string, { hasTrustDialogAccepted?: boolean }>;
+  };
+  const trusted = Object.entries(c.projects ?? {})
+    .filter(([, p]) => p.hasTrustDialogAccepted)
+    .map(([dir]) => dir)
+    .sort();
+  return JSON.stringify([c.hasCompletedOnboarding ?? null, c.customApiKeyResponses ?? null, trusted]);
 }
 
 export function readReport(dir: string): Report {

@@ -132,3 +132,35 @@ describe.each(Object.values(RECIPES))("$preset, headless", (recipe) => {
     expect(readFileSync(join(repo, ".git", "HEAD"), "utf8")).toBe(head);
   });
 });
+
+describe("claude's permission bypass as root", () => {
+  it("is refused up front (exit 2, nothing started) unless the agent says IS_SANDBOX=1, as the CLI itself requires", async () => {
+    const recipe = RECIPES.claude;
+    server.setScript(perTask);
+    const { dir, repo, file } = prepare(recipe, [{ id: "R", context: "Create the file. WRITE-FILE R\n" }]);
+    const bypass = (extra: Record<string, string>): void => {
+      const entry = recipe.agent(server.url);
+      writeFileSync(
+        join(dir, "termorch.json"),
+        JSON.stringify({
+          agents: {
+            claude: { ...entry, env: { ...entry.env, ...extra }, dangerously_bypass_permissions: true },
+          },
+        }),
+      );
+    };
+    bypass({});
+    const refused = await run(recipe, dir, file);
+    if (process.getuid?.() === 0) {
+      expect(refused.exitCode).toBe(2);
+      expect(refused.stderr).toContain("refuses to run as root");
+      expect(refused.stderr).toContain("IS_SANDBOX=1");
+      expect(readdirSync(join(dir))).not.toContain("logs");
+      // Claude Code lets its bypass run as root in a sandbox: so does termorch.
+      bypass({ IS_SANDBOX: "1" });
+    }
+    const r = await run(recipe, dir, file);
+    expect(r.exitCode, r.stderr).toBe(0);
+    expect(readFileSync(join(repo, "R.txt"), "utf8")).toBe("written for R\n");
+  });
+});

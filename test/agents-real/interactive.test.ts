@@ -99,7 +99,6 @@ describe.each(Object.values(RECIPES))("$preset, interactive", (recipe) => {
     const { dir, repo, file, config } = prepare(recipe, {});
     const run = start(recipe, file, config);
     const status = await waiting(dir, "the agent to wait after its turn");
-    console.log("WAITING", JSON.stringify(status));
     expect(status.waiting_for).toEqual(expect.any(String));
     // The model saw the prompt, once, and wrote the file.
     const prompts = server.mainRequests().filter((q) => q.text.includes("WRITE-FILE I"));
@@ -118,8 +117,6 @@ describe.each(Object.values(RECIPES))("$preset, interactive", (recipe) => {
     expect(task.state_from).toEqual(expect.stringMatching(/^(hooks|screen)$/));
     const ledger = readFileSync(join(dir, "events.jsonl"), "utf8");
     expect(ledger).toContain('"task.prompt_delivered"');
-    const after = world.cliFiles();
-    console.log("CHANGED", [...after.keys()].filter((k) => after.get(k) !== before.get(k)).join(" "));
     expect(world.cliFiles()).toEqual(before);
   });
 });
