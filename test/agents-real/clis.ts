@@ -95,11 +95,18 @@ export const RECIPES: Record<CliRecipe["preset"], CliRecipe> = {
     preset: "gemini",
     protocol: "gemini",
     keyVar: "GEMINI_API_KEY",
+    // A user who chose "Gemini API key" as gemini's sign-in. Without a choice in settings, 0.61
+    // takes GOOGLE_GEMINI_BASE_URL for a "gateway" sign-in and refuses it (exit 41); its
+    // per-invocation system settings file is refused under a world-writable /tmp.
+    seedHome(home) {
+      mkdirSync(join(home, ".gemini"), { recursive: true });
+      writeFileSync(
+        join(home, ".gemini", "settings.json"),
+        JSON.stringify({ security: { auth: { selectedType: "gemini-api-key" } } }),
+      );
+    },
     agent: (url) => ({
-      env: {
-        GOOGLE_GEMINI_BASE_URL: url,
-        GEMINI_DEFAULT_AUTH_TYPE: "gemini-api-key",
-      },
+      env: { GOOGLE_GEMINI_BASE_URL: url },
     }),
   },
   opencode: {

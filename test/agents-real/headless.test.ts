@@ -13,6 +13,7 @@ const world: World = makeWorld("headless");
 let server: ModelServer;
 beforeAll(async () => {
   server = await startModelServer([{ reply: "nothing scripted" }]);
+  for (const r of Object.values(RECIPES)) r.seedHome?.(world.home);
 });
 afterAll(async () => {
   await server.close();
@@ -117,6 +118,8 @@ describe.each(Object.values(RECIPES))("$preset, headless", (recipe) => {
     expect(t.status).toBe("failed");
     expect(t.agent_result?.is_error).toBe(true);
     expect(t.agent_result?.summary).toContain("the request was refused");
+    // gemini exits with the HTTP status mod 256, its error object bare on stderr.
+    if (recipe.preset === "gemini") expect(t.exit_code).toBe(400 % 256);
     expect(r.stderr).toContain("the request was refused");
   });
 

@@ -97,9 +97,10 @@ export async function startModelServer(initial: Script): Promise<ModelServer> {
     }
     const protocol = protocolOf(req.method ?? "GET", path);
     const tools = protocol ? toolsOf(protocol, body) : [];
-    // codex's TUI asks for a thread title with its tools declared and a JSON schema for the answer.
-    const titleRequest = isObject(body) && JSON.stringify(body.text ?? "").includes("codex_output_schema");
-    const main = !titleRequest && tools.some((t) => t.role === "write" || t.role === "shell");
+    // Side requests that want JSON of a schema (titles, gemini's routing): codex's TUI asks for a
+    // thread title with its tools declared, so a schema makes a request a side one.
+    const schema = answerSchemaOf(body);
+    const main = schema === null && tools.some((t) => t.role === "write" || t.role === "shell");
     const steps = typeof script === "function" ? script(text) : script;
     const stepIndex = main ? Math.min(toolResultsIn(protocol!, body), steps.length - 1) : null;
     requests.push({
@@ -125,7 +126,10 @@ export async function startModelServer(initial: Script): Promise<ModelServer> {
     const step: Step =
       stepIndex !== null
         ? steps[stepIndex]!
-        : { reply: titleRequest ? '{"title":"termorch test"}' : "ok", usage: { input: 0, output: 0 } };
+        : {
+            reply: schema === null ? "ok" : JSON.stringify(sampleOf(schema)),
+            usage: { input: 0, output: 0 },
+          };
     if ("fail" in step) return fail(protocol, step);
     const action = actionOf(step, tools, cwdOf(text));
     const stream = protocol === "gemini" ? path.includes(":streamGenerateContent") : body.stream === true;
@@ -218,6 +222,39 @@ function toolsOf(protocol: Protocol, body: unknown): Tool[] {
   }
   // A patch tool writes files too: it makes the request a main one.
   return out.map((t) => (t.role === "patch" ? { ...t, role: "write" as const, params: t.params } : t));
+}
+
+/** The JSON Schema a request wants its answer in (each API names it its own way), or null. */
+function answerSchemaOf(body: unknown): Json | null {
+  if (!isObject(body)) return null;
+  const candidates = [
+    isObject(body.text) && isObject(body.text.format) ? body.text.format.schema : undefined,
+    isObject(body.output_config) && isObject(body.output_config.format)
+      ? body.output_config.format.schema
+      : undefined,
+    isObject(body.generationConfig)
+      ? (body.generationConfig.responseJsonSchema ?? body.generationConfig.responseSchema)
+      : undefined,
+    isObject(body.response_format) && isObject(body.response_format.json_schema)
+      ? body.response_format.json_schema.schema
+      : undefined,
+  ];
+  return (candidates.find(isObject) as Json | undefined) ?? null;
+}
+
+/** A value of the schema's shape: its required properties filled with plain values of their types. */
+function sampleOf(schema: unknown): unknown {
+  if (!isObject(schema)) return "termorch test";
+  const type = String(schema.type ?? "object").toLowerCase();
+  if (type === "object") {
+    const props = isObject(schema.properties) ? schema.properties : {};
+    return Object.fromEntries(Object.entries(props).map(([k, v]) => [k, sampleOf(v)]));
+  }
+  if (type === "array") return [];
+  if (type === "integer" || type === "number") return 1;
+  if (type === "boolean") return false;
+  if (Array.isArray(schema.enum) && schema.enum.length > 0) return schema.enum[0];
+  return "termorch test";
 }
 
 /** How many tool results the conversation holds: the index of the script's step to answer with. */
