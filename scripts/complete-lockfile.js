@@ -6,6 +6,7 @@
 // package gets an entry with its exact version and the os/cpu/libc it is for, so `npm ci`
 // accepts the lockfile and skips it on every other platform, as it does with complete ones.
 //   node scripts/complete-lockfile.js      (after any `npm install` that changed the lockfile)
+//   node scripts/complete-lockfile.js test/agents-real/package-lock.json   (another lockfile)
 import { readFileSync, writeFileSync } from "node:fs";
 
 const OS = [
@@ -31,8 +32,15 @@ const CPU = {
   loong64: "loong64",
 };
 
+// Names some packages use for an OS instead of Node's (opencode's "windows").
+const OS_ALIAS = { windows: "win32" };
+
 function platformOf(name) {
-  const parts = name.split("/").pop().split("-");
+  const parts = name
+    .split("/")
+    .pop()
+    .split("-")
+    .map((p) => OS_ALIAS[p] ?? p);
   const os = parts.find((p) => OS.includes(p));
   const cpu = parts.map((p) => CPU[p]).find(Boolean);
   if (!os || !cpu) return null;
@@ -44,7 +52,7 @@ function platformOf(name) {
   return { os: [os], cpu: [cpu], ...(libc ? { libc: [libc] } : {}) };
 }
 
-const path = new URL("../package-lock.json", import.meta.url);
+const path = process.argv[2] ?? new URL("../package-lock.json", import.meta.url);
 const lock = JSON.parse(readFileSync(path, "utf8"));
 let added = 0;
 for (const [key, entry] of Object.entries(lock.packages)) {

@@ -1,8 +1,9 @@
 // Installs the real agent CLIs of this folder's package.json on first use (npm run test:agents),
 // and again when the lockfile changed since: they take about 1.1 GB, so the main `npm ci` does not.
-// --ignore-scripts: every CLI pinned here runs from its published files (their install scripts
-// only fetch or link what the platform packages already hold), and no test dependency runs code
-// at install time.
+// --ignore-scripts: nothing is built or fetched at install time (gemini's optional node-pty and
+// keytar builds are not needed: it takes the prebuilt @lydell/node-pty). Two CLIs' own install
+// scripts are then run by name: they put the native binary of their platform package (installed
+// by npm, nothing downloaded) where their bin stub expects it.
 import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
@@ -21,4 +22,8 @@ execFileSync("npm", ["ci", "--ignore-scripts", "--no-audit", "--no-fund", "--log
   cwd: here,
   stdio: "inherit",
 });
+for (const script of ["@anthropic-ai/claude-code/install.cjs", "opencode-ai/postinstall.mjs"]) {
+  const path = join(here, "node_modules", script);
+  execFileSync(process.execPath, [path], { cwd: dirname(path), stdio: "inherit" });
+}
 writeFileSync(stamp, want);

@@ -120,3 +120,66 @@ describe.each(Object.values(RECIPES))("$preset, interactive", (recipe) => {
     expect(world.cliFiles()).toEqual(before);
   });
 });
+
+/** Questions each CLI asks before its input prompt, provoked on purpose: never answered. */
+const QUESTIONS: Array<{
+  preset: "claude" | "codex";
+  why: string;
+  asks: RegExp;
+  env?: Record<string, string>;
+}> = [
+  {
+    preset: "claude",
+    why: "an API key the user has not approved",
+    asks: /API key/,
+    // Not the key seedHome approved: Claude Code asks about each new key once.
+    env: { ANTHROPIC_API_KEY: "sk-termorch-another-key-0123456789abcdef" },
+  },
+  {
+    preset: "codex",
+    why: "the offer of a newer model, which this user has not seen",
+    asks: /new model/,
+  },
+];
+
+describe.each(QUESTIONS)("$preset asks about $why", ({ preset, asks, env }) => {
+  it("is reported as waiting_input saying what is asked; nothing is typed, nothing of the user's changes", async () => {
+    const recipe = RECIPES[preset];
+    server.setScript(perTask);
+    const before = world.cliFiles();
+    const seen = server.mainRequests().length;
+    const { dir, file } = prepare(recipe, {});
+    if (preset === "codex") {
+      // The same agent without the config line that says the user has seen codex's model offer.
+      const entry = recipe.agent(server.url);
+      const args = entry.args!.filter(
+        (a, i, all) => !a.startsWith("notice.") && !all[i + 1]?.startsWith("notice."),
+      );
+      writeFileSync(join(dir, "termorch.json"), JSON.stringify({ agents: { codex: { ...entry, args } } }));
+    }
+    const run = execa(
+      process.execPath,
+      [join(ROOT, "bin", "termorch.js"), "run", file, "--config", join(dir, "termorch.json")],
+      {
+        reject: false,
+        cwd: world.tmp,
+        extendEnv: false,
+        env: world.env({ [recipe.keyVar]: SECRET, ...env }),
+        timeout: 170_000,
+      },
+    );
+    const status = await waiting(dir, "the CLI's question to be reported");
+    expect(status.waiting_for).toMatch(asks);
+    const runId = (JSON.parse(readFileSync(file, "utf8")) as { run_id: string }).run_id;
+    const shown = await world.termorch(["status", runId]);
+    expect(shown.stdout).toMatch(asks);
+    // Nothing was typed into the question: the model never got the prompt.
+    expect(server.mainRequests().length).toBe(seen);
+    const cancel = await world.termorch(["cancel", runId]);
+    expect(cancel.exitCode, cancel.stderr).toBe(0);
+    const r = await run;
+    expect(r.exitCode).toBe(130);
+    expect(readReport(dir).tasks[0]).toMatchObject({ status: "failed", reason: "cancelled" });
+    expect(world.cliFiles()).toEqual(before);
+  });
+});
