@@ -25,6 +25,12 @@ export const SuccessCriteria = z.strictObject({
   required_artifacts: z.array(NoNul.min(1)).default([]),
   /** A command line run with `sh -c`; exit 0 means the gate passed. */
   tests_cmd: NoNul.min(1).optional(),
+  handoff: z
+    .boolean()
+    .optional()
+    .describe(
+      "An ALTO handoff: termorch pre-creates its template (Summary, Files Touched, How to Verify) at $TERMORCH_HANDOFF (artifacts/<id>/handoff.md), the handoff gate checks its sections and that every file it lists is one the task changed, and dependents' prompts include it. At the run level: the default of every task",
+    ),
 });
 export type SuccessCriteria = z.infer<typeof SuccessCriteria>;
 

@@ -1,5 +1,5 @@
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
-import { dirname, join } from "node:path";
+import { dirname, join, relative } from "node:path";
 import { inWorkspace, type RunContext } from "./context.js";
 import type { TaskPlan } from "./task-plan.js";
 import type { TaskRun } from "./task-run.js";
@@ -20,8 +20,24 @@ export async function writePrompt(ctx: RunContext, p: TaskPlan): Promise<void> {
 /** A task's prompt: its context file, and what its dependencies did. */
 export async function promptText(ctx: RunContext, p: TaskPlan): Promise<Buffer> {
   const context = readFileSync(p.prompt.context);
-  const section = p.dependencies.length ? await dependencySection(ctx, p) : "";
+  const section = (p.dependencies.length ? await dependencySection(ctx, p) : "") + handoffSection(p);
   return section ? Buffer.concat([context, Buffer.from(section)]) : context;
+}
+
+/** Where the agent leaves its handoff: an LLM reads its prompt, not its environment. */
+function handoffSection(p: TaskPlan): string {
+  if (!p.handoff) return "";
+  return [
+    "",
+    "",
+    "---",
+    "",
+    "## Your handoff",
+    "",
+    `When your work is done, edit the handoff at ${p.handoff} (also in $TERMORCH_HANDOFF): fill in its`,
+    "Summary, Files Touched (every file you changed, one per line, `- path`) and How to Verify sections.",
+    "",
+  ].join("\n");
 }
 
 async function dependencySection(ctx: RunContext, p: TaskPlan): Promise<string> {
@@ -43,6 +59,10 @@ async function dependencySection(ctx: RunContext, p: TaskPlan): Promise<string> 
       `- Files changed: ${(await changedBy(ctx, dep)) ?? "(not known: the workspace is not a git repository)"}`,
     );
     if (dep.branch) parts.push(`- Branch: ${dep.branch}`);
+    const depPlan = ctx.plans.get(id);
+    const kept = depPlan?.handoff ? join(depPlan.artifactsDir, "handoff.md") : null;
+    const text = kept ? readIfThere(kept) : null;
+    if (text) parts.push("", `Its handoff (${relative(ctx.runDir, kept!)}):`, "", text.trim());
   }
   return `${parts.join("\n")}\n`;
 }
@@ -59,6 +79,15 @@ async function changedBy(ctx: RunContext, dep: TaskRun): Promise<string | null> 
   return files.length > MAX_FILES_NAMED
     ? `${shown} … and ${files.length - MAX_FILES_NAMED} more (git diff ${dep.startCommit}..${dep.commit})`
     : shown;
+}
+
+/** A file's text (a dependency's handoff, redacted when its artifacts were collected), or null. */
+function readIfThere(path: string): string | null {
+  try {
+    return readFileSync(path, "utf8");
+  } catch {
+    return null;
+  }
 }
 
 /** A summary as one Markdown list item: its lines indented under it. */

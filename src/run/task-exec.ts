@@ -10,7 +10,7 @@ import {
   statSync,
 } from "node:fs";
 import { cp, stat, writeFile } from "node:fs/promises";
-import { join, relative } from "node:path";
+import { dirname, join, relative } from "node:path";
 import { type OutputFormat, parseAgentOutput } from "../agent/results.js";
 import { addUsage } from "../contract/agent-result.js";
 import type { Reason } from "../contract/reason.js";
@@ -25,6 +25,7 @@ import { redactFile, redactNames } from "../redact/redact-file.js";
 import type { ExitRecord, RunningAttempt } from "../runner/task-runner.js";
 import { inWorkspace, type RunContext } from "./context.js";
 import { killPoint, prepareHooks } from "./faults.js";
+import { checkHandoff, handoffTemplate } from "./handoff.js";
 import { watchInteractive } from "./interactive.js";
 import { type AttemptOutcome, classifyExit, coreGate } from "./outcome.js";
 import { writePrompt } from "./prompt.js";
@@ -229,6 +230,11 @@ async function runAttempt(ctx: RunContext, t: TaskRun, p: TaskPlan): Promise<Att
   if (t.attempts > 1) await killPoint(ctx.fault, "kill-after-retry-recorded", t.id);
   try {
     await writePrompt(ctx, p);
+    // Each attempt fills a fresh template, as it starts from a fresh worktree.
+    if (p.handoff) {
+      mkdirSync(dirname(p.handoff), { recursive: true });
+      await writeFile(p.handoff, handoffTemplate(t.id), { mode: 0o600 });
+    }
   } catch (error) {
     const detail = `could not write its prompt: ${ctx.redactor.redact(errorText(error))}`;
     return { record: null, reason: "launch_error", detail };
@@ -439,6 +445,11 @@ async function runGates(ctx: RunContext, t: TaskRun, p: TaskPlan): Promise<Attem
   const changes = await changesGate(ctx, t, p);
   gates.push(changes);
   if (changes.passed === false) return failed("no_changes", changes.detail);
+  if (p.handoff) {
+    const handoff = await handoffGate(ctx, t, p.handoff, join(p.artifactsDir, "handoff.md"));
+    gates.push(handoff);
+    if (!handoff.passed) return failed("validation", handoff.detail);
+  }
   const failures: string[] = [];
   if (required.length === 0)
     gates.push({ name: "required_artifacts", required: false, passed: null, detail: "none required" });
@@ -542,6 +553,38 @@ async function changesGate(ctx: RunContext, t: TaskRun, p: TaskPlan): Promise<Ga
       (p.criteria.requiredArtifacts.length ? " and produced none of its required artifacts" : "") +
       '; if that is its job, give the task or its agent "expect_changes": false',
   );
+}
+
+/**
+ * The ALTO handoff the agent filled in: its required sections there, and every file it lists
+ * under Files Touched one the task changed (those it left out are named, not held against it).
+ */
+async function handoffGate(ctx: RunContext, t: TaskRun, path: string, kept: string): Promise<Gate> {
+  const gate = (passed: boolean, detail: string): Gate => ({
+    name: "handoff",
+    required: true,
+    passed,
+    detail,
+  });
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch {
+    return gate(false, "its handoff ($TERMORCH_HANDOFF) is gone: the agent was to edit it, not remove it");
+  }
+  // Kept with the artifacts (redacted there): the report points to it and dependents read it.
+  if (kept !== path) await writeFile(kept, text, { mode: 0o600 });
+  const { missing, listed } = checkHandoff(text);
+  if (missing.length) return gate(false, `its handoff lacks ${missing.join(", ")} (filled in)`);
+  if (!ctx.git || !t.startCommit || !t.commit)
+    return gate(true, "sections present; Files Touched not checked: no git");
+  const changed = inWorkspace(ctx, await ctx.workspace.changedFiles(ctx.git.root, t.startCommit, t.commit));
+  const untouched = listed.filter((f) => !changed.includes(f));
+  const unlisted = changed.filter((f) => !listed.includes(f));
+  const leftOut = unlisted.length ? `; changed but not listed: ${unlisted.join(", ")}` : "";
+  if (untouched.length)
+    return gate(false, `its handoff lists files the task did not change: ${untouched.join(", ")}${leftOut}`);
+  return gate(true, `sections present, ${listed.length} files listed, all changed${leftOut}`);
 }
 
 /** Trailers naming the run and task on every commit termorch makes for a task. */

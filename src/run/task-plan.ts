@@ -59,6 +59,11 @@ export interface TaskPlan {
   memoryMb: number | undefined;
   /** An attempt that exits 0 having changed nothing and produced none of its required artifacts fails (no_changes). */
   expectChanges: boolean;
+  /**
+   * Where its ALTO handoff is pre-created for the agent to fill (`success_criteria.handoff`),
+   * `$TERMORCH_HANDOFF`; its gate keeps it as `artifacts/<id>/handoff.md`. null: none asked.
+   */
+  handoff: string | null;
   criteria: {
     /** Empty: none required. */
     requiredArtifacts: readonly string[];
@@ -94,6 +99,9 @@ export interface PlanPlace {
   worktreesDir?: string;
 }
 
+/** Where a task's handoff is, in its worktree (at the workspace's place in it). */
+export const HANDOFF_IN_WORKTREE = ".termorch/handoff.md";
+
 /** Resolves every task's plan; pure (names and paths only, nothing is touched). */
 export function planTasks(input: RunInput, place: PlanPlace): Map<string, TaskPlan> {
   return new Map(input.tasks.map((r) => [r.task.id, planTask(input, r, place)]));
@@ -117,6 +125,14 @@ function planTask(input: RunInput, r: ResolvedTask, place: PlanPlace): TaskPlan 
   const inRepo = (paths: readonly string[]): string[] =>
     prefix ? paths.map((p) => posix.join(prefix, p)) : [...paths];
   const timeoutS = timeoutOf(input, r);
+  // In the worktree, where every CLI's edit mode lets its agent write (claude and codex refuse
+  // paths outside it); never committed. A workspace that is no repository keeps it in the artifacts.
+  const wantsHandoff = task.success_criteria?.handoff ?? input.assignments.success_criteria.handoff ?? false;
+  const handoff = !wantsHandoff
+    ? null
+    : worktree === null
+      ? join(artifactsDir, "handoff.md")
+      : join(cwd, HANDOFF_IN_WORKTREE);
   // Private too: what the agent's hooks record may quote its prompt.
   const eventsFile = join(place.runDir, ".termorch", place.runId, "events", `${task.id}.jsonl`);
   const interactive: InteractivePlan | null = task.interactive
@@ -146,7 +162,7 @@ function planTask(input: RunInput, r: ResolvedTask, place: PlanPlace): TaskPlan 
     interactive,
     // A terminal transcript is not the CLI's JSON.
     output: interactive ? null : agent.output,
-    scratch: inRepo(agent.scratch),
+    scratch: inRepo(handoff && worktree !== null ? [...agent.scratch, HANDOFF_IN_WORKTREE] : agent.scratch),
     // An interactive agent is a terminal program: it gets the pane's terminal whatever its config says.
     tty: agent.tty || interactive !== null,
     cwd,
@@ -167,11 +183,13 @@ function planTask(input: RunInput, r: ResolvedTask, place: PlanPlace): TaskPlan 
         TERMORCH_ARTIFACTS_DIR: artifactsDir,
         TERMORCH_PROMPT_FILE: promptFile,
         ...(task.interactive && agent.interactive.events ? { TERMORCH_AGENT_EVENTS: eventsFile } : {}),
+        ...(handoff ? { TERMORCH_HANDOFF: handoff } : {}),
       },
       config: input.config,
     }).env,
     timeoutS,
     expectChanges: task.expect_changes ?? agent.expect_changes ?? true,
+    handoff,
     attempts: task.retries + 1,
     include,
     includeInRepo: inRepo(include),
