@@ -273,3 +273,91 @@ function aider(stdout: string): ParsedOutput {
   if (usage === null) return NONE;
   return { result: null, usage: usageOf({ ...usage, cost_usd: session }) };
 }
+
+/** Where an interactive CLI keeps its session's transcript, and how to read it. */
+export type TranscriptFormat = "claude-transcript" | "codex-rollout";
+
+/**
+ * An interactive session's result and usage from the transcript its CLI writes for itself (the
+ * file its hooks or notify name): Claude Code's session JSONL, codex's rollout JSONL.
+ */
+export function parseTranscript(format: TranscriptFormat, text: string): ParsedOutput {
+  return format === "claude-transcript" ? claudeTranscript(text) : codexRollout(text);
+}
+
+/**
+ * Claude Code writes one line per content block of a response, each repeating the message's
+ * usage: responses are counted once, by message id.
+ */
+function claudeTranscript(text: string): ParsedOutput {
+  const seen = new Set<string>();
+  const messages: Usage[] = [];
+  let summary: string | null = null;
+  let session: string | null = null;
+  let error = false;
+  for (const e of jsonLines(text)) {
+    session = str(e.sessionId) ?? session;
+    if (e.type !== "assistant" || !isObject(e.message)) continue;
+    const m = e.message;
+    const said = arr(m.content)
+      .filter(isObject)
+      .filter((c) => c.type === "text")
+      .map((c) => str(c.text) ?? "")
+      .join("");
+    if (said) {
+      summary = said;
+      error = e.isApiErrorMessage === true;
+    }
+    const id = str(m.id);
+    if (id === null || seen.has(id) || !isObject(m.usage)) continue;
+    seen.add(id);
+    const u = m.usage;
+    const cacheRead = count(u.cache_read_input_tokens);
+    const cacheWrite = count(u.cache_creation_input_tokens);
+    messages.push({
+      input_tokens: allInput(count(u.input_tokens), cacheRead, cacheWrite),
+      output_tokens: count(u.output_tokens),
+      cache_read_tokens: cacheRead,
+      cache_write_tokens: cacheWrite,
+      cost_usd: null,
+    });
+  }
+  if (summary === null && messages.length === 0) return NONE;
+  return {
+    result: { summary: capped(summary), session_id: session, is_error: error },
+    usage: usageOf(addUsage(messages)),
+  };
+}
+
+/** codex's rollout: the last token_count's running total for the thread, the last agent message. */
+function codexRollout(text: string): ParsedOutput {
+  let total: Json | null = null;
+  let summary: string | null = null;
+  let session: string | null = null;
+  for (const e of jsonLines(text)) {
+    const p = isObject(e.payload) ? e.payload : {};
+    if (e.type === "session_meta") session = str(p.id) ?? session;
+    if (e.type !== "event_msg") continue;
+    if (p.type === "token_count" && isObject(p.info) && isObject(p.info.total_token_usage))
+      total = p.info.total_token_usage;
+    else if (p.type === "task_complete") summary = str(p.last_agent_message) ?? summary;
+    else if (p.type === "agent_message") summary = str(p.message) ?? summary;
+  }
+  if (total === null && summary === null) return NONE;
+  const usage: Usage | null =
+    total === null
+      ? null
+      : {
+          input_tokens: count(total.input_tokens),
+          output_tokens: count(total.output_tokens),
+          cache_read_tokens: count(total.cached_input_tokens),
+          cache_write_tokens: count(total.cache_write_input_tokens),
+          cost_usd: null,
+        };
+  return {
+    result: { summary: capped(summary), session_id: session, is_error: false },
+    usage: usageOf(usage),
+  };
+}
+
+const arr = (v: unknown): unknown[] => (Array.isArray(v) ? v : []);

@@ -11,7 +11,10 @@ export type AgentEvent =
   /** It stopped for its user: a permission, a question. */
   | { kind: "waiting"; asks: string }
   /** Its turn is over: it waits for the next message. */
-  | { kind: "turn_done" };
+  | { kind: "turn_done" }
+  /** Where its session's transcript is (a file path), or the id that names it (codex's thread). */
+  | { kind: "transcript"; path: string }
+  | { kind: "thread"; id: string };
 
 type Json = Record<string, unknown>;
 const isObject = (v: unknown): v is Json => typeof v === "object" && v !== null && !Array.isArray(v);
@@ -30,6 +33,11 @@ export function parseStateEvents(format: StateEventFormat, text: string): AgentE
     if (!isObject(value)) continue;
     const event = EVENT_OF[format](value);
     if (event) out.push(event);
+    // Every Claude Code hook names its transcript; codex's notify names its thread.
+    const transcript = str(value.transcript_path);
+    if (transcript) out.push({ kind: "transcript", path: transcript });
+    const thread = event && format === "codex-notify" ? str(value["thread-id"]) : null;
+    if (thread) out.push({ kind: "thread", id: thread });
   }
   return out;
 }

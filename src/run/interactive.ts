@@ -4,12 +4,14 @@ import {
   fstatSync,
   mkdirSync,
   openSync,
+  readdirSync,
   readSync,
   rmSync,
   statSync,
   writeFileSync,
 } from "node:fs";
 import { dirname, join } from "node:path";
+import type { TranscriptFormat } from "../agent/results.js";
 import { type AgentEvent, parseStateEvents, type StateEventFormat } from "../agent/state-events.js";
 import type { StateSource } from "../contract/agent-state.js";
 import { finishFileOf } from "../fs/private-dir.js";
@@ -107,6 +109,8 @@ export interface InteractiveWatch {
   readonly endedAsDone: string | null;
   /** Why termorch ended the agent as failed (its prompt was never taken), or null. */
   readonly failure: { reason: "prompt_not_delivered"; detail: string } | null;
+  /** The transcript its CLI keeps of the session, when its events named one and it is there. */
+  transcript(): { format: TranscriptFormat; path: string } | null;
   /** Stops sampling (the attempt ended, or the run lets go of it). */
   dispose(): void;
 }
@@ -206,6 +210,32 @@ export function screenQuote(screen: string, lines = 12): string {
   return kept.slice(-lines).join(" ⏎ ").slice(-1500);
 }
 
+/**
+ * codex's rollout of a thread: `<CODEX_HOME>/sessions/YYYY/MM/DD/rollout-<time>-<thread>.jsonl`,
+ * newest days first (read only: it is the user's codex home).
+ */
+function findRollout(sessions: string, thread: string): string | null {
+  const suffix = `-${thread}.jsonl`;
+  const down = (dir: string, depth: number): string | null => {
+    let names: string[];
+    try {
+      names = readdirSync(dir).sort().reverse();
+    } catch {
+      return null;
+    }
+    for (const name of names) {
+      if (depth === 3) {
+        if (name.startsWith("rollout-") && name.endsWith(suffix)) return join(dir, name);
+        continue;
+      }
+      const found = down(join(dir, name), depth + 1);
+      if (found) return found;
+    }
+    return null;
+  };
+  return down(sessions, 0);
+}
+
 /** Reads the state events a CLI appended to its events file since the last read. */
 class EventsReader {
   private offset = 0;
@@ -282,6 +312,9 @@ export function watchInteractive(
   /** What the task is marked waiting for now (null: not waiting), and whether hooks said so. */
   let asked: { asks: string; by: StateSource } | null = null;
   let lastScreen: string | null = null;
+  /** The session's transcript, as the CLI's events named it (codex's by its thread's id). */
+  let transcript: { format: TranscriptFormat; path: string } | null = null;
+  let codexThread: string | null = null;
   let changedAt = startedAt;
   // Events go out in order, one at a time.
   let chain: Promise<void> = Promise.resolve();
@@ -387,6 +420,9 @@ export function watchInteractive(
       changedAt = at;
     }
     const news = events?.read() ?? [];
+    for (const e of news)
+      if (e.kind === "transcript") transcript = { format: "claude-transcript", path: e.path };
+      else if (e.kind === "thread") codexThread = e.id;
     const dialog = dialogs.find((d) => d.re.test(screen)) ?? null;
     if (phase === "before") {
       if (pasting) return;
@@ -419,7 +455,7 @@ export function watchInteractive(
     for (const e of news) {
       if (e.kind === "prompt") unask();
       else if (e.kind === "waiting") ask(e.asks, "hooks", at);
-      else
+      else if (e.kind === "turn_done")
         ask(
           `its turn is done: it waits for its next message (termorch send ${t.id} TEXT) or termorch finish ${t.id}`,
           "hooks",
@@ -457,6 +493,13 @@ export function watchInteractive(
     },
     get failure() {
       return failure;
+    },
+    transcript() {
+      if (transcript) return transcript;
+      if (codexThread === null) return null;
+      const home = p.env.CODEX_HOME ?? (p.env.HOME ? join(p.env.HOME, ".codex") : null);
+      const path = home ? findRollout(join(home, "sessions"), codexThread) : null;
+      return path ? { format: "codex-rollout", path } : null;
     },
     dispose() {
       remove();

@@ -11,7 +11,12 @@ import {
 } from "node:fs";
 import { cp, stat, writeFile } from "node:fs/promises";
 import { dirname, join, relative } from "node:path";
-import { type OutputFormat, parseAgentOutput } from "../agent/results.js";
+import {
+  type OutputFormat,
+  parseAgentOutput,
+  parseTranscript,
+  type TranscriptFormat,
+} from "../agent/results.js";
 import { addUsage } from "../contract/agent-result.js";
 import type { Reason } from "../contract/reason.js";
 import type { Gate } from "../contract/report.js";
@@ -195,6 +200,24 @@ function agentOutcome(
   };
 }
 
+/**
+ * An interactive agent's account of its work, from the transcript its CLI keeps of the session
+ * (redacted here: it is the CLI's file, not a log of termorch's).
+ */
+function readTranscript(
+  ctx: RunContext,
+  t: TaskRun,
+  transcript: { format: TranscriptFormat; path: string } | null,
+): void {
+  if (!transcript) return;
+  const { result, usage } = parseTranscript(
+    transcript.format,
+    ctx.redactor.redact(readLogTail(transcript.path)),
+  );
+  if (result) t.agentResult = result;
+  t.usage = addUsage([t.usage, usage]);
+}
+
 /** A log's text, or its last 16 MiB (a CLI's final result is at its end). */
 function readLogTail(path: string): string {
   const MAX = 16 * 1024 * 1024;
@@ -375,6 +398,7 @@ async function watchAttempt(
     );
   await ctx.ledger.append("task.exited", { attempt: t.attempts, ...record }, t.id);
   await killPoint(ctx.fault, "kill-after-exit", t.id);
+  if (interactive) readTranscript(ctx, t, interactive.transcript());
   // Ended by termorch as done (`termorch finish`, done_when): its exit counts as exit 0.
   const done = interactive?.endedAsDone && !timedOut && !stopped && !record.launch_failed;
   if (done) return { record, reason: null, detail: null };

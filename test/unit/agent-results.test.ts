@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { parseAgentOutput, SUMMARY_MAX } from "../../src/agent/results.js";
+import { parseAgentOutput, parseTranscript, SUMMARY_MAX } from "../../src/agent/results.js";
 import { addUsage } from "../../src/contract/agent-result.js";
 
 // Output in each CLI's documented shape (docs/agents.md names the sources).
@@ -192,5 +192,65 @@ describe("an agent CLI's own account of its work", () => {
       cost_usd: 0.3,
     });
     expect(addUsage([null])).toBeNull();
+  });
+});
+
+describe("an interactive session's transcript", () => {
+  it("claude: each response counted once (one line per content block repeats its usage), the last text", () => {
+    const usage = {
+      input_tokens: 10,
+      output_tokens: 5,
+      cache_read_input_tokens: 30,
+      cache_creation_input_tokens: 2,
+    };
+    const line = (id: string, content: object[], extra: object = {}): string =>
+      JSON.stringify({ type: "assistant", sessionId: "s-9", message: { id, content, usage }, ...extra });
+    const text = [
+      JSON.stringify({ type: "user", sessionId: "s-9", message: { content: "do it" } }),
+      line("m1", [{ type: "text", text: "I will write it." }]),
+      line("m1", [{ type: "tool_use", name: "Write" }]),
+      line("m2", [{ type: "text", text: "Done." }]),
+    ].join("\n");
+    expect(parseTranscript("claude-transcript", text)).toEqual({
+      result: { summary: "Done.", session_id: "s-9", is_error: false },
+      usage: {
+        input_tokens: 84,
+        output_tokens: 10,
+        cache_read_tokens: 60,
+        cache_write_tokens: 4,
+        cost_usd: null,
+      },
+    });
+  });
+
+  it("codex: the thread's running total of its last token_count, its last agent message", () => {
+    const ev = (payload: object): string => JSON.stringify({ type: "event_msg", payload });
+    const total = (n: number) => ({
+      type: "token_count",
+      info: {
+        total_token_usage: {
+          input_tokens: n,
+          cached_input_tokens: 4,
+          cache_write_input_tokens: 1,
+          output_tokens: 2,
+        },
+      },
+    });
+    const text = [
+      JSON.stringify({ type: "session_meta", payload: { id: "th-1" } }),
+      ev(total(10)),
+      ev(total(30)),
+      ev({ type: "task_complete", last_agent_message: "Done: x" }),
+    ].join("\n");
+    expect(parseTranscript("codex-rollout", text)).toEqual({
+      result: { summary: "Done: x", session_id: "th-1", is_error: false },
+      usage: {
+        input_tokens: 30,
+        output_tokens: 2,
+        cache_read_tokens: 4,
+        cache_write_tokens: 1,
+        cost_usd: null,
+      },
+    });
   });
 });
