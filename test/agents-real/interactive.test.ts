@@ -114,7 +114,9 @@ describe.each(Object.values(RECIPES))("$preset, interactive", (recipe) => {
     expect(r.exitCode, `${r.stderr}\n${readFileSync(join(dir, "execution_report.json"), "utf8")}`).toBe(0);
     expect(readFileSync(join(repo, "I.txt"), "utf8")).toBe("written for I\n");
     const task = readReport(dir).tasks[0]!;
-    expect(task.state_from).toBe(recipe.preset === "claude" || recipe.preset === "codex" ? "hooks" : "screen");
+    expect(task.state_from).toBe(
+      recipe.preset === "claude" || recipe.preset === "codex" ? "hooks" : "screen",
+    );
     // From the transcript the CLI keeps of the session, which its events name.
     if (recipe.preset === "claude" || recipe.preset === "codex") {
       expect(task.agent_result).toMatchObject({ summary: "Done: wrote I.txt", is_error: false });

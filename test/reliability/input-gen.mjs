@@ -221,7 +221,10 @@ export const validAssignments = fc
 export const validConfig = fc
   .record({ extras: fc.boolean(), redact: fc.boolean() })
   .map(({ extras, redact }) => ({
-    agents: { ok: { command: ["true"], ...(extras ? { timeout_s: 60, env: { A: "1" } } : {}) } },
+    // The harmless agent changes nothing, and says so (else every run fails with no_changes).
+    agents: {
+      ok: { command: ["true"], expect_changes: false, ...(extras ? { timeout_s: 60, env: { A: "1" } } : {}) },
+    },
     ...(redact ? { redact: ["(?i)secret-[a-z]+", "tok_[0-9]{4}"] } : {}),
     ...(extras
       ? {

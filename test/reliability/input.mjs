@@ -108,7 +108,10 @@ async function main(opts) {
   const inDir = join(box.dir, "in", "cur");
   const cfgFile = join(box.dir, "cfg", "ok.json");
   mkdirSync(join(box.dir, "cfg"));
-  writeFileSync(cfgFile, `${JSON.stringify({ agents: { ok: { command: ["true"] } } })}\n`);
+  writeFileSync(
+    cfgFile,
+    `${JSON.stringify({ agents: { ok: { command: ["true"], expect_changes: false } } })}\n`,
+  );
 
   const figures = {
     inputs: 0,
@@ -749,7 +752,15 @@ async function keptRun(ctx) {
     file,
     JSON.stringify({
       run_id: "r1",
-      tasks: [{ id: "a", agent: "ok", context_path: "ctx/task.md", command: ["sh", "-c", "echo hi"] }],
+      tasks: [
+        {
+          id: "a",
+          agent: "ok",
+          context_path: "ctx/task.md",
+          command: ["sh", "-c", "echo hi"],
+          expect_changes: false,
+        },
+      ],
       environment: { workspace_dir: WS_REL },
     }),
   );

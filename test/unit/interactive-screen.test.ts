@@ -51,7 +51,10 @@ describe("WaitingDetector", () => {
     const c = new WaitingDetector({ afterMs: 1000, waiting: claude.waiting, busy: claude.busy });
     c.observe("✻ Thinking… (esc to interrupt)", 0);
     expect(c.observe("✻ Thinking… (esc to interrupt)", 5000)).toBeNull(); // busy
+    // Its empty input line: ❯ and a no-break space (2.1); a plain "> " is not its prompt.
     c.observe("> ", 6000);
-    expect(c.observe("> ", 7000)).toEqual({ waiting: true, since: 6000 });
+    expect(c.observe("> ", 7000)).toBeNull();
+    c.observe("● Done.\n❯\u00a0\n  ⏵⏵ accept edits on", 8000);
+    expect(c.observe("● Done.\n❯\u00a0\n  ⏵⏵ accept edits on", 9000)).toEqual({ waiting: true, since: 8000 });
   });
 });
