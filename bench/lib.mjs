@@ -177,6 +177,8 @@ export function writeAssignments(dir, tag, tasks, environment = {}) {
       agent: "bench",
       context_path: "ctx/task.md",
       dependencies: [],
+      // Most bench agents are trivial commands: whether they changed anything is not measured here.
+      expect_changes: false,
       ...t,
     })),
     environment: { workspace_dir: "ws", ...environment },
