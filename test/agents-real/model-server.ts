@@ -375,7 +375,8 @@ function send(res: ServerResponse, reply: Reply): void {
 }
 
 function fail(protocol: Protocol, step: { fail: number; message: string }): Reply {
-  const headers: Record<string, string> = step.fail === 429 ? { "retry-after": "0" } : {};
+  // Retry at once: a CLI that retries (opencode reads retry-after-ms) does not stretch a test.
+  const headers: Record<string, string> = { "retry-after": "0", "retry-after-ms": "0" };
   const type =
     step.fail === 429 ? "rate_limit_error" : step.fail >= 500 ? "api_error" : "invalid_request_error";
   if (protocol === "anthropic")
