@@ -13,19 +13,28 @@ const TERMINAL_CONTROL =
   /\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-_]|[\x00-\x08\x0b-\x1f\x7f]/g;
 
 /**
- * Cursor forward (CUF, `ESC [ n C`): TUIs such as Claude Code's move the cursor over a gap instead
- * of printing spaces, so dropping it would glue the words together.
+ * Cursor moves along the line: forward (CUF, `ESC [ n C`) and to a column (CHA, `ESC [ n G`).
+ * TUIs draw with them instead of spaces (Claude Code 2.1 places each word of its footers with
+ * CHA), so dropping them would glue the words together: they become the gap they leave.
  */
 // biome-ignore lint/suspicious/noControlCharactersInRegex: matching terminal control sequences is the point
-const CURSOR_FORWARD = /\x1b\[(\d*)C/g;
-/** More spaces than a line shown in a terminal can use; a larger count is an agent's nonsense. */
+const CURSOR_MOVE = /\x1b\[(\d*)([CG])/g;
+/** More columns than a line shown in a terminal can use; a larger move is an agent's nonsense. */
 const MAX_GAP = 1000;
 
-/** Removes terminal control sequences from a line meant for display; a cursor-forward gap becomes spaces. */
+/** Removes terminal control sequences from a line meant for display; a cursor move becomes the gap it leaves. */
 export function plainText(line: string): string {
-  return line
-    .replace(CURSOR_FORWARD, (_, n: string) => " ".repeat(Math.min(MAX_GAP, Math.max(1, Number(n) || 1))))
-    .replace(TERMINAL_CONTROL, "");
+  let out = "";
+  let last = 0;
+  for (const m of line.matchAll(CURSOR_MOVE)) {
+    out += line.slice(last, m.index).replace(TERMINAL_CONTROL, "");
+    last = m.index + m[0].length;
+    const n = Math.min(MAX_GAP, Math.max(1, Number(m[1]) || 1));
+    // CHA counts columns from 1; a move back (a redraw over the line) leaves the text as it is.
+    const gap = m[2] === "C" ? n : n - 1 - [...out].length;
+    if (gap > 0) out += " ".repeat(gap);
+  }
+  return out + line.slice(last).replace(TERMINAL_CONTROL, "");
 }
 
 /** The last non-empty line of a log file, made plain and shortened for display; null when there is none. */

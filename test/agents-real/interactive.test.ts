@@ -63,14 +63,19 @@ function start(recipe: CliRecipe, file: string, config: string): ResultPromise {
 }
 
 /** The task's running status file once it says the agent waits for input. */
-async function waiting(dir: string, what: string): Promise<StatusFile> {
+function waiting(dir: string, what: string): Promise<StatusFile> {
+  return waitingFor(dir, (s) => Boolean(s.waiting_since), what);
+}
+
+/** The task's running status file once it satisfies `ok`. */
+async function waitingFor(dir: string, ok: (s: StatusFile) => boolean, what: string): Promise<StatusFile> {
   const file = join(dir, "status", "I.running");
   const deadline = Date.now() + 120_000;
   for (;;) {
     if (existsSync(file)) {
       try {
         const s = JSON.parse(readFileSync(file, "utf8")) as StatusFile;
-        if (s.waiting_since) return s;
+        if (ok(s)) return s;
       } catch {
         // Being replaced.
       }
@@ -187,6 +192,38 @@ describe.each(QUESTIONS)("$preset asks about $why", ({ preset, asks, env }) => {
     const r = await run;
     expect(r.exitCode).toBe(130);
     expect(readReport(dir).tasks[0]).toMatchObject({ status: "failed", reason: "cancelled" });
+    expect(world.cliFiles()).toEqual(before);
+  });
+});
+
+describe.each(["claude", "codex"] as const)("%s asks permission for a command", (preset) => {
+  it("is reported, the operator answers with termorch send, and the work goes on to the merge", async () => {
+    const recipe = RECIPES[preset];
+    // A command each CLI's edit mode runs only with the user's yes (claude: not a plain file
+    // command; codex: escalated out of its sandbox).
+    server.setScript([
+      { shell: `node -e "require('fs').writeFileSync('P.txt', 'approved\\n')"`, ask: true },
+      { reply: "Done: ran it" },
+    ]);
+    const before = world.cliFiles();
+    const { dir, repo, file, config } = prepare(recipe, {});
+    const runId = (JSON.parse(readFileSync(file, "utf8")) as { run_id: string }).run_id;
+    const run = start(recipe, file, config);
+    const asked = await waiting(dir, "the permission question");
+    expect(asked.waiting_for).toMatch(/permission/i);
+    // status' last line of a TUI keeps the gaps its cursor moves leave (Claude Code's footer).
+    const status = await world.termorch(["status", runId]);
+    // Claude Code 2.1 draws its question's footer word by word at columns (ESC [ n G).
+    if (preset === "claude") expect(status.stdout).toContain("Esc to cancel · Tab to amend");
+    // Enter: the question's highlighted answer, yes (an empty send is Enter alone).
+    const answer = await world.termorch(["send", "I", "", "--run", runId]);
+    expect(answer.exitCode, answer.stderr).toBe(0);
+    const done = await waitingFor(dir, (s) => /turn is done/.test(s.waiting_for ?? ""), "the turn's end");
+    expect(done.waiting_input).toBe(true);
+    expect((await world.termorch(["finish", "I", "--run", runId])).exitCode).toBe(0);
+    const r = await run;
+    expect(r.exitCode, String(r.stderr)).toBe(0);
+    expect(readFileSync(join(repo, "P.txt"), "utf8")).toBe("approved\n");
     expect(world.cliFiles()).toEqual(before);
   });
 });

@@ -26,8 +26,11 @@ export interface ScriptUsage {
 export type Step =
   /** A call of the CLI's own file-writing tool (a path relative to its working folder). */
   | { write: string; content: string }
-  /** A call of the CLI's own shell tool, which CLIs run only with permission in their edit modes. */
-  | { shell: string }
+  /**
+   * A call of the CLI's own shell tool. `ask`: a call that needs the user's permission in the CLI's
+   * edit mode (codex: with escalated sandbox permissions, which its exec_command declares).
+   */
+  | { shell: string; ask?: boolean }
   /** The final answer of the turn. */
   | { reply: string; usage?: ScriptUsage }
   /** An HTTP error as the API sends it (429 with a Retry-After). */
@@ -333,6 +336,10 @@ function actionOf(step: Exclude<Step, { fail: number }>, tools: Tool[], cwd: str
   const asArray = isObject(schema) && schema.type === "array";
   const args: Json = { [key]: asArray ? ["bash", "-lc", step.shell] : step.shell };
   if ("description" in shell.params) args.description = "run a command";
+  if ("ask" in step && step.ask && "sandbox_permissions" in shell.params) {
+    args.sandbox_permissions = "require_escalated";
+    args.justification = "termorch test: a command that needs your permission";
+  }
   return { kind: "call", tool: shell, args };
 }
 

@@ -33,3 +33,12 @@ describe("lastLogLine", () => {
     expect(await lastLogLine(log)).toBe("? for shortcuts · esc to interrupt");
   });
 });
+
+describe("plainText, column moves", () => {
+  it("places words drawn at columns (CHA) where the terminal shows them", () => {
+    // Claude Code 2.1.197's permission footer, as its log holds it.
+    const raw =
+      "\x1b[2G\x1b[38;5;246mEsc\x1b[6Gto\x1b[9Gcancel\x1b[16G·\x1b[18GTab\x1b[22Gto\x1b[25Gamend\x1b[39m";
+    expect(plainText(raw)).toBe(" Esc to cancel · Tab to amend");
+  });
+});
