@@ -345,9 +345,9 @@ export const PRESETS: Readonly<Record<PresetName, AgentPreset>> = {
       argv: ["opencode"],
       // No trust question at 1.18.
       trust: NO_TRUST,
-      // The home screen's placeholder (its example varies); after a turn the box is empty under the
-      // agent line, which then ends with the turn's duration.
-      waiting: "Ask anything…|▣ +\\S.* · \\d+(\\.\\d+)?m?s\\s",
+      // The home screen's placeholder (its example varies); in a session, the input box's mode line
+      // (`┃  Build · <model>`), drawn under a running turn too, hence busy.
+      waiting: "Ask anything…|(^|\\n) *\u2503 +[A-Z][A-Za-z]* \u00b7 \\S",
       // The footer while a turn runs (its spinner moves).
       busy: "esc interrupt",
       dialogs: [{ screen: "△ Permission required", asks: "opencode asks permission to use a tool" }],

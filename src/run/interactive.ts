@@ -463,12 +463,13 @@ export function watchInteractive(
         );
     }
     if (dialog) return ask(dialog.asks, "screen", changedAt);
-    if (events) {
-      // Hooks say when it waits; a busy screen says it works again (an answer typed in the pane).
-      if (asked?.by === "hooks" && busyRe?.test(screen)) unask();
-      else if (asked?.by === "screen" && at === changedAt) unask();
+    // Hooks say when it waits; a busy screen says it works again (an answer typed in the pane).
+    if (asked?.by === "hooks") {
+      if (busyRe?.test(screen)) unask();
       return;
     }
+    // The screen, for a CLI without events and for what a CLI's events do not tell (codex's
+    // notify is silent on a failed turn): its input prompt, still, and not busy.
     const change = waiting.observe(screen, at);
     if (change?.waiting) ask("input: its screen has not changed for a while", "screen", change.since);
     else if (change) unask();

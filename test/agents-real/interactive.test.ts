@@ -227,3 +227,19 @@ describe.each(["claude", "codex"] as const)("%s asks permission for a command", 
     expect(world.cliFiles()).toEqual(before);
   });
 });
+
+describe.each(Object.values(RECIPES))("$preset, interactive, an API error", (recipe) => {
+  it("the agent waits after its failed turn; finished, the task fails with no_changes, never a quiet success", async () => {
+    server.setScript([{ fail: 400, message: "termorch-test: the request was refused" }]);
+    const { dir, file, config } = prepare(recipe, {});
+    const runId = (JSON.parse(readFileSync(file, "utf8")) as { run_id: string }).run_id;
+    const run = start(recipe, file, config);
+    const status = await waiting(dir, "the agent to wait after its failed turn");
+    // claude's StopFailure hook quotes the error; the others' screens show their prompt again.
+    if (recipe.preset === "claude") expect(status.waiting_for).toContain("the request was refused");
+    expect((await world.termorch(["finish", "I", "--run", runId])).exitCode).toBe(0);
+    const r = await run;
+    expect(r.exitCode).toBe(1);
+    expect(readReport(dir).tasks[0]).toMatchObject({ status: "failed", reason: "no_changes" });
+  });
+});
