@@ -94,26 +94,30 @@ function usageOf(u: Usage | null): Usage | null {
   return u === null || Object.values(u).every((v) => v === null) ? null : u;
 }
 
+/** The Anthropic API's usage object (Claude Code reports it as the API sent it). */
+function anthropicUsage(u: Json, cost: number | null): Usage {
+  const cacheRead = count(u.cache_read_input_tokens);
+  const cacheWrite = count(u.cache_creation_input_tokens);
+  return {
+    input_tokens: allInput(count(u.input_tokens), cacheRead, cacheWrite),
+    output_tokens: count(u.output_tokens),
+    cache_read_tokens: cacheRead,
+    cache_write_tokens: cacheWrite,
+    cost_usd: cost,
+  };
+}
+
 /** `claude -p --output-format json`: one result object (type "result"). */
 function claude(stdout: string): ParsedOutput {
   const r = lastObject(stdout);
   if (r?.type !== "result") return NONE;
-  const u = isObject(r.usage) ? r.usage : {};
-  const cacheRead = count(u.cache_read_input_tokens);
-  const cacheWrite = count(u.cache_creation_input_tokens);
   return {
     result: {
       summary: capped(str(r.result)),
       session_id: str(r.session_id),
       is_error: r.is_error === true || (typeof r.subtype === "string" && r.subtype.startsWith("error")),
     },
-    usage: usageOf({
-      input_tokens: allInput(count(u.input_tokens), cacheRead, cacheWrite),
-      output_tokens: count(u.output_tokens),
-      cache_read_tokens: cacheRead,
-      cache_write_tokens: cacheWrite,
-      cost_usd: money(r.total_cost_usd),
-    }),
+    usage: usageOf(anthropicUsage(isObject(r.usage) ? r.usage : {}, money(r.total_cost_usd))),
   };
 }
 
@@ -311,16 +315,7 @@ function claudeTranscript(text: string): ParsedOutput {
     const id = str(m.id);
     if (id === null || seen.has(id) || !isObject(m.usage)) continue;
     seen.add(id);
-    const u = m.usage;
-    const cacheRead = count(u.cache_read_input_tokens);
-    const cacheWrite = count(u.cache_creation_input_tokens);
-    messages.push({
-      input_tokens: allInput(count(u.input_tokens), cacheRead, cacheWrite),
-      output_tokens: count(u.output_tokens),
-      cache_read_tokens: cacheRead,
-      cache_write_tokens: cacheWrite,
-      cost_usd: null,
-    });
+    messages.push(anthropicUsage(m.usage, null));
   }
   if (summary === null && messages.length === 0) return NONE;
   return {

@@ -14,7 +14,10 @@ import { tmpdir } from "node:os";
 import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { execa } from "execa";
+import { afterAll, beforeAll } from "vitest";
 import type { Report } from "../../src/contract/report.js";
+import { RECIPES } from "./clis.js";
+import { type ModelServer, type Step, startModelServer } from "./model-server.js";
 
 /**
  * One test file's world for the real agent CLIs: its own HOME (the CLIs' files live there, so
@@ -166,3 +169,30 @@ export function readReport(dir: string): Report {
 
 /** Whether `npm run test:agents` installed the CLIs (it does before running this suite). */
 export const CLIS_INSTALLED = existsSync(join(CLI_BIN, "claude"));
+
+/**
+ * A test file's world and model server, started before its tests and stopped after them; its
+ * HOME holds what a user of each CLI has there after its first start (each recipe's seedHome).
+ */
+export function realAgentsSuite(tag: string): { world: World; server: () => ModelServer } {
+  const world = makeWorld(tag);
+  let server: ModelServer | null = null;
+  beforeAll(async () => {
+    server = await startModelServer([{ reply: "nothing scripted" }]);
+    for (const r of Object.values(RECIPES)) r.seedHome?.(world.home);
+  });
+  afterAll(async () => {
+    await server?.close();
+    world.dispose();
+  });
+  return { world, server: () => server! };
+}
+
+/** The usual script: each task writes the file its prompt names (WRITE-FILE X), then answers with usage. */
+export const perTask = (text: string): Step[] => {
+  const task = /WRITE-FILE (\w+)/.exec(text)?.[1] ?? "unknown";
+  return [
+    { write: `${task}.txt`, content: `written for ${task}\n` },
+    { reply: `Done: wrote ${task}.txt`, usage: { input: 1200, output: 80, cacheRead: 400, cacheWrite: 100 } },
+  ];
+};

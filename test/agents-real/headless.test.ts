@@ -4,21 +4,11 @@
 // dependency's result, the key never reaches a file, and the failure paths say what failed.
 import { readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { type CliRecipe, RECIPES, SECRET } from "./clis.js";
-import { makeWorld, readReport, type World } from "./harness.js";
-import { type ModelServer, type Step, startModelServer } from "./model-server.js";
+import { perTask, readReport, realAgentsSuite, type World } from "./harness.js";
 
-const world: World = makeWorld("headless");
-let server: ModelServer;
-beforeAll(async () => {
-  server = await startModelServer([{ reply: "nothing scripted" }]);
-  for (const r of Object.values(RECIPES)) r.seedHome?.(world.home);
-});
-afterAll(async () => {
-  await server.close();
-  world.dispose();
-});
+const { world, server: modelServer } = realAgentsSuite("headless");
 
 /** A run of the given tasks, all on one preset, in a fresh repository. */
 function prepare(
@@ -29,7 +19,7 @@ function prepare(
   for (const t of tasks) writeFileSync(join(repo, "ctx", `${t.id}.md`), t.context);
   writeFileSync(
     join(dir, "termorch.json"),
-    JSON.stringify({ agents: { [recipe.preset]: recipe.agent(server.url) } }),
+    JSON.stringify({ agents: { [recipe.preset]: recipe.agent(modelServer().url) } }),
   );
   const file = join(dir, "assignments.json");
   writeFileSync(
@@ -65,23 +55,14 @@ function allText(dir: string): string {
   return out;
 }
 
-/** Each task writes the file its prompt names, then answers with usage figures. */
-const perTask = (text: string): Step[] => {
-  const task = /WRITE-FILE (\w+)/.exec(text)?.[1] ?? "unknown";
-  return [
-    { write: `${task}.txt`, content: `written for ${task}\n` },
-    { reply: `Done: wrote ${task}.txt`, usage: { input: 1200, output: 80, cacheRead: 400, cacheWrite: 100 } },
-  ];
-};
-
 describe.each(Object.values(RECIPES))("$preset, headless", (recipe) => {
   it("edits are merged; agent_result, usage and the dependency's result in the prompt are right", async () => {
-    server.setScript(perTask);
+    modelServer().setScript(perTask);
     const { dir, repo, file } = prepare(recipe, [
       { id: "A", context: "Create the file. WRITE-FILE A\n" },
       { id: "B", context: "Create the next file. WRITE-FILE B\n", dependencies: ["A"] },
     ]);
-    const before = server.requests.length;
+    const before = modelServer().requests.length;
     const r = await run(recipe, dir, file);
     expect(r.exitCode, r.stderr).toBe(0);
     expect(readFileSync(join(repo, "A.txt"), "utf8")).toBe("written for A\n");
@@ -104,11 +85,13 @@ describe.each(Object.values(RECIPES))("$preset, headless", (recipe) => {
       cache_read_tokens: 800,
     });
     // B's requests carry A's summary: termorch put it in B's prompt.
-    const bRequests = server.requests.slice(before).filter((q) => q.main && q.text.includes("WRITE-FILE B"));
+    const bRequests = modelServer()
+      .requests.slice(before)
+      .filter((q) => q.main && q.text.includes("WRITE-FILE B"));
     expect(bRequests.length).toBeGreaterThan(0);
     expect(bRequests[0]!.text).toContain("Done: wrote A.txt");
     // The key went to the CLI (the server saw it) and into no file of the run.
-    expect(server.mainRequests().at(-1)!.auth).toContain(SECRET);
+    expect(modelServer().mainRequests().at(-1)!.auth).toContain(SECRET);
     expect(allText(dir)).not.toContain(SECRET);
   });
 
@@ -116,7 +99,7 @@ describe.each(Object.values(RECIPES))("$preset, headless", (recipe) => {
   it.each(recipe.preset === "gemini" ? [400] : [400, 429])(
     "an API error (HTTP %i) fails the task, and the console line says what the API said",
     async (status) => {
-      server.setScript([{ fail: status, message: "termorch-test: the request was refused" }]);
+      modelServer().setScript([{ fail: status, message: "termorch-test: the request was refused" }]);
       const { dir, file } = prepare(recipe, [{ id: "E", context: "Do the thing.\n" }]);
       const r = await run(recipe, dir, file);
       expect(r.exitCode).toBe(1);
@@ -134,7 +117,7 @@ describe.each(Object.values(RECIPES))("$preset, headless", (recipe) => {
   );
 
   it("an agent that exits 0 having changed nothing fails with no_changes; a 200 KiB prompt arrives whole", async () => {
-    server.setScript([{ reply: "I looked and did nothing." }]);
+    modelServer().setScript([{ reply: "I looked and did nothing." }]);
     // Over Linux's 128 KiB limit of one argument: the prompt must go in on stdin, whole.
     const marker = `END-OF-CONTEXT-${recipe.preset}-${Date.now()}`;
     const context = `Do the thing.\n${"lorem ipsum dolor sit amet\n".repeat(7600)}${marker}\n`;
@@ -144,7 +127,11 @@ describe.each(Object.values(RECIPES))("$preset, headless", (recipe) => {
     expect(r.exitCode).toBe(1);
     const t = readReport(dir).tasks[0]!;
     expect(t).toMatchObject({ status: "failed", reason: "no_changes", exit_code: 0 });
-    expect(server.mainRequests().some((q) => q.text.includes(marker))).toBe(true);
+    expect(
+      modelServer()
+        .mainRequests()
+        .some((q) => q.text.includes(marker)),
+    ).toBe(true);
     expect(t.gates.find((g) => g.name === "changes")?.passed).toBe(false);
     expect(readFileSync(join(repo, ".git", "HEAD"), "utf8")).toBe(head);
   });
@@ -153,10 +140,10 @@ describe.each(Object.values(RECIPES))("$preset, headless", (recipe) => {
 describe("claude's permission bypass as root", () => {
   it("is refused up front (exit 2, nothing started) unless the agent says IS_SANDBOX=1, as the CLI itself requires", async () => {
     const recipe = RECIPES.claude;
-    server.setScript(perTask);
+    modelServer().setScript(perTask);
     const { dir, repo, file } = prepare(recipe, [{ id: "R", context: "Create the file. WRITE-FILE R\n" }]);
     const bypass = (extra: Record<string, string>): void => {
-      const entry = recipe.agent(server.url);
+      const entry = recipe.agent(modelServer().url);
       writeFileSync(
         join(dir, "termorch.json"),
         JSON.stringify({

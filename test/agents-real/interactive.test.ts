@@ -1,26 +1,16 @@
 // Every preset's interactive form, the real CLI in a real tmux pane, driven by termorch as a user
 // drives it: the prompt goes in only at the CLI's own input prompt and is seen to be taken, the
 // agent's state comes from its hooks where it has them, a question of the CLI's is reported and
-// never answered, and the CLI's files in HOME are byte-identical before and after.
+// never answered, and the user's configuration of each CLI in HOME is the same after as before.
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { execa, type ResultPromise } from "execa";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { StatusFile } from "../../src/contract/status.js";
 import { type CliRecipe, RECIPES, SECRET } from "./clis.js";
-import { makeWorld, ROOT, readReport, type World } from "./harness.js";
-import { type ModelServer, type Step, startModelServer } from "./model-server.js";
+import { perTask, ROOT, readReport, realAgentsSuite } from "./harness.js";
 
-const world: World = makeWorld("interactive");
-let server: ModelServer;
-beforeAll(async () => {
-  server = await startModelServer([{ reply: "nothing scripted" }]);
-  for (const r of Object.values(RECIPES)) r.seedHome?.(world.home);
-});
-afterAll(async () => {
-  await server.close();
-  world.dispose();
-});
+const { world, server: modelServer } = realAgentsSuite("interactive");
 
 function prepare(
   recipe: CliRecipe,
@@ -28,7 +18,7 @@ function prepare(
 ): { dir: string; repo: string; file: string; config: string } {
   const { dir, repo } = world.workspace("Create the file. WRITE-FILE I\n");
   const config = join(dir, "termorch.json");
-  writeFileSync(config, JSON.stringify({ agents: { [recipe.preset]: recipe.agent(server.url) } }));
+  writeFileSync(config, JSON.stringify({ agents: { [recipe.preset]: recipe.agent(modelServer().url) } }));
   const file = join(dir, "assignments.json");
   writeFileSync(
     file,
@@ -89,24 +79,18 @@ async function waitingFor(dir: string, ok: (s: StatusFile) => boolean, what: str
   }
 }
 
-const perTask = (text: string): Step[] => {
-  const task = /WRITE-FILE (\w+)/.exec(text)?.[1] ?? "unknown";
-  return [
-    { write: `${task}.txt`, content: `written for ${task}\n` },
-    { reply: `Done: wrote ${task}.txt`, usage: { input: 1200, output: 80, cacheRead: 400 } },
-  ];
-};
-
 describe.each(Object.values(RECIPES))("$preset, interactive", (recipe) => {
-  it("takes the prompt at its input prompt, works, waits, is finished and merged; HOME's CLI files unchanged", async () => {
-    server.setScript(perTask);
+  it("takes the prompt at its input prompt, works, waits, is finished and merged; the user's CLI configuration unchanged", async () => {
+    modelServer().setScript(perTask);
     const before = world.cliFiles();
     const { dir, repo, file, config } = prepare(recipe, {});
     const run = start(recipe, file, config);
     const status = await waiting(dir, "the agent to wait after its turn");
     expect(status.waiting_for).toEqual(expect.any(String));
     // The model saw the prompt, once, and wrote the file.
-    const prompts = server.mainRequests().filter((q) => q.text.includes("WRITE-FILE I"));
+    const prompts = modelServer()
+      .mainRequests()
+      .filter((q) => q.text.includes("WRITE-FILE I"));
     expect(prompts.length).toBeGreaterThan(0);
     const finish = await world.termorch([
       "finish",
@@ -157,13 +141,13 @@ const QUESTIONS: Array<{
 describe.each(QUESTIONS)("$preset asks about $why", ({ preset, asks, env }) => {
   it("is reported as waiting_input saying what is asked; nothing is typed, nothing of the user's changes", async () => {
     const recipe = RECIPES[preset];
-    server.setScript(perTask);
+    modelServer().setScript(perTask);
     const before = world.cliFiles();
-    const seen = server.mainRequests().length;
+    const seen = modelServer().mainRequests().length;
     const { dir, file } = prepare(recipe, {});
     if (preset === "codex") {
       // The same agent without the config line that says the user has seen codex's model offer.
-      const entry = recipe.agent(server.url);
+      const entry = recipe.agent(modelServer().url);
       const args = entry.args!.filter(
         (a, i, all) => !a.startsWith("notice.") && !all[i + 1]?.startsWith("notice."),
       );
@@ -186,7 +170,7 @@ describe.each(QUESTIONS)("$preset asks about $why", ({ preset, asks, env }) => {
     const shown = await world.termorch(["status", runId]);
     expect(shown.stdout).toMatch(asks);
     // Nothing was typed into the question: the model never got the prompt.
-    expect(server.mainRequests().length).toBe(seen);
+    expect(modelServer().mainRequests().length).toBe(seen);
     const cancel = await world.termorch(["cancel", runId]);
     expect(cancel.exitCode, cancel.stderr).toBe(0);
     const r = await run;
@@ -201,7 +185,7 @@ describe.each(["claude", "codex"] as const)("%s asks permission for a command", 
     const recipe = RECIPES[preset];
     // A command each CLI's edit mode runs only with the user's yes (claude: not a plain file
     // command; codex: escalated out of its sandbox).
-    server.setScript([
+    modelServer().setScript([
       { shell: `node -e "require('fs').writeFileSync('P.txt', 'approved\\n')"`, ask: true },
       { reply: "Done: ran it" },
     ]);
@@ -230,7 +214,7 @@ describe.each(["claude", "codex"] as const)("%s asks permission for a command", 
 
 describe.each(Object.values(RECIPES))("$preset, interactive, an API error", (recipe) => {
   it("the agent waits after its failed turn; finished, the task fails with no_changes, never a quiet success", async () => {
-    server.setScript([{ fail: 400, message: "termorch-test: the request was refused" }]);
+    modelServer().setScript([{ fail: 400, message: "termorch-test: the request was refused" }]);
     const { dir, file, config } = prepare(recipe, {});
     const runId = (JSON.parse(readFileSync(file, "utf8")) as { run_id: string }).run_id;
     const run = start(recipe, file, config);
