@@ -363,6 +363,40 @@ export const PRESETS: Readonly<Record<PresetName, AgentPreset>> = {
       install: "github.com/anomalyco/opencode README.md",
     },
   },
+  qwen: {
+    binary: "qwen",
+    // A Gemini CLI fork: with stdin not a terminal it runs headless on what stdin holds (its -p is
+    // deprecated). `--output-format json` prints the session's events as one array at the end, the
+    // last a Claude-style result (type "result", result, session_id, is_error, usage).
+    argv: ["qwen", "--output-format", "json"],
+    edit_mode: ["--approval-mode", "auto-edit"],
+    bypass: ["--approval-mode", "yolo"],
+    tail: [],
+    scratch: [],
+    prompt: "stdin",
+    output: "qwen-json",
+    model_flag: "--model",
+    interactive: {
+      argv: ["qwen", "--approval-mode", "auto-edit"],
+      // No trust question at 0.24 (checked with a fresh HOME and worktree).
+      trust: NO_TRUST,
+      // Gemini CLI's empty input box, kept by the fork.
+      waiting: "Type your message or @path/to/file",
+      busy: "esc to cancel",
+      dialogs: [
+        { screen: "Apply this change\\?", asks: "Qwen Code asks permission to apply a change" },
+        { screen: "Allow execution of", asks: "Qwen Code asks permission to run a command" },
+      ],
+      events: null,
+    },
+    install: "npm install -g @qwen-code/qwen-code",
+    docs: {
+      headless_and_flags: "npm @qwen-code/qwen-code@0.24.4: qwen --help; checked in test/agents-real",
+      output:
+        "npm @qwen-code/qwen-code@0.24.4: the JSON array qwen --output-format json prints (test/agents-real)",
+      install: "https://github.com/QwenLM/qwen-code README.md",
+    },
+  },
 };
 
 export function isPresetName(name: string): name is PresetName {

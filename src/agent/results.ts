@@ -5,7 +5,13 @@ import { type AgentResult, addUsage, type Usage } from "../contract/agent-result
  * already redacted). Pure: text in, values out. Each format is the CLI's documented one; the
  * fields and the pages they come from are listed in docs/agents.md.
  */
-export type OutputFormat = "claude-json" | "codex-jsonl" | "gemini-json" | "opencode-jsonl" | "text";
+export type OutputFormat =
+  | "claude-json"
+  | "qwen-json"
+  | "codex-jsonl"
+  | "gemini-json"
+  | "opencode-jsonl"
+  | "text";
 
 export interface ParsedOutput {
   result: AgentResult | null;
@@ -21,7 +27,9 @@ const NONE: ParsedOutput = { result: null, usage: null };
 export function parseAgentOutput(format: OutputFormat, stdout: string, stderr = ""): ParsedOutput {
   switch (format) {
     case "claude-json":
-      return claude(stdout);
+      return claude(stdout, "uncached");
+    case "qwen-json":
+      return claude(stdout, "all");
     case "codex-jsonl":
       return codex(stdout);
     case "gemini-json":
@@ -62,10 +70,14 @@ function jsonLines(text: string): Json[] {
   return out;
 }
 
-/** The document a CLI printed as its whole output, or its last JSON line (anything logged before it is skipped). */
+/**
+ * The document a CLI printed as its whole output (an array's last object: Qwen Code prints its
+ * events as one array), or its last JSON line (anything logged before it is skipped).
+ */
 function lastObject(text: string): Json | null {
   const whole = parse(text.trim());
   if (isObject(whole)) return whole;
+  if (Array.isArray(whole)) return whole.filter(isObject).at(-1) ?? null;
   const lines = jsonLines(text);
   return lines.at(-1) ?? null;
 }
@@ -94,12 +106,16 @@ function usageOf(u: Usage | null): Usage | null {
   return u === null || Object.values(u).every((v) => v === null) ? null : u;
 }
 
-/** The Anthropic API's usage object (Claude Code reports it as the API sent it). */
-function anthropicUsage(u: Json, cost: number | null): Usage {
+/**
+ * The Anthropic API's usage object (Claude Code reports it as the API sent it: `input_tokens`
+ * leave the cached ones out); Qwen Code copies its shape with OpenAI's count, cached ones in.
+ */
+function anthropicUsage(u: Json, cost: number | null, input: "uncached" | "all" = "uncached"): Usage {
   const cacheRead = count(u.cache_read_input_tokens);
   const cacheWrite = count(u.cache_creation_input_tokens);
   return {
-    input_tokens: allInput(count(u.input_tokens), cacheRead, cacheWrite),
+    input_tokens:
+      input === "all" ? count(u.input_tokens) : allInput(count(u.input_tokens), cacheRead, cacheWrite),
     output_tokens: count(u.output_tokens),
     cache_read_tokens: cacheRead,
     cache_write_tokens: cacheWrite,
@@ -107,17 +123,27 @@ function anthropicUsage(u: Json, cost: number | null): Usage {
   };
 }
 
-/** `claude -p --output-format json`: one result object (type "result"). */
-function claude(stdout: string): ParsedOutput {
+/**
+ * `claude -p --output-format json`: one result object (type "result"); Qwen Code's last event is
+ * one of the same shape. Its text is `result`, or on an error subtype `errors` (claude) or
+ * `error.message` (qwen).
+ */
+function claude(stdout: string, input: "uncached" | "all"): ParsedOutput {
   const r = lastObject(stdout);
   if (r?.type !== "result") return NONE;
   return {
     result: {
-      summary: capped(str(r.result)),
+      summary: capped(
+        str(r.result) ??
+          (Array.isArray(r.errors)
+            ? r.errors.filter((e) => typeof e === "string").join("\n") || null
+            : null) ??
+          (isObject(r.error) ? str(r.error.message) : null),
+      ),
       session_id: str(r.session_id),
       is_error: r.is_error === true || (typeof r.subtype === "string" && r.subtype.startsWith("error")),
     },
-    usage: usageOf(anthropicUsage(isObject(r.usage) ? r.usage : {}, money(r.total_cost_usd))),
+    usage: usageOf(anthropicUsage(isObject(r.usage) ? r.usage : {}, money(r.total_cost_usd), input)),
   };
 }
 

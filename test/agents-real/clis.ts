@@ -8,7 +8,7 @@ import type { Protocol } from "./model-server.js";
  * (per-invocation overrides). Nothing is written into the CLI's own files in HOME.
  */
 export interface CliRecipe {
-  preset: "claude" | "codex" | "gemini" | "opencode";
+  preset: "claude" | "codex" | "gemini" | "opencode" | "qwen";
   protocol: Protocol;
   /** The config's agent entry for this preset, pointed at the server. */
   agent(url: string): { env: Record<string, string>; args?: string[] };
@@ -141,6 +141,16 @@ export const RECIPES: Record<CliRecipe["preset"], CliRecipe> = {
         OPENCODE_DISABLE_LSP_DOWNLOAD: "1",
         npm_config_offline: "true",
       },
+    }),
+  },
+  qwen: {
+    preset: "qwen",
+    protocol: "chat",
+    keyVar: "OPENAI_API_KEY",
+    agent: (url) => ({
+      env: { OPENAI_BASE_URL: `${url}/v1`, OPENAI_MODEL: "termorch-test-model" },
+      // Its OpenAI-compatible sign-in, chosen per invocation.
+      args: ["--auth-type", "openai"],
     }),
   },
 };

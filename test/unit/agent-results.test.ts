@@ -254,3 +254,41 @@ describe("an interactive session's transcript", () => {
     });
   });
 });
+
+describe("Qwen Code's output", () => {
+  it("the last event of its array is a Claude-style result; its input tokens count the cached ones already", () => {
+    const out = JSON.stringify([
+      { type: "system", subtype: "init", session_id: "q-1" },
+      {
+        type: "result",
+        subtype: "success",
+        is_error: false,
+        session_id: "q-1",
+        result: "Done.",
+        usage: { input_tokens: 1210, output_tokens: 85, cache_read_input_tokens: 400 },
+      },
+    ]);
+    expect(parseAgentOutput("qwen-json", out)).toEqual({
+      result: { summary: "Done.", session_id: "q-1", is_error: false },
+      usage: {
+        input_tokens: 1210,
+        output_tokens: 85,
+        cache_read_tokens: 400,
+        cache_write_tokens: null,
+        cost_usd: null,
+      },
+    });
+    const failed = JSON.stringify([
+      {
+        type: "result",
+        subtype: "error_during_execution",
+        is_error: true,
+        error: { message: "[API Error: 400]" },
+      },
+    ]);
+    expect(parseAgentOutput("qwen-json", failed).result).toMatchObject({
+      summary: "[API Error: 400]",
+      is_error: true,
+    });
+  });
+});
