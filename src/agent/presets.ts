@@ -347,7 +347,7 @@ export const PRESETS: Readonly<Record<PresetName, AgentPreset>> = {
       trust: NO_TRUST,
       // The home screen's placeholder (its example varies); in a session, the input box's mode line
       // (`┃  Build · <model>`), drawn under a running turn too, hence busy.
-      waiting: "Ask anything…|(^|\\n) *\u2503 +[A-Z][A-Za-z]* \u00b7 \\S",
+      waiting: "Ask anything…|(^|\\n) *\u2503 +[A-Z][A-Za-z]* +\u00b7 \\S",
       // The footer while a turn runs (its spinner moves).
       busy: "esc interrupt",
       dialogs: [{ screen: "△ Permission required", asks: "opencode asks permission to use a tool" }],
@@ -395,6 +395,34 @@ export const PRESETS: Readonly<Record<PresetName, AgentPreset>> = {
       output:
         "npm @qwen-code/qwen-code@0.24.4: the JSON array qwen --output-format json prints (test/agents-real)",
       install: "https://github.com/QwenLM/qwen-code README.md",
+    },
+  },
+  kilo: {
+    binary: "kilo",
+    // An opencode fork (Kilo Code CLI): opencode's `run`, its JSON events and its permissions
+    // (edits allowed, `--auto` approves what would ask), under its own name.
+    argv: ["kilo", "run", "--format", "json"],
+    edit_mode: [],
+    bypass: ["--auto"],
+    tail: [],
+    scratch: [],
+    prompt: "stdin",
+    output: "opencode-jsonl",
+    model_flag: "--model",
+    interactive: {
+      argv: ["kilo"],
+      trust: NO_TRUST,
+      // opencode's input box: its placeholder, then the mode line of a session's box.
+      waiting: "Ask anything(…|\\.\\.\\.)|(^|\\n) *\u2503 +[A-Z][A-Za-z]* +\u00b7 \\S",
+      busy: "esc interrupt",
+      dialogs: [{ screen: "△ Permission required", asks: "Kilo Code asks permission to use a tool" }],
+      events: null,
+    },
+    install: "npm install -g @kilocode/cli",
+    docs: {
+      run_and_output:
+        "npm @kilocode/cli@7.7.7: kilo run --help and its --format json events, checked in test/agents-real",
+      fork_of: "https://github.com/Kilo-Org/kilocode (an opencode fork); docs/agents.md, opencode",
     },
   },
 };

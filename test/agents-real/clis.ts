@@ -8,7 +8,7 @@ import type { Protocol } from "./model-server.js";
  * (per-invocation overrides). Nothing is written into the CLI's own files in HOME.
  */
 export interface CliRecipe {
-  preset: "claude" | "codex" | "gemini" | "opencode" | "qwen";
+  preset: "claude" | "codex" | "gemini" | "opencode" | "qwen" | "kilo";
   protocol: Protocol;
   /** The config's agent entry for this preset, pointed at the server. */
   agent(url: string): { env: Record<string, string>; args?: string[] };
@@ -151,6 +151,30 @@ export const RECIPES: Record<CliRecipe["preset"], CliRecipe> = {
       env: { OPENAI_BASE_URL: `${url}/v1`, OPENAI_MODEL: "termorch-test-model" },
       // Its OpenAI-compatible sign-in, chosen per invocation.
       args: ["--auth-type", "openai"],
+    }),
+  },
+  kilo: {
+    preset: "kilo",
+    protocol: "chat",
+    keyVar: "TERMORCH_TEST_KEY",
+    agent: (url) => ({
+      env: {
+        KILO_CONFIG_CONTENT: JSON.stringify({
+          provider: {
+            "termorch-test": {
+              npm: "@ai-sdk/openai-compatible",
+              options: { baseURL: `${url}/v1`, apiKey: "{env:TERMORCH_TEST_KEY}" },
+              models: { "test-model": { tool_call: true } },
+            },
+          },
+          model: "termorch-test/test-model",
+          autoupdate: false,
+          share: "disabled",
+        }),
+        KILO_DISABLE_AUTOUPDATE: "1",
+        KILO_DISABLE_MODELS_FETCH: "1",
+        npm_config_offline: "true",
+      },
     }),
   },
 };

@@ -47,6 +47,9 @@ export const CLI_FILES = [
   ".config/opencode/opencode.jsonc",
   ".config/opencode/config.json",
   ".config/opencode/.gitignore",
+  ".qwen/settings.json",
+  ".config/kilo/kilo.json",
+  ".config/kilo/opencode.json",
 ];
 
 export interface World {
