@@ -425,6 +425,37 @@ export const PRESETS: Readonly<Record<PresetName, AgentPreset>> = {
       fork_of: "https://github.com/Kilo-Org/kilocode (an opencode fork); docs/agents.md, opencode",
     },
   },
+  pi: {
+    binary: "pi",
+    // pi (@mariozechner/pi-coding-agent): `-p` takes piped stdin as the prompt; `--mode json` prints
+    // its events as JSONL.
+    argv: ["pi", "-p", "--mode", "json"],
+    // pi has no permission modes: its agent runs its tools (bash included) unasked. There is
+    // nothing to choose and no bypass to give.
+    edit_mode: [],
+    bypass: [],
+    tail: [],
+    scratch: [],
+    prompt: "stdin",
+    output: "pi-jsonl",
+    model_flag: "--model",
+    interactive: {
+      argv: ["pi"],
+      trust: NO_TRUST,
+      // Its editor between two rules: empty, nothing between them but a blank line.
+      waiting: "(^|\\n)\u2500{10,}\\n([ \\t]*\\n)?\u2500{10,}(\\n|$)",
+      busy: null,
+      dialogs: [],
+      events: null,
+    },
+    install: "npm install -g @mariozechner/pi-coding-agent",
+    docs: {
+      print_and_json:
+        "npm @mariozechner/pi-coding-agent@0.73.1 README.md (print mode, --mode json); checked in test/agents-real",
+      no_permissions: 'npm @mariozechner/pi-coding-agent@0.73.1 README.md ("No permission popups")',
+      exit_0_on_model_error: 'observed at 0.73.1 (test/agents-real): stopReason "error", exit 0',
+    },
+  },
 };
 
 export function isPresetName(name: string): name is PresetName {

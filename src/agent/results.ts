@@ -11,6 +11,7 @@ export type OutputFormat =
   | "codex-jsonl"
   | "gemini-json"
   | "opencode-jsonl"
+  | "pi-jsonl"
   | "text";
 
 export interface ParsedOutput {
@@ -36,6 +37,8 @@ export function parseAgentOutput(format: OutputFormat, stdout: string, stderr = 
       return gemini(stdout, stderr);
     case "opencode-jsonl":
       return opencode(stdout);
+    case "pi-jsonl":
+      return pi(stdout);
     case "text":
       return aider(stdout);
   }
@@ -272,6 +275,46 @@ function opencode(stdout: string): ParsedOutput {
   return {
     result: { summary: capped(summary ?? error), session_id: session, is_error: error !== null },
     usage: usageOf(addUsage(steps)),
+  };
+}
+
+/**
+ * `pi -p --mode json`: JSONL events; the session's id first, then each message's end. An
+ * assistant message's end has its usage (input without the cached tokens) and, when the model
+ * failed, `stopReason: "error"` with `errorMessage`: pi exits 0 then.
+ */
+function pi(stdout: string): ParsedOutput {
+  const events = jsonLines(stdout);
+  if (events.length === 0) return NONE;
+  let session: string | null = null;
+  let summary: string | null = null;
+  let error: string | null = null;
+  const messages: Usage[] = [];
+  for (const e of events) {
+    if (e.type === "session") session = str(e.id) ?? session;
+    if (e.type !== "message_end" || !isObject(e.message) || e.message.role !== "assistant") continue;
+    const m = e.message;
+    const said = arr(m.content)
+      .filter(isObject)
+      .filter((c) => c.type === "text")
+      .map((c) => str(c.text) ?? "")
+      .join("");
+    if (said) summary = said;
+    error = m.stopReason === "error" ? (str(m.errorMessage) ?? "error") : null;
+    const u = isObject(m.usage) ? m.usage : {};
+    const cacheRead = count(u.cacheRead);
+    const cacheWrite = count(u.cacheWrite);
+    messages.push({
+      input_tokens: allInput(count(u.input), cacheRead, cacheWrite),
+      output_tokens: count(u.output),
+      cache_read_tokens: cacheRead,
+      cache_write_tokens: cacheWrite,
+      cost_usd: isObject(u.cost) ? money(u.cost.total) : null,
+    });
+  }
+  return {
+    result: { summary: capped(error ?? summary), session_id: session, is_error: error !== null },
+    usage: usageOf(addUsage(messages)),
   };
 }
 

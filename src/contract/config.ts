@@ -11,7 +11,7 @@ export const SOCKET_NAME_RULE =
   "must be 1-64 letters, digits, _ . - starting with a letter, digit or _ (so not . or ..)";
 
 /** The coding-agent CLIs termorch knows by name (src/agent/presets.ts, docs/agents.md). */
-export const PresetName = z.enum(["claude", "codex", "aider", "gemini", "opencode", "qwen", "kilo"]);
+export const PresetName = z.enum(["claude", "codex", "aider", "gemini", "opencode", "qwen", "kilo", "pi"]);
 export type PresetName = z.infer<typeof PresetName>;
 
 export const AgentSpec = z.strictObject({

@@ -8,7 +8,7 @@ import type { Protocol } from "./model-server.js";
  * (per-invocation overrides). Nothing is written into the CLI's own files in HOME.
  */
 export interface CliRecipe {
-  preset: "claude" | "codex" | "gemini" | "opencode" | "qwen" | "kilo";
+  preset: "claude" | "codex" | "gemini" | "opencode" | "qwen" | "kilo" | "pi";
   protocol: Protocol;
   /** The config's agent entry for this preset, pointed at the server. */
   agent(url: string): { env: Record<string, string>; args?: string[] };
@@ -21,7 +21,7 @@ export interface CliRecipe {
    * What a user of this CLI has in HOME after its first start, before termorch is involved (the
    * CLI writes it on every start otherwise, which the HOME snapshot would count).
    */
-  seedHome?(home: string): void;
+  seedHome?(home: string, url: string): void;
 }
 
 export const SECRET = "sk-termorch-test-7f3a9c1e5b";
@@ -175,6 +175,37 @@ export const RECIPES: Record<CliRecipe["preset"], CliRecipe> = {
         KILO_DISABLE_MODELS_FETCH: "1",
         npm_config_offline: "true",
       },
+    }),
+  },
+  pi: {
+    preset: "pi",
+    protocol: "chat",
+    keyVar: "TERMORCH_TEST_KEY",
+    // pi's providers are in its own file; this user has the model server there, and has started
+    // pi once (0.73 writes these on its first start).
+    seedHome(home, url) {
+      mkdirSync(join(home, ".pi", "agent"), { recursive: true });
+      writeFileSync(join(home, ".pi", "agent", "settings.json"), '{\n  "lastChangelogVersion": "0.73.1"\n}');
+      writeFileSync(join(home, ".pi", "agent", "auth.json"), "{}", { mode: 0o600 });
+      writeFileSync(
+        join(home, ".pi", "agent", "models.json"),
+        JSON.stringify({
+          providers: {
+            "termorch-test": {
+              baseUrl: `${url}/v1`,
+              api: "openai-completions",
+              apiKey: "TERMORCH_TEST_KEY",
+              compat: { supportsDeveloperRole: false, supportsReasoningEffort: false },
+              models: [{ id: "test-model" }],
+            },
+          },
+        }),
+      );
+    },
+    agent: () => ({
+      // No downloads of fd and ripgrep at start.
+      env: { PI_OFFLINE: "1" },
+      args: ["--provider", "termorch-test"],
     }),
   },
 };

@@ -50,6 +50,9 @@ export const CLI_FILES = [
   ".qwen/settings.json",
   ".config/kilo/kilo.json",
   ".config/kilo/opencode.json",
+  ".pi/agent/models.json",
+  ".pi/agent/settings.json",
+  ".pi/agent/auth.json",
 ];
 
 export interface World {
@@ -182,7 +185,7 @@ export function realAgentsSuite(tag: string): { world: World; server: () => Mode
   let server: ModelServer | null = null;
   beforeAll(async () => {
     server = await startModelServer([{ reply: "nothing scripted" }]);
-    for (const r of Object.values(RECIPES)) r.seedHome?.(world.home);
+    for (const r of Object.values(RECIPES)) r.seedHome?.(world.home, server.url);
   });
   afterAll(async () => {
     await server?.close();

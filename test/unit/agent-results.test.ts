@@ -292,3 +292,48 @@ describe("Qwen Code's output", () => {
     });
   });
 });
+
+describe("pi's output", () => {
+  it("its session, each assistant message's usage (cached input added), the last text; a model error with exit 0", () => {
+    const end = (message: object): string => JSON.stringify({ type: "message_end", message });
+    const usage = (input: number, cacheRead: number) => ({
+      input,
+      output: 5,
+      cacheRead,
+      cacheWrite: 0,
+      cost: { total: 0.01 },
+    });
+    const out = [
+      JSON.stringify({ type: "session", id: "p-1" }),
+      end({ role: "user", content: [{ type: "text", text: "go" }] }),
+      end({ role: "assistant", content: [{ type: "toolCall" }], usage: usage(10, 0), stopReason: "toolUse" }),
+      JSON.stringify({ type: "turn_end", message: { role: "assistant", usage: usage(10, 0) } }),
+      end({
+        role: "assistant",
+        content: [{ type: "text", text: "Done." }],
+        usage: usage(800, 400),
+        stopReason: "stop",
+      }),
+    ].join("\n");
+    expect(parseAgentOutput("pi-jsonl", out)).toEqual({
+      result: { summary: "Done.", session_id: "p-1", is_error: false },
+      usage: {
+        input_tokens: 1210,
+        output_tokens: 10,
+        cache_read_tokens: 400,
+        cache_write_tokens: 0,
+        cost_usd: 0.02,
+      },
+    });
+    const failed = end({
+      role: "assistant",
+      content: [],
+      stopReason: "error",
+      errorMessage: "Connection error.",
+    });
+    expect(parseAgentOutput("pi-jsonl", failed).result).toMatchObject({
+      summary: "Connection error.",
+      is_error: true,
+    });
+  });
+});

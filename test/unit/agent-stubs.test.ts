@@ -103,7 +103,8 @@ const jsonl = (text: string): Array<Record<string, unknown>> =>
 function parsed(preset: AgentPreset, run: StubRun) {
   switch (preset.output) {
     case "qwen-json":
-      throw new Error("no stand-in speaks qwen's output (see STUBBED)");
+    case "pi-jsonl":
+      throw new Error(`no stand-in speaks ${preset.output} (see STUBBED)`);
     case "claude-json": {
       const r = JSON.parse(run.stdout) as Record<string, unknown> & { usage: Record<string, number> };
       expect(r).toMatchObject({ type: "result", subtype: "success" });
