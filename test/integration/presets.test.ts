@@ -221,7 +221,18 @@ describe("agent presets", () => {
     expect(r.exitCode).toBe(0);
     const rows = JSON.parse(r.stdout) as { name: string; source: string; argv: string[]; prompt: string }[];
     const by = new Map(rows.map((row) => [row.name, row]));
-    expect([...by.keys()].sort()).toEqual(["aider", "claude", "codex", "fast", "gemini", "mine", "opencode"]);
+    expect([...by.keys()].sort()).toEqual([
+      "aider",
+      "claude",
+      "codex",
+      "fast",
+      "gemini",
+      "kilo",
+      "mine",
+      "opencode",
+      "pi",
+      "qwen",
+    ]);
     expect(by.get("claude")).toMatchObject({ source: "config" });
     expect(by.get("claude")!.argv).toEqual(expect.arrayContaining(["--model", "opus", "--max-turns", "5"]));
     expect(by.get("fast")!.argv).toContain("--dangerously-bypass-approvals-and-sandbox");
