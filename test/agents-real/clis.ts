@@ -102,7 +102,13 @@ export const RECIPES: Record<CliRecipe["preset"], CliRecipe> = {
       mkdirSync(join(home, ".gemini"), { recursive: true });
       writeFileSync(
         join(home, ".gemini", "settings.json"),
-        JSON.stringify({ security: { auth: { selectedType: "gemini-api-key" } } }),
+        JSON.stringify({
+          security: { auth: { selectedType: "gemini-api-key" } },
+          // Nothing but the model server: no usage statistics (play.googleapis.com), no update
+          // check; and one try per request (0.61 retries a 429 or a 500 for minutes otherwise).
+          privacy: { usageStatisticsEnabled: false },
+          general: { enableAutoUpdate: false, enableAutoUpdateNotification: false, maxAttempts: 1 },
+        }),
       );
     },
     agent: (url) => ({
