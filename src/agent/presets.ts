@@ -105,7 +105,7 @@ const APPEND_STDIN_EVENT = '{ cat; echo; } >> "$TERMORCH_AGENT_EVENTS"';
 /** Claude Code's hooks, given per invocation with `--settings` (a JSON string): never its settings files. */
 const CLAUDE_HOOKS = JSON.stringify({
   hooks: Object.fromEntries(
-    ["UserPromptSubmit", "Notification", "Stop", "StopFailure"].map((event) => [
+    ["UserPromptSubmit", "PermissionRequest", "Notification", "Stop", "StopFailure"].map((event) => [
       event,
       [{ hooks: [{ type: "command", command: APPEND_STDIN_EVENT }] }],
     ]),

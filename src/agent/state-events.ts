@@ -3,7 +3,7 @@
  * appended to `$TERMORCH_AGENT_EVENTS` (one JSON document a line; docs/agents.md names each
  * CLI's events and where they were checked). Pure: text in, events out.
  */
-export type StateEventFormat = "claude-hooks" | "codex-notify" | "gemini-hooks" | "opencode-plugin";
+export type StateEventFormat = "claude-hooks" | "codex-notify";
 
 export type AgentEvent =
   /** The CLI took a message: the prompt was delivered. */
@@ -77,36 +77,5 @@ const EVENT_OF: Record<StateEventFormat, (e: Json) => AgentEvent | null> = {
     )
       return null;
     return { kind: "turn_done" };
-  },
-  // Gemini CLI hooks: the hook's input on stdin.
-  "gemini-hooks": (e) => {
-    switch (e.hook_event_name) {
-      case "BeforeAgent":
-        return { kind: "prompt" };
-      case "Notification":
-        return { kind: "waiting", asks: str(e.message) ?? "Gemini CLI needs your attention" };
-      case "AfterAgent":
-        return { kind: "turn_done" };
-      default:
-        return null;
-    }
-  },
-  // termorch's opencode plugin: the bus events it forwards.
-  "opencode-plugin": (e) => {
-    const props = isObject(e.properties) ? e.properties : {};
-    switch (e.type) {
-      case "message.updated":
-        return isObject(props.info) && props.info.role === "user" ? { kind: "prompt" } : null;
-      case "permission.asked":
-      case "permission.updated":
-        return {
-          kind: "waiting",
-          asks: `opencode asks permission: ${str(props.title) ?? str(props.type) ?? "a tool"}`,
-        };
-      case "session.idle":
-        return { kind: "turn_done" };
-      default:
-        return null;
-    }
   },
 };
