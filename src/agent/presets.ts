@@ -135,6 +135,44 @@ const AIDER_HOUSEKEEPING = [
   "{artifacts_dir}/aider.input.history",
 ] as const;
 
+/** OpenCode's preset; Kilo Code CLI, its fork, is the same CLI under its own name. */
+const OPENCODE: AgentPreset = {
+  binary: "opencode",
+  // `opencode run` is the non-interactive mode; with no message argument it takes piped stdin as
+  // the message. `--format json` prints raw JSON events, one per line.
+  argv: ["opencode", "run", "--format", "json"],
+  // OpenCode's permission defaults already allow edits (and bash); only "ask" rules (by default
+  // external_directory, doom_loop) need answering, and `run` rejects those unless --auto is given.
+  edit_mode: [],
+  bypass: ["--auto"],
+  tail: [],
+  scratch: [],
+  prompt: "stdin",
+  output: "opencode-jsonl",
+  model_flag: "--model",
+  interactive: {
+    argv: ["opencode"],
+    // No trust question at 1.18.
+    trust: NO_TRUST,
+    // The home screen's placeholder (its example varies); in a session, the input box's mode line
+    // (`┃  Build · <model>`), drawn under a running turn too, hence busy.
+    waiting: "Ask anything…|(^|\\n) *\u2503 +[A-Z][A-Za-z]* +\u00b7 \\S",
+    // The footer while a turn runs (its spinner moves).
+    busy: "esc interrupt",
+    dialogs: [{ screen: "△ Permission required", asks: "opencode asks permission to use a tool" }],
+    events: null,
+  },
+  install:
+    "npm install -g opencode-ai (or: curl -fsSL https://opencode.ai/install | bash, brew install anomalyco/tap/opencode)",
+  docs: {
+    run: "https://opencode.ai/v1/docs/cli/#run",
+    permissions_and_auto: "https://opencode.ai/v1/docs/permissions/",
+    run_source: "github.com/anomalyco/opencode packages/opencode/src/cli/cmd/run.ts",
+    event_parts: "npm @opencode-ai/sdk@1.19.3 dist/v2/gen/types.gen.d.ts (TextPart, StepFinishPart)",
+    install: "github.com/anomalyco/opencode README.md",
+  },
+};
+
 export const PRESETS: Readonly<Record<PresetName, AgentPreset>> = {
   claude: {
     binary: "claude",
@@ -327,42 +365,8 @@ export const PRESETS: Readonly<Record<PresetName, AgentPreset>> = {
         "github.com/google-gemini/gemini-cli packages/cli/src/ui/components/InputPrompt.tsx @ 5411f113cafae26161b4969b0237b8e1e024e2c2",
     },
   },
-  opencode: {
-    binary: "opencode",
-    // `opencode run` is the non-interactive mode; with no message argument it takes piped stdin as
-    // the message. `--format json` prints raw JSON events, one per line.
-    argv: ["opencode", "run", "--format", "json"],
-    // OpenCode's permission defaults already allow edits (and bash); only "ask" rules (by default
-    // external_directory, doom_loop) need answering, and `run` rejects those unless --auto is given.
-    edit_mode: [],
-    bypass: ["--auto"],
-    tail: [],
-    scratch: [],
-    prompt: "stdin",
-    output: "opencode-jsonl",
-    model_flag: "--model",
-    interactive: {
-      argv: ["opencode"],
-      // No trust question at 1.18.
-      trust: NO_TRUST,
-      // The home screen's placeholder (its example varies); in a session, the input box's mode line
-      // (`┃  Build · <model>`), drawn under a running turn too, hence busy.
-      waiting: "Ask anything…|(^|\\n) *\u2503 +[A-Z][A-Za-z]* +\u00b7 \\S",
-      // The footer while a turn runs (its spinner moves).
-      busy: "esc interrupt",
-      dialogs: [{ screen: "△ Permission required", asks: "opencode asks permission to use a tool" }],
-      events: null,
-    },
-    install:
-      "npm install -g opencode-ai (or: curl -fsSL https://opencode.ai/install | bash, brew install anomalyco/tap/opencode)",
-    docs: {
-      run: "https://opencode.ai/v1/docs/cli/#run",
-      permissions_and_auto: "https://opencode.ai/v1/docs/permissions/",
-      run_source: "github.com/anomalyco/opencode packages/opencode/src/cli/cmd/run.ts",
-      event_parts: "npm @opencode-ai/sdk@1.19.3 dist/v2/gen/types.gen.d.ts (TextPart, StepFinishPart)",
-      install: "github.com/anomalyco/opencode README.md",
-    },
-  },
+  opencode: OPENCODE,
+
   qwen: {
     binary: "qwen",
     // A Gemini CLI fork: with stdin not a terminal it runs headless on what stdin holds (its -p is
@@ -397,26 +401,17 @@ export const PRESETS: Readonly<Record<PresetName, AgentPreset>> = {
       install: "https://github.com/QwenLM/qwen-code README.md",
     },
   },
+  // An opencode fork (Kilo Code CLI 7.7): opencode's `run`, its JSON events, permissions and TUI,
+  // under its own name (its placeholder ends in three dots).
   kilo: {
+    ...OPENCODE,
     binary: "kilo",
-    // An opencode fork (Kilo Code CLI): opencode's `run`, its JSON events and its permissions
-    // (edits allowed, `--auto` approves what would ask), under its own name.
     argv: ["kilo", "run", "--format", "json"],
-    edit_mode: [],
-    bypass: ["--auto"],
-    tail: [],
-    scratch: [],
-    prompt: "stdin",
-    output: "opencode-jsonl",
-    model_flag: "--model",
     interactive: {
+      ...OPENCODE.interactive,
       argv: ["kilo"],
-      trust: NO_TRUST,
-      // opencode's input box: its placeholder, then the mode line of a session's box.
-      waiting: "Ask anything(…|\\.\\.\\.)|(^|\\n) *\u2503 +[A-Z][A-Za-z]* +\u00b7 \\S",
-      busy: "esc interrupt",
+      waiting: OPENCODE.interactive.waiting!.replace("Ask anything…", "Ask anything(…|\\.\\.\\.)"),
       dialogs: [{ screen: "△ Permission required", asks: "Kilo Code asks permission to use a tool" }],
-      events: null,
     },
     install: "npm install -g @kilocode/cli",
     docs: {
@@ -425,6 +420,7 @@ export const PRESETS: Readonly<Record<PresetName, AgentPreset>> = {
       fork_of: "https://github.com/Kilo-Org/kilocode (an opencode fork); docs/agents.md, opencode",
     },
   },
+
   pi: {
     binary: "pi",
     // pi (@mariozechner/pi-coding-agent): `-p` takes piped stdin as the prompt; `--mode json` prints
