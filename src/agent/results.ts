@@ -294,11 +294,7 @@ function pi(stdout: string): ParsedOutput {
     if (e.type === "session") session = str(e.id) ?? session;
     if (e.type !== "message_end" || !isObject(e.message) || e.message.role !== "assistant") continue;
     const m = e.message;
-    const said = arr(m.content)
-      .filter(isObject)
-      .filter((c) => c.type === "text")
-      .map((c) => str(c.text) ?? "")
-      .join("");
+    const said = textOf(m.content);
     if (said) summary = said;
     error = m.stopReason === "error" ? (str(m.errorMessage) ?? "error") : null;
     const u = isObject(m.usage) ? m.usage : {};
@@ -372,11 +368,7 @@ function claudeTranscript(text: string): ParsedOutput {
     session = str(e.sessionId) ?? session;
     if (e.type !== "assistant" || !isObject(e.message)) continue;
     const m = e.message;
-    const said = arr(m.content)
-      .filter(isObject)
-      .filter((c) => c.type === "text")
-      .map((c) => str(c.text) ?? "")
-      .join("");
+    const said = textOf(m.content);
     if (said) {
       summary = said;
       error = e.isApiErrorMessage === true;
@@ -425,3 +417,12 @@ function codexRollout(text: string): ParsedOutput {
 }
 
 const arr = (v: unknown): unknown[] => (Array.isArray(v) ? v : []);
+
+/** The text blocks of a message's content (Anthropic's and pi's shape), joined. */
+function textOf(content: unknown): string {
+  return arr(content)
+    .filter(isObject)
+    .filter((c) => c.type === "text")
+    .map((c) => str(c.text) ?? "")
+    .join("");
+}
