@@ -13,9 +13,14 @@ export interface Placeholders {
   run_id: string;
   /** The file holding the task's prompt (the context file and what its dependencies did). */
   prompt_file: string;
+  /**
+   * A private file a CLI that reports its usage only in a file of its own writes it to (copilot's
+   * --usage-output-file); termorch reads it with the CLI's output after each attempt.
+   */
+  usage_file: string;
 }
 
-const PLACEHOLDER = /\{(task_id|context_path|workspace|artifacts_dir|run_id|prompt_file)\}/g;
+const PLACEHOLDER = /\{(task_id|context_path|workspace|artifacts_dir|run_id|prompt_file|usage_file)\}/g;
 
 export function substitute(argv: readonly string[], values: Placeholders): string[] {
   return argv.map((arg) => arg.replace(PLACEHOLDER, (_, name: keyof Placeholders) => values[name]));

@@ -452,6 +452,97 @@ export const PRESETS: Readonly<Record<PresetName, AgentPreset>> = {
       exit_0_on_model_error: 'observed at 0.73.1 (test/agents-real): stopReason "error", exit 0',
     },
   },
+
+  copilot: {
+    binary: "copilot",
+    // GitHub Copilot CLI: with stdin not a terminal (and no -p) it runs one prompt-mode session on
+    // what stdin holds. `--output-format json` prints its events as JSONL; its tokens are only in
+    // the file `--usage-output-file` names. --no-ask-user: its ask_user tool would wait for an
+    // answer no one gives. --no-auto-update: it runs the version installed, never a downloaded one.
+    argv: [
+      "copilot",
+      "--output-format",
+      "json",
+      "--no-ask-user",
+      "--no-auto-update",
+      "--usage-output-file",
+      "{usage_file}",
+    ],
+    // File edits unasked; any other tool (its shell) is denied in prompt mode, never prompted.
+    edit_mode: ["--allow-tool", "write"],
+    bypass: ["--allow-all"],
+    tail: [],
+    scratch: [],
+    prompt: "stdin",
+    output: "copilot-jsonl",
+    model_flag: "--model",
+    interactive: {
+      argv: ["copilot", "--allow-tool", "write", "--no-auto-update"],
+      // 1.0.102 asks about every new folder, and only its own config's trustedFolders (or
+      // COPILOT_ALLOW_ALL=true, which also allows every tool) answers up front: --trust-folder is
+      // for prompt mode only. The question is the operator's (its first answer trusts the folder
+      // for this session alone, nothing saved).
+      trust: NO_TRUST,
+      // The empty input line: ❯ alone, the input box's lower rule under it.
+      waiting: "(^|\\n)\u276f *\\n\u2500{10,}",
+      // The footer while a turn runs.
+      busy: "esc esc interrupt|\u25ce Working",
+      dialogs: [
+        {
+          screen: "Do you trust the files in this folder\\?",
+          asks: "GitHub Copilot asks whether to trust this folder (its first answer trusts it for this session only; the second saves it in ~/.copilot/config.json)",
+        },
+      ],
+      events: null,
+    },
+    install: "npm install -g @github/copilot",
+    docs: {
+      prompt_mode_and_flags: "npm @github/copilot@1.0.102: copilot --help; checked in test/agents-real",
+      byok_environment:
+        "npm @github/copilot@1.0.102: copilot help environment (COPILOT_PROVIDER_BASE_URL, COPILOT_MODEL, COPILOT_OFFLINE)",
+      events_and_usage_file:
+        "npm @github/copilot@1.0.102: its --output-format json events and --usage-output-file document (test/agents-real)",
+      trust:
+        "npm @github/copilot@1.0.102: copilot --help (--trust-folder), help environment (COPILOT_ALLOW_ALL)",
+    },
+  },
+
+  cn: {
+    binary: "cn",
+    // Continue's CLI: `-p` prints the answer and exits, taking the prompt from stdin when no
+    // prompt argument is given; `--format json` wraps the answer as {response, status}. -p goes
+    // last (the tail), after the permission flags, which each take one tool.
+    argv: ["cn", "--format", "json"],
+    // Its file tools run unasked; Bash asks, which headless cn refuses rather than waits on.
+    edit_mode: ["--allow", "Write", "--allow", "Edit", "--allow", "MultiEdit", "--ask", "Bash"],
+    bypass: ["--auto"],
+    tail: ["-p"],
+    scratch: [],
+    prompt: "stdin",
+    output: "cn-json",
+    // cn's --model adds a model from Continue's hub: the model is the config's (~/.continue/config.yaml).
+    model_flag: "--model",
+    interactive: {
+      argv: ["cn", "--allow", "Write", "--allow", "Edit", "--allow", "MultiEdit"],
+      // No trust question at 1.5.47 (checked with a fresh HOME and worktree).
+      trust: NO_TRUST,
+      // The empty input box's placeholder (without "@ for context" in some modes).
+      waiting: "Ask anything, (@ for context, )?/ for slash commands",
+      busy: "esc to interrupt",
+      dialogs: [
+        { screen: "Would you like to continue\\?", asks: "Continue CLI asks permission to use a tool" },
+      ],
+      events: null,
+    },
+    install: "npm install -g @continuedev/cli",
+    docs: {
+      print_and_flags: "npm @continuedev/cli@1.5.47: cn --help; checked in test/agents-real",
+      output:
+        "npm @continuedev/cli@1.5.47: cn -p --format json's object and its error object on stderr (test/agents-real)",
+      screens:
+        "npm @continuedev/cli@1.5.47 dist/index.js (input placeholder, esc to interrupt, permission prompt)",
+    },
+  },
 };
 
 export function isPresetName(name: string): name is PresetName {

@@ -12,6 +12,8 @@ export type OutputFormat =
   | "gemini-json"
   | "opencode-jsonl"
   | "pi-jsonl"
+  | "copilot-jsonl"
+  | "cn-json"
   | "text";
 
 export interface ParsedOutput {
@@ -24,8 +26,18 @@ export const SUMMARY_MAX = 4000;
 
 const NONE: ParsedOutput = { result: null, usage: null };
 
-/** `stderr` matters to one CLI: gemini prints its error object there (docs/agents.md). */
-export function parseAgentOutput(format: OutputFormat, stdout: string, stderr = ""): ParsedOutput {
+/**
+ * What an agent's CLI printed, and what it wrote beside it: `stderr` matters to gemini and cn,
+ * which print their error object there; `usageFile` (the text of `{usage_file}`) to copilot, which
+ * reports its tokens only in that file (docs/agents.md).
+ */
+export interface AgentOutput {
+  stderr?: string;
+  usageFile?: string;
+}
+
+export function parseAgentOutput(format: OutputFormat, stdout: string, side: AgentOutput = {}): ParsedOutput {
+  const stderr = side.stderr ?? "";
   switch (format) {
     case "claude-json":
       return claude(stdout, "uncached");
@@ -39,6 +51,10 @@ export function parseAgentOutput(format: OutputFormat, stdout: string, stderr = 
       return opencode(stdout);
     case "pi-jsonl":
       return pi(stdout);
+    case "copilot-jsonl":
+      return copilot(stdout, side.usageFile ?? "");
+    case "cn-json":
+      return continueCli(stdout, stderr);
     case "text":
       return aider(stdout);
   }
@@ -312,6 +328,67 @@ function pi(stdout: string): ParsedOutput {
     result: { summary: capped(error ?? summary), session_id: session, is_error: error !== null },
     usage: usageOf(addUsage(messages)),
   };
+}
+
+/**
+ * `copilot --output-format json`: JSONL events; the answer in the last `assistant.message` with
+ * content, a failure in `session.error`, the session's id and exit code in the closing `result`.
+ * Its tokens are only in the `--usage-output-file` document: per model, input with the cached
+ * tokens in (as the API counts them).
+ */
+function copilot(stdout: string, usageFile: string): ParsedOutput {
+  const events = jsonLines(stdout);
+  if (events.length === 0) return NONE;
+  let summary: string | null = null;
+  let session: string | null = null;
+  let error: string | null = null;
+  let exitCode: number | null = null;
+  for (const e of events) {
+    const data = isObject(e.data) ? e.data : {};
+    if (e.type === "assistant.message") summary = str(data.content) || summary;
+    else if (e.type === "session.error") error = str(data.message) ?? "error";
+    else if (e.type === "result") {
+      session = str(e.sessionId);
+      exitCode = typeof e.exitCode === "number" ? e.exitCode : null;
+    }
+  }
+  const file = parse(usageFile);
+  const models = isObject(file) && isObject(file.modelMetrics) ? Object.values(file.modelMetrics) : [];
+  const perModel: Usage[] = models.filter(isObject).map((m) => {
+    const u = isObject(m.usage) ? m.usage : {};
+    return {
+      input_tokens: count(u.inputTokens),
+      output_tokens: count(u.outputTokens),
+      cache_read_tokens: count(u.cacheReadTokens),
+      cache_write_tokens: count(u.cacheWriteTokens),
+      cost_usd: null,
+    };
+  });
+  const failed = error !== null || (exitCode !== null && exitCode !== 0);
+  return {
+    result: { summary: capped(error ?? summary), session_id: session, is_error: failed },
+    usage: usageOf(addUsage(perModel)),
+  };
+}
+
+/**
+ * `cn -p --format json`: one object, `response` and `status`; a failure is an object with
+ * `status: "error"` and `message` on stderr (exit 1). cn 1.5 reports no tokens and no session id.
+ */
+function continueCli(stdout: string, stderr: string): ParsedOutput {
+  const r = lastObject(stdout);
+  const failed = lastObject(stderr);
+  if (r && "response" in r)
+    return {
+      result: { summary: capped(str(r.response)), session_id: null, is_error: r.status === "error" },
+      usage: null,
+    };
+  if (failed?.status === "error")
+    return {
+      result: { summary: capped(str(failed.message) ?? "error"), session_id: null, is_error: true },
+      usage: null,
+    };
+  return NONE;
 }
 
 const SCALE: Record<string, number> = { "": 1, k: 1e3, K: 1e3, m: 1e6, M: 1e6 };

@@ -11,12 +11,23 @@ export const SOCKET_NAME_RULE =
   "must be 1-64 letters, digits, _ . - starting with a letter, digit or _ (so not . or ..)";
 
 /** The coding-agent CLIs termorch knows by name (src/agent/presets.ts, docs/agents.md). */
-export const PresetName = z.enum(["claude", "codex", "aider", "gemini", "opencode", "qwen", "kilo", "pi"]);
+export const PresetName = z.enum([
+  "claude",
+  "codex",
+  "aider",
+  "gemini",
+  "opencode",
+  "qwen",
+  "kilo",
+  "pi",
+  "copilot",
+  "cn",
+]);
 export type PresetName = z.infer<typeof PresetName>;
 
 export const AgentSpec = z.strictObject({
   /**
-   * argv; placeholders {task_id} {context_path} {workspace} {artifacts_dir} {run_id} {prompt_file}.
+   * argv; placeholders {task_id} {context_path} {workspace} {artifacts_dir} {run_id} {prompt_file} {usage_file}.
    * Without it, the agent is a preset: the one named `preset`, or the one of the agent's own name.
    */
   command: z.array(NoNul).min(1).optional(),

@@ -141,7 +141,8 @@ export async function executeTask(ctx: RunContext, taskId: string, resume = fals
       attempt = setup ?? (await runAttempt(ctx, t, p));
     }
     if (attempt === "detached") return DETACHED;
-    let { reason, detail } = attempt.record && p.output ? agentOutcome(ctx, t, p.output, attempt) : attempt;
+    let { reason, detail } =
+      attempt.record && p.output ? agentOutcome(ctx, t, p, p.output, attempt) : attempt;
     if (reason === null) {
       const gated = await runGates(ctx, t, p);
       if (gated === "detached") return DETACHED;
@@ -183,14 +184,14 @@ interface AttemptResult extends AttemptOutcome {
 function agentOutcome(
   ctx: RunContext,
   t: TaskRun,
+  p: Pick<TaskPlan, "usageFile">,
   format: OutputFormat,
   attempt: AttemptResult,
 ): AttemptOutcome {
-  const { result, usage } = parseAgentOutput(
-    format,
-    readLogTail(join(ctx.runDir, t.logs!.stdout)),
-    format === "gemini-json" ? readLogTail(join(ctx.runDir, t.logs!.stderr)) : "",
-  );
+  const { result, usage } = parseAgentOutput(format, readLogTail(join(ctx.runDir, t.logs!.stdout)), {
+    stderr: readLogTail(join(ctx.runDir, t.logs!.stderr)),
+    usageFile: readLogTail(p.usageFile),
+  });
   t.agentResult = result;
   t.usage = addUsage([t.usage, usage]);
   if (attempt.reason !== null || !result?.is_error) return attempt;
@@ -253,6 +254,9 @@ async function runAttempt(ctx: RunContext, t: TaskRun, p: TaskPlan): Promise<Att
   if (t.attempts > 1) await killPoint(ctx.fault, "kill-after-retry-recorded", t.id);
   try {
     await writePrompt(ctx, p);
+    // Its CLI writes it afresh (copilot's usage): none of an earlier attempt's is counted again.
+    mkdirSync(dirname(p.usageFile), { recursive: true, mode: 0o700 });
+    rmSync(p.usageFile, { force: true });
     // Each attempt fills a fresh template, as it starts from a fresh worktree.
     if (p.handoff) {
       mkdirSync(dirname(p.handoff), { recursive: true });

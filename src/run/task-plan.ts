@@ -29,6 +29,8 @@ export interface TaskPlan {
   interactive: InteractivePlan | null;
   /** Which of its stdout termorch parses into the report (a preset's JSON); null: none. */
   output: OutputFormat | null;
+  /** `{usage_file}`: where its CLI may write its usage, read with its output (private, 0700 folder). */
+  usageFile: string;
   /** Globs (repository-relative) of files its CLI writes for itself: never committed. */
   scratch: readonly string[];
   tty: boolean;
@@ -133,6 +135,7 @@ function planTask(input: RunInput, r: ResolvedTask, place: PlanPlace): TaskPlan 
     : worktree === null
       ? join(artifactsDir, "handoff.md")
       : join(cwd, HANDOFF_IN_WORKTREE);
+  const usageFile = join(place.runDir, ".termorch", place.runId, "usage", `${task.id}.json`);
   // Private too: what the agent's hooks record may quote its prompt.
   const eventsFile = join(place.runDir, ".termorch", place.runId, "events", `${task.id}.jsonl`);
   const interactive: InteractivePlan | null = task.interactive
@@ -157,11 +160,13 @@ function planTask(input: RunInput, r: ResolvedTask, place: PlanPlace): TaskPlan 
       artifacts_dir: artifactsDir,
       run_id: place.runId,
       prompt_file: promptFile,
+      usage_file: usageFile,
     }),
     prompt: { delivery: interactive ? "paste" : agent.prompt, file: promptFile, context: r.contextPath },
     interactive,
     // A terminal transcript is not the CLI's JSON.
     output: interactive ? null : agent.output,
+    usageFile,
     scratch: inRepo(handoff && worktree !== null ? [...agent.scratch, HANDOFF_IN_WORKTREE] : agent.scratch),
     // An interactive agent is a terminal program: it gets the pane's terminal whatever its config says.
     tty: agent.tty || interactive !== null,

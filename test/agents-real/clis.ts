@@ -8,7 +8,7 @@ import type { Protocol } from "./model-server.js";
  * (per-invocation overrides). Nothing is written into the CLI's own files in HOME.
  */
 export interface CliRecipe {
-  preset: "claude" | "codex" | "gemini" | "opencode" | "qwen" | "kilo" | "pi";
+  preset: "claude" | "codex" | "gemini" | "opencode" | "qwen" | "kilo" | "pi" | "copilot" | "cn";
   protocol: Protocol;
   /** The config's agent entry for this preset, pointed at the server. */
   agent(url: string): { env: Record<string, string>; args?: string[] };
@@ -22,6 +22,10 @@ export interface CliRecipe {
    * CLI writes it on every start otherwise, which the HOME snapshot would count).
    */
   seedHome?(home: string, url: string): void;
+  /** What the CLI asks before its first interactive prompt in any new folder, which only its user may answer. */
+  asksFirst?: RegExp;
+  /** Environment the interactive tests add to the agent entry's (see cn). */
+  interactiveEnv?: Record<string, string>;
 }
 
 export const SECRET = "sk-termorch-test-7f3a9c1e5b";
@@ -213,5 +217,53 @@ export const RECIPES: Record<CliRecipe["preset"], CliRecipe> = {
       env: { PI_OFFLINE: "1" },
       args: ["--provider", "termorch-test"],
     }),
+  },
+  copilot: {
+    preset: "copilot",
+    protocol: "chat",
+    keyVar: "COPILOT_PROVIDER_API_KEY",
+    // What 1.0.102 writes in its config on its first start.
+    seedHome(home) {
+      mkdirSync(join(home, ".copilot"), { recursive: true });
+      writeFileSync(
+        join(home, ".copilot", "config.json"),
+        '// User settings belong in settings.json.\n// This file is managed automatically.\n{\n  "firstLaunchAt": "2026-11-26T21:21:43.680Z",\n  "appTipShown": true,\n  "reasoningSummariesCleanupDone": true\n}\n',
+      );
+    },
+    // Its folder trust: no flag or setting of the invocation answers it in its TUI.
+    asksFirst: /trust this folder/,
+    agent: (url) => ({
+      env: {
+        // Its own provider ("bring your own key"): no GitHub sign-in is needed.
+        COPILOT_PROVIDER_BASE_URL: `${url}/v1`,
+        COPILOT_MODEL: "test-model",
+        // Nothing but the model server: no sign-in, telemetry, web tools or update.
+        COPILOT_OFFLINE: "true",
+      },
+    }),
+  },
+  cn: {
+    preset: "cn",
+    protocol: "chat",
+    keyVar: "TERMORCH_TEST_KEY",
+    // A user with the model server in cn's config (its key from the environment, as Continue's
+    // secrets resolve), who turned its self-update off; and the permissions file cn writes on its
+    // first start.
+    seedHome(home, url) {
+      mkdirSync(join(home, ".continue"), { recursive: true });
+      writeFileSync(
+        join(home, ".continue", "config.yaml"),
+        `name: termorch-test\nversion: 1.0.0\nschema: v1\nmodels:\n  - name: test\n    provider: openai\n    model: test-model\n    apiBase: ${url}/v1\n    apiKey: \${{ secrets.TERMORCH_TEST_KEY }}\n`,
+      );
+      writeFileSync(join(home, ".continue", "globalContext.json"), '{\n  "autoUpdateCli": false\n}');
+      writeFileSync(
+        join(home, ".continue", "permissions.yaml"),
+        "# cn tool permissions\n\n# Tools that are automatically allowed without prompting\nallow: []\n\n# Tools that require user confirmation before execution\nask: []\n\n# Tools that are completely excluded (model won't know they exist)\nexclude: []\n",
+      );
+    },
+    agent: () => ({ env: {} }),
+    // cn's TUI asks api.continue.dev for its newest version on every start, and only
+    // NODE_ENV=test stops it (which also stops headless cn from reading its prompt on stdin).
+    interactiveEnv: { NODE_ENV: "test" },
   },
 };

@@ -53,6 +53,12 @@ export const CLI_FILES = [
   ".pi/agent/models.json",
   ".pi/agent/settings.json",
   ".pi/agent/auth.json",
+  ".copilot/config.json",
+  ".copilot/settings.json",
+  ".copilot/mcp-config.json",
+  ".continue/config.yaml",
+  ".continue/permissions.yaml",
+  ".continue/globalContext.json",
 ];
 
 export interface World {

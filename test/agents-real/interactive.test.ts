@@ -18,7 +18,9 @@ function prepare(
 ): { dir: string; repo: string; file: string; config: string } {
   const { dir, repo } = world.workspace("Create the file. WRITE-FILE I\n");
   const config = join(dir, "termorch.json");
-  writeFileSync(config, JSON.stringify({ agents: { [recipe.preset]: recipe.agent(modelServer().url) } }));
+  const entry = recipe.agent(modelServer().url);
+  const agent = { ...entry, env: { ...entry.env, ...recipe.interactiveEnv } };
+  writeFileSync(config, JSON.stringify({ agents: { [recipe.preset]: agent } }));
   const file = join(dir, "assignments.json");
   writeFileSync(
     file,
@@ -79,12 +81,29 @@ async function waitingFor(dir: string, ok: (s: StatusFile) => boolean, what: str
   }
 }
 
+/**
+ * The question the CLI asks in every new folder before its input prompt (copilot's folder trust),
+ * reported and left alone until the operator answers it with Enter (its first choice, this
+ * session only), as a user would.
+ */
+async function answerFirstQuestion(recipe: CliRecipe, dir: string, runId: string): Promise<void> {
+  if (!recipe.asksFirst) return;
+  const seen = modelServer().mainRequests().length;
+  const asked = await waiting(dir, "the CLI's first question");
+  expect(asked.waiting_for).toMatch(recipe.asksFirst);
+  expect(modelServer().mainRequests().length).toBe(seen);
+  const answer = await world.termorch(["send", "I", "", "--run", runId]);
+  expect(answer.exitCode, answer.stderr).toBe(0);
+  await waitingFor(dir, (s) => !s.waiting_since, "the answer to be taken");
+}
+
 describe.each(Object.values(RECIPES))("$preset, interactive", (recipe) => {
   it("takes the prompt at its input prompt, works, waits, is finished and merged; the user's CLI configuration unchanged", async () => {
     modelServer().setScript(perTask);
     const before = world.cliFiles();
     const { dir, repo, file, config } = prepare(recipe, {});
     const run = start(recipe, file, config);
+    await answerFirstQuestion(recipe, dir, JSON.parse(readFileSync(file, "utf8")).run_id);
     const status = await waiting(dir, "the agent to wait after its turn");
     expect(status.waiting_for).toEqual(expect.any(String));
     // The model saw the prompt, once, and wrote the file.
@@ -218,6 +237,7 @@ describe.each(Object.values(RECIPES))("$preset, interactive, an API error", (rec
     const { dir, file, config } = prepare(recipe, {});
     const runId = (JSON.parse(readFileSync(file, "utf8")) as { run_id: string }).run_id;
     const run = start(recipe, file, config);
+    await answerFirstQuestion(recipe, dir, runId);
     const status = await waiting(dir, "the agent to wait after its failed turn");
     // claude's StopFailure hook quotes the error; the others' screens show their prompt again.
     if (recipe.preset === "claude") expect(status.waiting_for).toContain("the request was refused");

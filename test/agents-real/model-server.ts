@@ -186,7 +186,7 @@ interface Tool {
   role: "write" | "shell" | "patch" | "other";
 }
 
-const WRITE_TOOLS = /^(Write|write|write_file|create_file|WriteFile|file_write)$/;
+const WRITE_TOOLS = /^(Write|write|write_file|create_file|WriteFile|file_write|create)$/;
 const PATCH_TOOLS = /^apply_patch$/;
 const SHELL_TOOLS = /^(Bash|bash|shell|run_shell_command|exec_command|shell_command|local_shell)$/;
 

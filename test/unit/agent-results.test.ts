@@ -114,14 +114,14 @@ describe("an agent CLI's own account of its work", () => {
       "}",
       "",
     ].join("\n");
-    expect(parseAgentOutput("gemini-json", "", stderr).result).toEqual({
+    expect(parseAgentOutput("gemini-json", "", { stderr }).result).toEqual({
       summary: '[API Error: bad {request} "x"]',
       session_id: "g-2",
       is_error: true,
     });
     const prefixed = `warn\n[ERROR] ${JSON.stringify({ error: { message: "quota" } }, null, 2)}\n`;
-    expect(parseAgentOutput("gemini-json", "", prefixed).result?.summary).toBe("quota");
-    expect(parseAgentOutput("gemini-json", "", "Error: {not json\n").result).toBeNull();
+    expect(parseAgentOutput("gemini-json", "", { stderr: prefixed }).result?.summary).toBe("quota");
+    expect(parseAgentOutput("gemini-json", "", { stderr: "Error: {not json\n" }).result).toBeNull();
   });
 
   it("opencode: the last text part, the session, tokens and cost of every step; an error event", () => {
@@ -334,6 +334,67 @@ describe("pi's output", () => {
     expect(parseAgentOutput("pi-jsonl", failed).result).toMatchObject({
       summary: "Connection error.",
       is_error: true,
+    });
+  });
+});
+
+describe("GitHub Copilot CLI's output", () => {
+  const events = (...lines: object[]): string => lines.map((l) => JSON.stringify(l)).join("\n");
+  it("the last assistant message with content, the result's session; its tokens from its usage file, per model", () => {
+    const out = events(
+      { type: "assistant.message", data: { content: "", toolRequests: [{ name: "create" }] } },
+      { type: "assistant.message", data: { content: "Done: wrote C.txt" } },
+      { type: "assistant.message", data: { content: "" } },
+      { type: "result", sessionId: "s-9", exitCode: 0, usage: { premiumRequests: 0 } },
+    );
+    const usageFile = JSON.stringify({
+      modelMetrics: {
+        a: { usage: { inputTokens: 1210, outputTokens: 85, cacheReadTokens: 400, cacheWriteTokens: 0 } },
+        b: { usage: { inputTokens: 10, outputTokens: 5, cacheReadTokens: 0, cacheWriteTokens: 0 } },
+      },
+    });
+    expect(parseAgentOutput("copilot-jsonl", out, { usageFile })).toEqual({
+      result: { summary: "Done: wrote C.txt", session_id: "s-9", is_error: false },
+      usage: {
+        input_tokens: 1220,
+        output_tokens: 90,
+        cache_read_tokens: 400,
+        cache_write_tokens: 0,
+        cost_usd: null,
+      },
+    });
+    // No usage file (an attempt killed before copilot wrote it): the result alone.
+    expect(parseAgentOutput("copilot-jsonl", out).usage).toBeNull();
+  });
+
+  it("a session error is the summary; a non-zero exit in the result is an error", () => {
+    const failed = events(
+      { type: "session.error", data: { message: "400 the request was refused", statusCode: 400 } },
+      { type: "result", sessionId: "s-1", exitCode: 1 },
+    );
+    expect(parseAgentOutput("copilot-jsonl", failed).result).toEqual({
+      summary: "400 the request was refused",
+      session_id: "s-1",
+      is_error: true,
+    });
+    const exited = events({ type: "result", sessionId: "s-2", exitCode: 2 });
+    expect(parseAgentOutput("copilot-jsonl", exited).result?.is_error).toBe(true);
+  });
+});
+
+describe("Continue cn's output", () => {
+  it("its answer object on stdout, its error object on stderr; no tokens", () => {
+    expect(
+      parseAgentOutput("cn-json", JSON.stringify({ response: "Done: wrote K.txt", status: "success" })),
+    ).toEqual({ result: { summary: "Done: wrote K.txt", session_id: null, is_error: false }, usage: null });
+    expect(
+      parseAgentOutput("cn-json", "", {
+        stderr: `some log\n${JSON.stringify({ status: "error", message: "400 refused" })}\n`,
+      }).result,
+    ).toEqual({ summary: "400 refused", session_id: null, is_error: true });
+    expect(parseAgentOutput("cn-json", "plain text", { stderr: "Error: boom" })).toEqual({
+      result: null,
+      usage: null,
     });
   });
 });
