@@ -65,6 +65,8 @@ export interface InteractiveAgent {
   dialogs: readonly KnownDialog[];
   /** How to read the state events its CLI appends to `$TERMORCH_AGENT_EVENTS`; null: it sends none. */
   events: StateEventFormat | null;
+  /** The configuration folder of the task's own through which its CLI sends them (opencode's plugin); null: none. */
+  eventsConfigDir: { env: string; files: Readonly<Record<string, string>> } | null;
   /** Environment of the interactive form (a CLI's per-invocation trust), under the agent's own `env`. */
   env: Readonly<Record<string, string>>;
 }
@@ -83,7 +85,15 @@ export function agentFor(task: Pick<Task, "agent" | "command">, config: Config):
       preset: null,
       requires: null,
       scratch: [],
-      interactive: { command: task.command, waiting: null, busy: null, dialogs: [], events: null, env: {} },
+      interactive: {
+        command: task.command,
+        waiting: null,
+        busy: null,
+        dialogs: [],
+        events: null,
+        eventsConfigDir: null,
+        env: {},
+      },
     };
   }
   if (registered) return fromConfig(task.agent, registered);
@@ -124,7 +134,15 @@ function fromConfig(name: string, spec: AgentSpec): ResolvedAgent | undefined {
       preset: null,
       requires: null,
       scratch: [],
-      interactive: { command: spec.command, waiting: null, busy: null, dialogs: [], events: null, env: {} },
+      interactive: {
+        command: spec.command,
+        waiting: null,
+        busy: null,
+        dialogs: [],
+        events: null,
+        eventsConfigDir: null,
+        env: {},
+      },
     };
   const preset = spec.preset ?? PresetName.safeParse(name).data;
   return preset ? { ...fromPreset(preset, spec), source: "config" } : undefined;
@@ -158,6 +176,7 @@ function fromPreset(name: PresetName, spec: AgentSpec | undefined): ResolvedAgen
       busy: p.interactive.busy,
       dialogs: p.interactive.dialogs,
       events: p.interactive.events?.format ?? null,
+      eventsConfigDir: p.interactive.events?.configDir ?? null,
       env: p.interactive.trust.env,
     },
   };

@@ -10,6 +10,7 @@
  */
 
 import { PresetName } from "../contract/config.js";
+import { OPENCODE_PLUGIN_FILE, OPENCODE_PLUGIN_SOURCE } from "./opencode-plugin.js";
 import type { OutputFormat } from "./results.js";
 import type { StateEventFormat } from "./state-events.js";
 
@@ -57,7 +58,15 @@ export interface InteractiveForm {
    * How the CLI reports its own state: flags that make it append its events to
    * `$TERMORCH_AGENT_EVENTS`, and how to read them (src/agent/state-events.ts). null: the screen only.
    */
-  events: { args: readonly string[]; format: StateEventFormat } | null;
+  events: {
+    args: readonly string[];
+    format: StateEventFormat;
+    /**
+     * A configuration folder of the task's own that the CLI loads besides the user's, named by
+     * the environment variable `env`, holding `files` (path in it → content); none when absent.
+     */
+    configDir?: { env: string; files: Readonly<Record<string, string>> };
+  } | null;
 }
 
 export interface AgentPreset {
@@ -160,7 +169,12 @@ const OPENCODE: AgentPreset = {
     // The footer while a turn runs (its spinner moves).
     busy: "esc interrupt",
     dialogs: [{ screen: "△ Permission required", asks: "opencode asks permission to use a tool" }],
-    events: null,
+    // Its plugin events, through a plugin folder of the task's (src/agent/opencode-plugin.ts).
+    events: {
+      args: [],
+      format: "opencode-plugin",
+      configDir: { env: "OPENCODE_CONFIG_DIR", files: { [OPENCODE_PLUGIN_FILE]: OPENCODE_PLUGIN_SOURCE } },
+    },
   },
   install:
     "npm install -g opencode-ai (or: curl -fsSL https://opencode.ai/install | bash, brew install anomalyco/tap/opencode)",
@@ -412,6 +426,11 @@ export const PRESETS: Readonly<Record<PresetName, AgentPreset>> = {
       argv: ["kilo"],
       waiting: OPENCODE.interactive.waiting!.replace("Ask anything…", "Ask anything(…|\\.\\.\\.)"),
       dialogs: [{ screen: "△ Permission required", asks: "Kilo Code asks permission to use a tool" }],
+      events: {
+        args: [],
+        format: "opencode-plugin",
+        configDir: { env: "KILO_CONFIG_DIR", files: { [OPENCODE_PLUGIN_FILE]: OPENCODE_PLUGIN_SOURCE } },
+      },
     },
     install: "npm install -g @kilocode/cli",
     docs: {

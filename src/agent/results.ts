@@ -421,14 +421,61 @@ function aider(stdout: string): ParsedOutput {
 }
 
 /** Where an interactive CLI keeps its session's transcript, and how to read it. */
-export type TranscriptFormat = "claude-transcript" | "codex-rollout";
+export type TranscriptFormat = "claude-transcript" | "codex-rollout" | "opencode-events";
 
 /**
  * An interactive session's result and usage from the transcript its CLI writes for itself (the
- * file its hooks or notify name): Claude Code's session JSONL, codex's rollout JSONL.
+ * file its hooks or notify name): Claude Code's session JSONL, codex's rollout JSONL; or from
+ * what termorch's opencode plugin recorded of the session (src/agent/opencode-plugin.ts).
  */
 export function parseTranscript(format: TranscriptFormat, text: string): ParsedOutput {
-  return format === "claude-transcript" ? claudeTranscript(text) : codexRollout(text);
+  switch (format) {
+    case "claude-transcript":
+      return claudeTranscript(text);
+    case "codex-rollout":
+      return codexRollout(text);
+    case "opencode-events":
+      return opencodeEvents(text);
+  }
+}
+
+/**
+ * The records of termorch's opencode plugin: assistant messages' final text, each completed
+ * message's tokens (counted once, by id: opencode updates a message more than once) and cost,
+ * and the session's errors.
+ */
+function opencodeEvents(text: string): ParsedOutput {
+  const records = jsonLines(text);
+  let summary: string | null = null;
+  let session: string | null = null;
+  let error: string | null = null;
+  const messages = new Map<string, Usage>();
+  for (const r of records) {
+    session = session ?? str(r.session);
+    if (r.type === "text") {
+      summary = str(r.text) || summary;
+      error = null;
+    } else if (r.type === "session.error") error = str(r.message) ?? "error";
+    else if (r.type === "message.completed" && typeof r.id === "string") {
+      const t = isObject(r.tokens) ? r.tokens : {};
+      const cache = isObject(t.cache) ? t.cache : {};
+      const cacheRead = count(cache.read);
+      const cacheWrite = count(cache.write);
+      messages.set(r.id, {
+        input_tokens: allInput(count(t.input), cacheRead, cacheWrite),
+        output_tokens: count(t.output),
+        cache_read_tokens: cacheRead,
+        cache_write_tokens: cacheWrite,
+        cost_usd: money(r.cost),
+      });
+      if (str(r.error)) error = str(r.error);
+    }
+  }
+  if (records.length === 0) return NONE;
+  return {
+    result: { summary: capped(error ?? summary), session_id: session, is_error: error !== null },
+    usage: usageOf(addUsage([...messages.values()])),
+  };
 }
 
 /**

@@ -3,7 +3,7 @@
  * appended to `$TERMORCH_AGENT_EVENTS` (one JSON document a line; docs/agents.md names each
  * CLI's events and where they were checked). Pure: text in, events out.
  */
-export type StateEventFormat = "claude-hooks" | "codex-notify";
+export type StateEventFormat = "claude-hooks" | "codex-notify" | "opencode-plugin";
 
 export type AgentEvent =
   /** The CLI took a message: the prompt was delivered. */
@@ -15,6 +15,9 @@ export type AgentEvent =
   /** Where its session's transcript is (a file path), or the id that names it (codex's thread). */
   | { kind: "transcript"; path: string }
   | { kind: "thread"; id: string };
+
+/** How a `waiting` event of a turn that ended on an error begins. */
+export const TURN_FAILED = "its turn failed";
 
 type Json = Record<string, unknown>;
 const isObject = (v: unknown): v is Json => typeof v === "object" && v !== null && !Array.isArray(v);
@@ -61,8 +64,30 @@ const EVENT_OF: Record<StateEventFormat, (e: Json) => AgentEvent | null> = {
       case "StopFailure":
         return {
           kind: "waiting",
-          asks: `its turn failed: ${str(e.last_assistant_message) ?? str(e.error) ?? "an error"}`,
+          asks: `${TURN_FAILED}: ${str(e.last_assistant_message) ?? str(e.error) ?? "an error"}`,
         };
+      default:
+        return null;
+    }
+  },
+  // termorch's opencode plugin (src/agent/opencode-plugin.ts): the main session's events.
+  "opencode-plugin": (e) => {
+    switch (e.type) {
+      case "session.status":
+        return e.status === "busy" ? { kind: "prompt" } : null;
+      case "permission.asked": {
+        const patterns = Array.isArray(e.patterns) ? e.patterns.filter((p) => typeof p === "string") : [];
+        return {
+          kind: "waiting",
+          asks: `opencode asks permission: ${str(e.permission) ?? "a tool"}${patterns.length > 0 ? ` (${patterns.join(", ")})` : ""}`,
+        };
+      }
+      case "question.asked":
+        return { kind: "waiting", asks: "opencode asks a question" };
+      case "session.error":
+        return { kind: "waiting", asks: `${TURN_FAILED}: ${str(e.message) ?? "an error"}` };
+      case "session.idle":
+        return { kind: "turn_done" };
       default:
         return null;
     }

@@ -12,7 +12,12 @@ import {
 } from "node:fs";
 import { dirname, join } from "node:path";
 import type { TranscriptFormat } from "../agent/results.js";
-import { type AgentEvent, parseStateEvents, type StateEventFormat } from "../agent/state-events.js";
+import {
+  type AgentEvent,
+  parseStateEvents,
+  type StateEventFormat,
+  TURN_FAILED,
+} from "../agent/state-events.js";
 import type { StateSource } from "../contract/agent-state.js";
 import { finishFileOf } from "../fs/private-dir.js";
 import type { RunningAttempt } from "../runner/task-runner.js";
@@ -311,6 +316,10 @@ export function watchInteractive(
   let failure: InteractiveWatch["failure"] = null;
   /** What the task is marked waiting for now (null: not waiting), and whether hooks said so. */
   let asked: { asks: string; by: StateSource } | null = null;
+  /** What the CLI's events said of a turn that ended on an error, until its next prompt. */
+  let failedTurn: string | null = null;
+  /** Whether the CLI's last event was a question of its (not a prompt taken or a turn's end). */
+  let hookQuestion = false;
   let lastScreen: string | null = null;
   /** The session's transcript, as the CLI's events named it (codex's by its thread's id). */
   let transcript: { format: TranscriptFormat; path: string } | null = null;
@@ -453,16 +462,26 @@ export function watchInteractive(
       delivered(by);
     }
     for (const e of news) {
-      if (e.kind === "prompt") unask();
-      else if (e.kind === "waiting") ask(e.asks, "hooks", at);
-      else if (e.kind === "turn_done")
+      if (e.kind === "prompt" || e.kind === "waiting" || e.kind === "turn_done")
+        hookQuestion = e.kind === "waiting";
+      if (e.kind === "prompt") {
+        failedTurn = null;
+        unask();
+      } else if (e.kind === "waiting") {
+        if (e.asks.startsWith(TURN_FAILED)) failedTurn = e.asks;
+        ask(e.asks, "hooks", at);
+      } else if (e.kind === "turn_done")
+        // A failed turn's end (opencode reports it idle after its error) keeps the failure's words.
         ask(
-          `its turn is done: it waits for its next message (termorch send ${t.id} TEXT) or termorch finish ${t.id}`,
+          failedTurn ??
+            `its turn is done: it waits for its next message (termorch send ${t.id} TEXT) or termorch finish ${t.id}`,
           "hooks",
           at,
         );
     }
-    if (dialog) return ask(dialog.asks, "screen", changedAt);
+    // The question the CLI's events name says more than the dialog's pattern.
+    if (dialog)
+      return asked?.by === "hooks" && hookQuestion ? undefined : ask(dialog.asks, "screen", changedAt);
     // Hooks say when it waits; a busy screen says it works again (an answer typed in the pane).
     if (asked?.by === "hooks") {
       if (busyRe?.test(screen)) unask();
@@ -497,6 +516,9 @@ export function watchInteractive(
     },
     transcript() {
       if (transcript) return transcript;
+      // What termorch's plugin recorded is the session's account.
+      if (plan.events?.format === "opencode-plugin")
+        return { format: "opencode-events", path: plan.events.file };
       if (codexThread === null) return null;
       const home = p.env.CODEX_HOME ?? (p.env.HOME ? join(p.env.HOME, ".codex") : null);
       const path = home ? findRollout(join(home, "sessions"), codexThread) : null;

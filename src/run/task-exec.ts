@@ -254,6 +254,13 @@ async function runAttempt(ctx: RunContext, t: TaskRun, p: TaskPlan): Promise<Att
   if (t.attempts > 1) await killPoint(ctx.fault, "kill-after-retry-recorded", t.id);
   try {
     await writePrompt(ctx, p);
+    // Each attempt starts from the files termorch gives its CLI (opencode's plugin).
+    const configDir = p.interactive?.events?.configDir;
+    if (configDir)
+      for (const [name, content] of Object.entries(configDir.files)) {
+        mkdirSync(dirname(join(configDir.path, name)), { recursive: true, mode: 0o700 });
+        await writeFile(join(configDir.path, name), content, { mode: 0o600 });
+      }
     // Its CLI writes it afresh (copilot's usage): none of an earlier attempt's is counted again.
     mkdirSync(dirname(p.usageFile), { recursive: true, mode: 0o700 });
     rmSync(p.usageFile, { force: true });

@@ -84,8 +84,16 @@ export interface InteractivePlan {
   busy: string | null;
   /** Questions its CLI asks, recognised on the screen. */
   dialogs: readonly KnownDialog[];
-  /** Its CLI's state events: their format and the file they are appended to; null: screen only. */
-  events: { format: StateEventFormat; file: string } | null;
+  /**
+   * Its CLI's state events: their format and the file they are appended to, and the configuration
+   * folder of the task's own (written before each attempt) through which the CLI sends them; null:
+   * screen only.
+   */
+  events: {
+    format: StateEventFormat;
+    file: string;
+    configDir: { path: string; files: Readonly<Record<string, string>> } | null;
+  } | null;
   /** Absolute path whose appearance ends the agent as done; null: none declared. */
   doneWhen: string | null;
 }
@@ -138,6 +146,33 @@ function planTask(input: RunInput, r: ResolvedTask, place: PlanPlace): TaskPlan 
   const usageFile = join(place.runDir, ".termorch", place.runId, "usage", `${task.id}.json`);
   // Private too: what the agent's hooks record may quote its prompt.
   const eventsFile = join(place.runDir, ".termorch", place.runId, "events", `${task.id}.jsonl`);
+  const env = agentEnvironment({
+    processEnv: place.processEnv,
+    envVars: environment.env_vars,
+    agentEnv: task.interactive ? { ...agent.interactive.env, ...agent.env } : agent.env,
+    taskEnv: task.env,
+    termorch: {
+      TERMORCH_RUN_ID: place.runId,
+      TERMORCH_RUN_DIR: place.runDir,
+      TERMORCH_TASK_ID: task.id,
+      TERMORCH_CONTEXT_PATH: r.contextPath,
+      TERMORCH_WORKSPACE: cwd,
+      TERMORCH_ARTIFACTS_DIR: artifactsDir,
+      TERMORCH_PROMPT_FILE: promptFile,
+      ...(task.interactive && agent.interactive.events ? { TERMORCH_AGENT_EVENTS: eventsFile } : {}),
+      ...(handoff ? { TERMORCH_HANDOFF: handoff } : {}),
+    },
+    config: input.config,
+  }).env;
+  // The CLI's own configuration folder for termorch's plugin (opencode's), named for this
+  // invocation; a folder the agent's environment names already is the user's, and stays theirs:
+  // then the screen decides.
+  const via = task.interactive ? agent.interactive.eventsConfigDir : null;
+  const configDir =
+    via === null || env[via.env] !== undefined
+      ? null
+      : { path: join(place.runDir, ".termorch", place.runId, "agent-config", task.id), files: via.files };
+  if (via !== null && configDir !== null) env[via.env] = configDir.path;
   const interactive: InteractivePlan | null = task.interactive
     ? {
         waitingAfterS: task.waiting_after_s ?? input.config.defaults.waiting_after_s,
@@ -145,7 +180,9 @@ function planTask(input: RunInput, r: ResolvedTask, place: PlanPlace): TaskPlan 
         busy: agent.interactive.busy,
         dialogs: agent.interactive.dialogs,
         events:
-          agent.interactive.events === null ? null : { format: agent.interactive.events, file: eventsFile },
+          agent.interactive.events === null || (via !== null && configDir === null)
+            ? null
+            : { format: agent.interactive.events, file: eventsFile, configDir },
         doneWhen: task.done_when === undefined ? null : join(cwd, task.done_when),
       }
     : null;
@@ -174,24 +211,7 @@ function planTask(input: RunInput, r: ResolvedTask, place: PlanPlace): TaskPlan 
     worktree,
     branch: worktree === null ? null : taskBranch(place.runId, task.id),
     artifactsDir,
-    env: agentEnvironment({
-      processEnv: place.processEnv,
-      envVars: environment.env_vars,
-      agentEnv: interactive ? { ...agent.interactive.env, ...agent.env } : agent.env,
-      taskEnv: task.env,
-      termorch: {
-        TERMORCH_RUN_ID: place.runId,
-        TERMORCH_RUN_DIR: place.runDir,
-        TERMORCH_TASK_ID: task.id,
-        TERMORCH_CONTEXT_PATH: r.contextPath,
-        TERMORCH_WORKSPACE: cwd,
-        TERMORCH_ARTIFACTS_DIR: artifactsDir,
-        TERMORCH_PROMPT_FILE: promptFile,
-        ...(task.interactive && agent.interactive.events ? { TERMORCH_AGENT_EVENTS: eventsFile } : {}),
-        ...(handoff ? { TERMORCH_HANDOFF: handoff } : {}),
-      },
-      config: input.config,
-    }).env,
+    env,
     timeoutS,
     expectChanges: task.expect_changes ?? agent.expect_changes ?? true,
     handoff,

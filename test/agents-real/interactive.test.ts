@@ -12,6 +12,9 @@ import { perTask, ROOT, readReport, realAgentsSuite } from "./harness.js";
 
 const { world, server: modelServer } = realAgentsSuite("interactive");
 
+/** The CLIs whose own events (hooks, notify, plugin) tell termorch their state. */
+const HOOKED: ReadonlyArray<CliRecipe["preset"]> = ["claude", "codex", "opencode", "kilo"];
+
 function prepare(
   recipe: CliRecipe,
   task: Record<string, unknown>,
@@ -122,11 +125,11 @@ describe.each(Object.values(RECIPES))("$preset, interactive", (recipe) => {
     expect(r.exitCode, `${r.stderr}\n${readFileSync(join(dir, "execution_report.json"), "utf8")}`).toBe(0);
     expect(readFileSync(join(repo, "I.txt"), "utf8")).toBe("written for I\n");
     const task = readReport(dir).tasks[0]!;
-    expect(task.state_from).toBe(
-      recipe.preset === "claude" || recipe.preset === "codex" ? "hooks" : "screen",
-    );
-    // From the transcript the CLI keeps of the session, which its events name.
-    if (recipe.preset === "claude" || recipe.preset === "codex") {
+    const hooked = HOOKED.includes(recipe.preset);
+    expect(task.state_from).toBe(hooked ? "hooks" : "screen");
+    // From the transcript the CLI keeps of the session, which its events name (opencode's: what
+    // termorch's plugin recorded).
+    if (hooked) {
       expect(task.agent_result).toMatchObject({ summary: "Done: wrote I.txt", is_error: false });
       expect(task.usage).toMatchObject({ input_tokens: 1210, output_tokens: 85, cache_read_tokens: 400 });
     }
@@ -239,11 +242,45 @@ describe.each(Object.values(RECIPES))("$preset, interactive, an API error", (rec
     const run = start(recipe, file, config);
     await answerFirstQuestion(recipe, dir, runId);
     const status = await waiting(dir, "the agent to wait after its failed turn");
-    // claude's StopFailure hook quotes the error; the others' screens show their prompt again.
-    if (recipe.preset === "claude") expect(status.waiting_for).toContain("the request was refused");
+    // claude's StopFailure hook and opencode's session.error event quote the error; the others'
+    // screens show their prompt again.
+    if (["claude", "opencode", "kilo"].includes(recipe.preset))
+      expect(status.waiting_for).toContain("the request was refused");
     expect((await world.termorch(["finish", "I", "--run", runId])).exitCode).toBe(0);
     const r = await run;
     expect(r.exitCode).toBe(1);
     expect(readReport(dir).tasks[0]).toMatchObject({ status: "failed", reason: "no_changes" });
+  });
+});
+
+describe.each(["opencode", "kilo"] as const)("%s asks permission to write outside its folder", (preset) => {
+  it("its plugin reports the question, the operator answers with termorch send, and the work goes on to the merge", async () => {
+    const recipe = RECIPES[preset];
+    const outside = join(world.tmp, `outside-${preset}.txt`);
+    // A path out of the worktree: opencode's external_directory permission asks by default.
+    modelServer().setScript([
+      { write: outside, content: "approved\n" },
+      { write: "I.txt", content: "written for I\n" },
+      { reply: "Done: wrote both" },
+    ]);
+    const before = world.cliFiles();
+    const { dir, repo, file, config } = prepare(recipe, {});
+    const runId = (JSON.parse(readFileSync(file, "utf8")) as { run_id: string }).run_id;
+    const run = start(recipe, file, config);
+    const asked = await waiting(dir, "the permission question");
+    expect(asked.waiting_for).toMatch(/asks permission: external_directory/);
+    expect(existsSync(outside)).toBe(false);
+    // Enter: the question's first answer, allow once.
+    const answer = await world.termorch(["send", "I", "", "--run", runId]);
+    expect(answer.exitCode, answer.stderr).toBe(0);
+    const done = await waitingFor(dir, (s) => /turn is done/.test(s.waiting_for ?? ""), "the turn's end");
+    expect(done.waiting_input).toBe(true);
+    expect((await world.termorch(["finish", "I", "--run", runId])).exitCode).toBe(0);
+    const r = await run;
+    expect(r.exitCode, String(r.stderr)).toBe(0);
+    expect(readFileSync(outside, "utf8")).toBe("approved\n");
+    expect(readFileSync(join(repo, "I.txt"), "utf8")).toBe("written for I\n");
+    expect(readReport(dir).tasks[0]).toMatchObject({ state_from: "hooks" });
+    expect(world.cliFiles()).toEqual(before);
   });
 });
