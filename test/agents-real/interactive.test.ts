@@ -217,6 +217,8 @@ describe.each(["claude", "codex"] as const)("%s asks permission for a command", 
     const run = start(recipe, file, config);
     const asked = await waiting(dir, "the permission question");
     expect(asked.waiting_for).toMatch(/permission/i);
+    // Claude Code's PermissionRequest hook names the tool (the screen's pattern would not).
+    if (preset === "claude") expect(asked.waiting_for).toContain("asks permission to use Bash");
     // status' last line of a TUI keeps the gaps its cursor moves leave (Claude Code's footer).
     const status = await world.termorch(["status", runId]);
     // Claude Code 2.1 draws its question's footer word by word at columns (ESC [ n G).

@@ -1,4 +1,10 @@
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { pathToFileURL } from "node:url";
 import { describe, expect, it } from "vitest";
+import { OPENCODE_PLUGIN_SOURCE } from "../../src/agent/opencode-plugin.js";
+import { parseTranscript } from "../../src/agent/results.js";
 import { parseStateEvents } from "../../src/agent/state-events.js";
 
 describe("an interactive CLI's state events", () => {
@@ -40,5 +46,71 @@ describe("an interactive CLI's state events", () => {
       { kind: "turn_done" },
       { kind: "thread", id: "th-2" },
     ]);
+  });
+
+  it("termorch's opencode plugin: the main session's status, questions, failure and end; sub-agents' sessions left out", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "termorch-oc-plugin-"));
+    const events = join(dir, "events.jsonl");
+    const plugin = join(dir, "plugin.mjs");
+    writeFileSync(plugin, OPENCODE_PLUGIN_SOURCE);
+    const saved = process.env.TERMORCH_AGENT_EVENTS;
+    process.env.TERMORCH_AGENT_EVENTS = events;
+    try {
+      const mod = (await import(pathToFileURL(plugin).href)) as {
+        TermorchEvents: () => Promise<{ event: (e: { event: object }) => Promise<void> }>;
+      };
+      const hooks = await mod.TermorchEvents();
+      const send = (type: string, properties: object) => hooks.event({ event: { type, properties } });
+      const info = (id: string, extra: object = {}) => ({
+        info: { id, role: "assistant", sessionID: "main", ...extra },
+      });
+      await send("session.created", { info: { id: "child", parentID: "main" } });
+      await send("session.status", { sessionID: "main", status: { type: "busy" } });
+      await send("session.status", { sessionID: "child", status: { type: "idle" } });
+      await send("session.idle", { sessionID: "child" });
+      await send("message.updated", info("m1"));
+      await send("message.part.updated", {
+        part: { type: "text", messageID: "m1", sessionID: "main", text: "" },
+      });
+      await send("permission.asked", {
+        sessionID: "main",
+        permission: "external_directory",
+        patterns: ["/x/*"],
+      });
+      await send("message.part.updated", {
+        part: { type: "text", messageID: "m1", sessionID: "main", text: "Done", time: { end: 2 } },
+      });
+      // The user's own message's text part is not the answer.
+      await send("message.part.updated", {
+        part: { type: "text", messageID: "u1", sessionID: "main", text: "do it", time: { end: 3 } },
+      });
+      const tokens = { input: 800, output: 80, cache: { read: 400, write: 0 } };
+      await send("message.updated", info("m1", { time: { completed: 4 }, tokens, cost: 0.01 }));
+      await send("message.updated", info("m1", { time: { completed: 4 }, tokens, cost: 0.01 }));
+      await send("session.error", { sessionID: "main", error: { data: { message: "refused" } } });
+      await send("session.idle", { sessionID: "main" });
+      const text = readFileSync(events, "utf8");
+      expect(parseStateEvents("opencode-plugin", text)).toEqual([
+        { kind: "prompt" },
+        { kind: "waiting", asks: "opencode asks permission: external_directory (/x/*)" },
+        { kind: "waiting", asks: "its turn failed: refused" },
+        { kind: "turn_done" },
+      ]);
+      // Its records are the session's account: the message counted once, cached input in.
+      expect(parseTranscript("opencode-events", text)).toEqual({
+        result: { summary: "refused", session_id: "main", is_error: true },
+        usage: {
+          input_tokens: 1200,
+          output_tokens: 80,
+          cache_read_tokens: 400,
+          cache_write_tokens: 0,
+          cost_usd: 0.01,
+        },
+      });
+    } finally {
+      if (saved === undefined) delete process.env.TERMORCH_AGENT_EVENTS;
+      else process.env.TERMORCH_AGENT_EVENTS = saved;
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
