@@ -1,6 +1,6 @@
 import type { Task } from "../contract/assignments.js";
 import { type AgentSpec, type Config, PresetName } from "../contract/config.js";
-import { type KnownDialog, PRESETS, presetArgv } from "./presets.js";
+import { type KnownDialog, PRESETS, presetArgv, type SessionStore } from "./presets.js";
 import type { OutputFormat } from "./results.js";
 import type { StateEventFormat } from "./state-events.js";
 
@@ -37,6 +37,8 @@ export interface ResolvedAgent {
   prompt: "stdin" | "file" | "none";
   /** Which of its output termorch parses into the report; null: none. */
   output: OutputFormat | null;
+  /** Where its CLI keeps its sessions, read for what its output does not say; null: none. */
+  sessions: SessionStore | null;
   /** Where it came from: a built-in preset as it is, the config (an agent of its own, or a preset it overrides), the task's `command`. */
   source: "preset" | "config" | "task";
   preset: PresetName | null;
@@ -81,6 +83,7 @@ export function agentFor(task: Pick<Task, "agent" | "command">, config: Config):
       command: task.command,
       prompt: "none",
       output: null,
+      sessions: null,
       source: "task",
       preset: null,
       requires: null,
@@ -130,6 +133,7 @@ function fromConfig(name: string, spec: AgentSpec): ResolvedAgent | undefined {
       command: spec.command,
       prompt: "none",
       output: null,
+      sessions: null,
       source: "config",
       preset: null,
       requires: null,
@@ -160,6 +164,7 @@ function fromPreset(name: PresetName, spec: AgentSpec | undefined): ResolvedAgen
     }),
     prompt: p.prompt,
     output: p.output,
+    sessions: p.sessions,
     source: "preset",
     preset: name,
     requires: { binary: p.binary, install: p.install },

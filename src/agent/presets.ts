@@ -69,6 +69,12 @@ export interface InteractiveForm {
   } | null;
 }
 
+/**
+ * Where a CLI keeps its sessions for its user, when termorch can find a task's among them by the
+ * folder it ran in (src/fs/cli-sessions.ts): read for the result and usage its output lacks.
+ */
+export type SessionStore = "gemini" | "qwen" | "pi" | "copilot" | "cn";
+
 export interface AgentPreset {
   /** The executable looked up on PATH. */
   binary: string;
@@ -97,6 +103,8 @@ export interface AgentPreset {
   output: OutputParser;
   /** The flag that takes a model name as the next argument. */
   model_flag: string;
+  /** Its sessions, read after an attempt for what its output does not say (interactive: all of it); null: none readable. */
+  sessions: SessionStore | null;
   interactive: InteractiveForm;
   /** What to install when `binary` is not on PATH. */
   install: string;
@@ -159,6 +167,7 @@ const OPENCODE: AgentPreset = {
   prompt: "stdin",
   output: "opencode-jsonl",
   model_flag: "--model",
+  sessions: null,
   interactive: {
     argv: ["opencode"],
     // No trust question at 1.18.
@@ -202,6 +211,7 @@ export const PRESETS: Readonly<Record<PresetName, AgentPreset>> = {
     prompt: "stdin",
     output: "claude-json",
     model_flag: "--model",
+    sessions: null,
     interactive: {
       argv: ["claude", "--permission-mode", "acceptEdits"],
       // 2.1's trust check gives way to this variable before it reads any project's answer (its
@@ -261,6 +271,7 @@ export const PRESETS: Readonly<Record<PresetName, AgentPreset>> = {
     prompt: "stdin",
     output: "codex-jsonl",
     model_flag: "--model",
+    sessions: null,
     interactive: {
       argv: ["codex", "--sandbox", "workspace-write", "--ask-for-approval", "on-request"],
       // An inline table: the dotted form does not keep the dialog away (0.171).
@@ -318,6 +329,7 @@ export const PRESETS: Readonly<Record<PresetName, AgentPreset>> = {
     prompt: "file",
     output: "text",
     model_flag: "--model",
+    sessions: null,
     interactive: {
       argv: ["aider", ...AIDER_HOUSEKEEPING, "--yes-always"],
       trust: NO_TRUST,
@@ -355,6 +367,7 @@ export const PRESETS: Readonly<Record<PresetName, AgentPreset>> = {
     prompt: "stdin",
     output: "gemini-json",
     model_flag: "--model",
+    sessions: "gemini",
     interactive: {
       argv: ["gemini", "--approval-mode", "auto_edit"],
       // Trusts the folder for this session only (nothing is saved).
@@ -394,6 +407,7 @@ export const PRESETS: Readonly<Record<PresetName, AgentPreset>> = {
     prompt: "stdin",
     output: "qwen-json",
     model_flag: "--model",
+    sessions: "qwen",
     interactive: {
       argv: ["qwen", "--approval-mode", "auto-edit"],
       // No trust question at 0.24 (checked with a fresh HOME and worktree).
@@ -454,6 +468,7 @@ export const PRESETS: Readonly<Record<PresetName, AgentPreset>> = {
     prompt: "stdin",
     output: "pi-jsonl",
     model_flag: "--model",
+    sessions: "pi",
     interactive: {
       argv: ["pi"],
       trust: NO_TRUST,
@@ -495,6 +510,7 @@ export const PRESETS: Readonly<Record<PresetName, AgentPreset>> = {
     prompt: "stdin",
     output: "copilot-jsonl",
     model_flag: "--model",
+    sessions: "copilot",
     interactive: {
       argv: ["copilot", "--allow-tool", "write", "--no-auto-update"],
       // 1.0.102 asks about every new folder, and only its own config's trustedFolders (or
@@ -541,6 +557,7 @@ export const PRESETS: Readonly<Record<PresetName, AgentPreset>> = {
     output: "cn-json",
     // cn's --model adds a model from Continue's hub: the model is the config's (~/.continue/config.yaml).
     model_flag: "--model",
+    sessions: "cn",
     interactive: {
       argv: ["cn", "--allow", "Write", "--allow", "Edit", "--allow", "MultiEdit"],
       // No trust question at 1.5.47 (checked with a fresh HOME and worktree).

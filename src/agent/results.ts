@@ -297,9 +297,10 @@ function opencode(stdout: string): ParsedOutput {
 /**
  * `pi -p --mode json`: JSONL events; the session's id first, then each message's end. An
  * assistant message's end has its usage (input without the cached tokens) and, when the model
- * failed, `stopReason: "error"` with `errorMessage`: pi exits 0 then.
+ * failed, `stopReason: "error"` with `errorMessage`: pi exits 0 then. Its session file
+ * (`pi-session`) holds the same messages as `message` entries.
  */
-function pi(stdout: string): ParsedOutput {
+function pi(stdout: string, entry: "message_end" | "message" = "message_end"): ParsedOutput {
   const events = jsonLines(stdout);
   if (events.length === 0) return NONE;
   let session: string | null = null;
@@ -308,7 +309,7 @@ function pi(stdout: string): ParsedOutput {
   const messages: Usage[] = [];
   for (const e of events) {
     if (e.type === "session") session = str(e.id) ?? session;
-    if (e.type !== "message_end" || !isObject(e.message) || e.message.role !== "assistant") continue;
+    if (e.type !== entry || !isObject(e.message) || e.message.role !== "assistant") continue;
     const m = e.message;
     const said = textOf(m.content);
     if (said) summary = said;
@@ -421,7 +422,15 @@ function aider(stdout: string): ParsedOutput {
 }
 
 /** Where an interactive CLI keeps its session's transcript, and how to read it. */
-export type TranscriptFormat = "claude-transcript" | "codex-rollout" | "opencode-events";
+export type TranscriptFormat =
+  | "claude-transcript"
+  | "codex-rollout"
+  | "opencode-events"
+  | "gemini-chat"
+  | "qwen-chat"
+  | "pi-session"
+  | "copilot-session"
+  | "cn-session";
 
 /**
  * An interactive session's result and usage from the transcript its CLI writes for itself (the
@@ -436,7 +445,145 @@ export function parseTranscript(format: TranscriptFormat, text: string): ParsedO
       return codexRollout(text);
     case "opencode-events":
       return opencodeEvents(text);
+    case "gemini-chat":
+      return geminiChat(text);
+    case "qwen-chat":
+      return qwenChat(text);
+    case "pi-session":
+      return pi(text, "message");
+    case "copilot-session":
+      return copilotSession(text);
+    case "cn-session":
+      return cnSession(text);
   }
+}
+
+/**
+ * Gemini CLI's chat recording (`~/.gemini/tmp/<project>/chats/session-*.jsonl`, 0.61): the
+ * session's id first, then its messages, a message written again as it grows (counted once, by
+ * id); the model's messages (`type: "gemini"`) carry their tokens, input with the cached in.
+ */
+function geminiChat(text: string): ParsedOutput {
+  const lines = jsonLines(text);
+  let session: string | null = null;
+  let summary: string | null = null;
+  const messages = new Map<string, Usage>();
+  for (const e of lines) {
+    session = session ?? str(e.sessionId);
+    if (e.type !== "gemini" || typeof e.id !== "string") continue;
+    summary = str(e.content) || summary;
+    const t = isObject(e.tokens) ? e.tokens : {};
+    messages.set(e.id, {
+      input_tokens: count(t.input),
+      output_tokens: count(t.output),
+      cache_read_tokens: count(t.cached),
+      cache_write_tokens: null,
+      cost_usd: null,
+    });
+  }
+  if (session === null && messages.size === 0) return NONE;
+  return {
+    result: { summary: capped(summary), session_id: session, is_error: false },
+    usage: usageOf(addUsage([...messages.values()])),
+  };
+}
+
+/**
+ * Qwen Code's chat (`~/.qwen/projects/<folder>/chats/<session>.jsonl`, 0.24): one record a line;
+ * the model's (`type: "assistant"`) carry Gemini's usageMetadata, input with the cached in.
+ */
+function qwenChat(text: string): ParsedOutput {
+  let session: string | null = null;
+  let summary: string | null = null;
+  const messages = new Map<string, Usage>();
+  for (const e of jsonLines(text)) {
+    session = session ?? str(e.sessionId);
+    if (e.type !== "assistant" || !isObject(e.message)) continue;
+    const parts = Array.isArray(e.message.parts) ? e.message.parts.filter(isObject) : [];
+    const said = parts
+      .map((p) => str(p.text) ?? "")
+      .join("")
+      .trim();
+    if (said) summary = said;
+    const u = isObject(e.usageMetadata) ? e.usageMetadata : null;
+    if (u && typeof e.uuid === "string")
+      messages.set(e.uuid, {
+        input_tokens: count(u.promptTokenCount),
+        output_tokens: count(u.candidatesTokenCount),
+        cache_read_tokens: count(u.cachedContentTokenCount),
+        cache_write_tokens: null,
+        cost_usd: null,
+      });
+  }
+  if (session === null) return NONE;
+  return {
+    result: { summary: capped(summary), session_id: session, is_error: false },
+    usage: usageOf(addUsage([...messages.values()])),
+  };
+}
+
+/**
+ * GitHub Copilot CLI's session events (`~/.copilot/session-state/<session>/events.jsonl`,
+ * 1.0.102): its start names the session, each model call leaves a usage record (input with the
+ * cached in), the answer is the last assistant message with content.
+ */
+function copilotSession(text: string): ParsedOutput {
+  let session: string | null = null;
+  let summary: string | null = null;
+  let error: string | null = null;
+  const calls: Usage[] = [];
+  for (const e of jsonLines(text)) {
+    const data = isObject(e.data) ? e.data : {};
+    if (e.type === "session.start") session = str(data.sessionId) ?? session;
+    else if (e.type === "assistant.message" && str(data.content)) {
+      summary = str(data.content);
+      error = null;
+    } else if (e.type === "session.error") error = str(data.message) ?? "error";
+    else if (e.type === "session.usage_record" && isObject(data.usage))
+      calls.push({
+        input_tokens: count(data.usage.inputTokens),
+        output_tokens: count(data.usage.outputTokens),
+        cache_read_tokens: count(data.usage.cacheReadTokens),
+        cache_write_tokens: count(data.usage.cacheWriteTokens),
+        cost_usd: null,
+      });
+  }
+  if (session === null) return NONE;
+  return {
+    result: { summary: capped(error ?? summary), session_id: session, is_error: error !== null },
+    usage: usageOf(addUsage(calls)),
+  };
+}
+
+/**
+ * Continue cn's session (`~/.continue/sessions/<session>.json`, 1.5.47): one document, its history
+ * of messages, the assistant's with OpenAI's usage (prompt tokens with the cached in).
+ */
+function cnSession(text: string): ParsedOutput {
+  const doc = parse(text);
+  if (!isObject(doc) || !Array.isArray(doc.history)) return NONE;
+  let summary: string | null = null;
+  const messages: Usage[] = [];
+  for (const h of doc.history) {
+    const m = isObject(h) && isObject(h.message) ? h.message : null;
+    if (m?.role !== "assistant") continue;
+    summary = (typeof m.content === "string" ? m.content.trim() : textOf(m.content)) || summary;
+    const u = isObject(m.usage) ? m.usage : null;
+    if (u)
+      messages.push({
+        input_tokens: count(u.prompt_tokens),
+        output_tokens: count(u.completion_tokens),
+        cache_read_tokens: isObject(u.prompt_tokens_details)
+          ? count(u.prompt_tokens_details.cached_tokens)
+          : null,
+        cache_write_tokens: null,
+        cost_usd: null,
+      });
+  }
+  return {
+    result: { summary: capped(summary), session_id: str(doc.sessionId), is_error: false },
+    usage: usageOf(addUsage(messages)),
+  };
 }
 
 /**

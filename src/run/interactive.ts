@@ -19,6 +19,7 @@ import {
   TURN_FAILED,
 } from "../agent/state-events.js";
 import type { StateSource } from "../contract/agent-state.js";
+import { findSession } from "../fs/cli-sessions.js";
 import { finishFileOf } from "../fs/private-dir.js";
 import type { RunningAttempt } from "../runner/task-runner.js";
 import type { RunContext } from "./context.js";
@@ -519,7 +520,10 @@ export function watchInteractive(
       // What termorch's plugin recorded is the session's account.
       if (plan.events?.format === "opencode-plugin")
         return { format: "opencode-events", path: plan.events.file };
-      if (codexThread === null) return null;
+      if (codexThread === null)
+        return p.sessions === null
+          ? null
+          : findSession(p.sessions, { env: p.env, cwd: p.cwd, since: t.attemptStartedAt ?? startedAt });
       const home = p.env.CODEX_HOME ?? (p.env.HOME ? join(p.env.HOME, ".codex") : null);
       const path = home ? findRollout(join(home, "sessions"), codexThread) : null;
       return path ? { format: "codex-rollout", path } : null;

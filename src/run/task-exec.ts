@@ -21,6 +21,7 @@ import { addUsage } from "../contract/agent-result.js";
 import type { Reason } from "../contract/reason.js";
 import type { Gate } from "../contract/report.js";
 import { endRecordedCgroup } from "../fs/cgroup.js";
+import { findSession } from "../fs/cli-sessions.js";
 import { findMatches, matchesAny } from "../fs/find-files.js";
 import { sessionName, taskBranch } from "../fs/names.js";
 import { cgroupRecordOf } from "../fs/private-dir.js";
@@ -184,14 +185,26 @@ interface AttemptResult extends AttemptOutcome {
 function agentOutcome(
   ctx: RunContext,
   t: TaskRun,
-  p: Pick<TaskPlan, "usageFile">,
+  p: Pick<TaskPlan, "usageFile" | "sessions" | "env" | "cwd">,
   format: OutputFormat,
   attempt: AttemptResult,
 ): AttemptOutcome {
-  const { result, usage } = parseAgentOutput(format, readLogTail(join(ctx.runDir, t.logs!.stdout)), {
+  let { result, usage } = parseAgentOutput(format, readLogTail(join(ctx.runDir, t.logs!.stdout)), {
     stderr: readLogTail(join(ctx.runDir, t.logs!.stderr)),
     usageFile: readLogTail(p.usageFile),
   });
+  // What its output leaves out (cn prints neither tokens nor a session id), from the session its
+  // CLI kept.
+  const kept =
+    p.sessions !== null && (usage === null || result?.session_id === null)
+      ? findSession(p.sessions, { env: p.env, cwd: p.cwd, since: t.attemptStartedAt ?? 0 })
+      : null;
+  if (kept) {
+    const session = parseTranscript(kept.format, ctx.redactor.redact(readLogTail(kept.path)));
+    usage = usage ?? session.usage;
+    if (result && result.session_id === null)
+      result = { ...result, session_id: session.result?.session_id ?? null };
+  }
   t.agentResult = result;
   t.usage = addUsage([t.usage, usage]);
   if (attempt.reason !== null || !result?.is_error) return attempt;

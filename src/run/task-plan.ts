@@ -1,7 +1,7 @@
 import { join, posix } from "node:path";
 import { substitute } from "../agent/command.js";
 import { agentEnvironment } from "../agent/environment.js";
-import type { KnownDialog } from "../agent/presets.js";
+import type { KnownDialog, SessionStore } from "../agent/presets.js";
 import type { OutputFormat } from "../agent/results.js";
 import type { StateEventFormat } from "../agent/state-events.js";
 import type { Config } from "../contract/config.js";
@@ -31,6 +31,8 @@ export interface TaskPlan {
   output: OutputFormat | null;
   /** `{usage_file}`: where its CLI may write its usage, read with its output (private, 0700 folder). */
   usageFile: string;
+  /** Where its CLI keeps its sessions, read for what its output does not say; null: none. */
+  sessions: SessionStore | null;
   /** Globs (repository-relative) of files its CLI writes for itself: never committed. */
   scratch: readonly string[];
   tty: boolean;
@@ -204,6 +206,7 @@ function planTask(input: RunInput, r: ResolvedTask, place: PlanPlace): TaskPlan 
     // A terminal transcript is not the CLI's JSON.
     output: interactive ? null : agent.output,
     usageFile,
+    sessions: agent.sessions,
     scratch: inRepo(handoff && worktree !== null ? [...agent.scratch, HANDOFF_IN_WORKTREE] : agent.scratch),
     // An interactive agent is a terminal program: it gets the pane's terminal whatever its config says.
     tty: agent.tty || interactive !== null,

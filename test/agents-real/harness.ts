@@ -150,7 +150,9 @@ export function makeWorld(tag: string): World {
           env: { ...process.env, TMUX: "" },
         });
       } catch {}
-      rmSync(tmp, { recursive: true, force: true });
+      // TERMORCH_REAL_KEEP=1 keeps the world (HOME, runs, repositories) to look at after a failure.
+      if (process.env.TERMORCH_REAL_KEEP === "1") console.log(`kept ${tmp}`);
+      else rmSync(tmp, { recursive: true, force: true });
     },
   };
 }

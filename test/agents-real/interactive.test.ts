@@ -128,11 +128,10 @@ describe.each(Object.values(RECIPES))("$preset, interactive", (recipe) => {
     const hooked = HOOKED.includes(recipe.preset);
     expect(task.state_from).toBe(hooked ? "hooks" : "screen");
     // From the transcript the CLI keeps of the session, which its events name (opencode's: what
-    // termorch's plugin recorded).
-    if (hooked) {
-      expect(task.agent_result).toMatchObject({ summary: "Done: wrote I.txt", is_error: false });
-      expect(task.usage).toMatchObject({ input_tokens: 1210, output_tokens: 85, cache_read_tokens: 400 });
-    }
+    // termorch's plugin recorded), or which termorch finds among its sessions by the worktree.
+    expect(task.agent_result).toMatchObject({ summary: "Done: wrote I.txt", is_error: false });
+    expect(task.agent_result?.session_id).toEqual(expect.any(String));
+    expect(task.usage).toMatchObject({ input_tokens: 1210, output_tokens: 85, cache_read_tokens: 400 });
     const ledger = readFileSync(join(dir, "events.jsonl"), "utf8");
     expect(ledger).toContain('"task.prompt_delivered"');
     expect(world.cliFiles()).toEqual(before);

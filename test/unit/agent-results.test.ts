@@ -398,3 +398,116 @@ describe("Continue cn's output", () => {
     });
   });
 });
+
+describe("the sessions interactive CLIs keep for their user (read after a task's attempt)", () => {
+  const lines = (...l: object[]): string => l.map((x) => JSON.stringify(x)).join("\n");
+  const usage = { input_tokens: 1210, output_tokens: 85, cache_read_tokens: 400 };
+
+  it("gemini's chat: messages written again as they grow are counted once", () => {
+    const answer = {
+      id: "m2",
+      type: "gemini",
+      content: "Done",
+      tokens: { input: 1200, output: 80, cached: 400 },
+    };
+    const text = lines(
+      { sessionId: "g-1", kind: "main" },
+      { id: "m1", type: "gemini", content: "", tokens: { input: 10, output: 5, cached: 0 } },
+      { id: "m1", type: "gemini", content: "", tokens: { input: 10, output: 5, cached: 0 } },
+      answer,
+      answer,
+    );
+    expect(parseTranscript("gemini-chat", text)).toMatchObject({
+      result: { summary: "Done", session_id: "g-1", is_error: false },
+      usage,
+    });
+  });
+
+  it("Qwen Code's chat: the model's records with Gemini's usageMetadata", () => {
+    const text = lines(
+      { uuid: "u0", sessionId: "q-1", type: "user", cwd: "/w", message: { parts: [{ text: "go" }] } },
+      {
+        uuid: "u1",
+        sessionId: "q-1",
+        type: "assistant",
+        message: { parts: [{ functionCall: {} }] },
+        usageMetadata: { promptTokenCount: 10, candidatesTokenCount: 5 },
+      },
+      {
+        uuid: "u2",
+        sessionId: "q-1",
+        type: "assistant",
+        message: { parts: [{ text: "Done" }] },
+        usageMetadata: { promptTokenCount: 1200, candidatesTokenCount: 80, cachedContentTokenCount: 400 },
+      },
+    );
+    expect(parseTranscript("qwen-chat", text)).toMatchObject({
+      result: { summary: "Done", session_id: "q-1" },
+      usage,
+    });
+  });
+
+  it("pi's session file: its message entries, cached input added", () => {
+    const text = lines(
+      { type: "session", id: "p-1", cwd: "/w" },
+      {
+        type: "message",
+        message: {
+          role: "assistant",
+          content: [{ type: "text", text: "Done" }],
+          usage: { input: 810, output: 85, cacheRead: 400, cacheWrite: 0 },
+        },
+      },
+    );
+    expect(parseTranscript("pi-session", text)).toMatchObject({
+      result: { summary: "Done", session_id: "p-1" },
+      usage,
+    });
+  });
+
+  it("copilot's session events: its start, each call's usage record, the last answer", () => {
+    const text = lines(
+      { type: "session.start", data: { sessionId: "c-1", context: { cwd: "/w" } } },
+      {
+        type: "session.usage_record",
+        data: { usage: { inputTokens: 10, outputTokens: 5, cacheReadTokens: 0 } },
+      },
+      { type: "assistant.message", data: { content: "Done" } },
+      {
+        type: "session.usage_record",
+        data: { usage: { inputTokens: 1200, outputTokens: 80, cacheReadTokens: 400 } },
+      },
+    );
+    expect(parseTranscript("copilot-session", text)).toMatchObject({
+      result: { summary: "Done", session_id: "c-1" },
+      usage,
+    });
+  });
+
+  it("cn's session document: the assistant's messages and their OpenAI usage", () => {
+    const text = JSON.stringify({
+      sessionId: "n-1",
+      workspaceDirectory: "/w",
+      history: [
+        { message: { role: "user", content: "go" } },
+        { message: { role: "assistant", content: "", usage: { prompt_tokens: 10, completion_tokens: 5 } } },
+        {
+          message: {
+            role: "assistant",
+            content: "Done",
+            usage: {
+              prompt_tokens: 1200,
+              completion_tokens: 80,
+              prompt_tokens_details: { cached_tokens: 400 },
+            },
+          },
+        },
+      ],
+    });
+    expect(parseTranscript("cn-session", text)).toMatchObject({
+      result: { summary: "Done", session_id: "n-1" },
+      usage,
+    });
+    expect(parseTranscript("cn-session", "not json")).toEqual({ result: null, usage: null });
+  });
+});
