@@ -2,7 +2,7 @@
 // test/agents-real/package.json talking to the scripted model server: the edit is merged, the
 // report's agent_result and usage are what the server sent, a dependent's prompt carries its
 // dependency's result, the key never reaches a file, and the failure paths say what failed.
-import { readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { type CliRecipe, RECIPES, SECRET } from "./clis.js";
@@ -168,5 +168,51 @@ describe("claude's permission bypass as root", () => {
     const r = await run(recipe, dir, file);
     expect(r.exitCode, r.stderr).toBe(0);
     expect(readFileSync(join(repo, "R.txt"), "utf8")).toBe("written for R\n");
+  });
+});
+
+describe.each(Object.values(RECIPES))("$preset, headless, a handoff", (recipe) => {
+  it("the agent fills the template termorch made; the gate passes and the dependent's prompt carries it", async () => {
+    const handoff = [
+      "# Handoff: H",
+      "",
+      "## Summary",
+      `Wrote H.txt with ${recipe.preset}.`,
+      "",
+      "## Files Touched",
+      "- H.txt",
+      "",
+      "## How to Verify",
+      "cat H.txt",
+      "",
+    ].join("\n");
+    modelServer().setScript((text) =>
+      text.includes("WRITE-FILE D")
+        ? perTask(text)
+        : [
+            // Read first: Claude Code writes over a file only once it was read.
+            { read: ".termorch/handoff.md" },
+            { write: "H.txt", content: "handed over\n" },
+            { write: ".termorch/handoff.md", content: handoff },
+            { reply: "Done: wrote H.txt and the handoff" },
+          ],
+    );
+    const { dir, repo, file } = prepare(recipe, [
+      { id: "H", context: "Create H.txt and fill in your handoff.\n", success_criteria: { handoff: true } },
+      { id: "D", context: "Create the next file. WRITE-FILE D\n", dependencies: ["H"] },
+    ]);
+    const before = modelServer().requests.length;
+    const r = await run(recipe, dir, file);
+    expect(r.exitCode, `${r.stderr}\n${readFileSync(join(dir, "execution_report.json"), "utf8")}`).toBe(0);
+    const h = readReport(dir).tasks.find((t) => t.id === "H")!;
+    expect(h.gates.find((g) => g.name === "handoff")?.passed).toBe(true);
+    expect(readFileSync(join(dir, "artifacts", "H", "handoff.md"), "utf8")).toBe(handoff);
+    // The handoff is scratch: never merged.
+    expect(readFileSync(join(repo, "H.txt"), "utf8")).toBe("handed over\n");
+    expect(existsSync(join(repo, ".termorch", "handoff.md"))).toBe(false);
+    const dRequest = modelServer()
+      .requests.slice(before)
+      .find((q) => q.main && q.text.includes("WRITE-FILE D"));
+    expect(dRequest?.text).toContain(`Wrote H.txt with ${recipe.preset}.`);
   });
 });

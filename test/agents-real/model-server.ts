@@ -1,3 +1,4 @@
+import { existsSync, readFileSync } from "node:fs";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { isAbsolute, join } from "node:path";
@@ -26,6 +27,8 @@ export interface ScriptUsage {
 export type Step =
   /** A call of the CLI's own file-writing tool (a path relative to its working folder). */
   | { write: string; content: string }
+  /** A call of its file-reading tool (some CLIs write over a file only once it was read). */
+  | { read: string }
   /**
    * A call of the CLI's own shell tool. `ask`: a call that needs the user's permission in the CLI's
    * edit mode (codex: with escalated sandbox permissions, which its exec_command declares).
@@ -189,6 +192,7 @@ interface Tool {
 const WRITE_TOOLS = /^(Write|write|write_file|create_file|WriteFile|file_write|create)$/;
 const PATCH_TOOLS = /^apply_patch$/;
 const SHELL_TOOLS = /^(Bash|bash|shell|run_shell_command|exec_command|shell_command|local_shell)$/;
+const READ_TOOLS = /^(Read|read|read_file|view|ReadFile|Read_file)$/;
 
 function roleOf(name: string): Tool["role"] {
   if (WRITE_TOOLS.test(name)) return "write";
@@ -306,8 +310,24 @@ type Action =
 function actionOf(step: Exclude<Step, { fail: number }>, tools: Tool[], cwd: string | null): Action {
   if ("reply" in step)
     return { kind: "text", text: step.reply, usage: step.usage ?? { input: 10, output: 5 } };
+  if ("read" in step) {
+    const path = cwd && !isAbsolute(step.read) ? join(cwd, step.read) : step.read;
+    const read = tools.find((t) => READ_TOOLS.test(t.name));
+    if (!read?.params) return actionOf({ shell: `cat '${step.read}'` }, tools, cwd);
+    const pathKey = Object.keys(read.params).find((n) => /path/i.test(n)) ?? "file_path";
+    return { kind: "call", tool: read, args: { [pathKey]: path } };
+  }
   if ("write" in step) {
     const path = cwd && !isAbsolute(step.write) ? join(cwd, step.write) : step.write;
+    // copilot's create refuses a file that exists: a model rewrites it with its edit tool, the
+    // whole of its text replaced.
+    const edit = tools.find((t) => t.name === "edit" && t.params && "old_str" in t.params);
+    if (edit && existsSync(path))
+      return {
+        kind: "call",
+        tool: edit,
+        args: { path, old_str: readFileSync(path, "utf8"), new_str: step.content },
+      };
     const write = tools.find((t) => WRITE_TOOLS.test(t.name));
     if (write?.params) return { kind: "call", tool: write, args: fileArgs(write.params, path, step.content) };
     const patch = tools.find((t) => PATCH_TOOLS.test(t.name));

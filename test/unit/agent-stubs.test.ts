@@ -104,6 +104,8 @@ function parsed(preset: AgentPreset, run: StubRun) {
   switch (preset.output) {
     case "qwen-json":
     case "pi-jsonl":
+    case "copilot-jsonl":
+    case "cn-json":
       throw new Error(`no stand-in speaks ${preset.output} (see STUBBED)`);
     case "claude-json": {
       const r = JSON.parse(run.stdout) as Record<string, unknown> & { usage: Record<string, number> };
