@@ -71,7 +71,7 @@ export interface InteractiveForm {
 
 /**
  * Where a CLI keeps its sessions for its user, when termorch can find a task's among them by the
- * folder it ran in (src/fs/cli-sessions.ts): read for the result and usage its output lacks.
+ * folder it ran in (src/agent/session-files.ts): read for the result and usage its output lacks.
  */
 export type SessionStore = "gemini" | "qwen" | "pi" | "copilot" | "cn";
 

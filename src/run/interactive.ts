@@ -12,6 +12,7 @@ import {
 } from "node:fs";
 import { dirname, join } from "node:path";
 import type { TranscriptFormat } from "../agent/results.js";
+import { findSession } from "../agent/session-files.js";
 import {
   type AgentEvent,
   parseStateEvents,
@@ -19,7 +20,6 @@ import {
   TURN_FAILED,
 } from "../agent/state-events.js";
 import type { StateSource } from "../contract/agent-state.js";
-import { findSession } from "../fs/cli-sessions.js";
 import { finishFileOf } from "../fs/private-dir.js";
 import type { RunningAttempt } from "../runner/task-runner.js";
 import type { RunContext } from "./context.js";

@@ -17,11 +17,11 @@ import {
   parseTranscript,
   type TranscriptFormat,
 } from "../agent/results.js";
+import { findSession } from "../agent/session-files.js";
 import { addUsage } from "../contract/agent-result.js";
 import type { Reason } from "../contract/reason.js";
 import type { Gate } from "../contract/report.js";
 import { endRecordedCgroup } from "../fs/cgroup.js";
-import { findSession } from "../fs/cli-sessions.js";
 import { findMatches, matchesAny } from "../fs/find-files.js";
 import { sessionName, taskBranch } from "../fs/names.js";
 import { cgroupRecordOf } from "../fs/private-dir.js";

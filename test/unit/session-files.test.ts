@@ -2,7 +2,7 @@ import { mkdirSync, mkdtempSync, rmSync, utimesSync, writeFileSync } from "node:
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { findSession } from "../../src/fs/cli-sessions.js";
+import { findSession } from "../../src/agent/session-files.js";
 
 const HOME = mkdtempSync(join(tmpdir(), "termorch-cli-sessions-"));
 afterAll(() => rmSync(HOME, { recursive: true, force: true }));

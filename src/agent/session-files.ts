@@ -1,7 +1,7 @@
 import { closeSync, openSync, readdirSync, readFileSync, readSync, realpathSync, statSync } from "node:fs";
 import { join } from "node:path";
-import type { SessionStore } from "../agent/presets.js";
-import type { TranscriptFormat } from "../agent/results.js";
+import type { SessionStore } from "./presets.js";
+import type { TranscriptFormat } from "./results.js";
 
 /**
  * Where an agent CLI keeps the session a task's attempt ran, found among the sessions it keeps
