@@ -77,28 +77,7 @@ export interface InteractiveAgent {
 export function agentFor(task: Pick<Task, "agent" | "command">, config: Config): ResolvedAgent | undefined {
   // Own keys only: an agent named "constructor" must not find Object.prototype's.
   const registered = Object.hasOwn(config.agents, task.agent) ? config.agents[task.agent] : undefined;
-  if (task.command) {
-    return {
-      ...plain(registered),
-      command: task.command,
-      prompt: "none",
-      output: null,
-      sessions: null,
-      source: "task",
-      preset: null,
-      requires: null,
-      scratch: [],
-      interactive: {
-        command: task.command,
-        waiting: null,
-        busy: null,
-        dialogs: [],
-        events: null,
-        eventsConfigDir: null,
-        env: {},
-      },
-    };
-  }
+  if (task.command) return { ...plain(registered), ...ownCommand(task.command), source: "task" };
   if (registered) return fromConfig(task.agent, registered);
   const preset = PresetName.safeParse(task.agent);
   return preset.success ? fromPreset(preset.data, undefined) : undefined;
@@ -115,6 +94,33 @@ export function allAgents(config: Config): Map<string, ResolvedAgent> {
   return out;
 }
 
+/**
+ * An agent of the user's own command line: it reads its context file itself, termorch parses
+ * nothing of its output, and its interactive form is the same command with no known screens.
+ */
+function ownCommand(
+  command: string[],
+): Omit<ResolvedAgent, "source" | "tty" | "timeout_s" | "env" | "expect_changes"> {
+  return {
+    command,
+    prompt: "none",
+    output: null,
+    sessions: null,
+    preset: null,
+    requires: null,
+    scratch: [],
+    interactive: {
+      command,
+      waiting: null,
+      busy: null,
+      dialogs: [],
+      events: null,
+      eventsConfigDir: null,
+      env: {},
+    },
+  };
+}
+
 function plain(
   spec: AgentSpec | undefined,
 ): Pick<ResolvedAgent, "tty" | "timeout_s" | "env" | "expect_changes"> {
@@ -127,27 +133,7 @@ function plain(
 }
 
 function fromConfig(name: string, spec: AgentSpec): ResolvedAgent | undefined {
-  if (spec.command)
-    return {
-      ...plain(spec),
-      command: spec.command,
-      prompt: "none",
-      output: null,
-      sessions: null,
-      source: "config",
-      preset: null,
-      requires: null,
-      scratch: [],
-      interactive: {
-        command: spec.command,
-        waiting: null,
-        busy: null,
-        dialogs: [],
-        events: null,
-        eventsConfigDir: null,
-        env: {},
-      },
-    };
+  if (spec.command) return { ...plain(spec), ...ownCommand(spec.command), source: "config" };
   const preset = spec.preset ?? PresetName.safeParse(name).data;
   return preset ? { ...fromPreset(preset, spec), source: "config" } : undefined;
 }
