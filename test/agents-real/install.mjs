@@ -1,5 +1,5 @@
 // Installs the real agent CLIs of this folder's package.json on first use (npm run test:agents),
-// and again when the lockfile changed since: they take about 1.7 GB, so the main `npm ci` does not.
+// and again when the lockfile changed since: they take about 2 GB, so the main `npm ci` does not.
 // --ignore-scripts: nothing is built or fetched at install time (gemini's optional node-pty and
 // keytar builds are not needed: it takes the prebuilt @lydell/node-pty). Two CLIs' own install
 // scripts are then run by name: they put the native binary of their platform package (installed
@@ -16,7 +16,7 @@ const stamp = join(here, "node_modules", ".termorch-installed");
 const want = createHash("sha256").update(lock).digest("hex");
 if (existsSync(stamp) && readFileSync(stamp, "utf8") === want) process.exit(0);
 console.log(
-  "test:agents: installing the pinned agent CLIs into test/agents-real/node_modules (about 1.7 GB)...",
+  "test:agents: installing the pinned agent CLIs into test/agents-real/node_modules (about 2 GB)...",
 );
 execFileSync("npm", ["ci", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error"], {
   cwd: here,
