@@ -18,9 +18,12 @@ export interface Placeholders {
    * --usage-output-file); termorch reads it with the CLI's output after each attempt.
    */
   usage_file: string;
+  /** The task's own private configuration folder for its CLI (termorch's plugins, written before each attempt). */
+  agent_config: string;
 }
 
-const PLACEHOLDER = /\{(task_id|context_path|workspace|artifacts_dir|run_id|prompt_file|usage_file)\}/g;
+const PLACEHOLDER =
+  /\{(task_id|context_path|workspace|artifacts_dir|run_id|prompt_file|usage_file|agent_config)\}/g;
 
 export function substitute(argv: readonly string[], values: Placeholders): string[] {
   return argv.map((arg) => arg.replace(PLACEHOLDER, (_, name: keyof Placeholders) => values[name]));
@@ -67,8 +70,11 @@ export interface InteractiveAgent {
   dialogs: readonly KnownDialog[];
   /** How to read the state events its CLI appends to `$TERMORCH_AGENT_EVENTS`; null: it sends none. */
   events: StateEventFormat | null;
-  /** The configuration folder of the task's own through which its CLI sends them (opencode's plugin); null: none. */
-  eventsConfigDir: { env: string; files: Readonly<Record<string, string>> } | null;
+  /**
+   * The files of termorch's plugin for its CLI, written into the task's own configuration folder
+   * (`{agent_config}`), and the variable that names that folder to the CLI; null: none.
+   */
+  eventsConfig: { files: Readonly<Record<string, string>>; env: string | null } | null;
   /** Environment of the interactive form (a CLI's per-invocation trust), under the agent's own `env`. */
   env: Readonly<Record<string, string>>;
 }
@@ -115,7 +121,7 @@ function ownCommand(
       busy: null,
       dialogs: [],
       events: null,
-      eventsConfigDir: null,
+      eventsConfig: null,
       env: {},
     },
   };
@@ -167,7 +173,9 @@ function fromPreset(name: PresetName, spec: AgentSpec | undefined): ResolvedAgen
       busy: p.interactive.busy,
       dialogs: p.interactive.dialogs,
       events: p.interactive.events?.format ?? null,
-      eventsConfigDir: p.interactive.events?.configDir ?? null,
+      eventsConfig: p.interactive.events?.files
+        ? { files: p.interactive.events.files, env: p.interactive.events.configEnv ?? null }
+        : null,
       env: p.interactive.trust.env,
     },
   };

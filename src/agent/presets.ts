@@ -10,7 +10,12 @@
  */
 
 import { PresetName } from "../contract/config.js";
-import { OPENCODE_PLUGIN_FILE, OPENCODE_PLUGIN_SOURCE } from "./opencode-plugin.js";
+import {
+  OPENCODE_PLUGIN_FILE,
+  OPENCODE_PLUGIN_SOURCE,
+  PI_EXTENSION_FILE,
+  PI_EXTENSION_SOURCE,
+} from "./event-recorders.js";
 import type { OutputFormat } from "./results.js";
 import type { StateEventFormat } from "./state-events.js";
 
@@ -56,16 +61,19 @@ export interface InteractiveForm {
   dialogs: readonly KnownDialog[];
   /**
    * How the CLI reports its own state: flags that make it append its events to
-   * `$TERMORCH_AGENT_EVENTS`, and how to read them (src/agent/state-events.ts). null: the screen only.
+   * `$TERMORCH_AGENT_EVENTS` (they may name `{agent_config}`), and how to read them
+   * (src/agent/state-events.ts). null: the screen only.
    */
   events: {
     args: readonly string[];
     format: StateEventFormat;
     /**
-     * A configuration folder of the task's own that the CLI loads besides the user's, named by
-     * the environment variable `env`, holding `files` (path in it → content); none when absent.
+     * Files (path → content) termorch writes into the task's own configuration folder,
+     * `{agent_config}`, before each attempt: a plugin of termorch's (src/agent/event-recorders.ts).
      */
-    configDir?: { env: string; files: Readonly<Record<string, string>> };
+    files?: Readonly<Record<string, string>>;
+    /** The environment variable through which the CLI loads that folder besides the user's own. */
+    configEnv?: string;
   } | null;
 }
 
@@ -178,11 +186,12 @@ const OPENCODE: AgentPreset = {
     // The footer while a turn runs (its spinner moves).
     busy: "esc interrupt",
     dialogs: [{ screen: "△ Permission required", asks: "opencode asks permission to use a tool" }],
-    // Its plugin events, through a plugin folder of the task's (src/agent/opencode-plugin.ts).
+    // Its plugin events, through a plugin folder of the task's (src/agent/event-recorders.ts).
     events: {
       args: [],
       format: "opencode-plugin",
-      configDir: { env: "OPENCODE_CONFIG_DIR", files: { [OPENCODE_PLUGIN_FILE]: OPENCODE_PLUGIN_SOURCE } },
+      files: { [OPENCODE_PLUGIN_FILE]: OPENCODE_PLUGIN_SOURCE },
+      configEnv: "OPENCODE_CONFIG_DIR",
     },
   },
   install:
@@ -440,11 +449,7 @@ export const PRESETS: Readonly<Record<PresetName, AgentPreset>> = {
       argv: ["kilo"],
       waiting: OPENCODE.interactive.waiting!.replace("Ask anything…", "Ask anything(…|\\.\\.\\.)"),
       dialogs: [{ screen: "△ Permission required", asks: "Kilo Code asks permission to use a tool" }],
-      events: {
-        args: [],
-        format: "opencode-plugin",
-        configDir: { env: "KILO_CONFIG_DIR", files: { [OPENCODE_PLUGIN_FILE]: OPENCODE_PLUGIN_SOURCE } },
-      },
+      events: { ...OPENCODE.interactive.events!, configEnv: "KILO_CONFIG_DIR" },
     },
     install: "npm install -g @kilocode/cli",
     docs: {
@@ -476,7 +481,12 @@ export const PRESETS: Readonly<Record<PresetName, AgentPreset>> = {
       waiting: "(^|\\n)\u2500{10,}\\n([ \\t]*\\n)?\u2500{10,}(\\n|$)",
       busy: null,
       dialogs: [],
-      events: null,
+      // termorch's extension, loaded for this invocation (src/agent/event-recorders.ts).
+      events: {
+        args: ["-e", `{agent_config}/${PI_EXTENSION_FILE}`],
+        format: "pi-extension",
+        files: { [PI_EXTENSION_FILE]: PI_EXTENSION_SOURCE },
+      },
     },
     install: "npm install -g @mariozechner/pi-coding-agent",
     docs: {

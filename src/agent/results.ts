@@ -435,7 +435,7 @@ export type TranscriptFormat =
 /**
  * An interactive session's result and usage from the transcript its CLI writes for itself (the
  * file its hooks or notify name): Claude Code's session JSONL, codex's rollout JSONL; or from
- * what termorch's opencode plugin recorded of the session (src/agent/opencode-plugin.ts).
+ * what termorch's opencode plugin recorded of the session (src/agent/event-recorders.ts).
  */
 export function parseTranscript(format: TranscriptFormat, text: string): ParsedOutput {
   switch (format) {

@@ -3,7 +3,7 @@
  * appended to `$TERMORCH_AGENT_EVENTS` (one JSON document a line; docs/agents.md names each
  * CLI's events and where they were checked). Pure: text in, events out.
  */
-export type StateEventFormat = "claude-hooks" | "codex-notify" | "opencode-plugin";
+export type StateEventFormat = "claude-hooks" | "codex-notify" | "opencode-plugin" | "pi-extension";
 
 export type AgentEvent =
   /** The CLI took a message: the prompt was delivered. */
@@ -70,7 +70,20 @@ const EVENT_OF: Record<StateEventFormat, (e: Json) => AgentEvent | null> = {
         return null;
     }
   },
-  // termorch's opencode plugin (src/agent/opencode-plugin.ts): the main session's events.
+  // termorch's pi extension (src/agent/event-recorders.ts); pi asks no permission.
+  "pi-extension": (e) => {
+    switch (e.type) {
+      case "agent_start":
+        return { kind: "prompt" };
+      case "error":
+        return { kind: "waiting", asks: `${TURN_FAILED}: ${str(e.message) ?? "an error"}` };
+      case "agent_end":
+        return { kind: "turn_done" };
+      default:
+        return null;
+    }
+  },
+  // termorch's opencode plugin (src/agent/event-recorders.ts): the main session's events.
   "opencode-plugin": (e) => {
     switch (e.type) {
       case "session.status":

@@ -166,15 +166,16 @@ function planTask(input: RunInput, r: ResolvedTask, place: PlanPlace): TaskPlan 
     },
     config: input.config,
   }).env;
-  // The CLI's own configuration folder for termorch's plugin (opencode's), named for this
-  // invocation; a folder the agent's environment names already is the user's, and stays theirs:
-  // then the screen decides.
-  const via = task.interactive ? agent.interactive.eventsConfigDir : null;
+  // The task's own configuration folder for its CLI, holding termorch's plugin (opencode's, pi's)
+  // and named for this invocation; a folder the agent's environment names already is the
+  // user's, and stays theirs: then the screen decides.
+  const agentConfig = join(place.runDir, ".termorch", place.runId, "agent-config", task.id);
+  const via = task.interactive ? agent.interactive.eventsConfig : null;
   const configDir =
-    via === null || env[via.env] !== undefined
+    via === null || (via.env !== null && env[via.env] !== undefined)
       ? null
-      : { path: join(place.runDir, ".termorch", place.runId, "agent-config", task.id), files: via.files };
-  if (via !== null && configDir !== null) env[via.env] = configDir.path;
+      : { path: agentConfig, files: via.files };
+  if (via?.env && configDir !== null) env[via.env] = configDir.path;
   const interactive: InteractivePlan | null = task.interactive
     ? {
         waitingAfterS: task.waiting_after_s ?? input.config.defaults.waiting_after_s,
@@ -200,6 +201,7 @@ function planTask(input: RunInput, r: ResolvedTask, place: PlanPlace): TaskPlan 
       run_id: place.runId,
       prompt_file: promptFile,
       usage_file: usageFile,
+      agent_config: agentConfig,
     }),
     prompt: { delivery: interactive ? "paste" : agent.prompt, file: promptFile, context: r.contextPath },
     interactive,

@@ -13,7 +13,7 @@ import { perTask, ROOT, readReport, realAgentsSuite } from "./harness.js";
 const { world, server: modelServer } = realAgentsSuite("interactive");
 
 /** The CLIs whose own events (hooks, notify, plugin) tell termorch their state. */
-const HOOKED: ReadonlyArray<CliRecipe["preset"]> = ["claude", "codex", "opencode", "kilo"];
+const HOOKED: ReadonlyArray<CliRecipe["preset"]> = ["claude", "codex", "opencode", "kilo", "pi"];
 
 function prepare(
   recipe: CliRecipe,
@@ -252,9 +252,9 @@ describe.each(Object.values(RECIPES))("$preset, interactive, an API error", (rec
     const run = start(recipe, file, config);
     await answerFirstQuestion(recipe, dir, runId);
     const status = await waiting(dir, "the agent to wait after its failed turn");
-    // claude's StopFailure hook and opencode's session.error event quote the error; the others'
-    // screens show their prompt again.
-    if (["claude", "opencode", "kilo"].includes(recipe.preset))
+    // claude's StopFailure hook, opencode's session.error event and pi's failed message quote the
+    // error; the others' screens show their prompt again.
+    if (["claude", "opencode", "kilo", "pi"].includes(recipe.preset))
       expect(status.waiting_for).toContain("the request was refused");
     expect((await world.termorch(["finish", "I", "--run", runId])).exitCode).toBe(0);
     const r = await run;

@@ -224,7 +224,9 @@ describe("agent presets", () => {
     expect([...by.keys()].sort()).toEqual([
       "aider",
       "claude",
+      "cn",
       "codex",
+      "copilot",
       "fast",
       "gemini",
       "kilo",

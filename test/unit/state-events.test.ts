@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { describe, expect, it } from "vitest";
-import { OPENCODE_PLUGIN_SOURCE } from "../../src/agent/opencode-plugin.js";
+import { OPENCODE_PLUGIN_SOURCE, PI_EXTENSION_SOURCE } from "../../src/agent/event-recorders.js";
 import { parseTranscript } from "../../src/agent/results.js";
 import { parseStateEvents } from "../../src/agent/state-events.js";
 
@@ -107,6 +107,37 @@ describe("an interactive CLI's state events", () => {
           cost_usd: 0.01,
         },
       });
+    } finally {
+      if (saved === undefined) delete process.env.TERMORCH_AGENT_EVENTS;
+      else process.env.TERMORCH_AGENT_EVENTS = saved;
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("termorch's pi extension: a prompt taken, a model error, the prompt's end", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "termorch-pi-ext-"));
+    const events = join(dir, "events.jsonl");
+    const extension = join(dir, "extension.mjs");
+    writeFileSync(extension, PI_EXTENSION_SOURCE);
+    const saved = process.env.TERMORCH_AGENT_EVENTS;
+    process.env.TERMORCH_AGENT_EVENTS = events;
+    try {
+      const mod = (await import(pathToFileURL(extension).href)) as {
+        default: (pi: { on: (name: string, f: (e: object) => Promise<void>) => void }) => void;
+      };
+      const handlers = new Map<string, (e: object) => Promise<void>>();
+      mod.default({ on: (name, f) => handlers.set(name, f) });
+      await handlers.get("agent_start")!({});
+      await handlers.get("message_end")!({ message: { role: "assistant", stopReason: "stop" } });
+      await handlers.get("message_end")!({
+        message: { role: "assistant", stopReason: "error", errorMessage: "400 refused" },
+      });
+      await handlers.get("agent_end")!({});
+      expect(parseStateEvents("pi-extension", readFileSync(events, "utf8"))).toEqual([
+        { kind: "prompt" },
+        { kind: "waiting", asks: "its turn failed: 400 refused" },
+        { kind: "turn_done" },
+      ]);
     } finally {
       if (saved === undefined) delete process.env.TERMORCH_AGENT_EVENTS;
       else process.env.TERMORCH_AGENT_EVENTS = saved;

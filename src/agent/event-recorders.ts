@@ -1,13 +1,16 @@
 /**
- * The plugin through which opencode (and Kilo Code, its fork) reports its own state to termorch.
- * opencode loads every file in `plugins/` of the folder its OPENCODE_CONFIG_DIR (KILO_CONFIG_DIR)
- * names, in addition to the user's own configuration: termorch writes this one into a private
- * folder of the task's and names it for that invocation only.
- *
- * It appends to `$TERMORCH_AGENT_EVENTS`, one JSON line each, only what termorch reads
- * (src/agent/state-events.ts "opencode-plugin", src/agent/results.ts "opencode-events"): the main
- * session's status, its questions, its end, and its assistant messages' final text and tokens.
- * Event names and fields are those of opencode 1.18.33 and Kilo Code 7.7.7 (docs/agents.md).
+ * The plugins through which CLIs without hooks of their own report their state to termorch,
+ * written by termorch into a configuration folder of the task's own (`{agent_config}`) before each
+ * attempt and named to the CLI for that invocation only. Each appends to `$TERMORCH_AGENT_EVENTS`,
+ * one JSON line each, only what termorch reads (src/agent/state-events.ts, src/agent/results.ts).
+ */
+
+/**
+ * opencode (and Kilo Code, its fork) loads every file in `plugins/` of the folder its
+ * OPENCODE_CONFIG_DIR (KILO_CONFIG_DIR) names, besides the user's own configuration. The plugin
+ * records the main session's status, its questions, its end, and its assistant messages' final
+ * text and tokens. Event names and fields are those of opencode 1.18.33 and Kilo Code 7.7.7
+ * (docs/agents.md).
  */
 export const OPENCODE_PLUGIN_FILE = "plugins/termorch-events.js";
 
@@ -67,4 +70,30 @@ export const TermorchEvents = async () => ({
     if (line) appendFileSync(file, JSON.stringify(line) + "\\n");
   },
 });
+`;
+
+/**
+ * pi loads an extension file named by `-e`: this one records when it takes a prompt
+ * (`agent_start`), when the prompt's work ends (`agent_end`), and a model error (an assistant
+ * message ending with `stopReason: "error"`). Events of pi 0.73.1 (its docs/extensions.md).
+ */
+export const PI_EXTENSION_FILE = "termorch-events.mjs";
+
+export const PI_EXTENSION_SOURCE = `// Written by termorch for one task: records pi's own events for it (see termorch's docs/agents.md).
+import { appendFileSync } from "node:fs";
+
+const file = process.env.TERMORCH_AGENT_EVENTS;
+const record = (line) => {
+  if (file) appendFileSync(file, JSON.stringify(line) + "\\n");
+};
+
+export default function (pi) {
+  pi.on("agent_start", async () => record({ type: "agent_start" }));
+  pi.on("agent_end", async () => record({ type: "agent_end" }));
+  pi.on("message_end", async (event) => {
+    const m = event.message ?? {};
+    if (m.role === "assistant" && m.stopReason === "error")
+      record({ type: "error", message: m.errorMessage ?? null });
+  });
+}
 `;
