@@ -26,6 +26,11 @@ export interface CliRecipe {
   asksFirst?: RegExp;
   /** Environment the interactive tests add to the agent entry's (see cn). */
   interactiveEnv?: Record<string, string>;
+  /**
+   * A model name the config's `model` may give it, as the CLI then names it to the server; null:
+   * its `--model` is not a model's name (cn's takes a Continue hub slug).
+   */
+  model: { config: string; sent: string } | null;
 }
 
 export const SECRET = "sk-termorch-test-7f3a9c1e5b";
@@ -33,6 +38,7 @@ export const SECRET = "sk-termorch-test-7f3a9c1e5b";
 export const RECIPES: Record<CliRecipe["preset"], CliRecipe> = {
   claude: {
     preset: "claude",
+    model: { config: "claude-termorch-test", sent: "claude-termorch-test" },
     protocol: "anthropic",
     keyVar: "ANTHROPIC_API_KEY",
     // A user who has run Claude Code before: its first-run set-up done, and the API key in
@@ -60,6 +66,8 @@ export const RECIPES: Record<CliRecipe["preset"], CliRecipe> = {
   },
   codex: {
     preset: "codex",
+    // In codex's catalog (its tools include apply_patch); the agent entry's own `-m` names it too.
+    model: { config: "gpt-5.5", sent: "gpt-5.5" },
     protocol: "responses",
     keyVar: "TERMORCH_TEST_KEY",
     // codex 0.171 writes this on each TUI start unless it is there.
@@ -97,6 +105,7 @@ export const RECIPES: Record<CliRecipe["preset"], CliRecipe> = {
   },
   gemini: {
     preset: "gemini",
+    model: { config: "gemini-termorch-test", sent: "gemini-termorch-test" },
     protocol: "gemini",
     keyVar: "GEMINI_API_KEY",
     // A user who chose "Gemini API key" as gemini's sign-in. Without a choice in settings, 0.61
@@ -121,6 +130,7 @@ export const RECIPES: Record<CliRecipe["preset"], CliRecipe> = {
   },
   opencode: {
     preset: "opencode",
+    model: { config: "termorch-test/test-model", sent: "test-model" },
     protocol: "chat",
     keyVar: "TERMORCH_TEST_KEY",
     // opencode 1.18 writes this on each start unless it is there.
@@ -155,6 +165,7 @@ export const RECIPES: Record<CliRecipe["preset"], CliRecipe> = {
   },
   qwen: {
     preset: "qwen",
+    model: { config: "qwen-termorch-test", sent: "qwen-termorch-test" },
     protocol: "chat",
     keyVar: "OPENAI_API_KEY",
     agent: (url) => ({
@@ -165,6 +176,7 @@ export const RECIPES: Record<CliRecipe["preset"], CliRecipe> = {
   },
   kilo: {
     preset: "kilo",
+    model: { config: "termorch-test/test-model", sent: "test-model" },
     protocol: "chat",
     keyVar: "TERMORCH_TEST_KEY",
     agent: (url) => ({
@@ -189,6 +201,7 @@ export const RECIPES: Record<CliRecipe["preset"], CliRecipe> = {
   },
   pi: {
     preset: "pi",
+    model: { config: "test-model", sent: "test-model" },
     protocol: "chat",
     keyVar: "TERMORCH_TEST_KEY",
     // pi's providers are in its own file; this user has the model server there, and has started
@@ -220,6 +233,7 @@ export const RECIPES: Record<CliRecipe["preset"], CliRecipe> = {
   },
   copilot: {
     preset: "copilot",
+    model: { config: "copilot-termorch-test", sent: "copilot-termorch-test" },
     protocol: "chat",
     keyVar: "COPILOT_PROVIDER_API_KEY",
     // What 1.0.102 writes in its config on its first start.
@@ -244,6 +258,7 @@ export const RECIPES: Record<CliRecipe["preset"], CliRecipe> = {
   },
   cn: {
     preset: "cn",
+    model: null,
     protocol: "chat",
     keyVar: "TERMORCH_TEST_KEY",
     // A user with the model server in cn's config (its key from the environment, as Continue's

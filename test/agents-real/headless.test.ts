@@ -5,6 +5,7 @@
 import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { PRESETS } from "../../src/agent/presets.js";
 import { type CliRecipe, RECIPES, SECRET } from "./clis.js";
 import { perTask, readReport, realAgentsSuite, type World } from "./harness.js";
 
@@ -216,3 +217,62 @@ describe.each(Object.values(RECIPES))("$preset, headless, a handoff", (recipe) =
     expect(dRequest?.text).toContain(`Wrote H.txt with ${recipe.preset}.`);
   });
 });
+
+describe.each(Object.values(RECIPES))(
+  "$preset, headless, the config's model and permission bypass",
+  (recipe) => {
+    it("runs with the CLI's bypass flag in place of its edit mode, and asks the server for the model the config names", async () => {
+      modelServer().setScript(perTask);
+      const { dir, repo, file } = prepare(recipe, [{ id: "M", context: "Create the file. WRITE-FILE M\n" }]);
+      const entry = recipe.agent(modelServer().url);
+      const preset = PRESETS[recipe.preset];
+      const configure = (bypass: boolean): void =>
+        writeFileSync(
+          join(dir, "termorch.json"),
+          JSON.stringify({
+            agents: {
+              [recipe.preset]: {
+                ...entry,
+                // The model is the config's now (codex's entry names one with -m: a second is refused).
+                ...(entry.args
+                  ? { args: entry.args.filter((a, i, all) => a !== "-m" && all[i - 1] !== "-m") }
+                  : {}),
+                // Claude Code runs its bypass as root only in a sandbox it is told of.
+                env: { ...entry.env, ...(recipe.preset === "claude" ? { IS_SANDBOX: "1" } : {}) },
+                ...(recipe.model ? { model: recipe.model.config } : {}),
+                dangerously_bypass_permissions: bypass,
+              },
+            },
+          }),
+        );
+      configure(true);
+      if (preset.bypass.length === 0) {
+        // pi has no bypass: asking for one is refused up front, and nothing starts.
+        const refused = await run(recipe, dir, file);
+        expect(refused.exitCode).toBe(2);
+        expect(refused.stderr).toContain("has no flag that bypasses its permissions");
+        configure(false);
+      }
+      const before = modelServer().requests.length;
+      const r = await run(recipe, dir, file);
+      expect(r.exitCode, r.stderr).toBe(0);
+      expect(readFileSync(join(repo, "M.txt"), "utf8")).toBe("written for M\n");
+      const argv = readReport(dir).tasks[0]!.argv;
+      for (const flag of preset.bypass) expect(argv).toContain(flag);
+      for (const flag of preset.edit_mode.filter((f) => !preset.bypass.includes(f)))
+        expect(argv).not.toContain(flag);
+      if (recipe.model) {
+        const sent = modelServer()
+          .requests.slice(before)
+          .filter((q) => q.main)
+          .map((q) =>
+            q.protocol === "gemini"
+              ? /\/models\/([^/:]+):/.exec(q.path)?.[1]
+              : (q.body as { model?: string }).model,
+          );
+        expect(sent.length).toBeGreaterThan(0);
+        expect(new Set(sent)).toEqual(new Set([recipe.model.sent]));
+      }
+    });
+  },
+);
