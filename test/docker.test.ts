@@ -38,6 +38,7 @@ import {
   uniqueSocket,
   waitFor,
 } from "./integration/harness.js";
+import { describeWith } from "./needs.js";
 import { RedisServer } from "./scale/cluster.js";
 
 const DOCKER = join(ROOT, "docker");
@@ -839,172 +840,176 @@ describe("docker/healthcheck.sh for a worker", () => {
 
 // ---------------------------------------------------------------------------------------------
 // These run `termorch worker` (issue 14's scale-out): a private redis-server on a loopback port.
-describe("docker/entrypoint.sh worker (needs termorch worker)", () => {
-  /** Every redis-server a test of this block started (each test starts its own). */
-  const redisServers: RedisServer[] = [];
-  /** tmux servers of the workers: a worker names its socket termorch-worker-<name>. */
-  const workerSockets: string[] = [];
-  const cleanups: Array<() => void> = [];
-  afterAll(async () => {
-    for (const r of redisServers) await r.dispose();
-    for (const s of workerSockets) killServer(s);
-    for (const c of cleanups) c();
-  });
-  /** A private redis-server (test/scale/cluster.ts), stopped after this block. */
-  async function startRedis(): Promise<string> {
-    const server = await RedisServer.start();
-    redisServers.push(server);
-    return server.url;
-  }
+describeWith("redis-server", "test/docker.test.ts, the worker's entrypoint")(
+  "docker/entrypoint.sh worker (needs termorch worker)",
+  () => {
+    /** Every redis-server a test of this block started (each test starts its own). */
+    const redisServers: RedisServer[] = [];
+    /** tmux servers of the workers: a worker names its socket termorch-worker-<name>. */
+    const workerSockets: string[] = [];
+    const cleanups: Array<() => void> = [];
+    afterAll(async () => {
+      for (const r of redisServers) await r.dispose();
+      for (const s of workerSockets) killServer(s);
+      for (const c of cleanups) c();
+    });
+    /** A private redis-server (test/scale/cluster.ts), stopped after this block. */
+    async function startRedis(): Promise<string> {
+      const server = await RedisServer.start();
+      redisServers.push(server);
+      return server.url;
+    }
 
-  it("passes --help to termorch worker without preparing anything", async () => {
-    const r = await entrypoint(["worker", "--help"], entryEnv({ TERMORCH_WORKDIR: join(tmp, "never") }));
-    expect(r.code).toBe(0);
-    expect(r.stdout).toMatch(/Usage: termorch worker/);
-    expect(r.stdout).toContain("--redis");
-    expect(r.stdout).toContain("--workdir");
-    expect(existsSync(join(tmp, "never"))).toBe(false);
-  });
+    it("passes --help to termorch worker without preparing anything", async () => {
+      const r = await entrypoint(["worker", "--help"], entryEnv({ TERMORCH_WORKDIR: join(tmp, "never") }));
+      expect(r.code).toBe(0);
+      expect(r.stdout).toMatch(/Usage: termorch worker/);
+      expect(r.stdout).toContain("--redis");
+      expect(r.stdout).toContain("--workdir");
+      expect(existsSync(join(tmp, "never"))).toBe(false);
+    });
 
-  it("starts a worker that writes its heartbeat, is healthy, and exits 0 on SIGTERM", async () => {
-    const url = await startRedis();
-    const dir = scratch("worker");
-    const workdir = join(dir, "work");
-    const roleFile = join(dir, "role");
-    const name = `dk${process.pid}-hb`;
-    workerSockets.push(`termorch-worker-${name}`);
-    const { child, out, done } = startEntrypoint(
-      ["worker", "--name", name, "--max-parallel", "1"],
-      entryEnv({
-        TERMORCH_ALLOW_ROOT: "1",
-        TERMORCH_ROLE_FILE: roleFile,
-        TERMORCH_WORKDIR: workdir,
-        TERMORCH_REDIS_URL: url,
-      }),
-    );
-    const beat = join(workdir, "worker.json");
-    await waitFor(() => existsSync(beat) || child.exitCode !== null, 30_000, "the worker's heartbeat");
-    expect(child.exitCode, `the worker exited early: ${out.stderr}`).toBeNull();
-    const heartbeat = JSON.parse(readFileSync(beat, "utf8"));
-    expect(heartbeat).toMatchObject({ name, pid: child.pid });
-    expect(readFileSync(roleFile, "utf8")).toBe(`role=worker\npid=${child.pid}\ndir=${workdir}\n`);
-    const healthy = await healthcheck(roleFile);
-    expect(healthy).toEqual({ code: 0, stdout: `healthy: termorch worker (pid ${child.pid})` });
-    child.kill("SIGTERM");
-    const r = await exitWithin(done, 20_000, "the worker");
-    expect(r.signal).toBeNull();
-    expect(r.code).toBe(0);
-  });
-  it("compose's setup on this host: a coordinator and two workers through the entrypoint run a diamond and merge it", async () => {
-    const url = await startRedis();
-    const dir = scratch("compose");
-    const remote = join(dir, "srv", "remote.git");
-    // docker/coordinator.json with this host's Redis and remote in place of the compose network's.
-    const shipped = JSON.parse(readFileSync(join(DOCKER, "coordinator.json"), "utf8"));
-    expect(shipped.redis).toBe("redis://redis:6379");
-    const config = join(dir, "coordinator.json");
-    writeFileSync(config, JSON.stringify({ ...shipped, redis: url, git: { ...shipped.git, remote } }));
-    const base = entryEnv({ TERMORCH_ALLOW_ROOT: "1", TERMORCH_REDIS_URL: url });
-    const home = join(dir, "home");
-    const coordinator = startEntrypoint(
-      ["daemon", "--home", home, "--config", config, "--backend", "bullmq"],
-      {
-        ...base,
-        TERMORCH_REMOTE_INIT: "1",
-        TERMORCH_REMOTE: remote,
-        TERMORCH_ROLE_FILE: join(dir, "coordinator.role"),
-      },
-    );
-    await waitFor(
-      () =>
-        coordinator.out.stderr.includes("termorch daemon: watching") || coordinator.child.exitCode !== null,
-      30_000,
-      "the coordinator to watch its inbox",
-    );
-    expect(coordinator.child.exitCode, coordinator.out.stderr).toBeNull();
-    expect(isBare(remote)).toBe("true");
-
-    const workers = ["1", "2"].map((n) => {
-      const name = `dk${process.pid}-w${n}`;
+    it("starts a worker that writes its heartbeat, is healthy, and exits 0 on SIGTERM", async () => {
+      const url = await startRedis();
+      const dir = scratch("worker");
+      const workdir = join(dir, "work");
+      const roleFile = join(dir, "role");
+      const name = `dk${process.pid}-hb`;
       workerSockets.push(`termorch-worker-${name}`);
-      return {
-        name,
-        ...startEntrypoint(["worker", "--name", name, "--remote", remote, "--max-parallel", "1"], {
-          ...base,
-          TMPDIR: join(dir, `tmp-${n}`),
-          TERMORCH_WORKDIR: join(dir, `worker-${n}`),
-          TERMORCH_ROLE_FILE: join(dir, `worker-${n}.role`),
+      const { child, out, done } = startEntrypoint(
+        ["worker", "--name", name, "--max-parallel", "1"],
+        entryEnv({
+          TERMORCH_ALLOW_ROOT: "1",
+          TERMORCH_ROLE_FILE: roleFile,
+          TERMORCH_WORKDIR: workdir,
+          TERMORCH_REDIS_URL: url,
         }),
-      };
-    });
-    for (const w of workers) {
-      await waitFor(
-        () => existsSync(join(dir, `worker-${w.name.slice(-1)}`, "worker.json")) || w.child.exitCode !== null,
-        30_000,
-        `${w.name}'s heartbeat`,
       );
-      expect(w.child.exitCode, w.out.stderr).toBeNull();
-    }
-
-    const ws = makeWorkspace();
-    cleanups.push(ws.cleanup);
-    const runId = `docker${process.pid}`;
-    const task = (id: string, dependencies: string[]) => ({
-      id,
-      agent: "step",
-      context_path: "ctx/task.md",
-      command: ["bash", STEP],
-      dependencies,
-      env: { WRITE: `${id}.txt=${id}` },
+      const beat = join(workdir, "worker.json");
+      await waitFor(() => existsSync(beat) || child.exitCode !== null, 30_000, "the worker's heartbeat");
+      expect(child.exitCode, `the worker exited early: ${out.stderr}`).toBeNull();
+      const heartbeat = JSON.parse(readFileSync(beat, "utf8"));
+      expect(heartbeat).toMatchObject({ name, pid: child.pid });
+      expect(readFileSync(roleFile, "utf8")).toBe(`role=worker\npid=${child.pid}\ndir=${workdir}\n`);
+      const healthy = await healthcheck(roleFile);
+      expect(healthy).toEqual({ code: 0, stdout: `healthy: termorch worker (pid ${child.pid})` });
+      child.kill("SIGTERM");
+      const r = await exitWithin(done, 20_000, "the worker");
+      expect(r.signal).toBeNull();
+      expect(r.code).toBe(0);
     });
-    const body = {
-      run_id: runId,
-      tasks: [task("a", []), task("b", []), task("c", []), task("d", ["a", "b", "c"])],
-      environment: { workspace_dir: ws.repo },
-    };
-    // As the README says to: written aside, then renamed into the inbox.
-    writeFileSync(join(home, "inbox", `${runId}.json.tmp`), JSON.stringify(body));
-    renameSync(join(home, "inbox", `${runId}.json.tmp`), join(home, "inbox", `${runId}.json`));
-    const answer = join(home, "outbox", `${runId}.json`);
-    await waitFor(() => existsSync(answer), 90_000, "the coordinator's answer in the outbox");
-    const report = JSON.parse(readFileSync(answer, "utf8")) as {
-      summary: { completed: boolean };
-      merge: { result: string };
-      tasks: Array<{
-        id: string;
-        status: string;
-        reason: string | null;
-        detail: string | null;
-        hosts?: Array<{ worker: string }>;
-      }>;
-    };
-    expect(
-      report.tasks.map((t) => [t.id, t.status]),
-      JSON.stringify(report.tasks.map((t) => [t.reason, t.detail])),
-    ).toEqual([
-      ["a", "success"],
-      ["b", "success"],
-      ["c", "success"],
-      ["d", "success"],
-    ]);
-    expect(report.merge.result).toBe("success");
-    const ranOn = new Set(report.tasks.flatMap((t) => (t.hosts ?? []).map((h) => h.worker)));
-    expect(
-      [...ranOn].every((w) => workers.some((x) => x.name === w)),
-      [...ranOn].join(","),
-    ).toBe(true);
-    expect(ranOn.size).toBeGreaterThan(0);
-    expect(git(ws.repo, "ls-files").split("\n")).toEqual(
-      expect.arrayContaining(["a.txt", "b.txt", "c.txt", "d.txt"]),
-    );
+    it("compose's setup on this host: a coordinator and two workers through the entrypoint run a diamond and merge it", async () => {
+      const url = await startRedis();
+      const dir = scratch("compose");
+      const remote = join(dir, "srv", "remote.git");
+      // docker/coordinator.json with this host's Redis and remote in place of the compose network's.
+      const shipped = JSON.parse(readFileSync(join(DOCKER, "coordinator.json"), "utf8"));
+      expect(shipped.redis).toBe("redis://redis:6379");
+      const config = join(dir, "coordinator.json");
+      writeFileSync(config, JSON.stringify({ ...shipped, redis: url, git: { ...shipped.git, remote } }));
+      const base = entryEnv({ TERMORCH_ALLOW_ROOT: "1", TERMORCH_REDIS_URL: url });
+      const home = join(dir, "home");
+      const coordinator = startEntrypoint(
+        ["daemon", "--home", home, "--config", config, "--backend", "bullmq"],
+        {
+          ...base,
+          TERMORCH_REMOTE_INIT: "1",
+          TERMORCH_REMOTE: remote,
+          TERMORCH_ROLE_FILE: join(dir, "coordinator.role"),
+        },
+      );
+      await waitFor(
+        () =>
+          coordinator.out.stderr.includes("termorch daemon: watching") || coordinator.child.exitCode !== null,
+        30_000,
+        "the coordinator to watch its inbox",
+      );
+      expect(coordinator.child.exitCode, coordinator.out.stderr).toBeNull();
+      expect(isBare(remote)).toBe("true");
 
-    for (const p of [coordinator, ...workers]) p.child.kill("SIGTERM");
-    for (const [p, what] of [
-      [coordinator, "the coordinator"],
-      ...workers.map((w) => [w, w.name] as const),
-    ] as const) {
-      const r = await exitWithin(p.done, 20_000, what);
-      expect([r.code, r.signal], r.stderr).toEqual([0, null]);
-    }
-  }, 180_000);
-});
+      const workers = ["1", "2"].map((n) => {
+        const name = `dk${process.pid}-w${n}`;
+        workerSockets.push(`termorch-worker-${name}`);
+        return {
+          name,
+          ...startEntrypoint(["worker", "--name", name, "--remote", remote, "--max-parallel", "1"], {
+            ...base,
+            TMPDIR: join(dir, `tmp-${n}`),
+            TERMORCH_WORKDIR: join(dir, `worker-${n}`),
+            TERMORCH_ROLE_FILE: join(dir, `worker-${n}.role`),
+          }),
+        };
+      });
+      for (const w of workers) {
+        await waitFor(
+          () =>
+            existsSync(join(dir, `worker-${w.name.slice(-1)}`, "worker.json")) || w.child.exitCode !== null,
+          30_000,
+          `${w.name}'s heartbeat`,
+        );
+        expect(w.child.exitCode, w.out.stderr).toBeNull();
+      }
+
+      const ws = makeWorkspace();
+      cleanups.push(ws.cleanup);
+      const runId = `docker${process.pid}`;
+      const task = (id: string, dependencies: string[]) => ({
+        id,
+        agent: "step",
+        context_path: "ctx/task.md",
+        command: ["bash", STEP],
+        dependencies,
+        env: { WRITE: `${id}.txt=${id}` },
+      });
+      const body = {
+        run_id: runId,
+        tasks: [task("a", []), task("b", []), task("c", []), task("d", ["a", "b", "c"])],
+        environment: { workspace_dir: ws.repo },
+      };
+      // As the README says to: written aside, then renamed into the inbox.
+      writeFileSync(join(home, "inbox", `${runId}.json.tmp`), JSON.stringify(body));
+      renameSync(join(home, "inbox", `${runId}.json.tmp`), join(home, "inbox", `${runId}.json`));
+      const answer = join(home, "outbox", `${runId}.json`);
+      await waitFor(() => existsSync(answer), 90_000, "the coordinator's answer in the outbox");
+      const report = JSON.parse(readFileSync(answer, "utf8")) as {
+        summary: { completed: boolean };
+        merge: { result: string };
+        tasks: Array<{
+          id: string;
+          status: string;
+          reason: string | null;
+          detail: string | null;
+          hosts?: Array<{ worker: string }>;
+        }>;
+      };
+      expect(
+        report.tasks.map((t) => [t.id, t.status]),
+        JSON.stringify(report.tasks.map((t) => [t.reason, t.detail])),
+      ).toEqual([
+        ["a", "success"],
+        ["b", "success"],
+        ["c", "success"],
+        ["d", "success"],
+      ]);
+      expect(report.merge.result).toBe("success");
+      const ranOn = new Set(report.tasks.flatMap((t) => (t.hosts ?? []).map((h) => h.worker)));
+      expect(
+        [...ranOn].every((w) => workers.some((x) => x.name === w)),
+        [...ranOn].join(","),
+      ).toBe(true);
+      expect(ranOn.size).toBeGreaterThan(0);
+      expect(git(ws.repo, "ls-files").split("\n")).toEqual(
+        expect.arrayContaining(["a.txt", "b.txt", "c.txt", "d.txt"]),
+      );
+
+      for (const p of [coordinator, ...workers]) p.child.kill("SIGTERM");
+      for (const [p, what] of [
+        [coordinator, "the coordinator"],
+        ...workers.map((w) => [w, w.name] as const),
+      ] as const) {
+        const r = await exitWithin(p.done, 20_000, what);
+        expect([r.code, r.signal], r.stderr).toEqual([0, null]);
+      }
+    }, 180_000);
+  },
+);

@@ -2,15 +2,12 @@ import { copyFileSync, existsSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
 import puppeteer, { type Browser, type Page } from "puppeteer-core";
 import { ROOT } from "../integration/harness.js";
+import { CHROMIUM } from "../needs.js";
 
 /**
- * Debian's `chromium`, started headless the way the project's tests must start it. CI installs
- * it (.ci/run); `$CHROMIUM` names another binary.
+ * Debian's `chromium` (test/needs.ts: CI installs it, `$CHROMIUM` names another binary), started
+ * headless the way the project's tests must start it.
  */
-export const CHROMIUM =
-  process.env.CHROMIUM ??
-  ["/usr/bin/chromium", "/usr/bin/chromium-browser"].find((p) => existsSync(p)) ??
-  "/usr/bin/chromium";
 
 export const CHROMIUM_FLAGS = [
   "--headless",

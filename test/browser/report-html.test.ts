@@ -14,10 +14,11 @@ import {
 import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import type { Browser } from "puppeteer-core";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, expect, it } from "vitest";
 import type { Report } from "../../src/contract/report.js";
 import { readLedgerEvents } from "../../src/ledger/ledger.js";
 import { readReport, termorch, testFile, writeAssignments } from "../integration/harness.js";
+import { describeWith } from "../needs.js";
 import { collectPageErrors, keepForDocs, launchChromium, screenshot } from "./chromium.js";
 
 const { socket, workspace } = testFile("report-html");
@@ -66,7 +67,7 @@ async function representativeRun(): Promise<{ dir: string; report: Report }> {
   return { dir, report: readReport(dir) };
 }
 
-describe("report.html", () => {
+describeWith("chromium", "test/browser/report-html.test.ts")("report.html", () => {
   let browser: Browser;
   let dir: string;
   let report: Report;

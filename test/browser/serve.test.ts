@@ -11,14 +11,16 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MAX_TERMINALS } from "../../src/serve/terminal.js";
 import { logText, opsWorld, waitForStatus } from "../fixtures/ops-helpers.js";
 import { BIN, ROOT, uniqueSocket, waitFor, writeAssignments } from "../integration/harness.js";
+import { has } from "../needs.js";
 import { collectPageErrors, keepForDocs, launchChromium, screenshot } from "./chromium.js";
 
 const world = opsWorld(uniqueSocket("serve"));
 let browser: Browser | null = null;
 const servers: ResultPromise[] = [];
 
+const withChromium = has("chromium", "test/browser/serve.test.ts");
 beforeAll(async () => {
-  browser = await launchChromium();
+  if (withChromium) browser = await launchChromium();
 });
 afterAll(async () => {
   for (const s of servers) if (s.exitCode === null) s.kill("SIGKILL");
@@ -155,7 +157,7 @@ const hex6 = (h: string): string =>
     .join("")
     .replace(/(.{4})(?!$)/g, "$1:");
 
-describe("termorch serve", () => {
+(withChromium ? describe : describe.skip)("termorch serve", () => {
   it("shows a running task's live terminal, its state changing, and refuses requests without the token", async () => {
     const { dir } = world.workspace();
     const gates = join(dir, "gates");

@@ -4,6 +4,7 @@ import { execa } from "execa";
 import { afterAll, describe, expect, it } from "vitest";
 import { waitUntil } from "../fixtures/ops-helpers.js";
 import { PtyScreen } from "../fixtures/pty-screen.js";
+import { has } from "../needs.js";
 import { BIN, cliEnv, ROOT, readReport, termorch, testFile, waitFor, writeAssignments } from "./harness.js";
 
 const { socket, workspace } = testFile("watch");
@@ -334,48 +335,51 @@ describe("termorch watch, the README's picture", () => {
       (s) => /review \(istub\) of \S+ · waiting for input for \d/.test(s),
       "review's details",
     );
-    const { launchChromium, screenshot } = await import("../browser/chromium.js");
-    const browser = await launchChromium();
-    try {
-      const page = await browser.newPage();
-      const xtermDir = join(ROOT, "node_modules", "@xterm", "xterm");
-      const css = readFileSync(join(xtermDir, "css", "xterm.css"), "utf8");
-      const js = readFileSync(join(xtermDir, "lib", "xterm.js"), "utf8");
-      // Everything inlined: the page loads nothing from anywhere.
-      await page.setContent(
-        `<!doctype html><html><head><meta charset="utf-8"><style>${css}
-body { margin: 0; background: #11131a; }
-#frame { display: inline-block; padding: 16px; background: #11131a; }
-</style></head><body><div id="frame"><div id="term"></div></div>
-<script>${js.replace(/<\/script/gi, "<\\/script")}</script>
-<script>
-window.term = new Terminal({ cols: 80, rows: 24, fontSize: 14, fontFamily: "DejaVu Sans Mono, monospace",
-  theme: { background: "#11131a", foreground: "#d8dee9", cyan: "#5fd7ff", green: "#87d787", red: "#ff6b6b",
-           blue: "#2f5fb3", magenta: "#d7afff", yellow: "#e5c07b", brightBlack: "#5c6370", brightWhite: "#ffffff" } });
-window.term.open(document.getElementById("term"));
-</script></body></html>`,
-      );
-      await page.evaluate(
-        (data) =>
-          new Promise<void>((r) =>
-            (globalThis as unknown as { term: { write(d: string, done: () => void): void } }).term.write(
-              data,
-              r,
+    // Its picture for the README (a real browser draws the screen with xterm.js).
+    if (has("chromium", "the watch picture in test/integration/watch.test.ts")) {
+      const { launchChromium, screenshot } = await import("../browser/chromium.js");
+      const browser = await launchChromium();
+      try {
+        const page = await browser.newPage();
+        const xtermDir = join(ROOT, "node_modules", "@xterm", "xterm");
+        const css = readFileSync(join(xtermDir, "css", "xterm.css"), "utf8");
+        const js = readFileSync(join(xtermDir, "lib", "xterm.js"), "utf8");
+        // Everything inlined: the page loads nothing from anywhere.
+        await page.setContent(
+          `<!doctype html><html><head><meta charset="utf-8"><style>${css}
+  body { margin: 0; background: #11131a; }
+  #frame { display: inline-block; padding: 16px; background: #11131a; }
+  </style></head><body><div id="frame"><div id="term"></div></div>
+  <script>${js.replace(/<\/script/gi, "<\\/script")}</script>
+  <script>
+  window.term = new Terminal({ cols: 80, rows: 24, fontSize: 14, fontFamily: "DejaVu Sans Mono, monospace",
+    theme: { background: "#11131a", foreground: "#d8dee9", cyan: "#5fd7ff", green: "#87d787", red: "#ff6b6b",
+             blue: "#2f5fb3", magenta: "#d7afff", yellow: "#e5c07b", brightBlack: "#5c6370", brightWhite: "#ffffff" } });
+  window.term.open(document.getElementById("term"));
+  </script></body></html>`,
+        );
+        await page.evaluate(
+          (data) =>
+            new Promise<void>((r) =>
+              (globalThis as unknown as { term: { write(d: string, done: () => void): void } }).term.write(
+                data,
+                r,
+              ),
             ),
-          ),
-        screen.raw(),
-      );
-      const box = await page.$eval("#frame", (e) => {
-        const r = (
-          e as unknown as { getBoundingClientRect(): { width: number; height: number } }
-        ).getBoundingClientRect();
-        return { width: Math.ceil(r.width), height: Math.ceil(r.height) };
-      });
-      await page.setViewport(box);
-      const png = await screenshot(page, "watch");
-      expect(readFileSync(png).subarray(1, 4).toString()).toBe("PNG");
-    } finally {
-      await browser.close();
+          screen.raw(),
+        );
+        const box = await page.$eval("#frame", (e) => {
+          const r = (
+            e as unknown as { getBoundingClientRect(): { width: number; height: number } }
+          ).getBoundingClientRect();
+          return { width: Math.ceil(r.width), height: Math.ceil(r.height) };
+        });
+        await page.setViewport(box);
+        const png = await screenshot(page, "watch");
+        expect(readFileSync(png).subarray(1, 4).toString()).toBe("PNG");
+      } finally {
+        await browser.close();
+      }
     }
     writeFileSync(gate, "");
     const answered = await termorch(["send", "review", "yes, go on", "--run", runId], { socket });

@@ -1,6 +1,7 @@
 import { appendFileSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { describe, expect, it } from "vitest";
+import { expect, it } from "vitest";
+import { describeWith } from "../needs.js";
 import { corpus, expectCleanMerge, git, reportOf, sh } from "./corpus.js";
 
 const world = corpus("itsdangerous");
@@ -10,7 +11,7 @@ const world = corpus("itsdangerous");
 // excluded in .git/info/exclude only (its .gitignore does not list it).
 const PYTEST = "PYTHONPATH=src .venv/bin/python -m pytest -q -p no:cacheprovider";
 
-describe("itsdangerous, a real Python package", () => {
+describeWith("pytest", "test/realworld/itsdangerous.test.ts")("itsdangerous, a real Python package", () => {
   it("runs agents with the linked virtualenv, gates on the package's pytest suite, merges cleanly", async () => {
     const repo = world.clone("itsdangerous");
     // No pip inside: Debian splits ensurepip into python3-venv, and nothing is installed into it.

@@ -3,8 +3,9 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, beforeAll } from "vitest";
+import { afterAll, beforeAll, describe } from "vitest";
 import { BIN, cliEnv, killServer, makeWorkspace, TEST_TMP, uniqueSocket } from "../integration/harness.js";
+import { has } from "../needs.js";
 
 /**
  * Real parts for the scale-out tests: a private redis-server on a loopback port with its own
@@ -199,8 +200,10 @@ export function scaleTestFile(tag: string) {
   let redis: RedisServer | null = null;
   const workers: WorkerProcess[] = [];
   const cleanups: (() => void)[] = [];
+  // A machine without redis-server skips the file's suites (test/needs.ts).
+  const withRedis = has("redis-server", `test/scale/ (${tag})`);
   beforeAll(async () => {
-    redis = await RedisServer.start();
+    if (withRedis) redis = await RedisServer.start();
   });
   afterAll(async () => {
     for (const w of workers) await w.dispose();
@@ -215,6 +218,8 @@ export function scaleTestFile(tag: string) {
   return {
     socket,
     redis: server,
+    /** The file's `describe`: skipped on a machine without redis-server. */
+    suite: withRedis ? describe : describe.skip,
     /** A started worker; `name` gets this file's unique suffix. The same name and folder again: `again(w)`. */
     async worker(name: string, extra: string[] = []): Promise<WorkerProcess> {
       const w = new WorkerProcess(`${name}-${unique}`, server().url, extra);

@@ -2,7 +2,7 @@ import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { execa } from "execa";
-import { describe, expect, it } from "vitest";
+import { expect, it } from "vitest";
 import { Report } from "../../src/contract/report.js";
 import {
   BIN,
@@ -18,13 +18,13 @@ import { bashTask, lines, RedisServer, scaleTestFile, until, WorkerProcess } fro
 
 /** The coordinator's side of the bullmq backend: status, cancel, a resume after its death, the daemon. */
 
-const { socket, redis, worker, cluster, track } = scaleTestFile("coord");
+const { socket, redis, worker, cluster, track, suite } = scaleTestFile("coord");
 
 /** An agent that says it started, then waits for `release` in MARKS before it writes its file. */
 const waiting = (id: string): string =>
   `echo "working on ${id}"; echo start >> "$MARKS/${id}.log"; while [ ! -e "$MARKS/release" ]; do sleep 0.05; done; echo ${id} > ${id.toLowerCase()}.txt; echo end >> "$MARKS/${id}.log"`;
 
-describe("a coordinator of a bullmq run", () => {
+suite("a coordinator of a bullmq run", () => {
   it("shows where each task runs, with the line that watches it on its worker", async () => {
     const w = await worker("status");
     const c = cluster();

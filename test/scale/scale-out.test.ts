@@ -1,7 +1,7 @@
 import { execFileSync } from "node:child_process";
 import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { describe, expect, it } from "vitest";
+import { expect, it } from "vitest";
 import {
   git,
   readReport,
@@ -17,10 +17,10 @@ import { bashTask, freePort, lines, RedisServer, scaleTestFile, WorkerProcess } 
  * (own tmux sockets, workdirs and TMPDIRs), a bare git remote, and the built CLI as coordinator.
  */
 
-const { socket, redis, worker, cluster, track } = scaleTestFile("scale");
+const { socket, redis, worker, cluster, track, suite } = scaleTestFile("scale");
 const task = bashTask;
 
-describe("termorch run --backend bullmq", () => {
+suite("termorch run --backend bullmq", () => {
   it("spreads a diamond over two workers and merges exactly what a local run merges", async () => {
     const w1 = await worker("dia1", ["--max-parallel", "1"]);
     const w2 = await worker("dia2", ["--max-parallel", "1"]);
@@ -187,7 +187,7 @@ describe("termorch run --backend bullmq", () => {
   });
 });
 
-describe("termorch worker", () => {
+suite("termorch worker", () => {
   it("stops on SIGTERM when idle and withdraws its announcement; a second worker of the same name is refused", async () => {
     const w = await worker("idle");
     const twin = track(new WorkerProcess(w.name, redis().url));
