@@ -1,5 +1,5 @@
 import { mkdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
-import { mkdir, rename, rm, writeFile } from "node:fs/promises";
+import { mkdir, readdir, rename, rm, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 
 let counter = 0;
@@ -7,6 +7,37 @@ let counter = 0;
 function tempBeside(path: string): string {
   counter += 1;
   return join(dirname(path), `.${process.pid}.${counter}.tmp`);
+}
+
+const TEMP = /^\.(\d+)\.\d+\.tmp$/;
+
+/**
+ * Removes the temp files an atomic write left in `dir` when its process died between writing
+ * and renaming (a SIGKILL): those of processes that are gone. Returns their names.
+ */
+export async function removeStrayTemps(dir: string): Promise<string[]> {
+  let names: string[];
+  try {
+    names = await readdir(dir);
+  } catch {
+    return [];
+  }
+  const stray = names.filter((n) => {
+    const pid = Number(TEMP.exec(n)?.[1]);
+    return Number.isInteger(pid) && pid > 0 && pid !== process.pid && !alive(pid);
+  });
+  await Promise.all(stray.map((n) => rm(join(dir, n), { force: true })));
+  return stray;
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    // EPERM: it exists, as another user's.
+    return (error as NodeJS.ErrnoException).code === "EPERM";
+  }
 }
 
 /**

@@ -8,6 +8,7 @@ import { agentEnvironment, secretValuesOf } from "../agent/environment.js";
 import { Config } from "../contract/config.js";
 import type { RunState } from "../contract/state.js";
 import { InputError, LockedError, TermorchError } from "../errors.js";
+import { removeStrayTemps } from "../fs/atomic.js";
 import { acquireLock, type WorkspaceLock } from "../fs/lock.js";
 import { LogNames } from "../fs/log-names.js";
 import { sessionPrefix } from "../fs/names.js";
@@ -48,6 +49,7 @@ import { attemptDirOf, errorText } from "./task-exec.js";
 import { planTasks } from "./task-plan.js";
 import { newTaskRun, type TaskRun } from "./task-run.js";
 import type { TaskWorkspace } from "./task-workspace.js";
+import { rewriteStatusFiles } from "./transition.js";
 import { freshRunId, gitWorkspace } from "./workspace.js";
 
 export type { RunSettings } from "./context.js";
@@ -734,6 +736,12 @@ async function drive(
     // Before any agent runs: what they change in the user's repository is found against it
     // (the list taken with the base commit, see inspectWorkspace).
     await snapshotRefs(ctx);
+  } else {
+    // What a killed driver left half-written: temp copies of status files and of the run's own
+    // files, and status files older than the journal.
+    const stray = [...(await removeStrayTemps(join(runDir, "status"))), ...(await removeStrayTemps(runDir))];
+    if (stray.length > 0) ctx.log.info({ files: stray }, "removed what an interrupted write left");
+    rewriteStatusFiles(ctx, ctx.tasks.values());
   }
   await ctx.persist();
   await registerRun(

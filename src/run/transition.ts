@@ -65,6 +65,15 @@ export async function markWaiting(
   ctx.onChange();
 }
 
+/**
+ * A resumed run's status files, rewritten from the task journal: a driver killed between
+ * writing a status file's temp copy and renaming it leaves the task's previous file in place
+ * (a finished task still `.running`).
+ */
+export function rewriteStatusFiles(ctx: RunContext, tasks: Iterable<TaskRun>): void {
+  for (const t of tasks) if (t.state !== "pending") ctx.status.set(statusOf(ctx, t, t.state));
+}
+
 function statusOf(ctx: RunContext, t: TaskRun, state: StatusFile["state"]): StatusFile {
   const waiting =
     state === "running" && ctx.plans.get(t.id)?.interactive

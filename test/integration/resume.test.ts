@@ -1,4 +1,4 @@
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { execa } from "execa";
 import { describe, expect, it } from "vitest";
@@ -86,6 +86,46 @@ describe("resume after SIGKILL", () => {
       expect(again.stderr).toMatch(/already finished/);
     });
   }
+
+  it("rewrites the status files a driver killed mid-write left: no finished task still running, no temp file", async () => {
+    const { dir } = workspace();
+    const gate = join(dir, "go");
+    const file = writeAssignments(dir, [
+      { id: "A", env: { WRITE: "a.txt=A" } },
+      { id: "B", env: { WAIT_FILE: gate, WRITE: "b.txt=B" } },
+    ]);
+    const first = execa(process.execPath, [BIN, "run", file], {
+      reject: false,
+      cwd: ROOT,
+      env: cliEnv(socket),
+    });
+    const status = join(dir, "status");
+    await waitFor(
+      () => existsSync(join(status, "A.success")) && existsSync(join(status, "B.running")),
+      30_000,
+      "A done, B running",
+    );
+    first.kill("SIGKILL");
+    await first;
+    // What a SIGKILL between writing A.success's temp copy and renaming it leaves: the temp copy
+    // (named by the dead driver's pid) and A's previous file.
+    const done = readFileSync(join(status, "A.success"), "utf8");
+    const stray = `.${first.pid}.7.tmp`;
+    renameSync(join(status, "A.success"), join(status, stray));
+    writeFileSync(join(status, "A.running"), done.replace('"state": "success"', '"state": "running"'));
+    writeFileSync(gate, "");
+    const resumed = await termorch(["resume", dir], { socket });
+    expect(resumed.exitCode, resumed.stderr).toBe(0);
+    expect(readdirSync(status).sort()).toEqual(["A.success", "B.success"]);
+    expect(JSON.parse(readFileSync(join(status, "A.success"), "utf8"))).toMatchObject({
+      task_id: "A",
+      state: "success",
+    });
+    expect(readReport(dir).tasks.map((t) => [t.id, t.status])).toEqual([
+      ["A", "success"],
+      ["B", "success"],
+    ]);
+  });
 
   it("refuses to resume when the assignments file changed since the run started", async () => {
     const ws = workspace();
