@@ -56,6 +56,12 @@ export abstract class TermorchError extends Error {
 }
 
 /** Ends an exhaustive switch: the compiler rejects a case left out, and a value from outside the types throws. */
+/** An error's message, or the thrown value as text. */
+export function errorText(error: unknown): string {
+  if (error instanceof Error) return error.message;
+  return String(error);
+}
+
 export function unreachable(x: never): never {
   throw new Error(`unexpected value ${JSON.stringify(x)}`);
 }

@@ -1,6 +1,7 @@
 import { existsSync } from "node:fs";
 import { lstat, readdir, realpath, rm, rmdir } from "node:fs/promises";
 import { join, relative } from "node:path";
+import { errorText } from "../errors.js";
 import { runBranchesPrefix, runWorktreesDir } from "../fs/names.js";
 import { registeredRuns, unregisterRun } from "../fs/registry.js";
 import { git } from "../git/repo.js";
@@ -281,8 +282,4 @@ async function deleteBranches(
       report.kept.push({ what: `branch ${branch}`, why: errorText(error) });
     }
   }
-}
-
-function errorText(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }

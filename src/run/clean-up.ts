@@ -1,12 +1,12 @@
 import { existsSync } from "node:fs";
 import { rmdir } from "node:fs/promises";
+import { errorText } from "../errors.js";
 import { runWorktreesDir, taskWorktree } from "../fs/names.js";
 import { baseRefOf, deleteRemoteRefs, shownRemote } from "../git/remote.js";
 import { branchRef } from "../git/repo.js";
 import { deleteMergedBranches, isBranch, removeWorktrees } from "../git/worktree.js";
 import type { RunContext } from "./context.js";
 import { killPoint } from "./faults.js";
-import { errorText } from "./task-exec.js";
 
 /** What the clean-up after a merge did (the ledger's `run.cleaned`). */
 export interface CleanUpResult {

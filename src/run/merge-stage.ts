@@ -1,5 +1,5 @@
 import type { RefChange, Report } from "../contract/report.js";
-import { unreachable } from "../errors.js";
+import { errorText, unreachable } from "../errors.js";
 import { advanceTarget, checkMerge, createIntegrationCommit, mergeOntoMovedTarget } from "../git/merge.js";
 import { movedInCheckout } from "../git/refs.js";
 import { resolveCommit } from "../git/repo.js";
@@ -17,7 +17,6 @@ import {
 import { recordCreatedRefs, refChanges, refsAtStart } from "./ref-watch.js";
 import { runLevelGates } from "./run-level-gates.js";
 import { answerForeignMove, foreignTargetMove } from "./target-guard.js";
-import { errorText } from "./task-exec.js";
 
 export type { MergeStageResult } from "./merge-recovery.js";
 

@@ -2,11 +2,11 @@ import { stat } from "node:fs/promises";
 import { join } from "node:path";
 import { agentEnvironment } from "../agent/environment.js";
 import type { Gate } from "../contract/report.js";
+import { errorText } from "../errors.js";
 import { findMatches } from "../fs/find-files.js";
 import { integrationWorktree } from "../fs/names.js";
 import { prepareDetachedWorktree, removeWorktree } from "../git/worktree.js";
 import { inRepo, type RunContext } from "./context.js";
-import { errorText } from "./task-exec.js";
 import { timeoutOf } from "./task-plan.js";
 import { testsGate } from "./tests-gate.js";
 

@@ -4,10 +4,10 @@ import { availableParallelism } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import type PQueue from "p-queue";
 import pino, { type Logger } from "pino";
-import { agentEnvironment, secretValuesOf } from "../agent/environment.js";
+import { agentEnvironment } from "../agent/environment.js";
 import { Config } from "../contract/config.js";
 import type { RunState } from "../contract/state.js";
-import { InputError, LockedError, TermorchError } from "../errors.js";
+import { errorText, InputError, LockedError, TermorchError } from "../errors.js";
 import { removeStrayTemps } from "../fs/atomic.js";
 import { acquireLock, type WorkspaceLock } from "../fs/lock.js";
 import { LogNames } from "../fs/log-names.js";
@@ -26,7 +26,7 @@ import { Ledger } from "../ledger/ledger.js";
 import { commandDelivery, Notifier, type NotifyDelivery } from "../notify/notifier.js";
 import { buildGraph } from "../plan/graph.js";
 import { planWaves } from "../plan/waves.js";
-import { Redactor, secretSources } from "../redact/redactor.js";
+import type { Redactor } from "../redact/redactor.js";
 import { buildReport, type RunError, skippedMerge } from "../report/build.js";
 import type { RemoteBackend } from "../runner/task-hosts.js";
 import type { TaskRunner } from "../runner/task-runner.js";
@@ -43,9 +43,10 @@ import { type MergeStageResult, mergeStage } from "./merge-stage.js";
 import { snapshotRefs } from "./ref-watch.js";
 import { errorOf, notWrittenNote, type RunResult, writeErrorReport, writeReport } from "./report-file.js";
 import { looseReportBlocker, planRunDir, prepareRunDir, type RunDirPlan, runDirOf } from "./run-dir.js";
+import { runRedaction } from "./run-redaction.js";
 import type { ScheduleMode } from "./schedule.js";
 import { RunStop, type StopReason } from "./stop.js";
-import { attemptDirOf, errorText } from "./task-exec.js";
+import { attemptDirOf } from "./task-exec.js";
 import { planTasks } from "./task-plan.js";
 import { newTaskRun, type TaskRun } from "./task-run.js";
 import type { TaskWorkspace } from "./task-workspace.js";
@@ -605,29 +606,6 @@ async function buildLiveRun(p: {
     );
   }
   return ctx;
-}
-
-/**
- * The run's redactor (its secret values, the config's patterns, token formats) and the secrets
- * gate's finder (its secret values alone; null without any).
- */
-export function runRedaction(
-  input: RunInput,
-  env: Readonly<Record<string, string | undefined>>,
-): { redactor: Redactor; secretFinder: Redactor | null } {
-  const secrets = secretValuesOf(
-    env,
-    [
-      ...input.assignments.environment.env_vars,
-      ...input.assignments.tasks.flatMap((t) => Object.entries(t.env).map(([k, v]) => `${k}=${v}`)),
-      ...input.tasks.flatMap((r) => Object.entries(r.agent.env).map(([k, v]) => `${k}=${v}`)),
-    ],
-    input.config,
-  );
-  return {
-    redactor: Redactor.from(input.config.redact, secrets),
-    secretFinder: secrets.length > 0 ? new Redactor(secretSources(secrets)) : null,
-  };
 }
 
 /**

@@ -21,6 +21,7 @@ import { findSession } from "../agent/session-files.js";
 import { addUsage } from "../contract/agent-result.js";
 import type { Reason } from "../contract/reason.js";
 import type { Gate } from "../contract/report.js";
+import { errorText } from "../errors.js";
 import { endRecordedCgroup } from "../fs/cgroup.js";
 import { findMatches, matchesAny } from "../fs/find-files.js";
 import { sessionName, taskBranch } from "../fs/names.js";
@@ -731,9 +732,4 @@ export async function fail(
   await transition(ctx, t, { to: "failed", reason, detail });
   await killPoint(ctx.fault, "kill-after-status", t.id);
   return { kind: "done", ok: false };
-}
-
-export function errorText(error: unknown): string {
-  if (error instanceof Error) return error.message;
-  return String(error);
 }

@@ -14,6 +14,7 @@ import {
   type TaskJobProgress,
   type TaskJobResult,
 } from "../contract/task-job.js";
+import { errorText } from "../errors.js";
 import { LogNames } from "../fs/log-names.js";
 import { sessionName, taskBranch } from "../fs/names.js";
 import { TaskJournal } from "../fs/run-state-file.js";
@@ -28,9 +29,9 @@ import { Ledger } from "../ledger/ledger.js";
 import { Notifier } from "../notify/notifier.js";
 import type { TaskRunner } from "../runner/task-runner.js";
 import type { RunContext } from "./context.js";
-import { runRedaction } from "./runner.js";
+import { runRedaction } from "./run-redaction.js";
 import { RunStop } from "./stop.js";
-import { errorText, executeTask } from "./task-exec.js";
+import { executeTask } from "./task-exec.js";
 import { planTasks } from "./task-plan.js";
 import { newTaskRun, type TaskRun } from "./task-run.js";
 import { gitWorkspace } from "./workspace.js";

@@ -7,9 +7,9 @@ import { pollUntil } from "../concurrency/poll-until.js";
 import { GateRecord } from "../contract/gate-record.js";
 import { writeFileAtomicSync } from "../fs/atomic.js";
 import { CappedLog } from "../fs/capped-log.js";
+import { findPerl } from "../fs/executable.js";
 import { processStartMs } from "../fs/proc.js";
 import type { Redactor } from "../redact/redactor.js";
-import { findPerl } from "../tmux/session.js";
 
 export interface ShellGateResult {
   exitCode: number | null;
@@ -63,7 +63,7 @@ export async function runShellGate(opts: {
   // the environment as given (the watchdog removes the variable again).
   const badlang = opts.env.PERL_BADLANG === undefined;
   const child = spawn(
-    await findPerl(),
+    findPerl(),
     [WATCHDOG_PATH, String(opts.killGraceMs), badlang ? "1" : "0", "sh", "-c", opts.command],
     {
       cwd: opts.cwd,

@@ -4,9 +4,9 @@ import { access, chmod, readFile, rm } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { z } from "zod";
-import { executableOnPath } from "../fs/executable.js";
+import { findPerl } from "../fs/executable.js";
 import type { AttemptRef, AttemptSpec, ExitRecord, RunningAttempt } from "../runner/task-runner.js";
-import { LaunchError, TmuxEnvironmentError, TmuxError } from "./errors.js";
+import { LaunchError, TmuxError } from "./errors.js";
 import { formatEscape, type PaneRow, type TmuxServer } from "./server.js";
 
 /** One attempt in its own tmux session, as the task-runner seam describes it. */
@@ -55,7 +55,7 @@ export async function launch(
   spec: LaunchSpec,
 ): Promise<RunningAttempt> {
   checkSpec(spec);
-  const perl = await findPerl();
+  const perl = findPerl();
   const dir = spec.attemptDir;
   const launchFile = join(dir, "launch");
   const filterFile = join(dir, "filter");
@@ -292,16 +292,6 @@ function messageOf(error: unknown): string {
 const SUPERVISOR_PATH = fileURLToPath(new URL("../tmux/supervisor.pl", import.meta.url));
 /** tty agents' pane logger, started by pipe-pane (it loads the supervisor's log engine). */
 const PANE_LOGGER_PATH = fileURLToPath(new URL("../tmux/pane-logger.pl", import.meta.url));
-
-let perlPath: string | null = null;
-/** An absolute perl path, so neither tmux's nor pipe-pane's environment decides which perl runs. */
-export async function findPerl(): Promise<string> {
-  // `/usr/bin:/bin` is execvp's own default when PATH is unset; a miss is looked for again next time.
-  perlPath ??= executableOnPath("perl", process.env.PATH ?? "/usr/bin:/bin");
-  if (perlPath === null)
-    throw new TmuxEnvironmentError("perl was not found in PATH; termorch's pane supervisor needs perl 5");
-  return perlPath;
-}
 
 // ---------------------------------------------------------------------------------------------
 // Watching an attempt
