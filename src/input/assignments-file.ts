@@ -73,6 +73,15 @@ export async function loadAssignments(
   }
 
   const resolved = new Map<string, ReturnType<typeof resolveInside>>();
+  const found = new Map<string, boolean>();
+  const existing = (path: string): boolean => {
+    let there = found.get(path);
+    if (there === undefined) {
+      there = exists(path);
+      found.set(path, there);
+    }
+    return there;
+  };
   const inside = (
     field: string,
     task: string | undefined,
@@ -81,7 +90,7 @@ export async function loadAssignments(
   ): string | undefined => {
     // Paths in a workspace that is not there cannot be checked (that problem is reported).
     if (workspace === undefined) return undefined;
-    // Thousands of tasks often share one context file: resolve (realpath) each path once.
+    // Thousands of tasks often share one context file: resolve (realpath) and stat each path once.
     let result = resolved.get(userPath);
     if (!result) {
       result = resolveInside(workspace, userPath);
@@ -89,7 +98,7 @@ export async function loadAssignments(
     }
     const where = task === undefined ? { field } : { field, task };
     if ("error" in result) return void at({ ...where, message: result.error });
-    if (mustExist && !exists(result.path))
+    if (mustExist && !existing(result.path))
       return void at({ ...where, message: `"${userPath}" does not exist in the workspace (${result.path})` });
     return result.path;
   };

@@ -5,7 +5,7 @@ import type { KnownDialog, SessionStore } from "../agent/presets.js";
 import type { OutputFormat } from "../agent/results.js";
 import type { StateEventFormat } from "../agent/state-events.js";
 import type { Config } from "../contract/config.js";
-import { taskBranch, taskWorktree } from "../fs/names.js";
+import { runWorktreesDir, taskBranch } from "../fs/names.js";
 import type { ResolvedTask, RunInput } from "../input/assignments-file.js";
 
 /**
@@ -42,7 +42,7 @@ export interface TaskPlan {
   worktree: string | null;
   branch: string | null;
   artifactsDir: string;
-  /** The agent's whole environment but TERMORCH_ATTEMPT, which each attempt adds. */
+  /** The agent's whole environment but TERMORCH_ATTEMPT, which each attempt adds (built when first read). */
   env: Readonly<Record<string, string>>;
   /** Seconds, by precedence: the task's, its agent's, the assignment's resource limit, the config's default. */
   timeoutS: number | undefined;
@@ -116,18 +116,15 @@ export const HANDOFF_IN_WORKTREE = ".termorch/handoff.md";
 
 /** Resolves every task's plan; pure (names and paths only, nothing is touched). */
 export function planTasks(input: RunInput, place: PlanPlace): Map<string, TaskPlan> {
-  return new Map(input.tasks.map((r) => [r.task.id, planTask(input, r, place)]));
+  // Once for the run (it reads TMPDIR), not once per task.
+  const here = { ...place, worktreesDir: place.worktreesDir ?? runWorktreesDir(place.runId) };
+  return new Map(input.tasks.map((r) => [r.task.id, planTask(input, r, here)]));
 }
 
-function planTask(input: RunInput, r: ResolvedTask, place: PlanPlace): TaskPlan {
+function planTask(input: RunInput, r: ResolvedTask, place: PlanPlace & { worktreesDir: string }): TaskPlan {
   const { task, agent } = r;
   const { environment } = input.assignments;
-  const worktree =
-    place.gitPrefix === null
-      ? null
-      : place.worktreesDir
-        ? join(place.worktreesDir, task.id)
-        : taskWorktree(place.runId, task.id);
+  const worktree = place.gitPrefix === null ? null : join(place.worktreesDir, task.id);
   const cwd = worktree === null ? input.workspace : join(worktree, place.gitPrefix ?? "");
   const artifactsDir = join(place.runDir, "artifacts", task.id);
   const include = environment.worktree_include;
@@ -148,34 +145,37 @@ function planTask(input: RunInput, r: ResolvedTask, place: PlanPlace): TaskPlan 
   const usageFile = join(place.runDir, ".termorch", place.runId, "usage", `${task.id}.json`);
   // Private too: what the agent's hooks record may quote its prompt.
   const eventsFile = join(place.runDir, ".termorch", place.runId, "events", `${task.id}.jsonl`);
-  const env = agentEnvironment({
-    processEnv: place.processEnv,
-    envVars: environment.env_vars,
-    agentEnv: task.interactive ? { ...agent.interactive.env, ...agent.env } : agent.env,
-    taskEnv: task.env,
-    termorch: {
-      TERMORCH_RUN_ID: place.runId,
-      TERMORCH_RUN_DIR: place.runDir,
-      TERMORCH_TASK_ID: task.id,
-      TERMORCH_CONTEXT_PATH: r.contextPath,
-      TERMORCH_WORKSPACE: cwd,
-      TERMORCH_ARTIFACTS_DIR: artifactsDir,
-      TERMORCH_PROMPT_FILE: promptFile,
-      ...(task.interactive && agent.interactive.events ? { TERMORCH_AGENT_EVENTS: eventsFile } : {}),
-      ...(handoff ? { TERMORCH_HANDOFF: handoff } : {}),
-    },
-    config: input.config,
-  }).env;
+  // Built when first read (at launch): a dry run or a plan of thousands of tasks needs none of it.
+  const buildEnv = (): Record<string, string> =>
+    agentEnvironment({
+      processEnv: place.processEnv,
+      envVars: environment.env_vars,
+      agentEnv: task.interactive ? { ...agent.interactive.env, ...agent.env } : agent.env,
+      taskEnv: task.env,
+      termorch: {
+        TERMORCH_RUN_ID: place.runId,
+        TERMORCH_RUN_DIR: place.runDir,
+        TERMORCH_TASK_ID: task.id,
+        TERMORCH_CONTEXT_PATH: r.contextPath,
+        TERMORCH_WORKSPACE: cwd,
+        TERMORCH_ARTIFACTS_DIR: artifactsDir,
+        TERMORCH_PROMPT_FILE: promptFile,
+        ...(task.interactive && agent.interactive.events ? { TERMORCH_AGENT_EVENTS: eventsFile } : {}),
+        ...(handoff ? { TERMORCH_HANDOFF: handoff } : {}),
+      },
+      config: input.config,
+    }).env;
   // The task's own configuration folder for its CLI, holding termorch's plugin (opencode's, pi's)
   // and named for this invocation; a folder the agent's environment names already is the
   // user's, and stays theirs: then the screen decides.
   const agentConfig = join(place.runDir, ".termorch", place.runId, "agent-config", task.id);
   const via = task.interactive ? agent.interactive.eventsConfig : null;
+  let env: Record<string, string> | null = via?.env ? buildEnv() : null;
   const configDir =
-    via === null || (via.env !== null && env[via.env] !== undefined)
+    via === null || (via.env !== null && env?.[via.env] !== undefined)
       ? null
       : { path: agentConfig, files: via.files };
-  if (via?.env && configDir !== null) env[via.env] = configDir.path;
+  if (via?.env && env && configDir !== null) env[via.env] = configDir.path;
   const interactive: InteractivePlan | null = task.interactive
     ? {
         waitingAfterS: task.waiting_after_s ?? input.config.defaults.waiting_after_s,
@@ -216,7 +216,10 @@ function planTask(input: RunInput, r: ResolvedTask, place: PlanPlace): TaskPlan 
     worktree,
     branch: worktree === null ? null : taskBranch(place.runId, task.id),
     artifactsDir,
-    env,
+    get env() {
+      env ??= buildEnv();
+      return env;
+    },
     timeoutS,
     expectChanges: task.expect_changes ?? agent.expect_changes ?? true,
     handoff,
