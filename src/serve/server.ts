@@ -5,7 +5,7 @@ import type { RunView, StatusView, TaskView } from "../contract/status-view.js";
 import type { RunFeed } from "../ops/run-feed.js";
 import { type Asset, loadAssets } from "./assets.js";
 import { hostAllowed, newToken, tokenMatches, tokenOf } from "./auth.js";
-import { SessionGone, type TerminalPool, TooManyTerminals } from "./terminal.js";
+import { PtyUnavailable, SessionGone, type TerminalPool, TooManyTerminals } from "./terminal.js";
 
 export interface DashboardOptions {
   feed: RunFeed;
@@ -186,6 +186,8 @@ export class Dashboard {
         send(res, 429, "text/plain; charset=utf-8", `429 ${error.message}\n`);
       else if (error instanceof SessionGone)
         send(res, 404, "text/plain; charset=utf-8", `404 ${error.message}\n`);
+      else if (error instanceof PtyUnavailable)
+        send(res, 503, "text/plain; charset=utf-8", `503 ${error.message}\n`);
       else throw error;
       return;
     }

@@ -28,6 +28,8 @@ export const MAX_TERMINALS = 8;
 
 export class TooManyTerminals extends Error {}
 export class SessionGone extends Error {}
+/** node-pty's native module did not load: an install that did not build it. */
+export class PtyUnavailable extends Error {}
 
 /**
  * The live terminals of `termorch serve`: each a node-pty running
@@ -144,6 +146,12 @@ let pty: typeof import("node-pty") | null = null;
  * the CLI's bundle leaves it out (scripts/bundle.js), as its addon is found relative to its files.
  */
 function loadPty(): typeof import("node-pty") {
-  pty ??= createRequire(import.meta.url)("node-pty") as typeof import("node-pty");
+  try {
+    pty ??= createRequire(import.meta.url)("node-pty") as typeof import("node-pty");
+  } catch (error) {
+    throw new PtyUnavailable(
+      `node-pty, which serve's terminals run on, is not built (${error instanceof Error ? error.message.split("\n")[0] : String(error)}): install termorch with npm install -g --allow-scripts=node-pty, or run npm rebuild node-pty in its folder`,
+    );
+  }
   return pty;
 }

@@ -1,9 +1,19 @@
 import { execFileSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { request } from "node:http";
 import { tmpdir } from "node:os";
 import { dirname, join, relative, resolve } from "node:path";
+import { execa } from "execa";
 import { afterAll, describe, expect, it } from "vitest";
-import { cliEnv, ROOT, uniqueSocket } from "./harness.js";
+import {
+  cliEnv,
+  killServer,
+  makeWorkspace,
+  ROOT,
+  uniqueSocket,
+  waitFor,
+  writeAssignments,
+} from "./harness.js";
 
 const tmp = mkdtempSync(join(tmpdir(), "termorch-install-"));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
@@ -34,9 +44,21 @@ describe("the README's promises to a new user", () => {
       encoding: "utf8",
     }).trim();
     const prefix = join(tmp, "prefix");
+    // As the README says it: node-pty's build allowed (npm 11 warns of, and will skip, a
+    // dependency's install scripts that a global install does not name).
     execFileSync(
       "npm",
-      ["install", "-g", "--prefix", prefix, "--no-audit", "--no-fund", "--silent", join(tmp, packed)],
+      [
+        "install",
+        "-g",
+        "--allow-scripts=node-pty",
+        "--prefix",
+        prefix,
+        "--no-audit",
+        "--no-fund",
+        "--silent",
+        join(tmp, packed),
+      ],
       { cwd: tmp, encoding: "utf8" },
     );
     const termorch = join(prefix, "bin", "termorch");
@@ -59,5 +81,67 @@ describe("the README's promises to a new user", () => {
       env: { ...process.env, ...cliEnv(uniqueSocket("install")) },
     });
     expect(out).toContain("1 task in 1 wave");
+  });
+
+  it("the installed copy's serve opens a task's live terminal (node-pty built by the install)", async () => {
+    const termorch = join(tmp, "prefix", "bin", "termorch");
+    const socket = uniqueSocket("install-serve");
+    const env = { ...process.env, ...cliEnv(socket, { TERMORCH_REGISTRY: join(tmp, "registry") }) };
+    const { dir, cleanup } = makeWorkspace();
+    const gate = join(dir, "go");
+    const file = writeAssignments(dir, [
+      {
+        id: "A",
+        command: ["bash", "-c", `echo from-the-installed-copy; while [ ! -e ${gate} ]; do sleep 0.1; done`],
+      },
+    ]);
+    const run = execa(termorch, ["run", file], { reject: false, cwd: dir, env, stdin: "ignore" });
+    const serve = execa(termorch, ["serve"], { reject: false, cwd: dir, env, stdin: "ignore" });
+    let printed = "";
+    serve.stdout?.on("data", (d: Buffer) => {
+      printed += d.toString();
+    });
+    try {
+      await waitFor(() => existsSync(join(dir, "status", "A.running")), 30_000, "A running");
+      const url = new URL(
+        (await waitFor(() => /^http:\/\/\S+\n/m.exec(printed)?.[0], 30_000, "serve's URL")).trim(),
+      );
+      const runId = (JSON.parse(readFileSync(file, "utf8")) as { run_id: string }).run_id;
+      const token = url.searchParams.get("token");
+      const base = `http://127.0.0.1:${url.port}`;
+      // Once serve's view shows the run's running task (it reads the registry as runs come).
+      for (let tries = 0; ; tries++) {
+        const view = await (await fetch(`${base}/api/view?token=${token}`)).text();
+        if (view.includes(runId) && view.includes('"session":"')) break;
+        if (tries > 300) throw new Error(`serve's view never showed run ${runId}: ${view}`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      const terminal = `${base}/runs/${runId}/tasks/A/terminal?token=${token}`;
+      const seen = await new Promise<string>((done, fail) => {
+        let body = "";
+        const req = request(terminal, (res) => {
+          res.setEncoding("utf8");
+          res.on("end", () => fail(new Error(`the terminal ended (HTTP ${res.statusCode}): ${body}`)));
+          res.on("data", (d: string) => {
+            body += d;
+            if (body.includes("from-the-installed-copy")) {
+              req.destroy();
+              done(body);
+            }
+          });
+        });
+        req.on("error", fail);
+        req.setTimeout(30_000, () => fail(new Error(`no terminal output in 30 s: ${body}`)));
+        req.end();
+      });
+      expect(seen).toMatch(/^event: size/m);
+    } finally {
+      writeFileSync(gate, "");
+      await run;
+      serve.kill("SIGTERM");
+      await serve;
+      killServer(socket);
+      cleanup();
+    }
   });
 });
