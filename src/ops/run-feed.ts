@@ -1,6 +1,6 @@
-import { type FSWatcher as DirWatcher, existsSync, watch } from "node:fs";
+import { type FSWatcher as DirWatcher, existsSync, readdirSync, watch } from "node:fs";
 import { mkdir } from "node:fs/promises";
-import { basename, dirname, join, resolve } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import chokidar, { type FSWatcher } from "chokidar";
 import type { RunState } from "../contract/state.js";
 import type { QueuedRunView, RunView, StatusView } from "../contract/status-view.js";
@@ -34,11 +34,17 @@ export async function scopeQueued(scope: RunScope): Promise<QueuedRunView[]> {
 }
 
 /**
- * What changes in a run directory that a view shows, through chokidar; everything else there
- * (artifacts, a workspace) is not watched. logs/ has a plain directory watch of its own (see
- * `watchLogs`).
+ * What changes in a run directory that a view shows; everything else there (artifacts, a
+ * workspace, the temp copies of atomic writes) is not looked at. The run folder, its status/ and
+ * its logs/ each have a plain directory watch (see `watchRun`).
  */
-const RUN_FILES = new Set(["state.json", "events.jsonl", "execution_report.json", "status"]);
+const RUN_FILES = new Set(["state.json", "events.jsonl", "execution_report.json", "status", "claim.json"]);
+/**
+ * Changes that can start or end a task's session: a launch and an end each write a status file
+ * (and the run folder's `status` entry appears with the first); the panes are listed again then.
+ * A session that vanished on its own is the sweep's.
+ */
+const SESSION_FILES = new Set(["status"]);
 
 export interface RunFeedOptions {
   env: Env;
@@ -70,7 +76,10 @@ export class RunFeed {
   private readonly listeners = new Set<(view: StatusView) => void>();
   private readonly watcher: FSWatcher;
   private readonly watchedRuns = new Set<string>();
-  private readonly logWatchers = new Map<string, DirWatcher>();
+  /** The run folders the current view shows (a change elsewhere, a new run's, reads the scope again). */
+  private inView = new Set<string>();
+  /** Each watched run's plain directory watches: the folder itself, status/ and logs/. */
+  private readonly runWatchers = new Map<string, Map<"run" | "status" | "logs", DirWatcher>>();
   private timer: NodeJS.Timeout | null = null;
   /** When `timer` fires. */
   private due = 0;
@@ -95,11 +104,9 @@ export class RunFeed {
       ignoreInitial: true,
       ignored: (path) => this.ignored(path),
     });
-    // An event outside the runs' folders is the registry's or the daemon home's: runs come and go.
-    this.watcher.on("all", (_event, path) =>
-      this.changed({ run: this.runOf(path) ?? "all", logsOnly: false }),
-    );
-    this.watcher.on("error", () => this.changed({ run: "all", logsOnly: false }));
+    // The registry's or the daemon home's folder: runs come and go.
+    this.watcher.on("all", () => this.changed({ run: "all", logsOnly: false, sessions: true }));
+    this.watcher.on("error", () => this.changed({ run: "all", logsOnly: false, sessions: true }));
     const root = this.rootDir();
     if (root) this.watcher.add(root);
     this.follow(first.view);
@@ -156,7 +163,7 @@ export class RunFeed {
   /** Recomputes now (after an operator's action, e.g. a cancel), every run read again. */
   refresh(): void {
     this.kept = null;
-    this.changed({ run: "all", logsOnly: false });
+    this.changed({ run: "all", logsOnly: false, sessions: true });
   }
 
   async close(): Promise<void> {
@@ -164,8 +171,8 @@ export class RunFeed {
     if (this.timer) clearTimeout(this.timer);
     if (this.sweep) clearTimeout(this.sweep);
     this.listeners.clear();
-    for (const w of this.logWatchers.values()) w.close();
-    this.logWatchers.clear();
+    for (const watchers of this.runWatchers.values()) for (const w of watchers.values()) w.close();
+    this.runWatchers.clear();
     await this.watcher.close();
     await this.computing;
   }
@@ -177,81 +184,90 @@ export class RunFeed {
     return null;
   }
 
+  /** Only the scope's folder and its entries (the registry's files, a daemon home's run folders). */
   private ignored(path: string): boolean {
     const root = this.rootDir();
-    // The registry's entries, or a daemon home's run folders.
-    if (root !== null && (path === root || dirname(path) === root)) return false;
-    if (this.isRunDir(path)) return false;
-    const parent = dirname(path);
-    if (this.isRunDir(parent)) return !RUN_FILES.has(basename(path));
-    return !(this.isRunDir(dirname(parent)) && basename(parent) === "status");
-  }
-
-  /** The watched run whose folder holds `path` (a file of it, or one in its status/). */
-  private runOf(path: string): string | undefined {
-    for (let p = path, up = 0; up < 3; p = dirname(p), up++) if (this.watchedRuns.has(p)) return p;
-    return undefined;
-  }
-
-  private isRunDir(path: string): boolean {
-    if (this.watchedRuns.has(path)) return true;
-    // A daemon home's run folders are watched from the start, so that a new run's files are seen.
-    return this.scope.kind === "home" && dirname(path) === this.rootDir();
+    return !(root !== null && (path === root || dirname(path) === root));
   }
 
   private follow(view: StatusView): void {
     const dirs = [...view.runs.map((r) => r.run_dir), ...view.problems.flatMap((p) => p.run_dir ?? [])];
-    for (const dir of dirs) {
-      if (this.watchedRuns.has(dir)) continue;
-      this.watchedRuns.add(dir);
-      this.watcher.add(dir);
-    }
-    for (const dir of this.watchedRuns) if (!this.logWatchers.has(dir)) this.watchLogs(dir);
+    this.inView = new Set(view.runs.map((r) => r.run_dir));
+    // A daemon home's run folders too, as they appear: a new run's files are seen from its start.
+    const root = this.rootDir();
+    if (this.scope.kind === "home" && root !== null)
+      for (const name of listDir(root)) dirs.push(join(root, name));
+    for (const dir of dirs) this.watchedRuns.add(dir);
+    for (const dir of this.watchedRuns) this.watchRun(dir);
     if (this.sweep) clearTimeout(this.sweep);
     this.sweep = null;
     if (!this.closed && view.runs.some((r) => r.phase === "running"))
       this.sweep = setTimeout(
-        () => this.changed({ run: "all", logsOnly: false }),
+        () => this.changed({ run: "all", logsOnly: false, sessions: true }),
         this.options.sweepMs,
       ).unref();
   }
 
   /**
-   * A chatty agent appends to its log a hundred times a second: chokidar stats the file and
-   * walks its folder on each of those (about 1 ms of CPU each here), a plain watch of the folder
-   * only says that something in it changed. A run without logs/ yet is tried again at the next
-   * view (the ledger says task.launched right after the folder appears); once it is watched,
-   * one more view reads what was written before the watch began.
+   * Plain directory watches on a run folder, its status/ and its logs/: a chatty agent appends
+   * to its log a hundred times a second and the driver rewrites state.json (a temp file renamed)
+   * at each change, and chokidar stats the file and walks its folder on each of those (about
+   * 1 ms of CPU each here), where a plain watch only says which name in the folder changed. A
+   * folder not there yet is tried again at the next view (the ledger says task.launched right
+   * after logs/ appears); once it is watched, one more view reads what was written before the
+   * watch began.
    */
-  private watchLogs(runDir: string): void {
-    const dir = join(runDir, "logs");
-    let watcher: DirWatcher;
-    try {
-      watcher = watch(dir, (event) => {
-        // The folder itself removed: this watch sees nothing any more; the next view watches anew.
-        if (event === "rename" && !existsSync(dir)) drop();
-        this.changed({ run: runDir, logsOnly: true });
+  private watchRun(runDir: string): void {
+    const watchers = this.runWatchers.get(runDir) ?? new Map<"run" | "status" | "logs", DirWatcher>();
+    this.runWatchers.set(runDir, watchers);
+    const kinds = [
+      ["run", runDir],
+      ["status", join(runDir, "status")],
+      ["logs", join(runDir, "logs")],
+    ] as const;
+    for (const [kind, dir] of kinds) {
+      if (watchers.has(kind)) continue;
+      let watcher: DirWatcher;
+      try {
+        watcher = watch(dir, (event, name) => {
+          // The folder itself removed: this watch sees nothing any more; the next view watches anew.
+          if (event === "rename" && !existsSync(dir)) drop();
+          if (kind === "run" && !(name !== null && RUN_FILES.has(String(name)))) return;
+          this.changed({
+            run: this.inView.has(runDir) ? runDir : "all",
+            logsOnly: kind === "logs",
+            sessions: kind === "status" || (name !== null && SESSION_FILES.has(String(name))),
+          });
+        });
+      } catch {
+        continue;
+      }
+      const drop = (): void => {
+        watcher.close();
+        if (watchers.get(kind) === watcher) watchers.delete(kind);
+      };
+      watcher.on("error", () => {
+        drop();
+        this.changed({ run: "all", logsOnly: false, sessions: true });
       });
-    } catch {
-      return;
+      watchers.set(kind, watcher);
+      this.changed({
+        run: this.inView.has(runDir) ? runDir : "all",
+        logsOnly: kind === "logs",
+        sessions: kind !== "logs",
+      });
     }
-    const drop = (): void => {
-      watcher.close();
-      if (this.logWatchers.get(runDir) === watcher) this.logWatchers.delete(runDir);
-    };
-    watcher.on("error", () => {
-      drop();
-      this.changed({ run: runDir, logsOnly: false });
-    });
-    this.logWatchers.set(runDir, watcher);
-    this.changed({ run: runDir, logsOnly: true });
   }
 
-  /** `run`: the run folder whose files changed, or "all" when which runs there are may have. */
-  private changed(change: { run?: string; logsOnly: boolean }): void {
+  /**
+   * `run`: the run folder whose files changed, or "all" when which runs there are may have;
+   * `sessions`: whether the change can have started or ended a task's session.
+   */
+  private changed(change: { run?: string; logsOnly: boolean; sessions?: boolean }): void {
     if (change.run === "all") this.since.all = true;
     else if (change.run !== undefined) this.since.runs.add(change.run);
     if (!change.logsOnly) this.since.logsOnly = false;
+    if (change.sessions) this.since.sessions = true;
     if (this.closed) return;
     const now = this.options.now();
     const throttle = this.since.logsOnly ? this.options.logThrottleMs : this.options.throttleMs;
@@ -298,6 +314,14 @@ export class RunFeed {
   }
 }
 
+function listDir(dir: string): string[] {
+  try {
+    return readdirSync(dir);
+  } catch {
+    return [];
+  }
+}
+
 type Sessions = Map<string, Map<string, SessionInfo>>;
 
 /** What a view read that the next one may use again. */
@@ -308,6 +332,11 @@ interface Kept {
   sessions: Sessions;
   /** The views of reported runs (by run folder), with the sessions of their tasks they showed. */
   finished: Map<string, { view: RunView; sessions: string }>;
+  /**
+   * Whether a reported run still showed a session: the driver closes its sessions after its last
+   * write, and `clean` closes kept ones without writing to the run, so the next view lists them.
+   */
+  closing: boolean;
 }
 
 /**
@@ -319,10 +348,12 @@ interface Changes {
   all: boolean;
   runs: Set<string>;
   logsOnly: boolean;
+  /** A change that can start or end a session (status/, the scope's folder, a sweep, a refresh). */
+  sessions: boolean;
 }
 
 function noChanges(): Changes {
-  return { all: false, runs: new Set(), logsOnly: true };
+  return { all: false, runs: new Set(), logsOnly: true, sessions: false };
 }
 
 /**
@@ -351,9 +382,9 @@ function sessionsKey(view: RunView, sessions: Map<string, SessionInfo>): string 
 /**
  * The scope's view, what `termorch status --json` prints, with three savings for a feed that
  * recomputes several times a second while an agent writes its log: only the runs whose folders
- * had events are read again (unless the scope's folder had one); a log's append cannot start or
- * end a session (a task's launch and end write status files and the ledger; a vanished one is the
- * sweep's), so the last sessions stand; and a reported run whose files had no event and whose
+ * had events are read again (unless the scope's folder had one); only a change of status/ can
+ * start or end a session (a task's launch and end each write a status file; a vanished one is the
+ * sweep's), so otherwise the last sessions stand; and a reported run whose files had no event and whose
  * sessions are as they were shows what it showed (nothing in it depends on the time).
  */
 async function compute(
@@ -370,7 +401,7 @@ async function compute(
   const queued = rescanned && last ? last.queued : await scopeQueued(scope);
   const sockets = new Set(runs.flatMap((r) => (r.state ? [r.state.socket] : [])));
   const sessions =
-    last && since.logsOnly && [...sockets].every((s) => last.sessions.has(s))
+    last && !since.sessions && !last.closing && [...sockets].every((s) => last.sessions.has(s))
       ? last.sessions
       : await sessionsBySocket(sockets, env);
   const sessionsOf = (socket: string) => sessions.get(socket) ?? new Map<string, SessionInfo>();
@@ -390,5 +421,6 @@ async function compute(
     if (run.phase !== "reported" || run.tasks.some((t) => t.state === "running")) continue;
     finished.set(run.run_dir, { view: run, sessions: sessionsKey(run, sessionsOf(run.socket)) });
   }
-  return { view, kept: { runs, queued, sessions, finished } };
+  const closing = view.runs.some((r) => r.phase === "reported" && r.tasks.some((t) => t.session_exists));
+  return { view, kept: { runs, queued, sessions, finished, closing } };
 }
