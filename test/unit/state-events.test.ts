@@ -49,16 +49,8 @@ describe("an interactive CLI's state events", () => {
   });
 
   it("termorch's opencode plugin: the main session's status, questions, failure and end; sub-agents' sessions left out", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "termorch-oc-plugin-"));
-    const events = join(dir, "events.jsonl");
-    const plugin = join(dir, "plugin.mjs");
-    writeFileSync(plugin, OPENCODE_PLUGIN_SOURCE);
-    const saved = process.env.TERMORCH_AGENT_EVENTS;
-    process.env.TERMORCH_AGENT_EVENTS = events;
-    try {
-      const mod = (await import(pathToFileURL(plugin).href)) as {
-        TermorchEvents: () => Promise<{ event: (e: { event: object }) => Promise<void> }>;
-      };
+    type Plugin = { TermorchEvents: () => Promise<{ event: (e: { event: object }) => Promise<void> }> };
+    const text = await recordedBy<Plugin>(OPENCODE_PLUGIN_SOURCE, async (mod) => {
       const hooks = await mod.TermorchEvents();
       const send = (type: string, properties: object) => hooks.event({ event: { type, properties } });
       const info = (id: string, extra: object = {}) => ({
@@ -89,42 +81,31 @@ describe("an interactive CLI's state events", () => {
       await send("message.updated", info("m1", { time: { completed: 4 }, tokens, cost: 0.01 }));
       await send("session.error", { sessionID: "main", error: { data: { message: "refused" } } });
       await send("session.idle", { sessionID: "main" });
-      const text = readFileSync(events, "utf8");
-      expect(parseStateEvents("opencode-plugin", text)).toEqual([
-        { kind: "prompt" },
-        { kind: "waiting", asks: "opencode asks permission: external_directory (/x/*)" },
-        { kind: "waiting", asks: "its turn failed: refused" },
-        { kind: "turn_done" },
-      ]);
-      // Its records are the session's account: the message counted once, cached input in.
-      expect(parseTranscript("opencode-events", text)).toEqual({
-        result: { summary: "refused", session_id: "main", is_error: true },
-        usage: {
-          input_tokens: 1200,
-          output_tokens: 80,
-          cache_read_tokens: 400,
-          cache_write_tokens: 0,
-          cost_usd: 0.01,
-        },
-      });
-    } finally {
-      if (saved === undefined) delete process.env.TERMORCH_AGENT_EVENTS;
-      else process.env.TERMORCH_AGENT_EVENTS = saved;
-      rmSync(dir, { recursive: true, force: true });
-    }
+    });
+    expect(parseStateEvents("opencode-plugin", text)).toEqual([
+      { kind: "prompt" },
+      { kind: "waiting", asks: "opencode asks permission: external_directory (/x/*)" },
+      { kind: "waiting", asks: "its turn failed: refused" },
+      { kind: "turn_done" },
+    ]);
+    // Its records are the session's account: the message counted once, cached input in.
+    expect(parseTranscript("opencode-events", text)).toEqual({
+      result: { summary: "refused", session_id: "main", is_error: true },
+      usage: {
+        input_tokens: 1200,
+        output_tokens: 80,
+        cache_read_tokens: 400,
+        cache_write_tokens: 0,
+        cost_usd: 0.01,
+      },
+    });
   });
 
   it("termorch's pi extension: a prompt taken, a model error, the prompt's end", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "termorch-pi-ext-"));
-    const events = join(dir, "events.jsonl");
-    const extension = join(dir, "extension.mjs");
-    writeFileSync(extension, PI_EXTENSION_SOURCE);
-    const saved = process.env.TERMORCH_AGENT_EVENTS;
-    process.env.TERMORCH_AGENT_EVENTS = events;
-    try {
-      const mod = (await import(pathToFileURL(extension).href)) as {
-        default: (pi: { on: (name: string, f: (e: object) => Promise<void>) => void }) => void;
-      };
+    type Extension = {
+      default: (pi: { on: (name: string, f: (e: object) => Promise<void>) => void }) => void;
+    };
+    const text = await recordedBy<Extension>(PI_EXTENSION_SOURCE, async (mod) => {
       const handlers = new Map<string, (e: object) => Promise<void>>();
       mod.default({ on: (name, f) => handlers.set(name, f) });
       await handlers.get("agent_start")!({});
@@ -133,15 +114,32 @@ describe("an interactive CLI's state events", () => {
         message: { role: "assistant", stopReason: "error", errorMessage: "400 refused" },
       });
       await handlers.get("agent_end")!({});
-      expect(parseStateEvents("pi-extension", readFileSync(events, "utf8"))).toEqual([
-        { kind: "prompt" },
-        { kind: "waiting", asks: "its turn failed: 400 refused" },
-        { kind: "turn_done" },
-      ]);
-    } finally {
-      if (saved === undefined) delete process.env.TERMORCH_AGENT_EVENTS;
-      else process.env.TERMORCH_AGENT_EVENTS = saved;
-      rmSync(dir, { recursive: true, force: true });
-    }
+    });
+    expect(parseStateEvents("pi-extension", text)).toEqual([
+      { kind: "prompt" },
+      { kind: "waiting", asks: "its turn failed: 400 refused" },
+      { kind: "turn_done" },
+    ]);
   });
 });
+
+/**
+ * What a plugin of termorch's recorded: its source loaded as the CLI loads it, with
+ * $TERMORCH_AGENT_EVENTS naming a file of this test's, driven by `drive`.
+ */
+async function recordedBy<M>(source: string, drive: (mod: M) => Promise<void>): Promise<string> {
+  const dir = mkdtempSync(join(tmpdir(), "termorch-recorder-"));
+  const events = join(dir, "events.jsonl");
+  const module = join(dir, "recorder.mjs");
+  writeFileSync(module, source);
+  const saved = process.env.TERMORCH_AGENT_EVENTS;
+  process.env.TERMORCH_AGENT_EVENTS = events;
+  try {
+    await drive((await import(pathToFileURL(module).href)) as M);
+    return readFileSync(events, "utf8");
+  } finally {
+    if (saved === undefined) delete process.env.TERMORCH_AGENT_EVENTS;
+    else process.env.TERMORCH_AGENT_EVENTS = saved;
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
