@@ -118,7 +118,8 @@ describeWith("chromium", "test/browser/report-html.test.ts")("report.html", () =
     expect(requests.filter((u) => !u.startsWith("file:"))).toEqual([]);
     expect(requests).toEqual([pathToFileURL(html).href]);
 
-    // One bar per attempt the ledger launched, in the ledger's order by wave, then start.
+    // One bar per attempt the ledger launched, in the ledger's order by wave, then start (two
+    // agents started in the same millisecond: by task, then attempt, as the page orders them).
     const events = await readLedgerEvents(join(dir, "events.jsonl"));
     const planned = events.find((e) => e.type === "run.planned")!.data as {
       waves: string[][];
@@ -136,7 +137,13 @@ describeWith("chromium", "test/browser/report-html.test.ts")("report.html", () =
     expect(bars).toHaveLength(launched.length);
     const expected = launched
       .map((l) => ({ ...l, wave: waveOf(l.task), start: startOf.get(`${l.task}#${l.attempt}`)! }))
-      .sort((x, y) => x.wave - y.wave || x.start - y.start);
+      .sort(
+        (x, y) =>
+          x.wave - y.wave ||
+          x.start - y.start ||
+          (x.task < y.task ? -1 : x.task > y.task ? 1 : 0) ||
+          x.attempt - y.attempt,
+      );
     expect(bars.map((b) => `${b.task}#${b.attempt}`)).toEqual(expected.map((e) => `${e.task}#${e.attempt}`));
     expect(bars.map((b) => b.wave)).toEqual(expected.map((e) => e.wave));
     // Drawn where they start: left to right within a wave.
