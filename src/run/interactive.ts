@@ -520,13 +520,15 @@ export function watchInteractive(
       // What termorch's plugin recorded is the session's account.
       if (plan.events?.format === "opencode-plugin")
         return { format: "opencode-events", path: plan.events.file };
-      if (codexThread === null)
-        return p.sessions === null
-          ? null
-          : findSession(p.sessions, { env: p.env, cwd: p.cwd, since: t.attemptStartedAt ?? startedAt });
-      const home = p.env.CODEX_HOME ?? (p.env.HOME ? join(p.env.HOME, ".codex") : null);
-      const path = home ? findRollout(join(home, "sessions"), codexThread) : null;
-      return path ? { format: "codex-rollout", path } : null;
+      if (codexThread !== null) {
+        const home = p.env.CODEX_HOME ?? (p.env.HOME ? join(p.env.HOME, ".codex") : null);
+        const path = home ? findRollout(join(home, "sessions"), codexThread) : null;
+        return path ? { format: "codex-rollout", path } : null;
+      }
+      // The session the CLI keeps for its user, found by the worktree it ran in.
+      return p.sessions === null
+        ? null
+        : findSession(p.sessions, { env: p.env, cwd: p.cwd, since: t.attemptStartedAt ?? startedAt });
     },
     dispose() {
       remove();

@@ -196,12 +196,12 @@ function agentOutcome(
   });
   // What its output leaves out (cn prints neither tokens nor a session id), from the session its
   // CLI kept.
-  const kept =
+  const found =
     p.sessions !== null && (usage === null || result?.session_id === null)
       ? findSession(p.sessions, { env: p.env, cwd: p.cwd, since: t.attemptStartedAt ?? 0 })
       : null;
-  if (kept) {
-    const session = parseTranscript(kept.format, ctx.redactor.redact(readLogTail(kept.path)));
+  if (found) {
+    const session = parseTranscript(found.format, ctx.redactor.redact(readLogTail(found.path)));
     usage = usage ?? session.usage;
     if (result && result.session_id === null)
       result = { ...result, session_id: session.result?.session_id ?? null };
@@ -268,7 +268,7 @@ async function runAttempt(ctx: RunContext, t: TaskRun, p: TaskPlan): Promise<Att
   if (t.attempts > 1) await killPoint(ctx.fault, "kill-after-retry-recorded", t.id);
   try {
     await writePrompt(ctx, p);
-    // Each attempt starts from the files termorch gives its CLI (opencode's plugin).
+    // Each attempt starts from the files termorch gives its CLI (its plugin: opencode's, pi's).
     const configDir = p.interactive?.events?.configDir;
     if (configDir)
       for (const [name, content] of Object.entries(configDir.files)) {
