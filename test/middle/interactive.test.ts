@@ -1,7 +1,7 @@
 // Interactive tasks in the pipeline, with the fake runner's screens and fake timers: the prompt is
 // pasted once the screen settles, waiting for input is marked (status, ledger, notification) and
 // cleared, and `termorch finish` (its file) ends the agent as done.
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { appendFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import type { NotifyEvent } from "../../src/contract/notify.js";
@@ -92,5 +92,93 @@ describe("interactive tasks in the pipeline", () => {
     expect(a.pasted).toHaveLength(1);
     const report = run.report(await done);
     expect(report.tasks[0]).toMatchObject({ id: "a", status: "failed", reason: "timeout" });
+  });
+
+  /** opencode's preset, its binary a file on the agent's PATH (the fake runner starts nothing). */
+  function opencodeRun(env: Record<string, string> = {}): { done: ReturnType<typeof runAssignments> } {
+    run = new MiddleRun(
+      [{ id: "a", agent: "opencode", command: undefined, interactive: true, expect_changes: false }],
+      {
+        config: { agents: { opencode: { preset: "opencode", env } } },
+      },
+    );
+    const bin = join(run.dir, "bin");
+    mkdirSync(bin);
+    writeFileSync(join(bin, "opencode"), "#!/bin/sh\n", { mode: 0o755 });
+    const options = run.options();
+    return {
+      done: runAssignments({
+        assignmentsFile: run.file,
+        ...options,
+        env: { ...options.env, PATH: `${bin}:${process.env.PATH}` },
+      }),
+    };
+  }
+
+  it("opencode's plugin: written before its launch, named for it; its events deliver, name its question and keep a failed turn's words", async () => {
+    const { done } = opencodeRun();
+    const a = await run.host.launched("a");
+    const configDir = a.spec.env.OPENCODE_CONFIG_DIR!;
+    expect(configDir).toBe(join(privateDirOf(run.dir, "middle"), "agent-config", "a"));
+    expect(readFileSync(join(configDir, "plugins", "termorch-events.js"), "utf8")).toContain(
+      "TERMORCH_AGENT_EVENTS",
+    );
+    const events = a.spec.env.TERMORCH_AGENT_EVENTS!;
+    const emit = (record: object): void => appendFileSync(events, `${JSON.stringify(record)}\n`);
+    const waitingFor = (): string | null =>
+      JSON.parse(readFileSync(join(run.dir, "status", "a.running"), "utf8")).waiting_for;
+
+    a.screen = "Ask anything… \n";
+    await vi.advanceTimersByTimeAsync(1500);
+    expect(a.pasted).toEqual(["# the task\n"]);
+    // Taken: its busy status, though the screen shows nothing new.
+    emit({ type: "session.status", session: "s", status: "busy" });
+    await vi.advanceTimersByTimeAsync(1500);
+    // Its question: the screen's pattern for it, and the plugin's words, which win.
+    a.screen = "△ Permission required\n";
+    emit({ type: "permission.asked", session: "s", permission: "external_directory", patterns: ["/x/*"] });
+    await vi.advanceTimersByTimeAsync(1500);
+    expect(waitingFor()).toBe("opencode asks permission: external_directory (/x/*)");
+    // A failed turn, then the session idle: the failure's words stay.
+    emit({ type: "session.error", session: "s", message: "the request was refused" });
+    emit({ type: "session.idle", session: "s" });
+    a.screen = "Ask anything… \n";
+    await vi.advanceTimersByTimeAsync(1500);
+    expect(waitingFor()).toBe("its turn failed: the request was refused");
+    // The next prompt taken clears it; the turn's end is then the usual one.
+    emit({ type: "session.status", session: "s", status: "busy" });
+    emit({ type: "session.idle", session: "s" });
+    await vi.advanceTimersByTimeAsync(1500);
+    expect(waitingFor()).toMatch(/^its turn is done/);
+
+    const finish = finishFileOf(privateDirOf(run.dir, "middle"), "a");
+    mkdirSync(join(finish, ".."), { recursive: true });
+    writeFileSync(finish, "{}");
+    await vi.advanceTimersByTimeAsync(1000);
+    expect(run.report(await done).tasks[0]).toMatchObject({
+      id: "a",
+      status: "success",
+      state_from: "hooks",
+    });
+  });
+
+  it("opencode with a config folder of the user's own: it is kept, and the screen decides", async () => {
+    const { done } = opencodeRun({ OPENCODE_CONFIG_DIR: "/home/someone/.opencode-work" });
+    const a = await run.host.launched("a");
+    expect(a.spec.env.OPENCODE_CONFIG_DIR).toBe("/home/someone/.opencode-work");
+    expect(existsSync(join(privateDirOf(run.dir, "middle"), "agent-config", "a"))).toBe(false);
+    a.screen = "Ask anything… \n";
+    await vi.advanceTimersByTimeAsync(1500);
+    a.screen = "> # the task\nAsk anything… \n";
+    await vi.advanceTimersByTimeAsync(1500);
+    const finish = finishFileOf(privateDirOf(run.dir, "middle"), "a");
+    mkdirSync(join(finish, ".."), { recursive: true });
+    writeFileSync(finish, "{}");
+    await vi.advanceTimersByTimeAsync(1000);
+    expect(run.report(await done).tasks[0]).toMatchObject({
+      id: "a",
+      status: "success",
+      state_from: "screen",
+    });
   });
 });
