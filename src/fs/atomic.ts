@@ -1,6 +1,7 @@
 import { mkdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { mkdir, readdir, rename, rm, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
+import { pidAlive } from "./proc.js";
 
 let counter = 0;
 /** A temp name beside `path`: pid + counter is unique on the machine without drawing random bytes. */
@@ -24,20 +25,10 @@ export async function removeStrayTemps(dir: string): Promise<string[]> {
   }
   const stray = names.filter((n) => {
     const pid = Number(TEMP.exec(n)?.[1]);
-    return Number.isInteger(pid) && pid > 0 && pid !== process.pid && !alive(pid);
+    return Number.isInteger(pid) && pid > 0 && pid !== process.pid && !pidAlive(pid);
   });
   await Promise.all(stray.map((n) => rm(join(dir, n), { force: true })));
   return stray;
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    // EPERM: it exists, as another user's.
-    return (error as NodeJS.ErrnoException).code === "EPERM";
-  }
 }
 
 /**

@@ -1,5 +1,15 @@
 import { readdirSync, readFileSync } from "node:fs";
 
+/** Whether a process of this pid exists (EPERM: it does, as another user's; only ESRCH means gone). */
+export function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
 /** Linux's USER_HZ: the unit of process start times in /proc/<pid>/stat, 100 on every mainstream arch. */
 const CLOCK_TICKS_PER_S = 100;
 

@@ -1,4 +1,4 @@
-import { processStartMs } from "../fs/proc.js";
+import { pidAlive, processStartMs } from "../fs/proc.js";
 
 /** btime has a one-second resolution and ticks ten milliseconds: allow for both. */
 const START_SLACK_MS = 2000;
@@ -9,13 +9,7 @@ const START_SLACK_MS = 2000;
  * a different process that reused the pid, and the driver is gone.
  */
 export function driverAlive(pid: number, lastSeenMs: number | null): boolean {
-  if (!Number.isInteger(pid) || pid <= 0) return false;
-  try {
-    process.kill(pid, 0);
-  } catch (error) {
-    // EPERM: it exists but belongs to someone else; only ESRCH means gone.
-    if ((error as NodeJS.ErrnoException).code !== "EPERM") return false;
-  }
+  if (!Number.isInteger(pid) || pid <= 0 || !pidAlive(pid)) return false;
   if (lastSeenMs === null) return true;
   const started = processStartMs(pid);
   return started === null || started <= lastSeenMs + START_SLACK_MS;

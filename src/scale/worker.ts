@@ -11,6 +11,7 @@ import { InputError, LockedError } from "../errors.js";
 import { writeJsonAtomic } from "../fs/atomic.js";
 import { acquireLockFile, type WorkspaceLock } from "../fs/lock.js";
 import { locksDir, sessionName } from "../fs/names.js";
+import { pidAlive } from "../fs/proc.js";
 import { git } from "../git/repo.js";
 import { runTaskJob, type WorkerPlace } from "../run/task-job.js";
 import { TmuxRunner } from "../tmux/runner.js";
@@ -316,14 +317,5 @@ export class TaskWorker {
           a.cancel.abort();
         }
     });
-  }
-}
-
-function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "EPERM";
   }
 }

@@ -22,6 +22,14 @@ afterEach(() => {
   run?.cleanup();
 });
 
+/** What `termorch finish <task>` leaves for the run's driver; returns its path. */
+function requestFinish(taskId: string): string {
+  const finish = finishFileOf(privateDirOf(run.dir, "middle"), taskId);
+  mkdirSync(join(finish, ".."), { recursive: true });
+  writeFileSync(finish, "{}");
+  return finish;
+}
+
 describe("interactive tasks in the pipeline", () => {
   it("paste the prompt once the screen settles, mark waiting and its end, and end as done on finish", async () => {
     run = new MiddleRun([{ id: "a", interactive: true, waiting_after_s: 5 }], {
@@ -61,9 +69,7 @@ describe("interactive tasks in the pipeline", () => {
       waiting_since: null,
     });
 
-    const finish = finishFileOf(privateDirOf(run.dir, "middle"), "a");
-    mkdirSync(join(finish, ".."), { recursive: true });
-    writeFileSync(finish, "{}");
+    const finish = requestFinish("a");
     await vi.advanceTimersByTimeAsync(1000);
     expect(a.stops).toHaveLength(1);
     const report = run.report(await done);
@@ -151,9 +157,7 @@ describe("interactive tasks in the pipeline", () => {
     await vi.advanceTimersByTimeAsync(1500);
     expect(waitingFor()).toMatch(/^its turn is done/);
 
-    const finish = finishFileOf(privateDirOf(run.dir, "middle"), "a");
-    mkdirSync(join(finish, ".."), { recursive: true });
-    writeFileSync(finish, "{}");
+    requestFinish("a");
     await vi.advanceTimersByTimeAsync(1000);
     expect(run.report(await done).tasks[0]).toMatchObject({
       id: "a",
@@ -171,9 +175,7 @@ describe("interactive tasks in the pipeline", () => {
     await vi.advanceTimersByTimeAsync(1500);
     a.screen = "> # the task\nAsk anything… \n";
     await vi.advanceTimersByTimeAsync(1500);
-    const finish = finishFileOf(privateDirOf(run.dir, "middle"), "a");
-    mkdirSync(join(finish, ".."), { recursive: true });
-    writeFileSync(finish, "{}");
+    requestFinish("a");
     await vi.advanceTimersByTimeAsync(1000);
     expect(run.report(await done).tasks[0]).toMatchObject({
       id: "a",
