@@ -16,7 +16,12 @@ import {
 } from "./harness.js";
 
 const tmp = mkdtempSync(join(tmpdir(), "termorch-install-"));
-afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+/** The installed copy's runs' tmux server: killed even when a test times out before its own clean-up. */
+const serveSocket = uniqueSocket("install-serve");
+afterAll(() => {
+  killServer(serveSocket);
+  rmSync(tmp, { recursive: true, force: true });
+});
 
 /** Every relative link target of a Markdown file. */
 function linksOf(file: string): string[] {
@@ -85,7 +90,7 @@ describe("the README's promises to a new user", () => {
 
   it("the installed copy's serve opens a task's live terminal (node-pty built by the install)", async () => {
     const termorch = join(tmp, "prefix", "bin", "termorch");
-    const socket = uniqueSocket("install-serve");
+    const socket = serveSocket;
     const env = { ...process.env, ...cliEnv(socket, { TERMORCH_REGISTRY: join(tmp, "registry") }) };
     const { dir, cleanup } = makeWorkspace();
     const gate = join(dir, "go");
