@@ -36,6 +36,19 @@ export interface AgentOutput {
   usageFile?: string;
 }
 
+/** Which of a CLI's side outputs its parser reads: the others need not be read at all. */
+export const SIDE_OUTPUTS: Readonly<Record<OutputFormat, ReadonlyArray<keyof AgentOutput>>> = {
+  "claude-json": [],
+  "qwen-json": [],
+  "codex-jsonl": [],
+  "gemini-json": ["stderr"],
+  "opencode-jsonl": [],
+  "pi-jsonl": [],
+  "copilot-jsonl": ["usageFile"],
+  "cn-json": ["stderr"],
+  text: [],
+};
+
 export function parseAgentOutput(format: OutputFormat, stdout: string, side: AgentOutput = {}): ParsedOutput {
   const stderr = side.stderr ?? "";
   switch (format) {

@@ -15,6 +15,7 @@ import {
   type OutputFormat,
   parseAgentOutput,
   parseTranscript,
+  SIDE_OUTPUTS,
   type TranscriptFormat,
 } from "../agent/results.js";
 import { findSession } from "../agent/session-files.js";
@@ -191,8 +192,9 @@ function agentOutcome(
   attempt: AttemptResult,
 ): AttemptOutcome {
   let { result, usage } = parseAgentOutput(format, readLogTail(join(ctx.runDir, t.logs!.stdout)), {
-    stderr: readLogTail(join(ctx.runDir, t.logs!.stderr)),
-    usageFile: readLogTail(p.usageFile),
+    // Up to 16 MiB each: only what the CLI's parser reads.
+    stderr: SIDE_OUTPUTS[format].includes("stderr") ? readLogTail(join(ctx.runDir, t.logs!.stderr)) : "",
+    usageFile: SIDE_OUTPUTS[format].includes("usageFile") ? readLogTail(p.usageFile) : "",
   });
   // What its output leaves out (cn prints neither tokens nor a session id), from the session its
   // CLI kept.
