@@ -415,7 +415,9 @@ export function watchInteractive(
     asking: boolean,
     at: number,
   ): StateSource | null => {
-    if (news.some((e) => e.kind === "prompt" || e.kind === "turn_done")) return "hooks";
+    // A question of its events too: its events of this sample are not read again.
+    if (news.some((e) => e.kind === "prompt" || e.kind === "turn_done" || e.kind === "waiting"))
+      return "hooks";
     if (busyRe?.test(screen) || asking) return "screen";
     // An agent of the user's own, with no patterns: all its screen can say is that it moved on.
     if (promptRe === null && busyRe === null && screen !== screenAtEnter) return "screen";
