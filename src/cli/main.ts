@@ -24,7 +24,7 @@ import {
   runAssignments,
   type StartInfo,
 } from "../run/runner.js";
-import { inspectWorkspace } from "../run/workspace.js";
+import { inspectWorkspace } from "../task/git-workspace.js";
 import type { Io } from "./io.js";
 import { registerOperatorCommands } from "./operator.js";
 import { environmentRedactor } from "./own-redactor.js";

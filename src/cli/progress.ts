@@ -1,4 +1,4 @@
-import type { TaskRun } from "../run/task-run.js";
+import type { TaskRun } from "../task/task-run.js";
 
 /** One line of live progress for a TTY: done/running/failed and elapsed time. */
 export function progressLine(tasks: readonly TaskRun[], elapsedMs: number): string {

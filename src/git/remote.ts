@@ -1,6 +1,8 @@
+import { existsSync } from "node:fs";
 import { mkdir, stat } from "node:fs/promises";
 import { GitError } from "./errors.js";
 import { branchRef, git, resolveCommit } from "./repo.js";
+import { removeWorktree } from "./worktree.js";
 
 /**
  * The git remote of the scale-out backend (docs/SCALING.md): the coordinator publishes each
@@ -101,4 +103,24 @@ export async function ensureBareRepo(dir: string): Promise<void> {
 async function resolveGitDir(dir: string): Promise<boolean> {
   const r = await git(dir, ["rev-parse", "--is-bare-repository"], { allowExit: [0, 128] });
   return r.exitCode === 0 && r.stdout.trim() === "true";
+}
+
+/**
+ * A task's worktree and branch in a worker's repository, gone: what an earlier delivery of its
+ * job left, or this delivery's once its branch was pushed.
+ */
+export async function dropWorkerTask(repo: string, worktree: string, branch: string): Promise<void> {
+  if (existsSync(worktree)) await removeWorktree(repo, worktree);
+  await pruneWorktrees(repo);
+  await dropRef(repo, branchRef(branch));
+}
+
+/** Forgets the worktrees of a worker's repository whose folders are gone (an earlier life's). */
+export async function pruneWorktrees(repo: string): Promise<void> {
+  await git(repo, ["worktree", "prune"], { allowExit: [0, 128] });
+}
+
+/** A ref of a worker's repository deleted, if it is there (a task's fetched base once it is done with). */
+export async function dropRef(repo: string, ref: string): Promise<void> {
+  await git(repo, ["update-ref", "-d", ref], { allowExit: [0, 1, 128] });
 }

@@ -1,11 +1,11 @@
 import PQueue from "p-queue";
 import { compareIds } from "../plan/graph.js";
-import type { LiveRun, RunContext } from "./context.js";
-import { executeRemoteTask } from "./remote-task.js";
+import type { TaskEnd, TaskExecutor } from "../task/executor.js";
+import type { TaskRecorder } from "../task/recorder.js";
+import type { RunPlan } from "../task/run-plan.js";
+import type { RunStop } from "../task/stop.js";
+import type { TaskRun } from "../task/task-run.js";
 import { Schedule } from "./schedule.js";
-import { executeTask, type TaskEnd } from "./task-exec.js";
-import type { TaskRun } from "./task-run.js";
-import { transition } from "./transition.js";
 
 /**
  * Runs the schedule to its end through a p-queue bounded by max_parallel; returns the peak
@@ -13,14 +13,20 @@ import { transition } from "./transition.js";
  * skips every task not yet started; a detach (the daemon shutting down) leaves them untouched,
  * pending for the next resume, and answers "detached" once nothing is in flight.
  */
-export async function dispatch(ctx: LiveRun, hostQueue: PQueue | undefined): Promise<number | "detached"> {
-  const plan = ctx.plan;
-  const sched = new Schedule(ctx.input.assignments.tasks, {
-    mode: ctx.settings.schedule,
+export async function dispatch(
+  run: Pick<RunPlan, "input" | "settings" | "waves">,
+  stopper: RunStop,
+  recorder: TaskRecorder,
+  executor: TaskExecutor,
+  hostQueue: PQueue | undefined,
+): Promise<number | "detached"> {
+  const plan = run.waves;
+  const sched = new Schedule(run.input.assignments.tasks, {
+    mode: run.settings.schedule,
     priority: plan.remaining,
     level: plan.level,
   });
-  const queue = new PQueue({ concurrency: ctx.settings.max_parallel });
+  const queue = new PQueue({ concurrency: run.settings.max_parallel });
   const inflight = new Set<Promise<unknown>>();
   const track = (work: Promise<unknown>): void => {
     inflight.add(work);
@@ -31,20 +37,19 @@ export async function dispatch(ctx: LiveRun, hostQueue: PQueue | undefined): Pro
     reason: "dependency_failed" | "cancelled",
     why: (id: string) => string,
   ): Promise<void> => {
-    for (const id of ids)
-      await transition(ctx, ctx.tasks.get(id)!, { to: "skipped", reason, detail: why(id) });
+    for (const id of ids) await recorder.transition(id, { to: "skipped", reason, detail: why(id) });
   };
 
   // A resumed run: finished tasks stay finished; started ones are re-adopted, not relaunched;
   // pending ones whose dependency failed (the crash came between the two) are skipped now.
   const adopt = new Set<string>();
-  for (const t of ctx.tasks.values()) {
+  for (const t of recorder.all()) {
     if (t.state === "success" || t.state === "failed" || t.state === "skipped") sched.restore(t.id, t.state);
     else if (t.state === "running" || t.attemptDir !== null || t.startCommit !== null) adopt.add(t.id);
   }
-  for (const t of ctx.tasks.values()) {
+  for (const t of recorder.all()) {
     if ((t.state === "failed" || t.state === "skipped") && !adopt.has(t.id)) {
-      track(skip(sched.skipDependentsOf(t.id), "dependency_failed", (s) => dependencyFailed(ctx, s)));
+      track(skip(sched.skipDependentsOf(t.id), "dependency_failed", (s) => dependencyFailed(recorder, s)));
     }
   }
 
@@ -52,7 +57,7 @@ export async function dispatch(ctx: LiveRun, hostQueue: PQueue | undefined): Pro
   let active = 0;
   let peak = 0;
   let stopping = false;
-  const leaving = (): boolean => stopping || ctx.stop.detaching;
+  const leaving = (): boolean => stopping || stopper.detaching;
   const stop = (why: string): void => {
     if (stopping) return;
     stopping = true;
@@ -66,10 +71,9 @@ export async function dispatch(ctx: LiveRun, hostQueue: PQueue | undefined): Pro
       const resuming = adopt.delete(id);
       const outcome = queue.add(
         async (): Promise<TaskEnd> => {
-          if (ctx.stop.detaching) return { kind: "detached" };
-          if ((stopping || ctx.stop.ending) && !resuming) {
-            const t = ctx.tasks.get(id)!;
-            await transition(ctx, t, {
+          if (stopper.detaching) return { kind: "detached" };
+          if ((stopping || stopper.ending) && !resuming) {
+            await recorder.transition(id, {
               to: "skipped",
               reason: "cancelled",
               detail: "the run stopped before it started",
@@ -79,10 +83,8 @@ export async function dispatch(ctx: LiveRun, hostQueue: PQueue | undefined): Pro
           active++;
           peak = Math.max(peak, active);
           try {
-            const remote = ctx.remote;
-            const run = (): Promise<TaskEnd> =>
-              remote ? executeRemoteTask(ctx, remote, id, resuming) : executeTask(ctx, id, resuming);
-            return await (hostQueue ? hostQueue.add(run, { throwOnTimeout: true }) : run());
+            const execute = (): Promise<TaskEnd> => executor.execute(id, resuming);
+            return await (hostQueue ? hostQueue.add(execute, { throwOnTimeout: true }) : execute());
           } finally {
             active--;
           }
@@ -95,10 +97,10 @@ export async function dispatch(ctx: LiveRun, hostQueue: PQueue | undefined): Pro
             // Left for the next resume: the task stays as state.json has it.
             if (end === undefined || end.kind === "detached") return;
             const skipped = sched.complete(id, end.ok);
-            await skip(skipped, "dependency_failed", (s) => dependencyFailed(ctx, s));
-            if (!end.ok && ctx.settings.fail_fast) {
+            await skip(skipped, "dependency_failed", (s) => dependencyFailed(recorder, s));
+            if (!end.ok && run.settings.fail_fast) {
               stop(`--fail-fast: task ${id} failed`);
-              ctx.stop.request("fail-fast");
+              stopper.request("fail-fast");
             }
             release();
           })
@@ -112,14 +114,14 @@ export async function dispatch(ctx: LiveRun, hostQueue: PQueue | undefined): Pro
   // Released first: a resumed run that was cancelled meanwhile still adopts its live attempts
   // (and ends them); then cancel and fail-fast skip what has not started; a detach leaves it pending.
   release();
-  const unsubscribe = ctx.stop.onChange(() => {
-    if (ctx.stop.ending) stop("the run was cancelled before it started");
+  const unsubscribe = stopper.onChange(() => {
+    if (stopper.ending) stop("the run was cancelled before it started");
   });
   // Wait for every task, its completion handler (which skips dependents and releases more
   // work) and every skip: the queue alone goes idle before the handler of its last task ran.
   while (inflight.size > 0) await Promise.all([...inflight]);
   unsubscribe();
-  if (ctx.stop.detaching) return "detached";
+  if (stopper.detaching) return "detached";
   if (failure) throw failure;
   return peak;
 }
@@ -129,15 +131,15 @@ export async function dispatch(ctx: LiveRun, hostQueue: PQueue | undefined): Pro
  * Walks the dependency graph rather than trusting the states of the other tasks being skipped in
  * the same batch: those may not be marked yet (the batch is in id order, not dependency order).
  */
-function dependencyFailed(ctx: RunContext, id: string): string {
-  const isRoot = (t: TaskRun): boolean =>
+function dependencyFailed(tasks: Pick<TaskRecorder, "get">, id: string): string {
+  const isRoot = (t: Readonly<TaskRun>): boolean =>
     t.state === "failed" || (t.state === "skipped" && t.reason !== "dependency_failed");
   const rootsMemo = new Map<string, string[]>();
   // The tasks that did not succeed on their own account, upstream of `dep` (itself included).
   const rootsOf = (dep: string): string[] => {
     const known = rootsMemo.get(dep);
     if (known) return known;
-    const t = ctx.tasks.get(dep)!;
+    const t = tasks.get(dep);
     let roots: string[] = [];
     if (isRoot(t)) roots = [dep];
     else if (t.state !== "success" && t.state !== "running")
@@ -146,11 +148,11 @@ function dependencyFailed(ctx: RunContext, id: string): string {
     return roots;
   };
   const describe = (root: string): string => {
-    const t = ctx.tasks.get(root)!;
+    const t = tasks.get(root);
     return `${root} (${t.reason ?? t.state})`;
   };
   const parts: string[] = [];
-  for (const dep of ctx.tasks.get(id)!.dependencies) {
+  for (const dep of tasks.get(id).dependencies) {
     const roots = rootsOf(dep);
     if (roots.length === 0) continue;
     parts.push(roots.includes(dep) ? describe(dep) : `${roots.map(describe).join(", ")} via ${dep}`);

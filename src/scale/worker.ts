@@ -12,11 +12,11 @@ import { writeJsonAtomic } from "../fs/atomic.js";
 import { acquireLockFile, type WorkspaceLock } from "../fs/lock.js";
 import { locksDir, sessionName } from "../fs/names.js";
 import { pidAlive } from "../fs/proc.js";
-import { git } from "../git/repo.js";
-import { runTaskJob, type WorkerPlace } from "../run/task-job.js";
+import { pruneWorktrees } from "../git/remote.js";
 import { TmuxRunner } from "../tmux/runner.js";
 import { TmuxServer } from "../tmux/server.js";
 import { cancelKey, filesKey, jsonOrNull, QUEUE, redisConnection, requireRedis, workerKey } from "./redis.js";
+import { runTaskJob, type WorkerPlace } from "./task-job.js";
 
 /** A worker's name: it names its tmux socket, its Redis key and its lock. */
 export const WORKER_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,47}$/;
@@ -277,7 +277,7 @@ export class TaskWorker {
     rmSync(join(this.workdir, "jobs"), { recursive: true, force: true });
     rmSync(join(this.workdir, "worktrees"), { recursive: true, force: true });
     for (const repo of await readdir(join(this.workdir, "repos")).catch(() => [] as string[]))
-      await git(join(this.workdir, "repos", repo), ["worktree", "prune"], { allowExit: [0, 128] });
+      await pruneWorktrees(join(this.workdir, "repos", repo));
     return sessions.length;
   }
 

@@ -12,8 +12,8 @@ import {
   type RunResult,
   runAssignments,
 } from "../../src/run/runner.js";
-import type { TaskRun } from "../../src/run/task-run.js";
-import type { TaskWorkspace } from "../../src/run/task-workspace.js";
+import type { TaskRun } from "../../src/task/task-run.js";
+import type { TaskWorkspace } from "../../src/task/workspace.js";
 import { FakeHost, FakeRunner } from "./fake-runner.js";
 
 const notUsed = (): never => {

@@ -1,5 +1,5 @@
 // Campaign 1 of RELIABILITY.md: crash injection. `termorch run` and `termorch daemon` are
-// SIGKILLed at each named lifecycle point (src/run/faults.ts, through the fault-injecting CLI)
+// SIGKILLed at each named lifecycle point (src/task/faults.ts, through the fault-injecting CLI)
 // and at seeded random moments, and the tmux server is SIGKILLed mid-run; then the run is
 // recovered (`termorch resume`, or the daemon started again on its home) and checked:
 // nothing ran beyond its attempts, the report is there, whole and in agreement with state.json,
@@ -503,7 +503,7 @@ async function main(opts) {
     failures,
     notes: [
       "DAG per trial: A → (B, C) → D; B fails its first attempt (retries 1), C and D run a tests_cmd gate",
-      "point trials: SIGKILL at a named point (src/run/faults.ts) by `termorch run` then `termorch resume`, or by the daemon then a restarted daemon",
+      "point trials: SIGKILL at a named point (src/task/faults.ts) by `termorch run` then `termorch resume`, or by the daemon then a restarted daemon",
       "random trials: SIGKILL of `termorch run` or the daemon after a seeded delay; tmux trials: SIGKILL of the tmux server once an agent runs (+driver: and of the driver, then resume)",
     ],
     started,

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { checkHandoff, handoffTemplate } from "../../src/run/handoff.js";
+import { checkHandoff, handoffTemplate } from "../../src/task/handoff.js";
 
 describe("ALTO handoffs", () => {
   it("the template, left as it is, lacks every required section", () => {

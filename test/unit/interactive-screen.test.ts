@@ -2,7 +2,7 @@
 // prompt, and when an agent waits for input, from successive screens and their times.
 import { describe, expect, it } from "vitest";
 import { PRESETS } from "../../src/agent/presets.js";
-import { ReadyDetector, WaitingDetector } from "../../src/run/interactive.js";
+import { ReadyDetector, WaitingDetector } from "../../src/task/interactive.js";
 
 describe("ReadyDetector", () => {
   it("is ready once something is drawn and unchanged for the settle time", () => {

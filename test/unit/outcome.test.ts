@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { classifyExit, coreGate } from "../../src/run/outcome.js";
 import type { ExitRecord } from "../../src/runner/task-runner.js";
+import { classifyExit, coreGate } from "../../src/task/outcome.js";
 
 const record = (r: Partial<ExitRecord>): ExitRecord => ({
   exit_code: 0,

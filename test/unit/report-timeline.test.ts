@@ -6,7 +6,7 @@ import { type LedgerEvent, readLedgerEvents } from "../../src/ledger/ledger.js";
 import { buildReport, skippedMerge } from "../../src/report/build.js";
 import { escapeHtml, renderReportHtml, renderTimeline } from "../../src/report/html.js";
 import { timelineOf } from "../../src/report/timeline.js";
-import { newTaskRun } from "../../src/run/task-run.js";
+import { newTaskRun } from "../../src/task/task-run.js";
 
 const T0 = Date.parse("2026-01-01T00:00:00.000Z");
 const iso = (s: number): string => new Date(T0 + s * 1000).toISOString();

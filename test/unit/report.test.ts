@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { Report } from "../../src/contract/report.js";
 import { buildReport, skippedMerge } from "../../src/report/build.js";
-import { newTaskRun } from "../../src/run/task-run.js";
+import { newTaskRun } from "../../src/task/task-run.js";
 
 function input(states: Array<"success" | "failed" | "skipped">) {
   const tasks = states.map((state, i) => ({

@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import type { RunState, TaskRun } from "../../src/contract/state.js";
 import { readRunStateFile, TaskJournal } from "../../src/fs/run-state-file.js";
-import { newTaskRun } from "../../src/run/task-run.js";
+import { newTaskRun } from "../../src/task/task-run.js";
 import { runStateFixture } from "../fixtures/run-state.js";
 
 const dir = mkdtempSync(join(tmpdir(), "termorch-journal-"));

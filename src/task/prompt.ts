@@ -1,6 +1,8 @@
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join, relative } from "node:path";
-import { inWorkspace, type RunContext } from "./context.js";
+import type { Ports } from "./ports.js";
+import type { TaskRecorder } from "./recorder.js";
+import { inWorkspace, type RunPlan } from "./run-plan.js";
 import type { TaskPlan } from "./task-plan.js";
 import type { TaskRun } from "./task-run.js";
 
@@ -10,17 +12,28 @@ import type { TaskRun } from "./task-run.js";
  * they changed, their branch). The agent gets it from `plan.prompt.file`; `artifacts/<id>/prompt.md`
  * keeps the same text, redacted.
  */
-export async function writePrompt(ctx: RunContext, p: TaskPlan): Promise<void> {
-  const prompt = await promptText(ctx, p);
+export async function writePrompt(
+  run: PromptRun,
+  ports: Pick<Ports, "workspace" | "redactor">,
+  tasks: TaskRecorder,
+  p: TaskPlan,
+): Promise<void> {
+  const prompt = await promptText(run, ports, tasks, p);
   mkdirSync(dirname(p.prompt.file), { recursive: true, mode: 0o700 });
   writeFileSync(p.prompt.file, prompt, { mode: 0o600 });
-  writeFileSync(join(p.artifactsDir, "prompt.md"), ctx.redactor.redactBytes(prompt), { mode: 0o600 });
+  writeFileSync(join(p.artifactsDir, "prompt.md"), ports.redactor.redactBytes(prompt), { mode: 0o600 });
 }
 
 /** A task's prompt: its context file, and what its dependencies did. */
-export async function promptText(ctx: RunContext, p: TaskPlan): Promise<Buffer> {
+export async function promptText(
+  run: PromptRun,
+  ports: Pick<Ports, "workspace">,
+  tasks: Pick<TaskRecorder, "get">,
+  p: TaskPlan,
+): Promise<Buffer> {
   const context = readFileSync(p.prompt.context);
-  const section = (p.dependencies.length ? await dependencySection(ctx, p) : "") + handoffSection(p);
+  const section =
+    (p.dependencies.length ? await dependencySection(run, ports, tasks, p) : "") + handoffSection(p);
   return section ? Buffer.concat([context, Buffer.from(section)]) : context;
 }
 
@@ -40,7 +53,15 @@ function handoffSection(p: TaskPlan): string {
   ].join("\n");
 }
 
-async function dependencySection(ctx: RunContext, p: TaskPlan): Promise<string> {
+/** What the prompt reads of the run. */
+type PromptRun = Pick<RunPlan, "git" | "plans" | "runDir">;
+
+async function dependencySection(
+  run: PromptRun,
+  ports: Pick<Ports, "workspace">,
+  tasks: Pick<TaskRecorder, "get">,
+  p: TaskPlan,
+): Promise<string> {
   const parts = [
     "",
     "",
@@ -51,28 +72,31 @@ async function dependencySection(ctx: RunContext, p: TaskPlan): Promise<string> 
     "(Written by termorch from their results; their changes are already in your working tree.)",
   ];
   for (const id of p.dependencies) {
-    const dep = ctx.tasks.get(id);
-    if (!dep) continue;
+    const dep = tasks.get(id);
     parts.push("", `### ${id}`, "");
     parts.push(`- Result: ${oneBlock(dep.agentResult?.summary) ?? "(its agent reported no summary)"}`);
     parts.push(
-      `- Files changed: ${(await changedBy(ctx, dep)) ?? "(not known: the workspace is not a git repository)"}`,
+      `- Files changed: ${(await changedBy(run.git, ports, dep)) ?? "(not known: the workspace is not a git repository)"}`,
     );
     if (dep.branch) parts.push(`- Branch: ${dep.branch}`);
-    const depPlan = ctx.plans.get(id);
+    const depPlan = run.plans.get(id);
     const kept = depPlan?.handoff ? join(depPlan.artifactsDir, "handoff.md") : null;
     const text = kept ? readIfThere(kept) : null;
-    if (text) parts.push("", `Its handoff (${relative(ctx.runDir, kept!)}):`, "", text.trim());
+    if (text) parts.push("", `Its handoff (${relative(run.runDir, kept!)}):`, "", text.trim());
   }
   return `${parts.join("\n")}\n`;
 }
 
 const MAX_FILES_NAMED = 50;
 
-async function changedBy(ctx: RunContext, dep: TaskRun): Promise<string | null> {
-  if (!ctx.git || !dep.startCommit || !dep.commit) return null;
+async function changedBy(
+  git: RunPlan["git"],
+  ports: Pick<Ports, "workspace">,
+  dep: Readonly<TaskRun>,
+): Promise<string | null> {
+  if (!git || !dep.startCommit || !dep.commit) return null;
   if (dep.startCommit === dep.commit) return "none";
-  const files = inWorkspace(ctx, await ctx.workspace.changedFiles(ctx.git.root, dep.startCommit, dep.commit));
+  const files = inWorkspace(git, await ports.workspace.changedFiles(git.root, dep.startCommit, dep.commit));
   if (files.length === 0) return "none";
   // A dependency that generated thousands of files must not bury the task's own context.
   const shown = files.slice(0, MAX_FILES_NAMED).join(", ");

@@ -4,21 +4,25 @@ import { advanceTarget, checkMerge, createIntegrationCommit, mergeOntoMovedTarge
 import { movedInCheckout } from "../git/refs.js";
 import { resolveCommit } from "../git/repo.js";
 import { type MergeOutcome, skippedMerge } from "../report/build.js";
-import type { RunContext } from "./context.js";
-import { advanceHooks, killPoint } from "./faults.js";
-import { clearMergeIntent, readMergeIntent, recordMergeIntent } from "./merge-intent.js";
+import { advanceHooks, killPoint } from "../task/faults.js";
+import type { Ports } from "../task/ports.js";
+import type { TaskRecorder } from "../task/recorder.js";
+import { recordCreatedRefs, refChanges, refsAtStart } from "../task/ref-watch.js";
+import type { RunPlan } from "../task/run-plan.js";
+import type { RunStop } from "../task/stop.js";
+import type { TaskRun } from "../task/task-run.js";
+import { clearMergeIntent, readMergeIntent, recordMergeIntent } from "./intent.js";
 import {
   advanceFailed,
   finishInterruptedMerge,
   integrationBranchOf,
   type MergeStageResult,
   short,
-} from "./merge-recovery.js";
-import { recordCreatedRefs, refChanges, refsAtStart } from "./ref-watch.js";
+} from "./recovery.js";
 import { runLevelGates } from "./run-level-gates.js";
 import { answerForeignMove, foreignTargetMove } from "./target-guard.js";
 
-export type { MergeStageResult } from "./merge-recovery.js";
+export type { MergeStageResult } from "./recovery.js";
 
 /**
  * Conflict check, integration commit, run-level gates and the atomic update of the target
@@ -28,21 +32,29 @@ export type { MergeStageResult } from "./merge-recovery.js";
  * the user's repository that changed during the run are reported, whatever the outcome.
  */
 export async function mergeStage(
-  ctx: RunContext,
-  order: readonly string[],
+  run: RunPlan,
+  ports: Ports,
+  stop: RunStop,
+  recorder: TaskRecorder,
 ): Promise<MergeStageResult | "detached"> {
-  if (!ctx.git)
+  const { order } = run;
+  if (!run.git)
     return {
       merge: skippedMerge("the workspace is not a git repository: tasks ran in place"),
       validation: "skipped",
     };
-  const interrupted = await readMergeIntent(ctx);
-  const recovered = interrupted ? await finishInterruptedMerge(ctx, order, interrupted) : null;
-  const found = await refChanges(ctx, interrupted?.new ?? null).catch((error: unknown) => {
-    ctx.log.warn({ err: errorText(error) }, "could not compare the repository's refs with the run's start");
-    return [];
-  });
-  recordCreatedRefs(ctx, found);
+  const interrupted = await readMergeIntent(run);
+  const recovered = interrupted ? await finishInterruptedMerge(run, ports, order, interrupted) : null;
+  const found = await refChanges(run, recorder.all(), ports.now(), interrupted?.new ?? null).catch(
+    (error: unknown) => {
+      ports.log.warn(
+        { err: errorText(error) },
+        "could not compare the repository's refs with the run's start",
+      );
+      return [];
+    },
+  );
+  recordCreatedRefs(recorder, ports.redactor, found);
   const refsChanged = found.map((f) => f.change);
   let stage: MergeStageResult;
   if (recovered) {
@@ -50,8 +62,12 @@ export async function mergeStage(
   } else {
     // An agent's move of the target is answered (put back where safe) whatever else happens,
     // so a run whose tasks failed leaves the user's ref, index and work tree in agreement too.
-    const foreign = await foreignTargetMove(ctx, refsChanged);
-    const merged = await mergeTasks(ctx, order, refsChanged, foreign);
+    const foreign = await foreignTargetMove(run, ports, refsChanged);
+    const tasks = order.map((id) => recorder.get(id));
+    const merged = stop.ending
+      ? // A detach here still merges: the tasks are done, and the run can be finished now.
+        ({ merge: skippedMerge("the run was stopped before the merge"), validation: "skipped" } as const)
+      : await mergeTasks(run, ports, stop, tasks, refsChanged, foreign);
     // The run-level gates were interrupted by a detach: the resumed run merges.
     if (merged === "detached") return merged;
     stage = merged;
@@ -62,16 +78,15 @@ export async function mergeStage(
 }
 
 async function mergeTasks(
-  ctx: RunContext,
-  order: readonly string[],
+  run: RunPlan,
+  ports: Ports,
+  stop: RunStop,
+  tasks: readonly Readonly<TaskRun>[],
   refsChanged: readonly RefChange[],
   foreign: string | null,
 ): Promise<MergeStageResult | "detached"> {
-  const tasks = order.map((id) => ctx.tasks.get(id)!);
+  const { order } = run;
   const unfinished = tasks.filter((t) => t.state !== "success");
-  // A detach here still merges: the tasks are done, and the run can be finished now.
-  if (ctx.stop.ending)
-    return { merge: skippedMerge("the run was stopped before the merge"), validation: "skipped" };
   if (unfinished.length > 0) {
     return {
       merge: skippedMerge(
@@ -80,14 +95,14 @@ async function mergeTasks(
       validation: "skipped",
     };
   }
-  const { root, baseCommit, targetRef } = ctx.git!;
+  const { root, baseCommit, targetRef } = run.git!;
   const outcome: MergeOutcome = { ...skippedMerge(""), order: [...order], baseCommit, target: targetRef };
   const items = tasks.map((t) => ({
     task: t.id,
     commit: t.commit!,
     ...(t.startCommit ? { start: t.startCommit } : {}),
   }));
-  ctx.log.info({ tasks: items.length }, "pre-merge check");
+  ports.log.info({ tasks: items.length }, "pre-merge check");
   const check = await checkMerge(root, baseCommit, items);
   if (check.conflicts.length > 0 || check.tree === null) {
     return {
@@ -100,21 +115,21 @@ async function mergeTasks(
       validation: "skipped",
     };
   }
-  const integrationBranch = integrationBranchOf(ctx);
-  const message = `termorch: integrate run ${ctx.runId}\n\nTasks merged, in order:\n${order.map((id) => `- ${id}`).join("\n")}\n\nTermorch-Run: ${ctx.runId}\n`;
+  const integrationBranch = integrationBranchOf(run);
+  const message = `termorch: integrate run ${run.runId}\n\nTasks merged, in order:\n${order.map((id) => `- ${id}`).join("\n")}\n\nTermorch-Run: ${run.runId}\n`;
   const integration = await createIntegrationCommit(root, {
     tree: check.tree,
     parents: check.parents,
     message,
     branch: integrationBranch,
-    identity: ctx.identity,
+    identity: run.identity,
   });
   outcome.resultCommit = integration;
-  await killPoint(ctx.fault, "kill-after-integration-commit");
+  await killPoint(run.fault, "kill-after-integration-commit");
 
   let validation: Report["summary"]["validation"] = "skipped";
   const validate = async (commit: string, what: string): Promise<MergeStageResult | "detached" | null> => {
-    const gates = await runLevelGates(ctx, commit);
+    const gates = await runLevelGates(run, ports, stop, commit);
     if (gates === "detached") return gates;
     outcome.gates = gates;
     outcome.validatedCommit = gates.some((g) => g.passed !== null) ? commit : null;
@@ -157,9 +172,9 @@ async function mergeTasks(
   for (let round = 0; round < 5; round++) {
     const tip = await resolveCommit(root, targetRef);
     if (tip !== expected) {
-      const refused = await refuseForeignMove(ctx, refsChanged, expected, tip);
+      const refused = await refuseForeignMove(run, ports, refsChanged, expected, tip);
       if (refused) return { merge: { ...outcome, ...refused }, validation };
-      ctx.log.info({ target: targetRef }, "target moved during the run; merging onto its new tip");
+      ports.log.info({ target: targetRef }, "target moved during the run; merging onto its new tip");
       const onto = await mergeOntoMovedTarget(root, {
         target: tip!,
         integration,
@@ -167,7 +182,7 @@ async function mergeTasks(
         items,
         message,
         branch: integrationBranch,
-        identity: ctx.identity,
+        identity: run.identity,
       });
       outcome.targetMovedTo = tip;
       if (!onto.ok)
@@ -197,28 +212,28 @@ async function mergeTasks(
       ref: targetRef,
       expectedOld: expected,
       newCommit: next,
-      message: `termorch: run ${ctx.runId}`,
+      message: `termorch: run ${run.runId}`,
       intent: (a) =>
-        recordMergeIntent(ctx, {
+        recordMergeIntent(run, {
           ...a,
           gates: outcome.gates,
           validation,
           validated_commit: outcome.validatedCommit,
           target_moved_to: outcome.targetMovedTo,
         }),
-      ...advanceHooks(ctx.fault),
+      ...advanceHooks(run.fault),
     });
     // The record of a move that was tried stays until the run is reported (drive clears it):
     // a resume after a crash before the report finds it, and finishes or reports that move
     // instead of merging a second time.
     switch (advanced.status) {
       case "advanced":
-        await killPoint(ctx.fault, "kill-after-merge");
+        await killPoint(run.fault, "kill-after-merge");
         return { merge: { ...outcome, result: "success", resultCommit: next, reason: null }, validation };
       case "moved":
         // Moved again since it was read above (termorch's update did not happen): the next
         // round merges onto it.
-        await clearMergeIntent(ctx);
+        await clearMergeIntent(run);
         continue;
       case "blocked":
         return {
@@ -231,7 +246,7 @@ async function mergeTasks(
         };
       case "rolled_back":
       case "rollback_failed":
-        return advanceFailed(ctx, outcome, validation, advanced);
+        return advanceFailed(run, outcome, validation, advanced);
       default:
         return unreachable(advanced);
     }
@@ -254,14 +269,15 @@ async function mergeTasks(
  * move is the user's.
  */
 async function refuseForeignMove(
-  ctx: RunContext,
+  run: RunPlan,
+  ports: Pick<Ports, "ledger">,
   refsChanged: readonly RefChange[],
   expected: string,
   tip: string | null,
 ): Promise<Pick<MergeOutcome, "result" | "reason"> | null> {
-  const { root, targetRef } = ctx.git!;
-  const since = (await refsAtStart(ctx))?.taken_at ?? 0;
+  const { root, targetRef } = run.git!;
+  const since = (await refsAtStart(run))?.taken_at ?? 0;
   if (tip !== null && (await movedInCheckout(root, targetRef!, tip, since))) return null;
-  const said = await answerForeignMove(ctx, refsChanged, expected, tip);
-  return { result: "failed", reason: `${said}; the result is on ${integrationBranchOf(ctx)}` };
+  const said = await answerForeignMove(run, ports, refsChanged, expected, tip);
+  return { result: "failed", reason: `${said}; the result is on ${integrationBranchOf(run)}` };
 }

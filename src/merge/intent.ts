@@ -1,12 +1,12 @@
 import { open, readFile, rename, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { MergeIntent } from "../contract/merge-journal.js";
-import type { RunContext } from "./context.js";
+import type { RunPlan } from "../task/run-plan.js";
 
 const FILE = "merge-intent.json";
 
-function fileOf(ctx: Pick<RunContext, "privateDir">): string {
-  return join(ctx.privateDir, FILE);
+function fileOf(run: Pick<RunPlan, "privateDir">): string {
+  return join(run.privateDir, FILE);
 }
 
 /**
@@ -14,10 +14,10 @@ function fileOf(ctx: Pick<RunContext, "privateDir">): string {
  * after, and a crash (or power loss) in between must still leave a resume the record.
  */
 export async function recordMergeIntent(
-  ctx: Pick<RunContext, "privateDir">,
+  run: Pick<RunPlan, "privateDir">,
   intent: MergeIntent,
 ): Promise<void> {
-  const file = fileOf(ctx);
+  const file = fileOf(run);
   const tmp = `${file}.${process.pid}.tmp`;
   const fh = await open(tmp, "w", 0o600);
   try {
@@ -27,7 +27,7 @@ export async function recordMergeIntent(
     await fh.close();
   }
   await rename(tmp, file);
-  const dir = await open(ctx.privateDir, "r");
+  const dir = await open(run.privateDir, "r");
   try {
     await dir.sync();
   } finally {
@@ -36,17 +36,17 @@ export async function recordMergeIntent(
 }
 
 /** The advance an interrupted driver left unfinished, or null. A damaged record is an error: it is never guessed at. */
-export async function readMergeIntent(ctx: Pick<RunContext, "privateDir">): Promise<MergeIntent | null> {
-  const text = await readFile(fileOf(ctx), "utf8").catch((error: NodeJS.ErrnoException) => {
+export async function readMergeIntent(run: Pick<RunPlan, "privateDir">): Promise<MergeIntent | null> {
+  const text = await readFile(fileOf(run), "utf8").catch((error: NodeJS.ErrnoException) => {
     if (error.code === "ENOENT") return null;
     throw error;
   });
   if (text === null) return null;
   const parsed = MergeIntent.safeParse(JSON.parse(text));
-  if (!parsed.success) throw new Error(`${fileOf(ctx)} is not a valid merge record: ${parsed.error.message}`);
+  if (!parsed.success) throw new Error(`${fileOf(run)} is not a valid merge record: ${parsed.error.message}`);
   return parsed.data;
 }
 
-export async function clearMergeIntent(ctx: Pick<RunContext, "privateDir">): Promise<void> {
-  await rm(fileOf(ctx), { force: true });
+export async function clearMergeIntent(run: Pick<RunPlan, "privateDir">): Promise<void> {
+  await rm(fileOf(run), { force: true });
 }

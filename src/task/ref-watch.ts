@@ -7,7 +7,9 @@ import { taskWorktree } from "../fs/names.js";
 import { lastRefChange, listRefs, movedInCheckout, type RefMove, refMoves } from "../git/refs.js";
 import { isAncestor } from "../git/repo.js";
 import { listWorktrees } from "../git/worktree.js";
-import type { RunContext } from "./context.js";
+import type { Redactor } from "../redact/redactor.js";
+import type { TaskRecorder } from "./recorder.js";
+import type { RunPlan } from "./run-plan.js";
 import type { TaskRun } from "./task-run.js";
 
 /**
@@ -20,7 +22,11 @@ import type { TaskRun } from "./task-run.js";
  */
 
 const FILE = "refs.json";
-const snapshots = new WeakMap<RunContext, RefsSnapshot | null>();
+/** The run's facts the comparison reads. */
+type RefsRun = Pick<RunPlan, "git" | "privateDir" | "runId">;
+
+/** Keyed by the run's plan: read from refs.json once per process. */
+const snapshots = new WeakMap<Pick<RunPlan, "privateDir">, RefsSnapshot | null>();
 
 /** termorch's own branches (every run's, since runs of sibling workspaces share a repository). */
 const isOurs = (ref: string): boolean => ref.startsWith("refs/heads/termorch/");
@@ -38,26 +44,26 @@ export async function takeRefsSnapshot(root: string, now: number): Promise<RefsS
  * Keeps the refs of the start of the run for the merge and for a resume, before any agent runs:
  * the list inspectWorkspace took, or one taken now.
  */
-export async function snapshotRefs(ctx: RunContext): Promise<void> {
-  if (!ctx.git) return;
-  const snap = ctx.git.refsAtStart ?? (await takeRefsSnapshot(ctx.git.root, ctx.now()));
-  await writeJsonAtomic(join(ctx.privateDir, FILE), snap, 0o600, false);
-  snapshots.set(ctx, snap);
+export async function snapshotRefs(run: Pick<RunPlan, "git" | "privateDir">, now: number): Promise<void> {
+  if (!run.git) return;
+  const snap = run.git.refsAtStart ?? (await takeRefsSnapshot(run.git.root, now));
+  await writeJsonAtomic(join(run.privateDir, FILE), snap, 0o600, false);
+  snapshots.set(run, snap);
 }
 
 /** The refs at the start of the run; null when no list was taken (a run interrupted before it). */
-export async function refsAtStart(ctx: RunContext): Promise<RefsSnapshot | null> {
-  if (snapshots.has(ctx)) return snapshots.get(ctx) ?? null;
-  const text = await readFile(join(ctx.privateDir, FILE), "utf8").catch(() => null);
+export async function refsAtStart(run: Pick<RunPlan, "privateDir">): Promise<RefsSnapshot | null> {
+  if (snapshots.has(run)) return snapshots.get(run) ?? null;
+  const text = await readFile(join(run.privateDir, FILE), "utf8").catch(() => null);
   const parsed = text === null ? null : RefsSnapshot.safeParse(JSON.parse(text));
   const snap = parsed?.success ? parsed.data : null;
-  snapshots.set(ctx, snap);
+  snapshots.set(run, snap);
   return snap;
 }
 
 /** Whether `ref` was created during the run (false when that cannot be known: then it is the user's). */
-export async function createdDuringRun(ctx: RunContext, ref: string): Promise<boolean> {
-  const snap = await refsAtStart(ctx);
+export async function createdDuringRun(run: Pick<RunPlan, "privateDir">, ref: string): Promise<boolean> {
+  const snap = await refsAtStart(run);
   return snap !== null && !(ref in snap.refs) && !isOurs(ref);
 }
 
@@ -77,10 +83,15 @@ export interface FoundRefChange {
  * `merged`, the run's own result (a resume after the merge), each attributed to a task where
  * that can be told. Only reads: recordCreatedRefs records what it found.
  */
-export async function refChanges(ctx: RunContext, merged: string | null = null): Promise<FoundRefChange[]> {
-  const snap = await refsAtStart(ctx);
-  if (!ctx.git || snap === null) return [];
-  const { root, targetRef } = ctx.git;
+export async function refChanges(
+  run: RefsRun,
+  tasks: readonly Readonly<TaskRun>[],
+  now: number,
+  merged: string | null = null,
+): Promise<FoundRefChange[]> {
+  const snap = await refsAtStart(run);
+  if (!run.git || snap === null) return [];
+  const { root, targetRef } = run.git;
   const moves = refMoves(snap.refs, await listRefs(root), isOurs);
   if (moves.length === 0) return [];
   const checkedOut = new Map(
@@ -94,10 +105,14 @@ export async function refChanges(ctx: RunContext, merged: string | null = null):
       (m.new === merged || (await movedInCheckout(root, m.ref, m.new, snap.taken_at)))
     )
       continue;
-    const by = await attribute(ctx, m, checkedOut.get(m.ref)?.path ?? null);
+    const by = await attribute(run, tasks, m, checkedOut.get(m.ref)?.path ?? null);
     const created = by?.sure === true && m.old === null && m.ref.startsWith("refs/heads/");
     out.push({
-      change: { ...m, task: by?.task.id ?? null, during: by ? [] : await runningWhen(ctx, m.ref) },
+      change: {
+        ...m,
+        task: by?.task.id ?? null,
+        during: by ? [] : await runningWhen(root, tasks, now, m.ref),
+      },
       createdBy: created ? by.task.id : null,
     });
   }
@@ -109,15 +124,18 @@ export async function refChanges(ctx: RunContext, merged: string | null = null):
  * are reported with it and removed with its branch after the merge or by `termorch clean`
  * (all but one named after a secret).
  */
-export function recordCreatedRefs(ctx: RunContext, found: readonly FoundRefChange[]): void {
+export function recordCreatedRefs(
+  recorder: TaskRecorder,
+  redactor: Redactor,
+  found: readonly FoundRefChange[],
+): void {
   for (const { change, createdBy } of found) {
-    const task = createdBy === null ? undefined : ctx.tasks.get(createdBy);
+    const task = createdBy === null ? undefined : recorder.get(createdBy);
     if (!task || task.refsCreated.includes(change.ref)) continue;
     // A ref named after a secret is reported (redacted) but not recorded: state.json would hold
     // the secret. It stays the agent's, in the user's repository, for the user to delete.
-    if (ctx.redactor.redact(change.ref) !== change.ref) continue;
-    task.refsCreated = [...task.refsCreated, change.ref];
-    ctx.journal.write(task);
+    if (redactor.redact(change.ref) !== change.ref) continue;
+    recorder.checkpoint(task.id, { refsCreated: [...task.refsCreated, change.ref] });
   }
 }
 
@@ -129,23 +147,23 @@ export function recordCreatedRefs(ctx: RunContext, found: readonly FoundRefChang
  * is known.
  */
 async function attribute(
-  ctx: RunContext,
+  run: RefsRun,
+  tasks: readonly Readonly<TaskRun>[],
   m: RefMove,
   checkedOutIn: string | null,
-): Promise<{ task: TaskRun; sure: boolean } | null> {
-  const tasks = [...ctx.tasks.values()];
+): Promise<{ task: Readonly<TaskRun>; sure: boolean } | null> {
   const byRecord = tasks.find((t) => t.refsCreated.includes(m.ref));
   if (byRecord) return { task: byRecord, sure: true };
   if (checkedOutIn !== null) {
     // git lists worktrees by their real path; $TMPDIR may be a symlink (macOS).
     const real = await realpath(checkedOutIn).catch(() => checkedOutIn);
     for (const t of tasks) {
-      if ((await realpath(taskWorktree(ctx.runId, t.id)).catch(() => null)) === real)
+      if ((await realpath(taskWorktree(run.runId, t.id)).catch(() => null)) === real)
         return { task: t, sure: true };
     }
   }
   if (m.new === null) return null;
-  const root = ctx.git!.root;
+  const root = run.git!.root;
   const contains = (commit: string, tip: string): Promise<boolean> => isAncestor(root, commit, tip);
   for (const t of tasks) {
     if (t.startCommit === null) continue;
@@ -158,11 +176,16 @@ async function attribute(
 }
 
 /** The tasks that were running when `ref` last changed, by its reflog (none when it keeps none). */
-async function runningWhen(ctx: RunContext, ref: string): Promise<string[]> {
-  const at = await lastRefChange(ctx.git!.root, ref);
+async function runningWhen(
+  root: string,
+  tasks: readonly Readonly<TaskRun>[],
+  now: number,
+  ref: string,
+): Promise<string[]> {
+  const at = await lastRefChange(root, ref);
   if (at === null) return [];
   // Reflog times are whole seconds.
-  return [...ctx.tasks.values()]
-    .filter((t) => t.startedAt !== null && t.startedAt - 1000 <= at && at <= (t.finishedAt ?? ctx.now()))
+  return tasks
+    .filter((t) => t.startedAt !== null && t.startedAt - 1000 <= at && at <= (t.finishedAt ?? now))
     .map((t) => t.id);
 }

@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { existsSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { open, readdir, stat } from "node:fs/promises";
 import { join } from "node:path";
 import type { Logger } from "pino";
@@ -19,22 +19,22 @@ import { LogNames } from "../fs/log-names.js";
 import { sessionName, taskBranch } from "../fs/names.js";
 import { TaskJournal } from "../fs/run-state-file.js";
 import { StatusFiles } from "../fs/status-files.js";
-import { ensureBareRepo, fetchRef, pushBranch } from "../git/remote.js";
-import { branchRef, git } from "../git/repo.js";
-import { removeWorktree, serialized } from "../git/worktree.js";
+import { dropRef, dropWorkerTask, ensureBareRepo, fetchRef, pushBranch } from "../git/remote.js";
+import { serialized } from "../git/worktree.js";
 import { WorktreePool } from "../git/worktree-pool.js";
 import { checkAgentBinaries } from "../input/agent-binaries.js";
 import type { RunInput } from "../input/assignments-file.js";
 import { Ledger } from "../ledger/ledger.js";
 import { Notifier } from "../notify/notifier.js";
 import type { TaskRunner } from "../runner/task-runner.js";
-import type { RunContext } from "./context.js";
-import { runRedaction } from "./run-redaction.js";
-import { RunStop } from "./stop.js";
-import { executeTask } from "./task-exec.js";
-import { planTasks } from "./task-plan.js";
-import { newTaskRun, type TaskRun } from "./task-run.js";
-import { gitWorkspace } from "./workspace.js";
+import { executeTask } from "../task/execute.js";
+import { gitWorkspace } from "../task/git-workspace.js";
+import type { Ports } from "../task/ports.js";
+import { TaskRecorder } from "../task/recorder.js";
+import { planRun, type RunPlan } from "../task/run-plan.js";
+import { runRedaction } from "../task/run-redaction.js";
+import { RunStop } from "../task/stop.js";
+import { newTaskRun, type TaskRun } from "../task/task-run.js";
 
 /** A worker host, as the jobs it runs see it. */
 export interface WorkerPlace {
@@ -89,7 +89,7 @@ export async function runTaskJob(job: TaskJob, w: WorkerPlace, d: JobDelivery): 
   mkdirSync(jobDir, { recursive: true, mode: 0o700 });
   try {
     await serialized(repo, () => ensureBareRepo(repo));
-    await dropTaskLeftovers(repo, join(worktreesDir, taskId), taskBranch(runId, taskId));
+    await dropWorkerTask(repo, join(worktreesDir, taskId), taskBranch(runId, taskId));
     const base = await fetchRef(repo, remote, job.base_ref);
     if (base !== job.start_commit)
       return failed(
@@ -127,11 +127,10 @@ export async function runTaskJob(job: TaskJob, w: WorkerPlace, d: JobDelivery): 
     return failed(`on worker ${w.name}: ${errorText(error)}`);
   }
 
-  const ctx = await jobContext(input, job, w, { repo, jobDir, worktreesDir });
-  const t = ctx.tasks.get(taskId)!;
+  const stop = new RunStop();
   let sent = "";
-  ctx.onChange = () => {
-    const progress: TaskJobProgress = {
+  const progress = (t: Readonly<TaskRun>): void => {
+    const now: TaskJobProgress = {
       worker: w.name,
       host: w.host,
       socket: w.socketPath,
@@ -142,29 +141,39 @@ export async function runTaskJob(job: TaskJob, w: WorkerPlace, d: JobDelivery): 
       waiting_for: t.waitingFor,
       logs: t.logs,
     };
-    const key = JSON.stringify(progress);
+    const key = JSON.stringify(now);
     if (key !== sent) {
       sent = key;
-      d.onProgress(progress);
+      d.onProgress(now);
     }
   };
-  if (d.cancel.aborted) ctx.stop.request("cancel");
-  else d.cancel.addEventListener("abort", () => ctx.stop.request("cancel"), { once: true });
+  const { run, ports, recorder } = await openJob(input, job, w, { repo, jobDir, worktreesDir }, (r) =>
+    progress(r.get(taskId)),
+  );
+  const t = recorder.get(taskId);
+  if (d.cancel.aborted) stop.request("cancel");
+  else d.cancel.addEventListener("abort", () => stop.request("cancel"), { once: true });
 
   const streaming = streamLogs(jobDir, t, d.onLog);
   // Never "detached": nothing here asks the pipeline to detach.
-  await executeTask(ctx, taskId).finally(() => streaming.stop());
-  await ctx.pool?.settled();
+  await executeTask(run, ports, stop, recorder, taskId).finally(() => streaming.stop());
+  await ports.pool?.settled();
   let commit = t.commit;
+  let ended: Pick<TaskJobResult, "state" | "reason" | "detail"> = {
+    state: t.state === "success" ? "success" : t.state === "skipped" ? "skipped" : "failed",
+    reason: t.reason,
+    detail: t.detail,
+  };
   if (commit !== null) {
     try {
       await pushBranch(repo, remote, t.branch!);
     } catch (error) {
-      if (t.state === "success") {
-        t.state = "failed";
-        t.reason = "lost";
-        t.detail = `its work could not be pushed: ${ctx.redactor.redact(errorText(error))}`;
-      }
+      if (t.state === "success")
+        ended = {
+          state: "failed",
+          reason: "lost",
+          detail: `its work could not be pushed: ${ports.redactor.redact(errorText(error))}`,
+        };
       commit = null;
     }
   }
@@ -172,15 +181,13 @@ export async function runTaskJob(job: TaskJob, w: WorkerPlace, d: JobDelivery): 
   await w.runner.close([session]);
   // The worktree went to the warm pool on success; else it goes now, with the branch (the remote
   // has it, when it was pushed).
-  await dropTaskLeftovers(repo, join(worktreesDir, taskId), t.branch ?? taskBranch(runId, taskId));
-  await git(repo, ["update-ref", "-d", job.base_ref], { allowExit: [0, 1, 128] });
+  await dropWorkerTask(repo, join(worktreesDir, taskId), t.branch ?? taskBranch(runId, taskId));
+  await dropRef(repo, job.base_ref);
   rmSync(jobDir, { recursive: true, force: true });
   return {
     worker: w.name,
     host: w.host,
-    state: t.state === "success" ? "success" : t.state === "skipped" ? "skipped" : "failed",
-    reason: t.reason,
-    detail: t.detail,
+    ...ended,
     exit_code: t.exitCode,
     attempts: t.attempts,
     commit,
@@ -193,44 +200,52 @@ export async function runTaskJob(job: TaskJob, w: WorkerPlace, d: JobDelivery): 
   };
 }
 
-/** A task's worktree and branch in the worker's repository, gone (an earlier delivery's, or this one's once reported). */
-async function dropTaskLeftovers(repo: string, worktree: string, branch: string): Promise<void> {
-  if (existsSync(worktree)) await removeWorktree(repo, worktree);
-  await git(repo, ["worktree", "prune"], { allowExit: [0, 128] });
-  await git(repo, ["update-ref", "-d", branchRef(branch)], { allowExit: [0, 1, 128] });
-}
-
-/** The run context of one job: the local pipeline's, over the worker's folders and repository. */
-async function jobContext(
+/**
+ * What one job runs through: the local pipeline's plan, ports and recorder, over the worker's
+ * folders and its repository. The coordinator keeps the run's ledger, journal and notifications;
+ * the job's own stay in its folder, which goes when the job is done.
+ */
+async function openJob(
   input: RunInput,
   job: TaskJob,
   w: WorkerPlace,
   at: { repo: string; jobDir: string; worktreesDir: string },
-): Promise<RunContext> {
+  changed: (recorder: TaskRecorder) => void,
+): Promise<{ run: RunPlan; ports: Ports; recorder: TaskRecorder }> {
   const { runId } = input;
   const runDir = at.jobDir;
   const { redactor, secretFinder } = runRedaction(input, w.env);
-  const privateDir = join(runDir, ".termorch", runId);
-  mkdirSync(privateDir, { recursive: true, mode: 0o700 });
-  for (const d of ["logs", "status", "artifacts"]) mkdirSync(join(runDir, d), { recursive: true });
-  mkdirSync(at.worktreesDir, { recursive: true, mode: 0o700 });
-  const plans = planTasks(input, {
+  const run = planRun({
+    input,
+    git: { root: at.repo, baseCommit: job.start_commit, targetRef: null, prefix: job.prefix },
     runId,
     runDir,
-    gitPrefix: job.prefix,
-    processEnv: w.env,
+    baseDir: runDir,
+    cwd: runDir,
+    settings: {
+      max_parallel: 1,
+      schedule: "eager",
+      fail_fast: false,
+      verify: job.verify,
+      sessions: "default",
+      keep_branches: false,
+      allow_dirty: false,
+      backend: "local",
+    },
+    identity: job.identity,
+    env: w.env,
+    redactSources: redactor.sources,
+    startedAt: Date.now(),
+    fault: null,
+    resumed: false,
     worktreesDir: at.worktreesDir,
   });
+  mkdirSync(run.privateDir, { recursive: true, mode: 0o700 });
+  for (const d of ["logs", "status", "artifacts"]) mkdirSync(join(runDir, d), { recursive: true });
+  mkdirSync(at.worktreesDir, { recursive: true, mode: 0o700 });
   const ledger = await Ledger.open(join(runDir, "events.jsonl"), redactor);
-  const [only] = input.tasks;
-  const ctx: RunContext = {
-    input,
-    runId,
-    runDir,
-    privateDir,
-    git: { root: at.repo, baseCommit: job.start_commit, targetRef: null, prefix: job.prefix },
+  const ports: Ports = {
     runner: w.runner,
-    remote: null,
     workspace: gitWorkspace,
     pool: new WorktreePool(
       at.repo,
@@ -240,34 +255,13 @@ async function jobContext(
       },
       { run_id: runId, run_dir: runDir },
     ),
-    socketName: w.runner.socket,
-    socketPath: w.socketPath,
-    status: new StatusFiles(join(runDir, "status")),
-    logNames: new LogNames(join(runDir, "logs")),
+    now: Date.now,
+    log: w.log.child({ run: runId, task: job.task_id }),
     redactor,
     secretFinder,
-    redactSources: [...redactor.sources],
-    tasks: new Map([
-      [only!.task.id, newTaskRun(only!.task.id, only!.task.agent, [], plans.get(only!.task.id)!.argv)],
-    ]),
-    plans,
     ledger,
-    depConflicts: [],
-    verify: job.verify,
-    keepBranches: false,
-    fault: null,
-    resumed: false,
-    identity: job.identity,
-    killGraceMs: input.config.defaults.kill_grace_s * 1000,
-    maxLogBytes:
-      input.assignments.environment.resource_limits.max_log_bytes ?? input.config.defaults.max_log_bytes,
-    processEnv: w.env,
-    stop: new RunStop(),
-    persist: async () => {},
-    journal: new TaskJournal(join(privateDir, "tasks.jsonl")),
-    log: w.log.child({ run: runId, task: only!.task.id }),
-    now: Date.now,
-    onChange: () => {},
+    logNames: new LogNames(join(runDir, "logs")),
+    // Notifications are the coordinator's.
     notifier: new Notifier({
       config: undefined,
       runId,
@@ -278,7 +272,24 @@ async function jobContext(
       onFailure: () => {},
     }),
   };
-  return ctx;
+  const [only] = input.tasks;
+  const recorder: TaskRecorder = new TaskRecorder(
+    {
+      runId,
+      interactive: (id) => Boolean(run.plans.get(id)?.interactive),
+      ledger,
+      journal: new TaskJournal(join(run.privateDir, "tasks.jsonl")),
+      status: new StatusFiles(join(runDir, "status")),
+      redactor,
+      // The coordinator tells of failures and waits, from the progress it hears.
+      listeners: { taskFailed: () => {}, taskWaitingInput: () => {}, changed: () => changed(recorder) },
+      now: Date.now,
+      socket: w.runner.socket,
+    },
+    [newTaskRun(only!.task.id, only!.task.agent, [], run.plans.get(only!.task.id)!.argv)],
+  );
+  recorder.placeSessions(w.socketPath);
+  return { run, ports, recorder };
 }
 
 /**
@@ -286,7 +297,12 @@ async function jobContext(
  * log over what is left keeps its end), then earlier logs, then artifacts (one that does not fit
  * whole is left out: half a patch is no patch, and NOT-SENT.txt names it).
  */
-async function resultFiles(jobDir: string, taskId: string, t: TaskRun, max: number): Promise<ResultFile[]> {
+async function resultFiles(
+  jobDir: string,
+  taskId: string,
+  t: Readonly<TaskRun>,
+  max: number,
+): Promise<ResultFile[]> {
   const logs = (await readdir(join(jobDir, "logs")).catch(() => [] as string[])).map((n) => `logs/${n}`);
   const last = t.logs ? [t.logs.stdout, t.logs.stderr] : [];
   const artifacts = (await walk(join(jobDir, "artifacts", taskId))).map((r) => `artifacts/${taskId}/${r}`);
@@ -330,7 +346,7 @@ async function resultFiles(jobDir: string, taskId: string, t: TaskRun, max: numb
  */
 function streamLogs(
   jobDir: string,
-  t: TaskRun,
+  t: Readonly<TaskRun>,
   send: (chunk: LogChunk) => void,
 ): { stop: () => Promise<void> } {
   const sent = new Map<string, number>();

@@ -1,6 +1,9 @@
 import type { Gate } from "../contract/report.js";
-import type { RunContext } from "./context.js";
 import type { AttemptOutcome } from "./outcome.js";
+import type { Ports } from "./ports.js";
+import type { TaskRecorder } from "./recorder.js";
+import type { RunPlan } from "./run-plan.js";
+import type { RunStop } from "./stop.js";
 import type { TaskPlan } from "./task-plan.js";
 import type { TaskRun } from "./task-run.js";
 import { testsGate } from "./tests-gate.js";
@@ -18,13 +21,16 @@ export type SetupFailure = AttemptOutcome & { record: null };
  * shutdown: the resumed run sets up again, the gate's record ending what is left of this one).
  */
 export async function runSetup(
-  ctx: RunContext,
-  t: TaskRun,
+  run: RunPlan,
+  ports: Ports,
+  stop: RunStop,
+  recorder: TaskRecorder,
+  t: Readonly<TaskRun>,
   p: TaskPlan,
 ): Promise<SetupFailure | null | "detached"> {
   if (p.setupCmd === null) return null;
-  await ctx.ledger.append("task.setup_started", { attempt: t.attempts, cwd: p.cwd }, t.id);
-  const gate = await testsGate(ctx, {
+  await ports.ledger.append("task.setup_started", { attempt: t.attempts, cwd: p.cwd }, t.id);
+  const gate = await testsGate(run, ports, stop, {
     name: "setup",
     command: p.setupCmd,
     cwd: p.cwd,
@@ -33,15 +39,15 @@ export async function runSetup(
     logName: `setup-${t.id}`,
   });
   if (gate === "detached") return "detached";
-  t.gates = [gate];
-  await ctx.ledger.append(
+  recorder.note(t.id, { gates: [gate] });
+  await ports.ledger.append(
     "task.setup",
     { attempt: t.attempts, passed: gate.passed, detail: gate.detail },
     t.id,
   );
   if (gate.passed) return null;
   // A set-up the run's stop ended (cancel, --fail-fast) did not fail on its own.
-  if (ctx.stop.ending)
+  if (stop.ending)
     return { record: null, reason: "cancelled", detail: "the run was cancelled during its setup_cmd" };
   // Like a failed tests_cmd, the detail names the logs: output_log is the agent's, and none ran.
   return {
@@ -52,6 +58,6 @@ export async function runSetup(
 }
 
 /** The set-up gate of the attempt, to stay first in its gates: none when no setup_cmd ran. */
-export function setupGates(t: TaskRun): Gate[] {
+export function setupGates(t: Readonly<TaskRun>): Gate[] {
   return t.gates.filter((g) => g.name === "setup");
 }

@@ -22,10 +22,11 @@ import {
 import type { StateSource } from "../contract/agent-state.js";
 import { finishFileOf } from "../fs/private-dir.js";
 import type { RunningAttempt } from "../runner/task-runner.js";
-import type { RunContext } from "./context.js";
+import type { Ports } from "./ports.js";
+import type { TaskRecorder } from "./recorder.js";
+import type { RunPlan } from "./run-plan.js";
 import type { InteractivePlan, TaskPlan } from "./task-plan.js";
 import type { TaskRun } from "./task-run.js";
-import { markWaiting } from "./transition.js";
 
 /**
  * Interactive tasks (README: Interactive tasks): the agent owns the pane's terminal; termorch
@@ -137,7 +138,7 @@ class Sampler {
   private timer: NodeJS.Timeout | null = null;
   private busy = false;
 
-  constructor(private readonly ctx: RunContext) {}
+  constructor(private readonly ports: SamplerPorts) {}
 
   add(sub: Subscriber): () => void {
     this.subs.add(sub);
@@ -166,11 +167,11 @@ class Sampler {
     this.busy = true;
     const subs = [...this.subs];
     try {
-      const screens = await this.ctx.runner.capture([...new Set(subs.map((s) => s.session))]);
-      const at = this.ctx.now();
+      const screens = await this.ports.runner.capture([...new Set(subs.map((s) => s.session))]);
+      const at = this.ports.now();
       for (const s of subs) if (this.subs.has(s)) s.onScreen(screens.get(s.session) ?? null, at);
     } catch (error) {
-      this.ctx.log.warn(
+      this.ports.log.warn(
         { err: error instanceof Error ? error.message : String(error) },
         "screen sample failed",
       );
@@ -181,13 +182,16 @@ class Sampler {
   }
 }
 
-const samplers = new WeakMap<RunContext, Sampler>();
+type SamplerPorts = Pick<Ports, "runner" | "now" | "log">;
 
-function samplerOf(ctx: RunContext): Sampler {
-  let s = samplers.get(ctx);
+/** Keyed by the runner: one tmux client samples every screen of the run's server. */
+const samplers = new WeakMap<SamplerPorts["runner"], Sampler>();
+
+function samplerOf(ports: SamplerPorts): Sampler {
+  let s = samplers.get(ports.runner);
   if (!s) {
-    s = new Sampler(ctx);
-    samplers.set(ctx, s);
+    s = new Sampler(ports);
+    samplers.set(ports.runner, s);
   }
   return s;
 }
@@ -285,14 +289,16 @@ class EventsReader {
  * Its state comes from its CLI's own events where it sends them, else from its screen.
  */
 export function watchInteractive(
-  ctx: RunContext,
-  t: TaskRun,
+  run: Pick<RunPlan, "privateDir" | "killGraceMs">,
+  ports: Pick<Ports, "runner" | "now" | "log" | "ledger">,
+  recorder: TaskRecorder,
+  t: Readonly<TaskRun>,
   p: TaskPlan & { interactive: InteractivePlan },
   running: RunningAttempt,
 ): InteractiveWatch {
   const plan = p.interactive;
   const pastedMarker = join(t.attemptDir!, "pasted");
-  const finishFile = finishFileOf(ctx.privateDir, t.id);
+  const finishFile = finishFileOf(run.privateDir, t.id);
   const ready = new ReadyDetector(SETTLE_MS, plan.waiting);
   const waiting = new WaitingDetector({
     afterMs: plan.waitingAfterS * 1000,
@@ -308,7 +314,7 @@ export function watchInteractive(
     mkdirSync(dirname(plan.events.file), { recursive: true, mode: 0o700 });
     if (!existsSync(pastedMarker)) rmSync(plan.events.file, { force: true });
   }
-  const startedAt = ctx.now();
+  const startedAt = ports.now();
   let phase: "before" | "delivering" | "delivered" = existsSync(pastedMarker) ? "delivered" : "before";
   let pasting = false;
   let enterAt = 0;
@@ -330,7 +336,7 @@ export function watchInteractive(
   let chain: Promise<void> = Promise.resolve();
   const queue = (f: () => Promise<void>): void => {
     chain = chain.then(f).catch((error: unknown) => {
-      ctx.log.warn(
+      ports.log.warn(
         { task: t.id, err: error instanceof Error ? error.message : String(error) },
         "interactive watch",
       );
@@ -339,18 +345,18 @@ export function watchInteractive(
 
   const decided = (by: StateSource): void => {
     if (t.stateFrom === "hooks" || t.stateFrom === by) return;
-    t.stateFrom = by;
+    recorder.note(t.id, { stateFrom: by });
   };
   const ask = (asks: string, by: StateSource, since: number): void => {
     if (asked?.asks === asks) return;
     asked = { asks, by };
     decided(by);
-    queue(() => markWaiting(ctx, t, since, asks, by));
+    queue(() => recorder.markWaiting(t.id, since, asks, by));
   };
   const unask = (): void => {
     if (asked === null) return;
     asked = null;
-    queue(() => markWaiting(ctx, t, null));
+    queue(() => recorder.markWaiting(t.id, null));
   };
 
   const end = (why: string): void => {
@@ -358,9 +364,9 @@ export function watchInteractive(
     endedAsDone = why;
     rmSync(finishFile, { force: true });
     queue(async () => {
-      await ctx.ledger.append("task.finish_requested", { attempt: t.attempts, by: why }, t.id);
+      await ports.ledger.append("task.finish_requested", { attempt: t.attempts, by: why }, t.id);
     });
-    void running.stop(ctx.killGraceMs);
+    void running.stop(run.killGraceMs);
   };
 
   const undelivered = (screen: string): void => {
@@ -369,14 +375,14 @@ export function watchInteractive(
       reason: "prompt_not_delivered",
       detail: `its prompt was pasted into ${p.agent}'s input prompt and the agent did not take it within ${DELIVERY_TIMEOUT_MS / 1000} s (no hook, no busy screen); its screen: ${screenQuote(screen)}`,
     };
-    void running.stop(ctx.killGraceMs);
+    void running.stop(run.killGraceMs);
   };
 
   const delivered = (by: StateSource): void => {
     phase = "delivered";
     decided(by);
     queue(async () => {
-      await ctx.ledger.append("task.prompt_delivered", { attempt: t.attempts, by }, t.id);
+      await ports.ledger.append("task.prompt_delivered", { attempt: t.attempts, by }, t.id);
     });
   };
 
@@ -386,10 +392,10 @@ export function watchInteractive(
     unask();
     queue(async () => {
       try {
-        await ctx.runner.paste(running.session, p.prompt.file);
+        await ports.runner.paste(running.session, p.prompt.file);
       } catch (error) {
         // The session went (the agent exited first): its exit says the rest.
-        ctx.log.warn(
+        ports.log.warn(
           { task: t.id, err: error instanceof Error ? error.message : String(error) },
           "could not paste the prompt",
         );
@@ -397,9 +403,13 @@ export function watchInteractive(
         return;
       }
       phase = "delivering";
-      enterAt = ctx.now();
+      enterAt = ports.now();
       screenAtEnter = screen;
-      await ctx.ledger.append("task.prompt_pasted", { attempt: t.attempts, screen_ready: readyScreen }, t.id);
+      await ports.ledger.append(
+        "task.prompt_pasted",
+        { attempt: t.attempts, screen_ready: readyScreen },
+        t.id,
+      );
       try {
         writeFileSync(pastedMarker, "", { mode: 0o600 });
       } catch {
@@ -508,7 +518,7 @@ export function watchInteractive(
       onScreen(screen, at);
     },
   };
-  const remove = samplerOf(ctx).add(sub);
+  const remove = samplerOf(ports).add(sub);
 
   return {
     get endedAsDone() {
@@ -534,8 +544,7 @@ export function watchInteractive(
     },
     dispose() {
       remove();
-      t.waitingSince = null;
-      t.waitingFor = null;
+      recorder.stopWaiting(t.id);
     },
   };
 }

@@ -1,29 +1,44 @@
-import { existsSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { appendFile, writeFile } from "node:fs/promises";
 import { dirname, join, posix, relative } from "node:path";
 import type { LogChunk, TaskJob, TaskJobProgress, TaskJobResult } from "../contract/task-job.js";
 import { errorText } from "../errors.js";
-import { sessionName, taskBranch } from "../fs/names.js";
+import { taskBranch } from "../fs/names.js";
 import { baseRefOf, fetchRef, publishCommit, shownRemote } from "../git/remote.js";
 import { branchRef, isAncestor } from "../git/repo.js";
 import { createTaskBranch, taskStartCommit } from "../git/worktree.js";
 import { redactFile, redactNames } from "../redact/redact-file.js";
+import type { Redactor } from "../redact/redactor.js";
 import type { RemoteBackend } from "../runner/task-hosts.js";
-import type { LiveRun, RunContext } from "./context.js";
-import { killPoint } from "./faults.js";
-import { promptText } from "./prompt.js";
-import { fail, type TaskEnd, trailersOf } from "./task-exec.js";
-import type { TaskPlan } from "./task-plan.js";
-import type { TaskRun } from "./task-run.js";
-import { markWaiting, transition } from "./transition.js";
-
-const DETACHED: TaskEnd = { kind: "detached" };
+import { DETACHED, type TaskEnd, type TaskExecutor } from "../task/executor.js";
+import { killPoint } from "../task/faults.js";
+import { failTask, openTask, type StartMade } from "../task/opening.js";
+import type { Ports } from "../task/ports.js";
+import { promptText } from "../task/prompt.js";
+import type { TaskRecorder } from "../task/recorder.js";
+import { type RunPlan, trailersOf } from "../task/run-plan.js";
+import type { RunStop } from "../task/stop.js";
+import type { TaskPlan } from "../task/task-plan.js";
+import type { TaskRun } from "../task/task-run.js";
 
 /** Beyond the agents' kill grace, how long a cancelled task's worker has to answer before the run goes on without it. */
 const CANCEL_ANSWER_MS = 30_000;
 
 /** Default cap of what one task's result carries back through Redis (logs and artifacts). */
 export const RESULT_MAX_BYTES = 16 * 1024 * 1024;
+
+/** The remote executor: each task is one job for the workers of the run's backend (docs/SCALING.md). */
+export function remoteExecutor(
+  run: RunPlan,
+  ports: Ports,
+  stop: RunStop,
+  recorder: TaskRecorder,
+  backend: RemoteBackend,
+): TaskExecutor {
+  return {
+    execute: (taskId, resume) => executeRemoteTask(run, ports, stop, recorder, backend, taskId, resume),
+  };
+}
 
 /**
  * Runs one task on another host (backend bullmq): its start commit is computed here exactly as
@@ -33,96 +48,53 @@ export const RESULT_MAX_BYTES = 16 * 1024 * 1024;
  * merge, the ledger and the report work as in a local run. `resume`: the job of an earlier
  * process is picked up by its id, never run a second time.
  */
-export async function executeRemoteTask(
-  ctx: LiveRun,
+async function executeRemoteTask(
+  run: RunPlan,
+  ports: Ports,
+  stop: RunStop,
+  recorder: TaskRecorder,
   backend: RemoteBackend,
   taskId: string,
-  resume = false,
+  resume: boolean,
 ): Promise<TaskEnd> {
-  const t = ctx.tasks.get(taskId)!;
-  const p = ctx.plans.get(taskId)!;
-  const git = ctx.git!;
-  t.startedAt ??= ctx.now();
-  t.session = sessionName(ctx.runId, taskId);
-  if (ctx.stop.detaching) return DETACHED;
-
-  if (t.startCommit === null) {
-    const start = await taskStartCommit({
-      repo: git.root,
-      base: git.baseCommit,
-      deps: p.dependencies.map((d) => ({ task: d, branch: taskBranch(ctx.runId, d) })),
-      branch: p.branch!,
-      identity: ctx.identity,
-      trailers: trailersOf(ctx, taskId),
-    }).catch((error: unknown) => ({ ok: false as const, error }));
-    if (!start.ok) {
-      t.session = null;
-      if ("conflict" in start) {
-        ctx.depConflicts.push(start.conflict);
-        return fail(ctx, t, "conflict", `its dependencies conflict: ${start.conflict.detail}`);
-      }
-      return fail(
-        ctx,
-        t,
-        "launch_error",
-        `could not compute its start commit: ${redacted(ctx, start.error)}`,
-      );
-    }
-    try {
-      await createTaskBranch(git.root, p.branch!, start.commit, ctx.resumed, p.worktree!);
-      t.branch = p.branch;
-      await publishCommit(git.root, backend.remote, start.commit, baseRefOf(ctx.runId, taskId));
-    } catch (error) {
-      t.session = null;
-      return fail(ctx, t, "launch_error", `could not publish its base: ${redacted(ctx, error)}`);
-    }
-    t.startCommit = start.commit;
-    await ctx.ledger.append(
-      "task.published",
-      {
-        branch: t.branch,
-        start_commit: t.startCommit,
-        remote: shownRemote(backend.remote),
-        ref: baseRefOf(ctx.runId, taskId),
-      },
-      taskId,
-    );
-    ctx.journal.write(t);
-  }
-  t.branch ??= p.branch;
-  if (ctx.stop.ending && !(resume && t.attempts > 0)) {
-    await transition(ctx, t, {
-      to: "skipped",
-      reason: "cancelled",
-      detail: "the run stopped before it started",
-    });
-    return { kind: "done", ok: false };
-  }
-  if (!resume || t.attempts === 0) {
-    if (existsSync(p.artifactsDir)) rmSync(p.artifactsDir, { recursive: true, force: true });
-    mkdirSync(p.artifactsDir, { recursive: true });
-  }
+  const t = recorder.get(taskId);
+  const p = run.plans.get(taskId)!;
+  const git = run.git!;
+  if (t.startCommit !== null && t.branch === null) recorder.note(taskId, { branch: p.branch });
+  const opened = await openTask(run, ports, stop, recorder, p, {
+    needed: t.startCommit === null,
+    startedBefore: resume && t.attempts > 0,
+    lost: null,
+    make: () => publishStart(run, ports.redactor, backend.remote, p),
+  });
+  if (opened !== "go") return opened;
   let prompt: Buffer;
   try {
-    prompt = await promptText(ctx, p);
-    writeFileSync(join(p.artifactsDir, "prompt.md"), ctx.redactor.redactBytes(prompt), { mode: 0o600 });
+    prompt = await promptText(run, ports, recorder, p);
+    writeFileSync(join(p.artifactsDir, "prompt.md"), ports.redactor.redactBytes(prompt), { mode: 0o600 });
   } catch (error) {
-    return fail(ctx, t, "launch_error", `could not write its prompt: ${redacted(ctx, error)}`);
+    return failTask(
+      run,
+      recorder,
+      taskId,
+      "launch_error",
+      `could not write its prompt: ${redacted(ports, error)}`,
+    );
   }
 
   const job: TaskJob = {
     version: 1,
-    run_id: ctx.runId,
+    run_id: run.runId,
     task_id: taskId,
     remote: backend.remote,
-    base_ref: baseRefOf(ctx.runId, taskId),
-    start_commit: t.startCommit,
+    base_ref: baseRefOf(run.runId, taskId),
+    start_commit: t.startCommit!,
     prefix: git.prefix,
-    identity: { name: ctx.identity.name, email: ctx.identity.email },
-    assignments: oneTask(ctx, taskId),
-    config: ctx.input.config,
+    identity: { name: run.identity.name, email: run.identity.email },
+    assignments: oneTask(run, taskId),
+    config: run.input.config,
     prompt: prompt.toString("base64"),
-    verify: ctx.verify,
+    verify: run.settings.verify,
     result_max_bytes: RESULT_MAX_BYTES,
   };
   // Progress and log pieces are handled one after another, and the result waits for the last of them.
@@ -131,34 +103,34 @@ export async function executeRemoteTask(
     progressed = progressed
       .then(work)
       .catch((error: unknown) =>
-        ctx.log.warn({ task: taskId, err: errorText(error) }, "could not record a worker's progress"),
+        ports.log.warn({ task: taskId, err: errorText(error) }, "could not record a worker's progress"),
       );
   };
-  const copies = new LogCopies(ctx);
+  const copies = new LogCopies(run.runDir, ports);
   const seen = new Set<string>();
-  const onProgress = (pr: TaskJobProgress): void => later(() => recordProgress(ctx, t, p, pr, seen, copies));
+  const onProgress = (pr: TaskJobProgress): void =>
+    later(() => recordProgress(ports, recorder, t, p, pr, seen, copies));
   const onLog = (chunk: LogChunk): void => later(() => copies.append(chunk));
-  // A detach (the daemon stopping) leaves the job to the workers; a cancel or --fail-fast ends it there.
   // A detach (the daemon stopping) leaves the job to the workers; a cancel or --fail-fast ends it
   // there, and is not waited for past a bound: its worker, or Redis, may never answer.
   const stopWaiting = new AbortController();
   let gaveUp: NodeJS.Timeout | null = null;
   const follow = (): void => {
-    if (ctx.stop.detaching) stopWaiting.abort();
-    else if (ctx.stop.ending && gaveUp === null) {
+    if (stop.detaching) stopWaiting.abort();
+    else if (stop.ending && gaveUp === null) {
       backend.hosts
-        .cancel(ctx.runId)
+        .cancel(run.runId)
         .catch((error: unknown) =>
-          ctx.log.warn({ err: errorText(error) }, "could not tell the workers to cancel"),
+          ports.log.warn({ err: errorText(error) }, "could not tell the workers to cancel"),
         );
-      gaveUp = setTimeout(() => stopWaiting.abort(), ctx.killGraceMs + CANCEL_ANSWER_MS);
+      gaveUp = setTimeout(() => stopWaiting.abort(), run.killGraceMs + CANCEL_ANSWER_MS);
     }
   };
-  const unsubscribe = ctx.stop.onChange(follow);
+  const unsubscribe = stop.onChange(follow);
   follow();
   let result: TaskJobResult | "detached";
   try {
-    result = await backend.hosts.run(jobIdOf(ctx, taskId), job, {
+    result = await backend.hosts.run(jobIdOf(run, taskId), job, {
       onProgress,
       onLog,
       detach: stopWaiting.signal,
@@ -168,38 +140,39 @@ export async function executeRemoteTask(
     if (gaveUp) clearTimeout(gaveUp);
   }
   await progressed;
-  if (result === "detached" && ctx.stop.detaching) return DETACHED;
+  if (result === "detached" && stop.detaching) return DETACHED;
   if (result === "detached")
-    return fail(
-      ctx,
-      t,
+    return failTask(
+      run,
+      recorder,
+      taskId,
       "cancelled",
-      `the run was cancelled, and its worker did not answer within ${Math.round((ctx.killGraceMs + CANCEL_ANSWER_MS) / 1000)} s (is Redis reachable?); its agent may still run there`,
+      `the run was cancelled, and its worker did not answer within ${Math.round((run.killGraceMs + CANCEL_ANSWER_MS) / 1000)} s (is Redis reachable?); its agent may still run there`,
     );
-  await killPoint(ctx.fault, "kill-after-exit", taskId);
-  const end = await applyResult(ctx, backend, t, p, result, copies);
+  await killPoint(run.fault, "kill-after-exit", taskId);
+  const end = await applyResult(run, ports, recorder, backend, t, p, result, copies);
   // Its end is in the task journal now: a resume does not need the job, and its result (logs up
   // to the cap) need not sit in Redis's memory.
   await backend.hosts
-    .forget(jobIdOf(ctx, taskId))
+    .forget(jobIdOf(run, taskId))
     .catch((error: unknown) =>
-      ctx.log.warn({ task: taskId, err: errorText(error) }, "could not drop the task's job"),
+      ports.log.warn({ task: taskId, err: errorText(error) }, "could not drop the task's job"),
     );
   return end;
 }
 
 /** One job per task of a run: the run's start time keeps a re-run under the same run id from finding an old job. */
-export function jobIdOf(ctx: Pick<LiveRun, "runId" | "startedAt">, taskId: string): string {
-  return `${ctx.runId}.${ctx.startedAt}.${taskId}`;
+export function jobIdOf(run: Pick<RunPlan, "runId" | "startedAt">, taskId: string): string {
+  return `${run.runId}.${run.startedAt}.${taskId}`;
 }
 
 /** The assignments as the worker sees them: this task alone, its dependencies already in its start commit. */
-function oneTask(ctx: RunContext, taskId: string): unknown {
-  const a = ctx.input.assignments;
+function oneTask(run: Pick<RunPlan, "input" | "runId">, taskId: string): unknown {
+  const a = run.input.assignments;
   const task = a.tasks.find((x) => x.id === taskId)!;
   return {
     ...a,
-    run_id: ctx.runId,
+    run_id: run.runId,
     // The worker's worktree has no checkout of the user's to link or copy from.
     environment: { ...a.environment, workspace_dir: ".", worktree_include: [], worktree_copy: [] },
     tasks: [{ ...task, dependencies: [], context_path: "context.md" }],
@@ -210,8 +183,9 @@ function oneTask(ctx: RunContext, taskId: string): unknown {
 
 /** A worker started an attempt (or changed its state): the ledger names its host; status and progress follow. */
 async function recordProgress(
-  ctx: RunContext,
-  t: TaskRun,
+  ports: Pick<Ports, "ledger" | "now">,
+  recorder: TaskRecorder,
+  t: Readonly<TaskRun>,
   p: TaskPlan,
   pr: TaskJobProgress,
   seen: Set<string>,
@@ -221,12 +195,15 @@ async function recordProgress(
   const key = `${pr.delivery}/${pr.worker}/${pr.attempt}`;
   if (pr.state === "running" && pr.attempt > 0 && !seen.has(key)) {
     seen.add(key);
-    t.attempts += 1;
-    t.attemptStartedAt = ctx.now();
-    t.hosts = [...t.hosts, { attempt: t.attempts, worker: pr.worker, host: pr.host, socket: pr.socket }];
-    // Its logs here, under names of this run's, filled as the worker streams them.
-    if (pr.logs) t.logs = copies.open(pr.logs, p.agent, ctx.now());
-    await ctx.ledger.append(
+    const attempt = t.attempts + 1;
+    recorder.note(t.id, {
+      attempts: attempt,
+      attemptStartedAt: ports.now(),
+      hosts: [...t.hosts, { attempt, worker: pr.worker, host: pr.host, socket: pr.socket }],
+      // Its logs here, under names of this run's, filled as the worker streams them.
+      ...(pr.logs ? { logs: copies.open(pr.logs, p.agent, ports.now()) } : {}),
+    });
+    await ports.ledger.append(
       "task.launched",
       {
         attempt: t.attempts,
@@ -239,11 +216,11 @@ async function recordProgress(
       },
       t.id,
     );
-    await transition(ctx, t, { to: "running" });
+    await recorder.transition(t.id, { to: "running" });
     return;
   }
   if (t.state === "running" && (pr.waiting_since !== t.waitingSince || pr.waiting_for !== t.waitingFor))
-    await markWaiting(ctx, t, pr.waiting_since, pr.waiting_for);
+    await recorder.markWaiting(t.id, pr.waiting_since, pr.waiting_for);
 }
 
 /**
@@ -255,17 +232,20 @@ class LogCopies {
   /** The worker's log name → this run's (relative to the run directory), and how far it was copied. */
   private readonly logs = new Map<string, { local: string; next: number }>();
 
-  constructor(private readonly ctx: RunContext) {}
+  constructor(
+    private readonly runDir: string,
+    private readonly ports: Pick<Ports, "logNames" | "redactor">,
+  ) {}
 
   open(
     worker: { stdout: string; stderr: string },
     agent: string,
     now: number,
   ): { stdout: string; stderr: string } {
-    const stem = this.ctx.logNames.next(agent, now);
+    const stem = this.ports.logNames.next(agent, now);
     const local = { stdout: `logs/${stem}.out`, stderr: `logs/${stem}.err` };
     for (const stream of ["stdout", "stderr"] as const) {
-      writeFileSync(join(this.ctx.runDir, local[stream]), "", { mode: 0o600 });
+      writeFileSync(join(this.runDir, local[stream]), "", { mode: 0o600 });
       this.logs.set(worker[stream], { local: local[stream], next: 0 });
     }
     return local;
@@ -278,7 +258,7 @@ class LogCopies {
     if (chunk.offset > copy.next || chunk.offset + data.length <= copy.next) return;
     const fresh = data.subarray(copy.next - chunk.offset);
     copy.next += fresh.length;
-    await appendFile(join(this.ctx.runDir, copy.local), this.ctx.redactor.redactBytes(fresh));
+    await appendFile(join(this.runDir, copy.local), this.ports.redactor.redactBytes(fresh));
   }
 
   /** Where a worker's log of that name was copied; undefined for one never streamed. */
@@ -288,36 +268,45 @@ class LogCopies {
 }
 
 async function applyResult(
-  ctx: RunContext,
+  run: RunPlan,
+  ports: Ports,
+  recorder: TaskRecorder,
   backend: RemoteBackend,
-  t: TaskRun,
+  t: Readonly<TaskRun>,
   p: TaskPlan,
   r: TaskJobResult,
   copies: LogCopies,
 ): Promise<TaskEnd> {
-  const git = ctx.git!;
-  t.attempts = Math.max(t.attempts, r.attempts);
-  if (t.hosts.length === 0 && r.attempts > 0)
-    t.hosts = [{ attempt: t.attempts, worker: r.worker, host: r.host, socket: "" }];
-  t.exitCode = r.exit_code;
-  t.gates = r.gates;
-  t.agentResult = r.agent_result;
-  t.usage = r.usage;
-  t.waitingSince = null;
-  const renamed = await writeResultFiles(ctx, t, p, r, copies);
-  t.logs = r.logs
-    ? {
-        stdout: renamed.get(r.logs.stdout) ?? r.logs.stdout,
-        stderr: renamed.get(r.logs.stderr) ?? r.logs.stderr,
-      }
-    : t.logs;
-  await ctx.ledger.append(
+  const git = run.git!;
+  const attempts = Math.max(t.attempts, r.attempts);
+  recorder.note(t.id, {
+    attempts,
+    ...(t.hosts.length === 0 && r.attempts > 0
+      ? { hosts: [{ attempt: attempts, worker: r.worker, host: r.host, socket: "" }] }
+      : {}),
+    exitCode: r.exit_code,
+    gates: r.gates,
+    agentResult: r.agent_result,
+    usage: r.usage,
+  });
+  recorder.stopWaiting(t.id);
+  const { renamed, artifacts } = await writeResultFiles(run.runDir, ports.redactor, p, r, copies);
+  recorder.note(t.id, {
+    artifacts,
+    logs: r.logs
+      ? {
+          stdout: renamed.get(r.logs.stdout) ?? r.logs.stdout,
+          stderr: renamed.get(r.logs.stderr) ?? r.logs.stderr,
+        }
+      : t.logs,
+  });
+  await ports.ledger.append(
     "task.exited",
     { attempt: t.attempts, exit_code: r.exit_code, host: r.host, worker: r.worker, state: r.state },
     t.id,
   );
   if (r.state === "skipped") {
-    await transition(ctx, t, {
+    await recorder.transition(t.id, {
       to: "skipped",
       reason: "cancelled",
       detail: r.detail ?? "the run stopped before it started",
@@ -332,23 +321,31 @@ async function applyResult(
         throw new Error(`the remote's ${t.branch} is at ${tip}, not at the worker's ${r.commit}`);
       if (!(await isAncestor(git.root, t.startCommit!, tip)))
         throw new Error(`${t.branch} at ${tip} does not build on the task's start ${t.startCommit}`);
-      t.commit = tip;
+      recorder.note(t.id, { commit: tip });
     } catch (error) {
-      return fail(
-        ctx,
-        t,
+      return failTask(
+        run,
+        recorder,
+        t.id,
         "lost",
-        `its work could not be brought back from the git remote: ${redacted(ctx, error)}`,
+        `its work could not be brought back from the git remote: ${redacted(ports, error)}`,
       );
     }
   }
   if (r.state === "success") {
-    if (t.commit === null) return fail(ctx, t, "lost", "its worker reported success but pushed no commit");
-    await transition(ctx, t, { to: "success" });
-    await killPoint(ctx.fault, "kill-after-status", t.id);
+    if (t.commit === null)
+      return failTask(run, recorder, t.id, "lost", "its worker reported success but pushed no commit");
+    await recorder.transition(t.id, { to: "success" });
+    await killPoint(run.fault, "kill-after-status", t.id);
     return { kind: "done", ok: true };
   }
-  return fail(ctx, t, r.reason ?? "lost", r.detail === null ? null : ctx.redactor.redact(r.detail));
+  return failTask(
+    run,
+    recorder,
+    t.id,
+    r.reason ?? "lost",
+    r.detail === null ? null : ports.redactor.redact(r.detail),
+  );
 }
 
 /**
@@ -357,15 +354,15 @@ async function applyResult(
  * with a suffix when that name is taken here. Answers the new name of each log that was renamed.
  */
 async function writeResultFiles(
-  ctx: RunContext,
-  t: TaskRun,
+  runDir: string,
+  redactor: Redactor,
   p: TaskPlan,
   r: TaskJobResult,
   copies: LogCopies,
-): Promise<Map<string, string>> {
+): Promise<{ renamed: Map<string, string>; artifacts: string[] }> {
   const stems = new Map<string, string>();
   const renamed = new Map<string, string>();
-  const artifacts = relative(ctx.runDir, p.artifactsDir).split("\\").join("/");
+  const artifacts = relative(runDir, p.artifactsDir).split("\\").join("/");
   for (const f of r.files) {
     let rel = f.path;
     const copied = copies.localOf(rel);
@@ -381,8 +378,8 @@ async function writeResultFiles(
         mapped = stem;
         for (
           let n = 2;
-          existsSync(join(ctx.runDir, "logs", `${mapped}.out`)) ||
-          existsSync(join(ctx.runDir, "logs", `${mapped}.err`));
+          existsSync(join(runDir, "logs", `${mapped}.out`)) ||
+          existsSync(join(runDir, "logs", `${mapped}.err`));
           n++
         )
           mapped = `${stem}-${n}`;
@@ -391,7 +388,7 @@ async function writeResultFiles(
       rel = `logs/${mapped}${name.slice(stem.length)}`;
       if (rel !== f.path) renamed.set(f.path, rel);
     } else if (!rel.startsWith(`${artifacts}/`)) continue;
-    const abs = join(ctx.runDir, ...rel.split("/"));
+    const abs = join(runDir, ...rel.split("/"));
     const data = Buffer.from(f.data, "base64");
     const head =
       f.cut > 0
@@ -401,19 +398,71 @@ async function writeResultFiles(
         : null;
     mkdirSync(dirname(abs), { recursive: true, mode: 0o700 });
     await writeFile(abs, head ? Buffer.concat([head, data]) : data, { mode: 0o600 });
-    await redactFile(abs, ctx.redactor);
+    await redactFile(abs, redactor);
   }
-  if (existsSync(p.artifactsDir)) await redactNames(p.artifactsDir, ctx.redactor);
-  t.artifacts = [
+  if (existsSync(p.artifactsDir)) await redactNames(p.artifactsDir, redactor);
+  const kept = [
     `${artifacts}/`,
     ...r.files
       .map((f) => f.path)
-      .filter((f) => f.startsWith(`${artifacts}/`) && existsSync(join(ctx.runDir, f)))
+      .filter((f) => f.startsWith(`${artifacts}/`) && existsSync(join(runDir, f)))
       .map((f) => posix.normalize(f)),
   ];
-  return renamed;
+  return { renamed, artifacts: kept };
 }
 
-function redacted(ctx: RunContext, error: unknown): string {
-  return ctx.redactor.redact(errorText(error));
+function redacted(ports: Pick<Ports, "redactor">, error: unknown): string {
+  return ports.redactor.redact(errorText(error));
+}
+
+/**
+ * The remote start: the task's start commit computed in memory (its dependencies' branches
+ * merged onto the base, as for a local worktree), its branch created here without a worktree,
+ * and the start published to the git remote for a worker to fetch.
+ */
+async function publishStart(
+  run: Pick<RunPlan, "git" | "runId" | "identity" | "resumed">,
+  redactor: Redactor,
+  remote: string,
+  p: TaskPlan,
+): Promise<StartMade> {
+  const git = run.git!;
+  const start = await taskStartCommit({
+    repo: git.root,
+    base: git.baseCommit,
+    deps: p.dependencies.map((d) => ({ task: d, branch: taskBranch(run.runId, d) })),
+    branch: p.branch!,
+    identity: run.identity,
+    trailers: trailersOf(run.runId, p.id),
+  }).catch((error: unknown) => ({ ok: false as const, error }));
+  if (!start.ok) {
+    if ("conflict" in start) return { ok: false, conflict: start.conflict, branch: null };
+    return {
+      ok: false,
+      branch: null,
+      detail: `could not compute its start commit: ${redactor.redact(errorText(start.error))}`,
+    };
+  }
+  let branch: string | null = null;
+  try {
+    await createTaskBranch(git.root, p.branch!, start.commit, run.resumed, p.worktree!);
+    branch = p.branch;
+    await publishCommit(git.root, remote, start.commit, baseRefOf(run.runId, p.id));
+  } catch (error) {
+    return { ok: false, branch, detail: `could not publish its base: ${redactor.redact(errorText(error))}` };
+  }
+  return {
+    ok: true,
+    startCommit: start.commit,
+    branch: p.branch!,
+    event: {
+      type: "task.published",
+      data: {
+        branch: p.branch,
+        start_commit: start.commit,
+        remote: shownRemote(remote),
+        ref: baseRefOf(run.runId, p.id),
+      },
+    },
+  };
 }

@@ -74,7 +74,7 @@ export type FaultPoint =
   | "pause-before-drive"
   | "pause-before-merge";
 
-/** The fault a test injected into the run (`ctx.fault`), or null. */
+/** The fault a test injected into the run (`RunPlan.fault`), or null. */
 export type Fault = string | null;
 
 /** Whether the fault `point` is armed (for a task point: for `taskId`). */

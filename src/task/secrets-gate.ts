@@ -1,6 +1,6 @@
 import { closeSync, lstatSync, openSync, readlinkSync, readSync } from "node:fs";
 import type { Gate } from "../contract/report.js";
-import type { RunContext } from "./context.js";
+import type { Ports } from "./ports.js";
 
 /** Bytes read at a time from a changed file; a secret cut at a chunk's end is caught by the overlap. */
 const CHUNK = 8 * 1024 * 1024;
@@ -19,17 +19,17 @@ const MAX_NAMED = 10;
  * Returns null when the run has no secrets (nothing to look for).
  */
 export async function secretsGate(
-  ctx: Pick<RunContext, "secretFinder" | "workspace" | "redactor">,
+  ports: Pick<Ports, "secretFinder" | "workspace" | "redactor">,
   worktree: string,
   start: string,
   exclude: readonly string[],
 ): Promise<Gate | null> {
-  const finder = ctx.secretFinder;
+  const finder = ports.secretFinder;
   if (!finder) return null;
-  const { paths, messages, head } = await ctx.workspace.pendingChanges(worktree, start, exclude);
+  const { paths, messages, head } = await ports.workspace.pendingChanges(worktree, start, exclude);
   const found: string[] = [];
   for (const path of paths) {
-    const shown = ctx.redactor.redact(path.toString("utf8"));
+    const shown = ports.redactor.redact(path.toString("utf8"));
     if (finder.finds(path)) found.push(`${shown} (its name)`);
     else if (holdsSecret(worktree, path, (b) => finder.finds(b))) found.push(shown);
   }

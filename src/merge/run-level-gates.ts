@@ -6,15 +6,22 @@ import { errorText } from "../errors.js";
 import { findMatches } from "../fs/find-files.js";
 import { integrationWorktree } from "../fs/names.js";
 import { prepareDetachedWorktree, removeWorktree } from "../git/worktree.js";
-import { inRepo, type RunContext } from "./context.js";
-import { timeoutOf } from "./task-plan.js";
-import { testsGate } from "./tests-gate.js";
+import type { Ports } from "../task/ports.js";
+import { inRepo, type RunPlan } from "../task/run-plan.js";
+import type { RunStop } from "../task/stop.js";
+import { timeoutOf } from "../task/task-plan.js";
+import { testsGate } from "../task/tests-gate.js";
 
 /** success_criteria of the whole run, checked on the integration commit in a scratch worktree. */
-export async function runLevelGates(ctx: RunContext, integration: string): Promise<Gate[] | "detached"> {
-  const criteria = ctx.input.assignments.success_criteria;
+export async function runLevelGates(
+  run: RunPlan,
+  ports: Ports,
+  stop: RunStop,
+  integration: string,
+): Promise<Gate[] | "detached"> {
+  const criteria = run.input.assignments.success_criteria;
   const gates: Gate[] = [];
-  if (!ctx.verify) {
+  if (!run.settings.verify) {
     if (criteria.required_artifacts.length)
       gates.push({
         name: "run.required_artifacts",
@@ -27,26 +34,26 @@ export async function runLevelGates(ctx: RunContext, integration: string): Promi
     return gates;
   }
   if (criteria.required_artifacts.length === 0 && !criteria.tests_cmd) return gates;
-  const scratch = integrationWorktree(ctx.runId);
-  const include = ctx.input.assignments.environment.worktree_include;
-  await removeWorktree(ctx.git!.root, scratch).catch(() => {});
+  const scratch = integrationWorktree(run.runId);
+  const include = run.input.assignments.environment.worktree_include;
+  await removeWorktree(run.git!.root, scratch).catch(() => {});
   await prepareDetachedWorktree({
-    repo: ctx.git!.root,
+    repo: run.git!.root,
     path: scratch,
     commit: integration,
-    include: inRepo(ctx, include),
-    copy: inRepo(ctx, ctx.input.assignments.environment.worktree_copy),
-    pool: ctx.pool ?? undefined,
+    include: inRepo(run.git, include),
+    copy: inRepo(run.git, run.input.assignments.environment.worktree_copy),
+    pool: ports.pool ?? undefined,
   });
   // The gates look at the workspace's folder of the integration tree.
-  const workspace = join(scratch, ctx.git!.prefix);
+  const workspace = join(scratch, run.git!.prefix);
   try {
     if (criteria.required_artifacts.length) {
       const missing: string[] = [];
       for (const p of criteria.required_artifacts) {
         const inRunDir = p.startsWith("artifacts/");
-        const found = inRunDir ? await findMatches(ctx.runDir, p) : await findMatches(workspace, p, include);
-        if (found.length === 0 || (inRunDir && !(await stat(join(ctx.runDir, found[0]!)).catch(() => null))))
+        const found = inRunDir ? await findMatches(run.runDir, p) : await findMatches(workspace, p, include);
+        if (found.length === 0 || (inRunDir && !(await stat(join(run.runDir, found[0]!)).catch(() => null))))
           missing.push(p);
       }
       gates.push({
@@ -69,23 +76,23 @@ export async function runLevelGates(ctx: RunContext, integration: string): Promi
         });
       } else {
         const { env } = agentEnvironment({
-          processEnv: ctx.processEnv,
-          envVars: ctx.input.assignments.environment.env_vars,
+          processEnv: run.processEnv,
+          envVars: run.input.assignments.environment.env_vars,
           agentEnv: {},
           taskEnv: {},
           termorch: {
-            TERMORCH_RUN_ID: ctx.runId,
-            TERMORCH_RUN_DIR: ctx.runDir,
+            TERMORCH_RUN_ID: run.runId,
+            TERMORCH_RUN_DIR: run.runDir,
             TERMORCH_WORKSPACE: workspace,
           },
-          config: ctx.input.config,
+          config: run.input.config,
         });
-        const gate = await testsGate(ctx, {
+        const gate = await testsGate(run, ports, stop, {
           name: "run.tests_cmd",
           command: criteria.tests_cmd,
           cwd: workspace,
           env,
-          timeoutS: timeoutOf(ctx.input),
+          timeoutS: timeoutOf(run.input),
           logName: "tests",
         });
         if (gate === "detached") return gate;
@@ -95,9 +102,9 @@ export async function runLevelGates(ctx: RunContext, integration: string): Promi
   } finally {
     // Into the pool when it can go there: a removal takes seconds on a large repository, and
     // the report waits for this one.
-    if (!(await ctx.pool?.give(scratch, integration)))
-      await removeWorktree(ctx.git!.root, scratch).catch((error: unknown) =>
-        ctx.log.warn({ err: errorText(error) }, "could not remove the scratch worktree"),
+    if (!(await ports.pool?.give(scratch, integration)))
+      await removeWorktree(run.git!.root, scratch).catch((error: unknown) =>
+        ports.log.warn({ err: errorText(error) }, "could not remove the scratch worktree"),
       );
   }
   return gates;

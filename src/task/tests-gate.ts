@@ -2,8 +2,10 @@ import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import type { Gate } from "../contract/report.js";
 import { runShellGate } from "../shell/gate.js";
-import type { RunContext } from "./context.js";
 import { gatePoint } from "./faults.js";
+import type { Ports } from "./ports.js";
+import type { RunPlan } from "./run-plan.js";
+import type { RunStop } from "./stop.js";
 
 /**
  * A `tests_cmd` gate (a task's or the run's): runs the command line with `sh -c` in `cwd`,
@@ -12,7 +14,9 @@ import { gatePoint } from "./faults.js";
  * left is ended before the resumed run starts it again (runShellGate's `record`).
  */
 export async function testsGate(
-  ctx: RunContext,
+  run: Pick<RunPlan, "runDir" | "privateDir" | "fault" | "killGraceMs" | "maxLogBytes">,
+  ports: Pick<Ports, "logNames" | "now" | "redactor">,
+  stop: RunStop,
   o: {
     name: string;
     command: string;
@@ -24,25 +28,25 @@ export async function testsGate(
     taskId?: string;
   },
 ): Promise<Gate | "detached"> {
-  const stem = ctx.logNames.next(o.logName, ctx.now());
+  const stem = ports.logNames.next(o.logName, ports.now());
   // Per gate, not per attempt: a resumed run's gate must find the one its dead driver left.
-  const records = join(ctx.privateDir, "gates");
+  const records = join(run.privateDir, "gates");
   await mkdir(records, { recursive: true, mode: 0o700 });
-  gatePoint(ctx.fault, o.taskId, join(records, `${o.logName}.json`));
+  gatePoint(run.fault, o.taskId, join(records, `${o.logName}.json`));
   const result = await runShellGate({
     command: o.command,
     cwd: o.cwd,
     env: o.env,
     timeoutMs: o.timeoutS === undefined ? null : o.timeoutS * 1000,
-    killGraceMs: ctx.killGraceMs,
-    stdoutLog: join(ctx.runDir, "logs", `${stem}.out`),
-    stderrLog: join(ctx.runDir, "logs", `${stem}.err`),
-    redactor: ctx.redactor,
-    maxLogBytes: ctx.maxLogBytes,
+    killGraceMs: run.killGraceMs,
+    stdoutLog: join(run.runDir, "logs", `${stem}.out`),
+    stderrLog: join(run.runDir, "logs", `${stem}.err`),
+    redactor: ports.redactor,
+    maxLogBytes: run.maxLogBytes,
     record: join(records, `${o.logName}.json`),
-    signal: ctx.stop.signal,
+    signal: stop.signal,
   });
-  if (ctx.stop.detaching) return "detached";
+  if (stop.detaching) return "detached";
   // A gate whose status was lost never passes: its command may well have failed.
   const passed = result.statusLost === null && result.exitCode === 0 && !result.timedOut;
   const how = result.timedOut

@@ -4,8 +4,9 @@ import { unreachable } from "../errors.js";
 import { integrationBranch } from "../fs/names.js";
 import { type AdvanceResult, finishAdvance } from "../git/advance.js";
 import { type MergeOutcome, skippedMerge } from "../report/build.js";
-import type { RunContext } from "./context.js";
-import { clearMergeIntent } from "./merge-intent.js";
+import type { Ports } from "../task/ports.js";
+import type { RunPlan } from "../task/run-plan.js";
+import { clearMergeIntent } from "./intent.js";
 
 /** What the merge stage hands the report; see mergeStage. */
 export interface MergeStageResult {
@@ -19,7 +20,7 @@ export interface MergeStageResult {
   unfinished?: boolean;
 }
 
-export const integrationBranchOf = (ctx: Pick<RunContext, "runId">): string => integrationBranch(ctx.runId);
+export const integrationBranchOf = (run: Pick<RunPlan, "runId">): string => integrationBranch(run.runId);
 export const short = (sha: string | null): string => (sha === null ? "nothing" : sha.slice(0, 12));
 
 /**
@@ -29,12 +30,12 @@ export const short = (sha: string | null): string => (sha === null ? "nothing" :
  * a resume finishes it once whatever stopped it is gone.
  */
 export function advanceFailed(
-  ctx: Pick<RunContext, "runId" | "runDir">,
+  run: Pick<RunPlan, "runId" | "runDir">,
   outcome: MergeOutcome,
   validation: MergeStageResult["validation"],
   advance: Extract<AdvanceResult, { status: "rolled_back" | "rollback_failed" }>,
 ): MergeStageResult {
-  const where = `the result is on ${integrationBranchOf(ctx)}`;
+  const where = `the result is on ${integrationBranchOf(run)}`;
   if (advance.status === "rolled_back")
     return {
       merge: {
@@ -46,7 +47,7 @@ export function advanceFailed(
     };
   const unfinished = advance.at === advance.new && advance.worktree !== null;
   const todo = unfinished
-    ? `${advance.lock ? `wait for the git process holding ${advance.lock} to end (or, if none runs, remove that file)` : `resolve what stopped git in ${advance.worktree}`}, then run termorch resume ${ctx.runDir} to finish the merge; or, to undo it by hand instead, run git -C ${advance.worktree} reset --keep ${advance.old} (a later resume then merges again)`
+    ? `${advance.lock ? `wait for the git process holding ${advance.lock} to end (or, if none runs, remove that file)` : `resolve what stopped git in ${advance.worktree}`}, then run termorch resume ${run.runDir} to finish the merge; or, to undo it by hand instead, run git -C ${advance.worktree} reset --keep ${advance.old} (a later resume then merges again)`
     : `check ${advance.ref} and git status in its checkout; ${where}`;
   return {
     merge: { ...outcome, result: "failed", reason: `${advance.detail}. To do: ${todo}` },
@@ -63,13 +64,14 @@ export function advanceFailed(
  * reported (see drive), so a crash before that finds it again.
  */
 export async function finishInterruptedMerge(
-  ctx: RunContext,
+  run: Pick<RunPlan, "git" | "runId" | "runDir" | "privateDir">,
+  ports: Pick<Ports, "ledger">,
   order: readonly string[],
   intent: MergeIntent,
 ): Promise<MergeStageResult | null> {
-  const { root, baseCommit, targetRef } = ctx.git!;
+  const { root, baseCommit, targetRef } = run.git!;
   const done = await finishAdvance(root, intent);
-  await ctx.ledger.append("merge.interrupted_update", { ...intent, outcome: done.status });
+  await ports.ledger.append("merge.interrupted_update", { ...intent, outcome: done.status });
   const outcome: MergeOutcome = {
     ...skippedMerge(""),
     order: [...order],
@@ -83,7 +85,7 @@ export async function finishInterruptedMerge(
   const validation = intent.validation;
   switch (done.status) {
     case "not_moved":
-      await clearMergeIntent(ctx);
+      await clearMergeIntent(run);
       return null;
     case "advanced":
       return { merge: { ...outcome, result: "success", reason: null }, validation };
@@ -92,13 +94,13 @@ export async function finishInterruptedMerge(
         merge: {
           ...outcome,
           result: "failed",
-          reason: `termorch was interrupted while moving ${intent.ref} from ${short(intent.old)} to ${short(intent.new)}, and it is now at ${short(done.current)}: it was moved since, so termorch left it alone (check git status there); the result is on ${integrationBranchOf(ctx)}`,
+          reason: `termorch was interrupted while moving ${intent.ref} from ${short(intent.old)} to ${short(intent.new)}, and it is now at ${short(done.current)}: it was moved since, so termorch left it alone (check git status there); the result is on ${integrationBranchOf(run)}`,
         },
         validation,
       };
     case "rolled_back":
     case "rollback_failed":
-      return advanceFailed(ctx, outcome, validation, done);
+      return advanceFailed(run, outcome, validation, done);
     default:
       return unreachable(done);
   }

@@ -1,0 +1,327 @@
+import { existsSync, type FSWatcher, watch } from "node:fs";
+import { mkdir, rm } from "node:fs/promises";
+import { join } from "node:path";
+import type PQueue from "p-queue";
+import { errorText } from "../errors.js";
+import { removeStrayTemps } from "../fs/atomic.js";
+import { sessionPrefix } from "../fs/names.js";
+import { registerRun } from "../fs/registry.js";
+import { cleanUpMerged } from "../merge/clean-up.js";
+import { clearMergeIntent } from "../merge/intent.js";
+import { integrationBranchOf } from "../merge/recovery.js";
+import { type MergeStageResult, mergeStage } from "../merge/stage.js";
+import { type RunError, skippedMerge } from "../report/build.js";
+import type { RemoteBackend } from "../runner/task-hosts.js";
+import type { TaskExecutor } from "../task/executor.js";
+import { killPoint, pausePoint } from "../task/faults.js";
+import type { Ports } from "../task/ports.js";
+import type { TaskRecorder } from "../task/recorder.js";
+import { snapshotRefs } from "../task/ref-watch.js";
+import type { RunStop } from "../task/stop.js";
+import { dispatch } from "./dispatch.js";
+import type { OpenRun } from "./open-run.js";
+import type { RunResult } from "./report-file.js";
+import { writeReport } from "./report-file.js";
+import { runReport } from "./run-report.js";
+import { runStateOf } from "./run-state.js";
+
+/** What the caller of drive hears and steers (a part of DriveOptions). */
+export interface DriveHooks {
+  hostQueue?: PQueue;
+  onStart?: (info: StartInfo) => void;
+  onReport?: (result: RunResult) => Promise<void>;
+}
+
+/** What a run announces once planned: enough to find its files and attach to its sessions. */
+export interface StartInfo {
+  runId: string;
+  runDir: string;
+  socket: string;
+  tasks: number;
+  waves: number;
+  dryRun: boolean;
+  sessionPrefix: string;
+  resumed: boolean;
+  /**
+   * The folder the run directory would have been, had it not been inside a git work tree:
+   * the run's files went to `runDir` under it instead, which git ignores.
+   */
+  keptApartFrom: string | null;
+  /** The run id the file asked for, when it was in use and the run got a suffixed one instead. */
+  renamedFrom: string | null;
+  /** The run's redactor (its secrets and patterns), for whatever the caller prints from now on. */
+  redactor: Ports["redactor"];
+  /** Scale-out: the backend its tasks run on (e.g. `bullmq redis://…`); null when they run in local tmux. */
+  hosts: string | null;
+}
+
+/** A run left to a later resume (detach): no report yet. */
+export interface DetachedResult {
+  detached: true;
+  runId: string;
+  runDir: string;
+}
+
+export function startInfo(
+  o: OpenRun,
+  remote: RemoteBackend | null,
+  at: { dryRun: boolean; resumed: boolean; keptApartFrom: string | null },
+): StartInfo {
+  const { run } = o;
+  return {
+    runId: run.runId,
+    runDir: run.runDir,
+    keptApartFrom: at.keptApartFrom,
+    renamedFrom: run.input.runId === run.runId ? null : run.input.runId,
+    socket: o.ports.runner.socket,
+    tasks: o.recorder.size,
+    waves: run.waves.waves.length,
+    dryRun: at.dryRun,
+    sessionPrefix: sessionPrefix(run.runId),
+    resumed: at.resumed,
+    redactor: o.ports.redactor,
+    hosts: remote?.hosts.name ?? null,
+  };
+}
+
+/** An unexpected failure as the report's `error`. */
+export function internalError(error: unknown): RunError {
+  return {
+    kind: "internal",
+    message: errorText(error),
+    hint: "Run again with --debug for details; the report lists what finished.",
+    problems: [],
+  };
+}
+
+/** Schedule, merge, report, clean up: the part of a run that `resume` repeats. */
+export async function drive(
+  o: OpenRun,
+  remote: RemoteBackend | null,
+  executor: TaskExecutor,
+  hooks: DriveHooks,
+  resumed: boolean,
+  keptApartFrom: string | null = null,
+): Promise<RunResult | DetachedResult> {
+  const { run, ports, stop, recorder } = o;
+  const { runDir, privateDir } = run;
+  const { ledger } = ports;
+  await pausePoint(run.fault, runDir, "pause-before-drive");
+  recorder.placeSessions(await ports.runner.socketPath());
+  hooks.onStart?.(startInfo(o, remote, { dryRun: false, resumed, keptApartFrom }));
+  await Promise.all(["logs", "status", "artifacts"].map((d) => mkdir(join(runDir, d), { recursive: true })));
+  await mkdir(privateDir, { recursive: true, mode: 0o700 });
+  if (!resumed) {
+    await ledger.append("run.accepted", {
+      run_id: run.runId,
+      assignments: run.input.file,
+      workspace: run.input.workspace,
+      tasks: run.input.assignments.tasks.map((t) => ({
+        id: t.id,
+        agent: t.agent,
+        dependencies: t.dependencies,
+      })),
+      base_commit: run.git?.baseCommit ?? null,
+      target: run.git?.targetRef ?? null,
+    });
+    await killPoint(run.fault, "kill-after-accepted");
+    await ledger.append("run.planned", {
+      waves: run.waves.waves,
+      critical_path: run.waves.criticalPath,
+      max_parallel: run.settings.max_parallel,
+      schedule: run.settings.schedule,
+      argv: Object.fromEntries(recorder.all().map((t) => [t.id, t.argv])),
+    });
+    await recorder.clearStatusFiles();
+    // Before any agent runs: what they change in the user's repository is found against it
+    // (the list taken with the base commit, see inspectWorkspace).
+    await snapshotRefs(run, ports.now());
+  } else {
+    // What a killed driver left half-written: temp copies of status files and of the run's own
+    // files, and status files older than the journal.
+    const stray = [...(await removeStrayTemps(join(runDir, "status"))), ...(await removeStrayTemps(runDir))];
+    if (stray.length > 0) ports.log.info({ files: stray }, "removed what an interrupted write left");
+    recorder.rewriteStatusFiles();
+  }
+  await o.stateFile.save();
+  await registerRun(
+    {
+      run_id: run.runId,
+      run_dir: runDir,
+      socket: ports.runner.socket,
+      pid: process.pid,
+      started_at: new Date(run.startedAt).toISOString(),
+    },
+    run.processEnv,
+  ).catch((error: unknown) =>
+    // Only `termorch status <id>` and friends miss it; the run itself goes on.
+    ports.log.warn({ err: errorText(error) }, "could not register the run in the per-user registry"),
+  );
+  // `termorch cancel` drops a file here; watching it needs no port and works for any driver.
+  const cancelWatch = watchForCancel(privateDir, ports, stop);
+
+  let peak = 0;
+  let internal: RunError | null = null;
+  try {
+    const dispatched = await dispatch(run, stop, recorder, executor, hooks.hostQueue);
+    if (dispatched === "detached") {
+      cancelWatch?.close();
+      return detach(o);
+    }
+    peak = dispatched;
+  } catch (error) {
+    internal = internalError(error);
+    ports.log.error({ err: internal.message }, "run stopped by an internal error");
+  } finally {
+    cancelWatch?.close();
+  }
+
+  let stage: MergeStageResult = {
+    merge: skippedMerge("the run stopped before the merge"),
+    validation: "skipped",
+  };
+  if (internal === null) {
+    await pausePoint(run.fault, runDir, "pause-before-merge");
+    try {
+      const merged = await mergeStage(run, ports, stop, recorder);
+      if (merged === "detached") return detach(o);
+      stage = merged;
+    } catch (error) {
+      internal = { kind: "internal", message: `merge failed: ${errorText(error)}`, hint: null, problems: [] };
+      stage = { merge: { ...skippedMerge(internal.message), result: "failed" }, validation: "skipped" };
+    }
+  }
+  await ledger.append(`merge.${stage.merge.result}`, { ...stage.merge, validation: stage.validation });
+  const report = runReport(run, recorder, ports.redactor, {
+    merge: stage.merge,
+    validation: stage.validation,
+    peak,
+    error: internal,
+    cancelled: stop.cancelled,
+    socket: ports.runner.socket,
+  });
+  await ledger.append("report.written", {
+    exit_code: report.exit_code,
+    completed: report.summary.completed,
+    failed_tasks: report.summary.failed_tasks,
+    skipped_tasks: report.summary.skipped_tasks,
+    cancelled_tasks: report.summary.cancelled_tasks,
+  });
+  await killPoint(run.fault, "kill-before-report");
+  const result = await writeReport(runDir, report);
+  await killPoint(run.fault, "kill-after-report");
+  await o.stateFile.finish({
+    ...runStateOf(run, recorder, ports.runner.socket, o.journal.path),
+    // A move of the target left unfinished keeps the run open: `termorch resume` finishes it.
+    phase: stage.unfinished ? "running" : "reported",
+    // Complete now: the task journal is no longer needed.
+    task_journal: null,
+    report: result.reportPath,
+    exit_code: report.exit_code,
+  });
+  // Only once state.json says reported: a crash before that leaves a resume the record of a
+  // move that happened, which it then reports rather than merging again.
+  if (!stage.unfinished) await clearMergeIntent(run);
+  o.journal.close();
+  await rm(o.journal.path, { force: true }).catch(() => {});
+  // The prompts as the agents got them, unredacted: no one needs them once the run is reported
+  // (artifacts/<id>/prompt.md keeps the redacted text).
+  await rm(join(privateDir, "prompts"), { recursive: true, force: true }).catch(() => {});
+  // Its failure is the caller's to handle (the daemon answers again once the run returns).
+  await hooks
+    .onReport?.(result)
+    .catch((error: unknown) => ports.log.warn({ err: errorText(error) }, "could not hand the report on"));
+  // Awaited (bounded by notify.timeout_s): a cron job's run returns once it was told.
+  await ports.notifier.runFinished(report, result.reportPath);
+  const merged = stage.merge.result === "success" ? stage.merge.resultCommit : null;
+  if (merged && run.git && !run.settings.keep_branches) {
+    const cleaned = await cleanUpMerged(
+      run,
+      ports,
+      (id) => recorder.get(id),
+      remote?.remote ?? null,
+      integrationBranchOf(run),
+      merged,
+    );
+    await ledger.append("run.cleaned", { ...cleaned });
+  }
+  // Worktrees still on their way into the pool (a run that did not merge) are not left half-moved.
+  await ports.pool?.settled();
+  await ledger.close();
+  const keptSessions = await closeSessions(ports, recorder, run.settings.sessions);
+  if (internal === null && !stop.cancelled)
+    await rm(join(privateDir, "tasks"), { recursive: true, force: true }).catch(() => {});
+  return { ...result, keptSessions };
+}
+
+/** Leaves the run to a later resume: state persisted, agents still running in tmux, no report. */
+async function detach(o: OpenRun): Promise<DetachedResult> {
+  const { run, ports } = o;
+  await ports.pool?.settled();
+  await o.stateFile.finish();
+  o.journal.close();
+  // Failures already queued are still told (bounded); the run's own end comes with its resume.
+  await ports.notifier.drained();
+  await ports.ledger.append("run.detached", { pid: process.pid });
+  await ports.ledger.close();
+  return { detached: true, runId: run.runId, runDir: run.runDir };
+}
+
+function watchForCancel(
+  privateDir: string,
+  ports: Pick<Ports, "log" | "ledger">,
+  stop: RunStop,
+): FSWatcher | null {
+  const file = join(privateDir, "cancel");
+  const check = (): void => {
+    if (!stop.cancelled && existsSync(file)) {
+      ports.log.warn("cancel requested");
+      void ports.ledger.append("run.cancel_requested", { by: "cancel file" });
+      stop.request("cancel");
+    }
+  };
+  try {
+    // Only the cancel file matters: the task journal beside it changes at every transition.
+    const watcher = watch(privateDir, (_event, name) => {
+      if (name === null || name === "cancel") check();
+    });
+    watcher.on("error", () => {});
+    check();
+    return watcher;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Successful sessions close once the report is written; failed ones stay for inspection unless
+ * --clean. Returns the task sessions still alive afterwards (a lost task's session is gone), so
+ * the CLI names only sessions one can attach to.
+ */
+async function closeSessions(
+  ports: Pick<Ports, "runner" | "log">,
+  recorder: Pick<TaskRecorder, "all">,
+  policy: "default" | "keep" | "clean",
+): Promise<string[]> {
+  const tasks = recorder.all();
+  if (policy !== "keep") {
+    const closing = tasks.filter(
+      (t) => t.session && t.attempts > 0 && (policy === "clean" || t.state === "success"),
+    );
+    await ports.runner
+      .close(closing.map((t) => t.session!))
+      .catch((error: unknown) =>
+        ports.log.warn({ err: errorText(error) }, "could not close the task sessions"),
+      );
+  }
+  const live = await ports.runner.openSessions().catch((error: unknown) => {
+    ports.log.warn({ err: errorText(error) }, "could not list the sessions left open");
+    return new Set<string>();
+  });
+  await ports.runner
+    .closeIfIdle()
+    .catch((error: unknown) =>
+      ports.log.warn({ err: errorText(error) }, "could not stop the idle tmux server"),
+    );
+  return tasks.flatMap((t) => (t.session && live.has(t.session) ? [t.session] : []));
+}

@@ -1,0 +1,49 @@
+import type { Report } from "../contract/report.js";
+import { outputLogOf } from "../fs/output-log.js";
+import type { Redactor } from "../redact/redactor.js";
+import { buildReport, type MergeOutcome, type RunError } from "../report/build.js";
+import type { TaskRecorder } from "../task/recorder.js";
+import type { RunPlan } from "../task/run-plan.js";
+
+/** The run's report, redacted, from its tasks as recorded and the merge's outcome. */
+export function runReport(
+  run: RunPlan,
+  recorder: Pick<TaskRecorder, "all" | "conflicts">,
+  redactor: Redactor,
+  o: {
+    merge: MergeOutcome;
+    validation: Report["summary"]["validation"];
+    peak: number;
+    error: RunError | null;
+    cancelled: boolean;
+    /** The tmux socket the run's sessions are on; null for a dry run (none started). */
+    socket: string | null;
+  },
+): Report {
+  const tasks = recorder.all();
+  return redactor.redactDeep(
+    buildReport({
+      runId: run.runId,
+      startedAt: run.startedAt,
+      finishedAt: Date.now(),
+      dryRun: o.socket === null,
+      waves: run.waves.waves,
+      tasks: [...tasks],
+      outputLogs: new Map(
+        tasks.map((t) => [
+          t.id,
+          t.logs ? outputLogOf(run.runDir, t.logs, run.plans.get(t.id)?.tty ?? false) : "stderr",
+        ]),
+      ),
+      merge: { ...o.merge, conflicts: [...recorder.conflicts, ...o.merge.conflicts] },
+      validation: o.validation,
+      cancelled: o.cancelled,
+      error: o.error,
+      workspace: run.input.workspace,
+      tmuxSocket: o.socket,
+      criticalPath: run.waves.criticalPath,
+      maxParallel: run.settings.max_parallel,
+      peakParallelism: o.peak,
+    }),
+  );
+}

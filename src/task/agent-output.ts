@@ -1,0 +1,95 @@
+import { closeSync, openSync, readFileSync, readSync, statSync } from "node:fs";
+import { join } from "node:path";
+import {
+  type OutputFormat,
+  parseAgentOutput,
+  parseTranscript,
+  SIDE_OUTPUTS,
+  type TranscriptFormat,
+} from "../agent/results.js";
+import { findSession } from "../agent/session-files.js";
+import { type AgentResult, addUsage, type Usage } from "../contract/agent-result.js";
+import type { Redactor } from "../redact/redactor.js";
+import type { AttemptOutcome } from "./outcome.js";
+import type { TaskPlan } from "./task-plan.js";
+import type { TaskRun } from "./task-run.js";
+
+/** What the agent's CLI said of its work: kept on the task (agent_result, usage summed over attempts). */
+export interface AgentAccount {
+  agentResult: AgentResult | null;
+  usage: Usage | null;
+}
+
+/**
+ * What the agent's CLI said about its work (a preset's JSON on stdout, read from the log, which
+ * is redacted already), and an error it reported while exiting 0, which fails the attempt with
+ * reason agent_error.
+ */
+export function agentOutcome(
+  runDir: string,
+  redactor: Redactor,
+  t: Readonly<TaskRun>,
+  p: Pick<TaskPlan, "usageFile" | "sessions" | "env" | "cwd">,
+  format: OutputFormat,
+  attempt: AttemptOutcome,
+): { outcome: AttemptOutcome; account: AgentAccount } {
+  let { result, usage } = parseAgentOutput(format, readLogTail(join(runDir, t.logs!.stdout)), {
+    // Up to 16 MiB each: only what the CLI's parser reads.
+    stderr: SIDE_OUTPUTS[format].includes("stderr") ? readLogTail(join(runDir, t.logs!.stderr)) : "",
+    usageFile: SIDE_OUTPUTS[format].includes("usageFile") ? readLogTail(p.usageFile) : "",
+  });
+  // What its output leaves out (cn prints neither tokens nor a session id), from the session its
+  // CLI kept.
+  const found =
+    p.sessions !== null && (usage === null || result?.session_id === null)
+      ? findSession(p.sessions, { env: p.env, cwd: p.cwd, since: t.attemptStartedAt ?? 0 })
+      : null;
+  if (found) {
+    const session = parseTranscript(found.format, redactor.redact(readLogTail(found.path)));
+    usage = usage ?? session.usage;
+    if (result && result.session_id === null)
+      result = { ...result, session_id: session.result?.session_id ?? null };
+  }
+  const account = { agentResult: result, usage: addUsage([t.usage, usage]) };
+  if (attempt.reason !== null || !result?.is_error) return { outcome: attempt, account };
+  return {
+    outcome: {
+      reason: "agent_error",
+      detail: `its agent reported an error while exiting 0${result.summary ? `: ${result.summary.slice(0, 500)}` : ""}`,
+    },
+    account,
+  };
+}
+
+/**
+ * An interactive agent's account of its work, from the transcript its CLI keeps of the session
+ * (redacted here: it is the CLI's file, not a log of termorch's).
+ */
+export function transcriptAccount(
+  redactor: Redactor,
+  t: Readonly<TaskRun>,
+  transcript: { format: TranscriptFormat; path: string } | null,
+): AgentAccount | null {
+  if (!transcript) return null;
+  const { result, usage } = parseTranscript(transcript.format, redactor.redact(readLogTail(transcript.path)));
+  return { agentResult: result ?? t.agentResult, usage: addUsage([t.usage, usage]) };
+}
+
+/** A log's text, or its last 16 MiB (a CLI's final result is at its end). */
+function readLogTail(path: string): string {
+  const MAX = 16 * 1024 * 1024;
+  try {
+    const size = statSync(path).size;
+    if (size <= MAX) return readFileSync(path, "utf8");
+    const fd = openSync(path, "r");
+    try {
+      const buf = Buffer.alloc(MAX);
+      readSync(fd, buf, 0, MAX, size - MAX);
+      return buf.toString("utf8");
+    } finally {
+      closeSync(fd);
+    }
+  } catch {
+    return "";
+  }
+}

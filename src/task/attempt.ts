@@ -1,0 +1,244 @@
+import { mkdirSync, rmSync } from "node:fs";
+import { writeFile } from "node:fs/promises";
+import { dirname, join } from "node:path";
+import { errorText } from "../errors.js";
+import { endRecordedCgroup } from "../fs/cgroup.js";
+import { cgroupRecordOf } from "../fs/private-dir.js";
+import type { ExitRecord, RunningAttempt } from "../runner/task-runner.js";
+import { type AgentAccount, transcriptAccount } from "./agent-output.js";
+import { killPoint } from "./faults.js";
+import { handoffTemplate } from "./handoff.js";
+import { watchInteractive } from "./interactive.js";
+import { type AttemptOutcome, classifyExit } from "./outcome.js";
+import type { Ports } from "./ports.js";
+import { writePrompt } from "./prompt.js";
+import type { TaskRecorder } from "./recorder.js";
+import type { RunPlan } from "./run-plan.js";
+import type { RunStop } from "./stop.js";
+import type { TaskPlan } from "./task-plan.js";
+import type { TaskRun } from "./task-run.js";
+
+/** One attempt's end: its exit record (null: it never started) and what it means. */
+export interface AttemptResult extends AttemptOutcome {
+  record: ExitRecord | null;
+  /** An interactive agent's account of its work, from its session's transcript. */
+  account?: AgentAccount | null;
+}
+
+/** The agent's environment for this attempt. */
+export function attemptEnv(p: TaskPlan, attempt: number): Record<string, string> {
+  return { ...p.env, TERMORCH_ATTEMPT: String(attempt) };
+}
+
+/** `<run-dir>/.termorch/<run>/tasks/<task>/<attempt>`: where an attempt's supervisor files and exit record live. */
+export function attemptDirOf(privateDir: string, taskId: string, attempt: number): string {
+  return join(privateDir, "tasks", taskId, String(attempt));
+}
+
+/** The run's side of an attempt: what launching and watching one reads and works through. */
+export interface AttemptSide {
+  run: RunPlan;
+  ports: Ports;
+  stop: RunStop;
+  recorder: TaskRecorder;
+}
+
+/** A new attempt: recorded, its prompt and the CLI's files written, launched, watched to its end. */
+export async function runAttempt(
+  a: AttemptSide,
+  t: Readonly<TaskRun>,
+  p: TaskPlan,
+): Promise<AttemptResult | "detached"> {
+  const { run, ports, recorder } = a;
+  // Recorded before the session exists, so an interrupted run knows which session to look for
+  // (a resume also finds attempts by their folders, which the launch creates first).
+  recorder.checkpoint(t.id, {
+    logs: newLogs(ports, p),
+    attemptDir: attemptDirOf(run.privateDir, t.id, t.attempts),
+    attemptStartedAt: ports.now(),
+  });
+  await killPoint(run.fault, "kill-after-attempt-recorded", t.id);
+  if (t.attempts > 1) await killPoint(run.fault, "kill-after-retry-recorded", t.id);
+  try {
+    await writePrompt(run, ports, recorder, p);
+    // Each attempt starts from the files termorch gives its CLI (its plugin: opencode's, pi's).
+    const configDir = p.interactive?.events?.configDir;
+    if (configDir)
+      for (const [name, content] of Object.entries(configDir.files)) {
+        mkdirSync(dirname(join(configDir.path, name)), { recursive: true, mode: 0o700 });
+        await writeFile(join(configDir.path, name), content, { mode: 0o600 });
+      }
+    // Its CLI writes it afresh (copilot's usage): none of an earlier attempt's is counted again.
+    mkdirSync(dirname(p.usageFile), { recursive: true, mode: 0o700 });
+    rmSync(p.usageFile, { force: true });
+    // Each attempt fills a fresh template, as it starts from a fresh worktree.
+    if (p.handoff) {
+      mkdirSync(dirname(p.handoff), { recursive: true });
+      await writeFile(p.handoff, handoffTemplate(t.id), { mode: 0o600 });
+    }
+  } catch (error) {
+    const detail = `could not write its prompt: ${ports.redactor.redact(errorText(error))}`;
+    return { record: null, reason: "launch_error", detail };
+  }
+  return launchAndWatch(a, t, p);
+}
+
+function newLogs(ports: Pick<Ports, "logNames" | "now">, p: TaskPlan): { stdout: string; stderr: string } {
+  const stem = ports.logNames.next(p.agent, ports.now());
+  return { stdout: `logs/${stem}.out`, stderr: `logs/${stem}.err` };
+}
+
+async function launchAndWatch(
+  a: AttemptSide,
+  t: Readonly<TaskRun>,
+  p: TaskPlan,
+): Promise<AttemptResult | "detached"> {
+  const { run, ports, recorder } = a;
+  let running: RunningAttempt;
+  try {
+    running = await ports.runner.launch({
+      runId: run.runId,
+      taskId: t.id,
+      attempt: t.attempts,
+      session: t.session!,
+      argv: t.argv,
+      env: attemptEnv(p, t.attempts),
+      cwd: p.cwd,
+      tty: p.tty,
+      ...(p.prompt.delivery === "stdin" && !p.tty ? { stdin: p.prompt.file } : {}),
+      stdoutLog: join(run.runDir, t.logs!.stdout),
+      stderrLog: join(run.runDir, t.logs!.stderr),
+      attemptDir: t.attemptDir!,
+      redact: [...run.redactSources],
+      maxLogBytes: run.maxLogBytes,
+      ...(p.memoryMb ? { memoryMb: p.memoryMb } : {}),
+      killGraceMs: run.killGraceMs,
+      // For hosts whose cgroups a manager owns (and to test what works without one).
+      ...(run.processEnv.TERMORCH_CGROUP === "off" ? { cgroup: false } : {}),
+      // Kept when the run ends (its tasks folder is removed), so that clean finds what a killed
+      // supervisor left there.
+      cgroupRecord: cgroupRecordOf(run.privateDir, t.id, t.attempts),
+    });
+  } catch (error) {
+    const detail = `could not start its tmux session: ${ports.redactor.redact(errorText(error))}`;
+    await writeFile(join(run.runDir, t.logs!.stderr), `termorch: ${detail}\n`, { flag: "a", mode: 0o600 });
+    return { record: null, reason: "launch_error", detail };
+  }
+  await ports.ledger.append(
+    "task.launched",
+    { attempt: t.attempts, session: t.session, argv: t.argv, cwd: p.cwd, logs: t.logs },
+    t.id,
+  );
+  await recorder.transition(t.id, { to: "running" });
+  await killPoint(run.fault, "kill-while-running", t.id);
+  return watchAttempt(a, t, p, running);
+}
+
+/**
+ * Picks up an attempt an earlier process launched: a finished one from its exit record, a live
+ * one by watching its session. An attempt that was recorded but never got a session (the
+ * process died in between) is launched now, under the same attempt number and session name.
+ */
+export async function adoptAttempt(
+  a: AttemptSide,
+  t: Readonly<TaskRun>,
+  p: TaskPlan,
+): Promise<AttemptResult | "detached"> {
+  const { run, ports, recorder } = a;
+  const adopted = await ports.runner.adopt({
+    session: t.session!,
+    attemptDir: t.attemptDir!,
+    runId: run.runId,
+    taskId: t.id,
+    attempt: t.attempts,
+    running: t.state === "running",
+  });
+  if (adopted === null) {
+    recorder.note(t.id, {
+      logs: t.logs ?? newLogs(ports, p),
+      attemptStartedAt: t.attemptStartedAt ?? ports.now(),
+    });
+    return launchAndWatch(a, t, p);
+  }
+  const { attempt, finished, live } = adopted;
+  await ports.ledger.append(
+    "task.adopted",
+    { attempt: t.attempts, session: t.session, finished, live },
+    t.id,
+  );
+  if (t.state !== "running") await recorder.transition(t.id, { to: "running" });
+  return watchAttempt(a, t, p, attempt);
+}
+
+/**
+ * Waits for the attempt's end, ending it on its timeout (a resumed attempt keeps its original
+ * deadline) or when the run stops; a detach lets go of it instead, still running.
+ */
+async function watchAttempt(
+  a: AttemptSide,
+  t: Readonly<TaskRun>,
+  p: TaskPlan,
+  running: RunningAttempt,
+): Promise<AttemptResult | "detached"> {
+  const { run, ports, stop, recorder } = a;
+  recorder.announce();
+  const interactive = p.interactive
+    ? watchInteractive(run, ports, recorder, t, { ...p, interactive: p.interactive }, running)
+    : null;
+  let timedOut = false;
+  let stopped = false;
+  const elapsed = ports.now() - (t.attemptStartedAt ?? ports.now());
+  const timer =
+    p.timeoutS === undefined
+      ? null
+      : setTimeout(
+          () => {
+            timedOut = true;
+            void running.stop(run.killGraceMs);
+          },
+          Math.max(0, p.timeoutS * 1000 - elapsed),
+        );
+  let unsubscribe = (): void => {};
+  const detached = new Promise<"detached">((resolve) => {
+    unsubscribe = stop.onChange(() => {
+      // A detach wins even over a stop already sent: the agent is left to the resumed run.
+      if (stop.detaching) resolve("detached");
+      else if (stop.ending && !stopped) {
+        stopped = true;
+        void running.stop(run.killGraceMs);
+      }
+    });
+  });
+  const record = await Promise.race([running.exited, detached]);
+  if (timer) clearTimeout(timer);
+  unsubscribe();
+  interactive?.dispose();
+  if (record === "detached") {
+    // Stop watching (its watchers would keep this process alive); the agent keeps running.
+    running.release();
+    return "detached";
+  }
+  // The supervisor removes the agent's cgroup when it ends; one that is still recorded was left by
+  // a supervisor that was killed (the attempt is then lost), and still holds what the agent started.
+  const left = await endRecordedCgroup(cgroupRecordOf(run.privateDir, t.id, t.attempts), run.killGraceMs);
+  if (left)
+    ports.log.info(
+      { task: t.id, attempt: t.attempts, processes: left },
+      "ended what the attempt left in its cgroup",
+    );
+  await ports.ledger.append("task.exited", { attempt: t.attempts, ...record }, t.id);
+  await killPoint(run.fault, "kill-after-exit", t.id);
+  const account = interactive ? transcriptAccount(ports.redactor, t, interactive.transcript()) : null;
+  // Ended by termorch as done (`termorch finish`, done_when): its exit counts as exit 0.
+  const done = interactive?.endedAsDone && !timedOut && !stopped && !record.launch_failed;
+  if (done) return { record, reason: null, detail: null, account };
+  // Ended by termorch because it never took its prompt.
+  const failure = !timedOut && !stopped ? interactive?.failure : null;
+  if (failure)
+    return { record, reason: failure.reason, detail: ports.redactor.redact(failure.detail), account };
+  const outcome = classifyExit(
+    record.detail === undefined ? record : { ...record, detail: ports.redactor.redact(record.detail) },
+    { timeoutS: timedOut ? (p.timeoutS ?? null) : null, stopped },
+  );
+  return { record, ...outcome, account };
+}

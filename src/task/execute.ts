@@ -1,0 +1,170 @@
+import { existsSync } from "node:fs";
+import { errorText } from "../errors.js";
+import { taskBranch } from "../fs/names.js";
+import { agentOutcome } from "./agent-output.js";
+import { collectArtifacts } from "./artifacts.js";
+import { type AttemptResult, adoptAttempt, runAttempt } from "./attempt.js";
+import { DETACHED, type TaskEnd, type TaskExecutor } from "./executor.js";
+import { killPoint, prepareHooks } from "./faults.js";
+import { runGates } from "./gates.js";
+import { failTask, openTask, type StartMade, type TaskStart } from "./opening.js";
+import { coreGate } from "./outcome.js";
+import type { Ports } from "./ports.js";
+import type { TaskRecorder } from "./recorder.js";
+import { type RunPlan, trailersOf } from "./run-plan.js";
+import { runSetup, setupGates } from "./setup.js";
+import type { RunStop } from "./stop.js";
+import type { TaskPlan } from "./task-plan.js";
+
+/** The local executor: every attempt in this host's task runner (tmux), in a worktree prepared here. */
+export function localExecutor(
+  run: RunPlan,
+  ports: Ports,
+  stop: RunStop,
+  recorder: TaskRecorder,
+): TaskExecutor {
+  return { execute: (taskId, resume) => executeTask(run, ports, stop, recorder, taskId, resume) };
+}
+
+/**
+ * Runs one task to its end: worktree, every attempt in a fresh session, gates, artifacts.
+ * `resume`: the task was started by an earlier process (state.json says so); its worktree is
+ * reused and its live or finished attempt is adopted, never launched a second time.
+ */
+export async function executeTask(
+  run: RunPlan,
+  ports: Ports,
+  stop: RunStop,
+  recorder: TaskRecorder,
+  taskId: string,
+  resume = false,
+): Promise<TaskEnd> {
+  const t = recorder.get(taskId);
+  const p = run.plans.get(taskId)!;
+  const start = worktreeStart(
+    run,
+    ports,
+    p,
+    resume && (t.startCommit !== null || !run.git),
+    resume && t.attemptDir !== null,
+  );
+  const opened = await openTask(run, ports, stop, recorder, p, start);
+  if (opened !== "go") return opened;
+
+  const side = { run, ports, stop, recorder };
+  let adopting = resume && t.attemptDir !== null;
+  for (;;) {
+    let attempt: AttemptResult | "detached";
+    if (adopting) {
+      adopting = false;
+      attempt = await adoptAttempt(side, t, p);
+    } else {
+      // The daemon is shutting down: nothing new starts; the task stays as state.json has it.
+      if (stop.detaching) return DETACHED;
+      recorder.note(taskId, { attempts: t.attempts + 1 });
+      if (t.attempts > 1 && run.git && p.worktree !== null && t.startCommit) {
+        // A retry starts from the same base: drop what the failed attempt left in the worktree.
+        await ports.workspace.reset(p.worktree, t.startCommit, p.keepInRepo);
+        recorder.note(taskId, { commit: null });
+      }
+      const setup = await runSetup(run, ports, stop, recorder, t, p);
+      if (setup === "detached") return DETACHED;
+      attempt = setup ?? (await runAttempt(side, t, p));
+    }
+    if (attempt === "detached") return DETACHED;
+    if (attempt.account) recorder.note(taskId, attempt.account);
+    let { reason, detail } = attempt;
+    if (attempt.record && p.output) {
+      const said = agentOutcome(run.runDir, ports.redactor, t, p, p.output, attempt);
+      recorder.note(taskId, said.account);
+      ({ reason, detail } = said.outcome);
+    }
+    if (reason === null) {
+      const gated = await runGates({ run, ports, stop, recorder, t, p });
+      if (gated === "detached") return DETACHED;
+      ({ reason, detail } = gated);
+    } else recorder.note(taskId, { gates: [...setupGates(t), coreGate(attempt.record, reason)] });
+    recorder.note(taskId, { exitCode: attempt.record?.exit_code ?? null });
+    if (reason === null) {
+      const artifacts = await collectArtifacts(run, ports, t, p);
+      await recorder.transition(taskId, { to: "success" }, artifacts ? { artifacts } : {});
+      await killPoint(run.fault, "kill-after-status", t.id);
+      // Its work is on its branch: the worktree can serve the run's next tasks (the warm pool).
+      if (ports.pool && p.worktree !== null && t.startCommit && !run.settings.keep_branches)
+        ports.pool.giveLater(p.worktree, t.startCommit);
+      return { kind: "done", ok: true };
+    }
+    // A worktree that is gone cannot be reset for another attempt.
+    const gone = p.worktree !== null && !existsSync(p.worktree);
+    if (reason === "cancelled" || stop.ending || t.attempts >= p.attempts || gone) {
+      const artifacts = await collectArtifacts(run, ports, t, p);
+      if (artifacts) recorder.note(taskId, { artifacts });
+      return failTask(run, recorder, taskId, reason, detail);
+    }
+    recorder.note(taskId, { detail });
+    ports.log.info({ task: taskId, attempt: t.attempts, reason }, "task failed; retrying in a fresh session");
+    await ports.ledger.append("task.retrying", { attempt: t.attempts, reason, detail }, taskId);
+    await ports.runner.close([t.session!]);
+  }
+}
+
+/** The local start: the task's branch and worktree, from the base commit merged with its dependencies' branches. */
+function worktreeStart(
+  run: RunPlan,
+  ports: Ports,
+  p: TaskPlan,
+  reuse: boolean,
+  startedBefore: boolean,
+): TaskStart {
+  const git = run.git;
+  return {
+    needed: git !== null && p.worktree !== null && p.branch !== null && !reuse,
+    startedBefore,
+    lost:
+      reuse && p.worktree !== null && !existsSync(p.worktree)
+        ? `its worktree ${p.worktree} vanished while termorch was not running`
+        : null,
+    make: async (): Promise<StartMade> => {
+      const prepared = await ports.workspace
+        .prepare({
+          repo: git!.root,
+          path: p.worktree!,
+          branch: p.branch!,
+          base: git!.baseCommit,
+          deps: p.dependencies.map((d) => ({ task: d, branch: taskBranch(run.runId, d) })),
+          include: [...p.includeInRepo],
+          copy: [...p.copyInRepo],
+          identity: run.identity,
+          trailers: trailersOf(run.runId, p.id),
+          // An earlier process of this run may have died while preparing this task, before it
+          // recorded the start commit (so nothing was launched): its branch and worktree are taken
+          // over when they provably hold nothing else.
+          reclaim: run.resumed,
+          pool: ports.pool ?? undefined,
+          hooks: prepareHooks(run.fault, p.id),
+        })
+        .catch((error: unknown) => ({ ok: false as const, error }));
+      if (prepared.ok)
+        return {
+          ok: true,
+          startCommit: prepared.startCommit,
+          branch: p.branch!,
+          event: {
+            type: "task.worktree",
+            data: {
+              branch: p.branch,
+              start_commit: prepared.startCommit,
+              path: p.worktree,
+              reused: prepared.reused,
+            },
+          },
+        };
+      if ("conflict" in prepared) return { ok: false, conflict: prepared.conflict, branch: p.branch };
+      return {
+        ok: false,
+        branch: null,
+        detail: `could not prepare its worktree: ${ports.redactor.redact(errorText(prepared.error))}`,
+      };
+    },
+  };
+}

@@ -1,0 +1,262 @@
+import { existsSync, readFileSync } from "node:fs";
+import { writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import type { Gate } from "../contract/report.js";
+import { errorText } from "../errors.js";
+import { findMatches, matchesAny } from "../fs/find-files.js";
+import { withTrailers } from "../git/repo.js";
+import { attemptEnv } from "./attempt.js";
+import { commitOnTaskBranch } from "./commit.js";
+import { checkHandoff } from "./handoff.js";
+import type { AttemptOutcome } from "./outcome.js";
+import type { Ports } from "./ports.js";
+import type { TaskRecorder } from "./recorder.js";
+import { inWorkspace, type RunPlan, trailersOf } from "./run-plan.js";
+import { secretsGate } from "./secrets-gate.js";
+import { setupGates } from "./setup.js";
+import type { RunStop } from "./stop.js";
+import type { TaskPlan } from "./task-plan.js";
+import type { TaskRun } from "./task-run.js";
+import { testsGate } from "./tests-gate.js";
+
+/** What a gate looks at: the task after its attempt exited 0, and the run around it. */
+interface GateScope {
+  run: RunPlan;
+  ports: Ports;
+  stop: RunStop;
+  recorder: TaskRecorder;
+  t: Readonly<TaskRun>;
+  p: TaskPlan;
+  /** Failures of earlier gates that do not end the checks at once (a later gate may still be told). */
+  failures: readonly string[];
+}
+
+/** A gate's verdict: the gates it adds; `end`: the attempt fails here; `failure`: it fails once all ran. */
+interface Verdict {
+  gates: Gate[];
+  end?: AttemptOutcome;
+  failure?: string;
+}
+
+type GateStep = (s: GateScope) => Promise<Verdict | "detached">;
+
+/**
+ * Per-task gates in the README's order (docs/ARCHITECTURE.md: the pipeline), after the core gate
+ * passed. Each gate is one step; the first to `end` the attempt stops the rest.
+ */
+const TASK_GATES: readonly GateStep[] = [
+  commitGate,
+  changesGate,
+  handoffGate,
+  requiredArtifactsGate,
+  allowedPathsGate,
+  testsCmdGate,
+];
+
+/** Runs the task's gates; answers the failing reason (null: every gate passed) or "detached". */
+export async function runGates(s: Omit<GateScope, "failures">): Promise<AttemptOutcome | "detached"> {
+  const { recorder, t } = s;
+  let gates: Gate[] = [
+    ...setupGates(t),
+    { name: "core", required: true, passed: true, detail: "exit code 0" },
+  ];
+  recorder.note(t.id, { gates });
+  const failures: string[] = [];
+  for (const step of TASK_GATES) {
+    const verdict = await step({ ...s, failures });
+    if (verdict === "detached") return "detached";
+    gates = [...gates, ...verdict.gates];
+    recorder.note(t.id, { gates });
+    if (verdict.end) return verdict.end;
+    if (verdict.failure) failures.push(verdict.failure);
+  }
+  if (failures.length === 0) return { reason: null, detail: null };
+  return { reason: "validation", detail: failures.join("; ") };
+}
+
+/**
+ * The secrets gate, then the commit of what the agent left in its worktree on the task branch:
+ * a secret the agent wrote into its work must not reach a commit of termorch's.
+ */
+async function commitGate({ run, ports, recorder, t, p }: GateScope): Promise<Verdict> {
+  if (!run.git || p.worktree === null) return { gates: [] };
+  const failed = (name: string, detail: string): Verdict => ({
+    gates: [{ name, required: true, passed: false, detail }],
+    end: { reason: "validation", detail },
+  });
+  // Without its worktree there is nothing to commit or check, and git cannot even start there.
+  if (!existsSync(p.worktree)) {
+    const detail = `its worktree ${p.worktree} was deleted while the agent ran (by the agent?); its work is lost`;
+    return { ...failed("commit", detail), end: { reason: "lost", detail } };
+  }
+  let secrets: Gate | null = null;
+  let secretsError: unknown = null;
+  if (t.startCommit)
+    secrets = await secretsGate(ports, p.worktree, t.startCommit, p.keepInRepo).catch((error: unknown) => {
+      secretsError = error;
+      return null;
+    });
+  if (secrets && !secrets.passed)
+    return { gates: [secrets], end: { reason: "validation", detail: secrets.detail } };
+  const gates = secrets ? [secrets] : [];
+  try {
+    const commit = await commitOnTaskBranch(ports, recorder, run.privateDir, t, p.worktree, {
+      message: withTrailers(
+        `termorch: task ${t.id} (agent ${p.agent}, run ${run.runId})`,
+        trailersOf(run.runId, t.id),
+      ),
+      exclude: [...p.keepInRepo],
+      scratch: p.scratch,
+      ...(t.startCommit ? { start: t.startCommit } : {}),
+      identity: run.identity,
+    });
+    recorder.note(t.id, { commit });
+  } catch (error) {
+    const failure = failed(
+      "commit",
+      `could not commit its changes: ${ports.redactor.redact(errorText(error))}`,
+    );
+    return { ...failure, gates: [...gates, ...failure.gates] };
+  }
+  // The commit worked where the look for secrets could not (git failed there): nothing is let through unseen.
+  if (secretsError !== null) {
+    const failure = failed(
+      "secrets",
+      `could not look for secrets in its changes: ${ports.redactor.redact(errorText(secretsError))}`,
+    );
+    return { ...failure, gates: [...gates, ...failure.gates] };
+  }
+  return { gates };
+}
+
+/**
+ * An agent that exits 0 having done nothing (codex when its patch did not apply; an interactive
+ * agent whose prompt never arrived) must not pass as done: no diff against its start and no
+ * commit, and none of its required artifacts, fails, unless the task says its work is no change.
+ */
+async function changesGate({ run, t, p }: GateScope): Promise<Verdict> {
+  const verdict = (passed: boolean | null, detail: string): Verdict => ({
+    gates: [{ name: "changes", required: p.expectChanges, passed, detail }],
+    ...(passed === false ? { end: { reason: "no_changes" as const, detail } } : {}),
+  });
+  if (!p.expectChanges) return verdict(null, "not checked: expect_changes is false");
+  if (!run.git || !t.startCommit || !t.commit)
+    return verdict(null, "not checked: the workspace is not a git repository");
+  if (t.commit !== t.startCommit) return verdict(true, `committed ${t.commit.slice(0, 12)}`);
+  for (const pattern of p.criteria.requiredArtifacts)
+    if ((await findMatches(p.cwd, pattern, p.include)).length > 0)
+      return verdict(true, `no change, but its required artifact ${pattern} is there`);
+  return verdict(
+    false,
+    "its agent exited 0 having changed nothing in its worktree (no diff against its start, no commit)" +
+      (p.criteria.requiredArtifacts.length ? " and produced none of its required artifacts" : "") +
+      '; if that is its job, give the task or its agent "expect_changes": false',
+  );
+}
+
+/**
+ * The ALTO handoff the agent filled in: its required sections there, and every file it lists
+ * under Files Touched one the task changed (those it left out are named, not held against it).
+ */
+async function handoffGate({ run, ports, t, p }: GateScope): Promise<Verdict> {
+  if (!p.handoff) return { gates: [] };
+  const kept = join(p.artifactsDir, "handoff.md");
+  const verdict = (passed: boolean | null, detail: string): Verdict => ({
+    gates: [{ name: "handoff", required: true, passed, detail }],
+    ...(passed === false ? { end: { reason: "validation" as const, detail } } : {}),
+  });
+  let text: string;
+  try {
+    text = readFileSync(p.handoff, "utf8");
+  } catch {
+    return verdict(false, "its handoff ($TERMORCH_HANDOFF) is gone: the agent was to edit it, not remove it");
+  }
+  // Kept with the artifacts (redacted there): the report points to it and dependents read it.
+  if (kept !== p.handoff) await writeFile(kept, text, { mode: 0o600 });
+  if (!run.settings.verify) return verdict(null, "skipped (verify: false)");
+  const { missing, listed } = checkHandoff(text);
+  if (missing.length) return verdict(false, `its handoff lacks ${missing.join(", ")} (filled in)`);
+  if (!run.git || !t.startCommit || !t.commit)
+    return verdict(true, "sections present; Files Touched not checked: no git");
+  const changed = inWorkspace(
+    run.git,
+    await ports.workspace.changedFiles(run.git.root, t.startCommit, t.commit),
+  );
+  const untouched = listed.filter((f) => !changed.includes(f));
+  const unlisted = changed.filter((f) => !listed.includes(f));
+  const leftOut = unlisted.length ? `; changed but not listed: ${unlisted.join(", ")}` : "";
+  if (untouched.length)
+    return verdict(
+      false,
+      `its handoff lists files the task did not change: ${untouched.join(", ")}${leftOut}`,
+    );
+  return verdict(true, `sections present, ${listed.length} files listed, all changed${leftOut}`);
+}
+
+async function requiredArtifactsGate({ run, p }: GateScope): Promise<Verdict> {
+  const required = p.criteria.requiredArtifacts;
+  const gate = (required: boolean, passed: boolean | null, detail: string): Gate => ({
+    name: "required_artifacts",
+    required,
+    passed,
+    detail,
+  });
+  if (required.length === 0) return { gates: [gate(false, null, "none required")] };
+  if (!run.settings.verify) return { gates: [gate(true, null, "skipped (verify: false)")] };
+  const missing: string[] = [];
+  for (const pattern of required)
+    if ((await findMatches(p.cwd, pattern, p.include)).length === 0) missing.push(pattern);
+  if (missing.length === 0) return { gates: [gate(true, true, `present: ${required.join(", ")}`)] };
+  return {
+    gates: [gate(true, false, `missing: ${missing.join(", ")}`)],
+    failure: `required artifacts missing: ${missing.join(", ")}`,
+  };
+}
+
+async function allowedPathsGate({ run, ports, t, p }: GateScope): Promise<Verdict> {
+  const allowed = p.criteria.allowedPaths;
+  const gate = (required: boolean, passed: boolean | null, detail: string): Gate => ({
+    name: "allowed_paths",
+    required,
+    passed,
+    detail,
+  });
+  if (!allowed) return { gates: [gate(false, null, "no restriction")] };
+  if (!run.git || !t.startCommit || !t.commit)
+    return { gates: [gate(true, null, "skipped: the workspace is not a git repository")] };
+  const changed = inWorkspace(
+    run.git,
+    await ports.workspace.changedFiles(run.git.root, t.startCommit, t.commit),
+  );
+  const outside = changed.filter((f) => !matchesAny(f, allowed));
+  if (outside.length === 0) return { gates: [gate(true, true, `all changes within ${allowed.join(", ")}`)] };
+  return {
+    gates: [gate(true, false, `changed outside ${allowed.join(", ")}: ${outside.join(", ")}`)],
+    failure: `changed files outside allowed_paths: ${outside.join(", ")}`,
+  };
+}
+
+async function testsCmdGate({ run, ports, stop, t, p, failures }: GateScope): Promise<Verdict | "detached"> {
+  const testsCmd = p.criteria.testsCmd;
+  if (!testsCmd)
+    return { gates: [{ name: "tests_cmd", required: false, passed: null, detail: "none given" }] };
+  if (!run.settings.verify)
+    return {
+      gates: [{ name: "tests_cmd", required: true, passed: null, detail: "skipped (verify: false)" }],
+    };
+  if (failures.length > 0)
+    return {
+      gates: [{ name: "tests_cmd", required: true, passed: null, detail: "not run: an earlier gate failed" }],
+    };
+  const gate = await testsGate(run, ports, stop, {
+    name: "tests_cmd",
+    command: testsCmd,
+    cwd: p.cwd,
+    env: attemptEnv(p, t.attempts),
+    timeoutS: p.timeoutS,
+    logName: `tests-${t.id}`,
+    taskId: t.id,
+  });
+  if (gate === "detached") return "detached";
+  return { gates: [gate], ...(gate.passed ? {} : { failure: `tests_cmd failed (${gate.detail})` }) };
+}

@@ -1,0 +1,226 @@
+import { basename } from "node:path";
+import type { StateSource } from "../contract/agent-state.js";
+import type { Reason } from "../contract/reason.js";
+import type { Conflict } from "../contract/report.js";
+import type { StatusFile } from "../contract/status.js";
+import type { TaskJournal } from "../fs/run-state-file.js";
+import type { StatusFiles } from "../fs/status-files.js";
+import type { Ledger } from "../ledger/ledger.js";
+import type { Redactor } from "../redact/redactor.js";
+import type { TaskRun } from "./task-run.js";
+
+/** A state a task moves into (pending is where it starts). */
+export type TaskTransition =
+  | { to: "running" }
+  | { to: "success" }
+  | { to: "failed"; reason: Reason; detail: string | null }
+  | { to: "skipped"; reason: "dependency_failed" | "cancelled"; detail: string };
+
+/** What may change on a task's record besides its state (which only `transition` changes). */
+export type TaskFacts = Partial<
+  Omit<
+    TaskRun,
+    "id" | "agent" | "dependencies" | "state" | "reason" | "finishedAt" | "waitingSince" | "waitingFor"
+  >
+>;
+
+/** Who hears of a task's changes besides the files: failures and waits (the notifier), every change (progress). */
+export interface TaskListeners {
+  taskFailed(t: TaskRun): void;
+  taskWaitingInput(taskId: string, since: number, asks: string | null): void;
+  /** Any task changed (progress display, a worker's progress to its coordinator). */
+  changed(): void;
+}
+
+/**
+ * The only writer of the run's task records. A change of state goes to the ledger, the task
+ * journal and the status file, in that order, so whoever sees the status file (an operator, a
+ * test, a resume) can rely on the other two; then the listeners hear of it. Everyone else reads
+ * the records (`get`, `all`) as they are at that moment.
+ */
+export class TaskRecorder {
+  private readonly tasks = new Map<string, TaskRun>();
+  private readonly found: Conflict[] = [];
+  private socket: { name: string; path: string };
+
+  constructor(
+    private readonly o: {
+      runId: string;
+      /** Interactive tasks' running status files say whether they wait for input. */
+      interactive: (taskId: string) => boolean;
+      ledger: Ledger;
+      journal: TaskJournal;
+      status: StatusFiles;
+      redactor: Redactor;
+      listeners: TaskListeners;
+      now: () => number;
+      socket: string;
+    },
+    tasks: Iterable<TaskRun>,
+  ) {
+    for (const t of tasks) this.tasks.set(t.id, t);
+    this.socket = { name: o.socket, path: "" };
+  }
+
+  get(taskId: string): Readonly<TaskRun> {
+    const t = this.tasks.get(taskId);
+    if (!t) throw new Error(`no task ${taskId} in this run`);
+    return t;
+  }
+
+  all(): readonly Readonly<TaskRun>[] {
+    return [...this.tasks.values()];
+  }
+
+  ids(): IterableIterator<string> {
+    return this.tasks.keys();
+  }
+
+  get size(): number {
+    return this.tasks.size;
+  }
+
+  /** Conflicts between a task's dependencies, found before it was launched (the report lists them). */
+  get conflicts(): readonly Conflict[] {
+    return this.found;
+  }
+
+  /** Where this run's sessions live, once its tmux server is known (status files name it). */
+  placeSessions(path: string): void {
+    this.socket = { ...this.socket, path };
+  }
+
+  get socketPath(): string {
+    return this.socket.path;
+  }
+
+  /** Tells the listeners that something they show may have changed (an adopted attempt's logs). */
+  announce(): void {
+    this.o.listeners.changed();
+  }
+
+  /** Facts about the task kept in memory; the journal has them with the next checkpoint or change of state. */
+  note(taskId: string, facts: TaskFacts): void {
+    Object.assign(this.mutable(taskId), facts);
+  }
+
+  /** Facts a resume must find (a prepared worktree, an attempt about to launch): into the journal now. */
+  checkpoint(taskId: string, facts: TaskFacts = {}): void {
+    const t = this.mutable(taskId);
+    Object.assign(t, facts);
+    this.o.journal.write(t);
+  }
+
+  foundConflict(conflict: Conflict): void {
+    this.found.push(conflict);
+  }
+
+  /** The one way a task changes state. */
+  async transition(taskId: string, change: TaskTransition, facts: TaskFacts = {}): Promise<void> {
+    const t = this.mutable(taskId);
+    Object.assign(t, facts);
+    t.state = change.to;
+    if (change.to !== "running") {
+      t.finishedAt = this.o.now();
+      t.reason = change.to === "success" ? null : change.reason;
+      t.detail = change.to === "success" ? null : change.detail;
+    }
+    const status = this.statusOf(t, change.to);
+    await this.o.ledger.append(
+      `task.${status.state}`,
+      { ...status, gates: change.to === "running" ? [] : t.gates, branch: t.branch, commit: t.commit },
+      t.id,
+    );
+    this.o.journal.write(t);
+    this.o.status.set(status);
+    if (change.to === "failed") this.o.listeners.taskFailed(t);
+    this.o.listeners.changed();
+  }
+
+  /**
+   * An interactive task's agent started or stopped waiting for input (since: when its screen went
+   * still; null: it changed again). Not a change of state: the running status file is rewritten
+   * with it, the ledger records it, and a wait is notified.
+   */
+  async markWaiting(
+    taskId: string,
+    since: number | null,
+    asks: string | null = null,
+    by: StateSource | null = null,
+  ): Promise<void> {
+    const t = this.mutable(taskId);
+    t.waitingSince = since;
+    t.waitingFor = since === null ? null : asks;
+    await this.o.ledger.append(
+      since === null ? "task.input_resumed" : "task.waiting_input",
+      {
+        attempt: t.attempts,
+        ...(since === null ? {} : { since: new Date(since).toISOString(), asks }),
+        ...(by ? { by } : {}),
+      },
+      t.id,
+    );
+    this.o.journal.write(t);
+    if (t.state === "running") this.o.status.set(this.statusOf(t, "running"));
+    if (since !== null) this.o.listeners.taskWaitingInput(t.id, since, asks);
+    this.o.listeners.changed();
+  }
+
+  /** An attempt ended: whatever it waited for is over (no ledger event: its exit says so). */
+  stopWaiting(taskId: string): void {
+    const t = this.mutable(taskId);
+    t.waitingSince = null;
+    t.waitingFor = null;
+  }
+
+  /** A new run starts with no status files of an earlier run in the same folder. */
+  async clearStatusFiles(): Promise<void> {
+    await this.o.status.clear(this.tasks.keys());
+  }
+
+  /**
+   * A resumed run's status files, rewritten from the task journal: a driver killed between
+   * writing a status file's temp copy and renaming it leaves the task's previous file in place
+   * (a finished task still `.running`).
+   */
+  rewriteStatusFiles(): void {
+    for (const t of this.tasks.values())
+      if (t.state !== "pending") this.o.status.set(this.statusOf(t, t.state));
+  }
+
+  private mutable(taskId: string): TaskRun {
+    const t = this.tasks.get(taskId);
+    if (!t) throw new Error(`no task ${taskId} in this run`);
+    return t;
+  }
+
+  private statusOf(t: TaskRun, state: StatusFile["state"]): StatusFile {
+    const redact = (s: string): string => this.o.redactor.redact(s);
+    const waiting =
+      state === "running" && this.o.interactive(t.id)
+        ? {
+            waiting_input: t.waitingSince !== null,
+            waiting_since: t.waitingSince === null ? null : new Date(t.waitingSince).toISOString(),
+            waiting_for: t.waitingFor === null ? null : redact(t.waitingFor),
+          }
+        : {};
+    // A scale-out task's session is on its worker's tmux server, on that worker's host.
+    const remote = t.hosts.at(-1);
+    return {
+      task_id: t.id,
+      state,
+      run_id: this.o.runId,
+      session: t.session,
+      socket: remote ? basename(remote.socket) : this.socket.name,
+      socket_path: remote ? remote.socket : this.socket.path,
+      ...(remote ? { host: remote.host, worker: remote.worker } : {}),
+      attempt: t.attempts,
+      started_at: t.startedAt === null ? null : new Date(t.startedAt).toISOString(),
+      finished_at: t.finishedAt === null ? null : new Date(t.finishedAt).toISOString(),
+      exit_code: t.exitCode,
+      reason: t.reason,
+      detail: t.detail === null ? null : redact(t.detail),
+      ...waiting,
+    };
+  }
+}
