@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { Assignments } from "./assignments.js";
 import { Config } from "./config.js";
+import { LedgerEntry } from "./ledger-events.js";
 import { NotifyEvent } from "./notify.js";
 import { Report } from "./report.js";
 import { RunState } from "./state.js";
@@ -15,6 +16,8 @@ export const schemas = {
   state: RunState,
   "status-view": StatusView,
   "notify-event": NotifyEvent,
+  /** One event of events.jsonl: its `type` and `data` (each line also has the chain's fields). */
+  "ledger-event": LedgerEntry,
 } as const;
 export type SchemaName = keyof typeof schemas;
 

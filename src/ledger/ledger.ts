@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import { readFile, truncate } from "node:fs/promises";
 import { z } from "zod";
+import type { LedgerData, LedgerEntry, LedgerEntryType } from "../contract/ledger-events.js";
 import { AppendFile } from "../fs/append-file.js";
 import type { Redactor } from "../redact/redactor.js";
 import { canonicalJson } from "./canonical.js";
@@ -71,9 +72,15 @@ export class Ledger {
     this.file.close();
   }
 
-  append(type: string, data: Record<string, unknown> = {}, taskId?: string): Promise<LedgerEvent> {
+  /** Appends one event of the run (contract/ledger-events.ts: the types and their data). */
+  append<T extends LedgerEntryType>(type: T, data: LedgerData<T>, taskId?: string): Promise<LedgerEvent> {
+    return this.record({ type, data } as LedgerEntry, taskId);
+  }
+
+  /** Appends an event given whole (its type known only at run time, e.g. a task's start). */
+  record(entry: LedgerEntry, taskId?: string): Promise<LedgerEvent> {
     try {
-      return Promise.resolve(this.appendNow(type, data, taskId));
+      return Promise.resolve(this.appendNow(entry.type, entry.data, taskId));
     } catch (error) {
       return Promise.reject(error);
     }

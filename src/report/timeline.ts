@@ -1,3 +1,4 @@
+import { ledgerEntryOf, type ReadLedgerEntry } from "../contract/ledger-events.js";
 import type { Report } from "../contract/report.js";
 import type { LedgerEvent } from "../ledger/ledger.js";
 
@@ -135,13 +136,152 @@ interface TaskAcc {
   lastAttemptSeen: number;
 }
 
-const MERGE_EVENTS = new Set([
-  "merge.success",
-  "merge.conflict",
-  "merge.failed",
-  "merge.skipped",
-  "merge.rolled_back",
-]);
+/** What the ledger's events say, folded in order: the run's plan and end, and each task's attempts. */
+interface Fold {
+  runId: string | null;
+  /** The first run.accepted's tasks and their dependencies. */
+  accepted: { id: string; dependencies: string[] }[] | null;
+  /** The last run.planned (a resume may plan again). */
+  planned: {
+    waves: string[][] | null;
+    criticalPath: string[] | null;
+    maxParallel: number | null;
+    at: number;
+  } | null;
+  reported: boolean;
+  merge: { result: string; at: number } | null;
+  tasks: Map<string, TaskAcc>;
+}
+
+type Entry = ReadLedgerEntry;
+type StepOf<T extends Entry["type"]> = (
+  f: Fold,
+  e: Entry & { type: T },
+  at: number,
+  task: TaskAcc | null,
+) => void;
+type Steps = { [T in Entry["type"]]?: StepOf<T> };
+
+const mergeStep = (f: Fold, e: { type: string }, at: number): void => {
+  f.merge = { result: e.type.slice("merge.".length), at };
+};
+
+const finalStep: StepOf<"task.success" | "task.failed" | "task.skipped"> = (_f, e, at, t) => {
+  if (!t) return;
+  t.final = {
+    state: e.type.slice("task.".length),
+    reason: e.data.reason ?? null,
+    detail: e.data.detail ?? null,
+    at: time(e.data.finished_at) ?? at,
+    attempt: e.data.attempt ?? null,
+  };
+};
+
+/** One small step per kind of event; events of other kinds change nothing here. */
+const STEPS: Steps = {
+  "run.accepted": (f, e) => {
+    f.runId ??= e.data.run_id ?? null;
+    f.accepted ??= e.data.tasks ?? null;
+  },
+  "run.planned": (f, e, at) => {
+    f.planned = {
+      waves: e.data.waves ?? null,
+      criticalPath: e.data.critical_path ?? null,
+      maxParallel: e.data.max_parallel ?? null,
+      at,
+    };
+  },
+  "report.written": (f) => {
+    f.reported = true;
+  },
+  "merge.success": mergeStep,
+  "merge.conflict": mergeStep,
+  "merge.failed": mergeStep,
+  "merge.skipped": mergeStep,
+  "merge.rolled_back": mergeStep,
+  "task.launched": (_f, e, at, t) => {
+    const n = e.data.attempt;
+    if (!t || n === undefined || t.attempts.has(n)) return;
+    const logs = e.data.logs;
+    t.attempts.set(n, {
+      attempt: n,
+      start: at,
+      end: null,
+      exitCode: null,
+      session: e.data.session ?? null,
+      host: e.data.host ?? null,
+      logs: logs ? { stdout: logs.stdout, stderr: logs.stderr } : null,
+      retried: null,
+    });
+  },
+  "task.exited": (_f, e, at, t) => {
+    const a = e.data.attempt === undefined ? undefined : t?.attempts.get(e.data.attempt);
+    if (!a) return;
+    // The supervisor's own times of the agent process are closer than the events' timestamps.
+    a.start = time(e.data.started_at) ?? a.start;
+    a.end = time(e.data.finished_at) ?? at;
+    a.exitCode = e.data.exit_code ?? null;
+  },
+  "task.retrying": (_f, e, at, t) => {
+    const n = e.data.attempt;
+    if (!t || n === undefined) return;
+    const why = { reason: e.data.reason ?? null, detail: e.data.detail ?? null };
+    const a = t.attempts.get(n);
+    if (a) {
+      a.retried = why;
+      a.end ??= at;
+    } else t.unlaunched.set(n, { at, ...why });
+  },
+  "task.waiting_input": (_f, e, at, t) => {
+    t?.inputWaits.push({
+      task: t.id,
+      attempt: e.data.attempt ?? null,
+      kind: "input",
+      start: time(e.data.since) ?? at,
+      end: null,
+    });
+  },
+  "task.input_resumed": (_f, _e, at, t) => {
+    const open = t?.inputWaits.findLast((w) => w.end === null);
+    if (open) open.end = at;
+  },
+  "task.success": finalStep,
+  "task.failed": finalStep,
+  "task.skipped": finalStep,
+};
+
+function taskAccOf(tasks: Map<string, TaskAcc>, id: string): TaskAcc {
+  let t = tasks.get(id);
+  if (!t) {
+    t = {
+      id,
+      attempts: new Map(),
+      unlaunched: new Map(),
+      takenAt: null,
+      final: null,
+      inputWaits: [],
+      lastAttemptSeen: 0,
+    };
+    tasks.set(id, t);
+  }
+  return t;
+}
+
+/** Folds one event in: what every task event says of its task (its attempt, when it was taken), then its kind's step. */
+function step(f: Fold, e: LedgerEvent, at: number): Fold {
+  const entry = ledgerEntryOf(e);
+  if (entry === null) return f;
+  let task: TaskAcc | null = null;
+  if (e.task_id !== undefined) {
+    task = taskAccOf(f.tasks, e.task_id);
+    const d: Record<string, unknown> = entry.data;
+    if (typeof d.attempt === "number") task.lastAttemptSeen = Math.max(task.lastAttemptSeen, d.attempt);
+    if (task.takenAt === null && entry.type !== "task.exited" && typeof d.started_at === "string")
+      task.takenAt = time(d.started_at);
+  }
+  (STEPS[entry.type] as StepOf<typeof entry.type> | undefined)?.(f, entry as never, at, task);
+  return f;
+}
 
 /**
  * Builds the timeline of a run from its ledger events (in seq order) and its report when there is
@@ -150,134 +290,38 @@ const MERGE_EVENTS = new Set([
  */
 export function timelineOf(events: readonly LedgerEvent[], report: Report | null, now: number): Timeline {
   const at = (e: LedgerEvent): number => time(e.ts) ?? now;
-  const planned = events.findLast((e) => e.type === "run.planned");
-  const accepted = events.find((e) => e.type === "run.accepted");
-  const ended = report !== null || events.some((e) => e.type === "report.written");
-  const waves = stringMatrix(planned?.data.waves) ?? report?.waves ?? [];
-  const criticalPath =
-    stringList(planned?.data.critical_path) ?? report?.summary.metrics?.critical_path ?? [];
+  const fold = events.reduce<Fold>((f, e) => step(f, e, at(e)), {
+    runId: null,
+    accepted: null,
+    planned: null,
+    reported: false,
+    merge: null,
+    tasks: new Map(),
+  });
+  const { planned, tasks } = fold;
+  const ended = report !== null || fold.reported;
+  const waves = planned?.waves ?? report?.waves ?? [];
+  const criticalPath = planned?.criticalPath ?? report?.summary.metrics?.critical_path ?? [];
   const critical = new Set(criticalPath);
-  const maxParallel =
-    typeof planned?.data.max_parallel === "number"
-      ? planned.data.max_parallel
-      : (report?.summary.metrics?.max_parallel ?? null);
-  const runId =
-    report?.run_id ?? (typeof accepted?.data.run_id === "string" ? accepted.data.run_id : null) ?? null;
+  const maxParallel = planned?.maxParallel ?? report?.summary.metrics?.max_parallel ?? null;
+  const runId = report?.run_id ?? fold.runId;
 
   const deps = new Map<string, string[]>();
   for (const t of report?.tasks ?? []) deps.set(t.id, t.dependencies);
-  if (Array.isArray(accepted?.data.tasks))
-    for (const t of accepted.data.tasks as unknown[]) {
-      const rec = t as { id?: unknown; dependencies?: unknown };
-      if (typeof rec.id === "string") deps.set(rec.id, stringList(rec.dependencies) ?? []);
-    }
+  for (const t of fold.accepted ?? []) deps.set(t.id, t.dependencies);
 
   const waveOf = new Map<string, number>();
   waves.forEach((ids, i) => {
     for (const id of ids) waveOf.set(id, i + 1);
   });
-
-  const tasks = new Map<string, TaskAcc>();
-  const taskAcc = (id: string): TaskAcc => {
-    let t = tasks.get(id);
-    if (!t) {
-      t = {
-        id,
-        attempts: new Map(),
-        unlaunched: new Map(),
-        takenAt: null,
-        final: null,
-        inputWaits: [],
-        lastAttemptSeen: 0,
-      };
-      tasks.set(id, t);
-    }
-    return t;
-  };
-  for (const id of waveOf.keys()) taskAcc(id);
-  for (const id of deps.keys()) taskAcc(id);
-
-  let mergeEvent: LedgerEvent | null = null;
-  for (const e of events) {
-    if (MERGE_EVENTS.has(e.type)) mergeEvent = e;
-    if (e.task_id === undefined) continue;
-    const t = taskAcc(e.task_id);
-    const d = e.data;
-    const attemptNo = typeof d.attempt === "number" ? d.attempt : null;
-    if (attemptNo !== null) t.lastAttemptSeen = Math.max(t.lastAttemptSeen, attemptNo);
-    if (t.takenAt === null && e.type !== "task.exited" && typeof d.started_at === "string")
-      t.takenAt = time(d.started_at);
-    switch (e.type) {
-      case "task.launched": {
-        if (attemptNo === null || t.attempts.has(attemptNo)) break;
-        const logs = d.logs as { stdout?: unknown; stderr?: unknown } | undefined;
-        t.attempts.set(attemptNo, {
-          attempt: attemptNo,
-          start: at(e),
-          end: null,
-          exitCode: null,
-          session: typeof d.session === "string" ? d.session : null,
-          host: typeof d.host === "string" ? d.host : null,
-          logs:
-            logs && typeof logs === "object"
-              ? { stdout: stringOrNull(logs.stdout), stderr: stringOrNull(logs.stderr) }
-              : null,
-          retried: null,
-        });
-        break;
-      }
-      case "task.exited": {
-        const a = attemptNo === null ? undefined : t.attempts.get(attemptNo);
-        if (!a) break;
-        // The supervisor's own times of the agent process are closer than the events' timestamps.
-        a.start = time(d.started_at) ?? a.start;
-        a.end = time(d.finished_at) ?? at(e);
-        a.exitCode = typeof d.exit_code === "number" ? d.exit_code : null;
-        break;
-      }
-      case "task.retrying": {
-        if (attemptNo === null) break;
-        const why = { reason: stringOrNull(d.reason), detail: stringOrNull(d.detail) };
-        const a = t.attempts.get(attemptNo);
-        if (a) {
-          a.retried = why;
-          a.end ??= at(e);
-        } else t.unlaunched.set(attemptNo, { at: at(e), ...why });
-        break;
-      }
-      case "task.waiting_input":
-        t.inputWaits.push({
-          task: t.id,
-          attempt: attemptNo,
-          kind: "input",
-          start: time(d.since) ?? at(e),
-          end: null,
-        });
-        break;
-      case "task.input_resumed": {
-        const open = t.inputWaits.findLast((w) => w.end === null);
-        if (open) open.end = at(e);
-        break;
-      }
-      case "task.success":
-      case "task.failed":
-      case "task.skipped":
-        t.final = {
-          state: e.type.slice("task.".length),
-          reason: stringOrNull(d.reason),
-          detail: stringOrNull(d.detail),
-          at: time(d.finished_at) ?? at(e),
-          attempt: attemptNo,
-        };
-        break;
-    }
-  }
+  for (const id of waveOf.keys()) taskAccOf(tasks, id);
+  for (const id of deps.keys()) taskAccOf(tasks, id);
 
   const firstTs = events.length > 0 ? at(events[0]!) : null;
   const start = minOf([time(report?.started_at), firstTs]) ?? now;
   const lastTs = events.length > 0 ? at(events.at(-1)!) : null;
   const end = ended ? (maxOf([time(report?.finished_at), lastTs]) ?? now) : Math.max(now, lastTs ?? now);
-  const plannedAt = planned ? at(planned) : start;
+  const plannedAt = planned ? planned.at : start;
   const reportTask = new Map((report?.tasks ?? []).map((t) => [t.id, t]));
 
   // When each task held a slot: from when the scheduler took it to its final state.
@@ -440,14 +484,11 @@ export function timelineOf(events: readonly LedgerEvent[], report: Report | null
 
   let merge: TimelineMerge | null = null;
   const finals = [...tasks.values()].map((t) => t.final?.at ?? null);
-  if (mergeEvent || (!ended && tasks.size > 0 && !finals.includes(null))) {
+  const merged = fold.merge;
+  if (merged || (!ended && tasks.size > 0 && !finals.includes(null))) {
     const mergeStart = maxOf(finals) ?? plannedAt;
-    merge = mergeEvent
-      ? {
-          start: Math.min(mergeStart, at(mergeEvent)),
-          end: at(mergeEvent),
-          result: mergeEvent.type.slice("merge.".length),
-        }
+    merge = merged
+      ? { start: Math.min(mergeStart, merged.at), end: merged.at, result: merged.result }
       : { start: mergeStart, end: null, result: null };
   }
 
@@ -530,18 +571,6 @@ function time(value: unknown): number | null {
   if (typeof value !== "string") return null;
   const ms = Date.parse(value);
   return Number.isNaN(ms) ? null : ms;
-}
-
-function stringOrNull(value: unknown): string | null {
-  return typeof value === "string" ? value : null;
-}
-
-function stringList(value: unknown): string[] | null {
-  return Array.isArray(value) && value.every((v) => typeof v === "string") ? value : null;
-}
-
-function stringMatrix(value: unknown): string[][] | null {
-  return Array.isArray(value) && value.every((v) => stringList(v) !== null) ? (value as string[][]) : null;
 }
 
 function minOf(values: readonly (number | null | undefined)[]): number | null {

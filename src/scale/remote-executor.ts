@@ -458,7 +458,7 @@ async function publishStart(
     event: {
       type: "task.published",
       data: {
-        branch: p.branch,
+        branch: p.branch!,
         start_commit: start.commit,
         remote: shownRemote(remote),
         ref: baseRefOf(run.runId, p.id),

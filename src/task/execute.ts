@@ -152,9 +152,9 @@ function worktreeStart(
           event: {
             type: "task.worktree",
             data: {
-              branch: p.branch,
+              branch: p.branch!,
               start_commit: prepared.startCommit,
-              path: p.worktree,
+              path: p.worktree!,
               reused: prepared.reused,
             },
           },

@@ -1,4 +1,5 @@
 import { existsSync, mkdirSync, rmSync } from "node:fs";
+import type { LedgerEntry } from "../contract/ledger-events.js";
 import type { Reason } from "../contract/reason.js";
 import type { Conflict } from "../contract/report.js";
 import { sessionName } from "../fs/names.js";
@@ -12,7 +13,13 @@ import type { TaskPlan } from "./task-plan.js";
 
 /** How a task's start was made: its start commit and branch, and the ledger event that says so. */
 export type StartMade =
-  | { ok: true; startCommit: string; branch: string; event: { type: string; data: Record<string, unknown> } }
+  | {
+      ok: true;
+      startCommit: string;
+      branch: string;
+      /** Where the start was made: a worktree here, or a commit published for a worker. */
+      event: Extract<LedgerEntry, { type: "task.worktree" | "task.published" }>;
+    }
   | { ok: false; conflict: Conflict; branch: string | null }
   | { ok: false; detail: string; branch: string | null };
 
@@ -66,7 +73,7 @@ export async function openTask(
       return failTask(run, recorder, p.id, "launch_error", made.detail);
     }
     recorder.note(p.id, { branch: made.branch, startCommit: made.startCommit });
-    await ports.ledger.append(made.event.type, made.event.data, p.id);
+    await ports.ledger.record(made.event, p.id);
     recorder.checkpoint(p.id);
   }
   // Another task's failure may have stopped the run (--fail-fast, cancel) while this one was

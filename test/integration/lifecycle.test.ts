@@ -3,6 +3,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 
 import { join } from "node:path";
 import { execa } from "execa";
 import { describe, expect, it } from "vitest";
+import { LedgerEntry } from "../../src/contract/ledger-events.js";
 import { TmuxServer } from "../../src/tmux/server.js";
 import {
   BIN,
@@ -352,6 +353,8 @@ describe("run lifecycle", () => {
       ]),
     );
     expect(types.indexOf("task.success:A")).toBeLessThan(types.indexOf("task.launched:B"));
+    // Each event is one of the contract's, its data as the contract says (a git run's events too).
+    expect(events.filter((e) => !LedgerEntry.safeParse({ type: e.type, data: e.data }).success)).toEqual([]);
     const ok = await termorch(["verify-ledger", dir], { socket });
     expect(ok.exitCode).toBe(0);
     const lines = readFileSync(join(dir, "events.jsonl"), "utf8").split("\n");

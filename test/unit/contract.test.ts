@@ -54,4 +54,13 @@ describe("JSON Schema", () => {
       expect(schema.additionalProperties).toBe(false);
     }
   });
+
+  it("describes each of the ledger's events by its type", () => {
+    const schema = jsonSchemaOf("ledger-event") as { oneOf?: { properties: { type: { const: string } } }[] };
+    const types = (schema.oneOf ?? []).map((o) => o.properties.type.const);
+    expect(types).toEqual(
+      expect.arrayContaining(["run.accepted", "task.launched", "task.exited", "merge.success"]),
+    );
+    expect(types).toHaveLength(new Set(types).size);
+  });
 });

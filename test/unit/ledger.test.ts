@@ -14,7 +14,11 @@ async function ledgerWith(n: number, name: string) {
   const ledger = await Ledger.open(path, Redactor.from([], ["topsecret"]));
   await Promise.all(
     Array.from({ length: n }, (_, i) =>
-      ledger.append("task.launched", { i, note: "key topsecret" }, `T${i}`),
+      ledger.append(
+        "task.launched",
+        { attempt: i, session: null, logs: null, note: "key topsecret" },
+        `T${i}`,
+      ),
     ),
   );
   return path;
@@ -41,14 +45,14 @@ describe("ledger", () => {
   it("continues the chain when reopened", async () => {
     const path = await ledgerWith(3, "reopen.jsonl");
     const again = await Ledger.open(path, Redactor.from([], []));
-    await again.append("run.resumed");
+    await again.append("run.resumed", { pid: 1, tasks: [] });
     expect(await verifyLedger(path)).toEqual({ ok: true, events: 4 });
   });
 
   it("names the first broken line of a tampered ledger", async () => {
     const path = await ledgerWith(5, "tampered.jsonl");
     const lines = readFileSync(path, "utf8").split("\n");
-    lines[2] = lines[2]!.replace('"i":2', '"i":9');
+    lines[2] = lines[2]!.replace('"attempt":2', '"attempt":9');
     writeFileSync(path, lines.join("\n"));
     expect(await verifyLedger(path)).toMatchObject({
       ok: false,
@@ -78,7 +82,7 @@ describe("ledger recovery", () => {
     const path = await ledgerWith(3, "recover.jsonl");
     writeFileSync(path, `${readFileSync(path, "utf8")}{"schema_version":1,"se`);
     const again = await Ledger.open(path, Redactor.from([], []));
-    await again.append("run.resumed");
+    await again.append("run.resumed", { pid: 1, tasks: [] });
     expect(await verifyLedger(path)).toEqual({ ok: true, events: 4 });
   });
 });

@@ -1,0 +1,167 @@
+import { z } from "zod";
+import { StateSource } from "./agent-state.js";
+import { Reason } from "./reason.js";
+import { Gate } from "./report.js";
+import { StatusFile } from "./status.js";
+
+/**
+ * The events of a run's ledger (events.jsonl), each a `type` and its `data`. The run writes them
+ * through `Ledger.append`, which takes only these; the timeline and the operators' views read
+ * them back with `ledgerEntryOf`. Data objects are loose: an event may carry more than what is
+ * named here (a merge's whole outcome), and a reader keeps only what it knows.
+ */
+const entry = <T extends string, S extends z.ZodRawShape>(type: T, data: S) =>
+  z.object({ type: z.literal(type), data: z.looseObject(data) });
+
+/**
+ * The same event as a reader takes it: a field that is missing or of another type is read as
+ * absent (a ledger cut short, written by another version), never the whole event lost.
+ */
+const lenientEntry = <T extends string, S extends z.ZodRawShape>(type: T, data: S) =>
+  z.object({
+    type: z.literal(type),
+    data: z.looseObject(
+      Object.fromEntries(
+        Object.entries(data).map(([k, v]) => [k, (v as z.ZodType).optional().catch(undefined)]),
+      ) as unknown as { [K in keyof S]: z.ZodCatch<z.ZodOptional<S[K]>> },
+    ),
+  });
+
+const nullableString = z.string().nullable();
+const Logs = z.object({ stdout: z.string(), stderr: z.string() }).nullable();
+
+/** A task's change of state: its status file as written, with its gates, branch and commit. */
+const TaskStateData = {
+  ...StatusFile.shape,
+  gates: z.array(Gate),
+  branch: nullableString,
+  commit: nullableString,
+};
+
+/** The merge's outcome as the report has it (camel-cased, as `MergeOutcome`), and its validation. */
+const MergeData = {
+  result: z.enum(["success", "conflict", "failed", "skipped", "rolled_back"]),
+  reason: nullableString,
+  validation: z.string(),
+};
+
+/** Each event's type and the shape of its data. */
+const EVENTS = {
+  "run.accepted": {
+    run_id: z.string(),
+    assignments: z.string(),
+    workspace: z.string(),
+    tasks: z.array(z.object({ id: z.string(), agent: z.string(), dependencies: z.array(z.string()) })),
+    base_commit: nullableString,
+    target: nullableString,
+  },
+  "run.planned": {
+    waves: z.array(z.array(z.string())),
+    critical_path: z.array(z.string()),
+    max_parallel: z.number(),
+    schedule: z.string(),
+    argv: z.record(z.string(), z.array(z.string())),
+  },
+  "run.resumed": {
+    pid: z.number(),
+    tasks: z.array(z.object({ id: z.string(), state: z.string(), attempts: z.number() })),
+  },
+  "run.cancel_requested": { by: z.string() },
+  "run.detached": { pid: z.number() },
+  "run.cleaned": { pooled: z.number(), removed: z.number(), kept_branches: z.array(z.string()) },
+  "report.written": {
+    exit_code: z.number(),
+    completed: z.boolean(),
+    failed_tasks: z.array(z.string()),
+    skipped_tasks: z.array(z.string()),
+    cancelled_tasks: z.array(z.string()),
+  },
+  "notify.failed": {
+    event: z.string(),
+    task_id: nullableString,
+    kind: z.enum(["not_started", "failed", "timeout"]),
+    detail: z.string(),
+  },
+  "merge.success": MergeData,
+  "merge.conflict": MergeData,
+  "merge.failed": MergeData,
+  "merge.skipped": MergeData,
+  "merge.rolled_back": MergeData,
+  "merge.interrupted_update": { ref: z.string(), old: z.string(), new: z.string(), outcome: z.string() },
+  "merge.target_put_back": { ref: z.string(), old: z.string(), new: nullableString, kept_on: nullableString },
+  "task.running": TaskStateData,
+  "task.success": TaskStateData,
+  "task.failed": TaskStateData,
+  "task.skipped": TaskStateData,
+  "task.waiting_input": {
+    attempt: z.number(),
+    since: z.string(),
+    asks: nullableString,
+    by: StateSource.optional(),
+  },
+  "task.input_resumed": { attempt: z.number(), by: StateSource.optional() },
+  "task.worktree": { branch: z.string(), start_commit: z.string(), path: z.string(), reused: z.boolean() },
+  "task.published": { branch: z.string(), start_commit: z.string(), remote: z.string(), ref: z.string() },
+  "task.launched": {
+    attempt: z.number(),
+    session: nullableString,
+    logs: Logs,
+    argv: z.array(z.string()).optional(),
+    cwd: z.string().optional(),
+    /** Scale-out: where the attempt runs. */
+    host: z.string().optional(),
+    worker: z.string().optional(),
+    socket: z.string().optional(),
+    delivery: z.number().optional(),
+  },
+  "task.adopted": { attempt: z.number(), session: nullableString, finished: z.boolean(), live: z.boolean() },
+  "task.exited": {
+    attempt: z.number(),
+    exit_code: z.number().nullable(),
+    /** The supervisor's times of the agent process (a worker's result has none). */
+    started_at: nullableString.optional(),
+    finished_at: z.string().optional(),
+    host: z.string().optional(),
+    worker: z.string().optional(),
+    state: z.string().optional(),
+  },
+  "task.retrying": { attempt: z.number(), reason: Reason, detail: nullableString },
+  "task.setup_started": { attempt: z.number(), cwd: z.string() },
+  "task.setup": { attempt: z.number(), passed: z.boolean().nullable(), detail: z.string() },
+  "task.head_taken": { from: nullableString, branch: z.string(), commit: z.string() },
+  "task.finish_requested": { attempt: z.number(), by: z.string() },
+  "task.prompt_delivered": { attempt: z.number(), by: StateSource },
+  "task.prompt_pasted": { attempt: z.number(), screen_ready: z.boolean() },
+} as const;
+type Events = typeof EVENTS;
+
+type WriteUnion = { [T in keyof Events]: ReturnType<typeof entry<T, Events[T]>> }[keyof Events];
+type ReadUnion = { [T in keyof Events]: ReturnType<typeof lenientEntry<T, Events[T]>> }[keyof Events];
+
+const union = <U extends z.ZodObject>(make: (type: keyof Events) => U) =>
+  z.discriminatedUnion(
+    "type",
+    Object.keys(EVENTS).map((type) => make(type as keyof Events)) as unknown as [U, ...U[]],
+  );
+
+/** Every event a run writes, checked as written. */
+export const LedgerEntry = union((type) => entry(type, EVENTS[type])) as unknown as z.ZodDiscriminatedUnion<
+  WriteUnion[]
+>;
+/** Every event a reader knows, each field of its data optional and read leniently. */
+const LenientLedgerEntry = union((type) =>
+  lenientEntry(type, EVENTS[type]),
+) as unknown as z.ZodDiscriminatedUnion<ReadUnion[]>;
+/** An event as the run writes it. */
+export type LedgerEntry = z.input<typeof LedgerEntry>;
+/** An event as a reader gets it back: its known fields checked, each possibly absent. */
+export type ReadLedgerEntry = z.infer<typeof LenientLedgerEntry>;
+export type LedgerEntryType = LedgerEntry["type"];
+/** The data of one type of event. */
+export type LedgerData<T extends LedgerEntryType> = (LedgerEntry & { type: T })["data"];
+
+/** An event of events.jsonl with its data checked against its type; null for one this version does not know. */
+export function ledgerEntryOf(event: { type: string; data: unknown }): ReadLedgerEntry | null {
+  const parsed = LenientLedgerEntry.safeParse({ type: event.type, data: event.data });
+  return parsed.success ? parsed.data : null;
+}
