@@ -1,4 +1,4 @@
-import { readFileSync } from "node:fs";
+import { closeSync, fstatSync, openSync, readFileSync, readSync } from "node:fs";
 import { join } from "node:path";
 import { RunState, TaskRun } from "../contract/state.js";
 import { AppendFile } from "./append-file.js";
@@ -39,7 +39,7 @@ export type RunStateRead = { ok: true; state: RunState } | { ok: false; path: st
  * Reads `<runDir>/state.json` with a live run's task journal merged in. `problem` says what is
  * wrong with a missing, damaged or unreadable file; the caller words it for its user.
  */
-export function readRunStateFile(runDir: string): RunStateRead {
+export function readRunStateFile(runDir: string, journals?: JournalReaders): RunStateRead {
   const path = join(runDir, "state.json");
   let text: string;
   try {
@@ -62,28 +62,84 @@ export function readRunStateFile(runDir: string): RunStateRead {
     const issue = parsed.error.issues[0];
     return { ok: false, path, problem: `unreadable: ${issue?.path.join(".")}: ${issue?.message}` };
   }
-  return { ok: true, state: withJournal(parsed.data) };
+  return { ok: true, state: withJournal(parsed.data, journals) };
 }
 
-function withJournal(state: RunState): RunState {
+function withJournal(state: RunState, journals: JournalReaders | undefined): RunState {
   if (state.task_journal === null) return state;
-  let text: string;
-  try {
-    text = readFileSync(state.task_journal, "utf8");
-  } catch {
-    return state; // no task has moved yet
+  const newest = (journals?.of(state.task_journal) ?? new JournalReader(state.task_journal)).read();
+  if (newest.size === 0) return state; // no task has moved yet
+  return { ...state, tasks: state.tasks.map((t) => newest.get(t.id) ?? t) };
+}
+
+/**
+ * A task journal read as it grows: each read parses only the lines appended since the last one
+ * (a live view reads a chatty run's journal several times a second). A journal that shrank was
+ * replaced: it is read again from its start.
+ */
+export class JournalReader {
+  private offset = 0;
+  private readonly newest = new Map<string, TaskRun>();
+
+  constructor(readonly path: string) {}
+
+  /** Each task's newest record; empty while no task has moved (or the journal is gone). */
+  read(): ReadonlyMap<string, TaskRun> {
+    let fd: number;
+    try {
+      fd = openSync(this.path, "r");
+    } catch {
+      this.offset = 0;
+      this.newest.clear();
+      return this.newest;
+    }
+    try {
+      const size = fstatSync(fd).size;
+      if (size < this.offset) {
+        this.offset = 0;
+        this.newest.clear();
+      }
+      if (size === this.offset) return this.newest;
+      const chunk = Buffer.alloc(size - this.offset);
+      const got = readSync(fd, chunk, 0, chunk.length, this.offset);
+      // Whole lines only: a line still being written is read with the next append.
+      const end = chunk.subarray(0, got).lastIndexOf(0x0a) + 1;
+      this.offset += end;
+      for (const line of chunk.subarray(0, end).toString("utf8").split("\n")) this.take(line);
+      return this.newest;
+    } finally {
+      closeSync(fd);
+    }
   }
-  const newest = new Map<string, TaskRun>();
-  for (const line of text.split("\n")) {
-    if (line === "") continue;
+
+  private take(line: string): void {
+    if (line === "") return;
     let raw: unknown;
     try {
       raw = JSON.parse(line);
     } catch {
-      continue; // a torn line: the transition it was writing never happened
+      return; // a torn line: the transition it was writing never happened
     }
     const task = TaskRun.safeParse(raw);
-    if (task.success) newest.set(task.data.id, task.data);
+    if (task.success) this.newest.set(task.data.id, task.data);
   }
-  return { ...state, tasks: state.tasks.map((t) => newest.get(t.id) ?? t) };
+}
+
+/** The journal readers of the runs a live view follows, one per journal, kept from view to view. */
+export class JournalReaders {
+  private readonly readers = new Map<string, JournalReader>();
+
+  of(path: string): JournalReader {
+    let reader = this.readers.get(path);
+    if (!reader) {
+      reader = new JournalReader(path);
+      this.readers.set(path, reader);
+    }
+    return reader;
+  }
+
+  /** Forgets the journals not in `keep` (runs no longer in view, or reported). */
+  keepOnly(keep: ReadonlySet<string>): void {
+    for (const path of this.readers.keys()) if (!keep.has(path)) this.readers.delete(path);
+  }
 }

@@ -5,6 +5,7 @@ import chokidar, { type FSWatcher } from "chokidar";
 import type { RunState } from "../contract/state.js";
 import type { QueuedRunView, RunView, StatusView } from "../contract/status-view.js";
 import { ensureUserDir, registryDir, registryInUserDir } from "../fs/names.js";
+import { JournalReaders } from "../fs/run-state-file.js";
 import { homeQueued, homeRuns, type OpsRun, readRunState, registryRuns, resolveRun } from "./runs.js";
 import { type SessionInfo, sessionsBySocket } from "./sessions.js";
 import { statusView } from "./status.js";
@@ -39,6 +40,12 @@ export async function scopeQueued(scope: RunScope): Promise<QueuedRunView[]> {
  * its logs/ each have a plain directory watch (see `watchRun`).
  */
 const RUN_FILES = new Set(["state.json", "events.jsonl", "execution_report.json", "status", "claim.json"]);
+/**
+ * Changes after which the run's state is read again (state.json with its task journal): a task's
+ * change of state writes its status file, and the driver writes state.json at its start and end.
+ * The ledger and the logs change far more often and change nothing of the state.
+ */
+const STATE_FILES = new Set(["state.json", "status", "claim.json"]);
 /**
  * Changes that can start or end a task's session: a launch and an end each write a status file
  * (and the run folder's `status` entry appears with the first); the panes are listed again then.
@@ -237,6 +244,7 @@ export class RunFeed {
             run: this.inView.has(runDir) ? runDir : "all",
             logsOnly: kind === "logs",
             sessions: kind === "status" || (name !== null && SESSION_FILES.has(String(name))),
+            state: kind === "status" || (kind === "run" && STATE_FILES.has(String(name))),
           });
         });
       } catch {
@@ -255,17 +263,22 @@ export class RunFeed {
         run: this.inView.has(runDir) ? runDir : "all",
         logsOnly: kind === "logs",
         sessions: kind !== "logs",
+        state: kind !== "logs",
       });
     }
   }
 
   /**
    * `run`: the run folder whose files changed, or "all" when which runs there are may have;
-   * `sessions`: whether the change can have started or ended a task's session.
+   * `sessions`: whether the change can have started or ended a task's session; `state`: whether
+   * it can have changed the run's state (else its view is drawn again from the state it had).
    */
-  private changed(change: { run?: string; logsOnly: boolean; sessions?: boolean }): void {
+  private changed(change: { run?: string; logsOnly: boolean; sessions?: boolean; state?: boolean }): void {
     if (change.run === "all") this.since.all = true;
-    else if (change.run !== undefined) this.since.runs.add(change.run);
+    else if (change.run !== undefined) {
+      this.since.runs.add(change.run);
+      if (change.state) this.since.states.add(change.run);
+    }
     if (!change.logsOnly) this.since.logsOnly = false;
     if (change.sessions) this.since.sessions = true;
     if (this.closed) return;
@@ -337,6 +350,8 @@ interface Kept {
    * write, and `clean` closes kept ones without writing to the run, so the next view lists them.
    */
   closing: boolean;
+  /** The task journals of the live runs in view, each read from where the last view stopped. */
+  journals: JournalReaders;
 }
 
 /**
@@ -347,26 +362,28 @@ interface Kept {
 interface Changes {
   all: boolean;
   runs: Set<string>;
+  /** Of those, the runs whose state may have changed (state.json, a status file). */
+  states: Set<string>;
   logsOnly: boolean;
   /** A change that can start or end a session (status/, the scope's folder, a sweep, a refresh). */
   sessions: boolean;
 }
 
 function noChanges(): Changes {
-  return { all: false, runs: new Set(), logsOnly: true, sessions: false };
+  return { all: false, runs: new Set(), states: new Set(), logsOnly: true, sessions: false };
 }
 
 /**
  * The runs of the scope: read again when they may have changed; else the last ones, those whose
- * folder had an event read again (null when one of them is no longer the same run: read them all).
+ * state may have changed read again (null when one of them is no longer the same run: read them all).
  */
-async function rescan(last: Kept | null, since: Changes): Promise<OpsRun[] | null> {
+async function rescan(last: Kept | null, since: Changes, journals: JournalReaders): Promise<OpsRun[] | null> {
   if (!last || since.all) return null;
   const runs: OpsRun[] = [];
   for (const run of last.runs) {
-    if (!since.runs.has(run.runDir)) runs.push(run);
+    if (!since.states.has(run.runDir)) runs.push(run);
     else {
-      const read = await readRunState(run.runDir);
+      const read = await readRunState(run.runDir, journals);
       if (!("state" in read) || read.state.run_id !== run.runId) return null;
       runs.push({ ...run, state: read.state, problem: null });
     }
@@ -395,7 +412,8 @@ async function compute(
   last: Kept | null,
   since: Changes,
 ): Promise<{ view: StatusView; kept: Kept }> {
-  const rescanned = await rescan(last, since);
+  const journals = last?.journals ?? new JournalReaders();
+  const rescanned = await rescan(last, since, journals);
   const runs = rescanned ?? (await scopeRuns(scope, env, cwd));
   // A claimed run starts (or a new one is claimed) in the scope's folder: an event read everything.
   const queued = rescanned && last ? last.queued : await scopeQueued(scope);
@@ -422,5 +440,6 @@ async function compute(
     finished.set(run.run_dir, { view: run, sessions: sessionsKey(run, sessionsOf(run.socket)) });
   }
   const closing = view.runs.some((r) => r.phase === "reported" && r.tasks.some((t) => t.session_exists));
-  return { view, kept: { runs, queued, sessions, finished, closing } };
+  journals.keepOnly(new Set(runs.flatMap((r) => (r.state?.task_journal ? [r.state.task_journal] : []))));
+  return { view, kept: { runs, queued, sessions, finished, closing, journals } };
 }

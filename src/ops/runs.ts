@@ -8,7 +8,7 @@ import { InputError } from "../errors.js";
 import { readJsonRecord } from "../fs/json-record.js";
 import { registryDir } from "../fs/names.js";
 import { registeredRuns } from "../fs/registry.js";
-import { readRunStateFile } from "../fs/run-state-file.js";
+import { type JournalReaders, readRunStateFile } from "../fs/run-state-file.js";
 import { driverAlive } from "./liveness.js";
 
 type Env = Readonly<Record<string, string | undefined>>;
@@ -38,9 +38,15 @@ export function phaseOf(state: RunState): RunPhase {
   return driverAlive(state.pid, state.updated_at) ? "running" : "interrupted";
 }
 
-/** Reads `<runDir>/state.json`; a missing or unreadable one is a problem, not an exception. */
-export async function readRunState(runDir: string): Promise<{ state: RunState } | { problem: string }> {
-  const read = readRunStateFile(runDir);
+/**
+ * Reads `<runDir>/state.json`; a missing or unreadable one is a problem, not an exception.
+ * `journals`: a live view's readers, which parse only what a journal gained since the last view.
+ */
+export async function readRunState(
+  runDir: string,
+  journals?: JournalReaders,
+): Promise<{ state: RunState } | { problem: string }> {
+  const read = readRunStateFile(runDir, journals);
   if (read.ok) return { state: read.state };
   if (read.problem !== "missing") return { problem: `${read.path} is ${read.problem}` };
   return {

@@ -14,6 +14,23 @@ export function serverFor(socket: string, env: Readonly<Record<string, string | 
   return new TmuxServer({ socket, baseEnv: { ...env } });
 }
 
+/** The servers a live view asks again and again, one per socket and environment (each writes its config once). */
+const asked = new WeakMap<object, Map<string, TmuxServer>>();
+
+function askedServer(socket: string, env: Readonly<Record<string, string | undefined>>): TmuxServer {
+  let servers = asked.get(env);
+  if (!servers) {
+    servers = new Map();
+    asked.set(env, servers);
+  }
+  let server = servers.get(socket);
+  if (!server) {
+    server = serverFor(socket, env);
+    servers.set(socket, server);
+  }
+  return server;
+}
+
 /**
  * Sessions per socket, each server asked once. A server that is not running has none; one that
  * cannot be asked (tmux missing) counts as having none too: status still shows the files.
@@ -26,7 +43,7 @@ export async function sessionsBySocket(
   for (const socket of new Set(sockets)) {
     let panes: PaneRow[] = [];
     try {
-      panes = await serverFor(socket, env).listPanes();
+      panes = await askedServer(socket, env).listPanes();
     } catch {
       panes = [];
     }

@@ -1,9 +1,9 @@
-import { appendFileSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { appendFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import type { RunState, TaskRun } from "../../src/contract/state.js";
-import { readRunStateFile, TaskJournal } from "../../src/fs/run-state-file.js";
+import { JournalReader, readRunStateFile, TaskJournal } from "../../src/fs/run-state-file.js";
 import { newTaskRun } from "../../src/task/task-run.js";
 import { runStateFixture } from "../fixtures/run-state.js";
 
@@ -58,5 +58,31 @@ describe("state.json with the task journal", () => {
     const read = readRunStateFile(runDir);
     expect(read.ok && read.state.tasks[0]?.state).toBe("success");
     expect(readRunStateFile(join(dir, "nowhere"))).toMatchObject({ ok: false, problem: "missing" });
+  });
+});
+
+describe("a journal read as it grows (JournalReader)", () => {
+  it("parses only what was appended since its last read, a line only once it is whole, and a replaced journal from its start", () => {
+    const path = join(mkdtempSync(join(dir, "grow-")), "tasks.jsonl");
+    const a = newTaskRun("A", "x", [], ["true"]);
+    const reader = new JournalReader(path);
+    expect(reader.read().size).toBe(0);
+    const journal = new TaskJournal(path);
+    journal.write({ ...a, state: "running", attempts: 1 });
+    expect(reader.read().get("A")?.state).toBe("running");
+    // Half of the next line: not taken yet; taken once its end is written.
+    const line = `${JSON.stringify({ ...a, state: "success", attempts: 1 })}\n`;
+    appendFileSync(path, line.slice(0, 20));
+    expect(reader.read().get("A")?.state).toBe("running");
+    appendFileSync(path, line.slice(20));
+    expect(reader.read().get("A")?.state).toBe("success");
+    // What was read is not parsed again: its last line changed in place (same length) stays as read.
+    const text = readFileSync(path, "utf8");
+    writeFileSync(path, text.replace('"success"', '"skipped"'));
+    expect(reader.read().get("A")?.state).toBe("success");
+    // A shorter file is another journal: read from its start.
+    writeFileSync(path, `${JSON.stringify({ ...a, state: "failed", attempts: 2 })}\n`);
+    expect(reader.read().get("A")?.state).toBe("failed");
+    journal.close();
   });
 });
