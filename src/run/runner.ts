@@ -98,28 +98,6 @@ export interface RunOptions extends DriveOptions {
   allowDirty?: boolean;
 }
 
-export interface RunOptions extends DriveOptions {
-  assignmentsFile: string;
-  configFile?: string;
-  /** Run directory; default: the assignments file's folder. */
-  outDir?: string;
-  /** Folder `workspace_dir` is relative to; default: the assignments file's folder. */
-  baseDir?: string;
-  /** Run id to use instead of the file's `run_id` (the daemon names runs by their folder). */
-  runId?: string;
-  /** Overrides the assignment's `mode.dry_run` when set. */
-  dryRun?: boolean;
-  /** Overrides the assignment's `mode.verify` when set. */
-  verify?: boolean;
-  maxParallel?: number;
-  schedule?: ScheduleMode;
-  failFast?: boolean;
-  /** After the report: close successful sessions and keep failed ones (default), keep all, or close all. */
-  sessions?: "default" | "keep" | "clean";
-  keepBranches?: boolean;
-  allowDirty?: boolean;
-}
-
 /** What preparing a new run found before anything of it starts. */
 interface Prepared {
   input: RunInput;

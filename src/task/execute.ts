@@ -41,13 +41,11 @@ export async function executeTask(
 ): Promise<TaskEnd> {
   const t = recorder.get(taskId);
   const p = run.plans.get(taskId)!;
-  const start = worktreeStart(
-    run,
-    ports,
-    p,
-    resume && (t.startCommit !== null || !run.git),
-    resume && t.attemptDir !== null,
-  );
+  const start = worktreeStart(run, ports, p, {
+    // An earlier process made its start (or there is none to make): its worktree is taken as it is.
+    reuse: resume && (t.startCommit !== null || !run.git),
+    startedBefore: resume && t.attemptDir !== null,
+  });
   const opened = await openTask(run, ports, stop, recorder, p, start);
   if (opened !== "go") return opened;
 
@@ -113,8 +111,7 @@ function worktreeStart(
   run: RunPlan,
   ports: Ports,
   p: TaskPlan,
-  reuse: boolean,
-  startedBefore: boolean,
+  { reuse, startedBefore }: { reuse: boolean; startedBefore: boolean },
 ): TaskStart {
   const git = run.git;
   return {

@@ -72,10 +72,6 @@ export class TaskRecorder {
     return [...this.tasks.values()];
   }
 
-  ids(): IterableIterator<string> {
-    return this.tasks.keys();
-  }
-
   get size(): number {
     return this.tasks.size;
   }
