@@ -1,7 +1,9 @@
-import { open } from "node:fs/promises";
+import { open, stat } from "node:fs/promises";
 
 /** Enough of the end of a log to hold its last line in practice, without reading 100 MB logs whole. */
 const TAIL_BYTES = 64 * 1024;
+/** What is read first: a log's last line is usually short (a live view reads several logs a second). */
+const FIRST_BYTES = 4 * 1024;
 const MAX_CHARS = 200;
 
 /**
@@ -37,8 +39,29 @@ export function plainText(line: string): string {
   return out + line.slice(last).replace(TERMINAL_CONTROL, "");
 }
 
-/** The last non-empty line of a log file, made plain and shortened for display; null when there is none. */
+/** The last lines found, by log path, with the size and time of the log they were read from. */
+const found = new Map<string, { size: number; mtimeMs: number; line: string | null }>();
+/** Logs remembered at most (a live view of many runs): the oldest are forgotten first. */
+const FOUND_MAX = 4096;
+
+/**
+ * The last non-empty line of a log file, made plain and shortened for display; null when there is
+ * none. A log unchanged since its last line was found (same size and time) is not read again.
+ */
 export async function lastLogLine(path: string): Promise<string | null> {
+  const st = await stat(path).catch(() => null);
+  if (!st) return null;
+  const known = found.get(path);
+  if (known && known.size === st.size && known.mtimeMs === st.mtimeMs) return known.line;
+  const line = await readLastLine(path);
+  found.delete(path);
+  found.set(path, { size: st.size, mtimeMs: st.mtimeMs, line });
+  if (found.size > FOUND_MAX) found.delete(found.keys().next().value as string);
+  return line;
+}
+
+/** The last visible line in the last FIRST_BYTES of the log, else in its last TAIL_BYTES. */
+async function readLastLine(path: string): Promise<string | null> {
   let handle: Awaited<ReturnType<typeof open>>;
   try {
     handle = await open(path, "r");
@@ -47,18 +70,30 @@ export async function lastLogLine(path: string): Promise<string | null> {
   }
   try {
     const { size } = await handle.stat();
-    const length = Math.min(size, TAIL_BYTES);
-    const buffer = Buffer.alloc(length);
-    await handle.read(buffer, 0, length, size - length);
-    // A carriage return redraws the line: what stays visible is what came after the last one.
-    const lines = buffer.toString("utf8").split("\n");
-    for (let i = lines.length - 1; i >= 0; i--) {
-      const raw = lines[i] ?? "";
-      const visible = plainText(raw.slice(raw.lastIndexOf("\r", raw.length - 2) + 1)).trim();
-      if (visible) return visible.length > MAX_CHARS ? `${visible.slice(0, MAX_CHARS - 3)}...` : visible;
+    for (const want of size > FIRST_BYTES ? [FIRST_BYTES, TAIL_BYTES] : [size]) {
+      const length = Math.min(size, want);
+      const buffer = Buffer.alloc(length);
+      await handle.read(buffer, 0, length, size - length);
+      // Read from inside the log, its first line may be the end of a longer one: that counts only
+      // in the whole log or the most that is read (as it always did).
+      const last = length === size || want === TAIL_BYTES;
+      const line = lastVisible(buffer.toString("utf8"), last);
+      if (line !== null || last) return line;
     }
     return null;
   } finally {
     await handle.close();
   }
+}
+
+/** The last line with something visible, made plain and shortened; null when there is none. */
+function lastVisible(text: string, firstIsWhole: boolean): string | null {
+  // A carriage return redraws the line: what stays visible is what came after the last one.
+  const lines = text.split("\n");
+  for (let i = lines.length - 1; i >= (firstIsWhole ? 0 : 1); i--) {
+    const raw = lines[i] ?? "";
+    const visible = plainText(raw.slice(raw.lastIndexOf("\r", raw.length - 2) + 1)).trim();
+    if (visible) return visible.length > MAX_CHARS ? `${visible.slice(0, MAX_CHARS - 3)}...` : visible;
+  }
+  return null;
 }

@@ -42,3 +42,21 @@ describe("plainText, column moves", () => {
     expect(plainText(raw)).toBe(" Esc to cancel · Tab to amend");
   });
 });
+
+describe("lastLogLine of a log that grows", () => {
+  it("shows a long last line from its start, as a whole, though only the log's end is read first", async () => {
+    const path = join(dir, "long.log");
+    const long = `START ${"x".repeat(10 * 1024)} END`;
+    writeFileSync(path, `${"earlier line\n".repeat(8000)}${long}`);
+    expect(await lastLogLine(path)).toBe(`START ${"x".repeat(191)}...`);
+  });
+
+  it("reads a log again once it changed, and gives the line it found while it did not", async () => {
+    const path = join(dir, "growing.log");
+    writeFileSync(path, "one\n");
+    expect(await lastLogLine(path)).toBe("one");
+    writeFileSync(path, "one\ntwo\n");
+    expect(await lastLogLine(path)).toBe("two");
+    expect(await lastLogLine(path)).toBe("two");
+  });
+});
