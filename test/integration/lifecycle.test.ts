@@ -13,7 +13,6 @@ import {
   killServer,
   ROOT,
   readReport,
-  stamp,
   termorch,
   testFile,
   tmuxSessions,
@@ -139,38 +138,6 @@ describe("run lifecycle", () => {
     expect(report.tasks[0]).toMatchObject({ status: "success", attempts: 2 });
     expect(readFileSync(counter, "utf8")).toBe("x\nx\n");
     expect(readFileSync(join(dir, "repo", "done.txt"), "utf8")).toBe("ok\n");
-  });
-
-  it("--schedule waves holds the next wave until the slowest task of the previous one ends", async () => {
-    const { dir, stamps } = workspace();
-    const file = writeAssignments(dir, [
-      { id: "fast", env: { STAMPS: stamps } },
-      { id: "slow", env: { STAMPS: stamps, SLEEP: "0.8" } },
-      { id: "next", dependencies: ["fast"], env: { STAMPS: stamps } },
-    ]);
-    expect((await termorch(["run", file, "--schedule", "waves"], { socket })).exitCode).toBe(0);
-    expect(stamp(stamps, "slow", "end")).toBeLessThan(stamp(stamps, "next", "start"));
-    // Eager (the default) starts it as soon as its own dependency is done: slow ends only once
-    // next has started (it waits for next's start stamp), which only an eager schedule allows.
-    const eagerStamps = join(dir, "stamps-eager");
-    mkdirSync(eagerStamps);
-    const eager = writeAssignments(
-      dir,
-      [
-        { id: "fast", env: { STAMPS: eagerStamps } },
-        {
-          id: "slow",
-          env: { STAMPS: eagerStamps, WAIT_FILE: join(eagerStamps, "next.start") },
-          timeout_s: 60,
-        },
-        { id: "next", dependencies: ["fast"], env: { STAMPS: eagerStamps } },
-      ],
-      {},
-      "eager.json",
-    );
-    // A run directory of its own: the first run's files are in `dir`.
-    expect((await termorch(["run", eager, "--out", join(dir, "eager")], { socket })).exitCode).toBe(0);
-    expect(stamp(eagerStamps, "next", "start")).toBeLessThan(stamp(eagerStamps, "slow", "end"));
   });
 
   it("--fail-fast stops everything at the first failure", async () => {

@@ -40,7 +40,9 @@ describe("termorch cancel", () => {
     expect(again.stdout).toContain("already finished (exit 130)");
   });
 
-  it("records the cancel of an interrupted run, which then stops as soon as it is resumed", async () => {
+  // That a resumed run stops at once on the recorded cancel (exit 130, the task cancelled) is the
+  // middle tier's (test/middle/policy.test.ts); here, what the CLI says and the file it leaves.
+  it("records the cancel of an interrupted run, for its resume to take up", async () => {
     const { dir } = world.workspace();
     const never = join(dir, "never");
     const file = writeAssignments(dir, [{ id: "orphan", env: { WAIT_FILE: never } }]);
@@ -55,9 +57,6 @@ describe("termorch cancel", () => {
     expect(cancel.stdout).toContain("the run is not live");
     expect(cancel.stdout).toContain(`termorch resume ${dir}`);
     expect(existsSync(join(dir, ".termorch", runId, "cancel"))).toBe(true);
-    const resumed = await world.cli(["resume", dir]);
-    expect(resumed.exitCode).toBe(130);
-    expect(readReport(dir).tasks[0]).toMatchObject({ status: "failed", reason: "cancelled" });
   });
 
   it("cancels a daemon's run the same way: the daemon writes its report and answer, and goes on", async () => {

@@ -127,28 +127,6 @@ describe("resume after SIGKILL", () => {
     ]);
   });
 
-  it("refuses to resume when the assignments file changed since the run started", async () => {
-    const ws = workspace();
-    const { dir } = ws;
-    const gate = join(dir, "go");
-    const file = writeAssignments(dir, [{ id: "A", env: { WAIT_FILE: gate } }]);
-    const first = execa(process.execPath, [BIN, "run", file], {
-      reject: false,
-      cwd: ROOT,
-      env: cliEnv(socket),
-    });
-    await waitFor(() => existsSync(join(dir, "status", "A.running")), 30_000, "running");
-    first.kill("SIGKILL");
-    await first;
-    const a = JSON.parse(readFileSync(file, "utf8"));
-    a.tasks.push({ ...a.tasks[0], id: "Z" });
-    writeFileSync(file, JSON.stringify(a));
-    const resumed = await termorch(["resume", dir], { socket });
-    expect(resumed.exitCode).toBe(2);
-    expect(resumed.stderr).toMatch(/changed since run \w+ started/);
-    writeFileSync(gate, "");
-  });
-
   it("marks a task whose session vanished without an exit record as lost", async () => {
     const ws = workspace();
     const { dir } = ws;

@@ -55,31 +55,6 @@ describe("the run's summary", () => {
     expect(result.stderr).not.toContain("()");
   });
 
-  it("puts the tasks a cancellation ended or kept from starting in cancelled_tasks, not failed_tasks", async () => {
-    const { dir, stamps } = workspace();
-    const file = writeAssignments(dir, [
-      // Fails once "slow" is running, so --fail-fast finds it running.
-      { id: "bad", env: { EXIT: "1", WAIT_FILE: join(stamps, "slow.start") } },
-      { id: "child", dependencies: ["bad"] },
-      { id: "slow", env: { STAMPS: stamps, WAIT_FILE: join(dir, "never") } },
-      { id: "later", dependencies: ["slow"] },
-    ]);
-    const result = await termorch(["run", file, "--fail-fast", "--max-parallel", "2"], { socket });
-    expect(result.exitCode).toBe(1);
-    const report = readReport(dir);
-    expect(report.tasks.map((t) => [t.id, t.status, t.reason])).toEqual([
-      ["bad", "failed", "exit_code"],
-      ["child", "skipped", "dependency_failed"],
-      ["slow", "failed", "cancelled"],
-      ["later", "skipped", "cancelled"],
-    ]);
-    expect(report.summary).toMatchObject({
-      failed_tasks: ["bad"],
-      skipped_tasks: ["child"],
-      cancelled_tasks: ["slow", "later"],
-    });
-  });
-
   it("documents each list in the report's JSON Schema", async () => {
     const result = await termorch(["schema", "report"], { socket });
     const summary = JSON.parse(result.stdout).properties.summary;

@@ -134,22 +134,6 @@ describe("termorch run", () => {
     expect(tmuxSessions(socket)).not.toContain(report.tasks[0]!.session);
   });
 
-  it("never runs more than max_parallel tasks at once, and reaches it", async () => {
-    const { dir, stamps } = workspace();
-    const tasks = ["a", "b", "c", "d", "e", "f"].map((id) => ({ id, env: { STAMPS: stamps, SLEEP: "0.6" } }));
-    const file = writeAssignments(dir, tasks, {
-      environment: { workspace_dir: "repo", resource_limits: { max_parallel: 2 } },
-    });
-    expect((await termorch(["run", file], { socket })).exitCode).toBe(0);
-    const intervals = tasks.map((t) => [stamp(stamps, t.id, "start"), stamp(stamps, t.id, "end")] as const);
-    let peak = 0;
-    for (const [start] of intervals) {
-      peak = Math.max(peak, intervals.filter(([s, e]) => s <= start && start < e).length);
-    }
-    expect(peak).toBe(2);
-    expect(readReport(dir).summary.metrics?.peak_parallelism).toBe(2);
-  });
-
   it("keeps secrets out of every file it writes", async () => {
     const { dir } = workspace();
     const secret = "sk-live-0123456789abcdefSECRET";

@@ -32,6 +32,13 @@ export const PLAIN_WORKSPACE: TaskWorkspace = {
   diffPatch: notUsed,
 };
 
+/** One line of a run's ledger, as the middle tests read it. */
+export interface LedgerLine {
+  type: string;
+  task_id?: string;
+  data: Record<string, unknown>;
+}
+
 export interface TaskSpec {
   id: string;
   dependencies?: string[];
@@ -121,6 +128,14 @@ export class MiddleRun {
   report(result: RunResult | DetachedResult): Report {
     if ("detached" in result) throw new Error("the run detached: no report");
     return result.report;
+  }
+
+  /** The run's ledger (events.jsonl), parsed, in order. */
+  events(runDir: string = this.dir): LedgerLine[] {
+    return readFileSync(join(runDir, "events.jsonl"), "utf8")
+      .split("\n")
+      .filter(Boolean)
+      .map((line) => JSON.parse(line) as LedgerLine);
   }
 
   state(runDir: string): RunState {
