@@ -154,33 +154,6 @@ describe("interactive tasks", () => {
     expect((await termorch(["finish", "ask", "--run", s.runId], { socket })).exitCode).toBe(2);
   });
 
-  it("a done_when file appearing in the worktree ends the agent and counts the task as done", async () => {
-    const s = start(
-      { done_when: "out/done.flag", waiting_after_s: 600 },
-      { STUB_STAY: "1", STUB_TOUCH: "out/done.flag" },
-    );
-    const result = await s.run;
-    expect(result.exitCode, String(result.stderr)).toBe(0);
-    expect(readReport(s.dir).tasks[0]).toMatchObject({ id: "ask", status: "success" });
-    expect(existsSync(join(s.out, "terminated"))).toBe(true);
-    expect(ledger(s.dir).find((e) => e.type === "task.finish_requested")?.data).toMatchObject({
-      by: "done_when",
-    });
-    expect(readFileSync(join(s.repo, "out", "done.flag"), "utf8")).toBe("done\n");
-  });
-
-  it("a done_when file the worktree already holds does not end the task before any work", async () => {
-    const s = start({ done_when: "ctx/task.md" });
-    // The prompt gets pasted and the agent waits for its answer: the tracked file did not end it.
-    await waitingStatus(s.dir);
-    expect(readFileSync(join(s.out, "prompt.txt"), "utf8")).toBe(CONTEXT);
-    expect((await termorch(["finish", "ask", "--run", s.runId], { socket })).exitCode).toBe(0);
-    expect((await s.run).exitCode).toBe(0);
-    expect(ledger(s.dir).find((e) => e.type === "task.finish_requested")?.data).toMatchObject({
-      by: "finish",
-    });
-  });
-
   it("done_when and waiting_after_s need interactive, and done_when stays inside the worktree: exit 2", async () => {
     const { dir } = workspace();
     const check = async (task: Record<string, unknown>, message: string): Promise<void> => {

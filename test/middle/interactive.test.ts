@@ -1,7 +1,7 @@
 // Interactive tasks in the pipeline, with the fake runner's screens and fake timers: the prompt is
 // pasted once the screen settles, waiting for input is marked (status, ledger, notification) and
 // cleared, and `termorch finish` (its file) ends the agent as done.
-import { appendFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { appendFileSync, existsSync, mkdirSync, readFileSync, utimesSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import type { NotifyEvent } from "../../src/contract/notify.js";
@@ -98,6 +98,58 @@ describe("interactive tasks in the pipeline", () => {
     expect(a.pasted).toHaveLength(1);
     const report = run.report(await done);
     expect(report.tasks[0]).toMatchObject({ id: "a", status: "failed", reason: "timeout" });
+  });
+
+  it("a done_when file appearing in the worktree ends the agent and counts the task as done", async () => {
+    run = new MiddleRun([{ id: "a", interactive: true, done_when: "out/done.flag", waiting_after_s: 600 }]);
+    const done = runAssignments({ assignmentsFile: run.file, ...run.options() });
+    const a = await run.host.launched("a");
+    a.screen = "stub> ";
+    await vi.advanceTimersByTimeAsync(3000);
+    expect(a.pasted).toEqual(["# the task\n"]);
+    expect(a.stops).toEqual([]);
+    // The agent writes it (the task runs in place: the workspace is not a repository).
+    const flag = join(run.dir, "ws", "out", "done.flag");
+    mkdirSync(join(flag, ".."));
+    writeFileSync(flag, "done\n");
+    const now = Date.now() / 1000;
+    utimesSync(flag, now, now);
+    await vi.advanceTimersByTimeAsync(1000);
+    // Ended (TERM), not left to exit by itself.
+    expect(a.stops).toHaveLength(1);
+    const report = run.report(await done);
+    expect(report.exit_code).toBe(0);
+    expect(report.tasks[0]).toMatchObject({ id: "a", status: "success" });
+    expect(run.events().find((e) => e.type === "task.finish_requested")?.data).toMatchObject({
+      by: "done_when",
+    });
+  });
+
+  it("a done_when file the worktree already holds does not end the task before any work", async () => {
+    run = new MiddleRun([{ id: "a", interactive: true, done_when: "ctx/task.md", waiting_after_s: 1 }]);
+    // The file is older than the attempt, as a tracked file of the worktree is.
+    const old = Date.now() / 1000 - 3600;
+    utimesSync(join(run.dir, "ws", "ctx", "task.md"), old, old);
+    const done = runAssignments({ assignmentsFile: run.file, ...run.options() });
+    const a = await run.host.launched("a");
+    a.screen = "stub> ";
+    await vi.advanceTimersByTimeAsync(3000);
+    // The prompt gets pasted and the agent waits for its answer: the tracked file did not end it.
+    expect(a.pasted).toEqual(["# the task\n"]);
+    a.screen = "stub> # the task\nQuestion?";
+    await vi.advanceTimersByTimeAsync(3000);
+    expect(JSON.parse(readFileSync(join(run.dir, "status", "a.running"), "utf8"))).toMatchObject({
+      waiting_input: true,
+    });
+    expect(a.stops).toEqual([]);
+    requestFinish("a");
+    await vi.advanceTimersByTimeAsync(1000);
+    const report = run.report(await done);
+    expect(report.exit_code).toBe(0);
+    expect(report.tasks[0]).toMatchObject({ id: "a", status: "success" });
+    expect(run.events().find((e) => e.type === "task.finish_requested")?.data).toMatchObject({
+      by: "finish",
+    });
   });
 
   /** opencode's preset, its binary a file on the agent's PATH (the fake runner starts nothing). */
