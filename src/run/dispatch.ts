@@ -57,6 +57,8 @@ export async function dispatch(
   let active = 0;
   let peak = 0;
   let stopping = false;
+  /** A task failed under --fail-fast: nothing starts any more, even before the stop is made. */
+  let failedFast = false;
   const leaving = (): boolean => stopping || stopper.detaching;
   const stop = (why: string): void => {
     if (stopping) return;
@@ -69,25 +71,32 @@ export async function dispatch(
     for (const id of [...adopt, ...sched.ready().filter((r) => !adopt.has(r))]) {
       sched.start(id);
       const resuming = adopt.delete(id);
+      const runOne = async (): Promise<TaskEnd> => {
+        if (stopper.detaching) return { kind: "detached" };
+        if ((stopping || failedFast || stopper.ending) && !resuming) {
+          await recorder.transition(id, {
+            to: "skipped",
+            reason: "cancelled",
+            detail: "the run stopped before it started",
+          });
+          return { kind: "done", ok: false };
+        }
+        active++;
+        peak = Math.max(peak, active);
+        try {
+          const execute = (): Promise<TaskEnd> => executor.execute(id, resuming);
+          return await (hostQueue ? hostQueue.add(execute, { throwOnTimeout: true }) : execute());
+        } finally {
+          active--;
+        }
+      };
       const outcome = queue.add(
         async (): Promise<TaskEnd> => {
-          if (stopper.detaching) return { kind: "detached" };
-          if ((stopping || stopper.ending) && !resuming) {
-            await recorder.transition(id, {
-              to: "skipped",
-              reason: "cancelled",
-              detail: "the run stopped before it started",
-            });
-            return { kind: "done", ok: false };
-          }
-          active++;
-          peak = Math.max(peak, active);
-          try {
-            const execute = (): Promise<TaskEnd> => executor.execute(id, resuming);
-            return await (hostQueue ? hostQueue.add(execute, { throwOnTimeout: true }) : execute());
-          } finally {
-            active--;
-          }
+          const end = await runOne();
+          // Known before the task's slot frees, so a task waiting for it does not start; the
+          // stop itself comes once its dependents are skipped (below).
+          if (end.kind === "done" && !end.ok && run.settings.fail_fast) failedFast = true;
+          return end;
         },
         { priority: resuming ? Number.MAX_SAFE_INTEGER : (plan.remaining.get(id) ?? 0) },
       );

@@ -123,6 +123,27 @@ describe("--fail-fast", () => {
   });
 });
 
+describe("--fail-fast, a task waiting for a slot", () => {
+  it("is skipped, never started, when the failure frees the slot it waited for", async () => {
+    run = new MiddleRun([{ id: "a-bad" }, { id: "b-slow" }, { id: "c-queued" }], {
+      assignment: { environment: { workspace_dir: "ws", resource_limits: { max_parallel: 2 } } },
+    });
+    const done = runAssignments({ assignmentsFile: run.file, ...run.options(), failFast: true });
+    const [bad] = await Promise.all([run.host.launched("a-bad"), run.host.launched("b-slow")]);
+    // Released in id order: the third waits for a slot.
+    await run.running("b-slow");
+    bad.exit(1);
+    const report = run.report(await done);
+    expect(run.host.of("c-queued")).toHaveLength(0);
+    expect(report.tasks.find((t) => t.id === "c-queued")).toMatchObject({
+      status: "skipped",
+      reason: "cancelled",
+      detail: "the run stopped before it started",
+    });
+    expect(report.summary.failed_tasks).toEqual(["a-bad"]);
+  });
+});
+
 describe("cancel and resume", () => {
   it("a cancel recorded while the driver was down stops the resumed run at once (exit 130)", async () => {
     run = new MiddleRun([{ id: "orphan" }]);
