@@ -12,7 +12,7 @@ type GuardRun = Pick<RunPlan, "git" | "runId" | "fault">;
 
 /**
  * The target was moved from `expected` to `tip` (null: deleted) by something other than the
- * user's own commit in their checkout (see refuseForeignMove in merge-stage). termorch never
+ * user's own commit in their checkout (see refuseForeignMove in merge/stage.ts). termorch never
  * merges over that; when the user's index still is `expected`'s tree it also puts the branch
  * back (keeping `tip` on the run's `moved` branch, `movedBranch`), so the user's ref, index and work tree agree again.
  * Returns the sentence for the merge's reason: what moved, who, and what termorch did about it

@@ -16,7 +16,7 @@ import type { TaskRun } from "./task-run.js";
  * Agents work in worktrees of the user's repository, and worktrees share its refs: an agent
  * can create, move or delete any branch or tag of the user's. termorch lists the refs when a
  * run starts and compares before the merge, to report what changed; a target an agent moved
- * is never merged over (see merge-stage). Only branches an agent certainly created (it had
+ * is never merged over (see merge/stage.ts). Only branches an agent certainly created (it had
  * them checked out in its worktree) are removed with its task branch: a ref that merely points
  * at a task's commits may be the user's (`git branch review termorch/<run>/A`, a push).
  */
