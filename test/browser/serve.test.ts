@@ -281,7 +281,7 @@ const hex6 = (h: string): string =>
     });
 
     // Its live terminal: what the pane shows, then what the agent writes after the page loaded.
-    await page.click('tr[data-task="talker"] button.watch');
+    await clickInPage(page, 'tr[data-task="talker"] button.watch');
     await waitForScreen(page, "hello from the first line");
     await waitForScreen(page, "working on it");
     writeFileSync(join(gates, "more"), "");
@@ -298,7 +298,7 @@ const hex6 = (h: string): string =>
     // The browser closes it: its pty (the tmux client) ends; opened again, it shows the pane again.
     await page.click("#term-close");
     await waitFor(() => clientFlags(world.socket).length === 0, 10_000, "the tmux client to end");
-    await page.click('tr[data-task="talker"] button.watch');
+    await clickInPage(page, 'tr[data-task="talker"] button.watch');
     await waitForScreen(page, "second line, written after the page loaded");
     expect(clientFlags(world.socket)).toHaveLength(1);
 
@@ -371,3 +371,19 @@ const hex6 = (h: string): string =>
     expect(String(taken.stderr)).toMatch(/--host.*IP address/);
   }, 60_000);
 });
+
+/**
+ * Clicks an element the page redraws from its live feed: found and clicked in one turn of the
+ * page's own script, so a redraw cannot detach it between the two (as `page.click` can under load).
+ */
+async function clickInPage(page: Page, selector: string): Promise<void> {
+  await page.waitForFunction(
+    (sel: string) => {
+      const el = document.querySelector<HTMLElement>(sel);
+      el?.click();
+      return el !== null;
+    },
+    { timeout: 30_000 },
+    selector,
+  );
+}
