@@ -4,6 +4,7 @@
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { afterEach, beforeEach, vi } from "vitest";
 import type { Report } from "../../src/contract/report.js";
 import type { RunState } from "../../src/contract/state.js";
 import {
@@ -145,4 +146,20 @@ export class MiddleRun {
   cleanup(): void {
     rmSync(this.dir, { recursive: true, force: true });
   }
+}
+
+/**
+ * What every middle-tier file sets up: fake timers around each test, and the test's MiddleRun
+ * (`current()`) removed after it. Everything takes milliseconds, so a test that waits longer than
+ * its timeout is waiting for an exit that never comes.
+ */
+export function middleTier(current: () => MiddleRun | undefined): void {
+  vi.setConfig({ testTimeout: 5_000 });
+  beforeEach(() => {
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "Date"] });
+  });
+  afterEach(() => {
+    vi.useRealTimers();
+    current()?.cleanup();
+  });
 }

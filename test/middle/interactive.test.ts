@@ -3,24 +3,15 @@
 // cleared, and `termorch finish` (its file) ends the agent as done.
 import { appendFileSync, existsSync, mkdirSync, readFileSync, utimesSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import type { NotifyEvent } from "../../src/contract/notify.js";
 import { finishFileOf, privateDirOf } from "../../src/fs/private-dir.js";
 import { runAssignments } from "../../src/run/runner.js";
-import { MiddleRun } from "./harness.js";
+import { MiddleRun, middleTier } from "./harness.js";
 
 let run: MiddleRun;
 
-vi.setConfig({ testTimeout: 5_000 });
-
-beforeEach(() => {
-  vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "Date"] });
-});
-
-afterEach(() => {
-  vi.useRealTimers();
-  run?.cleanup();
-});
+middleTier(() => run);
 
 /** What `termorch finish <task>` leaves for the run's driver; returns its path. */
 function requestFinish(taskId: string): string {

@@ -2,24 +2,15 @@
 // run writes is one of them with its data as declared, and the timeline reads them back.
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { describe, expect, it } from "vitest";
 import { LedgerEntry } from "../../src/contract/ledger-events.js";
 import { timelineOf } from "../../src/report/timeline.js";
 import { runAssignments } from "../../src/run/runner.js";
-import { MiddleRun } from "./harness.js";
+import { MiddleRun, middleTier } from "./harness.js";
 
 let run: MiddleRun;
 
-vi.setConfig({ testTimeout: 5_000 });
-
-beforeEach(() => {
-  vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "Date"] });
-});
-
-afterEach(() => {
-  vi.useRealTimers();
-  run?.cleanup();
-});
+middleTier(() => run);
 
 describe("the ledger's events", () => {
   it("are each one of the contract's, with its data as declared, and the timeline reads them back", async () => {

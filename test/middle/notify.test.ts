@@ -1,24 +1,15 @@
 // Notifications in the pipeline, with an injected delivery (DriveOptions.notify) that records
 // each event and answers when the test says: failed tasks are told without holding up the run,
 // the run's end is awaited, and a run that stops on an internal error still says it finished.
-import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import type { NotifyEvent } from "../../src/contract/notify.js";
 import type { NotifyDelivery } from "../../src/notify/notifier.js";
 import { runAssignments } from "../../src/run/runner.js";
-import { MiddleRun } from "./harness.js";
+import { MiddleRun, middleTier } from "./harness.js";
 
 let run: MiddleRun;
 
-vi.setConfig({ testTimeout: 5_000 });
-
-beforeEach(() => {
-  vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "Date"] });
-});
-
-afterEach(() => {
-  vi.useRealTimers();
-  run?.cleanup();
-});
+middleTier(() => run);
 
 /** A delivery whose every call waits until the test answers it. */
 class Recorder {

@@ -3,24 +3,14 @@
 // their grace, fail-fast, cancel, detach and adoption on resume.
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { resumeRun, runAssignments } from "../../src/run/runner.js";
 import { FakeRunner } from "./fake-runner.js";
-import { MiddleRun } from "./harness.js";
+import { MiddleRun, middleTier } from "./harness.js";
 
 let run: MiddleRun;
 
-// Everything here takes milliseconds: a test that waits longer is waiting for an exit that never comes.
-vi.setConfig({ testTimeout: 5_000 });
-
-beforeEach(() => {
-  vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "Date"] });
-});
-
-afterEach(() => {
-  vi.useRealTimers();
-  run?.cleanup();
-});
+middleTier(() => run);
 
 const ids = (attempts: { spec: { taskId: string } }[]): string[] => attempts.map((a) => a.spec.taskId);
 

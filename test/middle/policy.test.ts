@@ -5,25 +5,15 @@
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import PQueue from "p-queue";
-import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { describe, expect, it } from "vitest";
 import { InputError } from "../../src/errors.js";
 import { resumeRun, runAssignments } from "../../src/run/runner.js";
 import type { FakeAttempt } from "./fake-runner.js";
-import { MiddleRun } from "./harness.js";
+import { MiddleRun, middleTier } from "./harness.js";
 
 let run: MiddleRun;
 
-// Everything here takes milliseconds: a test that waits longer is waiting for an exit that never comes.
-vi.setConfig({ testTimeout: 5_000 });
-
-beforeEach(() => {
-  vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "Date"] });
-});
-
-afterEach(() => {
-  vi.useRealTimers();
-  run?.cleanup();
-});
+middleTier(() => run);
 
 const ids = (attempts: readonly FakeAttempt[]): string[] => attempts.map((a) => a.spec.taskId);
 const live = (): string[] => ids(run.host.attempts.filter((a) => !a.done)).sort();
