@@ -279,11 +279,12 @@ async function applyResult(
 ): Promise<TaskEnd> {
   const git = run.git!;
   const attempts = Math.max(t.attempts, r.attempts);
+  // No progress of the worker reached this coordinator (it was killed first, and its resume found
+  // the job done): the result names where the task ran.
+  const unseen = t.hosts.length === 0 && r.attempts > 0;
   recorder.note(t.id, {
     attempts,
-    ...(t.hosts.length === 0 && r.attempts > 0
-      ? { hosts: [{ attempt: attempts, worker: r.worker, host: r.host, socket: "" }] }
-      : {}),
+    ...(unseen ? { hosts: [{ attempt: attempts, worker: r.worker, host: r.host, socket: "" }] } : {}),
     exitCode: r.exit_code,
     gates: r.gates,
     agentResult: r.agent_result,
@@ -300,6 +301,13 @@ async function applyResult(
         }
       : t.logs,
   });
+  // The ledger names the host of every attempt: one seen only in its result is launched here.
+  if (unseen)
+    await ports.ledger.append(
+      "task.launched",
+      { attempt: attempts, session: t.session, host: r.host, worker: r.worker, logs: t.logs },
+      t.id,
+    );
   await ports.ledger.append(
     "task.exited",
     { attempt: t.attempts, exit_code: r.exit_code, host: r.host, worker: r.worker, state: r.state },

@@ -178,6 +178,30 @@ suite("a coordinator of a bullmq run", () => {
     await w.dispose();
   });
 
+  it("names the worker of an attempt it learned of only from the result (killed before any progress reached it)", async () => {
+    const c = cluster();
+    const file = writeAssignments(c.dir, [bashTask("U", "echo U > u.txt")] as never);
+    const coordinator = coordinate(file, c);
+    // The task's job is queued once its base is published; no worker runs yet to take it.
+    await waitFor(() => ledgerOf(c.dir).some((e) => e.type === "task.published"), 30_000, "U's job");
+    coordinator.kill("SIGKILL");
+    await coordinator;
+    // A worker takes the job with no coordinator listening: its progress reaches nobody.
+    const w = await worker("late");
+    await waitFor(
+      () => git(c.remote, "for-each-ref", "--format=%(refname)", "refs/heads/termorch").includes("/U\n"),
+      30_000,
+      "U's branch pushed",
+    );
+    const r = await termorch(["resume", c.dir], { socket });
+    expect(r.exitCode).toBe(0);
+    const launched = ledgerOf(c.dir).filter((e) => e.type === "task.launched" && e.task_id === "U");
+    expect(launched.map((e) => e.data.worker)).toEqual([w.name]);
+    expect(readReport(c.dir).tasks[0]?.hosts?.[0]?.worker).toBe(w.name);
+    expect((await termorch(["verify-ledger", c.dir], { socket })).exitCode).toBe(0);
+    await w.dispose();
+  });
+
   it("runs as a daemon whose runs' tasks go to workers (--backend bullmq --redis)", async () => {
     const w = await worker("daemon");
     const c = cluster();
@@ -228,4 +252,14 @@ function coordinate(file: string, c: { dir: string; config: string }) {
 async function readReportWhenWritten(dir: string): Promise<Report> {
   await waitFor(() => existsSync(join(dir, "execution_report.json")), 60_000, "the report");
   return readReport(dir);
+}
+
+/** The run's ledger events, as written so far. */
+function ledgerOf(dir: string): { type: string; task_id?: string; data: Record<string, unknown> }[] {
+  const path = join(dir, "events.jsonl");
+  if (!existsSync(path)) return [];
+  return readFileSync(path, "utf8")
+    .split("\n")
+    .filter(Boolean)
+    .map((l) => JSON.parse(l));
 }
