@@ -1,8 +1,8 @@
-import { setTimeout as delay } from "node:timers/promises";
 import type { Job, Queue, QueueEvents } from "bullmq";
 import type { Redis } from "ioredis";
 import type { Logger } from "pino";
 import { z } from "zod";
+import { boundedWait } from "../concurrency/bounded-wait.js";
 import {
   emptyResult,
   LogChunk,
@@ -30,8 +30,12 @@ import {
 const KEEP_FINISHED_S = 24 * 3600;
 /** How often a waiting coordinator asks Redis for its jobs, besides listening to events (which a reconnect can miss). */
 const RECONCILE_MS = 2000;
-/** How long a job may wait with no worker announced before the coordinator says so. */
-const IDLE_WARNING_MS = 20_000;
+/**
+ * How long a job may wait with no worker announced before the coordinator says so: long enough
+ * for workers started with the run to announce themselves, short enough that a user who started
+ * none learns it before wondering (it said nothing for the first 20 s).
+ */
+const IDLE_WARNING_MS = 3000;
 
 interface Waiter {
   job: TaskJob;
@@ -60,6 +64,8 @@ export class BullmqHosts implements TaskHosts {
   private timer: NodeJS.Timeout | null = null;
   private reconciling = false;
   private saidIdle = false;
+  /** When workers' announcements were last looked at for that (at most once a reconcile pass). */
+  private idleLookedAt = 0;
 
   private constructor(
     private readonly queue: Queue,
@@ -158,13 +164,10 @@ export class BullmqHosts implements TaskHosts {
   async close(): Promise<void> {
     this.stopReconciling();
     // Bounded: a Redis that is gone must not keep the command from ending.
-    await Promise.race([Promise.allSettled([this.events.close(), this.queue.close()]), delay(2000)]);
+    await boundedWait(Promise.allSettled([this.events.close(), this.queue.close()]), 2000);
     for (const c of [this.redis, ...this.connections]) c.disconnect();
     // BullMQ's own duplicates of those connections go too (waiting for an end that may not come).
-    await Promise.race([
-      Promise.allSettled([this.events.disconnect(), this.queue.disconnect()]),
-      delay(2000),
-    ]);
+    await boundedWait(Promise.allSettled([this.events.disconnect(), this.queue.disconnect()]), 2000);
   }
 
   /** The job of that id exists: added now, or found (a resumed run; a Redis that lost it gets it again). */
@@ -260,13 +263,18 @@ export class BullmqHosts implements TaskHosts {
     }
   }
 
-  /** Said once: with no worker announced, the run's jobs only wait. */
+  /**
+   * Said once: with no worker announced, the run's jobs only wait. Looked at again while they
+   * wait, since an announcement outlives a killed worker by its lifetime.
+   */
   private async sayIfNoWorker(): Promise<void> {
+    if (Date.now() - this.idleLookedAt < RECONCILE_MS) return;
+    this.idleLookedAt = Date.now();
+    if ((await announcedWorkers(this.redis)).length > 0) return;
     this.saidIdle = true;
-    if ((await announcedWorkers(this.redis)).length === 0)
-      this.log.error(
-        `no termorch worker is announced on ${this.name.replace(/^bullmq /, "")}: the run's tasks wait in its queue; start one with: termorch worker --redis URL`,
-      );
+    this.log.error(
+      `no termorch worker is announced on ${this.name.replace(/^bullmq /, "")}: the run's tasks wait in its queue; start one with: termorch worker --redis URL`,
+    );
   }
 
   private startReconciling(): void {

@@ -23,6 +23,12 @@ import type { TaskRun } from "../task/task-run.js";
 
 /** Beyond the agents' kill grace, how long a cancelled task's worker has to answer before the run goes on without it. */
 const CANCEL_ANSWER_MS = 30_000;
+/**
+ * Beyond the kill grace, how long the cancel itself may take to reach Redis: one that has not
+ * by then reaches no worker either, and waiting the whole answer bound for it only held the
+ * cancelled run's report back (30 s with Redis gone).
+ */
+const CANCEL_DELIVERY_MS = 5000;
 
 /** Default cap of what one task's result carries back through Redis (logs and artifacts). */
 export const RESULT_MAX_BYTES = 16 * 1024 * 1024;
@@ -114,16 +120,30 @@ async function executeRemoteTask(
   // A detach (the daemon stopping) leaves the job to the workers; a cancel or --fail-fast ends it
   // there, and is not waited for past a bound: its worker, or Redis, may never answer.
   const stopWaiting = new AbortController();
-  let gaveUp: NodeJS.Timeout | null = null;
+  const timers: NodeJS.Timeout[] = [];
+  let unanswered = "";
+  const giveUp = (why: string): void => {
+    unanswered = why;
+    stopWaiting.abort();
+  };
   const follow = (): void => {
     if (stop.detaching) stopWaiting.abort();
-    else if (stop.ending && gaveUp === null) {
-      backend.hosts
-        .cancel(run.runId)
-        .catch((error: unknown) =>
-          ports.log.warn({ err: errorText(error) }, "could not tell the workers to cancel"),
-        );
-      gaveUp = setTimeout(() => stopWaiting.abort(), run.killGraceMs + CANCEL_ANSWER_MS);
+    else if (stop.ending && timers.length === 0) {
+      let delivered = false;
+      backend.hosts.cancel(run.runId).then(
+        () => {
+          delivered = true;
+        },
+        (error: unknown) => ports.log.warn({ err: errorText(error) }, "could not tell the workers to cancel"),
+      );
+      const undeliveredMs = run.killGraceMs + CANCEL_DELIVERY_MS;
+      const answerMs = run.killGraceMs + CANCEL_ANSWER_MS;
+      timers.push(
+        setTimeout(() => {
+          if (!delivered) giveUp(`the cancel did not reach Redis within ${seconds(undeliveredMs)} s`);
+        }, undeliveredMs),
+        setTimeout(() => giveUp(`not within ${seconds(answerMs)} s`), answerMs),
+      );
     }
   };
   const unsubscribe = stop.onChange(follow);
@@ -137,7 +157,7 @@ async function executeRemoteTask(
     });
   } finally {
     unsubscribe();
-    if (gaveUp) clearTimeout(gaveUp);
+    for (const timer of timers) clearTimeout(timer);
   }
   await progressed;
   if (result === "detached" && stop.detaching) return DETACHED;
@@ -147,7 +167,7 @@ async function executeRemoteTask(
       recorder,
       taskId,
       "cancelled",
-      `the run was cancelled, and its worker did not answer within ${Math.round((run.killGraceMs + CANCEL_ANSWER_MS) / 1000)} s (is Redis reachable?); its agent may still run there`,
+      `the run was cancelled, and its worker did not answer (${unanswered}; is Redis reachable?); its agent may still run there`,
     );
   await killPoint(run.fault, "kill-after-exit", taskId);
   const end = await applyResult(run, ports, recorder, backend, t, p, result, copies);
@@ -159,6 +179,10 @@ async function executeRemoteTask(
       ports.log.warn({ task: taskId, err: errorText(error) }, "could not drop the task's job"),
     );
   return end;
+}
+
+function seconds(ms: number): number {
+  return Math.round(ms / 1000);
 }
 
 /** One job per task of a run: the run's start time keeps a re-run under the same run id from finding an old job. */

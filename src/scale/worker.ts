@@ -2,10 +2,10 @@ import { mkdirSync, rmSync } from "node:fs";
 import { readdir } from "node:fs/promises";
 import { hostname } from "node:os";
 import { join, resolve } from "node:path";
-import { setTimeout as delay } from "node:timers/promises";
 import type { Job, Worker } from "bullmq";
 import type { Redis } from "ioredis";
 import type { Logger } from "pino";
+import { boundedWait } from "../concurrency/bounded-wait.js";
 import { TaskJob, type TaskJobResult, WorkerInfo } from "../contract/task-job.js";
 import { InputError, LockedError } from "../errors.js";
 import { writeJsonAtomic } from "../fs/atomic.js";
@@ -156,7 +156,7 @@ export class TaskWorker {
         a.leaving = true;
         a.cancel.abort();
       }
-      await Promise.race([this.idle(), delay(FORCED_STOP_MS)]);
+      await boundedWait(this.idle(), FORCED_STOP_MS);
     }
     this.closing ??= this.close();
     await this.closing;
@@ -164,8 +164,12 @@ export class TaskWorker {
 
   /** Once no task runs: BullMQ's worker closed (forced: its jobs are done with), the announcement withdrawn. */
   private async close(): Promise<void> {
-    await Promise.race([this.worker?.close(true), delay(2000)]).catch(() => {});
-    await Promise.race([this.redis?.del(workerKey(this.name)).catch(() => {}), delay(2000)]);
+    if (this.worker) await boundedWait(this.worker.close(true), 2000).catch(() => {});
+    if (this.redis)
+      await boundedWait(
+        this.redis.del(workerKey(this.name)).catch(() => 0),
+        2000,
+      );
     this.redis?.disconnect();
     this.workerConnection?.disconnect();
     await this.runner.closeIfIdle().catch(() => {});
