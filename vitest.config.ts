@@ -5,7 +5,7 @@ export default defineConfig({
     include: ["test/**/*.test.ts"],
     // The real agent CLIs have a command of their own (npm run test:agents): they take 1.1 GB. So
     // do the smoke versions of the reliability campaigns (npm run test:campaigns): each is a whole
-    // campaign (a daemon under a burst, crash trials, hostile agents), a third of the suite's CPU.
+    // campaign (a daemon under a burst, crash trials, hostile agents), a quarter of the suite's CPU.
     exclude: ["**/node_modules/**", "test/agents-real/**", "test/reliability/**"],
     testTimeout: 60_000,
     hookTimeout: 60_000,
