@@ -26,16 +26,31 @@ function statFields(pid: number): string[] | null {
   }
 }
 
+/**
+ * The machine's boot time (epoch s), read once: it does not change while the machine runs, and
+ * /proc/stat, which the kernel writes out with every CPU's and interrupt's counters at each read,
+ * was most of what a live view's check of a run's driver cost.
+ */
+let bootTime: number | null | undefined;
+
+function bootTimeS(): number | null {
+  if (bootTime === undefined) {
+    try {
+      const btime = /^btime (\d+)$/m.exec(readFileSync("/proc/stat", "utf8"))?.[1];
+      bootTime = btime === undefined ? null : Number(btime);
+    } catch {
+      bootTime = null;
+    }
+  }
+  return bootTime;
+}
+
 /** Epoch ms when a process started, from /proc; null where /proc cannot tell. */
 export function processStartMs(pid: number): number | null {
   const ticks = Number(statFields(pid)?.[19]);
-  try {
-    const btime = /^btime (\d+)$/m.exec(readFileSync("/proc/stat", "utf8"))?.[1];
-    if (!Number.isFinite(ticks) || btime === undefined) return null;
-    return Number(btime) * 1000 + (ticks * 1000) / CLOCK_TICKS_PER_S;
-  } catch {
-    return null;
-  }
+  const btime = bootTimeS();
+  if (!Number.isFinite(ticks) || btime === null) return null;
+  return btime * 1000 + (ticks * 1000) / CLOCK_TICKS_PER_S;
 }
 
 /** A process's parent pid; null where /proc cannot tell. */

@@ -1,5 +1,5 @@
-import { closeSync, fstatSync, openSync, readFileSync, readSync } from "node:fs";
-import { join } from "node:path";
+import { closeSync, fstatSync, openSync, readFileSync, readSync, type Stats, statSync } from "node:fs";
+import { dirname, join } from "node:path";
 import { RunState, TaskRun } from "../contract/state.js";
 import { AppendFile } from "./append-file.js";
 
@@ -41,6 +41,11 @@ export type RunStateRead = { ok: true; state: RunState } | { ok: false; path: st
  */
 export function readRunStateFile(runDir: string, journals?: JournalReaders): RunStateRead {
   const path = join(runDir, "state.json");
+  // A live view reads a run's state at each of its tasks' moves, and state.json changes only at
+  // the run's start and end (the moves are in the journal): the parsed file is kept until then.
+  const file = journals ? statSync(path, { throwIfNoEntry: false }) : undefined;
+  const kept = file ? journals?.keptState(path, file) : undefined;
+  if (kept) return { ok: true, state: withJournal(kept, journals) };
   let text: string;
   try {
     text = readFileSync(path, "utf8");
@@ -62,6 +67,7 @@ export function readRunStateFile(runDir: string, journals?: JournalReaders): Run
     const issue = parsed.error.issues[0];
     return { ok: false, path, problem: `unreadable: ${issue?.path.join(".")}: ${issue?.message}` };
   }
+  if (file) journals?.keepState(path, file, parsed.data);
   return { ok: true, state: withJournal(parsed.data, journals) };
 }
 
@@ -125,9 +131,30 @@ export class JournalReader {
   }
 }
 
-/** The journal readers of the runs a live view follows, one per journal, kept from view to view. */
+/** A file as far as telling it changed goes: an atomic write replaces it (a new inode). */
+type FileStamp = Pick<Stats, "ino" | "size" | "mtimeMs">;
+
+function sameFile(a: FileStamp, b: FileStamp): boolean {
+  return a.ino === b.ino && a.size === b.size && a.mtimeMs === b.mtimeMs;
+}
+
+/**
+ * What a live view keeps of the runs it follows from view to view: a reader per task journal,
+ * and each state.json as last parsed.
+ */
 export class JournalReaders {
   private readonly readers = new Map<string, JournalReader>();
+  private readonly states = new Map<string, { file: FileStamp; state: RunState }>();
+
+  /** The state parsed from `path` when it was this same file. */
+  keptState(path: string, file: FileStamp): RunState | undefined {
+    const kept = this.states.get(path);
+    return kept && sameFile(kept.file, file) ? kept.state : undefined;
+  }
+
+  keepState(path: string, file: FileStamp, state: RunState): void {
+    this.states.set(path, { file: { ino: file.ino, size: file.size, mtimeMs: file.mtimeMs }, state });
+  }
 
   of(path: string): JournalReader {
     let reader = this.readers.get(path);
@@ -138,8 +165,9 @@ export class JournalReaders {
     return reader;
   }
 
-  /** Forgets the journals not in `keep` (runs no longer in view, or reported). */
-  keepOnly(keep: ReadonlySet<string>): void {
-    for (const path of this.readers.keys()) if (!keep.has(path)) this.readers.delete(path);
+  /** Forgets the journals not in `journals` (runs no longer in view, or reported) and the states of runs not in `runDirs`. */
+  keepOnly(journals: ReadonlySet<string>, runDirs: ReadonlySet<string>): void {
+    for (const path of this.readers.keys()) if (!journals.has(path)) this.readers.delete(path);
+    for (const path of this.states.keys()) if (!runDirs.has(dirname(path))) this.states.delete(path);
   }
 }

@@ -1,4 +1,5 @@
-import { open, stat } from "node:fs/promises";
+import { statSync } from "node:fs";
+import { open } from "node:fs/promises";
 
 /** Enough of the end of a log to hold its last line in practice, without reading 100 MB logs whole. */
 const TAIL_BYTES = 64 * 1024;
@@ -46,12 +47,14 @@ const FOUND_MAX = 4096;
 
 /**
  * The last non-empty line of a log file, made plain and shortened for display; null when there is
- * none. A log unchanged since its last line was found (same size and time) is not read again.
+ * none. A log unchanged since its last line was found (same size and time) is not read again. A
+ * live view asks for every task's line several times a second: the look at its size is a plain
+ * stat (a promise's stat cost it several times as much).
  */
 export async function lastLogLine(path: string): Promise<string | null> {
-  const st = await stat(path).catch(() => null);
-  if (!st) return null;
   const known = found.get(path);
+  const st = statSync(path, { throwIfNoEntry: false });
+  if (!st) return null;
   if (known && known.size === st.size && known.mtimeMs === st.mtimeMs) return known.line;
   const line = await readLastLine(path);
   found.delete(path);

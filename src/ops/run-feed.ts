@@ -36,10 +36,11 @@ export async function scopeQueued(scope: RunScope): Promise<QueuedRunView[]> {
 
 /**
  * What changes in a run directory that a view shows; everything else there (artifacts, a
- * workspace, the temp copies of atomic writes) is not looked at. The run folder, its status/ and
- * its logs/ each have a plain directory watch (see `watchRun`).
+ * workspace, the temp copies of atomic writes, the ledger: a view shows nothing of it, and the
+ * driver appends to it at every step) is not looked at. The run folder, its status/ and its
+ * logs/ each have a plain directory watch (see `watchRun`).
  */
-const RUN_FILES = new Set(["state.json", "events.jsonl", "execution_report.json", "status", "claim.json"]);
+const RUN_FILES = new Set(["state.json", "execution_report.json", "status", "claim.json"]);
 /**
  * Changes after which the run's state is read again (state.json with its task journal): a task's
  * change of state writes its status file, and the driver writes state.json at its start and end.
@@ -69,6 +70,13 @@ export interface RunFeedOptions {
    * shows as running, the view is also recomputed this often so that it turns `interrupted`.
    */
   sweepMs?: number;
+  /**
+   * Lists the tmux servers' sessions at most this often while tasks start and end: each listing
+   * spawns a tmux client (3.4 ms of CPU with this process's own share), and short tasks made it
+   * a third of the feed's CPU. A view between two listings shows the state at once; the sessions
+   * it shows follow within this.
+   */
+  sessionsMs?: number;
   now?: () => number;
 }
 
@@ -87,10 +95,15 @@ export class RunFeed {
   private inView = new Set<string>();
   /** Each watched run's plain directory watches: the folder itself, status/ and logs/. */
   private readonly runWatchers = new Map<string, Map<"run" | "status" | "logs", DirWatcher>>();
+  /** The runs whose logs/ watch is closed until the next view begins (see `watchRun`). */
+  private readonly logsPaused = new Set<string>();
   private timer: NodeJS.Timeout | null = null;
   /** When `timer` fires. */
   private due = 0;
   private sweep: NodeJS.Timeout | null = null;
+  /** When the sessions were last listed, and the view that lists them again once it may. */
+  private sessionsListedAt = Number.NEGATIVE_INFINITY;
+  private sessionsLater: NodeJS.Timeout | null = null;
   private computing: Promise<void> | null = null;
   private again = false;
   private closed = false;
@@ -125,6 +138,7 @@ export class RunFeed {
       throttleMs: options.throttleMs ?? 150,
       logThrottleMs: options.logThrottleMs ?? 500,
       sweepMs: options.sweepMs ?? 5_000,
+      sessionsMs: options.sessionsMs ?? 1000,
       env: options.env,
       cwd: options.cwd,
       now: options.now ?? Date.now,
@@ -177,6 +191,7 @@ export class RunFeed {
     this.closed = true;
     if (this.timer) clearTimeout(this.timer);
     if (this.sweep) clearTimeout(this.sweep);
+    if (this.sessionsLater) clearTimeout(this.sessionsLater);
     this.listeners.clear();
     for (const watchers of this.runWatchers.values()) for (const w of watchers.values()) w.close();
     this.runWatchers.clear();
@@ -220,11 +235,16 @@ export class RunFeed {
    * to its log a hundred times a second and the driver rewrites state.json (a temp file renamed)
    * at each change, and chokidar stats the file and walks its folder on each of those (about
    * 1 ms of CPU each here), where a plain watch only says which name in the folder changed. A
-   * folder not there yet is tried again at the next view (the ledger says task.launched right
+   * folder not there yet is tried again at the next view (a task's launch writes its status file
    * after logs/ appears); once it is watched, one more view reads what was written before the
    * watch began.
+   *
+   * A log's first append after a view is all the feed needs to know until the next view reads the
+   * logs: the logs/ watch closes at its first event and opens again as the next view begins
+   * (`resumeLogs`), before it reads, so no append goes unseen; a chatty agent's hundred appends a
+   * second were a hundred wake-ups of this process (a fifth of its CPU).
    */
-  private watchRun(runDir: string): void {
+  private watchRun(runDir: string, announce = true): void {
     const watchers = this.runWatchers.get(runDir) ?? new Map<"run" | "status" | "logs", DirWatcher>();
     this.runWatchers.set(runDir, watchers);
     const kinds = [
@@ -240,6 +260,10 @@ export class RunFeed {
           // The folder itself removed: this watch sees nothing any more; the next view watches anew.
           if (event === "rename" && !existsSync(dir)) drop();
           if (kind === "run" && !(name !== null && RUN_FILES.has(String(name)))) return;
+          if (kind === "logs") {
+            drop();
+            this.logsPaused.add(runDir);
+          }
           this.changed({
             run: this.inView.has(runDir) ? runDir : "all",
             logsOnly: kind === "logs",
@@ -259,12 +283,13 @@ export class RunFeed {
         this.changed({ run: "all", logsOnly: false, sessions: true });
       });
       watchers.set(kind, watcher);
-      this.changed({
-        run: this.inView.has(runDir) ? runDir : "all",
-        logsOnly: kind === "logs",
-        sessions: kind !== "logs",
-        state: kind !== "logs",
-      });
+      if (announce)
+        this.changed({
+          run: this.inView.has(runDir) ? runDir : "all",
+          logsOnly: kind === "logs",
+          sessions: kind !== "logs",
+          state: kind !== "logs",
+        });
     }
   }
 
@@ -295,14 +320,38 @@ export class RunFeed {
     }, due - now);
   }
 
+  /**
+   * A task's start or end lists the sessions again, unless they were listed less than
+   * `sessionsMs` ago: then a later view lists them. A sweep or a refresh (`all`) lists them now.
+   */
+  private spaceSessions(since: Changes): void {
+    const now = this.options.now();
+    const wait = this.sessionsListedAt + this.options.sessionsMs - now;
+    if (since.sessions && !since.all && wait > 0) {
+      since.sessions = false;
+      this.sessionsLater ??= setTimeout(() => {
+        this.sessionsLater = null;
+        this.changed({ logsOnly: false, sessions: true });
+      }, wait);
+    } else if (since.sessions || since.all) this.sessionsListedAt = now;
+  }
+
+  /** The logs/ watches closed since the last view, open again before this one reads the logs. */
+  private resumeLogs(): void {
+    for (const runDir of this.logsPaused) this.watchRun(runDir, false);
+    this.logsPaused.clear();
+  }
+
   private async recompute(): Promise<void> {
     if (this.computing) {
       this.again = true;
       return;
     }
+    this.resumeLogs();
     this.lastRun = this.options.now();
     const since = this.since;
     this.since = noChanges();
+    this.spaceSessions(since);
     this.computing = (async () => {
       try {
         const { env, cwd, now } = this.options;
@@ -440,6 +489,9 @@ async function compute(
     finished.set(run.run_dir, { view: run, sessions: sessionsKey(run, sessionsOf(run.socket)) });
   }
   const closing = view.runs.some((r) => r.phase === "reported" && r.tasks.some((t) => t.session_exists));
-  journals.keepOnly(new Set(runs.flatMap((r) => (r.state?.task_journal ? [r.state.task_journal] : []))));
+  journals.keepOnly(
+    new Set(runs.flatMap((r) => (r.state?.task_journal ? [r.state.task_journal] : []))),
+    new Set(runs.map((r) => r.runDir)),
+  );
   return { view, kept: { runs, queued, sessions, finished, closing, journals } };
 }

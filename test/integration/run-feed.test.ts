@@ -45,6 +45,22 @@ describe("RunFeed", () => {
     expect((await run).exitCode).toBe(0);
   });
 
+  it("shows a task's start at once and its session once the sessions may be listed again", async () => {
+    // Listed when the feed opened; not again for a minute unless a refresh (or a sweep) asks.
+    const feed = await openFeed({ kind: "registry" }, { sessionsMs: 60_000 });
+    const { dir } = world.workspace();
+    const gate = join(dir, "go");
+    const file = writeAssignments(dir, [{ id: "S", env: { SAY: "S works", WAIT_FILE: gate } }]);
+    const run = world.start(["run", file, "--out", join(dir, "out")]);
+    const started = await viewWhere(feed, (v) => task(v, "S")?.state === "running", "S running");
+    expect(task(started, "S")!.session_exists).toBe(false);
+    feed.refresh();
+    const listed = await viewWhere(feed, (v) => task(v, "S")?.session_exists === true, "S's session");
+    expect(task(listed, "S")!.attach).not.toBeNull();
+    writeFileSync(gate, "");
+    expect((await run).exitCode).toBe(0);
+  });
+
   it("shows a daemon home's claimed, not yet started runs as queued, and watch's plain lines wait for them", async () => {
     const { dir } = world.workspace();
     const home = join(dir, "home");

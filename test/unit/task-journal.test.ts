@@ -1,9 +1,17 @@
-import { appendFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import {
+  appendFileSync,
+  mkdtempSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import type { RunState, TaskRun } from "../../src/contract/state.js";
-import { JournalReader, readRunStateFile, TaskJournal } from "../../src/fs/run-state-file.js";
+import { JournalReader, JournalReaders, readRunStateFile, TaskJournal } from "../../src/fs/run-state-file.js";
 import { newTaskRun } from "../../src/task/task-run.js";
 import { runStateFixture } from "../fixtures/run-state.js";
 
@@ -58,6 +66,42 @@ describe("state.json with the task journal", () => {
     const read = readRunStateFile(runDir);
     expect(read.ok && read.state.tasks[0]?.state).toBe("success");
     expect(readRunStateFile(join(dir, "nowhere"))).toMatchObject({ ok: false, problem: "missing" });
+  });
+});
+
+describe("a live view's readers (JournalReaders)", () => {
+  it("parse state.json again only when it was replaced, while the journal's moves still show", () => {
+    const runDir = mkdtempSync(join(dir, "run-"));
+    const journalPath = join(runDir, "tasks.jsonl");
+    const a = newTaskRun("A", "x", [], ["true"]);
+    const b = newTaskRun("B", "x", [], ["true"]);
+    const statePath = join(runDir, "state.json");
+    writeFileSync(statePath, JSON.stringify(runState(runDir, [a, b], journalPath)));
+    const readers = new JournalReaders();
+    const read = (): RunState => {
+      const r = readRunStateFile(runDir, readers);
+      if (!r.ok) throw new Error(r.problem);
+      return r.state;
+    };
+
+    const first = read();
+    const journal = new TaskJournal(journalPath);
+    journal.write({ ...a, state: "running", attempts: 1 });
+    const second = read();
+    // The same parse of state.json under the journal's newer task.
+    expect(second.tasks.map((t) => t.state)).toEqual(["running", "pending"]);
+    expect(second.tasks[1]).toBe(first.tasks[1]);
+
+    // Replaced (as the driver's atomic write does): read again.
+    const replaced = `${statePath}.new`;
+    writeFileSync(replaced, JSON.stringify({ ...runState(runDir, [a, b], journalPath), pid: 4242 }));
+    renameSync(replaced, statePath);
+    expect(read().pid).toBe(4242);
+    journal.close();
+
+    // A run gone from view is forgotten.
+    readers.keepOnly(new Set(), new Set());
+    expect(readers.keptState(statePath, statSync(statePath))).toBeUndefined();
   });
 });
 
