@@ -472,13 +472,15 @@ async function compute(
       ? last.sessions
       : await sessionsBySocket(sockets, env);
   const sessionsOf = (socket: string) => sessions.get(socket) ?? new Map<string, SessionInfo>();
+  // Sessions not listed again are the same for every finished run: their keys need no new look.
+  const sameSessions = sessions === last?.sessions;
   const reuse = (state: RunState): RunView | undefined => {
     const before = last?.finished.get(state.run_dir);
     if (!before || since.runs.has(state.run_dir) || state.phase !== "reported") return undefined;
     const same =
       before.view.run_id === state.run_id &&
       before.view.updated_at === new Date(state.updated_at).toISOString() &&
-      before.sessions === sessionsKey(before.view, sessionsOf(state.socket));
+      (sameSessions || before.sessions === sessionsKey(before.view, sessionsOf(state.socket)));
     return same ? before.view : undefined;
   };
   const view = { ...(await statusView(runs, sessionsOf, now, reuse)), queued };
@@ -486,7 +488,10 @@ async function compute(
   for (const run of view.runs) {
     // A task that shows as running in a reported run (its status file says so) has an elapsed time.
     if (run.phase !== "reported" || run.tasks.some((t) => t.state === "running")) continue;
-    finished.set(run.run_dir, { view: run, sessions: sessionsKey(run, sessionsOf(run.socket)) });
+    const before = last?.finished.get(run.run_dir);
+    const key =
+      sameSessions && before?.view === run ? before.sessions : sessionsKey(run, sessionsOf(run.socket));
+    finished.set(run.run_dir, { view: run, sessions: key });
   }
   const closing = view.runs.some((r) => r.phase === "reported" && r.tasks.some((t) => t.session_exists));
   journals.keepOnly(
