@@ -101,8 +101,7 @@ export class RunFeed {
   /** When `timer` fires. */
   private due = 0;
   private sweep: NodeJS.Timeout | null = null;
-  /** When the sessions were last listed, and the view that lists them again once it may. */
-  private sessionsListedAt = Number.NEGATIVE_INFINITY;
+  /** The view that lists the sessions again once it may (see `spaceSessions`). */
   private sessionsLater: NodeJS.Timeout | null = null;
   private computing: Promise<void> | null = null;
   private again = false;
@@ -325,15 +324,14 @@ export class RunFeed {
    * `sessionsMs` ago: then a later view lists them. A sweep or a refresh (`all`) lists them now.
    */
   private spaceSessions(since: Changes): void {
-    const now = this.options.now();
-    const wait = this.sessionsListedAt + this.options.sessionsMs - now;
-    if (since.sessions && !since.all && wait > 0) {
-      since.sessions = false;
-      this.sessionsLater ??= setTimeout(() => {
-        this.sessionsLater = null;
-        this.changed({ logsOnly: false, sessions: true });
-      }, wait);
-    } else if (since.sessions || since.all) this.sessionsListedAt = now;
+    const listedAt = this.kept?.sessionsListedAt ?? Number.NEGATIVE_INFINITY;
+    const wait = listedAt + this.options.sessionsMs - this.options.now();
+    if (!since.sessions || since.all || wait <= 0) return;
+    since.sessions = false;
+    this.sessionsLater ??= setTimeout(() => {
+      this.sessionsLater = null;
+      this.changed({ logsOnly: false, sessions: true });
+    }, wait);
   }
 
   /** The logs/ watches closed since the last view, open again before this one reads the logs. */
@@ -390,8 +388,9 @@ type Sessions = Map<string, Map<string, SessionInfo>>;
 interface Kept {
   runs: OpsRun[];
   queued: QueuedRunView[];
-  /** The sessions of each socket. */
+  /** The sessions of each socket, and when they were listed. */
   sessions: Sessions;
+  sessionsListedAt: number;
   /** The views of reported runs (by run folder), with the sessions of their tasks they showed. */
   finished: Map<string, { view: RunView; sessions: string }>;
   /**
@@ -467,10 +466,9 @@ async function compute(
   // A claimed run starts (or a new one is claimed) in the scope's folder: an event read everything.
   const queued = rescanned && last ? last.queued : await scopeQueued(scope);
   const sockets = new Set(runs.flatMap((r) => (r.state ? [r.state.socket] : [])));
-  const sessions =
-    last && !since.sessions && !last.closing && [...sockets].every((s) => last.sessions.has(s))
-      ? last.sessions
-      : await sessionsBySocket(sockets, env);
+  const keep = last && !since.sessions && !last.closing && [...sockets].every((s) => last.sessions.has(s));
+  const sessions = keep ? last.sessions : await sessionsBySocket(sockets, env);
+  const sessionsListedAt = keep ? last.sessionsListedAt : now;
   const sessionsOf = (socket: string) => sessions.get(socket) ?? new Map<string, SessionInfo>();
   // Sessions not listed again are the same for every finished run: their keys need no new look.
   const sameSessions = sessions === last?.sessions;
@@ -498,5 +496,5 @@ async function compute(
     new Set(runs.flatMap((r) => (r.state?.task_journal ? [r.state.task_journal] : []))),
     new Set(runs.map((r) => r.runDir)),
   );
-  return { view, kept: { runs, queued, sessions, finished, closing, journals } };
+  return { view, kept: { runs, queued, sessions, sessionsListedAt, finished, closing, journals } };
 }

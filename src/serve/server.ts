@@ -314,7 +314,9 @@ function findRun(view: StatusView, runId: string): RunView | undefined {
 function findTask(view: StatusView, runId: string, taskId: string): { run: RunView; task: TaskView } | null {
   for (const run of view.runs.filter((r) => r.run_id === runId).reverse()) {
     const task = run.tasks.find((t) => t.id === taskId);
-    if (task?.session && task.session_exists) return { run, task };
+    // A running task's session may be newer than the feed's last look at the sessions (it lists
+    // them at most once a second): tmux says whether it is there.
+    if (task?.session && (task.session_exists || task.state === "running")) return { run, task };
   }
   return null;
 }

@@ -190,7 +190,8 @@ export class Board {
       this.say(`${task.id} runs on worker ${task.remote.worker}: ${task.remote.attach}`);
       return null;
     }
-    if (!task.session || !task.session_exists) {
+    // A running task's session may be newer than the view's last look at the sessions: tmux says.
+    if (!task.session || !(task.session_exists || task.state === "running")) {
       this.say(
         task.state === "pending"
           ? `${task.id} has not started: no tmux session yet`

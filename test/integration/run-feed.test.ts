@@ -46,18 +46,26 @@ describe("RunFeed", () => {
   });
 
   it("shows a task's start at once and its session once the sessions may be listed again", async () => {
-    // Listed when the feed opened; not again for a minute unless a refresh (or a sweep) asks.
+    // The sessions are listed again only when a refresh (or a sweep) asks, for a minute.
     const feed = await openFeed({ kind: "registry" }, { sessionsMs: 60_000 });
     const { dir } = world.workspace();
-    const gate = join(dir, "go");
-    const file = writeAssignments(dir, [{ id: "S", env: { SAY: "S works", WAIT_FILE: gate } }]);
+    const [first, second] = [join(dir, "go-p"), join(dir, "go-s")];
+    const file = writeAssignments(dir, [
+      { id: "P", env: { SAY: "P works", WAIT_FILE: first } },
+      { id: "S", dependencies: ["P"], env: { SAY: "S works", WAIT_FILE: second } },
+    ]);
     const run = world.start(["run", file, "--out", join(dir, "out")]);
+    await viewWhere(feed, (v) => task(v, "P")?.state === "running", "P running");
+    feed.refresh();
+    await viewWhere(feed, (v) => task(v, "P")?.session_exists === true, "P's session");
+    // P's end and S's start are status changes: their states show at once, the sessions later.
+    writeFileSync(first, "");
     const started = await viewWhere(feed, (v) => task(v, "S")?.state === "running", "S running");
     expect(task(started, "S")!.session_exists).toBe(false);
     feed.refresh();
     const listed = await viewWhere(feed, (v) => task(v, "S")?.session_exists === true, "S's session");
     expect(task(listed, "S")!.attach).not.toBeNull();
-    writeFileSync(gate, "");
+    writeFileSync(second, "");
     expect((await run).exitCode).toBe(0);
   });
 

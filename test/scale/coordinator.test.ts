@@ -182,8 +182,16 @@ suite("a coordinator of a bullmq run", () => {
     const c = cluster();
     const file = writeAssignments(c.dir, [bashTask("U", "echo U > u.txt")] as never);
     const coordinator = coordinate(file, c);
-    // The task's job is queued once its base is published; no worker runs yet to take it.
-    await waitFor(() => ledgerOf(c.dir).some((e) => e.type === "task.published"), 30_000, "U's job");
+    // The task's job is queued after its base is published (the ledger says so first); no worker
+    // runs yet to take it.
+    const runId = (JSON.parse(readFileSync(file, "utf8")) as { run_id: string }).run_id;
+    const queued = (): boolean =>
+      execFileSync(
+        "redis-cli",
+        ["-p", String(redis().port), "--scan", "--pattern", `bull:termorch-tasks:${runId}.*`],
+        { encoding: "utf8" },
+      ).trim() !== "";
+    await waitFor(queued, 30_000, "U's job");
     coordinator.kill("SIGKILL");
     await coordinator;
     // A worker takes the job with no coordinator listening: its progress reaches nobody.
