@@ -290,14 +290,18 @@ export function registerOperatorCommands(program: Command, io: Io, setCode: (cod
   program
     .command("clean")
     .description(
-      "remove what finished runs left: tmux sessions, task worktrees, termorch/<run>/* branches (the run directory stays)",
+      "remove what finished runs left: tmux sessions, task worktrees, termorch/<run>/* branches, a scale-out run's refs on its git remote and keys in Redis (the run directory stays)",
     )
     .argument(
       "[run]",
       "run id or run directory (default: every finished run in the registry, and the warm worktree pool)",
     )
     .option("--force", "also delete branches with unmerged commits and worktrees with uncommitted changes")
-    .action(async (ref: string | undefined, o: { force?: boolean }) => {
+    .option(
+      "--redis <url>",
+      "a scale-out run's Redis, for its keys (default: $TERMORCH_REDIS_URL, its config's redis)",
+    )
+    .action(async (ref: string | undefined, o: { force?: boolean; redis?: string }) => {
       const runs = ref !== undefined ? [await resolveRun(ref, io.env, io.cwd)] : await registryRuns(io.env);
       if (ref === undefined) {
         const pooled = await dropPools({ run_id: "termorch clean", run_dir: io.cwd });
@@ -312,7 +316,11 @@ export function registerOperatorCommands(program: Command, io: Io, setCode: (cod
       }
       let skipped = 0;
       for (const run of runs) {
-        const report = await cleanRun(run, { force: o.force ?? false, env: io.env });
+        const report = await cleanRun(run, {
+          force: o.force ?? false,
+          env: io.env,
+          ...(o.redis ? { redis: o.redis } : {}),
+        });
         if (!report.decision.clean) skipped++;
         io.stdout.write(formatClean(report));
       }

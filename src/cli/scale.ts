@@ -5,6 +5,7 @@ import type { Logger } from "pino";
 import type { WorkerInfo } from "../contract/task-job.js";
 import { daemonLogger } from "../daemon/log.js";
 import { ExitCode, InputError } from "../errors.js";
+import { loadConfig } from "../input/config-file.js";
 import type { BackendChoice, BackendKind } from "../run/backend.js";
 import type { TaskHosts } from "../runner/task-hosts.js";
 import type { Io } from "./io.js";
@@ -68,6 +69,8 @@ export function registerScaleCommands(program: Command, io: Io, setCode: (code: 
       positiveInt,
       30,
     )
+    .option("--config <file>", "config file: its tmux.socket names this worker's tmux server")
+    .option("--host-label <label>", "what reports and status call this host (default: its host name)")
     .option("--debug", "verbose logs")
     .action(async (o: WorkerFlags) => setCode(await workerCommand(o, io)));
 }
@@ -79,6 +82,8 @@ interface WorkerFlags {
   name?: string;
   remote?: string;
   takeoverS: number;
+  config?: string;
+  hostLabel?: string;
   debug?: boolean;
 }
 
@@ -91,6 +96,9 @@ function redisOf(o: { redis?: string }, io: Pick<Io, "env">): string {
 async function workerCommand(o: WorkerFlags, io: Io): Promise<number> {
   const redis = redisOf(o, io);
   const workdir = resolvePath(io.cwd, o.workdir);
+  // The config's tmux.socket, or $TERMORCH_TMUX_SOCKET, as for a run; else the worker's own.
+  const { config } = await loadConfig(o.config, io.env, io.cwd);
+  const socket = io.env.TERMORCH_TMUX_SOCKET || config.tmux.socket;
   const { log, close } = await daemonLogger({
     logsDir: join(workdir, "logs"),
     redactor: environmentRedactor(io.env),
@@ -106,6 +114,8 @@ async function workerCommand(o: WorkerFlags, io: Io): Promise<number> {
     ...(o.name ? { name: o.name } : {}),
     ...(o.remote ? { remote: o.remote } : {}),
     takeoverS: o.takeoverS,
+    ...(socket ? { socket } : {}),
+    ...(o.hostLabel !== undefined ? { hostLabel: o.hostLabel } : {}),
     env: io.env,
     log,
   });

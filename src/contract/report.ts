@@ -171,6 +171,7 @@ export const Report = z.strictObject({
   dry_run: z.boolean(),
   waves: z.array(z.array(z.string())),
   workspace: z.string().nullable(),
+  /** The tmux server the tasks ran on; null for a dry run, and for a run on workers (each attempt's is in its task's `hosts`). */
   tmux_socket: z.string().nullable(),
   exit_code: z.number().int(),
   /** Set when the run stopped before or outside its tasks (invalid input, interruption, internal error). */

@@ -95,6 +95,8 @@ export type ResultFile = z.infer<typeof ResultFile>;
 export const TaskJobResult = z.strictObject({
   worker: z.string(),
   host: z.string(),
+  /** The worker's tmux socket the task's attempts ran on (its path on that host). */
+  socket: z.string().default(""),
   state: z.enum(["success", "failed", "skipped"]),
   reason: Reason.nullable(),
   detail: z.string().nullable(),
@@ -102,6 +104,8 @@ export const TaskJobResult = z.strictObject({
   attempts: z.number().int().min(0),
   /** The task branch's tip as pushed to the remote; null when nothing was pushed (it failed before a commit). */
   commit: Sha.nullable(),
+  /** The attempt's own ref on the remote that holds `commit` (`refs/termorch/<run>/attempts/<task>/<delivery>`). */
+  ref: z.string().nullable().default(null),
   gates: z.array(Gate),
   agent_result: AgentResult.nullable(),
   usage: Usage.nullable(),
@@ -115,13 +119,18 @@ export type TaskJobResult = z.infer<typeof TaskJobResult>;
 
 /** The result of a job whose task never got to run its pipeline (nothing to carry back). */
 export function emptyResult(
-  o: Pick<TaskJobResult, "worker" | "host" | "state" | "reason" | "detail"> & { attempts?: number },
+  o: Pick<TaskJobResult, "worker" | "host" | "state" | "reason" | "detail"> & {
+    attempts?: number;
+    socket?: string;
+  },
 ): TaskJobResult {
   return {
+    socket: "",
     ...o,
     exit_code: null,
     attempts: o.attempts ?? 0,
     commit: null,
+    ref: null,
     gates: [],
     agent_result: null,
     usage: null,

@@ -1,5 +1,6 @@
 import { existsSync } from "node:fs";
 import { mkdir, stat } from "node:fs/promises";
+import { isAbsolute } from "node:path";
 import { GitError } from "./errors.js";
 import { branchRef, git, resolveCommit } from "./repo.js";
 import { removeWorktree } from "./worktree.js";
@@ -16,9 +17,36 @@ export function baseRefOf(runId: string, taskId: string): string {
   return `refs/termorch/${runId}/base/${taskId}`;
 }
 
+/**
+ * `refs/termorch/<run>/attempts/<task>/<delivery>`: where one delivery of a task's job pushes its
+ * work. Each has its own, and a push never replaces a ref: a worker that lost its job and pushes
+ * late can never overwrite the work of the delivery that took it over (docs/SCALING.md, Fencing).
+ */
+export function attemptRefOf(runId: string, taskId: string, delivery: number): string {
+  return `refs/termorch/${runId}/attempts/${taskId}/${delivery}`;
+}
+
+/** Every ref a run publishes on the remote is under this. */
+export function runRefsOf(runId: string): string {
+  return `refs/termorch/${runId}/`;
+}
+
 /** A remote as it may be shown: a URL's password is dropped. */
 export function shownRemote(remote: string): string {
   return remote.replace(/^([a-z][a-z0-9+.-]*:\/\/[^/@:]*):[^/@]*@/i, "$1:***@");
+}
+
+/**
+ * What git said went wrong, in one line: its `fatal:` or `error:` line (what follows it is advice
+ * such as "Please make sure you have the correct access rights"), else its last line.
+ */
+export function gitSaid(stderr: string): string {
+  const lines = stderr
+    .split("\n")
+    .map((l) => l.trim())
+    .filter(Boolean);
+  const said = lines.find((l) => /^(fatal|error):/.test(l)) ?? lines.at(-1) ?? "";
+  return said.replace(/^(fatal|error):\s*/, "");
 }
 
 // Transfers never prompt (a remote asking for a password fails at once) and never run the
@@ -26,7 +54,7 @@ export function shownRemote(remote: string): string {
 async function transfer(repo: string, args: readonly string[], what: string, remote: string): Promise<void> {
   const r = await git(repo, args, { allowExit: [0, 1, 128], retryOnLock: true });
   if (r.exitCode !== 0) {
-    const said = r.stderr.trim().split("\n").slice(-3).join("; ");
+    const said = gitSaid(r.stderr);
     throw new GitError(
       `could not ${what} the git remote ${shownRemote(remote)}: ${said || `git exited ${r.exitCode}`}`,
       {
@@ -67,10 +95,43 @@ export async function fetchRef(repo: string, remote: string, ref: string): Promi
   return commit;
 }
 
-/** Pushes a task branch to the same branch on the remote (forced: a re-delivered job replaces an earlier push). */
-export async function pushBranch(repo: string, remote: string, branch: string): Promise<void> {
-  const ref = branchRef(branch);
-  await transfer(repo, ["push", "--quiet", "--no-verify", "--", remote, `+${ref}:${ref}`], "push to", remote);
+/** Fetches one ref of the remote into another ref here (forced); answers the commit it holds. */
+export async function fetchInto(repo: string, remote: string, ref: string, into: string): Promise<string> {
+  await transfer(
+    repo,
+    ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--", remote, `+${ref}:${into}`],
+    "fetch from",
+    remote,
+  );
+  const commit = await resolveCommit(repo, into);
+  if (commit === null)
+    throw new GitError(`fetched ${ref} from ${shownRemote(remote)}, but it is not a commit`, { cwd: repo });
+  return commit;
+}
+
+/** Pushes a task branch to an attempt's ref on the remote (never forced: see attemptRefOf). */
+export async function pushAttempt(repo: string, remote: string, branch: string, ref: string): Promise<void> {
+  await transfer(
+    repo,
+    ["push", "--quiet", "--no-verify", "--", remote, `${branchRef(branch)}:${ref}`],
+    "push to",
+    remote,
+  );
+}
+
+/** The refs of the remote under `prefix` (ending in "/"). */
+export async function remoteRefsUnder(repo: string, remote: string, prefix: string): Promise<string[]> {
+  const r = await git(repo, ["ls-remote", "--refs", "--", remote, `${prefix}*`], { allowExit: [0, 2, 128] });
+  if (r.exitCode === 128)
+    throw new GitError(`could not list the refs of the git remote ${shownRemote(remote)}`, {
+      cwd: repo,
+      stderr: r.stderr,
+      status: r.exitCode,
+    });
+  return r.stdout
+    .split("\n")
+    .map((line) => line.split("\t")[1] ?? "")
+    .filter((ref) => ref.startsWith(prefix));
 }
 
 /** Deletes refs on the remote (what a finished run published there); answers false when the remote refused. */
@@ -88,6 +149,31 @@ export async function deleteRemoteRefs(
     },
   );
   return r.exitCode === 0;
+}
+
+/**
+ * Why the workers' git remote cannot serve a run, or null when it can: a remote on this host must
+ * be a bare repository, and any remote must list its refs and take a push (checked with a probe
+ * ref of `repo`'s HEAD, `probe`, deleted at once; a repository with no commit yet is only listed).
+ * Asked before anything of the run exists, so a wrong remote costs nothing.
+ */
+export async function remoteProblem(repo: string, remote: string, probe: string): Promise<string | null> {
+  const path = remote.startsWith("file://") ? decodeURIComponent(new URL(remote).pathname) : remote;
+  if (isAbsolute(path)) {
+    if (!existsSync(path)) return `${path} does not exist`;
+    const bare = await git(path, ["rev-parse", "--is-bare-repository"], { allowExit: [0, 128] });
+    if (bare.exitCode !== 0 || bare.stdout.trim() !== "true") return `${path} is not a bare git repository`;
+  }
+  const listed = await git(repo, ["ls-remote", "--refs", "--", remote, probe], { allowExit: [0, 2, 128] });
+  if (listed.exitCode === 128) return `it cannot be read: ${gitSaid(listed.stderr)}`;
+  const head = await resolveCommit(repo, "HEAD");
+  if (head === null) return null;
+  const pushed = await git(repo, ["push", "--quiet", "--no-verify", "--", remote, `${head}:${probe}`], {
+    allowExit: [0, 1, 128],
+  });
+  if (pushed.exitCode !== 0) return `it does not take pushes: ${gitSaid(pushed.stderr)}`;
+  if (!(await deleteRemoteRefs(repo, remote, [probe]))) return `it does not let a ref be deleted (${probe})`;
+  return null;
 }
 
 /**

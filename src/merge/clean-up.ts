@@ -1,10 +1,11 @@
 import { existsSync } from "node:fs";
 import { rmdir } from "node:fs/promises";
+import { boundedWait } from "../concurrency/bounded-wait.js";
 import { errorText } from "../errors.js";
 import { runWorktreesDir, taskWorktree } from "../fs/names.js";
-import { baseRefOf, deleteRemoteRefs, shownRemote } from "../git/remote.js";
-import { branchRef } from "../git/repo.js";
+import { deleteRemoteRefs, remoteRefsUnder, runRefsOf, shownRemote } from "../git/remote.js";
 import { deleteMergedBranches, isBranch, removeWorktrees } from "../git/worktree.js";
+import type { RemoteBackend } from "../runner/task-hosts.js";
 import { killPoint } from "../task/faults.js";
 import type { Ports } from "../task/ports.js";
 import type { RunPlan } from "../task/run-plan.js";
@@ -32,8 +33,6 @@ export async function cleanUpMerged(
   run: Pick<RunPlan, "git" | "runId" | "fault" | "order">,
   ports: Pick<Ports, "pool" | "log">,
   task: (id: string) => Readonly<TaskRun>,
-  /** Scale-out: the git remote the workers used (its run refs go too); null for a local run. */
-  gitRemote: string | null,
   integrationBranch: string,
   merged: string,
 ): Promise<CleanUpResult> {
@@ -56,22 +55,46 @@ export async function cleanUpMerged(
     result.kept_branches = await deleteMergedBranches(root, [...branches, integrationBranch], merged);
     if (result.kept_branches.length > 0)
       ports.log.warn({ kept: result.kept_branches }, "branches not contained in the merged target were kept");
-    // A scale-out run's refs on the git remote go the same way: the bases always, the branches merged.
-    if (gitRemote !== null) {
-      const gone = order
-        .map((id) => task(id).branch)
-        .filter((b): b is string => b !== null && !result.kept_branches.includes(b));
-      const refs = [...order.map((id) => baseRefOf(run.runId, id)), ...gone.map(branchRef)];
-      if (!(await deleteRemoteRefs(root, gitRemote, refs)))
-        ports.log.warn(
-          { remote: shownRemote(gitRemote) },
-          "could not delete the run's refs on the git remote",
-        );
-    }
   } catch (error) {
     ports.log.warn({ err: errorText(error) }, "could not remove the task worktrees or branches");
   }
   // The run's folder of worktrees, now empty.
   await rmdir(runWorktreesDir(run.runId)).catch(() => {});
   return result;
+}
+
+/** How long the end of a run waits for Redis. */
+const REDIS_BOUND_MS = 2000;
+
+/**
+ * What a scale-out run left on its git remote and in Redis, once it is reported, whatever its
+ * outcome: every ref under `refs/termorch/<run>/` (the tasks' bases, their attempts' refs: the
+ * tasks' work is in the user's repository by then, merged or kept on its branches) and the run's
+ * cancel mark. What cannot be reached is said, and left to `termorch clean`.
+ */
+export async function cleanUpRemote(
+  run: Pick<RunPlan, "git" | "runId">,
+  ports: Pick<Ports, "log">,
+  backend: RemoteBackend,
+): Promise<void> {
+  const root = run.git!.root;
+  try {
+    const refs = await remoteRefsUnder(root, backend.remote, runRefsOf(run.runId));
+    if (!(await deleteRemoteRefs(root, backend.remote, refs)))
+      throw new Error("the remote refused to delete them");
+  } catch (error) {
+    ports.log.warn(
+      { remote: shownRemote(backend.remote), err: errorText(error) },
+      "could not delete the run's refs on the git remote; termorch clean does",
+    );
+  }
+  // Bounded: a Redis that is gone must not keep the run from ending (its mark expires in a day).
+  const forgot = await boundedWait(
+    backend.hosts.forgetRun(run.runId).then(
+      () => true,
+      () => false,
+    ),
+    REDIS_BOUND_MS,
+  );
+  if (!forgot) ports.log.warn("could not drop the run's cancel mark in Redis; termorch clean does");
 }

@@ -1,9 +1,12 @@
 import { existsSync } from "node:fs";
 import { lstat, readdir, realpath, rm, rmdir } from "node:fs/promises";
 import { join, relative } from "node:path";
+import type { Config } from "../contract/config.js";
+import type { RunState } from "../contract/state.js";
 import { errorText } from "../errors.js";
 import { runBranchesPrefix, runWorktreesDir } from "../fs/names.js";
 import { registeredRuns, unregisterRun } from "../fs/registry.js";
+import { deleteRemoteRefs, remoteRefsUnder, runRefsOf, shownRemote } from "../git/remote.js";
 import { git } from "../git/repo.js";
 import {
   deleteBranch,
@@ -12,6 +15,7 @@ import {
   removeWorktree,
   removeWorktrees as removeWorktreeFolders,
 } from "../git/worktree.js";
+import { loadConfig } from "../input/config-file.js";
 import { endLeftovers } from "./leftovers.js";
 import { driverAlive } from "./liveness.js";
 import { type OpsRun, phaseOf } from "./runs.js";
@@ -84,7 +88,10 @@ export function cleanDecision(run: OpsRun): CleanDecision {
  * uncommitted changes, are kept unless `force`), then its registry entry once nothing is kept.
  * The run directory (report, logs, status, artifacts) is never touched: it is the run's result.
  */
-export async function cleanRun(run: OpsRun, opts: { force: boolean; env: Env }): Promise<CleanReport> {
+export async function cleanRun(
+  run: OpsRun,
+  opts: { force: boolean; env: Env; redis?: string },
+): Promise<CleanReport> {
   const decision = cleanDecision(run);
   const report: CleanReport = {
     runId: run.runId,
@@ -116,6 +123,7 @@ export async function cleanRun(run: OpsRun, opts: { force: boolean; env: Env }):
     // Only branches: a run of an older termorch may have recorded other refs.
     const agentRefs = (run.state?.tasks ?? []).flatMap((t) => t.refsCreated.filter(isBranch));
     await deleteBranches(repo, runId, opts.force, report, agentRefs);
+    if (run.state?.options.backend === "bullmq") await cleanScaleOut(run.state, repo, opts, report);
   } else if (repo || !run.state) {
     const why = repo ? `its repository ${repo} is gone` : "its repository is unknown (no state.json)";
     if (existsSync(ownRoot)) report.kept.push({ what: `worktree folder ${ownRoot}`, why });
@@ -138,6 +146,52 @@ export async function cleanRun(run: OpsRun, opts: { force: boolean; env: Env }):
     }
   }
   return report;
+}
+
+/**
+ * A run on workers also left refs under `refs/termorch/<run>/` on its git remote and keys in
+ * Redis (a run that was cancelled, failed before its end, or whose coordinator was killed). The
+ * remote and Redis are the run's config's (`redis` also from --redis or $TERMORCH_REDIS_URL).
+ */
+async function cleanScaleOut(
+  state: RunState,
+  repo: string,
+  opts: { env: Env; redis?: string },
+  report: CleanReport,
+): Promise<void> {
+  let config: Config;
+  try {
+    config = (await loadConfig(state.config_file ?? undefined, opts.env, state.cwd)).config;
+  } catch (error) {
+    report.kept.push({ what: "its refs on the git remote and its keys in Redis", why: errorText(error) });
+    return;
+  }
+  const remote = config.git.remote;
+  if (remote) {
+    try {
+      const refs = await remoteRefsUnder(repo, remote, runRefsOf(state.run_id));
+      if (!(await deleteRemoteRefs(repo, remote, refs))) throw new Error("the remote refused to delete them");
+      if (refs.length > 0)
+        report.removed.push(`${refs.length} ref(s) on the git remote ${shownRemote(remote)}`);
+    } catch (error) {
+      report.kept.push({ what: `its refs on the git remote ${shownRemote(remote)}`, why: errorText(error) });
+    }
+  }
+  const url = opts.redis ?? opts.env.TERMORCH_REDIS_URL ?? config.redis;
+  if (!url) {
+    report.kept.push({
+      what: "its keys in Redis",
+      why: "no Redis URL: give --redis URL (or set TERMORCH_REDIS_URL, or redis in its config)",
+    });
+    return;
+  }
+  const { forgetRunInRedis, shownRedis } = await import("../scale/redis.js");
+  try {
+    const gone = await forgetRunInRedis(url, state.run_id);
+    if (gone > 0) report.removed.push(`${gone} key(s) and job(s) in Redis at ${shownRedis(url)}`);
+  } catch (error) {
+    report.kept.push({ what: `its keys in Redis at ${shownRedis(url)}`, why: errorText(error) });
+  }
 }
 
 /** Without state.json, a worktree left in the run's folder still knows its repository. */

@@ -1,5 +1,6 @@
 import { isAbsolute } from "node:path";
 import { EnvironmentError, InputError } from "../errors.js";
+import { remoteProblem, runRefsOf, shownRemote } from "../git/remote.js";
 import type { RunInput } from "../input/assignments-file.js";
 import type { RemoteBackend, TaskHosts } from "../runner/task-hosts.js";
 
@@ -64,5 +65,20 @@ export async function connectBackend(
 export function isRemote(remote: string): boolean {
   return (
     isAbsolute(remote) || /^[a-z][a-z0-9+.-]*:\/\//i.test(remote) || /^[^/:@]+@?[^/:]*:[^/]/.test(remote)
+  );
+}
+
+/**
+ * The git remote of a run on workers, checked before anything of the run exists (exit 2): there,
+ * bare, readable and taking pushes from the workspace.
+ */
+export async function checkRemote(
+  input: Pick<RunInput, "config" | "configFile" | "workspace" | "runId">,
+  backend: RemoteBackend,
+): Promise<void> {
+  const problem = await remoteProblem(input.workspace, backend.remote, `${runRefsOf(input.runId)}probe`);
+  if (problem === null) return;
+  throw new EnvironmentError(
+    `the git remote ${shownRemote(backend.remote)} (git.remote in ${input.configFile ?? "the config"}) cannot serve the workers: ${problem}. Give git.remote a bare repository every host can reach and push to (create one with: git init --bare PATH).`,
   );
 }

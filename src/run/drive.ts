@@ -6,7 +6,7 @@ import { errorText } from "../errors.js";
 import { removeStrayTemps } from "../fs/atomic.js";
 import { sessionPrefix } from "../fs/names.js";
 import { registerRun } from "../fs/registry.js";
-import { cleanUpMerged } from "../merge/clean-up.js";
+import { cleanUpMerged, cleanUpRemote } from "../merge/clean-up.js";
 import { clearMergeIntent } from "../merge/intent.js";
 import { integrationBranchOf } from "../merge/recovery.js";
 import { type MergeStageResult, mergeStage } from "../merge/stage.js";
@@ -198,7 +198,9 @@ export async function drive(
     peak,
     error: internal,
     cancelled: stop.cancelled,
-    socket: ports.runner.socket,
+    // A run on workers uses no tmux server here: each attempt's is in its task's hosts.
+    socket: remote ? null : ports.runner.socket,
+    dryRun: false,
   });
   await ledger.append("report.written", {
     exit_code: report.exit_code,
@@ -239,12 +241,12 @@ export async function drive(
       run,
       ports,
       (id) => recorder.get(id),
-      remote?.remote ?? null,
       integrationBranchOf(run),
       merged,
     );
     await ledger.append("run.cleaned", { ...cleaned });
   }
+  if (remote && run.git && !stage.unfinished) await cleanUpRemote(run, ports, remote);
   // Worktrees still on their way into the pool (a run that did not merge) are not left half-moved.
   await ports.pool?.settled();
   await ledger.close();

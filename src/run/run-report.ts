@@ -16,8 +16,9 @@ export function runReport(
     peak: number;
     error: RunError | null;
     cancelled: boolean;
-    /** The tmux socket the run's sessions are on; null for a dry run (none started). */
+    /** The tmux socket the run's sessions are on; null when none is (a dry run, a run on workers). */
     socket: string | null;
+    dryRun: boolean;
   },
 ): Report {
   const tasks = recorder.all();
@@ -26,7 +27,7 @@ export function runReport(
       runId: run.runId,
       startedAt: run.startedAt,
       finishedAt: Date.now(),
-      dryRun: o.socket === null,
+      dryRun: o.dryRun,
       waves: run.waves.waves,
       tasks: [...tasks],
       outputLogs: new Map(

@@ -25,7 +25,13 @@ import type { TaskRun } from "../task/task-run.js";
 import type { GitRun, TaskWorkspace } from "../task/workspace.js";
 import { TmuxRunner } from "../tmux/runner.js";
 import { TmuxServer } from "../tmux/server.js";
-import { type BackendChoice, type BackendKind, backendKindOf, connectBackend } from "./backend.js";
+import {
+  type BackendChoice,
+  type BackendKind,
+  backendKindOf,
+  checkRemote,
+  connectBackend,
+} from "./backend.js";
 import { type DetachedResult, drive, internalError, type StartInfo, startInfo } from "./drive.js";
 import { type OpenRun, openRun } from "./open-run.js";
 import { errorOf, notWrittenNote, type RunResult, writeErrorReport, writeReport } from "./report-file.js";
@@ -182,6 +188,7 @@ export async function runAssignments(opts: RunOptions): Promise<RunResult | Deta
         error: null,
         cancelled: o.stop.cancelled,
         socket: null,
+        dryRun: true,
       });
       // Never over another run's files, never into the user's work tree.
       const blocker = await looseReportBlocker(runDir);
@@ -244,6 +251,23 @@ async function prepareNewRun(
   const dryRun = opts.dryRun ?? input.assignments.mode.dry_run;
   // Before anything starts: an unreachable Redis or a missing remote is an error of the input (exit 2).
   const remote = dryRun ? null : await connectBackend(input, backend, opts.backend);
+  try {
+    return await prepareConnected(opts, at, held, { input, backend, remote, dryRun });
+  } catch (error) {
+    // What stops the run here leaves no connection open behind it (a Redis client keeps the process alive).
+    await remote?.hosts.close();
+    throw error;
+  }
+}
+
+/** The rest of a new run's preparation, its backend connected. */
+async function prepareConnected(
+  opts: RunOptions,
+  at: { requestedDir: string },
+  held: { lock: WorkspaceLock | null },
+  { input, backend, remote, dryRun }: Pick<Prepared, "input" | "backend" | "remote" | "dryRun">,
+): Promise<Prepared> {
+  if (remote) await checkRemote(input, remote);
   // Two runs never work on one workspace at once (exit 4, or wait with --wait). The workspace
   // and the run directory are looked at once the lock is held: a run that waited starts from
   // the current HEAD, and finds the folder as the run it waited for left it.

@@ -31,6 +31,8 @@ export interface TaskHosts {
   forget(jobId: string): Promise<void>;
   /** Tells the workers to end a run's tasks (cancel, --fail-fast): they end them as a local run would. */
   cancel(runId: string): Promise<void>;
+  /** Drops what the backend keeps of a run that ended (its cancel mark): its tasks' ends are recorded here. */
+  forgetRun(runId: string): Promise<void>;
   /** Lets go of the connections. */
   close(): Promise<void>;
 }

@@ -144,6 +144,10 @@ export class BullmqHosts implements TaskHosts {
     await this.redis.del(filesKey(jobId));
   }
 
+  async forgetRun(runId: string): Promise<void> {
+    await this.redis.del(cancelKey(runId));
+  }
+
   async cancel(runId: string): Promise<void> {
     await this.redis.set(cancelKey(runId), "1", "EX", KEEP_FINISHED_S);
     // Jobs no worker took yet are withdrawn: their tasks never start. One a worker takes meanwhile

@@ -81,22 +81,52 @@ export async function requireRedis(url: string, what: string, timeoutMs = 5000):
     await probe.ping();
   } catch (error) {
     throw new EnvironmentError(
-      `cannot reach Redis at ${shownRedis(url)} (${what}): ${error instanceof Error ? error.message : String(error)}. Start redis-server there, or give the right URL; nothing was started.`,
+      `cannot reach Redis at ${shownRedis(url)} (${what}): ${sentence(error instanceof Error ? error.message : String(error))} Start redis-server there, or give the right URL; nothing was started.`,
     );
   } finally {
     probe.disconnect();
   }
 }
 
-/** The workers announced on a Redis (an announcement expires ~15 s after its worker is gone), by name. */
-export async function announcedWorkers(redis: Redis): Promise<WorkerInfo[]> {
+/**
+ * Drops what a run left in Redis: its cancel mark, its results' files and its jobs (a job a worker
+ * still holds is locked, and stays). Answers how many keys and jobs went.
+ */
+export async function forgetRunInRedis(url: string, runId: string): Promise<number> {
+  await requireRedis(url, "the run's Redis");
+  const redis = await redisConnection(url);
+  const { Queue } = await import("bullmq");
+  const queue = new Queue(QUEUE, { connection: redis });
+  try {
+    let gone = await redis.del(cancelKey(runId));
+    for (const key of await scanKeys(redis, `${filesKey(`${runId}.`)}*`)) gone += await redis.del(key);
+    // A job's keys are `bull:<queue>:<job id>` and more under it; a run's job ids start with `<run>.`.
+    const prefix = queue.toKey(`${runId}.`);
+    const jobIds = new Set(
+      (await scanKeys(redis, `${prefix}*`)).map((k) => k.slice(queue.toKey("").length).split(":")[0]!),
+    );
+    for (const id of jobIds) gone += await queue.remove(id).catch(() => 0);
+    return gone;
+  } finally {
+    await queue.close().catch(() => {});
+    redis.disconnect();
+  }
+}
+
+async function scanKeys(redis: Redis, pattern: string): Promise<string[]> {
   const keys: string[] = [];
   let cursor = "0";
   do {
-    const [next, batch] = await redis.scan(cursor, "MATCH", WORKER_KEYS, "COUNT", 1000);
+    const [next, batch] = await redis.scan(cursor, "MATCH", pattern, "COUNT", 1000);
     cursor = next;
     keys.push(...batch);
   } while (cursor !== "0");
+  return keys;
+}
+
+/** The workers announced on a Redis (an announcement expires ~15 s after its worker is gone), by name. */
+export async function announcedWorkers(redis: Redis): Promise<WorkerInfo[]> {
+  const keys = await scanKeys(redis, WORKER_KEYS);
   const values = keys.length > 0 ? await redis.mget(...keys) : [];
   return values
     .flatMap((v) => {
@@ -113,4 +143,9 @@ export function jsonOrNull(text: string): unknown {
   } catch {
     return null;
   }
+}
+
+/** A message as a sentence: one full stop at its end (ioredis ends some of its own with one). */
+function sentence(text: string): string {
+  return `${text.replace(/[.\s]+$/, "")}.`;
 }

@@ -4,7 +4,15 @@ import { dirname, join, posix, relative } from "node:path";
 import type { LogChunk, TaskJob, TaskJobProgress, TaskJobResult } from "../contract/task-job.js";
 import { errorText } from "../errors.js";
 import { taskBranch } from "../fs/names.js";
-import { baseRefOf, fetchRef, publishCommit, shownRemote } from "../git/remote.js";
+import {
+  baseRefOf,
+  deleteRemoteRefs,
+  fetchInto,
+  publishCommit,
+  remoteRefsUnder,
+  runRefsOf,
+  shownRemote,
+} from "../git/remote.js";
 import { branchRef, isAncestor } from "../git/repo.js";
 import { createTaskBranch, taskStartCommit } from "../git/worktree.js";
 import { redactFile, redactNames } from "../redact/redact-file.js";
@@ -308,7 +316,7 @@ async function applyResult(
   const unseen = t.hosts.length === 0 && r.attempts > 0;
   recorder.note(t.id, {
     attempts,
-    ...(unseen ? { hosts: [{ attempt: attempts, worker: r.worker, host: r.host, socket: "" }] } : {}),
+    ...(unseen ? { hosts: [{ attempt: attempts, worker: r.worker, host: r.host, socket: r.socket }] } : {}),
     exitCode: r.exit_code,
     gates: r.gates,
     agentResult: r.agent_result,
@@ -346,14 +354,20 @@ async function applyResult(
     return { kind: "done", ok: false };
   }
   if (r.commit !== null) {
-    // The worker pushed its branch: the commit it names must be that branch's tip, and built on the task's start.
+    // The worker pushed to its attempt's own ref: the commit it names must be that ref's tip, and
+    // built on the task's start. Only this result's attempt is taken (only the job's holder can
+    // finish it); the refs of the task's other attempts, a worker that lost the job may have
+    // pushed, go.
     try {
-      const tip = await fetchRef(git.root, backend.remote, branchRef(t.branch!));
+      if (r.ref === null || !r.ref.startsWith(`${runRefsOf(run.runId)}attempts/${t.id}/`))
+        throw new Error(`its worker names no attempt ref of this task (${r.ref ?? "none"})`);
+      const tip = await fetchInto(git.root, backend.remote, r.ref, branchRef(t.branch!));
       if (tip !== r.commit)
-        throw new Error(`the remote's ${t.branch} is at ${tip}, not at the worker's ${r.commit}`);
+        throw new Error(`the remote's ${r.ref} is at ${tip}, not at the worker's ${r.commit}`);
       if (!(await isAncestor(git.root, t.startCommit!, tip)))
         throw new Error(`${t.branch} at ${tip} does not build on the task's start ${t.startCommit}`);
       recorder.note(t.id, { commit: tip });
+      await dropAttemptRefs(run, ports, backend.remote, t.id);
     } catch (error) {
       return failTask(
         run,
@@ -378,6 +392,21 @@ async function applyResult(
     r.reason ?? "lost",
     r.detail === null ? null : ports.redactor.redact(r.detail),
   );
+}
+
+/** The refs a task's attempts pushed to the remote, gone once one of them was fetched (or none is wanted). */
+async function dropAttemptRefs(
+  run: Pick<RunPlan, "runId" | "git">,
+  ports: Pick<Ports, "log">,
+  remote: string,
+  taskId: string,
+): Promise<void> {
+  const root = run.git!.root;
+  const refs = await remoteRefsUnder(root, remote, `${runRefsOf(run.runId)}attempts/${taskId}/`).catch(
+    () => [],
+  );
+  if (!(await deleteRemoteRefs(root, remote, refs)))
+    ports.log.warn({ task: taskId, refs }, "could not delete the task's attempt refs on the git remote");
 }
 
 /**

@@ -19,7 +19,14 @@ import { LogNames } from "../fs/log-names.js";
 import { sessionName, taskBranch } from "../fs/names.js";
 import { TaskJournal } from "../fs/run-state-file.js";
 import { StatusFiles } from "../fs/status-files.js";
-import { dropRef, dropWorkerTask, ensureBareRepo, fetchRef, pushBranch } from "../git/remote.js";
+import {
+  attemptRefOf,
+  dropRef,
+  dropWorkerTask,
+  ensureBareRepo,
+  fetchRef,
+  pushAttempt,
+} from "../git/remote.js";
 import { serialized } from "../git/worktree.js";
 import { WorktreePool } from "../git/worktree-pool.js";
 import { checkAgentBinaries } from "../input/agent-binaries.js";
@@ -52,10 +59,19 @@ export interface WorkerPlace {
   remote?: string;
 }
 
+/** What a worker says of a job whose lock it lost: another worker runs the task now. */
+export const LOST_JOB =
+  "this worker lost the task's job (its lock lapsed: paused or cut off from Redis) and another took it over; nothing of this attempt was published";
+
 /** One delivery of a job to this worker. */
 export interface JobDelivery {
   /** BullMQ's count of deliveries of this job (a re-delivery after a worker died is the next one). */
   delivery: number;
+  /**
+   * Whether this worker still holds the job (its lock in Redis, renewed now): asked right before
+   * anything is published. A worker that lost it publishes nothing (docs/SCALING.md, Fencing).
+   */
+  holds: () => Promise<boolean>;
   /** The run was cancelled (or stopped by --fail-fast) on its coordinator, or the worker is made to stop: the task ends as it would locally. */
   cancel: AbortSignal;
   onProgress: (progress: TaskJobProgress) => void;
@@ -164,10 +180,18 @@ export async function runTaskJob(job: TaskJob, w: WorkerPlace, d: JobDelivery): 
     reason: t.reason,
     detail: t.detail,
   };
-  if (commit !== null) {
+  let ref: string | null = null;
+  if (commit !== null && !(await d.holds())) {
+    // Another worker runs the task now (this one was paused, or cut off, past its lock): its work
+    // is not published, whatever it is.
+    ended = { state: "failed", reason: "lost", detail: LOST_JOB };
+    commit = null;
+  } else if (commit !== null) {
     try {
-      await pushBranch(repo, remote, t.branch!);
+      ref = attemptRefOf(runId, taskId, d.delivery);
+      await pushAttempt(repo, remote, t.branch!, ref);
     } catch (error) {
+      ref = null;
       if (t.state === "success")
         ended = {
           state: "failed",
@@ -187,10 +211,12 @@ export async function runTaskJob(job: TaskJob, w: WorkerPlace, d: JobDelivery): 
   return {
     worker: w.name,
     host: w.host,
+    socket: w.socketPath,
     ...ended,
     exit_code: t.exitCode,
     attempts: t.attempts,
     commit,
+    ref,
     gates: t.gates,
     agent_result: t.agentResult,
     usage: t.usage,

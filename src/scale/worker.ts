@@ -16,7 +16,7 @@ import { pruneWorktrees } from "../git/remote.js";
 import { TmuxRunner } from "../tmux/runner.js";
 import { TmuxServer } from "../tmux/server.js";
 import { cancelKey, filesKey, jsonOrNull, QUEUE, redisConnection, requireRedis, workerKey } from "./redis.js";
-import { runTaskJob, type WorkerPlace } from "./task-job.js";
+import { LOST_JOB, runTaskJob, type WorkerPlace } from "./task-job.js";
 
 /** A worker's name: it names its tmux socket, its Redis key and its lock. */
 export const WORKER_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,47}$/;
@@ -36,11 +36,24 @@ export interface WorkerOptions {
    * task taken over by another after about this long (BullMQ's stalled-job check runs twice as often).
    */
   takeoverS: number;
+  /** The tmux socket name of this worker's server (the config's tmux.socket); default `termorch-worker-<name>`. */
+  socket?: string;
+  /** What the report and status call this host (`--host-label`); default its host name. */
+  hostLabel?: string;
   env: Readonly<Record<string, string | undefined>>;
   log: Logger;
 }
 
+/** A host label: a host name's characters, as an `ssh` line shows it. */
+export const HOST_LABEL = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,252}$/;
+
 const HEARTBEAT_MS = 5000;
+/** Sets KEYS[2] to ARGV[2] (expiring in ARGV[3] s) only while KEYS[1], a job's lock, holds ARGV[1]. */
+const SET_IF_LOCKED = `if redis.call("GET", KEYS[1]) == ARGV[1] then
+  redis.call("SET", KEYS[2], ARGV[2], "EX", ARGV[3])
+  return 1
+end
+return 0`;
 /** How long a forced stop waits for the running tasks to end and go back to the queue. */
 const FORCED_STOP_MS = 15_000;
 const CANCEL_POLL_MS = 1000;
@@ -52,6 +65,8 @@ interface Active {
   cancel: AbortController;
   /** The worker is made to stop now: the task's end goes back to the queue, not to its coordinator. */
   leaving: boolean;
+  /** The job's lock was lost to another worker: nothing of this attempt is published. */
+  lost: boolean;
   attempt: number;
 }
 
@@ -78,7 +93,11 @@ export class TaskWorker {
   private readonly startedAt = Date.now();
   readonly name: string;
   readonly workdir: string;
+  /** This host as the report names it (`--host-label`, else its host name). */
+  readonly host: string;
   private readonly runner: TmuxRunner;
+  /** Its tmux server is one the config named, which others may use too. */
+  private readonly sharedSocket: boolean;
   private socketPath = "";
 
   constructor(private readonly o: WorkerOptions) {
@@ -91,8 +110,17 @@ export class TaskWorker {
       throw new InputError([
         { message: `worker name "${this.name}" must be 1-48 letters, digits, _ . - (give one with --name)` },
       ]);
+    this.host = o.hostLabel ?? hostname();
+    if (!HOST_LABEL.test(this.host))
+      throw new InputError([
+        {
+          message: `host label "${this.host}" must be 1-253 letters, digits, _ . - (give one with --host-label)`,
+        },
+      ]);
     this.workdir = resolve(o.workdir);
-    this.runner = new TmuxRunner(new TmuxServer({ socket: `termorch-worker-${this.name}` }));
+    const own = `termorch-worker-${this.name}`;
+    this.sharedSocket = o.socket !== undefined && o.socket !== own;
+    this.runner = new TmuxRunner(new TmuxServer({ socket: o.socket ?? own }));
   }
 
   /** Connects, ends what an earlier life left, and starts taking jobs. */
@@ -128,6 +156,11 @@ export class TaskWorker {
       this.worker.on("error", (error) =>
         this.o.log.warn({ err: error.message }, "Redis connection error; retrying"),
       );
+      // The lock of a job lapsed (this process was paused, or cut off from Redis, past
+      // --takeover-s): another worker runs the task now, so this attempt ends here.
+      this.worker.on("lockRenewalFailed", (jobIds) => {
+        for (const id of jobIds) this.lose(id);
+      });
       this.timers.push(setInterval(() => void this.heartbeat(), HEARTBEAT_MS));
       this.timers.push(setInterval(() => void this.pollCancels(), CANCEL_POLL_MS));
       return { socketPath: this.socketPath, stale };
@@ -176,6 +209,23 @@ export class TaskWorker {
     await this.lock?.release();
   }
 
+  /** Whether this worker still holds an active job: its lock renewed in Redis now. */
+  private async holds(a: Active, token: string | undefined): Promise<boolean> {
+    if (a.lost || token === undefined) return false;
+    const renewed = await a.job.extendLock(token, this.o.takeoverS * 1000).catch(() => 0);
+    if (renewed !== 1) this.lose(a.job.id!);
+    return !a.lost;
+  }
+
+  /** A job whose lock this worker lost: its attempt ends, and nothing of it is published. */
+  private lose(jobId: string): void {
+    const a = this.active.get(jobId);
+    if (!a || a.lost) return;
+    a.lost = true;
+    this.o.log.warn({ job: jobId, run: a.runId, task: a.taskId }, LOST_JOB);
+    a.cancel.abort();
+  }
+
   /** Resolves once no task runs here. */
   private idle(): Promise<void> {
     if (this.active.size === 0) return Promise.resolve();
@@ -197,6 +247,7 @@ export class TaskWorker {
       taskId: data.task_id,
       cancel: new AbortController(),
       leaving: false,
+      lost: false,
       attempt: 0,
     };
     this.active.set(job.id!, a);
@@ -207,7 +258,7 @@ export class TaskWorker {
     try {
       const place: WorkerPlace = {
         name: this.name,
-        host: hostname(),
+        host: this.host,
         workdir: this.workdir,
         runner: this.runner,
         socketPath: this.socketPath,
@@ -215,8 +266,10 @@ export class TaskWorker {
         log: this.o.log,
         ...(this.o.remote ? { remote: this.o.remote } : {}),
       };
+      const holds = (): Promise<boolean> => this.holds(a, token);
       const result = await runTaskJob(data, place, {
         delivery: job.attemptsStarted,
+        holds,
         cancel: a.cancel.signal,
         onProgress: (p) => {
           a.attempt = p.attempt;
@@ -236,11 +289,27 @@ export class TaskWorker {
       });
       // Its agent was ended because this worker stops: the job goes back to the queue, for
       // another worker to run the task from its base.
-      if (a.leaving) return await this.requeue(job, token);
-      this.o.log.info({ job: job.id, state: result.state, reason: result.reason }, "task done");
-      // The files go under a key of their own (see BullmqHosts.withFiles), kept a day at most.
+      if (a.leaving && !a.lost) return await this.requeue(job, token);
+      // The files go under a key of their own (see BullmqHosts.withFiles), kept a day at most,
+      // written only while this worker holds the job (one script: the lock checked and the key set).
       const key = filesKey(job.id!);
-      await this.redis!.set(key, JSON.stringify(result.files), "EX", 24 * 3600);
+      const written =
+        !a.lost &&
+        token !== undefined &&
+        (await this.redis!.eval(
+          SET_IF_LOCKED,
+          2,
+          `${this.worker!.toKey(job.id!)}:lock`,
+          key,
+          token,
+          JSON.stringify(result.files),
+          String(24 * 3600),
+        )) === 1;
+      if (!written) {
+        this.lose(job.id!);
+        throw new Error(LOST_JOB);
+      }
+      this.o.log.info({ job: job.id, state: result.state, reason: result.reason }, "task done");
       return { ...result, files: [], files_key: key };
     } finally {
       this.active.delete(job.id!);
@@ -259,7 +328,7 @@ export class TaskWorker {
     if (!other?.success) return;
     const o = other.data;
     const live =
-      o.host === hostname()
+      o.host === this.host
         ? o.pid !== process.pid && pidAlive(o.pid)
         : Date.now() - o.seen_at < HEARTBEAT_MS * 3;
     if (live)
@@ -273,7 +342,11 @@ export class TaskWorker {
    * by another worker once its lock lapsed), task folders and worktrees. Answers how many sessions.
    */
   private async endStale(): Promise<number> {
-    const sessions = [...(await this.runner.openSessions())];
+    const open = await this.runner.openSessions();
+    // On its own tmux server every session is this worker's; on a socket the config names, which
+    // others may use too, only those of the jobs its earlier life left a folder for.
+    const ours = this.sharedSocket ? await this.earlierJobSessions() : open;
+    const sessions = [...open].filter((s) => ours.has(s));
     if (sessions.length > 0) {
       await this.runner.close(sessions);
       this.o.log.warn({ sessions }, "ended the sessions an earlier life of this worker left");
@@ -285,11 +358,22 @@ export class TaskWorker {
     return sessions.length;
   }
 
+  /** The sessions of the jobs whose folders (`jobs/<run>.<task>`) an earlier life of this worker left. */
+  private async earlierJobSessions(): Promise<Set<string>> {
+    const folders = await readdir(join(this.workdir, "jobs")).catch(() => [] as string[]);
+    return new Set(
+      folders.flatMap((f) => {
+        const [run, task, ...rest] = f.split(".");
+        return run && task && rest.length === 0 ? [sessionName(run, task)] : [];
+      }),
+    );
+  }
+
   private async heartbeat(): Promise<void> {
     const now = Date.now();
     const info: WorkerInfo = {
       name: this.name,
-      host: hostname(),
+      host: this.host,
       pid: process.pid,
       socket: this.socketPath,
       max_parallel: this.o.maxParallel,

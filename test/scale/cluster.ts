@@ -126,6 +126,8 @@ export class WorkerProcess {
     readonly name: string,
     private readonly redisUrl: string,
     private readonly extra: string[] = [],
+    /** Set over the test's environment (e.g. TERMORCH_TMUX_SOCKET: "" to let a --config name the socket). */
+    private readonly env: Record<string, string> = {},
   ) {
     this.tmp = mkdtempSync(join(TEST_TMP, `${name}-tmp-`));
     this.workdir = join(TEST_TMP, `${name}-work`);
@@ -154,7 +156,7 @@ export class WorkerProcess {
         ...this.extra,
       ],
       {
-        env: { ...process.env, ...cliEnv(this.socket), TMPDIR: this.tmp },
+        env: { ...process.env, ...cliEnv(this.socket), TMPDIR: this.tmp, ...this.env },
         stdio: ["ignore", "pipe", "pipe"],
       },
     );

@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { execa } from "execa";
 import { expect, it } from "vitest";
@@ -8,9 +8,11 @@ import {
   BIN,
   cliEnv,
   git,
+  killServer,
   readReport,
   TEST_TMP,
   termorch,
+  uniqueSocket,
   waitFor,
   writeAssignments,
 } from "../integration/harness.js";
@@ -68,6 +70,35 @@ suite("a coordinator of a bullmq run", () => {
     const s = readReport(c.dir).tasks[0]!;
     expect(readFileSync(join(c.dir, s.logs.stdout!), "utf8")).toBe("working on S\n");
     await w.dispose();
+  });
+
+  it("names a worker's host by its --host-label, runs its tasks on the tmux socket its --config names, and reports no socket of its own", async () => {
+    const c = cluster();
+    const own = uniqueSocket("labelled");
+    const workerConfig = join(c.dir, "worker.json");
+    writeFileSync(workerConfig, JSON.stringify({ tmux: { socket: own } }));
+    const w = track(
+      new WorkerProcess(
+        `labelled-${process.pid}`,
+        redis().url,
+        ["--config", workerConfig, "--host-label", "lab-1.example"],
+        { TERMORCH_TMUX_SOCKET: "" },
+      ),
+    );
+    try {
+      await w.start();
+      const file = writeAssignments(c.dir, [bashTask("H", "echo H > h.txt")] as never);
+      const r = await termorch(["run", file, "--config", c.config], { socket });
+      expect(r.exitCode, r.stderr).toBe(0);
+      const report = readReport(c.dir);
+      expect(report.tmux_socket).toBeNull();
+      const host = report.tasks[0]!.hosts![0]!;
+      expect(host).toMatchObject({ worker: w.name, host: "lab-1.example" });
+      expect(host.socket).toMatch(new RegExp(`/${own}$`));
+    } finally {
+      await w.dispose();
+      killServer(own);
+    }
   });
 
   it("ends the tasks on their workers when the run is cancelled", async () => {
@@ -197,7 +228,7 @@ suite("a coordinator of a bullmq run", () => {
     // A worker takes the job with no coordinator listening: its progress reaches nobody.
     const w = await worker("late");
     await waitFor(
-      () => git(c.remote, "for-each-ref", "--format=%(refname)", "refs/heads/termorch").includes("/U\n"),
+      () => git(c.remote, "for-each-ref", "--format=%(refname)", "refs/termorch").includes("/attempts/U/1\n"),
       30_000,
       "U's branch pushed",
     );
@@ -208,6 +239,30 @@ suite("a coordinator of a bullmq run", () => {
     expect(readReport(c.dir).tasks[0]?.hosts?.[0]?.worker).toBe(w.name);
     expect((await termorch(["verify-ledger", c.dir], { socket })).exitCode).toBe(0);
     await w.dispose();
+  });
+
+  it("termorch clean removes what a killed coordinator's run left on the git remote and in Redis", async () => {
+    const c = cluster();
+    const file = writeAssignments(c.dir, [bashTask("K", "echo K > k.txt")] as never);
+    const runId = (JSON.parse(readFileSync(file, "utf8")) as { run_id: string }).run_id;
+    const inRedis = (): string =>
+      execFileSync("redis-cli", ["-p", String(redis().port), "--scan", "--pattern", `*${runId}*`], {
+        encoding: "utf8",
+      }).trim();
+    const coordinator = coordinate(file, c);
+    // No worker: the job waits in Redis, the task's base on the remote.
+    await waitFor(() => inRedis() !== "", 30_000, "K's job");
+    coordinator.kill("SIGKILL");
+    await coordinator;
+    expect(git(c.remote, "for-each-ref", "--format=%(refname)")).toContain(`refs/termorch/${runId}/base/K`);
+    // Not resumable any more: its assignments file is gone.
+    rmSync(file);
+    const r = await termorch(["clean", c.dir], { socket });
+    expect(r.exitCode, r.stdout + r.stderr).toBe(0);
+    expect(r.stdout).toContain("ref(s) on the git remote");
+    expect(r.stdout).toContain("in Redis");
+    expect(git(c.remote, "for-each-ref")).toBe("");
+    expect(inRedis()).toBe("");
   });
 
   it("runs as a daemon whose runs' tasks go to workers (--backend bullmq --redis)", async () => {

@@ -127,6 +127,95 @@ suite("termorch run --backend bullmq", () => {
     await second.dispose();
   });
 
+  /**
+   * A worker paused (SIGSTOP) mid-task past its lock, so that another takes the task over; both
+   * agents then end (the paused worker's agent runs on in its tmux). `hold`: a hook on the bare
+   * remote resumes the paused worker when the other's push arrives, and holds that push 3 s.
+   */
+  async function pausedWorker(tag: string, hold: boolean) {
+    const takeover = ["--max-parallel", "1", "--takeover-s", "2"];
+    const c = cluster();
+    const log = join(c.marks, "log");
+    const script = `echo start >> "$MARKS/log"; while [ ! -e "$MARKS/release" ]; do sleep 0.05; done; echo P > p.txt; echo end >> "$MARKS/log"`;
+    const file = writeAssignments(c.dir, [task("P", script, [], c.marks)] as never);
+    const runId = (JSON.parse(readFileSync(file, "utf8")) as { run_id: string }).run_id;
+    const paused = await worker(`${tag}1`, takeover);
+    const pid = paused.proc!.pid!;
+    if (hold) {
+      const hook = join(c.remote, "hooks", "pre-receive");
+      writeFileSync(
+        hook,
+        // Only the first push of the task's work (the other worker's) is held: the paused one's, if
+        // it pushes, lands meanwhile.
+        `#!/bin/sh\nwhile read old new ref; do case "$ref" in */attempts/*|refs/heads/termorch/*) if mkdir "${c.marks}/held" 2>/dev/null; then kill -CONT ${pid}; sleep 3; fi;; esac; done\nexit 0\n`,
+        { mode: 0o755 },
+      );
+    }
+    const run = termorch(["run", file, "--config", c.config], { socket });
+    await waitFor(() => lines(log).length === 1, 30_000, "the first start");
+    const other = await worker(`${tag}2`, takeover);
+    process.kill(pid, "SIGSTOP");
+    try {
+      await waitFor(() => lines(log).length === 2, 30_000, "the takeover by the other worker");
+      writeFileSync(join(c.marks, "release"), "");
+      const r = await run;
+      process.kill(pid, "SIGCONT");
+      // The paused worker, going on, finds it lost the job: it publishes nothing.
+      const workerLog = join(paused.workdir, "logs", "termorch.log");
+      await waitFor(
+        () => existsSync(workerLog) && readFileSync(workerLog, "utf8").includes("lost the task's job"),
+        30_000,
+        "the paused worker's word that it lost the job",
+      );
+      return { c, r, runId, other, paused };
+    } finally {
+      process.kill(pid, "SIGCONT");
+    }
+  }
+
+  it("publishes nothing from a worker paused past its lock: the task is taken over, merged once, and nothing of the run is left on the remote or in Redis", async () => {
+    const { c, r, runId, other, paused } = await pausedWorker("pause", false);
+    expect(r.exitCode, r.stderr).toBe(0);
+    expect(readReport(c.dir).tasks[0]).toMatchObject({ status: "success" });
+    expect(readReport(c.dir).tasks[0]?.hosts?.map((h) => h.worker)).toEqual([paused.name, other.name]);
+    expect(
+      git(c.repo, "log", "--format=%s")
+        .split("\n")
+        .filter((s) => s.startsWith("termorch: task P")),
+    ).toHaveLength(1);
+    // A moment for a late push or result to land, were there one: the worker's clean-up after it.
+    await waitFor(
+      () => readdirSync(join(paused.workdir, "jobs")).length === 0,
+      30_000,
+      "its job folder gone",
+    );
+    expect(git(c.remote, "for-each-ref")).toBe("");
+    const keys = execFileSync(
+      "redis-cli",
+      ["-p", String(redis().port), "--scan", "--pattern", `*${runId}*`],
+      {
+        encoding: "utf8",
+      },
+    );
+    expect(keys.trim()).toBe("");
+    await other.dispose();
+    await paused.dispose();
+  });
+
+  it("keeps a resumed worker from overwriting the push of the worker that took its task over (a hook resumes it mid-push)", async () => {
+    const { c, r, other, paused } = await pausedWorker("clobber", true);
+    expect(r.exitCode, r.stderr).toBe(0);
+    expect(readReport(c.dir).tasks[0]).toMatchObject({ status: "success" });
+    expect(readFileSync(join(c.repo, "p.txt"), "utf8")).toBe("P\n");
+    expect(
+      git(c.repo, "log", "--format=%s")
+        .split("\n")
+        .filter((s) => s.startsWith("termorch: task P")),
+    ).toHaveLength(1);
+    await other.dispose();
+    await paused.dispose();
+  });
+
   it("loses no task when Redis restarts mid-run", async () => {
     const w = await worker("restart");
     const c = cluster();
@@ -163,6 +252,34 @@ suite("termorch run --backend bullmq", () => {
     expect(t.detail).toContain(wrong);
     expect(existsSync(join(c.repo, "w.txt"))).toBe(false);
     await w.dispose();
+  });
+
+  it("exits 2 before anything starts when the git remote is missing, not bare, or refuses pushes", async () => {
+    const c = cluster();
+    const file = writeAssignments(c.dir, [task("U", "echo U > u.txt")] as never);
+    const before = workspaceSnapshot(c.repo);
+    const refusing = join(c.dir, "refusing.git");
+    execFileSync("git", ["init", "--quiet", "--bare", refusing]);
+    writeFileSync(join(refusing, "hooks", "pre-receive"), "#!/bin/sh\necho no pushes here >&2\nexit 1\n", {
+      mode: 0o755,
+    });
+    const cases: [string, string][] = [
+      [join(c.dir, "nope.git"), "does not exist"],
+      [c.repo, "is not a bare git repository"],
+      [refusing, "it does not take pushes"],
+    ];
+    for (const [remote, says] of cases) {
+      writeFileSync(c.config, JSON.stringify({ backend: "bullmq", redis: redis().url, git: { remote } }));
+      const r = await termorch(["run", file, "--config", c.config], { socket });
+      expect(r.exitCode, r.stderr).toBe(2);
+      expect(r.stderr).toContain(
+        `the git remote ${remote} (git.remote in ${c.config}) cannot serve the workers`,
+      );
+      expect(r.stderr).toContain(says);
+      expect(r.stderr).toContain("git init --bare");
+      expect(workspaceSnapshot(c.repo)).toBe(before);
+    }
+    expect(git(refusing, "for-each-ref")).toBe("");
   });
 
   it("exits 2 before anything starts when Redis cannot be reached", async () => {
