@@ -26,6 +26,7 @@ import {
   ensureBareRepo,
   fetchRef,
   pushAttempt,
+  shownRemote,
 } from "../git/remote.js";
 import { serialized } from "../git/worktree.js";
 import { WorktreePool } from "../git/worktree-pool.js";
@@ -57,6 +58,8 @@ export interface WorkerPlace {
   log: Logger;
   /** `--remote`: this host reaches the git remote by another path or URL. */
   remote?: string;
+  /** The remotes this worker could not fetch from last time (each said once in its log). */
+  unreachable: Set<string>;
 }
 
 /** What a worker says of a job whose lock it lost: another worker runs the task now. */
@@ -112,8 +115,15 @@ export async function runTaskJob(job: TaskJob, w: WorkerPlace, d: JobDelivery): 
         `the git remote's ${job.base_ref} is at ${base}, not at the task's start ${job.start_commit}`,
       );
   } catch (error) {
-    return failed(`could not fetch its base: ${errorText(error)}`);
+    const said = errorText(error);
+    // Said once in the worker's log while the remote stays out of reach (every task's detail says it too).
+    if (!w.unreachable.has(remote)) {
+      w.unreachable.add(remote);
+      w.log.error({ remote: shownRemote(remote), err: said }, "cannot reach the git remote of its jobs");
+    }
+    return failed(`on worker ${w.name}, could not fetch its base: ${said}`);
   }
+  w.unreachable.delete(remote);
 
   const config = Config.safeParse(job.config);
   const assignments = Assignments.safeParse(job.assignments);

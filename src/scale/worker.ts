@@ -96,6 +96,8 @@ export class TaskWorker {
   /** This host as the report names it (`--host-label`, else its host name). */
   readonly host: string;
   private readonly runner: TmuxRunner;
+  /** The git remotes its jobs could not be fetched from (said once each). */
+  private readonly unreachable = new Set<string>();
   /** Its tmux server is one the config named, which others may use too. */
   private readonly sharedSocket: boolean;
   private socketPath = "";
@@ -264,6 +266,7 @@ export class TaskWorker {
         socketPath: this.socketPath,
         env: this.o.env,
         log: this.o.log,
+        unreachable: this.unreachable,
         ...(this.o.remote ? { remote: this.o.remote } : {}),
       };
       const holds = (): Promise<boolean> => this.holds(a, token);

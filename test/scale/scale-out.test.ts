@@ -248,9 +248,21 @@ suite("termorch run --backend bullmq", () => {
     const t = readReport(c.dir).tasks[0]!;
     expect(t.status).toBe("failed");
     expect(t.reason).toBe("launch_error");
-    expect(t.detail).toContain("could not fetch its base");
+    expect(t.detail).toContain(`on worker ${w.name}, could not fetch its base`);
     expect(t.detail).toContain(wrong);
+    // git's own line, not its advice run together with it.
+    expect(t.detail).not.toContain("Please make sure");
     expect(existsSync(join(c.repo, "w.txt"))).toBe(false);
+    // Said once in the worker's log, for a second run's task as well.
+    const again = writeAssignments(c.dir, [task("V", "echo V > v.txt")] as never, {}, "again.json");
+    expect(
+      (await termorch(["run", again, "--config", c.config, "--out", join(c.dir, "again")], { socket }))
+        .exitCode,
+    ).toBe(1);
+    const said = readFileSync(join(w.workdir, "logs", "termorch.log"), "utf8").split(
+      "cannot reach the git remote of its jobs",
+    );
+    expect(said).toHaveLength(2);
     await w.dispose();
   });
 
