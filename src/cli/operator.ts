@@ -17,7 +17,9 @@ import { runScope, scopeQueued, scopeRuns } from "../ops/run-feed.js";
 import { registryRuns, resolveRun } from "../ops/runs.js";
 import { serverFor, sessionsBySocket } from "../ops/sessions.js";
 import { remoteAttachHint, statusView } from "../ops/status.js";
+import { ageMs, sweepRemote } from "../ops/sweep-remote.js";
 import { findTask } from "../ops/task-target.js";
+import { isRemote } from "../run/backend.js";
 import type { Io } from "./io.js";
 import { listWorkers } from "./scale.js";
 import { stopSignal } from "./stop-signal.js";
@@ -301,7 +303,19 @@ export function registerOperatorCommands(program: Command, io: Io, setCode: (cod
       "--redis <url>",
       "a scale-out run's Redis, for its keys (default: $TERMORCH_REDIS_URL, its config's redis)",
     )
-    .action(async (ref: string | undefined, o: { force?: boolean; redis?: string }) => {
+    .option(
+      "--remote <url>",
+      "sweep a scale-out git remote instead: the refs of runs unknown here (with --older-than)",
+    )
+    .option(
+      "--older-than <age>",
+      "with --remote: only runs whose newest commit is older than this (90m, 12h, 7d)",
+    )
+    .action(async (ref: string | undefined, o: CleanFlags) => {
+      if (o.remote !== undefined || o.olderThan !== undefined) {
+        setCode(await sweepCommand(ref, o, io));
+        return;
+      }
       const runs = ref !== undefined ? [await resolveRun(ref, io.env, io.cwd)] : await registryRuns(io.env);
       if (ref === undefined) {
         const pooled = await dropPools({ run_id: "termorch clean", run_dir: io.cwd });
@@ -327,6 +341,53 @@ export function registerOperatorCommands(program: Command, io: Io, setCode: (cod
       // A run named explicitly that could not be cleaned is a failure; skipping live ones in a sweep is not.
       if (ref !== undefined && skipped > 0) setCode(ExitCode.failed);
     });
+}
+
+interface CleanFlags {
+  force?: boolean;
+  redis?: string;
+  remote?: string;
+  olderThan?: string;
+}
+
+/** `termorch clean --remote URL --older-than AGE`. */
+async function sweepCommand(ref: string | undefined, o: CleanFlags, io: Io): Promise<number> {
+  const age = o.olderThan === undefined ? null : ageMs(o.olderThan);
+  const problems = [
+    ...(ref !== undefined
+      ? [{ message: `--remote sweeps a whole remote: give no run with it (got ${ref})` }]
+      : []),
+    ...(o.remote === undefined
+      ? [{ message: "--older-than needs --remote URL (the git remote to sweep)" }]
+      : []),
+    ...(o.remote !== undefined && !isRemote(o.remote)
+      ? [{ message: `--remote "${o.remote}" is neither an absolute path nor a URL` }]
+      : []),
+    ...(o.olderThan === undefined
+      ? [
+          {
+            message:
+              "--remote needs --older-than AGE (e.g. 7d): a recent run may be another host's, still running",
+          },
+        ]
+      : age === null
+        ? [
+            {
+              message: `--older-than "${o.olderThan}" is not an age: give a number and s, m, h or d (e.g. 7d)`,
+            },
+          ]
+        : []),
+  ];
+  if (problems.length > 0) throw new InputError(problems, "Nothing was removed.");
+  const report = await sweepRemote(o.remote!, age!, io.env);
+  for (const r of report.removed)
+    io.stdout.write(
+      `termorch: ${report.remote}: removed run ${r.runId}'s ${r.refs} ref(s) (newest commit ${r.newest})\n`,
+    );
+  for (const k of report.kept) io.stdout.write(`termorch: ${report.remote}: kept run ${k.runId}: ${k.why}\n`);
+  if (report.removed.length === 0 && report.kept.length === 0)
+    io.stdout.write(`termorch: ${report.remote}: no run's refs there\n`);
+  return ExitCode.ok;
 }
 
 async function cancelCommand(ref: string, o: { timeout: number; wait: boolean }, io: Io): Promise<number> {

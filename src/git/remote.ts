@@ -176,6 +176,51 @@ export async function remoteProblem(repo: string, remote: string, probe: string)
   return null;
 }
 
+/** A run's refs on a remote, and how recent the newest commit they hold is (epoch ms). */
+export interface RemoteRun {
+  refs: string[];
+  newestMs: number;
+}
+
+/**
+ * The runs whose refs a remote holds (`refs/termorch/<run>/...`), fetched into `scratch` (an
+ * empty folder, made a bare repository here) to read their commits' times: a run's refs are as
+ * old as the newest commit they hold (its merges and its tasks' work are made while it runs).
+ */
+export async function remoteRuns(remote: string, scratch: string): Promise<Map<string, RemoteRun>> {
+  await git(scratch, ["init", "--quiet", "--bare"]);
+  await transfer(
+    scratch,
+    [
+      "fetch",
+      "--quiet",
+      "--no-tags",
+      "--no-write-fetch-head",
+      "--",
+      remote,
+      "+refs/termorch/*:refs/termorch/*",
+    ],
+    "fetch from",
+    remote,
+  );
+  const listed = await git(scratch, [
+    "for-each-ref",
+    "--format=%(refname)%00%(committerdate:unix)",
+    "refs/termorch/",
+  ]);
+  const runs = new Map<string, RemoteRun>();
+  for (const line of listed.stdout.split("\n")) {
+    const [ref = "", time = "0"] = line.split("\0");
+    const runId = ref.split("/")[2];
+    if (!runId) continue;
+    const run = runs.get(runId) ?? { refs: [], newestMs: 0 };
+    run.refs.push(ref);
+    run.newestMs = Math.max(run.newestMs, Number(time) * 1000);
+    runs.set(runId, run);
+  }
+  return runs;
+}
+
 /**
  * A bare repository at `dir` for a worker's copies of one remote's commits (created when it is
  * not there yet): task worktrees are added to it, so it needs no checkout of its own.

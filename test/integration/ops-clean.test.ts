@@ -1,3 +1,4 @@
+import { execFileSync } from "node:child_process";
 import { existsSync, readdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
@@ -106,6 +107,41 @@ describe("termorch clean", () => {
     expect(cleaned.stdout).toContain(`removed worktree ${join(worktreesRoot(), first, "A")}`);
     expect(cleaned.stdout).toContain(`removed branch termorch/${first}/A`);
     expect(branches(repo)).toEqual([]);
+  });
+
+  it("--remote --older-than sweeps the refs of old runs unknown here off a scale-out remote, and keeps recent and registered ones", async () => {
+    const { dir, repo } = world.workspace();
+    const remote = join(dir, "remote.git");
+    git(dir, "init", "--quiet", "--bare", remote);
+    // A run of a week ago that no registry here knows, a recent one, and a registered one.
+    const old = execFileSync("git", ["-C", repo, "commit-tree", "-m", "old", "HEAD^{tree}"], {
+      encoding: "utf8",
+      env: { ...process.env, GIT_COMMITTER_DATE: new Date(Date.now() - 8 * 86_400_000).toISOString() },
+    }).trim();
+    const file = writeAssignments(dir, [{ id: "A" }]);
+    expect((await world.cli(["run", file])).exitCode).toBe(0);
+    const registeredRun = stateOf(dir)!.run_id;
+    for (const [commit, ref] of [
+      [old, "refs/termorch/gone/base/A"],
+      [old, "refs/termorch/gone/attempts/A/1"],
+      ["HEAD", "refs/termorch/recent/base/A"],
+      [old, `refs/termorch/${registeredRun}/base/A`],
+    ])
+      git(repo, "push", "--quiet", remote, `${commit}:${ref}`);
+
+    const refused = await world.cli(["clean", "--remote", remote, "--older-than", "a week"]);
+    expect(refused.exitCode).toBe(2);
+    expect(refused.stderr).toContain('--older-than "a week" is not an age');
+    expect(git(remote, "for-each-ref").split("\n").filter(Boolean)).toHaveLength(4);
+
+    const r = await world.cli(["clean", "--remote", remote, "--older-than", "7d"]);
+    expect(r.exitCode, r.stderr).toBe(0);
+    expect(r.stdout).toContain("removed run gone's 2 ref(s)");
+    expect(r.stdout).toContain("kept run recent");
+    expect(r.stdout).toContain(`kept run ${registeredRun}: registered here`);
+    expect(git(remote, "for-each-ref", "--format=%(refname)").split("\n").filter(Boolean).sort()).toEqual(
+      [`refs/termorch/${registeredRun}/base/A`, "refs/termorch/recent/base/A"].sort(),
+    );
   });
 
   it("names an unknown run clearly (exit 2)", async () => {
