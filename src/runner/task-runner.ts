@@ -35,6 +35,13 @@ export interface AttemptSpec {
   memoryMb?: number;
   /** Between TERM and KILL whenever the runner ends the agent or its leftovers (the run's kill_grace_s). */
   killGraceMs?: number;
+  /**
+   * The process the attempt belongs to when nothing else would end it (a scale-out worker): once
+   * that process has been gone `afterMs`, the pane supervisor ends the agent as a cancel would
+   * (another worker runs the task by then). A local run's driver is not watched: a resume adopts
+   * what it left.
+   */
+  owner?: { pid: number; afterMs: number };
   /** false: never put the agent in a cgroup of its own (default: where the machine allows it). */
   cgroup?: boolean;
   /**

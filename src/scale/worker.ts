@@ -122,7 +122,12 @@ export class TaskWorker {
     this.workdir = resolve(o.workdir);
     const own = `termorch-worker-${this.name}`;
     this.sharedSocket = o.socket !== undefined && o.socket !== own;
-    this.runner = new TmuxRunner(new TmuxServer({ socket: o.socket ?? own }));
+    // Its agents end by themselves once this process has been gone as long as its jobs' locks
+    // last (another worker runs those tasks by then), even if no worker of its name comes back.
+    this.runner = new TmuxRunner(new TmuxServer({ socket: o.socket ?? own }), {
+      pid: process.pid,
+      afterMs: o.takeoverS * 1000,
+    });
   }
 
   /** Connects, ends what an earlier life left, and starts taking jobs. */

@@ -17,7 +17,11 @@ import { type AdoptSpec, adopt, launch, Reconciler } from "./session.js";
 export class TmuxRunner implements TaskRunner {
   private readonly reconciler: Reconciler;
 
-  constructor(readonly server: TmuxServer) {
+  /** `owner`: given to every attempt it launches (see AttemptSpec.owner). */
+  constructor(
+    readonly server: TmuxServer,
+    private readonly owner?: AttemptSpec["owner"],
+  ) {
     this.reconciler = new Reconciler(server);
   }
 
@@ -30,7 +34,7 @@ export class TmuxRunner implements TaskRunner {
   }
 
   launch(spec: AttemptSpec): Promise<RunningAttempt> {
-    return launch(this.server, this.reconciler, spec);
+    return launch(this.server, this.reconciler, this.owner ? { owner: this.owner, ...spec } : spec);
   }
 
   async adopt(ref: AttemptRef): Promise<AdoptedAttempt | null> {

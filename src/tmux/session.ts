@@ -221,6 +221,11 @@ function checkSpec(spec: LaunchSpec): void {
   if (!Number.isInteger(spec.maxLogBytes) || spec.maxLogBytes < 0) bad("maxLogBytes must be an integer >= 0");
   if (spec.memoryMb !== undefined && !(Number.isInteger(spec.memoryMb) && spec.memoryMb > 0))
     bad("memoryMb must be a positive integer");
+  if (
+    spec.owner !== undefined &&
+    !(Number.isInteger(spec.owner.pid) && spec.owner.pid > 0 && spec.owner.afterMs >= 0)
+  )
+    bad("owner needs a pid and afterMs >= 0");
 }
 
 /** %-encodes what would break a `key=value` line (the supervisor decodes %XX). */
@@ -244,6 +249,8 @@ function commonLines(spec: LaunchSpec, token: string): string[] {
 function launchText(spec: LaunchSpec, token: string): string {
   const lines = [...commonLines(spec, token), `cwd=${enc(spec.cwd)}`];
   if (spec.killGraceMs !== undefined) lines.push(`kill_grace_ms=${Math.round(spec.killGraceMs)}`);
+  if (spec.owner !== undefined)
+    lines.push(`owner_pid=${spec.owner.pid}`, `owner_after_ms=${Math.round(spec.owner.afterMs)}`);
   if (spec.memoryMb !== undefined) lines.push(`memory_mb=${spec.memoryMb}`);
   if (spec.cgroup === false) lines.push("cgroup=0");
   if (spec.cgroupRecord !== undefined) lines.push(`cgroup_record=${enc(spec.cgroupRecord)}`);

@@ -94,8 +94,24 @@ sub supervise {
   my ($reaped, $status, $finished_at, $hangup) = (0, undef, undef, 0);
   my %deadline;    # term, kill, abandon => epoch seconds
   my $by = sub { $deadline{ $_[0] } = $_[1] if !$deadline{ $_[0] } || $deadline{ $_[0] } > $_[1] };
+  # The process the attempt belongs to (a worker): once it has been gone owner_after_ms, nobody
+  # will end the agent but us. Looked at once a second at most (the loop's backstop wakes it).
+  my ($owner, $owner_gone, $owner_seen) = ($spec->{owner_pid} // '', undef, 0);
+  my $owner_after = ($spec->{owner_after_ms} // '') =~ /\A[0-9]+\z/ ? $spec->{owner_after_ms} / 1000 : undef;
+  $owner = '' unless $owner =~ /\A[1-9][0-9]*\z/ && defined $owner_after;
   until ($reaped && !%streams) {
     my $now = now();
+    if ($owner ne '' && !$reaped && $now - $owner_seen >= 1) {
+      $owner_seen = $now;
+      if (kill(0, $owner) || $!{EPERM}) { $owner_gone = undef }
+      elsif (!defined $owner_gone) { $owner_gone = $now }
+      if (defined $owner_gone && $now - $owner_gone >= $owner_after) {
+        note("its worker (pid $owner) has been gone ${owner_after}s: the agent was ended, another worker runs the task");
+        $owner = '';
+        $by->(term => $now);
+        $by->(kill => $now + $GRACE);
+      }
+    }
     if ($deadline{term} && $now >= $deadline{term}) {
       delete $deadline{term};
       my $left = () = members($pid);

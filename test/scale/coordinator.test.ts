@@ -8,6 +8,7 @@ import {
   BIN,
   cliEnv,
   git,
+  isAlive,
   killServer,
   readReport,
   TEST_TMP,
@@ -238,6 +239,28 @@ suite("a coordinator of a bullmq run", () => {
     expect(launched.map((e) => e.data.worker)).toEqual([w.name]);
     expect(readReport(c.dir).tasks[0]?.hosts?.[0]?.worker).toBe(w.name);
     expect((await termorch(["verify-ledger", c.dir], { socket })).exitCode).toBe(0);
+    await w.dispose();
+  });
+
+  it("ends the agent of a SIGKILLed worker by itself once the worker has been gone --takeover-s, with no worker coming back", async () => {
+    const w = await worker("orphan", ["--takeover-s", "2"]);
+    const c = cluster();
+    const script = `echo $$ > "$MARKS/agent.pid"; while :; do sleep 0.05; done`;
+    const file = writeAssignments(c.dir, [bashTask("O", script, [], c.marks)] as never);
+    const coordinator = coordinate(file, c);
+    const pidFile = join(c.marks, "agent.pid");
+    await waitFor(
+      () => existsSync(pidFile) && readFileSync(pidFile, "utf8").trim() !== "",
+      30_000,
+      "O's start",
+    );
+    const agent = Number(readFileSync(pidFile, "utf8"));
+    expect(isAlive(agent)).toBe(true);
+    await w.kill();
+    // 2 s of takeover, then TERM: the agent is gone within seconds, though no worker came back.
+    await waitFor(() => !isAlive(agent), 30_000, "the orphaned agent's end");
+    coordinator.kill("SIGINT");
+    expect((await coordinator).exitCode).toBe(130);
     await w.dispose();
   });
 
