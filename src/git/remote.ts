@@ -82,17 +82,8 @@ export async function publishCommit(
 }
 
 /** Fetches one ref of the remote into the same ref here; answers the commit it holds. */
-export async function fetchRef(repo: string, remote: string, ref: string): Promise<string> {
-  await transfer(
-    repo,
-    ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--", remote, `+${ref}:${ref}`],
-    "fetch from",
-    remote,
-  );
-  const commit = await resolveCommit(repo, ref);
-  if (commit === null)
-    throw new GitError(`fetched ${ref} from ${shownRemote(remote)}, but it is not a commit`, { cwd: repo });
-  return commit;
+export function fetchRef(repo: string, remote: string, ref: string): Promise<string> {
+  return fetchInto(repo, remote, ref, ref);
 }
 
 /** Fetches one ref of the remote into another ref here (forced); answers the commit it holds. */
