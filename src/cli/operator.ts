@@ -507,6 +507,7 @@ function formatStatus(view: StatusView, registry: string | null): string {
     lines.push(`  dir: ${run.run_dir}`);
     if (run.report) lines.push(`  report: ${run.report}`);
     if (run.phase === "interrupted" && run.hint) lines.push(`  ${run.hint}`);
+    if (run.phase === "running") for (const notice of run.notices) lines.push(`  ${notice}`);
     const rows = [["TASK", "STATE", "REASON", "ATTEMPTS", "TIME", "LAST LINE"]];
     for (const t of run.tasks)
       rows.push([t.id, t.state, t.reason ?? "-", String(t.attempts), taskTime(t), t.last_line ?? ""]);

@@ -104,6 +104,8 @@ export const RunState = z.strictObject({
   tasks: z.array(TaskRun),
   /** The task journal while the run is live, else null. */
   task_journal: z.string().nullable().default(null),
+  /** What the driver wants the operator to know while the run goes on (e.g. no worker takes its jobs). */
+  notices: z.array(z.string()).default([]),
   /** Path of the report once written. */
   report: z.string().nullable(),
   exit_code: z.number().int().nullable(),

@@ -82,6 +82,8 @@ export const RunView = z.strictObject({
   exit_code: z.number().int().nullable(),
   /** What the operator can do next, e.g. `termorch resume <dir>` for an interrupted run. */
   hint: z.string().nullable(),
+  /** What the run's driver says while it runs (e.g. that no worker is there to take its tasks). */
+  notices: z.array(z.string()).default([]),
   tasks: z.array(TaskView),
 });
 export type RunView = z.infer<typeof RunView>;

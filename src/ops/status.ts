@@ -145,6 +145,7 @@ export async function runView(
     report: state.report,
     exit_code: state.exit_code,
     hint,
+    notices: state.notices,
     tasks,
   };
 }

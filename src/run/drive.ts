@@ -108,6 +108,11 @@ export async function drive(
   const { ledger } = ports;
   await pausePoint(run.fault, runDir, "pause-before-drive");
   recorder.placeSessions(await ports.runner.socketPath());
+  // What the hosts say (no worker takes the jobs) goes into state.json for status, watch and serve.
+  remote?.hosts.onNotice((notice) => {
+    o.notices.splice(0, o.notices.length, ...(notice === null ? [] : [notice]));
+    void o.stateFile.save();
+  });
   hooks.onStart?.(startInfo(o, remote, { dryRun: false, resumed, keptApartFrom }));
   await Promise.all(["logs", "status", "artifacts"].map((d) => mkdir(join(runDir, d), { recursive: true })));
   await mkdir(privateDir, { recursive: true, mode: 0o700 });
@@ -213,7 +218,8 @@ export async function drive(
   const result = await writeReport(runDir, report);
   await killPoint(run.fault, "kill-after-report");
   await o.stateFile.finish({
-    ...runStateOf(run, recorder, ports.runner.socket, o.journal.path),
+    // The run's notices were about it while it ran.
+    ...runStateOf(run, recorder, ports.runner.socket, o.journal.path, []),
     // A move of the target left unfinished keeps the run open: `termorch resume` finishes it.
     phase: stage.unfinished ? "running" : "reported",
     // Complete now: the task journal is no longer needed.

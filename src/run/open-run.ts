@@ -33,6 +33,8 @@ export interface OpenRun {
   journal: TaskJournal;
   /** state.json, written coalesced; `finish` writes it one last time. */
   stateFile: SnapshotWriter<RunState>;
+  /** What state.json tells the operator while the run goes on (`termorch status`, watch, serve). */
+  notices: string[];
 }
 
 /**
@@ -132,10 +134,11 @@ export async function openRun(
     }),
   );
   // Transitions that come while a write is in flight are coalesced into the next write.
+  const notices: string[] = [];
   const stateFile = new SnapshotWriter(join(runDir, "state.json"), () =>
-    runStateOf(run, recorder, o.runner.socket, journal.path),
+    runStateOf(run, recorder, o.runner.socket, journal.path, notices),
   );
-  return { run, ports, stop, recorder, journal, stateFile };
+  return { run, ports, stop, recorder, journal, stateFile, notices };
 }
 
 /**

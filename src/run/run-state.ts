@@ -8,6 +8,7 @@ export function runStateOf(
   recorder: Pick<TaskRecorder, "all" | "socketPath">,
   socket: string,
   taskJournal: string,
+  notices: readonly string[],
 ): RunState {
   return {
     schema_version: 1,
@@ -37,6 +38,7 @@ export function runStateOf(
     waves: run.waves.waves,
     tasks: [...recorder.all()],
     task_journal: taskJournal,
+    notices: [...notices],
     report: null,
     exit_code: null,
   };

@@ -35,6 +35,11 @@ export interface TaskHosts {
   forgetRun(runId: string): Promise<void>;
   /** Lets go of the connections. */
   close(): Promise<void>;
+  /**
+   * Calls `listener` with what the operator should know about the hosts (no worker takes the
+   * jobs), and with null once it no longer holds.
+   */
+  onNotice(listener: (notice: string | null) => void): void;
 }
 
 /** Where a scale-out run's tasks go: the hosts, and the git remote between them and the user's repository. */

@@ -64,6 +64,7 @@ export class BullmqHosts implements TaskHosts {
   private timer: NodeJS.Timeout | null = null;
   private reconciling = false;
   private saidIdle = false;
+  private notice: (notice: string | null) => void = () => {};
   /** When workers' announcements were last looked at for that (at most once a reconcile pass). */
   private idleLookedAt = 0;
 
@@ -144,6 +145,10 @@ export class BullmqHosts implements TaskHosts {
     await this.redis.del(filesKey(jobId));
   }
 
+  onNotice(listener: (notice: string | null) => void): void {
+    this.notice = listener;
+  }
+
   async forgetRun(runId: string): Promise<void> {
     await this.redis.del(cancelKey(runId));
   }
@@ -195,6 +200,11 @@ export class BullmqHosts implements TaskHosts {
     if (key === w.lastProgress) return;
     const parsed = TaskJobProgress.safeParse(data);
     if (!parsed.success) return;
+    // A worker took a job: the warning that none is there no longer holds (it is said again if so).
+    if (this.saidIdle) {
+      this.saidIdle = false;
+      this.notice(null);
+    }
     w.lastProgress = key;
     w.onProgress(parsed.data);
   }
@@ -276,9 +286,9 @@ export class BullmqHosts implements TaskHosts {
     this.idleLookedAt = Date.now();
     if ((await announcedWorkers(this.redis)).length > 0) return;
     this.saidIdle = true;
-    this.log.error(
-      `no termorch worker is announced on ${this.name.replace(/^bullmq /, "")}: the run's tasks wait in its queue; start one with: termorch worker --redis URL`,
-    );
+    const said = `no termorch worker is announced on ${this.name.replace(/^bullmq /, "")}: the run's tasks wait in its queue; start one with: termorch worker --redis URL`;
+    this.log.error(said);
+    this.notice(said);
   }
 
   private startReconciling(): void {

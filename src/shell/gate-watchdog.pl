@@ -2,12 +2,14 @@
 # termorch's gate watchdog: runs one `tests_cmd` so that it cannot outlive the termorch process
 # that started it.
 #
-#   perl gate-watchdog.pl GRACE_MS UNSET_BADLANG COMMAND ARG...
+#   perl gate-watchdog.pl GRACE_MS UNSET_BADLANG RECORD COMMAND ARG...
 #
 # fd 0 is a pipe from termorch, which never writes to it: EOF means termorch is gone (killed,
 # crashed), and everything the gate started is ended (TERM, then KILL after GRACE_MS).
 # fd 3 is a pipe to termorch: "pid N" once the command runs (N is also its process group), then
-# "status S" (the wait status) when it has ended. We exit 0 once that is reported, and 70 when
+# "status S" (the wait status) when it has ended. RECORD (empty: none) is the file that records
+# the group for a resumed run (contract/gate-record.ts): written here, before the command starts,
+# so that a termorch killed at any moment never leaves a gate no resume knows of. We exit 0 once that is reported, and 70 when
 # there is no status to report (termorch is gone, the command could not be reaped, the report
 # failed). The command leads a process group of its own (termorch signals it for a timeout or a
 # cancel), with stdin from /dev/null and our stdout and stderr. Whatever it started that outlives
@@ -18,8 +20,8 @@
 use strict;
 use warnings;
 
-my ($grace_ms, $unset_badlang, @command) = @ARGV;
-die "usage: gate-watchdog.pl GRACE_MS UNSET_BADLANG COMMAND ARG...\n" unless @command;
+my ($grace_ms, $unset_badlang, $record, @command) = @ARGV;
+die "usage: gate-watchdog.pl GRACE_MS UNSET_BADLANG RECORD COMMAND ARG...\n" unless @command;
 delete $ENV{PERL_BADLANG} if $unset_badlang;
 open(my $report, '>&=', 3) or die "gate watchdog: no status pipe on fd 3: $!\n";
 $report->autoflush(1);
@@ -41,11 +43,18 @@ if ($^O eq 'linux' && open(my $exe, '<:raw', '/proc/self/exe')) {
   syscall($prctl, 36, 1, 0, 0, 0) if $prctl;
 }
 
+# The command waits for the record (a byte on this pipe; EOF: we died first, and it never runs).
+pipe(my $go_r, my $go_w) or die "gate watchdog: pipe: $!\n";
 my $pid = fork();
 die "gate watchdog: fork: $!\n" unless defined $pid;
 if ($pid == 0) {
   setpgrp(0, 0);
   close $report;
+  close $go_w;
+  my ($go, $got) = ('');
+  do { $got = sysread($go_r, $go, 1) } while (!defined $got && $!{EINTR});
+  exit 125 unless $got;
+  close $go_r;
   open(STDIN, '<', '/dev/null');
   $SIG{$_} = 'DEFAULT' for qw(CHLD PIPE);
   { exec { $command[0] } @command }
@@ -54,6 +63,10 @@ if ($pid == 0) {
 }
 # The parent sets the group too, so that it exists before termorch learns the pid.
 setpgrp($pid, $pid);
+close $go_r;
+write_record($record, $pid) if length $record;
+syswrite($go_w, 'g');
+close $go_w;
 print $report "pid $pid\n";
 
 my ($status, $orphaned) = (undef, 0);
@@ -124,4 +137,24 @@ sub signal_members {
   my ($sig) = @_;
   kill $sig, -$pid;
   kill $sig, members();
+}
+
+# The gate's record: its group, and when its leader started (ms since the epoch, as termorch's
+# processStartMs computes it; null where /proc cannot tell), written atomically. Without it a
+# resume cannot tell whether the gate still runs: the command still runs (and we still end it).
+sub write_record {
+  my ($path, $group) = @_;
+  my $start = 'null';
+  if (open(my $st, '<', "/proc/$group/stat") && open(my $sys, '<', '/proc/stat')) {
+    my ($ticks) = (do { local $/; <$st> } // '') =~ /\)\s+(?:\S+\s+){19}(\d+)/;
+    my ($btime) = (do { local $/; <$sys> } // '') =~ /^btime (\d+)$/m;
+    $start = $btime * 1000 + $ticks * 10 if defined $ticks && defined $btime;    # USER_HZ 100
+  }
+  my $tmp = "$path.$$.tmp";
+  my $old = umask 077;
+  my $ok = open(my $fh, '>', $tmp);
+  $ok &&= print($fh qq({"pgid":$group,"start":$start}\n)) && close($fh);
+  umask $old;
+  if ($ok) { rename($tmp, $path) or unlink($tmp) }
+  else { unlink($tmp) }
 }

@@ -5,7 +5,6 @@ import type { Readable } from "node:stream";
 import { fileURLToPath } from "node:url";
 import { pollUntil } from "../concurrency/poll-until.js";
 import { GateRecord } from "../contract/gate-record.js";
-import { writeFileAtomicSync } from "../fs/atomic.js";
 import { CappedLog } from "../fs/capped-log.js";
 import { findPerl } from "../fs/executable.js";
 import { processStartMs } from "../fs/proc.js";
@@ -64,7 +63,15 @@ export async function runShellGate(opts: {
   const badlang = opts.env.PERL_BADLANG === undefined;
   const child = spawn(
     findPerl(),
-    [WATCHDOG_PATH, String(opts.killGraceMs), badlang ? "1" : "0", "sh", "-c", opts.command],
+    [
+      WATCHDOG_PATH,
+      String(opts.killGraceMs),
+      badlang ? "1" : "0",
+      opts.record ?? "",
+      "sh",
+      "-c",
+      opts.command,
+    ],
     {
       cwd: opts.cwd,
       env: badlang ? { ...opts.env, PERL_BADLANG: "0" } : opts.env,
@@ -89,8 +96,8 @@ export async function runShellGate(opts: {
       const pid = /^pid (\d+)$/.exec(line)?.[1];
       const st = /^status (\d+)$/.exec(line)?.[1];
       if (pid) {
+        // The watchdog recorded the group (opts.record) before the command started.
         group = Number(pid);
-        if (opts.record) writeRecord(opts.record, { pgid: group, start: processStartMs(group) });
         if (ending) signalGroup("SIGTERM");
       } else if (st) status = Number(st);
     }
@@ -159,14 +166,6 @@ function decodeStatus(status: number | null): { exitCode: number | null; signal:
   return { exitCode: null, signal: name ?? `SIG${sig}` };
 }
 
-function writeRecord(path: string, record: GateRecord): void {
-  try {
-    writeFileAtomicSync(path, `${JSON.stringify(record)}\n`, 0o600);
-  } catch {
-    // Without it a resume cannot tell whether this gate still runs; the watchdog still ends it.
-  }
-}
-
 /**
  * Ends the gate an earlier process left running (it died, and its watchdog may still be ending
  * the group, or was killed too), and waits until it is gone. Only a group that is provably the
@@ -192,7 +191,8 @@ async function endRecordedGate(path: string, graceMs: number): Promise<void> {
   };
   if (Number.isInteger(pgid) && pgid > 1 && exists()) {
     const start = processStartMs(pgid);
-    const ours = start === null || record.start === null || Math.abs(start - record.start) < 1000;
+    // Two processes' reads of a start time may differ by a second: btime has a one-second resolution.
+    const ours = start === null || record.start === null || Math.abs(start - record.start) < 2000;
     if (ours) {
       const kill = (signal: NodeJS.Signals): void => {
         try {

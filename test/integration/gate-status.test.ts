@@ -1,8 +1,9 @@
 import { execFileSync, spawn } from "node:child_process";
-import { chmodSync, mkdirSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Readable } from "node:stream";
 import { describe, expect, it } from "vitest";
+import { GateRecord } from "../../src/contract/gate-record.js";
 import { ROOT, readReport, termorch, testFile, writeAssignments } from "./harness.js";
 
 const { socket, workspace } = testFile("gate-status");
@@ -43,7 +44,7 @@ describe("a tests_cmd whose exit status never reaches termorch", () => {
 describe("the gate watchdog", () => {
   it("exits 70, reporting no status, when termorch is gone before the command ends", async () => {
     // stdin at EOF from the start: the watchdog takes termorch for dead and ends the command.
-    const child = spawn(REAL_PERL, [WATCHDOG, "200", "0", "sh", "-c", "exec sleep 1000"], {
+    const child = spawn(REAL_PERL, [WATCHDOG, "200", "0", "", "sh", "-c", "exec sleep 1000"], {
       stdio: ["ignore", "ignore", "ignore", "pipe"],
     });
     let reports = "";
@@ -53,5 +54,31 @@ describe("the gate watchdog", () => {
     const code = await new Promise<number | null>((done) => child.once("close", (c) => done(c)));
     expect(reports).toMatch(/^pid \d+\n$/);
     expect(code).toBe(70);
+  });
+
+  it("records the gate's group before its command starts: a termorch killed at any moment leaves no gate a resume cannot end", async () => {
+    const { dir } = workspace();
+    const record = join(dir, "gate.json");
+    const seen = join(dir, "seen");
+    const child = spawn(
+      REAL_PERL,
+      [WATCHDOG, "200", "0", record, "sh", "-c", `cat ${record} > ${seen}; echo $$ >> ${seen}`],
+      {
+        stdio: ["pipe", "ignore", "ignore", "pipe"],
+      },
+    );
+    let reports = "";
+    (child.stdio[3] as Readable).on("data", (chunk: Buffer) => {
+      reports += chunk.toString("utf8");
+    });
+    const code = await new Promise<number | null>((done) => child.once("close", (c) => done(c)));
+    expect(code).toBe(0);
+    expect(reports).toMatch(/^pid \d+\nstatus 0\n$/);
+    const [written, pid] = readFileSync(seen, "utf8").trim().split("\n");
+    const parsed = GateRecord.parse(JSON.parse(written!));
+    expect(parsed.pgid).toBe(Number(pid));
+    // When its leader started, in ms since the epoch (btime has a one-second resolution).
+    expect(parsed.start).toBeGreaterThan(Date.now() - 60_000);
+    expect(parsed.start).toBeLessThan(Date.now() + 2000);
   });
 });

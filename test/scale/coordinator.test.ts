@@ -130,6 +130,10 @@ suite("a coordinator of a bullmq run", () => {
       said += chunk.toString();
     });
     await waitFor(() => said.includes("no termorch worker is announced"), 40_000, "the no-worker warning");
+    // status says it too, from the run's state.
+    const runId = (JSON.parse(readFileSync(file, "utf8")) as { run_id: string }).run_id;
+    const status = await termorch(["status", runId], { socket });
+    expect(status.stdout).toContain("no termorch worker is announced");
     coordinator.kill("SIGINT");
     const r = await coordinator;
     expect(r.exitCode).toBe(130);

@@ -51,6 +51,7 @@ const view: StatusView = {
       report: null,
       exit_code: null,
       hint: null,
+      notices: [],
       tasks: [task("A"), task("B"), task("C")],
     },
   ],
