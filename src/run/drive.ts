@@ -108,7 +108,7 @@ export async function drive(
   const { ledger } = ports;
   await pausePoint(run.fault, runDir, "pause-before-drive");
   recorder.placeSessions(await ports.runner.socketPath());
-  // What the hosts say (no worker takes the jobs) goes into state.json for status, watch and serve.
+  // What the hosts say (no worker takes the jobs) goes into state.json, where status shows it.
   remote?.hosts.onNotice((notice) => {
     o.notices.splice(0, o.notices.length, ...(notice === null ? [] : [notice]));
     void o.stateFile.save();

@@ -33,7 +33,7 @@ export interface OpenRun {
   journal: TaskJournal;
   /** state.json, written coalesced; `finish` writes it one last time. */
   stateFile: SnapshotWriter<RunState>;
-  /** What state.json tells the operator while the run goes on (`termorch status`, watch, serve). */
+  /** What state.json tells the operator while the run goes on (`termorch status`). */
   notices: string[];
 }
 
