@@ -23,7 +23,12 @@ export function baseRefOf(runId: string, taskId: string): string {
  * late can never overwrite the work of the delivery that took it over (docs/SCALING.md, Fencing).
  */
 export function attemptRefOf(runId: string, taskId: string, delivery: number): string {
-  return `refs/termorch/${runId}/attempts/${taskId}/${delivery}`;
+  return `${attemptRefsOf(runId, taskId)}${delivery}`;
+}
+
+/** Every attempt ref of a task is under this. */
+export function attemptRefsOf(runId: string, taskId: string): string {
+  return `${runRefsOf(runId)}attempts/${taskId}/`;
 }
 
 /** Every ref a run publishes on the remote is under this. */
@@ -123,6 +128,17 @@ export async function remoteRefsUnder(repo: string, remote: string, prefix: stri
     .split("\n")
     .map((line) => line.split("\t")[1] ?? "")
     .filter((ref) => ref.startsWith(prefix));
+}
+
+/**
+ * Deletes every ref of the remote under `prefix`; answers how many there were. Throws when the
+ * remote cannot be listed or refuses the deletion.
+ */
+export async function deleteRemoteRefsUnder(repo: string, remote: string, prefix: string): Promise<number> {
+  const refs = await remoteRefsUnder(repo, remote, prefix);
+  if (!(await deleteRemoteRefs(repo, remote, refs)))
+    throw new GitError(`the git remote ${shownRemote(remote)} refused to delete ${prefix}*`, { cwd: repo });
+  return refs.length;
 }
 
 /** Deletes refs on the remote (what a finished run published there); answers false when the remote refused. */

@@ -3,7 +3,7 @@ import { rmdir } from "node:fs/promises";
 import { boundedWait } from "../concurrency/bounded-wait.js";
 import { errorText } from "../errors.js";
 import { runWorktreesDir, taskWorktree } from "../fs/names.js";
-import { deleteRemoteRefs, remoteRefsUnder, runRefsOf, shownRemote } from "../git/remote.js";
+import { deleteRemoteRefsUnder, runRefsOf, shownRemote } from "../git/remote.js";
 import { deleteMergedBranches, isBranch, removeWorktrees } from "../git/worktree.js";
 import type { RemoteBackend } from "../runner/task-hosts.js";
 import { killPoint } from "../task/faults.js";
@@ -79,9 +79,7 @@ export async function cleanUpRemote(
 ): Promise<void> {
   const root = run.git!.root;
   try {
-    const refs = await remoteRefsUnder(root, backend.remote, runRefsOf(run.runId));
-    if (!(await deleteRemoteRefs(root, backend.remote, refs)))
-      throw new Error("the remote refused to delete them");
+    await deleteRemoteRefsUnder(root, backend.remote, runRefsOf(run.runId));
   } catch (error) {
     ports.log.warn(
       { remote: shownRemote(backend.remote), err: errorText(error) },

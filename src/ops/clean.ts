@@ -6,7 +6,7 @@ import type { RunState } from "../contract/state.js";
 import { errorText } from "../errors.js";
 import { runBranchesPrefix, runWorktreesDir } from "../fs/names.js";
 import { registeredRuns, unregisterRun } from "../fs/registry.js";
-import { deleteRemoteRefs, remoteRefsUnder, runRefsOf, shownRemote } from "../git/remote.js";
+import { deleteRemoteRefsUnder, runRefsOf, shownRemote } from "../git/remote.js";
 import { git } from "../git/repo.js";
 import {
   deleteBranch,
@@ -169,10 +169,8 @@ async function cleanScaleOut(
   const remote = config.git.remote;
   if (remote) {
     try {
-      const refs = await remoteRefsUnder(repo, remote, runRefsOf(state.run_id));
-      if (!(await deleteRemoteRefs(repo, remote, refs))) throw new Error("the remote refused to delete them");
-      if (refs.length > 0)
-        report.removed.push(`${refs.length} ref(s) on the git remote ${shownRemote(remote)}`);
+      const gone = await deleteRemoteRefsUnder(repo, remote, runRefsOf(state.run_id));
+      if (gone > 0) report.removed.push(`${gone} ref(s) on the git remote ${shownRemote(remote)}`);
     } catch (error) {
       report.kept.push({ what: `its refs on the git remote ${shownRemote(remote)}`, why: errorText(error) });
     }

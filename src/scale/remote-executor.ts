@@ -5,12 +5,11 @@ import type { LogChunk, TaskJob, TaskJobProgress, TaskJobResult } from "../contr
 import { errorText } from "../errors.js";
 import { taskBranch } from "../fs/names.js";
 import {
+  attemptRefsOf,
   baseRefOf,
-  deleteRemoteRefs,
+  deleteRemoteRefsUnder,
   fetchInto,
   publishCommit,
-  remoteRefsUnder,
-  runRefsOf,
   shownRemote,
 } from "../git/remote.js";
 import { branchRef, isAncestor } from "../git/repo.js";
@@ -359,7 +358,7 @@ async function applyResult(
     // finish it); the refs of the task's other attempts, a worker that lost the job may have
     // pushed, go.
     try {
-      if (r.ref === null || !r.ref.startsWith(`${runRefsOf(run.runId)}attempts/${t.id}/`))
+      if (r.ref === null || !r.ref.startsWith(attemptRefsOf(run.runId, t.id)))
         throw new Error(`its worker names no attempt ref of this task (${r.ref ?? "none"})`);
       const tip = await fetchInto(git.root, backend.remote, r.ref, branchRef(t.branch!));
       if (tip !== r.commit)
@@ -401,12 +400,13 @@ async function dropAttemptRefs(
   remote: string,
   taskId: string,
 ): Promise<void> {
-  const root = run.git!.root;
-  const refs = await remoteRefsUnder(root, remote, `${runRefsOf(run.runId)}attempts/${taskId}/`).catch(
-    () => [],
+  await deleteRemoteRefsUnder(run.git!.root, remote, attemptRefsOf(run.runId, taskId)).catch(
+    (error: unknown) =>
+      ports.log.warn(
+        { task: taskId, err: errorText(error) },
+        "could not delete the task's attempt refs on the git remote",
+      ),
   );
-  if (!(await deleteRemoteRefs(root, remote, refs)))
-    ports.log.warn({ task: taskId, refs }, "could not delete the task's attempt refs on the git remote");
 }
 
 /**
