@@ -1,5 +1,7 @@
 import type { Task } from "../contract/assignments.js";
 import { type AgentSpec, type Config, PresetName } from "../contract/config.js";
+import type { Sandbox } from "../contract/sandbox.js";
+import { resolveSandbox, type SandboxNeeds, type SandboxSetting } from "../sandbox/policy.js";
 import { type KnownDialog, PRESETS, presetArgv, type SessionStore } from "./presets.js";
 import type { OutputFormat } from "./results.js";
 import type { StateEventFormat } from "./state-events.js";
@@ -51,6 +53,10 @@ export interface ResolvedAgent {
   scratch: readonly string[];
   /** The config entry's `expect_changes`, the default of its tasks; undefined: not said. */
   expect_changes?: boolean | undefined;
+  /** The config entry's `sandbox`; undefined: not said. */
+  sandbox?: Sandbox | undefined;
+  /** What a preset's CLI needs in a sandbox; null: an agent of the user's own command. */
+  sandboxNeeds: SandboxNeeds | null;
   /**
    * How it runs for a task with `"interactive": true`: a preset's interactive form (with the
    * config's model and extra flags) and its screen patterns; any other agent's own command, with none.
@@ -106,7 +112,7 @@ export function allAgents(config: Config): Map<string, ResolvedAgent> {
  */
 function ownCommand(
   command: string[],
-): Omit<ResolvedAgent, "source" | "tty" | "timeout_s" | "env" | "expect_changes"> {
+): Omit<ResolvedAgent, "source" | "tty" | "timeout_s" | "env" | "expect_changes" | "sandbox"> {
   return {
     command,
     prompt: "none",
@@ -114,6 +120,7 @@ function ownCommand(
     sessions: null,
     preset: null,
     requires: null,
+    sandboxNeeds: null,
     scratch: [],
     interactive: {
       command,
@@ -129,11 +136,12 @@ function ownCommand(
 
 function plain(
   spec: AgentSpec | undefined,
-): Pick<ResolvedAgent, "tty" | "timeout_s" | "env" | "expect_changes"> {
+): Pick<ResolvedAgent, "tty" | "timeout_s" | "env" | "expect_changes" | "sandbox"> {
   return {
     tty: spec?.tty ?? false,
     env: spec?.env ?? {},
     ...(spec?.expect_changes === undefined ? {} : { expect_changes: spec.expect_changes }),
+    ...(spec?.sandbox === undefined ? {} : { sandbox: spec.sandbox }),
     ...(spec?.timeout_s ? { timeout_s: spec.timeout_s } : {}),
   };
 }
@@ -160,6 +168,7 @@ function fromPreset(name: PresetName, spec: AgentSpec | undefined): ResolvedAgen
     source: "preset",
     preset: name,
     requires: { binary: p.binary, install: p.install },
+    sandboxNeeds: p.sandbox,
     scratch: p.scratch,
     interactive: {
       command: [
@@ -179,4 +188,21 @@ function fromPreset(name: PresetName, spec: AgentSpec | undefined): ResolvedAgen
       env: p.interactive.trust.env,
     },
   };
+}
+
+/** Every preset CLI's own folders: a sandboxed agent sees only its own CLI's. */
+const CLI_FOLDERS = [...new Set(Object.values(PRESETS).flatMap((p) => p.sandbox.write))];
+
+/** A task's sandbox, from the config's defaults, its agent's entry and its own; null: off. */
+export function taskSandbox(
+  config: Pick<Config, "defaults">,
+  agent: Pick<ResolvedAgent, "sandbox" | "sandboxNeeds">,
+  task: Pick<Task, "sandbox">,
+): SandboxSetting | null {
+  const own = agent.sandboxNeeds?.write ?? [];
+  return resolveSandbox(
+    [config.defaults.sandbox, agent.sandbox, task.sandbox],
+    agent.sandboxNeeds,
+    CLI_FOLDERS.filter((p) => !own.includes(p)),
+  );
 }

@@ -10,6 +10,7 @@
  */
 
 import { PresetName } from "../contract/config.js";
+import type { SandboxNeeds } from "../sandbox/policy.js";
 import {
   OPENCODE_PLUGIN_FILE,
   OPENCODE_PLUGIN_SOURCE,
@@ -114,6 +115,11 @@ export interface AgentPreset {
   /** Its sessions, read after an attempt for what its output does not say (interactive: all of it); null: none readable. */
   sessions: SessionStore | null;
   interactive: InteractiveForm;
+  /**
+   * What its CLI needs in a sandbox (src/sandbox/policy.ts): the folders and files it writes for
+   * itself (config, sessions, caches), and its API's hosts, the default allowlist.
+   */
+  sandbox: SandboxNeeds;
   /** What to install when `binary` is not on PATH. */
   install: string;
   /** Where each fact above comes from: fact → documentation URL or repository path @ commit. */
@@ -194,6 +200,10 @@ const OPENCODE: AgentPreset = {
       configEnv: "OPENCODE_CONFIG_DIR",
     },
   },
+  sandbox: {
+    write: ["~/.local/share/opencode", "~/.local/state/opencode", "~/.cache/opencode", "~/.config/opencode"],
+    hosts: ["models.dev", "opencode.ai", "api.anthropic.com", "api.openai.com"],
+  },
   install:
     "npm install -g opencode-ai (or: curl -fsSL https://opencode.ai/install | bash, brew install anomalyco/tap/opencode)",
   docs: {
@@ -254,6 +264,10 @@ export const PRESETS: Readonly<Record<PresetName, AgentPreset>> = {
       ],
       events: { args: ["--settings", CLAUDE_HOOKS], format: "claude-hooks" },
     },
+    sandbox: {
+      write: ["~/.claude", "~/.claude.json", "~/.cache/claude", "~/.local/state/claude"],
+      hosts: ["api.anthropic.com"],
+    },
     install: "npm install -g @anthropic-ai/claude-code (or: curl -fsSL https://claude.ai/install.sh | bash)",
     docs: {
       print_mode_and_stdin: "https://code.claude.com/docs/en/headless",
@@ -306,6 +320,7 @@ export const PRESETS: Readonly<Record<PresetName, AgentPreset>> = {
       ],
       events: { args: ["-c", CODEX_NOTIFY], format: "codex-notify" },
     },
+    sandbox: { write: ["~/.codex"], hosts: ["api.openai.com", "chatgpt.com"] },
     install: "npm install -g @openai/codex (or: brew install --cask codex)",
     docs: {
       non_interactive: "https://developers.openai.com/codex/noninteractive",
@@ -348,6 +363,10 @@ export const PRESETS: Readonly<Record<PresetName, AgentPreset>> = {
       dialogs: [],
       events: null,
     },
+    sandbox: {
+      write: ["~/.aider", "~/.cache/aider"],
+      hosts: ["api.openai.com", "api.anthropic.com", "openrouter.ai"],
+    },
     install: "python -m pip install aider-install && aider-install (or: pipx install aider-chat)",
     docs: {
       scripting: "https://aider.chat/docs/scripting.html",
@@ -386,6 +405,10 @@ export const PRESETS: Readonly<Record<PresetName, AgentPreset>> = {
       busy: null,
       dialogs: [],
       events: null,
+    },
+    sandbox: {
+      write: ["~/.gemini"],
+      hosts: ["generativelanguage.googleapis.com", "cloudcode-pa.googleapis.com", "oauth2.googleapis.com"],
     },
     install: "npm install -g @google/gemini-cli (or: brew install gemini-cli)",
     docs: {
@@ -430,6 +453,10 @@ export const PRESETS: Readonly<Record<PresetName, AgentPreset>> = {
       ],
       events: null,
     },
+    sandbox: {
+      write: ["~/.qwen"],
+      hosts: ["dashscope.aliyuncs.com", "dashscope-intl.aliyuncs.com", "chat.qwen.ai", "portal.qwen.ai"],
+    },
     install: "npm install -g @qwen-code/qwen-code",
     docs: {
       headless_and_flags: "npm @qwen-code/qwen-code@0.24.4: qwen --help; checked in test/agents-real",
@@ -450,6 +477,10 @@ export const PRESETS: Readonly<Record<PresetName, AgentPreset>> = {
       waiting: OPENCODE.interactive.waiting!.replace("Ask anything…", "Ask anything(…|\\.\\.\\.)"),
       dialogs: [{ screen: "△ Permission required", asks: "Kilo Code asks permission to use a tool" }],
       events: { ...OPENCODE.interactive.events!, configEnv: "KILO_CONFIG_DIR" },
+    },
+    sandbox: {
+      write: ["~/.local/share/kilo", "~/.local/state/kilo", "~/.cache/kilo", "~/.config/kilo"],
+      hosts: ["api.kilo.ai", "kilocode.ai", "models.dev"],
     },
     install: "npm install -g @kilocode/cli",
     docs: {
@@ -487,6 +518,10 @@ export const PRESETS: Readonly<Record<PresetName, AgentPreset>> = {
         format: "pi-extension",
         files: { [PI_EXTENSION_FILE]: PI_EXTENSION_SOURCE },
       },
+    },
+    sandbox: {
+      write: ["~/.pi"],
+      hosts: ["api.anthropic.com", "api.openai.com", "generativelanguage.googleapis.com"],
     },
     install: "npm install -g @mariozechner/pi-coding-agent",
     docs: {
@@ -540,6 +575,10 @@ export const PRESETS: Readonly<Record<PresetName, AgentPreset>> = {
       ],
       events: null,
     },
+    sandbox: {
+      write: ["~/.copilot"],
+      hosts: ["api.githubcopilot.com", "api.individual.githubcopilot.com", "api.github.com"],
+    },
     install: "npm install -g @github/copilot",
     docs: {
       prompt_mode_and_flags: "npm @github/copilot@1.0.102: copilot --help; checked in test/agents-real",
@@ -580,6 +619,7 @@ export const PRESETS: Readonly<Record<PresetName, AgentPreset>> = {
       ],
       events: null,
     },
+    sandbox: { write: ["~/.continue"], hosts: ["api.continue.dev", "api.anthropic.com", "api.openai.com"] },
     install: "npm install -g @continuedev/cli",
     docs: {
       print_and_flags: "npm @continuedev/cli@1.5.47: cn --help; checked in test/agents-real",

@@ -11,6 +11,7 @@ import { ExitCode, exitCodeOfKind, InputError, TermorchError } from "../errors.j
 import { binaryOnPath, checkAgentBinaries } from "../input/agent-binaries.js";
 import { loadAssignments } from "../input/assignments-file.js";
 import { loadConfig, loadConfigOrProblems } from "../input/config-file.js";
+import { checkSandboxes } from "../input/sandbox-check.js";
 import { verifyLedger } from "../ledger/ledger.js";
 import { terminalLogger } from "../log/pretty.js";
 import { buildGraph } from "../plan/graph.js";
@@ -181,6 +182,7 @@ export async function main(
         Date.now(),
       );
       checkAgentBinaries(input, io.env);
+      checkSandboxes(input, io.env);
       // What `run` checks in the workspace's repository too, so that valid here means runnable there.
       await inspectWorkspace(
         input.workspace,

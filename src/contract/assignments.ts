@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { Sandbox } from "./sandbox.js";
 
 /** Task ids become file names, branch names and tmux session names. */
 export const TASK_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
@@ -81,6 +82,7 @@ export const Task = z.strictObject({
     .describe(
       "Interactive tasks: a path relative to the task's working folder; when it appears, termorch ends the agent (TERM, KILL after kill_grace_s) and the task counts as done",
     ),
+  sandbox: Sandbox.optional(),
 });
 export type Task = z.infer<typeof Task>;
 

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { NoNul, TimeoutS } from "./assignments.js";
 import { NotifyConfig } from "./notify.js";
+import { Sandbox } from "./sandbox.js";
 
 /**
  * tmux socket names (tmux -L) become a file name in tmux's socket folder: no "." or "..", nothing
@@ -57,6 +58,7 @@ export const AgentSpec = z.strictObject({
   env: z
     .record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "must be an environment variable name"), NoNul)
     .default({}),
+  sandbox: Sandbox.optional(),
 });
 export type AgentSpec = z.infer<typeof AgentSpec>;
 
@@ -97,6 +99,7 @@ export const Config = z.strictObject({
         .string()
         .regex(/^\d+x\d+$/)
         .default("200x50"),
+      sandbox: Sandbox.optional(),
     })
     .default({
       max_log_bytes: 100 * 1024 * 1024,

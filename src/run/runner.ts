@@ -11,6 +11,7 @@ import { commitIdentity, TERMORCH_IDENTITY } from "../git/repo.js";
 import { checkAgentBinaries } from "../input/agent-binaries.js";
 import { loadAssignments, type RunInput } from "../input/assignments-file.js";
 import { loadConfig, loadConfigOrProblems, removedSettings } from "../input/config-file.js";
+import { checkSandboxes } from "../input/sandbox-check.js";
 import type { NotifyDelivery } from "../notify/notifier.js";
 import { skippedMerge } from "../report/build.js";
 import type { RemoteBackend } from "../runner/task-hosts.js";
@@ -246,7 +247,10 @@ async function prepareNewRun(
   if (opts.runId) input = { ...input, runId: opts.runId };
   const backend = backendKindOf(input, opts.backend);
   // A worker checks its own PATH: the agents need not be installed where the coordinator runs.
-  if (backend === "local") checkAgentBinaries(input, env);
+  if (backend === "local") {
+    checkAgentBinaries(input, env);
+    checkSandboxes(input, env);
+  }
   notice(opts, at.log, input);
   const dryRun = opts.dryRun ?? input.assignments.mode.dry_run;
   // Before anything starts: an unreachable Redis or a missing remote is an error of the input (exit 2).

@@ -33,6 +33,11 @@ export interface AttemptSpec {
   maxLogBytes: number;
   /** Address-space limit per agent process (RLIMIT_AS), in MiB. */
   memoryMb?: number;
+  /**
+   * A command line the agent's argv is appended to and run by (its sandbox: src/task/sandbox.ts);
+   * the runner's own supervision stays outside it. Its first element is an absolute path.
+   */
+  wrap?: string[];
   /** Between TERM and KILL whenever the runner ends the agent or its leftovers (the run's kill_grace_s). */
   killGraceMs?: number;
   /**

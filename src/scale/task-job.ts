@@ -32,6 +32,7 @@ import { serialized } from "../git/worktree.js";
 import { WorktreePool } from "../git/worktree-pool.js";
 import { checkAgentBinaries } from "../input/agent-binaries.js";
 import type { RunInput } from "../input/assignments-file.js";
+import { checkSandboxes } from "../input/sandbox-check.js";
 import { Ledger } from "../ledger/ledger.js";
 import { Notifier } from "../notify/notifier.js";
 import type { TaskRunner } from "../runner/task-runner.js";
@@ -149,6 +150,7 @@ export async function runTaskJob(job: TaskJob, w: WorkerPlace, d: JobDelivery): 
   };
   try {
     checkAgentBinaries(input, w.env);
+    checkSandboxes(input, w.env);
   } catch (error) {
     return failed(`on worker ${w.name}: ${errorText(error)}`);
   }

@@ -14,6 +14,7 @@ import type { Ports } from "./ports.js";
 import { writePrompt } from "./prompt.js";
 import type { TaskRecorder } from "./recorder.js";
 import type { RunPlan } from "./run-plan.js";
+import { endSandbox, prepareSandbox, sandboxDirOf } from "./sandbox.js";
 import type { RunStop } from "./stop.js";
 import type { TaskPlan } from "./task-plan.js";
 import type { TaskRun } from "./task-run.js";
@@ -95,6 +96,20 @@ async function launchAndWatch(
 ): Promise<AttemptResult | "detached"> {
   const { run, ports, recorder } = a;
   let running: RunningAttempt;
+  let wrap: string[] | undefined;
+  try {
+    if (p.sandbox)
+      wrap = await prepareSandbox(p.sandbox, p, {
+        dir: sandboxDirOf(run.privateDir, t.id, t.attempts),
+        runDir: run.runDir,
+        socketPath: await ports.runner.socketPath(),
+        processEnv: run.processEnv,
+      });
+  } catch (error) {
+    const detail = `could not set up its sandbox: ${ports.redactor.redact(errorText(error))}`;
+    await writeFile(join(run.runDir, t.logs!.stderr), `termorch: ${detail}\n`, { flag: "a", mode: 0o600 });
+    return { record: null, reason: "launch_error", detail };
+  }
   try {
     running = await ports.runner.launch({
       runId: run.runId,
@@ -112,6 +127,7 @@ async function launchAndWatch(
       redact: [...run.redactSources],
       maxLogBytes: run.maxLogBytes,
       ...(p.memoryMb ? { memoryMb: p.memoryMb } : {}),
+      ...(wrap ? { wrap } : {}),
       killGraceMs: run.killGraceMs,
       // For hosts whose cgroups a manager owns (and to test what works without one).
       ...(run.processEnv.TERMORCH_CGROUP === "off" ? { cgroup: false } : {}),
@@ -226,6 +242,13 @@ async function watchAttempt(
       { task: t.id, attempt: t.attempts, processes: left },
       "ended what the attempt left in its cgroup",
     );
+  if (p.sandbox) {
+    const note = await endSandbox(sandboxDirOf(run.privateDir, t.id, t.attempts), p);
+    if (note) {
+      ports.log.warn({ task: t.id, attempt: t.attempts }, note);
+      await writeFile(join(run.runDir, t.logs!.stderr), `termorch: ${note}\n`, { flag: "a", mode: 0o600 });
+    }
+  }
   await ports.ledger.append("task.exited", { attempt: t.attempts, ...record }, t.id);
   await killPoint(run.fault, "kill-after-exit", t.id);
   const account = interactive ? transcriptAccount(ports.redactor, t, interactive.transcript()) : null;

@@ -1,5 +1,5 @@
 import { join, posix } from "node:path";
-import { substitute } from "../agent/command.js";
+import { substitute, taskSandbox } from "../agent/command.js";
 import { agentEnvironment } from "../agent/environment.js";
 import type { KnownDialog, SessionStore } from "../agent/presets.js";
 import type { OutputFormat } from "../agent/results.js";
@@ -7,6 +7,7 @@ import type { StateEventFormat } from "../agent/state-events.js";
 import type { Config } from "../contract/config.js";
 import { runWorktreesDir, taskBranch } from "../fs/names.js";
 import type { ResolvedTask, RunInput } from "../input/assignments-file.js";
+import type { SandboxSetting } from "../sandbox/policy.js";
 
 /**
  * Everything one task needs to run, resolved once from the validated input when the run is
@@ -61,6 +62,8 @@ export interface TaskPlan {
   setupTimeoutS: number | undefined;
   /** Address-space limit per agent process, in MiB. */
   memoryMb: number | undefined;
+  /** Its sandbox (README, "Sandboxing agents"); null: off. */
+  sandbox: SandboxSetting | null;
   /** An attempt that exits 0 having changed nothing and produced none of its required artifacts fails (no_changes). */
   expectChanges: boolean;
   /**
@@ -231,6 +234,7 @@ function planTask(input: RunInput, r: ResolvedTask, place: PlanPlace & { worktre
     setupCmd: task.setup_cmd ?? environment.setup_cmd ?? null,
     setupTimeoutS: environment.setup_timeout_s ?? timeoutS,
     memoryMb: environment.resource_limits.memory_mb || undefined,
+    sandbox: taskSandbox(input.config, agent, task),
     criteria: {
       requiredArtifacts: task.success_criteria?.required_artifacts ?? [],
       allowedPaths: task.allowed_paths ?? null,

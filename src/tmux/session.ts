@@ -204,6 +204,8 @@ function checkSpec(spec: LaunchSpec): void {
   if (!Number.isInteger(spec.attempt) || spec.attempt < 1) bad("attempt must be an integer >= 1");
   if (spec.argv.length === 0 || spec.argv[0] === "") bad("empty command");
   if (spec.argv.some((a) => a.includes("\0"))) bad("a command argument contains a NUL byte");
+  if (spec.wrap?.some((a) => a.includes("\0")) || (spec.wrap && !spec.wrap[0]?.startsWith("/")))
+    bad("wrap must start with an absolute path and hold no NUL byte");
   for (const [name, value] of Object.entries(spec.env)) {
     if (!ENV_NAME.test(name) || value.includes("\0"))
       bad(`environment variable ${JSON.stringify(name)} cannot be passed`);
@@ -255,6 +257,7 @@ function launchText(spec: LaunchSpec, token: string): string {
   if (spec.cgroup === false) lines.push("cgroup=0");
   if (spec.cgroupRecord !== undefined) lines.push(`cgroup_record=${enc(spec.cgroupRecord)}`);
   if (spec.stdin !== undefined) lines.push(`stdin=${enc(spec.stdin)}`);
+  for (const arg of spec.wrap ?? []) lines.push(`wrap=${enc(arg)}`);
   for (const arg of spec.argv) lines.push(`arg=${enc(arg)}`);
   for (const [k, v] of Object.entries(spec.env)) lines.push(`env=${enc(`${k}=${v}`)}`);
   for (const p of spec.redact) lines.push(`redact=${enc(p)}`);

@@ -226,6 +226,8 @@ sub start_agent {
     @prefix = ($prlimit, '--as=' . ($mb << 20) . ':' . ($mb << 20), '--') if $prlimit;
     note("memory_mb=$mb is not enforced: prlimit(1) was not found") unless $prlimit;
   }
+  # wrap=: the command line the agent runs in (its sandbox), after the limit so that both apply.
+  push @prefix, @{ $spec->{wrap} };
   pipe(my $status_r, my $status_w) && pipe(my $go_r, my $go_w) or fail_setup("pipe: $!");
   my ($out_r, $out_w, $err_r, $err_w);
   $tty || (pipe($out_r, $out_w) && pipe($err_r, $err_w)) or fail_setup("pipe: $!");
@@ -261,7 +263,7 @@ sub start_agent {
     }
     %ENV = map { /\A([^=]+)=(.*)\z/s ? ($1, $2) : () } @{ $spec->{env} };
     umask $umask;
-    # Through prlimit, a missing command would be prlimit's failure, not a launch failure.
+    # Through prlimit or a sandbox, a missing command would be their failure, not a launch failure.
     if (@prefix && !resolve_command($argv[0])) { $! = 2 }    # ENOENT
     else { exec { $prefix[0] // $argv[0] } @prefix, @argv }
     my $missing = $! == 2;
@@ -599,13 +601,13 @@ sub finish_pane_log {
 # ---------------------------------------------------------------------------------------------
 # Files and the exit record
 
-# Reads and deletes a launch/filter file (it holds secrets): key => value, except arg, env and
-# redact, which are lists in file order. Values are %-encoded.
+# Reads and deletes a launch/filter file (it holds secrets): key => value, except arg, env, redact
+# and wrap, which are lists in file order. Values are %-encoded.
 sub read_settings {
   my ($path) = @_;
   my $raw = slurp($path) // die "cannot read $path: $!\n";
   unlink $path;
-  my %spec = (arg => [], env => [], redact => []);
+  my %spec = (arg => [], env => [], redact => [], wrap => []);
   for (split /\n/, $raw) {
     my ($key, $value) = /\A([a-z_]+)=(.*)\z/s or next;
     $value =~ s/%([0-9A-Fa-f]{2})/chr(hex $1)/ge;

@@ -1,0 +1,101 @@
+/**
+ * A sandboxed agent's view of its repository. The agent's worktree names its git folders by
+ * absolute path (`.git` → `<common>/worktrees/<name>`, whose `commondir` is `<common>`); in the
+ * sandbox, a folder of the attempt's own (the shadow) is shown at `<common>`'s place. The shadow
+ * holds a copy of what git reads there (HEAD, config, the refs as one packed-refs file, the
+ * worktree's admin folder with its index), objects of its own, and the real objects, read-only,
+ * as its alternate. So status, diff, add and commit on the task branch work in the sandbox, and
+ * whatever the agent writes (objects, refs, hooks, config, other worktrees' folders) lands in the
+ * shadow: the user's repository is never written. After the attempt, `takeAgentCommits` brings
+ * the task branch's new commits into the repository, checked by git as a fetch would be.
+ */
+import { copyFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { basename, join } from "node:path";
+import { git, gitBuffer } from "./repo.js";
+
+/** Where the real objects show inside the shadow (read-only), named in its alternates. */
+const REAL_OBJECTS = "termorch-objects";
+
+export interface AgentRepo {
+  /** The repository's common git folder, where the sandbox shows the shadow. */
+  commonDir: string;
+  shadow: string;
+  /** Real folders shown read-only in the shadow: source → path inside the sandbox. */
+  readOnly: ReadonlyArray<{ source: string; path: string }>;
+}
+
+/** Files of a worktree's admin folder git reads (the rest it writes as it goes). */
+const ADMIN_FILES = ["HEAD", "commondir", "gitdir", "index", "config.worktree", "info/sparse-checkout"];
+
+/** Builds the shadow of `worktree`'s repository in `shadow` (a new, private folder). */
+export async function makeAgentRepo(worktree: string, shadow: string): Promise<AgentRepo> {
+  const [adminDir = "", commonDir = ""] = (
+    await git(worktree, ["rev-parse", "--path-format=absolute", "--git-dir", "--git-common-dir"])
+  ).stdout
+    .trim()
+    .split("\n");
+  const refs = await git(worktree, ["for-each-ref", "--format=%(objectname) %(refname)"]);
+  const admin = join(shadow, "worktrees", basename(adminDir));
+  for (const dir of ["refs/heads", "refs/tags", "objects/info", "objects/pack", REAL_OBJECTS, "info"])
+    mkdirSync(join(shadow, dir), { recursive: true, mode: 0o700 });
+  mkdirSync(join(admin, "info"), { recursive: true, mode: 0o700 });
+  const copy = (from: string, to: string): void => {
+    if (existsSync(from)) copyFileSync(from, to);
+  };
+  for (const f of ["HEAD", "config", "info/exclude"]) copy(join(commonDir, f), join(shadow, f));
+  for (const f of ADMIN_FILES) copy(join(adminDir, f), join(admin, f));
+  writeFileSync(join(shadow, "packed-refs"), refs.stdout);
+  writeFileSync(join(shadow, "objects", "info", "alternates"), `${join(commonDir, REAL_OBJECTS)}\n`);
+  const readOnly = [{ source: join(commonDir, "objects"), path: join(commonDir, REAL_OBJECTS) }];
+  // The repository's hooks run for the agent's own commits, as outside; read-only.
+  if (existsSync(join(commonDir, "hooks"))) {
+    mkdirSync(join(shadow, "hooks"), { mode: 0o700 });
+    readOnly.push({ source: join(commonDir, "hooks"), path: join(commonDir, "hooks") });
+  }
+  return { commonDir, shadow, readOnly };
+}
+
+const OBJECT_ID = /^[0-9a-f]{40}(?:[0-9a-f]{24})?$/;
+
+/** Where the agent left `branch` in its shadow: its loose ref, else the packed one; null if neither. */
+export function agentBranchHead(shadow: string, branch: string): string | null {
+  const loose = join(shadow, "refs", "heads", ...branch.split("/"));
+  if (existsSync(loose)) {
+    const value = readFileSync(loose, "utf8").trim();
+    return OBJECT_ID.test(value) ? value : null;
+  }
+  const packed = existsSync(join(shadow, "packed-refs"))
+    ? readFileSync(join(shadow, "packed-refs"), "utf8")
+    : "";
+  for (const line of packed.split("\n")) {
+    const [id, ref] = line.split(" ");
+    if (ref === `refs/heads/${branch}` && id && OBJECT_ID.test(id)) return id;
+  }
+  return null;
+}
+
+/**
+ * Brings the commits the agent made on its task branch into the repository and moves the branch
+ * there (only from `start`): the objects are packed from the shadow and indexed by git, which
+ * checks every one. Returns the new head, or null when the agent did not move its branch (or
+ * the attempt had no shadow).
+ */
+export async function takeAgentCommits(
+  shadow: string,
+  worktree: string,
+  branch: string,
+): Promise<string | null> {
+  const head = existsSync(shadow) ? agentBranchHead(shadow, branch) : null;
+  if (head === null) return null;
+  // The agent cannot move the real branch: it is where the agent started.
+  const start = (await git(worktree, ["rev-parse", "--verify", "-q", `refs/heads/${branch}`])).stdout.trim();
+  if (head === start) return null;
+  const alternate = { GIT_ALTERNATE_OBJECT_DIRECTORIES: join(shadow, "objects") };
+  const pack = await gitBuffer(worktree, ["pack-objects", "--revs", "--stdout", "-q"], {
+    input: `${head}\n^${start}\n`,
+    env: alternate,
+  });
+  await git(worktree, ["index-pack", "--stdin", "--fix-thin"], { input: pack.stdout });
+  await git(worktree, ["update-ref", `refs/heads/${branch}`, head, start]);
+  return head;
+}

@@ -1,0 +1,232 @@
+/**
+ * A task's sandbox, pure: the setting its levels give (defaults, agent, task) resolved into one,
+ * and the bubblewrap command line that confines an attempt to it. What exists on disk is asked
+ * through `exists`, so that a rule about a missing path never makes bwrap fail.
+ */
+import { isAbsolute, join, normalize, sep } from "node:path";
+import { HOST_ENTRY_PATTERN, type Sandbox } from "../contract/sandbox.js";
+
+/** What a preset's CLI needs in its sandbox: folders and files it writes, the hosts of its API. */
+export interface SandboxNeeds {
+  /** `~/`-relative or absolute. */
+  write: readonly string[];
+  hosts: readonly string[];
+}
+
+/** A task's sandbox once its levels are merged; null stands for "off". */
+export interface SandboxSetting {
+  /** The user's extra writable paths, then the CLI's own (`~/` not yet expanded). */
+  allowWrite: readonly string[];
+  denyRead: readonly string[];
+  network: "host" | "none" | readonly string[];
+}
+
+/** Always hidden from a sandboxed agent (in its home): keys, cloud and forge credentials. */
+export const HIDDEN_IN_HOME = [
+  ".ssh",
+  ".aws",
+  ".gnupg",
+  ".config/gh",
+  ".netrc",
+  ".git-credentials",
+  ".config/git/credentials",
+  ".docker",
+  ".kube",
+  ".password-store",
+] as const;
+
+/**
+ * Merges the levels, most general first (the config's defaults, the agent, the task): the most
+ * specific one that says anything decides whether the sandbox is on, and the lists of every
+ * level since the last "off" add up. A network no level names is the CLI's API hosts (`needs`),
+ * or none at all for an agent of the user's own command. `otherClis`: the folders of the CLIs
+ * this agent is not, hidden from it.
+ */
+export function resolveSandbox(
+  levels: readonly (Sandbox | undefined)[],
+  needs: SandboxNeeds | null,
+  otherClis: readonly string[] = [],
+): SandboxSetting | null {
+  const given = levels.filter((l): l is Sandbox => l !== undefined);
+  const lastOff = given.lastIndexOf("off");
+  const on = given.slice(lastOff + 1).filter((l): l is Exclude<Sandbox, "off"> => l !== "off");
+  if (on.length === 0) return null;
+  const network = on.reduce<SandboxSetting["network"] | undefined>((n, l) => l.network ?? n, undefined);
+  const allowWrite = [...on.flatMap((l) => l.filesystem?.allow_write ?? []), ...(needs?.write ?? [])];
+  return {
+    allowWrite,
+    // Another CLI's folders hold its login: hidden, unless this agent is given them.
+    denyRead: [
+      ...otherClis.filter((p) => !allowWrite.includes(p)),
+      ...on.flatMap((l) => l.filesystem?.deny_read ?? []),
+    ],
+    network: network ?? (needs && needs.hosts.length ? needs.hosts : "none"),
+  };
+}
+
+/** One allowed host: where the agent connects inside the sandbox, and where the relay connects outside. */
+export interface Route {
+  /** The loopback address the agent's name resolves to inside (its /etc/hosts). */
+  inside: string;
+  host: string;
+  port: number;
+}
+
+/** Routes of an allowlist: a loopback address of its own for each name, the same one for a 127.x address. */
+export function routesOf(hosts: readonly string[]): Route[] {
+  const names = new Map<string, string>();
+  const routes = new Map<string, Route>();
+  for (const entry of hosts) {
+    const m = HOST_ENTRY_PATTERN.exec(entry);
+    if (!m) continue;
+    const host = m[1]!.toLowerCase();
+    const port = m[2] === undefined ? 443 : Number(m[2]);
+    let inside = loopbackAddress(host) ?? names.get(host);
+    if (inside === undefined) {
+      inside = host === "localhost" ? "127.0.0.1" : `127.77.${names.size >> 8}.${(names.size & 255) + 1}`;
+      names.set(host, inside);
+    }
+    routes.set(`${host}:${port}`, { inside, host, port });
+  }
+  return [...routes.values()];
+}
+
+/** The address itself when it is an IPv4 loopback address (the only ones a network namespace has). */
+export function loopbackAddress(host: string): string | null {
+  const parts = host.split(".");
+  if (parts.length !== 4 || !parts.every((p) => /^[0-9]{1,3}$/.test(p) && Number(p) < 256)) return null;
+  return parts[0] === "127" ? parts.map(Number).join(".") : null;
+}
+
+/** An IPv4 address that is not loopback: no sandbox can give it (name the host instead). */
+export function isOtherAddress(host: string): boolean {
+  return /^[0-9.]+$/.test(host) && loopbackAddress(host) === null;
+}
+
+/** The sandbox's /etc/hosts: its names on their loopback addresses. */
+export function hostsFile(routes: readonly Route[], hostname: string): string {
+  const lines = ["127.0.0.1\tlocalhost", `127.0.1.1\t${hostname}`];
+  const seen = new Set(["localhost", hostname]);
+  for (const r of routes)
+    if (!seen.has(r.host) && loopbackAddress(r.host) === null) {
+      seen.add(r.host);
+      lines.push(`${r.inside}\t${r.host}`);
+    }
+  return `${lines.join("\n")}\n`;
+}
+
+/** The relay's routes file (src/sandbox/sandbox.pl): one route a line, tab-separated. */
+export function routesFile(routes: readonly Route[]): string {
+  return routes.map((r, i) => `${i}\t${r.inside}\t${r.port}\t${r.host}\t${r.port}\n`).join("");
+}
+
+/** Where one attempt's sandbox is on disk, and what of the run it must see. */
+export interface SandboxPlace {
+  /** The agent's home, for `~/` paths. */
+  home: string;
+  /** Its worktree (or the workspace, when that is no repository): writable. */
+  worktree: string;
+  /** The attempt's own folder that the agent sees as /tmp. */
+  tmp: string;
+  /** Writable besides the worktree: the artifacts folder, the handoff, the file its hooks append to. */
+  writable: readonly string[];
+  /** Readable even inside a hidden folder: the context and prompt files, its CLI's configuration folder of the task. */
+  readable: readonly string[];
+  /** Hidden: termorch's per-user folder, registry and the run directory, the tmux socket's folder. */
+  hidden: readonly string[];
+  /**
+   * The agent's view of its repository (src/git/sandbox-repo.ts): `shadow` shown at the common
+   * git folder's place, and real folders read-only inside it (the objects, the hooks).
+   */
+  git: {
+    commonDir: string;
+    shadow: string;
+    readOnly: ReadonlyArray<{ source: string; path: string }>;
+  } | null;
+  /** The machine's /etc/resolv.conf, when it points into /run (kept for a "host" network). */
+  resolvConf: string | null;
+  /** The relay's folder (allowlist only): its routes, sockets and /etc/hosts. */
+  relay: { dir: string; hostsFile: string } | null;
+}
+
+type Mount = { path: string; source: string; kind: "rw" | "ro" | "hide-dir" | "hide-file" };
+
+/**
+ * bwrap's arguments for one attempt, up to but not including `--`. Everything is read-only; /tmp
+ * is the attempt's own, /run and the hidden paths are empty; the writable paths are bound back
+ * over them, the deepest rule winning.
+ */
+export function bwrapArgs(
+  s: SandboxSetting,
+  place: SandboxPlace,
+  exists: (path: string) => "dir" | "file" | null,
+): string[] {
+  const home = (p: string): string => normalize(p.startsWith("~/") ? join(place.home, p.slice(2)) : p);
+  const mounts: Mount[] = [];
+  const bind = (path: string, kind: "rw" | "ro"): void => {
+    if (exists(path)) mounts.push({ path, source: path, kind });
+  };
+  const hide = (path: string): void => {
+    const what = exists(path);
+    if (what) mounts.push({ path, source: path, kind: what === "dir" ? "hide-dir" : "hide-file" });
+  };
+  for (const p of [...HIDDEN_IN_HOME.map((h) => `~/${h}`), ...s.denyRead]) hide(home(p));
+  for (const p of place.hidden) hide(p);
+  for (const p of s.allowWrite) bind(home(p), "rw");
+  for (const p of place.readable) bind(p, "ro");
+  for (const p of [place.worktree, ...place.writable]) bind(p, "rw");
+  if (place.git) {
+    mounts.push({ path: place.git.commonDir, source: place.git.shadow, kind: "rw" });
+    for (const m of place.git.readOnly) mounts.push({ ...m, kind: "ro" });
+  }
+  if (place.relay) mounts.push({ path: place.relay.dir, source: place.relay.dir, kind: "ro" });
+  const args = [
+    "--ro-bind",
+    "/",
+    "/",
+    "--dev",
+    "/dev",
+    "--proc",
+    "/proc",
+    "--unshare-pid",
+    "--unshare-ipc",
+    ...(s.network === "host" ? [] : ["--unshare-net"]),
+    // As root bwrap keeps every capability, with which the agent could remount / writable.
+    "--cap-drop",
+    "ALL",
+    "--die-with-parent",
+    "--bind",
+    place.tmp,
+    "/tmp",
+    "--tmpfs",
+    "/run",
+    ...(place.resolvConf && s.network === "host" ? ["--ro-bind", place.resolvConf, place.resolvConf] : []),
+    ...(place.relay ? ["--ro-bind", place.relay.hostsFile, "/etc/hosts"] : []),
+  ];
+  const replaced = ["/tmp", "/run"];
+  const remount: string[] = [];
+  // Parents before children, so that a deeper rule wins; at one path, hiding wins over binding.
+  const order = (m: Mount): number => (m.kind.startsWith("hide") ? 1 : 0);
+  mounts.sort((a, b) => depth(a.path) - depth(b.path) || order(a) - order(b));
+  for (const m of mounts) {
+    // Under /tmp and /run nothing of the machine shows anyway.
+    if (m.kind.startsWith("hide") && replaced.some((r) => inside(m.path, r))) continue;
+    if (m.kind === "hide-dir") {
+      args.push("--tmpfs", m.path);
+      remount.push(m.path);
+    } else if (m.kind === "hide-file") args.push("--ro-bind", "/dev/null", m.path);
+    else args.push(m.kind === "rw" ? "--bind" : "--ro-bind", m.source, m.path);
+  }
+  // Empty and read-only: what is bound inside them stays as bound.
+  for (const p of remount) args.push("--remount-ro", p);
+  return args;
+}
+
+function depth(path: string): number {
+  return path.split(sep).filter(Boolean).length;
+}
+
+/** Whether `path` is `dir` or below it. */
+export function inside(path: string, dir: string): boolean {
+  return isAbsolute(path) && (path === dir || path.startsWith(dir.endsWith(sep) ? dir : dir + sep));
+}
