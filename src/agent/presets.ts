@@ -202,7 +202,7 @@ const OPENCODE: AgentPreset = {
   },
   sandbox: {
     write: ["~/.local/share/opencode", "~/.local/state/opencode", "~/.cache/opencode", "~/.config/opencode"],
-    hosts: ["models.dev", "opencode.ai", "api.anthropic.com", "api.openai.com"],
+    hosts: ["models.opencode.ai", "api.anthropic.com", "api.openai.com"],
   },
   install:
     "npm install -g opencode-ai (or: curl -fsSL https://opencode.ai/install | bash, brew install anomalyco/tap/opencode)",
@@ -320,7 +320,7 @@ export const PRESETS: Readonly<Record<PresetName, AgentPreset>> = {
       ],
       events: { args: ["-c", CODEX_NOTIFY], format: "codex-notify" },
     },
-    sandbox: { write: ["~/.codex"], hosts: ["api.openai.com", "chatgpt.com"] },
+    sandbox: { write: ["~/.codex"], hosts: ["api.openai.com", "chatgpt.com", "auth.openai.com"] },
     install: "npm install -g @openai/codex (or: brew install --cask codex)",
     docs: {
       non_interactive: "https://developers.openai.com/codex/noninteractive",

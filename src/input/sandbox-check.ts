@@ -22,7 +22,7 @@ export function checkSandboxes(
       {
         file: input.file,
         field: "sandbox",
-        message: `task${ids.length > 1 ? "s" : ""} ${named} run sandboxed, but ${tools}`,
+        message: `${ids.length > 1 ? `tasks ${named} run` : `task ${named} runs`} sandboxed, but ${tools}`,
       },
     ],
     "Make the sandbox possible (or turn it off) and run again; nothing was started.",

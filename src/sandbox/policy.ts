@@ -86,7 +86,9 @@ export function routesOf(hosts: readonly string[]): Route[] {
       inside = host === "localhost" ? "127.0.0.1" : `127.77.${names.size >> 8}.${(names.size & 255) + 1}`;
       names.set(host, inside);
     }
-    routes.set(`${host}:${port}`, { inside, host, port });
+    // localhost and 127.0.0.1 are one listener inside.
+    if (![...routes.values()].some((r) => r.inside === inside && r.port === port))
+      routes.set(`${host}:${port}`, { inside, host, port });
   }
   return [...routes.values()];
 }
