@@ -122,7 +122,7 @@ describe("a sandboxed agent", () => {
         command: [
           "bash",
           "-c",
-          'trap \'echo "cleaned up" > "$TERMORCH_ARTIFACTS_DIR/trap.txt"; exit 3\' TERM; echo started; while :; do sleep 0.1; done',
+          'trap \'sleep 0.5; echo "cleaned up" > "$TERMORCH_ARTIFACTS_DIR/trap.txt"; exit 3\' TERM; echo started; while :; do sleep 0.1; done',
         ],
         timeout_s: 1,
         sandbox: { network: "none" },
