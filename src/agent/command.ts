@@ -35,6 +35,8 @@ export function substitute(argv: readonly string[], values: Placeholders): strin
 export interface ResolvedAgent {
   /** argv with placeholders. */
   command: string[];
+  /** argv with placeholders when termorch's sandbox confines it (a preset's `sandbox.edit_mode`). */
+  sandboxedCommand: string[];
   tty: boolean;
   timeout_s?: number | undefined;
   env: Record<string, string>;
@@ -115,6 +117,7 @@ function ownCommand(
 ): Omit<ResolvedAgent, "source" | "tty" | "timeout_s" | "env" | "expect_changes" | "sandbox"> {
   return {
     command,
+    sandboxedCommand: command,
     prompt: "none",
     output: null,
     sessions: null,
@@ -155,13 +158,15 @@ function fromConfig(name: string, spec: AgentSpec): ResolvedAgent | undefined {
 function fromPreset(name: PresetName, spec: AgentSpec | undefined): ResolvedAgent {
   const p = PRESETS[name];
   const model = spec?.model ? [p.model_flag, spec.model] : [];
+  const choices = {
+    bypass: spec?.dangerously_bypass_permissions ?? false,
+    ...(spec?.model ? { model: spec.model } : {}),
+    extra: spec?.args ?? [],
+  };
   return {
     ...plain(spec),
-    command: presetArgv(p, {
-      bypass: spec?.dangerously_bypass_permissions ?? false,
-      ...(spec?.model ? { model: spec.model } : {}),
-      extra: spec?.args ?? [],
-    }),
+    command: presetArgv(p, choices),
+    sandboxedCommand: presetArgv(p, { ...choices, sandboxed: true }),
     prompt: p.prompt,
     output: p.output,
     sessions: p.sessions,

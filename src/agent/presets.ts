@@ -116,10 +116,17 @@ export interface AgentPreset {
   sessions: SessionStore | null;
   interactive: InteractiveForm;
   /**
-   * What its CLI needs in a sandbox (src/sandbox/policy.ts): the folders and files it writes for
-   * itself (config, sessions, caches), and its API's hosts, the default allowlist.
+   * What its CLI needs in a sandbox (src/sandbox/policy.ts): the folders (ending in `/`) and files
+   * it writes for itself (config, sessions, caches), and its API's hosts, the default allowlist.
    */
-  sandbox: SandboxNeeds;
+  sandbox: SandboxNeeds & {
+    /**
+     * The edit mode inside termorch's sandbox, when the CLI's own one cannot work there: codex's
+     * sandbox is a bubblewrap of its own, and a nested one cannot map its user as root. Outside
+     * the worktree nothing is writable anyway.
+     */
+    edit_mode?: readonly string[];
+  };
   /** What to install when `binary` is not on PATH. */
   install: string;
   /** Where each fact above comes from: fact → documentation URL or repository path @ commit. */
@@ -201,7 +208,12 @@ const OPENCODE: AgentPreset = {
     },
   },
   sandbox: {
-    write: ["~/.local/share/opencode", "~/.local/state/opencode", "~/.cache/opencode", "~/.config/opencode"],
+    write: [
+      "~/.local/share/opencode/",
+      "~/.local/state/opencode/",
+      "~/.cache/opencode/",
+      "~/.config/opencode/",
+    ],
     hosts: ["models.opencode.ai", "api.anthropic.com", "api.openai.com"],
   },
   install:
@@ -265,7 +277,7 @@ export const PRESETS: Readonly<Record<PresetName, AgentPreset>> = {
       events: { args: ["--settings", CLAUDE_HOOKS], format: "claude-hooks" },
     },
     sandbox: {
-      write: ["~/.claude", "~/.claude.json", "~/.cache/claude", "~/.local/state/claude"],
+      write: ["~/.claude/", "~/.claude.json"],
       hosts: ["api.anthropic.com"],
     },
     install: "npm install -g @anthropic-ai/claude-code (or: curl -fsSL https://claude.ai/install.sh | bash)",
@@ -320,7 +332,11 @@ export const PRESETS: Readonly<Record<PresetName, AgentPreset>> = {
       ],
       events: { args: ["-c", CODEX_NOTIFY], format: "codex-notify" },
     },
-    sandbox: { write: ["~/.codex"], hosts: ["api.openai.com", "chatgpt.com", "auth.openai.com"] },
+    sandbox: {
+      write: ["~/.codex/"],
+      hosts: ["api.openai.com", "chatgpt.com", "auth.openai.com"],
+      edit_mode: ["--sandbox", "danger-full-access"],
+    },
     install: "npm install -g @openai/codex (or: brew install --cask codex)",
     docs: {
       non_interactive: "https://developers.openai.com/codex/noninteractive",
@@ -364,7 +380,7 @@ export const PRESETS: Readonly<Record<PresetName, AgentPreset>> = {
       events: null,
     },
     sandbox: {
-      write: ["~/.aider", "~/.cache/aider"],
+      write: ["~/.aider/", "~/.cache/aider/"],
       hosts: ["api.openai.com", "api.anthropic.com", "openrouter.ai"],
     },
     install: "python -m pip install aider-install && aider-install (or: pipx install aider-chat)",
@@ -407,7 +423,7 @@ export const PRESETS: Readonly<Record<PresetName, AgentPreset>> = {
       events: null,
     },
     sandbox: {
-      write: ["~/.gemini"],
+      write: ["~/.gemini/"],
       hosts: ["generativelanguage.googleapis.com", "cloudcode-pa.googleapis.com", "oauth2.googleapis.com"],
     },
     install: "npm install -g @google/gemini-cli (or: brew install gemini-cli)",
@@ -454,7 +470,7 @@ export const PRESETS: Readonly<Record<PresetName, AgentPreset>> = {
       events: null,
     },
     sandbox: {
-      write: ["~/.qwen"],
+      write: ["~/.qwen/"],
       hosts: ["dashscope.aliyuncs.com", "dashscope-intl.aliyuncs.com", "chat.qwen.ai", "portal.qwen.ai"],
     },
     install: "npm install -g @qwen-code/qwen-code",
@@ -479,8 +495,8 @@ export const PRESETS: Readonly<Record<PresetName, AgentPreset>> = {
       events: { ...OPENCODE.interactive.events!, configEnv: "KILO_CONFIG_DIR" },
     },
     sandbox: {
-      write: ["~/.local/share/kilo", "~/.local/state/kilo", "~/.cache/kilo", "~/.config/kilo"],
-      hosts: ["api.kilo.ai", "kilocode.ai", "models.dev"],
+      write: ["~/.local/share/kilo/", "~/.local/state/kilo/", "~/.cache/kilo/", "~/.config/kilo/"],
+      hosts: ["api.kilo.ai", "kilocode.ai", "models.opencode.ai"],
     },
     install: "npm install -g @kilocode/cli",
     docs: {
@@ -520,7 +536,7 @@ export const PRESETS: Readonly<Record<PresetName, AgentPreset>> = {
       },
     },
     sandbox: {
-      write: ["~/.pi"],
+      write: ["~/.pi/"],
       hosts: ["api.anthropic.com", "api.openai.com", "generativelanguage.googleapis.com"],
     },
     install: "npm install -g @mariozechner/pi-coding-agent",
@@ -576,7 +592,7 @@ export const PRESETS: Readonly<Record<PresetName, AgentPreset>> = {
       events: null,
     },
     sandbox: {
-      write: ["~/.copilot"],
+      write: ["~/.copilot/"],
       hosts: ["api.githubcopilot.com", "api.individual.githubcopilot.com", "api.github.com"],
     },
     install: "npm install -g @github/copilot",
@@ -619,7 +635,7 @@ export const PRESETS: Readonly<Record<PresetName, AgentPreset>> = {
       ],
       events: null,
     },
-    sandbox: { write: ["~/.continue"], hosts: ["api.continue.dev", "api.anthropic.com", "api.openai.com"] },
+    sandbox: { write: ["~/.continue/"], hosts: ["api.continue.dev", "api.anthropic.com", "api.openai.com"] },
     install: "npm install -g @continuedev/cli",
     docs: {
       print_and_flags: "npm @continuedev/cli@1.5.47: cn --help; checked in test/agents-real",
@@ -639,6 +655,8 @@ export function isPresetName(name: string): name is PresetName {
 export interface PresetChoices {
   /** Replace the edit mode with the CLI's permission bypass (never on by default). */
   bypass?: boolean;
+  /** termorch's sandbox confines it: the edit mode for that, where the CLI has one (`sandbox.edit_mode`). */
+  sandboxed?: boolean;
   model?: string;
   /** Flags the config adds, placed before the preset's tail. */
   extra?: readonly string[];
@@ -650,7 +668,12 @@ export interface PresetChoices {
  */
 export function presetArgv(preset: AgentPreset, choices: PresetChoices = {}): string[] {
   // A CLI without a bypass keeps its edit mode (the config refuses asking for one: agentProblems).
-  const permission = choices.bypass && preset.bypass.length > 0 ? preset.bypass : preset.edit_mode;
+  const permission =
+    choices.bypass && preset.bypass.length > 0
+      ? preset.bypass
+      : choices.sandboxed && preset.sandbox.edit_mode
+        ? preset.sandbox.edit_mode
+        : preset.edit_mode;
   const model = choices.model === undefined ? [] : [preset.model_flag, choices.model];
   return [...preset.argv, ...permission, ...model, ...(choices.extra ?? []), ...preset.tail];
 }

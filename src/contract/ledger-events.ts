@@ -113,6 +113,8 @@ const EVENTS = {
     worker: z.string().optional(),
     socket: z.string().optional(),
     delivery: z.number().optional(),
+    /** Its sandbox's network ("host", "none" or the hosts allowed); absent: not sandboxed. */
+    sandbox: z.object({ network: z.union([z.string(), z.array(z.string())]) }).optional(),
   },
   "task.adopted": { attempt: z.number(), session: nullableString, finished: z.boolean(), live: z.boolean() },
   "task.exited": {

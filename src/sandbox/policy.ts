@@ -8,7 +8,7 @@ import { HOST_ENTRY_PATTERN, type Sandbox } from "../contract/sandbox.js";
 
 /** What a preset's CLI needs in its sandbox: folders and files it writes, the hosts of its API. */
 export interface SandboxNeeds {
-  /** `~/`-relative or absolute. */
+  /** `~/`-relative or absolute; a folder ends in `/` (made when missing, as the CLI would). */
   write: readonly string[];
   hosts: readonly string[];
 }
@@ -81,9 +81,9 @@ export function routesOf(hosts: readonly string[]): Route[] {
     if (!m) continue;
     const host = m[1]!.toLowerCase();
     const port = m[2] === undefined ? 443 : Number(m[2]);
-    let inside = loopbackAddress(host) ?? names.get(host);
+    let inside = host === "localhost" ? "127.0.0.1" : (loopbackAddress(host) ?? names.get(host));
     if (inside === undefined) {
-      inside = host === "localhost" ? "127.0.0.1" : `127.77.${names.size >> 8}.${(names.size & 255) + 1}`;
+      inside = `127.77.${names.size >> 8}.${(names.size & 255) + 1}`;
       names.set(host, inside);
     }
     // localhost and 127.0.0.1 are one listener inside.
@@ -163,7 +163,7 @@ export function bwrapArgs(
   place: SandboxPlace,
   exists: (path: string) => "dir" | "file" | null,
 ): string[] {
-  const home = (p: string): string => normalize(p.startsWith("~/") ? join(place.home, p.slice(2)) : p);
+  const home = (p: string): string => expandHome(p, place.home);
   const mounts: Mount[] = [];
   const bind = (path: string, kind: "rw" | "ro"): void => {
     if (exists(path)) mounts.push({ path, source: path, kind });
@@ -222,6 +222,12 @@ export function bwrapArgs(
   // Empty and read-only: what is bound inside them stays as bound.
   for (const p of remount) args.push("--remount-ro", p);
   return args;
+}
+
+/** A rule's path as the machine names it: `~/` in the agent's home, no trailing `/`. */
+export function expandHome(path: string, home: string): string {
+  const full = normalize(path.startsWith("~/") ? join(home, path.slice(2)) : path);
+  return full.length > 1 ? full.replace(/\/+$/, "") : full;
 }
 
 function depth(path: string): number {

@@ -142,7 +142,20 @@ async function launchAndWatch(
   }
   await ports.ledger.append(
     "task.launched",
-    { attempt: t.attempts, session: t.session, argv: t.argv, cwd: p.cwd, logs: t.logs },
+    {
+      attempt: t.attempts,
+      session: t.session,
+      argv: t.argv,
+      cwd: p.cwd,
+      logs: t.logs,
+      ...(p.sandbox
+        ? {
+            sandbox: {
+              network: typeof p.sandbox.network === "string" ? p.sandbox.network : [...p.sandbox.network],
+            },
+          }
+        : {}),
+    },
     t.id,
   );
   await recorder.transition(t.id, { to: "running" });

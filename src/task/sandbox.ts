@@ -14,6 +14,7 @@ import { registryDir, userDir } from "../fs/names.js";
 import { makeAgentRepo, takeAgentCommits } from "../git/sandbox-repo.js";
 import {
   bwrapArgs,
+  expandHome,
   hostsFile,
   inside,
   routesFile,
@@ -62,6 +63,9 @@ export async function prepareSandbox(
   rmSync(dir, { recursive: true, force: true });
   mkdirSync(join(dir, "tmp"), { recursive: true, mode: 0o700 });
   mkdirSync(p.artifactsDir, { recursive: true });
+  // A writable folder the CLI has not made yet (its first run): made, empty, as it would be.
+  for (const w of setting.allowWrite)
+    if (w.endsWith("/")) mkdirSync(expandHome(w, p.env.HOME ?? "/"), { recursive: true, mode: 0o700 });
   const repo = p.worktree ? await makeAgentRepo(p.worktree, join(dir, "git")) : null;
   const events = p.interactive?.events?.file;
   if (events) {

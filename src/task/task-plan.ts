@@ -179,6 +179,7 @@ function planTask(input: RunInput, r: ResolvedTask, place: PlanPlace & { worktre
       ? null
       : { path: agentConfig, files: via.files };
   if (via?.env && env && configDir !== null) env[via.env] = configDir.path;
+  const sandbox = taskSandbox(input.config, agent, task);
   const interactive: InteractivePlan | null = task.interactive
     ? {
         waitingAfterS: task.waiting_after_s ?? input.config.defaults.waiting_after_s,
@@ -196,16 +197,19 @@ function planTask(input: RunInput, r: ResolvedTask, place: PlanPlace & { worktre
     id: task.id,
     agent: task.agent,
     dependencies: task.dependencies,
-    argv: substitute(interactive ? agent.interactive.command : agent.command, {
-      task_id: task.id,
-      context_path: r.contextPath,
-      workspace: cwd,
-      artifacts_dir: artifactsDir,
-      run_id: place.runId,
-      prompt_file: promptFile,
-      usage_file: usageFile,
-      agent_config: agentConfig,
-    }),
+    argv: substitute(
+      interactive ? agent.interactive.command : sandbox ? agent.sandboxedCommand : agent.command,
+      {
+        task_id: task.id,
+        context_path: r.contextPath,
+        workspace: cwd,
+        artifacts_dir: artifactsDir,
+        run_id: place.runId,
+        prompt_file: promptFile,
+        usage_file: usageFile,
+        agent_config: agentConfig,
+      },
+    ),
     prompt: { delivery: interactive ? "paste" : agent.prompt, file: promptFile, context: r.contextPath },
     interactive,
     // A terminal transcript is not the CLI's JSON.
@@ -234,7 +238,7 @@ function planTask(input: RunInput, r: ResolvedTask, place: PlanPlace & { worktre
     setupCmd: task.setup_cmd ?? environment.setup_cmd ?? null,
     setupTimeoutS: environment.setup_timeout_s ?? timeoutS,
     memoryMb: environment.resource_limits.memory_mb || undefined,
-    sandbox: taskSandbox(input.config, agent, task),
+    sandbox,
     criteria: {
       requiredArtifacts: task.success_criteria?.required_artifacts ?? [],
       allowedPaths: task.allowed_paths ?? null,

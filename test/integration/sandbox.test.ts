@@ -5,7 +5,7 @@ import { createServer as createTcpServer } from "node:net";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Report } from "../../src/contract/report.js";
-import { git, readReport, ROOT, termorch, testFile, writeAssignments } from "./harness.js";
+import { git, ROOT, readReport, termorch, testFile, writeAssignments } from "./harness.js";
 
 // Sandboxed agents (issue 25) with the real bubblewrap: what an agent may not do is tried by a
 // probe agent, once sandboxed and once not (the control proves each probe can get through).
@@ -195,7 +195,10 @@ describe("a sandbox this machine cannot make", () => {
     const bin = join(ws.dir, "bin");
     mkdirSync(bin);
     for (const tool of ["git", "tmux", "perl", "bash", "sh"])
-      symlinkSync(execFileSync("sh", ["-c", `command -v ${tool}`], { encoding: "utf8" }).trim(), join(bin, tool));
+      symlinkSync(
+        execFileSync("sh", ["-c", `command -v ${tool}`], { encoding: "utf8" }).trim(),
+        join(bin, tool),
+      );
     const file = writeAssignments(ws.dir, [{ id: "a", env: { WRITE: "a.txt=a" }, sandbox: {} }]);
     for (const command of ["validate", "run"]) {
       const r = await termorch([command, file], { socket, env: { PATH: bin } });

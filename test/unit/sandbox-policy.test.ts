@@ -1,0 +1,115 @@
+import { describe, expect, it } from "vitest";
+import { Sandbox } from "../../src/contract/sandbox.js";
+import {
+  bwrapArgs,
+  hostsFile,
+  resolveSandbox,
+  routesOf,
+  type SandboxPlace,
+} from "../../src/sandbox/policy.js";
+
+const NEEDS = { write: ["~/.cli/"], hosts: ["api.example.com"] };
+
+describe("resolveSandbox", () => {
+  it("is off unless a level turns it on, and the most specific level decides", () => {
+    expect(resolveSandbox([undefined, undefined, undefined], NEEDS)).toBeNull();
+    expect(resolveSandbox([{}, undefined, "off"], NEEDS)).toBeNull();
+    expect(resolveSandbox(["off", undefined, {}], NEEDS)).not.toBeNull();
+  });
+
+  it("adds up the lists since the last off, takes the most specific network, and defaults to the CLI's hosts", () => {
+    const s = resolveSandbox(
+      [
+        { filesystem: { allow_write: ["/a"], deny_read: ["~/x"] }, network: "none" },
+        { filesystem: { allow_write: ["/b"], deny_read: [] } },
+        undefined,
+      ],
+      NEEDS,
+      ["~/.other/"],
+    );
+    expect(s).toEqual({
+      allowWrite: ["/a", "/b", "~/.cli/"],
+      denyRead: ["~/.other/", "~/x"],
+      network: "none",
+    });
+    expect(resolveSandbox([{}], NEEDS)?.network).toEqual(["api.example.com"]);
+    expect(resolveSandbox([{}], null)?.network).toBe("none");
+    // Another CLI's folder stays visible when this agent is given it.
+    expect(
+      resolveSandbox([{ filesystem: { allow_write: ["~/.other/"], deny_read: [] } }], null, ["~/.other/"])
+        ?.denyRead,
+    ).toEqual([]);
+  });
+});
+
+describe("the schema", () => {
+  it("takes host names and 127.x addresses, and refuses other addresses, bad ports and relative paths", () => {
+    expect(
+      Sandbox.safeParse({ network: ["api.anthropic.com", "127.0.0.1:8080", "localhost:1"] }).success,
+    ).toBe(true);
+    expect(Sandbox.safeParse({ network: ["10.0.0.1:80"] }).success).toBe(false);
+    expect(Sandbox.safeParse({ network: ["host:70000"] }).success).toBe(false);
+    expect(Sandbox.safeParse({ network: [] }).success).toBe(false);
+    expect(Sandbox.safeParse({ filesystem: { allow_write: ["relative"] } }).success).toBe(false);
+    expect(Sandbox.safeParse({ filesystem: { deny_read: ["~/ok", "/ok"] } }).success).toBe(true);
+  });
+});
+
+describe("routesOf and hostsFile", () => {
+  it("gives each name a loopback address of its own, keeps 127.x as it is, and one listener for localhost and 127.0.0.1", () => {
+    const routes = routesOf(["api.example.com", "127.0.0.1:8080", "localhost:8080", "other.example:8443"]);
+    expect(routes).toEqual([
+      { inside: "127.77.0.1", host: "api.example.com", port: 443 },
+      { inside: "127.0.0.1", host: "127.0.0.1", port: 8080 },
+      { inside: "127.77.0.2", host: "other.example", port: 8443 },
+    ]);
+    expect(hostsFile(routes, "box")).toBe(
+      "127.0.0.1\tlocalhost\n127.0.1.1\tbox\n127.77.0.1\tapi.example.com\n127.77.0.2\tother.example\n",
+    );
+  });
+});
+
+describe("bwrapArgs", () => {
+  const place: SandboxPlace = {
+    home: "/home/u",
+    worktree: "/data/wt/run/t",
+    tmp: "/data/att/tmp",
+    writable: ["/data/run/artifacts/t"],
+    readable: ["/data/repo/ctx.md"],
+    hidden: ["/data/wt", "/data/run"],
+    git: null,
+    resolvConf: null,
+    relay: null,
+  };
+  const all = () => "dir" as const;
+
+  it("binds what is writable over what is hidden (deeper wins), and hides ~/.ssh and the deny list", () => {
+    const args = bwrapArgs({ allowWrite: ["~/.cli/"], denyRead: ["~/secret"], network: "none" }, place, all);
+    const at = (...seq: string[]) => args.findIndex((_, i) => seq.every((s, j) => args[i + j] === s));
+    expect(at("--tmpfs", "/data/wt")).toBeGreaterThan(-1);
+    expect(at("--bind", "/data/wt/run/t", "/data/wt/run/t")).toBeGreaterThan(at("--tmpfs", "/data/wt"));
+    expect(at("--bind", "/data/run/artifacts/t", "/data/run/artifacts/t")).toBeGreaterThan(
+      at("--tmpfs", "/data/run"),
+    );
+    expect(at("--tmpfs", "/home/u/.ssh")).toBeGreaterThan(-1);
+    expect(at("--tmpfs", "/home/u/secret")).toBeGreaterThan(-1);
+    expect(at("--bind", "/home/u/.cli", "/home/u/.cli")).toBeGreaterThan(-1);
+    expect(at("--bind", "/data/att/tmp", "/tmp")).toBeGreaterThan(-1);
+    expect(args).toContain("--unshare-net");
+    expect(at("--cap-drop", "ALL")).toBeGreaterThan(-1);
+    // Hidden folders end read-only, after everything is bound inside them.
+    expect(at("--remount-ro", "/data/wt")).toBeGreaterThan(at("--bind", "/data/wt/run/t", "/data/wt/run/t"));
+  });
+
+  it("hides rather than binds a path both writable and denied, and skips what does not exist", () => {
+    const args = bwrapArgs(
+      { allowWrite: ["/x", "/missing"], denyRead: ["/x"], network: "host" },
+      place,
+      (p) => (p === "/missing" ? null : "dir"),
+    );
+    const join = args.join(" ");
+    expect(join.indexOf("--tmpfs /x")).toBeGreaterThan(join.indexOf("--bind /x /x"));
+    expect(join).not.toContain("/missing");
+    expect(args).not.toContain("--unshare-net");
+  });
+});
