@@ -17,6 +17,7 @@ export const BENCHES = [
   "supervisor",
   "large-repo",
   "views",
+  "sandbox",
 ];
 /** Run only when named: the scale-out simulation takes minutes (a private redis-server, 20 workers). */
 export const OPT_IN = ["scale"];

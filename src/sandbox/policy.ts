@@ -64,31 +64,32 @@ export function resolveSandbox(
   };
 }
 
-/** One allowed host: where the agent connects inside the sandbox, and where the relay connects outside. */
+/**
+ * One allowed host and port. A loopback address (a local model server) is listened on at the same
+ * address and port inside the sandbox, so every client reaches it as outside. A name goes through
+ * the sandbox's HTTP proxy (CONNECT), which every coding-agent CLI takes from HTTPS_PROXY:
+ * listening on the name's port (443) inside would need a capability an unprivileged user's
+ * sandbox cannot keep, and a name needs no DNS when the proxy resolves it outside.
+ */
 export interface Route {
-  /** The loopback address the agent's name resolves to inside (its /etc/hosts). */
-  inside: string;
   host: string;
   port: number;
+  /** The loopback address listened on inside; null: through the proxy. */
+  listen: string | null;
 }
 
-/** Routes of an allowlist: a loopback address of its own for each name, the same one for a 127.x address. */
+/** Where the sandbox's proxy listens (inside its own network, where no other port is taken). */
+export const PROXY_PORT = 3128;
+
+/** The routes of an allowlist, each host and port once. */
 export function routesOf(hosts: readonly string[]): Route[] {
-  const names = new Map<string, string>();
   const routes = new Map<string, Route>();
   for (const entry of hosts) {
     const m = HOST_ENTRY_PATTERN.exec(entry);
     if (!m) continue;
     const host = m[1]!.toLowerCase();
     const port = m[2] === undefined ? 443 : Number(m[2]);
-    let inside = host === "localhost" ? "127.0.0.1" : (loopbackAddress(host) ?? names.get(host));
-    if (inside === undefined) {
-      inside = `127.77.${names.size >> 8}.${(names.size & 255) + 1}`;
-      names.set(host, inside);
-    }
-    // localhost and 127.0.0.1 are one listener inside.
-    if (![...routes.values()].some((r) => r.inside === inside && r.port === port))
-      routes.set(`${host}:${port}`, { inside, host, port });
+    routes.set(`${host}:${port}`, { host, port, listen: loopbackAddress(host) });
   }
   return [...routes.values()];
 }
@@ -100,26 +101,43 @@ export function loopbackAddress(host: string): string | null {
   return parts[0] === "127" ? parts.map(Number).join(".") : null;
 }
 
-/** An IPv4 address that is not loopback: no sandbox can give it (name the host instead). */
-export function isOtherAddress(host: string): boolean {
-  return /^[0-9.]+$/.test(host) && loopbackAddress(host) === null;
+/** The proxy's port: its own, unless a local route takes it. */
+export function proxyPort(routes: readonly Route[]): number {
+  let port = PROXY_PORT;
+  while (routes.some((r) => r.listen === "127.0.0.1" && r.port === port)) port++;
+  return port;
 }
 
-/** The sandbox's /etc/hosts: its names on their loopback addresses. */
-export function hostsFile(routes: readonly Route[], hostname: string): string {
-  const lines = ["127.0.0.1\tlocalhost", `127.0.1.1\t${hostname}`];
-  const seen = new Set(["localhost", hostname]);
-  for (const r of routes)
-    if (!seen.has(r.host) && loopbackAddress(r.host) === null) {
-      seen.add(r.host);
-      lines.push(`${r.inside}\t${r.host}`);
-    }
-  return `${lines.join("\n")}\n`;
-}
-
-/** The relay's routes file (src/sandbox/sandbox.pl): one route a line, tab-separated. */
+/**
+ * The relay's routes file (src/sandbox/sandbox.pl), tab-separated: `route INDEX HOST PORT LISTEN`
+ * (LISTEN `-` for a name), then `proxy 127.0.0.1 PORT` when a name is allowed.
+ */
 export function routesFile(routes: readonly Route[]): string {
-  return routes.map((r, i) => `${i}\t${r.inside}\t${r.port}\t${r.host}\t${r.port}\n`).join("");
+  const lines = routes.map((r, i) => `route\t${i}\t${r.host}\t${r.port}\t${r.listen ?? "-"}\n`);
+  if (routes.some((r) => r.listen === null)) lines.push(`proxy\t127.0.0.1\t${proxyPort(routes)}\n`);
+  return lines.join("");
+}
+
+/**
+ * The agent's proxy variables when a name is allowed (both spellings: CLIs read either), the local
+ * routes left out of it; an agent's own proxy settings are replaced, since only ours leads out.
+ */
+export function proxyEnv(routes: readonly Route[]): Record<string, string> {
+  if (!routes.some((r) => r.listen === null)) return {};
+  const proxy = `http://127.0.0.1:${proxyPort(routes)}`;
+  const direct = [...new Set(routes.flatMap((r) => (r.listen ? [r.listen] : [])))].join(",");
+  const env: Record<string, string> = {};
+  for (const name of ["HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY"]) {
+    env[name] = proxy;
+    env[name.toLowerCase()] = proxy;
+  }
+  env.NO_PROXY = env.no_proxy = direct;
+  return env;
+}
+
+/** Whether a local route's port needs the capability to listen below 1024 (root only keeps it). */
+export function needsLowPorts(routes: readonly Route[]): boolean {
+  return routes.some((r) => r.listen !== null && r.port < 1024);
 }
 
 /** Where one attempt's sandbox is on disk, and what of the run it must see. */
@@ -147,8 +165,8 @@ export interface SandboxPlace {
   } | null;
   /** The machine's /etc/resolv.conf, when it points into /run (kept for a "host" network). */
   resolvConf: string | null;
-  /** The relay's folder (allowlist only): its routes, sockets and /etc/hosts. */
-  relay: { dir: string; hostsFile: string } | null;
+  /** The relay's folder (allowlist only): its routes and sockets; the agent's proxy variables. */
+  relay: { dir: string; env: Readonly<Record<string, string>>; lowPorts: boolean } | null;
 }
 
 type Mount = { path: string; source: string; kind: "rw" | "ro" | "hide-dir" | "hide-file" };
@@ -203,7 +221,9 @@ export function bwrapArgs(
     "--tmpfs",
     "/run",
     ...(place.resolvConf && s.network === "host" ? ["--ro-bind", place.resolvConf, place.resolvConf] : []),
-    ...(place.relay ? ["--ro-bind", place.relay.hostsFile, "/etc/hosts"] : []),
+    ...Object.entries(place.relay?.env ?? {}).flatMap(([k, v]) => ["--setenv", k, v]),
+    // A local server below port 1024: root's sandbox may keep the one capability it takes.
+    ...(place.relay?.lowPorts ? ["--cap-add", "CAP_NET_BIND_SERVICE"] : []),
   ];
   const replaced = ["/tmp", "/run"];
   const remount: string[] = [];

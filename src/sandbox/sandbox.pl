@@ -10,11 +10,15 @@
 # they are the default again for the agent: it alone decides what a TERM does, and KILL ends all.
 #
 # Network allowlist (RELAY_DIR given). The sandbox has a network of its own with nothing but
-# loopback. RELAY_DIR/routes lists the allowed hosts, one a line: "INDEX ADDR PORT HOST PORT"
-# (tabs). Inside, a listener on ADDR:PORT (the host's name resolves to ADDR in the sandbox's
-# /etc/hosts) passes each connection through the unix socket RELAY_DIR/INDEX.sock; outside, a
-# listener there connects it to HOST:PORT. Nothing else is listened on, so every other host, port
-# or raw connection is refused. TLS goes end to end: the relay sees bytes, never names or keys.
+# loopback. RELAY_DIR/routes lists what is allowed, tab-separated (src/sandbox/policy.ts):
+#   route INDEX HOST PORT LISTEN   one allowed host and port; LISTEN is a loopback address, or -
+#   proxy ADDR PORT                the sandbox's HTTP proxy, for the routes with LISTEN -
+# Outside, each route's unix socket RELAY_DIR/INDEX.sock is listened on and its connections are
+# connected to HOST:PORT. Inside, a route with a LISTEN address is listened on at LISTEN:PORT (a
+# local server, reached as outside); the others only through the proxy, which takes CONNECT
+# HOST:PORT (and a plain `GET http://HOST:PORT/...`) for an allowed route and refuses every other
+# with 403. Nothing else listens, so every other host, port or raw connection is refused. TLS goes
+# end to end: the relay passes bytes, never sees keys.
 #
 # perl-base only (IO::Socket::IP, IO::Socket::UNIX).
 use strict;
@@ -38,23 +42,37 @@ if ($side eq 'outside') {
 }
 exit relay($side, $relay, @rest);
 
-# Listens on each route's end on this side, runs the command, passes connections until it exits;
+# Listens on this side's ends of the routes, runs the command, passes connections until it exits;
 # returns its exit status (a signal as 128 + its number, as a shell says it).
 sub relay {
   my ($side, $dir, @command) = @_;
   require IO::Socket::IP;
   require IO::Socket::UNIX;
   open(my $fh, '<', "$dir/routes") or die "sandbox.pl: cannot read $dir/routes: $!\n";
-  my %listeners;
+  my (%listeners, %allowed);
+  my $listen = sub {
+    my ($what, $sock, $how) = @_;
+    die "sandbox.pl: cannot listen for $what: $!\n" unless $sock;
+    $listeners{ fileno $sock } = { sock => $sock, %$how };
+  };
   while (my $line = <$fh>) {
     chomp $line;
-    my ($i, $addr, $port, $host, $to_port) = split /\t/, $line;
-    next unless defined $to_port;
-    my $l = $side eq 'outside'
-      ? IO::Socket::UNIX->new(Type => IO::Socket::SOCK_STREAM(), Local => "$dir/$i.sock", Listen => 64)
-      : IO::Socket::IP->new(LocalHost => $addr, LocalPort => $port, Listen => 64, ReuseAddr => 1);
-    die "sandbox.pl: cannot listen for $host:$to_port: $!\n" unless $l;
-    $listeners{ fileno $l } = { sock => $l, to => $side eq 'outside' ? [$host, $to_port] : "$dir/$i.sock" };
+    my ($kind, @f) = split /\t/, $line;
+    if ($kind eq 'route' && @f == 4) {
+      my ($i, $host, $port, $at) = @f;
+      $allowed{ lc "$host:$port" } = "$dir/$i.sock";
+      if ($side eq 'outside') {
+        $listen->("$host:$port", IO::Socket::UNIX->new(Type => IO::Socket::SOCK_STREAM(), Local => "$dir/$i.sock", Listen => 64),
+          { to => [$host, $port] });
+      } elsif ($at ne '-') {
+        my $note = $port < 1024 ? ' (a port below 1024 needs root: name the host, or use a higher port)' : '';
+        $listen->("$host:$port$note", IO::Socket::IP->new(LocalHost => $at, LocalPort => $port, Listen => 64, ReuseAddr => 1),
+          { to => "$dir/$i.sock" });
+      }
+    } elsif ($kind eq 'proxy' && @f == 2 && $side eq 'inside') {
+      $listen->("the proxy", IO::Socket::IP->new(LocalHost => $f[0], LocalPort => $f[1], Listen => 64, ReuseAddr => 1),
+        { proxy => 1 });
+    }
   }
   close $fh;
   my $pid = fork() // die "sandbox.pl: fork: $!\n";
@@ -80,13 +98,15 @@ sub relay {
     last if defined $status;
     next unless $n > 0;
     for my $fd (grep { vec($rout, $_, 1) } keys %listeners) {
-      my $client = $listeners{$fd}{sock}->accept() or next;
+      my $l = $listeners{$fd};
+      my $client = $l->{sock}->accept() or next;
       my $h = fork();
       if (!defined $h) { close $client; next }
       if ($h == 0) {
         close $_->{sock} for values %listeners;
         $SIG{$_} = 'DEFAULT' for @SIGNALS;
-        pass_through($client, $listeners{$fd}{to});
+        if ($l->{proxy}) { proxy($client, \%allowed) }
+        else { pass_through($client, connect_to($l->{to})) }
         require POSIX;
         POSIX::_exit(0);
       }
@@ -96,16 +116,57 @@ sub relay {
   }
   kill 'KILL', keys %handlers;
   1 while waitpid(-1, 0) > 0;
-  unlink map { "$dir/$_.sock" } 0 .. 1000 if $side eq 'outside';
+  unlink grep { /\.sock\z/ } glob("$dir/*") if $side eq 'outside';
   return $status & 127 ? 128 + ($status & 127) : $status >> 8;
 }
 
-# One connection: to its destination, then bytes both ways until both sides are done.
-sub pass_through {
-  my ($client, $to) = @_;
-  my $server = ref $to
+# A TCP connection to [HOST, PORT], or a unix socket's by its path; undef when it cannot be made.
+sub connect_to {
+  my ($to) = @_;
+  return ref $to
     ? IO::Socket::IP->new(PeerHost => $to->[0], PeerPort => $to->[1], Timeout => 30)
     : IO::Socket::UNIX->new(Type => IO::Socket::SOCK_STREAM(), Peer => $to);
+}
+
+# One proxy client: its request's head names where to; an allowed route is connected (CONNECT gets
+# its 200, a plain request goes on as it came), anything else gets a 403.
+sub proxy {
+  my ($client, $allowed) = @_;
+  my $head = '';
+  while ($head !~ /\r?\n\r?\n/ && length $head < 65536) {
+    my $got = sysread($client, $head, 4096, length $head);
+    return unless $got;
+  }
+  my ($method, $target) = $head =~ /\A(\S+) (\S+) HTTP\/1\.[01]\r?\n/ or return refuse($client, 400, 'not an HTTP request');
+  my ($host, $port) = uc $method eq 'CONNECT'
+    ? $target =~ /\A\[?([^\]\/]+?)\]?:([0-9]+)\z/
+    : $target =~ m{\Ahttp://\[?([^\]/:]+)\]?(?::([0-9]+))?(?:/|\z)}i;
+  return refuse($client, 400, "cannot tell where $target is") unless defined $host;
+  $port //= 80;
+  my $sock = $allowed->{ lc "$host:$port" };
+  return refuse($client, 403, "$host:$port is not on the sandbox's allowlist") unless $sock;
+  my $server = connect_to($sock) or return refuse($client, 502, "cannot reach $host:$port");
+  if (uc $method eq 'CONNECT') {
+    syswrite($client, "HTTP/1.1 200 Connection established\r\n\r\n");
+    # What the client sent after its request is already the tunnel's.
+    my (undef, $rest) = split /\r?\n\r?\n/, $head, 2;
+    syswrite($server, $rest) if length($rest // '');
+  } else {
+    syswrite($server, $head);
+  }
+  pass_through($client, $server);
+}
+
+sub refuse {
+  my ($client, $code, $why) = @_;
+  my $body = "termorch sandbox: $why\n";
+  syswrite($client, "HTTP/1.1 $code termorch sandbox\r\nContent-Type: text/plain\r\nContent-Length: "
+      . length($body) . "\r\nConnection: close\r\n\r\n$body");
+}
+
+# Bytes both ways until both sides are done.
+sub pass_through {
+  my ($client, $server) = @_;
   return unless $server;
   my %other = (fileno($client) => $server, fileno($server) => $client);
   my %open = (fileno($client) => $client, fileno($server) => $server);

@@ -7,7 +7,6 @@
  */
 import { createHash } from "node:crypto";
 import { mkdirSync, realpathSync, rmSync, statSync, writeFileSync } from "node:fs";
-import { hostname } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { registryDir, userDir } from "../fs/names.js";
@@ -15,8 +14,9 @@ import { makeAgentRepo, takeAgentCommits } from "../git/sandbox-repo.js";
 import {
   bwrapArgs,
   expandHome,
-  hostsFile,
   inside,
+  needsLowPorts,
+  proxyEnv,
   routesFile,
   routesOf,
   type SandboxPlace,
@@ -78,8 +78,11 @@ export async function prepareSandbox(
     mkdirSync(relayDir, { recursive: true, mode: 0o700 });
     const routes = routesOf(setting.network);
     writeFileSync(join(relayDir, "routes"), routesFile(routes));
-    writeFileSync(join(relayDir, "hosts"), hostsFile(routes, hostname()));
-    relay = { dir: relayDir, hostsFile: join(relayDir, "hosts") };
+    relay = {
+      dir: relayDir,
+      env: proxyEnv(routes),
+      lowPorts: needsLowPorts(routes) && process.getuid?.() === 0,
+    };
   }
   const resolvConf = realResolvConf();
   const place: SandboxPlace = {

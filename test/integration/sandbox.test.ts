@@ -11,6 +11,7 @@ import { git, ROOT, readReport, termorch, testFile, writeAssignments } from "./h
 // probe agent, once sandboxed and once not (the control proves each probe can get through).
 const { socket, workspace } = testFile("sandbox");
 const PROBE = join(ROOT, "test", "fixtures", "agents", "sandbox-probe.sh");
+const NET_PROBE = join(ROOT, "test", "fixtures", "agents", "net-probe.mjs");
 const CANARY = "termorch-canary-5d1e7b";
 const CANARY_NAME = "TERMORCH_TEST_CANARY";
 
@@ -147,44 +148,43 @@ describe("a sandbox's network allowlist (loopback only)", () => {
     return (s.address() as { port: number }).port;
   }
 
-  it("reaches the allowed server and is refused another port, another address and raw TCP", async () => {
+  it("reaches the allowed server (by address, and by name through its proxy) and is refused every other", async () => {
     const allowed = await serve("127.0.0.1");
-    const otherPort = await serve("127.0.0.1");
-    const otherAddress = await serve("127.0.0.2", allowed);
-    const ws = workspace();
-    const script = [
-      `for url in http://127.0.0.1:${allowed}/ http://localhost:${allowed}/ http://127.0.0.1:${otherPort}/ http://127.0.0.2:${allowed}/; do`,
-      '  node -e \'fetch(process.argv[1]).then(r => r.text()).then(t => console.log(process.argv[1] + " " + t), e => console.log(process.argv[1] + " refused"))\' "$url"',
-      "done",
-      `(exec 3<>/dev/tcp/127.0.0.1/${listener.address() && port}) 2>/dev/null && echo "raw open" || echo "raw refused"`,
-    ].join("\n");
-    const file = writeAssignments(ws.dir, [
-      {
-        id: "net",
-        command: ["bash", "-c", script],
-        expect_changes: false,
-        sandbox: { network: [`127.0.0.1:${allowed}`, `localhost:${allowed}`] },
-      },
-    ]);
-    const r = await termorch(["run", file], { socket });
-    expect(r.exitCode, r.stderr).toBe(0);
-    const task = readReport(ws.dir).tasks[0]!;
-    const out = readFileSync(join(ws.dir, task.logs.stdout!), "utf8");
-    expect(out).toContain(`http://127.0.0.1:${allowed}/ hello from 127.0.0.1`);
-    expect(out).toContain(`http://localhost:${allowed}/ hello from 127.0.0.1`);
-    expect(out).toContain(`http://127.0.0.1:${otherPort}/ refused`);
-    expect(out).toContain(`http://127.0.0.2:${allowed}/ refused`);
-    expect(out).toContain("raw refused");
-    // The control: the same agent unsandboxed reaches all of them.
-    const ws2 = workspace();
-    const file2 = writeAssignments(ws2.dir, [
-      { id: "net", command: ["bash", "-c", script], expect_changes: false },
-    ]);
-    await termorch(["run", file2], { socket });
-    const out2 = readFileSync(join(ws2.dir, readReport(ws2.dir).tasks[0]!.logs.stdout!), "utf8");
-    expect(out2).toContain(`http://127.0.0.1:${otherPort}/ hello from 127.0.0.1`);
-    expect(out2).toContain(`http://127.0.0.2:${allowed}/ hello from 127.0.0.2`);
-    expect(out2).toContain("raw open");
+    const other = await serve("127.0.0.1");
+    await serve("127.0.0.2", allowed);
+    const probe = ["node", NET_PROBE, String(allowed), String(other)];
+    const results = async (sandbox: unknown) => {
+      const ws = workspace();
+      const file = writeAssignments(ws.dir, [
+        { id: "net", command: probe, expect_changes: false, ...(sandbox ? { sandbox } : {}) },
+      ]);
+      const r = await termorch(["run", file], { socket });
+      expect(r.exitCode, r.stderr).toBe(0);
+      const out = readFileSync(join(ws.dir, readReport(ws.dir).tasks[0]!.logs.stdout!), "utf8");
+      return Object.fromEntries(
+        out
+          .trim()
+          .split("\n")
+          .map((l) => [l.slice(0, l.indexOf(" ")), l.slice(l.indexOf(" ") + 1)]),
+      );
+    };
+    expect(await results({ network: [`127.0.0.1:${allowed}`, `localhost:${allowed}`] })).toEqual({
+      "direct-allowed": "hello from 127.0.0.1",
+      "direct-other-port": "refused",
+      "direct-other-address": "refused",
+      "raw-other-port": "refused",
+      "proxy-allowed-name": "hello from 127.0.0.1",
+      "proxy-other-port": "status 403",
+      "proxy-other-name": "status 403",
+      "proxy-plain-get": "hello from 127.0.0.1",
+    });
+    // The control: without the sandbox, the same agent reaches every server.
+    expect(await results(undefined)).toMatchObject({
+      "direct-allowed": "hello from 127.0.0.1",
+      "direct-other-port": "hello from 127.0.0.1",
+      "direct-other-address": "hello from 127.0.0.2",
+      "raw-other-port": "open",
+    });
   });
 });
 

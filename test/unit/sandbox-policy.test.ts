@@ -2,8 +2,9 @@ import { describe, expect, it } from "vitest";
 import { Sandbox } from "../../src/contract/sandbox.js";
 import {
   bwrapArgs,
-  hostsFile,
+  proxyEnv,
   resolveSandbox,
+  routesFile,
   routesOf,
   type SandboxPlace,
 } from "../../src/sandbox/policy.js";
@@ -55,17 +56,21 @@ describe("the schema", () => {
   });
 });
 
-describe("routesOf and hostsFile", () => {
-  it("gives each name a loopback address of its own, keeps 127.x as it is, and one listener for localhost and 127.0.0.1", () => {
-    const routes = routesOf(["api.example.com", "127.0.0.1:8080", "localhost:8080", "other.example:8443"]);
+describe("routesOf, routesFile and proxyEnv", () => {
+  it("listens for 127.x inside, sends names through the proxy, and keeps each host and port once", () => {
+    const routes = routesOf(["api.example.com", "127.0.0.1:8080", "127.0.0.1:8080", "localhost:8080"]);
     expect(routes).toEqual([
-      { inside: "127.77.0.1", host: "api.example.com", port: 443 },
-      { inside: "127.0.0.1", host: "127.0.0.1", port: 8080 },
-      { inside: "127.77.0.2", host: "other.example", port: 8443 },
+      { host: "api.example.com", port: 443, listen: null },
+      { host: "127.0.0.1", port: 8080, listen: "127.0.0.1" },
+      { host: "localhost", port: 8080, listen: null },
     ]);
-    expect(hostsFile(routes, "box")).toBe(
-      "127.0.0.1\tlocalhost\n127.0.1.1\tbox\n127.77.0.1\tapi.example.com\n127.77.0.2\tother.example\n",
+    expect(routesFile(routes)).toBe(
+      "route\t0\tapi.example.com\t443\t-\nroute\t1\t127.0.0.1\t8080\t127.0.0.1\nroute\t2\tlocalhost\t8080\t-\nproxy\t127.0.0.1\t3128\n",
     );
+    expect(proxyEnv(routes)).toMatchObject({ HTTPS_PROXY: "http://127.0.0.1:3128", no_proxy: "127.0.0.1" });
+    // Only local servers: no proxy at all; one on the proxy's port moves the proxy.
+    expect(proxyEnv(routesOf(["127.0.0.1:9000"]))).toEqual({});
+    expect(proxyEnv(routesOf(["127.0.0.1:3128", "x.example"])).HTTP_PROXY).toBe("http://127.0.0.1:3129");
   });
 });
 
