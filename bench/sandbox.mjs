@@ -56,8 +56,9 @@ async function relayMemory() {
     const shims = [];
     for (const pid of readdirSync("/proc").filter((p) => /^\d+$/.test(p))) {
       try {
-        const cmd = readFileSync(`/proc/${pid}/cmdline`, "utf8");
-        if (cmd.includes("sandbox.pl") && !cmd.includes("bwrap")) shims.push(pid);
+        // perl running the shim (bwrap's own command line names it too).
+        const argv = readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0");
+        if (argv[1]?.endsWith("sandbox.pl")) shims.push(pid);
       } catch {}
     }
     // Outside and inside, each with its accept loop: both ends are up.

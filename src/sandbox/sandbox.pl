@@ -75,9 +75,15 @@ sub relay {
     }
   }
   close $fh;
+  # The command's end wakes the loop through a self-pipe (a signal between the check and select
+  # would otherwise wait for the backstop).
+  pipe(my $chld_r, my $chld_w) or die "sandbox.pl: pipe: $!\n";
+  $SIG{CHLD} = sub { syswrite($chld_w, 'x') };
   my $pid = fork() // die "sandbox.pl: fork: $!\n";
   if ($pid == 0) {
     close $_->{sock} for values %listeners;
+    close $_ for $chld_r, $chld_w;
+    $SIG{CHLD} = 'DEFAULT';
     $SIG{$_} = 'DEFAULT' for $side eq 'inside' ? @SIGNALS : ();
     exec { $command[0] } @command or print STDERR "sandbox.pl: cannot run $command[0]: $!\n";
     require POSIX;
@@ -89,8 +95,9 @@ sub relay {
   my (%handlers, $status);
   while (1) {
     my $rin = '';
-    vec($rin, $_, 1) = 1 for keys %listeners;
-    my $n = select(my $rout = $rin, undef, undef, 0.5);
+    vec($rin, $_, 1) = 1 for keys %listeners, fileno $chld_r;
+    my $n = select(my $rout = $rin, undef, undef, 1);
+    sysread($chld_r, my $junk, 64) if $n > 0 && vec($rout, fileno $chld_r, 1);
     while ((my $r = waitpid(-1, 1)) > 0) {
       if ($r == $pid) { $status = $? }
       else { delete $handlers{$r} }
