@@ -6,15 +6,16 @@ import { describe } from "vitest";
  * Tools some suites need beyond Node, tmux, git and perl (the README's fresh machine). Without
  * one, such a suite skips and says, in one line, which Debian package would run it; with
  * `CI=true` (as .ci/run sets) a missing tool fails the suite instead, so CI never passes by
- * skipping. `TERMORCH_TEST_WITHOUT=redis-server,chromium,pytest` makes a machine that has them
+ * skipping. `TERMORCH_TEST_WITHOUT=redis-server,chromium,pytest,bwrap` makes a machine that has them
  * behave as one without (to check the skips).
  */
-export type Need = "redis-server" | "chromium" | "pytest";
+export type Need = "redis-server" | "chromium" | "pytest" | "bwrap";
 
 const PACKAGES: Record<Need, string> = {
   "redis-server": "redis-server",
   chromium: "chromium",
   pytest: "python3-pytest python3-freezegun",
+  bwrap: "bubblewrap",
 };
 
 /** Debian's chromium, or the binary `$CHROMIUM` names. */
@@ -30,6 +31,8 @@ const PRESENT: Record<Need, () => boolean> = {
   "redis-server": () => runs("redis-server", ["--version"]),
   chromium: () => existsSync(CHROMIUM),
   pytest: () => runs("/usr/bin/python3", ["-c", "import pytest, freezegun"]),
+  // Able to make the sandbox, not only installed.
+  bwrap: () => runs("bwrap", ["--ro-bind", "/", "/", "--unshare-pid", "--unshare-net", "--", "true"]),
 };
 
 const known = new Map<Need, boolean>();

@@ -5,6 +5,7 @@ import { createServer as createTcpServer } from "node:net";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Report } from "../../src/contract/report.js";
+import { describeWith } from "../needs.js";
 import { git, ROOT, readReport, termorch, testFile, writeAssignments } from "./harness.js";
 
 // Sandboxed agents (issue 25) with the real bubblewrap: what an agent may not do is tried by a
@@ -78,7 +79,9 @@ function planted(ws: { dir: string; repo: string }, home: string, report: Report
   };
 }
 
-describe("a sandboxed agent", () => {
+const describeSandbox = describeWith("bwrap", "test/integration/sandbox.test.ts");
+
+describeSandbox("a sandboxed agent", () => {
   it("is stopped at every probe, and its own commit is merged", async () => {
     const { ws, home, r, report, probes } = await probeRun({ network: "none" });
     expect(r.exitCode, r.stderr).toBe(0);
@@ -136,7 +139,7 @@ describe("a sandboxed agent", () => {
   });
 });
 
-describe("a sandbox's network allowlist (loopback only)", () => {
+describeSandbox("a sandbox's network allowlist (loopback only)", () => {
   const servers: Server[] = [];
   afterAll(() => {
     for (const s of servers) s.close();

@@ -75,6 +75,7 @@ const LAYERS = [
   "log",
   "plan",
   "fs",
+  "sandbox",
   "git",
   "runner",
   "tmux",
