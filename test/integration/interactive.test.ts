@@ -7,6 +7,7 @@ import { execa, type ResultPromise } from "execa";
 import { describe, expect, it } from "vitest";
 import { StatusFile } from "../../src/contract/status.js";
 import { StatusView } from "../../src/contract/status-view.js";
+import { describeWith } from "../needs.js";
 import {
   BIN,
   cliEnv,
@@ -34,9 +35,15 @@ interface Started {
 }
 
 /** Starts `termorch run` of one interactive task `ask` on the stub, without waiting for it. */
-function start(task: Record<string, unknown> = {}, stubEnv: Record<string, string> = {}): Started {
+function start(
+  task: Record<string, unknown> = {},
+  stubEnv: Record<string, string> = {},
+  sandboxed = false,
+): Started {
   const { dir, repo } = workspace();
   const out = join(dir, "out");
+  // The stub reports into `out`, which a sandbox must then let it write.
+  if (sandboxed) task = { ...task, sandbox: { network: "none", filesystem: { allow_write: [out] } } };
   mkdirSync(out);
   writeFileSync(join(repo, "ctx", "task.md"), CONTEXT);
   git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "context");
@@ -220,3 +227,21 @@ describe("interactive tasks", () => {
     expect((await run).exitCode).toBe(0);
   });
 });
+
+describeWith("bwrap", "test/integration/interactive.test.ts (sandboxed)")(
+  "an interactive task in the sandbox",
+  () => {
+    it("gets its prompt pasted, waits, is answered with termorch send, and its work is merged", async () => {
+      const s = start({}, {}, true);
+      await waitingStatus(s.dir);
+      expect(readFileSync(join(s.out, "prompt.txt"), "utf8")).toBe(CONTEXT);
+      const sent = await termorch(["send", "ask", "sandboxed answer", "--run", s.runId], { socket });
+      expect(sent.exitCode, sent.stderr).toBe(0);
+      const result = await s.run;
+      expect(result.exitCode, String(result.stderr)).toBe(0);
+      expect(readFileSync(join(s.repo, "answer.txt"), "utf8")).toBe("sandboxed answer\n");
+      const launched = ledger(s.dir).find((e) => e.type === "task.launched");
+      expect(launched?.data.sandbox).toEqual({ network: "none" });
+    });
+  },
+);
