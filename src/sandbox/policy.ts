@@ -60,7 +60,7 @@ export function resolveSandbox(
       ...otherClis.filter((p) => !allowWrite.includes(p)),
       ...on.flatMap((l) => l.filesystem?.deny_read ?? []),
     ],
-    network: network ?? (needs && needs.hosts.length ? needs.hosts : "none"),
+    network: network ?? (needs?.hosts.length ? needs.hosts : "none"),
   };
 }
 
