@@ -66,6 +66,9 @@ async function probeRun(sandbox: unknown) {
 /** What the probe reads or reaches, as it says; what it writes is looked for outside (`planted`). */
 const PROBES = ["read_key", "read_other_worktree", "read_termorch_env", "connect"];
 
+const PLANTED = ["checkout", "home", "outside", "hook", "config", "branch"];
+const each = <T>(names: readonly string[], value: T) => Object.fromEntries(names.map((n) => [n, value]));
+
 /** What the probe wrote or planted outside its worktree, as found on the machine. */
 function planted(ws: { dir: string; repo: string }, home: string, report: Report) {
   return {
@@ -85,17 +88,8 @@ describeSandbox("a sandboxed agent", () => {
   it("is stopped at every probe, and its own commit is merged", async () => {
     const { ws, home, r, report, probes } = await probeRun({ network: "none" });
     expect(r.exitCode, r.stderr).toBe(0);
-    expect(Object.fromEntries(PROBES.map((p) => [p, probes[p]]))).toEqual(
-      Object.fromEntries(PROBES.map((p) => [p, "blocked"])),
-    );
-    expect(planted(ws, home, report)).toEqual({
-      checkout: false,
-      home: false,
-      outside: false,
-      hook: false,
-      config: false,
-      branch: false,
-    });
+    expect(probes).toMatchObject(each(PROBES, "blocked"));
+    expect(planted(ws, home, report)).toEqual(each(PLANTED, false));
     // The commit it made in its view of the repository is merged, with its message.
     expect(probes.committed).toBe("yes");
     expect(report.merge.result).toBe("success");
@@ -105,17 +99,8 @@ describeSandbox("a sandboxed agent", () => {
 
   it("without the sandbox gets through every probe (the control)", async () => {
     const { ws, home, probes, report } = await probeRun(undefined);
-    expect(Object.fromEntries(PROBES.map((p) => [p, probes[p]]))).toEqual(
-      Object.fromEntries(PROBES.map((p) => [p, "open"])),
-    );
-    expect(planted(ws, home, report)).toEqual({
-      checkout: true,
-      home: true,
-      outside: true,
-      hook: true,
-      config: true,
-      branch: true,
-    });
+    expect(probes).toMatchObject(each(PROBES, "open"));
+    expect(planted(ws, home, report)).toEqual(each(PLANTED, true));
   });
 
   it("keeps its grace: a TERM reaches the agent, which may finish before it ends", async () => {
