@@ -9,7 +9,7 @@
  * shadow: the user's repository is never written. After the attempt, `takeAgentCommits` brings
  * the task branch's new commits into the repository, checked by git as a fetch would be.
  */
-import { copyFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, lstatSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { basename, join } from "node:path";
 import { git, gitBuffer } from "./repo.js";
 
@@ -98,4 +98,19 @@ export async function takeAgentCommits(
   await git(worktree, ["index-pack", "--stdin", "--fix-thin"], { input: pack.stdout });
   await git(worktree, ["update-ref", `refs/heads/${branch}`, head, start]);
   return head;
+}
+
+/**
+ * Puts the worktree's `.git` file back as it was (`saved`) when the agent changed it. termorch's
+ * own git runs in the worktree outside the sandbox next, and would follow a `.git` the agent
+ * pointed at a folder of its own, whose config can name commands (a filter's clean command runs
+ * on `git add`). Returns whether it had to.
+ */
+export function restoreGitFile(worktree: string, saved: string): boolean {
+  const file = join(worktree, ".git");
+  const st = lstatSync(file, { throwIfNoEntry: false });
+  if (st?.isFile() && readFileSync(file, "utf8") === saved) return false;
+  rmSync(file, { recursive: true, force: true });
+  writeFileSync(file, saved);
+  return true;
 }

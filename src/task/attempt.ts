@@ -258,8 +258,9 @@ async function watchAttempt(
   if (p.sandbox) {
     const note = await endSandbox(sandboxDirOf(run.privateDir, t.id, t.attempts), p);
     if (note) {
-      ports.log.warn({ task: t.id, attempt: t.attempts }, note);
-      await writeFile(join(run.runDir, t.logs!.stderr), `termorch: ${note}\n`, { flag: "a", mode: 0o600 });
+      const said = ports.redactor.redact(note);
+      ports.log.warn({ task: t.id, attempt: t.attempts }, said);
+      await writeFile(join(run.runDir, t.logs!.stderr), `termorch: ${said}\n`, { flag: "a", mode: 0o600 });
     }
   }
   await ports.ledger.append("task.exited", { attempt: t.attempts, ...record }, t.id);

@@ -6,11 +6,21 @@
  * stays outside: logs, exit record, signals and reaping keep their contract.
  */
 import { createHash } from "node:crypto";
-import { mkdirSync, realpathSync, rmSync, statSync, writeFileSync } from "node:fs";
+import {
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { errorText } from "../errors.js";
 import { registryDir, userDir } from "../fs/names.js";
-import { makeAgentRepo, takeAgentCommits } from "../git/sandbox-repo.js";
+import { makeAgentRepo, restoreGitFile, takeAgentCommits } from "../git/sandbox-repo.js";
 import {
   bwrapArgs,
   expandHome,
@@ -67,6 +77,8 @@ export async function prepareSandbox(
   for (const w of setting.allowWrite)
     if (w.endsWith("/")) mkdirSync(expandHome(w, p.env.HOME ?? "/"), { recursive: true, mode: 0o700 });
   const repo = p.worktree ? await makeAgentRepo(p.worktree, join(dir, "git")) : null;
+  // Kept where the agent cannot reach it, to put back what it may change (endSandbox).
+  if (p.worktree) copyFileSync(join(p.worktree, ".git"), join(dir, "gitfile"));
   const events = p.interactive?.events?.file;
   if (events) {
     mkdirSync(dirname(events), { recursive: true, mode: 0o700 });
@@ -122,23 +134,29 @@ export async function prepareSandbox(
 }
 
 /**
- * After the agent's exit: its commits on its task branch into the repository. Returns a note
- * when they could not be taken (its worktree still holds its work, which termorch commits).
+ * After the agent's exit: its worktree's `.git` as it was, then its commits on its task branch
+ * into the repository. Returns a note of what went otherwise (its worktree still holds its work,
+ * which termorch commits).
  */
 export async function endSandbox(
   dir: string,
   p: Pick<TaskPlan, "worktree" | "branch">,
 ): Promise<string | null> {
   rmSync(relayDirOf(dir), { recursive: true, force: true });
-  let note: string | null = null;
+  const notes: string[] = [];
+  const saved = join(dir, "gitfile");
+  if (p.worktree && existsSync(saved) && restoreGitFile(p.worktree, readFileSync(saved, "utf8")))
+    notes.push("the agent changed its worktree's .git, which was put back before termorch's git ran there");
   if (p.worktree && p.branch)
     try {
       await takeAgentCommits(join(dir, "git"), p.worktree, p.branch);
     } catch (error) {
-      note = `the commits the agent made in its sandbox could not be taken (${error instanceof Error ? error.message : String(error)}); what its worktree holds is committed instead`;
+      notes.push(
+        `the commits the agent made in its sandbox could not be taken (${errorText(error)}); what its worktree holds is committed instead`,
+      );
     }
   rmSync(dir, { recursive: true, force: true });
-  return note;
+  return notes.length ? notes.join("; ") : null;
 }
 
 function kindOf(path: string): "dir" | "file" | null {

@@ -51,6 +51,7 @@ async function probeRun(sandbox: unknown) {
         PROBE_REPO: ws.repo,
         PROBE_PORT: String(port),
         PROBE_CANARY: `${CANARY_NAME}=`,
+        ...(sandbox === undefined ? {} : { PROBE_ESCAPE: join(ws.dir, "escaped") }),
       },
       ...(sandbox === undefined ? {} : { sandbox }),
     },
@@ -90,6 +91,8 @@ describeSandbox("a sandboxed agent", () => {
     expect(r.exitCode, r.stderr).toBe(0);
     expect(probes).toMatchObject(each(PROBES, "blocked"));
     expect(planted(ws, home, report)).toEqual(each(PLANTED, false));
+    // Its .git pointed elsewhere was put back before termorch's git ran in its worktree.
+    expect(existsSync(join(ws.dir, "escaped"))).toBe(false);
     // The commit it made in its view of the repository is merged, with its message.
     expect(probes.committed).toBe("yes");
     expect(report.merge.result).toBe("success");
