@@ -6,11 +6,35 @@ import { errorText } from "../errors.js";
 import { findMatches } from "../fs/find-files.js";
 import { integrationWorktree } from "../fs/names.js";
 import { prepareDetachedWorktree, removeWorktree } from "../git/worktree.js";
+import { resolveSandbox, type SandboxSetting } from "../sandbox/policy.js";
 import type { Ports } from "../task/ports.js";
 import { inRepo, type RunPlan } from "../task/run-plan.js";
+import type { SandboxedWork } from "../task/sandbox.js";
 import type { RunStop } from "../task/stop.js";
 import { timeoutOf } from "../task/task-plan.js";
 import { testsGate } from "../task/tests-gate.js";
+
+/**
+ * The run-level tests_cmd runs the merged work of every agent: sandboxed as the config's
+ * `defaults.sandbox` says (README, "Sandboxing agents"), with no CLI's needs.
+ */
+function runSandbox(
+  run: Pick<RunPlan, "input">,
+  scratch: string,
+  workspace: string,
+  env: Readonly<Record<string, string>>,
+): { sandbox?: { setting: SandboxSetting; work: SandboxedWork } } {
+  const setting = resolveSandbox([run.input.config.defaults.sandbox], null);
+  if (!setting) return {};
+  const work = {
+    worktree: scratch,
+    cwd: workspace,
+    home: env.HOME ?? "/",
+    writable: { folders: [], files: [] },
+    readable: [],
+  };
+  return { sandbox: { setting, work } };
+}
 
 /** success_criteria of the whole run, checked on the integration commit in a scratch worktree. */
 export async function runLevelGates(
@@ -94,6 +118,7 @@ export async function runLevelGates(
           env,
           timeoutS: timeoutOf(run.input),
           logName: "tests",
+          ...runSandbox(run, scratch, workspace, env),
         });
         if (gate === "detached") return gate;
         gates.push(gate);

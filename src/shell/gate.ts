@@ -52,6 +52,8 @@ export async function runShellGate(opts: {
   maxLogBytes: number;
   /** File (in a private folder that exists) recording the running gate's process group. */
   record?: string;
+  /** A command line `sh -c` is appended to and run by: the sandbox of the task the gate is for. */
+  wrap?: readonly string[];
   signal?: AbortSignal;
 }): Promise<ShellGateResult> {
   if (opts.record) await endRecordedGate(opts.record, opts.killGraceMs);
@@ -68,6 +70,7 @@ export async function runShellGate(opts: {
       String(opts.killGraceMs),
       badlang ? "1" : "0",
       opts.record ?? "",
+      ...(opts.wrap ?? []),
       "sh",
       "-c",
       opts.command,

@@ -14,7 +14,7 @@ import type { Ports } from "./ports.js";
 import { writePrompt } from "./prompt.js";
 import type { TaskRecorder } from "./recorder.js";
 import type { RunPlan } from "./run-plan.js";
-import { endSandbox, prepareSandbox, sandboxDirOf } from "./sandbox.js";
+import { agentWork, endSandbox, prepareSandbox, sandboxDirOf } from "./sandbox.js";
 import type { RunStop } from "./stop.js";
 import type { TaskPlan } from "./task-plan.js";
 import type { TaskRun } from "./task-run.js";
@@ -99,7 +99,7 @@ async function launchAndWatch(
   let wrap: string[] | undefined;
   try {
     if (p.sandbox)
-      wrap = await prepareSandbox(p.sandbox, p, {
+      wrap = await prepareSandbox(p.sandbox, agentWork(p), {
         dir: sandboxDirOf(run.privateDir, t.id, t.attempts),
         runDir: run.runDir,
         socketPath: await ports.runner.socketPath(),

@@ -12,6 +12,7 @@ import type { AttemptOutcome } from "./outcome.js";
 import type { Ports } from "./ports.js";
 import type { TaskRecorder } from "./recorder.js";
 import { inWorkspace, type RunPlan, trailersOf } from "./run-plan.js";
+import { agentWork } from "./sandbox.js";
 import { secretsGate } from "./secrets-gate.js";
 import { setupGates } from "./setup.js";
 import type { RunStop } from "./stop.js";
@@ -256,6 +257,7 @@ async function testsCmdGate({ run, ports, stop, t, p, failures }: GateScope): Pr
     timeoutS: p.timeoutS,
     logName: `tests-${t.id}`,
     taskId: t.id,
+    ...(p.sandbox ? { sandbox: { setting: p.sandbox, work: agentWork(p) } } : {}),
   });
   if (gate === "detached") return "detached";
   return { gates: [gate], ...(gate.passed ? {} : { failure: `tests_cmd failed (${gate.detail})` }) };

@@ -50,16 +50,53 @@ function relayDirOf(dir: string): string {
   return join(userDir(), "net", createHash("sha256").update(dir).digest("hex").slice(0, 16));
 }
 
+/** What runs in a sandbox, and what of the machine it must see besides the read-only rest. */
+export interface SandboxedWork {
+  /** Its worktree (its view of the repository is made from it), or null when the workspace is no repository. */
+  worktree: string | null;
+  /** Where it starts: in the worktree, or the workspace itself (then writable). */
+  cwd: string;
+  /** The home `~/` rules name. */
+  home: string;
+  /** Writable besides the worktree (made when missing): the artifacts folder; the handoff, the file its hooks append to. */
+  writable: { folders: readonly string[]; files: readonly string[] };
+  /** Readable even where the sandbox hides: its context and prompt files, its CLI's folder of the task. */
+  readable: readonly string[];
+}
+
+/** An agent's work in its sandbox; its task's set-up and tests_cmd run in the same one. */
+export function agentWork(
+  p: Pick<
+    TaskPlan,
+    "argv" | "worktree" | "cwd" | "artifactsDir" | "handoff" | "prompt" | "interactive" | "env"
+  >,
+): SandboxedWork {
+  const events = p.interactive?.events?.file;
+  return {
+    worktree: p.worktree,
+    cwd: p.cwd,
+    home: p.env.HOME ?? "/",
+    writable: {
+      folders: [p.artifactsDir],
+      files: [...(p.handoff ? [p.handoff] : []), ...(events ? [events] : [])],
+    },
+    readable: [
+      p.prompt.context,
+      p.prompt.file,
+      ...(p.interactive?.events?.configDir ? [p.interactive.events.configDir.path] : []),
+      // The agent's own program, when it is named by a path that the sandbox hides (a /tmp script).
+      ...(p.argv[0]?.startsWith("/") ? [p.argv[0]] : []),
+    ],
+  };
+}
+
 /**
- * Sets up an attempt's sandbox in `where.dir`; returns what to put in front of the agent's argv.
- * Throws when this machine cannot make one (validation refuses such a run first).
+ * Sets up a sandbox in `where.dir` (an attempt's, a gate's); returns what to put in front of the
+ * command's argv. Throws when this machine cannot make one (validation refuses such a run first).
  */
 export async function prepareSandbox(
   setting: SandboxSetting,
-  p: Pick<
-    TaskPlan,
-    "argv" | "worktree" | "branch" | "cwd" | "artifactsDir" | "handoff" | "prompt" | "interactive" | "env"
-  >,
+  work: SandboxedWork,
   where: {
     dir: string;
     runDir: string;
@@ -72,18 +109,18 @@ export async function prepareSandbox(
   const { dir } = where;
   rmSync(dir, { recursive: true, force: true });
   mkdirSync(join(dir, "tmp"), { recursive: true, mode: 0o700 });
-  mkdirSync(p.artifactsDir, { recursive: true });
+  // What it may write exists, so that it can be bound.
+  for (const folder of work.writable.folders) mkdirSync(folder, { recursive: true, mode: 0o700 });
+  for (const file of work.writable.files) {
+    mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
+    writeFileSync(file, "", { flag: "a", mode: 0o600 });
+  }
   // A writable folder the CLI has not made yet (its first run): made, empty, as it would be.
   for (const w of setting.allowWrite)
-    if (w.endsWith("/")) mkdirSync(expandHome(w, p.env.HOME ?? "/"), { recursive: true, mode: 0o700 });
-  const repo = p.worktree ? await makeAgentRepo(p.worktree, join(dir, "git")) : null;
+    if (w.endsWith("/")) mkdirSync(expandHome(w, work.home), { recursive: true, mode: 0o700 });
+  const repo = work.worktree ? await makeAgentRepo(work.worktree, join(dir, "git")) : null;
   // Kept where the agent cannot reach it, to put back what it may change (endSandbox).
-  if (p.worktree) copyFileSync(join(p.worktree, ".git"), join(dir, "gitfile"));
-  const events = p.interactive?.events?.file;
-  if (events) {
-    mkdirSync(dirname(events), { recursive: true, mode: 0o700 });
-    writeFileSync(events, "", { flag: "a", mode: 0o600 });
-  }
+  if (work.worktree) copyFileSync(join(work.worktree, ".git"), join(dir, "gitfile"));
   let relay: SandboxPlace["relay"] = null;
   if (typeof setting.network !== "string") {
     const relayDir = relayDirOf(dir);
@@ -98,23 +135,17 @@ export async function prepareSandbox(
   }
   const resolvConf = realResolvConf();
   const place: SandboxPlace = {
-    home: p.env.HOME ?? "/",
-    worktree: p.worktree ?? p.cwd,
+    home: work.home,
+    worktree: work.worktree ?? work.cwd,
     tmp: join(dir, "tmp"),
-    writable: [p.artifactsDir, ...(p.handoff ? [p.handoff] : []), ...(events ? [events] : [])],
-    readable: [
-      p.prompt.context,
-      p.prompt.file,
-      ...(p.interactive?.events?.configDir ? [p.interactive.events.configDir.path] : []),
-      // The agent's own program, when it is named by a path that the sandbox hides (a /tmp script).
-      ...(p.argv[0]?.startsWith("/") ? [p.argv[0]] : []),
-    ],
+    writable: [...work.writable.folders, ...work.writable.files],
+    readable: work.readable,
     hidden: [userDir(), registryDir(where.processEnv), where.runDir, dirname(where.socketPath)],
     git: repo,
     resolvConf,
     relay,
   };
-  const args = [...bwrapArgs(setting, place, kindOf), "--chdir", p.cwd];
+  const args = [...bwrapArgs(setting, place, kindOf), "--chdir", work.cwd];
   const end = relay ? [relay.dir] : [];
   return [
     tools.perl,
@@ -134,13 +165,13 @@ export async function prepareSandbox(
 }
 
 /**
- * After the agent's exit: its worktree's `.git` as it was, then its commits on its task branch
- * into the repository. Returns a note of what went otherwise (its worktree still holds its work,
- * which termorch commits).
+ * After the sandbox's command exited: its worktree's `.git` as it was, then (with a `branch`) the
+ * commits it made on its task branch into the repository. Returns a note of what went otherwise
+ * (its worktree still holds its work, which termorch commits).
  */
 export async function endSandbox(
   dir: string,
-  p: Pick<TaskPlan, "worktree" | "branch">,
+  p: { worktree: string | null; branch: string | null },
 ): Promise<string | null> {
   rmSync(relayDirOf(dir), { recursive: true, force: true });
   const notes: string[] = [];

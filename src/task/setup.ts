@@ -3,6 +3,7 @@ import type { AttemptOutcome } from "./outcome.js";
 import type { Ports } from "./ports.js";
 import type { TaskRecorder } from "./recorder.js";
 import type { RunPlan } from "./run-plan.js";
+import { agentWork } from "./sandbox.js";
 import type { RunStop } from "./stop.js";
 import type { TaskPlan } from "./task-plan.js";
 import type { TaskRun } from "./task-run.js";
@@ -37,6 +38,7 @@ export async function runSetup(
     env: { ...p.env, TERMORCH_ATTEMPT: String(t.attempts) },
     timeoutS: p.setupTimeoutS,
     logName: `setup-${t.id}`,
+    ...(p.sandbox ? { sandbox: { setting: p.sandbox, work: agentWork(p) } } : {}),
   });
   if (gate === "detached") return "detached";
   recorder.note(t.id, { gates: [gate] });

@@ -1,10 +1,13 @@
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import type { Gate } from "../contract/report.js";
+import { errorText } from "../errors.js";
+import type { SandboxSetting } from "../sandbox/policy.js";
 import { runShellGate } from "../shell/gate.js";
 import { gatePoint } from "./faults.js";
 import type { Ports } from "./ports.js";
 import type { RunPlan } from "./run-plan.js";
+import { endSandbox, prepareSandbox, type SandboxedWork } from "./sandbox.js";
 import type { RunStop } from "./stop.js";
 
 /**
@@ -14,8 +17,8 @@ import type { RunStop } from "./stop.js";
  * left is ended before the resumed run starts it again (runShellGate's `record`).
  */
 export async function testsGate(
-  run: Pick<RunPlan, "runDir" | "privateDir" | "fault" | "killGraceMs" | "maxLogBytes">,
-  ports: Pick<Ports, "logNames" | "now" | "redactor">,
+  run: Pick<RunPlan, "runDir" | "privateDir" | "fault" | "killGraceMs" | "maxLogBytes" | "processEnv">,
+  ports: Pick<Ports, "logNames" | "now" | "redactor" | "runner">,
   stop: RunStop,
   o: {
     name: string;
@@ -26,6 +29,8 @@ export async function testsGate(
     logName: string;
     /** The task whose gate this is; none for a run-level gate. */
     taskId?: string;
+    /** Run in this sandbox (a sandboxed task's set-up and tests run where its agent did). */
+    sandbox?: { setting: SandboxSetting; work: SandboxedWork };
   },
 ): Promise<Gate | "detached"> {
   const stem = ports.logNames.next(o.logName, ports.now());
@@ -33,6 +38,20 @@ export async function testsGate(
   const records = join(run.privateDir, "gates");
   await mkdir(records, { recursive: true, mode: 0o700 });
   gatePoint(run.fault, o.taskId, join(records, `${o.logName}.json`));
+  const box = o.sandbox ? join(run.privateDir, "sandbox", "gates", o.logName) : null;
+  let wrap: string[] | undefined;
+  if (o.sandbox && box)
+    try {
+      wrap = await prepareSandbox(o.sandbox.setting, o.sandbox.work, {
+        dir: box,
+        runDir: run.runDir,
+        socketPath: await ports.runner.socketPath(),
+        processEnv: run.processEnv,
+      });
+    } catch (error) {
+      const detail = `could not set up its sandbox: ${ports.redactor.redact(errorText(error))}`;
+      return { name: o.name, required: true, passed: false, detail };
+    }
   const result = await runShellGate({
     command: o.command,
     cwd: o.cwd,
@@ -45,7 +64,11 @@ export async function testsGate(
     maxLogBytes: run.maxLogBytes,
     record: join(records, `${o.logName}.json`),
     signal: stop.signal,
+    ...(wrap ? { wrap } : {}),
   });
+  // What it wrote in its view of the repository is dropped; its worktree's .git is put back.
+  const note =
+    box && o.sandbox ? await endSandbox(box, { worktree: o.sandbox.work.worktree, branch: null }) : null;
   if (stop.detaching) return "detached";
   // A gate whose status was lost never passes: its command may well have failed.
   const passed = result.statusLost === null && result.exitCode === 0 && !result.timedOut;
@@ -60,6 +83,6 @@ export async function testsGate(
     name: o.name,
     required: true,
     passed,
-    detail: `${how}; output in logs/${stem}.out and logs/${stem}.err`,
+    detail: `${how}; output in logs/${stem}.out and logs/${stem}.err${note ? `; ${ports.redactor.redact(note)}` : ""}`,
   };
 }

@@ -106,6 +106,28 @@ describeSandbox("a sandboxed agent", () => {
     expect(planted(ws, home, report)).toEqual(each(PLANTED, true));
   });
 
+  it("runs its set-up and tests_cmd in its sandbox too (they run what the agent wrote)", async () => {
+    const outside = async (sandbox: unknown) => {
+      const ws = workspace();
+      const planted = (what: string) => join(ws.dir, `planted-by-${what}`);
+      const file = writeAssignments(ws.dir, [
+        {
+          id: "t",
+          // The agent writes the script its task's tests_cmd runs.
+          command: ["bash", "-c", `echo 'echo x > ${planted("tests")}' > run-tests.sh`],
+          setup_cmd: `echo x > ${planted("setup")}; true`,
+          success_criteria: { tests_cmd: "sh run-tests.sh; true" },
+          ...(sandbox ? { sandbox } : {}),
+        },
+      ]);
+      const r = await termorch(["run", file], { socket });
+      expect(r.exitCode, r.stderr).toBe(0);
+      return { setup: existsSync(planted("setup")), tests: existsSync(planted("tests")) };
+    };
+    expect(await outside({ network: "none" })).toEqual({ setup: false, tests: false });
+    expect(await outside(undefined)).toEqual({ setup: true, tests: true });
+  });
+
   it("keeps its grace: a TERM reaches the agent, which may finish before it ends", async () => {
     const ws = workspace();
     const file = writeAssignments(ws.dir, [
