@@ -258,7 +258,8 @@ export async function drive(
   await ledger.close();
   const keptSessions = await closeSessions(ports, recorder, run.settings.sessions);
   if (internal === null && !stop.cancelled)
-    await rm(join(privateDir, "tasks"), { recursive: true, force: true }).catch(() => {});
+    for (const folder of ["tasks", "sandbox"])
+      await rm(join(privateDir, folder), { recursive: true, force: true }).catch(() => {});
   return { ...result, keptSessions };
 }
 
