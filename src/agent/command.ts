@@ -70,6 +70,8 @@ export interface ResolvedAgent {
 export interface InteractiveAgent {
   /** argv with placeholders. */
   command: string[];
+  /** argv with placeholders when termorch's sandbox confines it (a preset's `sandbox.edit_mode`). */
+  sandboxedCommand: string[];
   /** Regex source matching the screen while it waits for input; null: an unchanged screen is enough. */
   waiting: string | null;
   /** Regex source matching the screen while it is busy (then it is not waiting); null: none known. */
@@ -127,6 +129,7 @@ function ownCommand(
     scratch: [],
     interactive: {
       command,
+      sandboxedCommand: command,
       waiting: null,
       busy: null,
       dialogs: [],
@@ -158,6 +161,13 @@ function fromConfig(name: string, spec: AgentSpec): ResolvedAgent | undefined {
 function fromPreset(name: PresetName, spec: AgentSpec | undefined): ResolvedAgent {
   const p = PRESETS[name];
   const model = spec?.model ? [p.model_flag, spec.model] : [];
+  const interactiveArgv = (argv: readonly string[]): string[] => [
+    ...argv,
+    ...p.interactive.trust.args,
+    ...(p.interactive.events?.args ?? []),
+    ...model,
+    ...(spec?.args ?? []),
+  ];
   const choices = {
     bypass: spec?.dangerously_bypass_permissions ?? false,
     ...(spec?.model ? { model: spec.model } : {}),
@@ -176,13 +186,8 @@ function fromPreset(name: PresetName, spec: AgentSpec | undefined): ResolvedAgen
     sandboxNeeds: p.sandbox,
     scratch: p.scratch,
     interactive: {
-      command: [
-        ...p.interactive.argv,
-        ...p.interactive.trust.args,
-        ...(p.interactive.events?.args ?? []),
-        ...model,
-        ...(spec?.args ?? []),
-      ],
+      command: interactiveArgv(p.interactive.argv),
+      sandboxedCommand: interactiveArgv(replaceRun(p.interactive.argv, p.edit_mode, p.sandbox.edit_mode)),
       waiting: p.interactive.waiting,
       busy: p.interactive.busy,
       dialogs: p.interactive.dialogs,
@@ -210,4 +215,15 @@ export function taskSandbox(
     agent.sandboxNeeds,
     CLI_FOLDERS.filter((p) => !own.includes(p)),
   );
+}
+
+/** `argv` with the first run of `from` replaced by `to` (unchanged without one, or without `to`). */
+function replaceRun(
+  argv: readonly string[],
+  from: readonly string[],
+  to: readonly string[] | undefined,
+): string[] {
+  if (!to || from.length === 0) return [...argv];
+  const at = argv.findIndex((_, i) => from.every((f, j) => argv[i + j] === f));
+  return at < 0 ? [...argv] : [...argv.slice(0, at), ...to, ...argv.slice(at + from.length)];
 }

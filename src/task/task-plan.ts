@@ -198,7 +198,13 @@ function planTask(input: RunInput, r: ResolvedTask, place: PlanPlace & { worktre
     agent: task.agent,
     dependencies: task.dependencies,
     argv: substitute(
-      interactive ? agent.interactive.command : sandbox ? agent.sandboxedCommand : agent.command,
+      interactive
+        ? sandbox
+          ? agent.interactive.sandboxedCommand
+          : agent.interactive.command
+        : sandbox
+          ? agent.sandboxedCommand
+          : agent.command,
       {
         task_id: task.id,
         context_path: r.contextPath,

@@ -1,4 +1,6 @@
 import { describe, expect, it } from "vitest";
+import { agentFor } from "../../src/agent/command.js";
+import { Config } from "../../src/contract/config.js";
 import { Sandbox } from "../../src/contract/sandbox.js";
 import {
   bwrapArgs,
@@ -116,5 +118,20 @@ describe("bwrapArgs", () => {
     expect(join.indexOf("--tmpfs /x")).toBeGreaterThan(join.indexOf("--bind /x /x"));
     expect(join).not.toContain("/missing");
     expect(args).not.toContain("--unshare-net");
+  });
+});
+
+describe("a preset inside the sandbox", () => {
+  it("runs codex with termorch's confinement instead of its own nested one, headless and interactive", () => {
+    const codex = agentFor({ agent: "codex" }, Config.parse({}))!;
+    expect(codex.command.join(" ")).toContain("--sandbox workspace-write");
+    expect(codex.sandboxedCommand.join(" ")).toContain("--sandbox danger-full-access");
+    expect(codex.sandboxedCommand.join(" ")).not.toContain("workspace-write");
+    expect(codex.interactive.sandboxedCommand.join(" ")).toContain(
+      "--sandbox danger-full-access --ask-for-approval on-request",
+    );
+    // A CLI without a sandbox of its own runs the same either way.
+    const claude = agentFor({ agent: "claude" }, Config.parse({}))!;
+    expect(claude.sandboxedCommand).toEqual(claude.command);
   });
 });
