@@ -10,6 +10,7 @@ import {
   workspaceSnapshot,
   writeAssignments,
 } from "../integration/harness.js";
+import { has } from "../needs.js";
 import { bashTask, freePort, lines, RedisServer, scaleTestFile, WorkerProcess } from "./cluster.js";
 
 /**
@@ -237,6 +238,29 @@ suite("termorch run --backend bullmq", () => {
     expect(readFileSync(join(c.repo, "z.txt"), "utf8")).toBe("Z\n");
     await w.dispose();
   });
+
+  it.runIf(has("bwrap", "test/scale/scale-out.test.ts (sandboxed)"))(
+    "runs a sandboxed task in its sandbox on the worker, and merges the commit its agent made there",
+    async () => {
+      await worker("sbx1");
+      const run = cluster();
+      writeFileSync(join(run.marks, "secret"), "worker-side secret\n");
+      const script = [
+        'cat "$MARKS/secret" >/dev/null 2>&1 && echo read=open || echo read=blocked',
+        "echo sandboxed > s.txt && git add s.txt",
+        "git -c user.name=agent -c user.email=agent@example.com commit -qm 'committed in the sandbox'",
+      ].join("; ");
+      const file = writeAssignments(run.dir, [
+        { ...task("S", script, [], run.marks), sandbox: { network: "none" } },
+      ] as never);
+      const r = await termorch(["run", file, "--config", run.config], { socket });
+      expect(r.exitCode, r.stderr).toBe(0);
+      const s = readReport(run.dir).tasks[0]!;
+      expect(readFileSync(join(run.dir, s.logs.stdout!), "utf8")).toContain("read=blocked");
+      expect(readFileSync(join(run.repo, "s.txt"), "utf8")).toBe("sandboxed\n");
+      expect(git(run.repo, "log", "--format=%s", "-3")).toContain("committed in the sandbox");
+    },
+  );
 
   it("fails the task with a clear reason when a worker's git remote is wrong", async () => {
     const c = cluster();
