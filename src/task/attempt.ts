@@ -14,7 +14,7 @@ import type { Ports } from "./ports.js";
 import { writePrompt } from "./prompt.js";
 import type { TaskRecorder } from "./recorder.js";
 import type { RunPlan } from "./run-plan.js";
-import { agentWork, endSandbox, prepareSandbox, sandboxDirOf } from "./sandbox.js";
+import { agentWork, endSandbox, sandboxDirOf, sandboxFor } from "./sandbox.js";
 import type { RunStop } from "./stop.js";
 import type { TaskPlan } from "./task-plan.js";
 import type { TaskRun } from "./task-run.js";
@@ -99,12 +99,13 @@ async function launchAndWatch(
   let wrap: string[] | undefined;
   try {
     if (p.sandbox)
-      wrap = await prepareSandbox(p.sandbox, agentWork(p), {
-        dir: sandboxDirOf(run.privateDir, t.id, t.attempts),
-        runDir: run.runDir,
-        socketPath: await ports.runner.socketPath(),
-        processEnv: run.processEnv,
-      });
+      wrap = await sandboxFor(
+        run,
+        ports,
+        p.sandbox,
+        agentWork(p),
+        sandboxDirOf(run.privateDir, t.id, t.attempts),
+      );
   } catch (error) {
     const detail = `could not set up its sandbox: ${ports.redactor.redact(errorText(error))}`;
     await writeFile(join(run.runDir, t.logs!.stderr), `termorch: ${detail}\n`, { flag: "a", mode: 0o600 });

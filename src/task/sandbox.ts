@@ -33,6 +33,8 @@ import {
   type SandboxSetting,
 } from "../sandbox/policy.js";
 import { sandboxTools } from "../sandbox/probe.js";
+import type { Ports } from "./ports.js";
+import type { RunPlan } from "./run-plan.js";
 import type { TaskPlan } from "./task-plan.js";
 
 const SHIM = fileURLToPath(new URL("../sandbox/sandbox.pl", import.meta.url));
@@ -88,6 +90,18 @@ export function agentWork(
       ...(p.argv[0]?.startsWith("/") ? [p.argv[0]] : []),
     ],
   };
+}
+
+/** A sandbox for `work` in `dir`, for a run: what goes in front of the command's argv (prepareSandbox). */
+export async function sandboxFor(
+  run: Pick<RunPlan, "runDir" | "processEnv">,
+  ports: Pick<Ports, "runner">,
+  setting: SandboxSetting,
+  work: SandboxedWork,
+  dir: string,
+): Promise<string[]> {
+  const socketPath = await ports.runner.socketPath();
+  return prepareSandbox(setting, work, { dir, runDir: run.runDir, socketPath, processEnv: run.processEnv });
 }
 
 /**

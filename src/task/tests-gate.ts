@@ -7,7 +7,7 @@ import { runShellGate } from "../shell/gate.js";
 import { gatePoint } from "./faults.js";
 import type { Ports } from "./ports.js";
 import type { RunPlan } from "./run-plan.js";
-import { endSandbox, prepareSandbox, type SandboxedWork } from "./sandbox.js";
+import { endSandbox, type SandboxedWork, sandboxFor } from "./sandbox.js";
 import type { RunStop } from "./stop.js";
 
 /**
@@ -42,12 +42,7 @@ export async function testsGate(
   let wrap: string[] | undefined;
   if (o.sandbox && box)
     try {
-      wrap = await prepareSandbox(o.sandbox.setting, o.sandbox.work, {
-        dir: box,
-        runDir: run.runDir,
-        socketPath: await ports.runner.socketPath(),
-        processEnv: run.processEnv,
-      });
+      wrap = await sandboxFor(run, ports, o.sandbox.setting, o.sandbox.work, box);
     } catch (error) {
       const detail = `could not set up its sandbox: ${ports.redactor.redact(errorText(error))}`;
       return { name: o.name, required: true, passed: false, detail };
