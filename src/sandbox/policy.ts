@@ -57,12 +57,15 @@ export function resolveSandbox(
     allowWrite,
     // Another CLI's folders hold its login: hidden, unless this agent is given them.
     denyRead: [
-      ...otherClis.filter((p) => !allowWrite.includes(p)),
+      ...otherClis.filter((p) => !allowWrite.some((w) => bare(w) === bare(p))),
       ...on.flatMap((l) => l.filesystem?.deny_read ?? []),
     ],
     network: network ?? (needs?.hosts.length ? needs.hosts : "none"),
   };
 }
+
+/** A rule's path without its folder mark, for comparing two spellings. */
+const bare = (path: string): string => path.replace(/\/+$/, "");
 
 /**
  * One allowed host and port. A loopback address (a local model server) is listened on at the same

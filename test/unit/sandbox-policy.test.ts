@@ -39,7 +39,7 @@ describe("resolveSandbox", () => {
     expect(resolveSandbox([{}], null)?.network).toBe("none");
     // Another CLI's folder stays visible when this agent is given it.
     expect(
-      resolveSandbox([{ filesystem: { allow_write: ["~/.other/"], deny_read: [] } }], null, ["~/.other/"])
+      resolveSandbox([{ filesystem: { allow_write: ["~/.other"], deny_read: [] } }], null, ["~/.other/"])
         ?.denyRead,
     ).toEqual([]);
   });
