@@ -6,32 +6,47 @@
 // termorch wrote (run directory, registry, per-user folder, CLI output, and termorch's own commits:
 // message, author, file names and contents), nothing left running, and the user's branch intact.
 //
-//   node test/reliability/hostile.mjs [--smoke | --long] [--seed N] [--only K] [--json FILE]
+// The sandbox pass (issue 25; SANDBOX_CASES): what a sandboxed agent must not do (read a key in
+// ~/.ssh, another task's worktree or termorch's environment, write the user's checkout or outside
+// its worktree, plant hooks or config in the main .git, move the user's branch, reach a port not
+// on its allowlist, kill its supervisor), plus what no sandbox blocks (a fork bomb, a setsid
+// daemon), each once with the sandbox off (the control) and with it on, with the checks above.
+//
+//   node test/reliability/hostile.mjs [--smoke | --long] [--sandbox] [--seed N] [--only K] [--json FILE]
+//
+// The long version (what `npm run reliability` runs) is the hostile kinds, then the sandbox pass
+// when this machine can make a sandbox; --sandbox: the sandbox pass alone (smoke: a few cases,
+// sandbox on). --sandbox-good: the good tasks sandboxed too in the pass (network "none").
 import { execFileSync } from "node:child_process";
 import {
   closeSync,
   existsSync,
   mkdirSync,
+  mkdtempSync,
   openSync,
   readdirSync,
   readFileSync,
   readSync,
+  rmSync,
   statSync,
   writeFileSync,
 } from "node:fs";
-import { join, relative } from "node:path";
+import { createServer } from "node:http";
+import { dirname, join, relative } from "node:path";
 import {
   finish,
   git,
   leftovers,
   makeRepo,
   prng,
+  processesUnder,
   ROOT,
   runAsScript,
   sandbox,
   serverPid,
   termorch,
   trialSeed,
+  UID,
 } from "./lib.mjs";
 
 const AGENTS = join(ROOT, "test", "reliability", "agents");
@@ -40,6 +55,7 @@ const GOOD = join(AGENTS, "good.sh");
 const MB = 1024 * 1024;
 const { Reason } = await import(join(ROOT, "dist", "contract", "reason.js"));
 const REASONS = new Set(Reason.options);
+const { sandboxTools } = await import(join(ROOT, "dist", "sandbox", "probe.js"));
 
 /**
  * The cases. `expect`: the hostile task's acceptable outcomes as "status" or "status/reason".
@@ -137,16 +153,427 @@ const SMOKE = new Set([
   "canary/filename",
 ]);
 
-function trialsOf(opts) {
+/**
+ * The sandbox pass (issue 25). The hostile task gets `"sandbox": {"network": ["127.0.0.1:P"]}`,
+ * P the campaign's loopback server (startServers). The good tasks stay unsandboxed and are
+ * compared with the reference as in every trial: a sandboxed neighbour changes nothing of theirs
+ * (--sandbox-good sandboxes them too, network "none": the comparison then also says whether the
+ * sandbox changes a well-behaved task's result or logs). Its repositories, run directories and
+ * HOME (with a key in ~/.ssh) lie outside /tmp, which a sandbox replaces with a private one: what
+ * hides them is the sandbox's rules, not that.
+ *
+ * `checks(t)` (t: trialFacts) gives [what must hold, whether it held], one per thing the agent
+ * tried or effect looked for: judged on the host where the effect is a write (the file absent,
+ * .git/config and .git/hooks as they were, the branch where it was), from the agent's own report
+ * (`probe NAME open|blocked`) and the canary in no file the run kept where it is a read or a
+ * connection. With the sandbox off (the control) each check of a blocked case must fail, else the
+ * probe could not see an escape; but one marked "design", which termorch's own design makes hold
+ * either way. `gate`: a case no sandbox blocks, and what bounds it instead; its checks hold in
+ * both passes. `known`: a gap of the sandbox, reported (sandboxKnownGaps), not judged; its control
+ * still must get through. `expectOn`: the outcomes with the sandbox on, when not `expect`'s. The
+ * rest of a trial's settings (count, timeout, branchMoved, mainDirty, putBack) are its kind's.
+ */
+const SANDBOX_CASES = [
+  {
+    what: "read ~/.ssh/id_ed25519",
+    kind: "readkey",
+    variant: "a",
+    expect: ["success"],
+    checks: (t) => [
+      ...said(t, "key-body", "key-artifact", "key-symlink"),
+      ["the key's canary in no file the run kept", !t.kept(t.canary.key)],
+    ],
+  },
+  {
+    what: "read another task's worktree",
+    kind: "readother",
+    variant: "a",
+    expect: ["success"],
+    checks: (t) => [
+      ...said(t, "other-list", "other-read"),
+      // good.sh writes "made by <task>" in its worktree (then its commit and changes.patch).
+      ["another task's work in none of its logs and artifacts", !t.inOwnFiles("made by good")],
+    ],
+  },
+  {
+    what: "read another task's committed work (the repository's objects)",
+    kind: "readother",
+    variant: "b",
+    expect: ["success"],
+    known:
+      "not hidden: the sandbox shows the repository's real objects (read-only, behind its copy's alternates), and another task's commit is there as soon as termorch has made it",
+    checks: (t) => [
+      ...said(t, "other-objects"),
+      ["another task's work in none of its logs and artifacts", !t.inOwnFiles("made by good")],
+    ],
+  },
+  {
+    what: "write the user's checkout (README.md)",
+    kind: "outside-worktree",
+    variant: "a",
+    expect: ["success"],
+    checks: (t) => [["README.md of the checkout as it was", read(join(t.repo, "README.md")) === "hello\n"]],
+  },
+  {
+    what: "write a new file in the user's checkout",
+    kind: "outside-worktree",
+    variant: "b",
+    expect: ["success"],
+    checks: (t) => [["no new file in the checkout", !existsSync(join(t.repo, "untracked-by-agent.txt"))]],
+  },
+  {
+    what: "write beside the repository and in the home",
+    kind: "outside-worktree",
+    variant: "d",
+    expect: ["success"],
+    checks: (t) => [
+      ["nothing beside the repository", !existsSync(join(dirname(t.repo), "planted-by-agent.txt"))],
+      ["nothing in the home", !existsSync(join(t.home, "planted-by-agent.txt"))],
+    ],
+  },
+  {
+    what: "forge the run directory (a status, a ledger line, the report)",
+    kind: "outside-worktree",
+    variant: "c",
+    expect: ["success"],
+    checks: (t) => [
+      ["no forged line in the ledger", !read(join(t.runDir, "events.jsonl")).includes('"forged"')],
+      ["the ledger verifies", t.ledgerOk],
+    ],
+  },
+  {
+    what: "plant hooks in the main .git",
+    kind: "gitcommon",
+    variant: "a",
+    expect: ["success"],
+    checks: (t) => [[".git/hooks as it was", t.gitAfter.hooks === t.gitBefore.hooks]],
+  },
+  {
+    what: "set core.hooksPath in the main .git/config",
+    kind: "gitcommon",
+    variant: "b",
+    expect: ["success"],
+    checks: (t) => [[".git/config as it was", t.gitAfter.config === t.gitBefore.config]],
+  },
+  {
+    what: "set core.fsmonitor in the main .git/config",
+    kind: "gitcommon",
+    variant: "d",
+    expect: ["success"],
+    checks: (t) => [[".git/config as it was", t.gitAfter.config === t.gitBefore.config]],
+  },
+  {
+    // Without the sandbox, the one planting that termorch's own git runs (agentCommandsRunByTermorch).
+    what: "plant a filter driver in the main .git/config, which termorch's git would run",
+    kind: "gitcommon",
+    variant: "e",
+    expect: ["success", "failed/validation"],
+    expectOn: ["success"],
+    checks: (t) => [
+      [".git/config as it was", t.gitAfter.config === t.gitBefore.config],
+      ["termorch's git ran none of its commands", !existsSync(join(t.scratch, "hooks-ran"))],
+    ],
+  },
+  {
+    what: "move the user's branch",
+    kind: "movebranch",
+    variant: "a",
+    expect: ["success"],
+    checks: (t) => [["main where it was (or merged onto by termorch)", branchInPlace(t)]],
+  },
+  {
+    what: "delete the user's branch",
+    kind: "movebranch",
+    variant: "b",
+    // The task succeeds; the merge is refused and the branch put back (branchDamage checks it).
+    expect: ["success"],
+    checks: (t) => [["main where it was (or merged onto by termorch)", branchInPlace(t)]],
+  },
+  {
+    what: "read termorch's environment: every /proc/*/environ",
+    kind: "procenv",
+    variant: "a",
+    expect: ["success"],
+    checks: (t) => [
+      ...said(t, "environ-all"),
+      ["the variable's canary in no file the run kept", !t.kept(t.canary.env)],
+    ],
+  },
+  {
+    what: "read its ancestors' /proc/<pid>/environ (supervisor, tmux server)",
+    kind: "procenv",
+    variant: "b",
+    expect: ["success"],
+    // termorch is no ancestor of an agent (tmux's server is, which termorch starts with an
+    // environment of its own): its variable is out of the chain's reach with the sandbox off too.
+    checks: (t) => [
+      ...said(t, "environ-supervisor", "environ-tmux"),
+      [...said(t, "environ-parents")[0], "design"],
+      ["the variable's canary in no file the run kept", !t.kept(t.canary.env), "design"],
+    ],
+  },
+  {
+    what: "connect to a port and an address not on the allowlist (HTTP, raw TCP)",
+    kind: "connect",
+    variant: "a",
+    expect: ["success"],
+    checks: (t) => [
+      ...said(t, "connect-http-port", "connect-tcp-port", "connect-http-address", "connect-tcp-address"),
+      ["no connection reached a server not on the allowlist", t.hits.denied === 0],
+    ],
+  },
+  {
+    what: "kill its supervisor (KILL)",
+    kind: "killsup",
+    variant: "a",
+    expect: ["failed/lost", "failed/signal"],
+    expectOn: ["success"],
+    checks: (t) => [["its supervisor out of its reach", supervisorSafe(t)]],
+  },
+  {
+    what: "kill its supervisor (TERM)",
+    kind: "killsup",
+    variant: "b",
+    expect: ["failed/lost", "failed/signal"],
+    expectOn: ["success"],
+    checks: (t) => [["its supervisor out of its reach", supervisorSafe(t)]],
+  },
+  {
+    what: "fork bomb (60 processes, then hang)",
+    kind: "forks",
+    variant: "c",
+    expect: ["failed/timeout"],
+    gate: "the task's timeout and process-tree reaping",
+    checks: (t) => [
+      ["its 60 processes forked", t.log.includes("forked 60 processes")],
+      ["ended by its timeout", t.outcome === "failed/timeout"],
+      ["nothing left running", t.left.length === 0],
+    ],
+  },
+  {
+    what: "setsid daemon",
+    kind: "setsid",
+    variant: "a",
+    expect: ["success"],
+    // In a sandbox, its pid namespace also ends with the agent (bwrap's --die-with-parent).
+    gate: "process-tree reaping at the task's end",
+    checks: (t) => [
+      ["its daemon started", t.log.includes("left a daemon behind")],
+      ["nothing left running", t.left.length === 0],
+    ],
+  },
+  {
+    what: "setsid daemon holding the output pipes",
+    kind: "setsid",
+    variant: "c",
+    expect: ["success"],
+    // In a sandbox, its pid namespace also ends with the agent (bwrap's --die-with-parent).
+    gate: "process-tree reaping at the task's end",
+    checks: (t) => [
+      ["its daemon started", t.log.includes("left a daemon behind")],
+      ["nothing left running", t.left.length === 0],
+    ],
+  },
+];
+
+/** The sandbox pass's smoke: one case per mechanism (files, git, pid namespace, network). */
+const SANDBOX_SMOKE = new Set(["readkey/a", "movebranch/a", "procenv/a", "connect/a"]);
+
+/** One check per probe the agent reports: held when it says it was blocked. */
+function said(t, ...names) {
+  return names.map((n) => [`${n}, as the agent reports it`, t.probes.get(n) === "blocked"]);
+}
+
+/** The user's branch where it was, or where termorch's own merge put it from there. */
+function branchInPlace(t) {
+  const m = t.report?.merge;
+  const moved = m?.target_moved || (m?.refs_changed ?? []).some((r) => r.ref === "refs/heads/main");
+  return !moved && (t.head === t.before || (m?.result === "success" && t.head === m.result_commit));
+}
+
+/** Its supervisor not killed: the task ran to its end, and the agent found no supervisor to kill. */
+function supervisorSafe(t) {
+  return t.outcome === "success" && t.probes.get("kill-supervisor") === "blocked";
+}
+
+function read(path) {
+  try {
+    return readFileSync(path, "utf8");
+  } catch {
+    return "";
+  }
+}
+
+/** What an agent could plant in the main .git: its config, and its hooks (names and contents). */
+function gitState(repo) {
+  const hooks = join(repo, ".git", "hooks");
+  const files = existsSync(hooks) ? readdirSync(hooks, { withFileTypes: true }) : [];
+  return {
+    config: read(join(repo, ".git", "config")),
+    hooks: files
+      .map((f) => `${f.name} ${f.isFile() ? read(join(hooks, f.name)) : f.isDirectory() ? "dir" : "other"}`)
+      .sort()
+      .join("\0"),
+  };
+}
+
+/**
+ * The connect case's loopback servers: the allowed one (its answer names the request's path),
+ * another port and another address (127.0.0.2, the allowed port), which count their connections.
+ */
+async function startServers() {
+  const hits = { allowed: [], denied: 0 };
+  const allowed = createServer((req, res) => {
+    hits.allowed.push(req.url);
+    res.end(`allowed server answers ${req.url.slice(1)}\n`);
+  });
+  const deniedPort = createServer((_, res) => res.end("not on the allowlist\n"));
+  const deniedAddress = createServer((_, res) => res.end("not on the allowlist\n"));
+  for (const d of [deniedPort, deniedAddress])
+    d.on("connection", () => {
+      hits.denied++;
+    });
+  const listen = (server, port, host) => new Promise((resolve) => server.listen(port, host, resolve));
+  await listen(allowed, 0, "127.0.0.1");
+  const port = allowed.address().port;
+  await listen(deniedPort, 0, "127.0.0.1");
+  await listen(deniedAddress, port, "127.0.0.2");
+  return {
+    hits,
+    allowed: `127.0.0.1:${port}`,
+    denied: `port=127.0.0.1:${deniedPort.address().port} address=127.0.0.2:${port}`,
+    reset() {
+      hits.allowed = [];
+      hits.denied = 0;
+    },
+    close() {
+      for (const s of [allowed, deniedPort, deniedAddress]) s.close();
+    },
+  };
+}
+
+/** The variable only termorch's own environment holds (procenv). */
+const ENV_CANARY = "TERMORCH_HOSTILE_ENV_CANARY";
+
+/** What a sandbox pass's trial left, for its checks. */
+function trialFacts({
+  repo,
+  runDir,
+  before,
+  gitBefore,
+  report,
+  h,
+  outcome,
+  home,
+  canary,
+  hits,
+  left,
+  ledger,
+  scratch,
+}) {
+  const log = h?.logs?.stdout ? read(join(runDir, h.logs.stdout)) : "";
+  const probes = new Map([...log.matchAll(/^probe (\S+) (open|blocked)/gm)].map((m) => [m[1], m[2]]));
+  let head = null;
+  try {
+    head = git(repo, "rev-parse", "--verify", "-q", "refs/heads/main").trim();
+  } catch {}
+  return {
+    repo,
+    runDir,
+    before,
+    head,
+    report,
+    outcome,
+    home,
+    canary,
+    hits,
+    left,
+    log,
+    probes,
+    scratch,
+    gitBefore,
+    gitAfter: gitState(repo),
+    ledgerOk: ledger.exitCode === 0,
+    reachedAllowed:
+      probes.get("connect-allowed") === "open" &&
+      log.includes(`allowed server answers ${canary.request}`) &&
+      hits.allowed.includes(`/${canary.request}`),
+    /** Whether `needle` is in a file of the run directory (but the assignments) or a commit of the repository. */
+    kept(needle) {
+      if (scan(runDir, [Buffer.from(needle)], (rel) => rel === "assignments.json").length) return true;
+      return git(repo, "log", "--all", "-p", "--format=%H%n%an %ae%n%B").includes(needle);
+    },
+    /** Whether `needle` is in the hostile task's logs or artifacts. */
+    inOwnFiles(needle) {
+      const own = [h?.logs?.stdout, h?.logs?.stderr].filter(Boolean).map((l) => read(join(runDir, l)));
+      return (
+        own.some((text) => text.includes(needle)) ||
+        scan(join(runDir, "artifacts", "hostile"), [Buffer.from(needle)]).length > 0
+      );
+    },
+  };
+}
+
+/** The uid's processes, which a sandboxed agent cannot count (its fork limit is above them). */
+function userProcesses() {
+  try {
+    const out = execFileSync("ps", ["-u", String(UID), "--no-headers"], { encoding: "utf8" });
+    return out.split("\n").filter(Boolean).length;
+  } catch {
+    return 0;
+  }
+}
+
+/** One line per case of the sandbox pass: what happened with the sandbox off, and on. */
+function sandboxTable(rows) {
+  const cell = (tally, c, pass) => {
+    if (!tally.trials) return "not run";
+    const outcomes = Object.entries(tally.outcomes)
+      .map(([o, n]) => (n > 1 ? `${o} ×${n}` : o))
+      .join(", ");
+    if (c.gate)
+      return `${pass === "on" ? "not blocked; " : ""}held ${tally.held}/${tally.total} by ${c.gate} (${outcomes})`;
+    if (pass === "off") {
+      const design = tally.design ? `, ${tally.design} held by termorch's design` : "";
+      return `got through ${tally.total - tally.held}/${tally.total}${design} (${outcomes})`;
+    }
+    if (c.known && tally.held < tally.total)
+      return `not blocked (known gap): got through ${tally.total - tally.held}/${tally.total} (${outcomes})`;
+    return `blocked ${tally.held}/${tally.total} (${outcomes})`;
+  };
+  const lines = ["| case | agent | sandbox off: what happened | sandbox on |", "|---|---|---|---|"];
+  for (const c of SANDBOX_CASES) {
+    const row = rows[`${c.kind}/${c.variant}`];
+    if (row)
+      lines.push(
+        `| ${c.what} | ${c.kind}/${c.variant} | ${cell(row.off, c, "off")} | ${cell(row.on, c, "on")} |`,
+      );
+  }
+  return lines;
+}
+
+/** The hostile kinds' trials (unless --sandbox), then the sandbox pass's when `sandboxPass`. */
+function trialsOf(opts, sandboxPass) {
   const out = [];
-  for (const c of CASES)
-    for (const v of c.variants) {
-      if (opts.mode === "smoke" && !SMOKE.has(`${c.kind}/${v}`)) continue;
-      // --kind K: only the cases whose "kind/variant" starts with K (numbering changes: for a look, not a replay).
-      if (typeof opts.extra.kind === "string" && !`${c.kind}/${v}`.startsWith(opts.extra.kind)) continue;
-      // Long: `repeat` trials of the variant, each with its own seed (sizes, split points, canaries).
-      const n = opts.mode === "smoke" ? 1 : (c.repeat ?? 1);
-      for (let i = 0; i < n; i++) out.push({ ...c, variant: v });
+  // --kind K: only the cases whose "kind/variant" starts with K (numbering changes: for a look, not a replay).
+  const picked = (name) => typeof opts.extra.kind !== "string" || name.startsWith(opts.extra.kind);
+  if (!("sandbox" in opts.extra))
+    for (const c of CASES)
+      for (const v of c.variants) {
+        if (opts.mode === "smoke" && !SMOKE.has(`${c.kind}/${v}`)) continue;
+        if (!picked(`${c.kind}/${v}`)) continue;
+        // Long: `repeat` trials of the variant, each with its own seed (sizes, split points, canaries).
+        const n = opts.mode === "smoke" ? 1 : (c.repeat ?? 1);
+        for (let i = 0; i < n; i++) out.push({ ...c, variant: v });
+      }
+  if (sandboxPass)
+    for (const c of SANDBOX_CASES) {
+      const name = `${c.kind}/${c.variant}`;
+      if (!picked(name) || (opts.mode === "smoke" && !SANDBOX_SMOKE.has(name))) continue;
+      // The control once, then the sandbox twice (fresh canaries); smoke: the sandbox once.
+      const passes = opts.mode === "smoke" ? ["on"] : ["off", "on", "on"];
+      const kind = CASES.find((k) => k.kind === c.kind);
+      for (const pass of passes) out.push({ ...kind, ...c, pass });
     }
   return out;
 }
@@ -157,12 +584,13 @@ const GOOD_TASKS = [
   { id: "good3", dependencies: ["good1"] },
 ];
 
-function assignments(runId, hostile) {
+function assignments(runId, hostile, goodSandbox) {
   const tasks = GOOD_TASKS.map((g) => ({
     ...g,
     agent: "good",
     context_path: "ctx/task.md",
     command: ["bash", GOOD],
+    ...(goodSandbox ? { sandbox: goodSandbox } : {}),
   }));
   if (hostile) tasks.push(hostile);
   return {
@@ -279,22 +707,24 @@ function goodView(runDir, report, repo) {
   return view;
 }
 
-async function oneRun(box, dir, runId, hostile, secrets, config) {
+/** `goodSandbox`: the good tasks' sandbox setting, if any; `env`: more of termorch's environment. */
+async function oneRun(box, dir, runId, hostile, secrets, config, { goodSandbox = null, env = {} } = {}) {
   const repo = makeRepo(dir);
   const runDir = join(dir, "run");
   mkdirSync(runDir);
   const file = join(runDir, "assignments.json");
-  writeFileSync(file, JSON.stringify(assignments(runId, hostile), null, 2));
+  writeFileSync(file, JSON.stringify(assignments(runId, hostile, goodSandbox), null, 2));
   const before = git(repo, "rev-parse", "HEAD").trim();
+  const gitBefore = gitState(repo);
   const r = await termorch(box, ["run", file, "--config", config], {
-    env: { API_TOKEN: secrets.token, DB_PASSWORD: secrets.password },
+    env: { API_TOKEN: secrets.token, DB_PASSWORD: secrets.password, ...env },
     timeoutMs: 300_000,
   });
   let report = null;
   try {
     report = JSON.parse(readFileSync(join(runDir, "execution_report.json"), "utf8"));
   } catch {}
-  return { repo, runDir, before, r, report };
+  return { repo, runDir, before, gitBefore, r, report };
 }
 
 function differences(a, b, path = "") {
@@ -328,10 +758,50 @@ async function main(opts) {
     userBranchDamage: 0,
     leftoversAfterClean: 0,
     agentCommandsRunByTermorch: 0,
+    // The sandbox pass: a check that did not hold with the sandbox on (or a gate's, either way);
+    // one that held with it off (the probe could not have seen an escape); the allowed server
+    // not reached with the sandbox on or off.
+    sandboxNotHeld: 0,
+    sandboxControlsHeld: 0,
+    allowedServerNotReached: 0,
+    // Checks of a case marked `known` that did not hold with the sandbox on: reported, not judged.
+    sandboxKnownGaps: 0,
     outcomes: {},
+    sandbox: {},
   };
   const failures = [];
-  const fail = (k, c, what) => failures.push(`trial ${k} ${c.kind}/${c.variant}: ${what}`);
+  const fail = (k, c, what) =>
+    failures.push(`trial ${k} ${c.kind}/${c.variant}${c.pass ? ` (sandbox ${c.pass})` : ""}: ${what}`);
+
+  // The sandbox pass: with --sandbox, or in the long version when this machine can make a sandbox.
+  const tools = sandboxTools(box.env.PATH);
+  const sandboxPass = "sandbox" in opts.extra || (opts.mode === "long" && typeof tools !== "string");
+  if ("sandbox" in opts.extra && typeof tools === "string") {
+    console.error(`no sandbox pass on this machine: ${tools}`);
+    return 1;
+  }
+  let world = null;
+  let home = null;
+  let servers = null;
+  if (sandboxPass) {
+    // Outside /tmp when it can (see SANDBOX_CASES): the runs' repositories and run directories,
+    // and the HOME of their termorch and agents, with a key (its canary written per trial) and a
+    // git identity (movebranch commits as the user).
+    try {
+      world = mkdtempSync(join("/var/tmp", "termorch-rel-hostile-"));
+    } catch {
+      world = mkdtempSync(join(box.dir, "world-"));
+    }
+    if (!process.env.HOSTILE_KEEP)
+      process.once("exit", () => rmSync(world, { recursive: true, force: true }));
+    home = join(world, "home");
+    mkdirSync(join(home, ".ssh"), { recursive: true, mode: 0o700 });
+    writeFileSync(
+      join(home, ".gitconfig"),
+      "[user]\n\tname = hostile campaign\n\temail = user@example.invalid\n",
+    );
+    servers = await startServers();
+  }
 
   // The reference: the good tasks alone.
   const refSecrets = { token: "tokREFERENCE0000", password: 'p@ss w/REF+"é&=' };
@@ -340,7 +810,7 @@ async function main(opts) {
     throw new Error(`the reference run failed (exit ${ref.r.exitCode}): ${ref.r.stderr}`);
   const refView = goodView(ref.runDir, ref.report, ref.repo);
 
-  const all = trialsOf(opts);
+  const all = trialsOf(opts, sandboxPass);
   let trials = 0;
   for (let k = 0; k < all.length; k++) {
     if (opts.only !== null && opts.only !== k) continue;
@@ -348,10 +818,26 @@ async function main(opts) {
     const rng = prng(trialSeed(opts.seed, k));
     const hex = () => Array.from({ length: 16 }, () => "0123456789abcdef"[rng.int(0, 15)]).join("");
     const secrets = { token: `tok${hex()}`, password: `p@ss w/${hex()}+"é&=` };
-    const dir = join(box.dir, `t${k}`);
-    const scratch = join(dir, "scratch");
+    const { pass } = c;
+    const dir = join(pass ? world : box.dir, `t${k}`);
+    // Under /tmp, as for every kind: a sandboxed agent's writes there land in its private /tmp.
+    const scratch = join(box.dir, `t${k}`, "scratch");
     mkdirSync(scratch, { recursive: true });
     const size = c.sizes ? c.sizes[opts.mode === "smoke" ? 1 : 0] + rng.int(0, 4096) : 0;
+    // The sandbox pass's canaries: the key in ~/.ssh, the variable in termorch's environment only
+    // (the agent is told its name), and the path it asks the allowed server for.
+    const canary = pass
+      ? { key: `key-canary-${hex()}`, env: `env-canary-${hex()}`, request: `request-${hex()}` }
+      : null;
+    if (pass) {
+      writeFileSync(
+        join(home, ".ssh", "id_ed25519"),
+        `-----BEGIN OPENSSH PRIVATE KEY-----\n${canary.key}\n-----END OPENSSH PRIVATE KEY-----\n`,
+        { mode: 0o600 },
+      );
+      rmSync(join(home, "planted-by-agent.txt"), { force: true });
+      servers.reset();
+    }
     const hostile = {
       id: "hostile",
       agent: "hostile",
@@ -368,14 +854,38 @@ async function main(opts) {
         SPLIT: String(rng.int(1, 15)),
         COUNT: String(c.count ?? 5),
         SCRATCH: scratch,
+        ...(pass
+          ? {
+              ENV_CANARY_NAME: ENV_CANARY,
+              ALLOWED: servers.allowed,
+              DENIED: servers.denied,
+              REQUEST: canary.request,
+              USER_PROCS: String(userProcesses()),
+            }
+          : {}),
       },
       ...(c.allowed ? { allowed_paths: c.allowed } : {}),
+      ...(pass === "on" ? { sandbox: { network: [servers.allowed] } } : {}),
     };
-    const runId = `h${k}-${c.kind}-${c.variant}`;
+    const runId = `h${k}-${c.kind}-${c.variant}${pass ? `-${pass}` : ""}`;
     const t0 = Date.now();
-    const run = await oneRun(box, dir, runId, hostile, secrets, config);
+    const run = await oneRun(
+      box,
+      dir,
+      runId,
+      hostile,
+      secrets,
+      config,
+      pass
+        ? {
+            goodSandbox: pass === "on" && "sandbox-good" in opts.extra ? { network: "none" } : null,
+            env: { HOME: home, [ENV_CANARY]: canary.env },
+          }
+        : {},
+    );
     trials++;
     const { repo, runDir, before, r, report } = run;
+    const expect = pass === "on" ? (c.expectOn ?? c.expect) : c.expect;
     const needles = [...forms(secrets.token), ...forms(secrets.password)];
 
     // A clear outcome for every task.
@@ -406,9 +916,9 @@ async function main(opts) {
           break;
         }
       }
-      if (!c.expect.includes(outcome) && !c.expect.includes(h.status)) {
+      if (!expect.includes(outcome) && !expect.includes(h.status)) {
         figures.unexpectedOutcomes++;
-        fail(k, c, `outcome ${outcome} (expected ${c.expect.join(" or ")}): ${h.detail}`);
+        fail(k, c, `outcome ${outcome} (expected ${expect.join(" or ")}): ${h.detail}`);
       }
       const checked = c.check?.(h, runDir, c, size);
       if (checked) {
@@ -422,8 +932,9 @@ async function main(opts) {
         fail(k, c, `good tasks differ: ${diff.slice(0, 4).join("; ")}`);
       }
     }
-    let key = `${c.kind}/${c.variant}`;
-    for (let n = 2; key in figures.outcomes; n++) key = `${c.kind}/${c.variant}#${n}`;
+    const name = `${c.kind}/${c.variant}${pass ? ` sandbox ${pass}` : ""}`;
+    let key = name;
+    for (let n = 2; key in figures.outcomes; n++) key = `${name}#${n}`;
     const mergeWhy = report?.merge?.reason ? ` (${String(report.merge.reason).slice(0, 200)})` : "";
     figures.outcomes[key] =
       `${outcome}${h?.detail ? `: ${h.detail.slice(0, 160)}` : ""}; merge ${merge}${merge === "skipped" ? "" : mergeWhy}`;
@@ -452,7 +963,7 @@ async function main(opts) {
     // The ledger's chain holds (an agent that wrote into it is caught by the check instead), and
     // each task has one status file, the report's state.
     const ledger = await termorch(box, ["verify-ledger", runDir], { timeoutMs: 60_000 });
-    const forges = c.kind === "outside-worktree" && c.variant === "c";
+    const forges = c.kind === "outside-worktree" && c.variant === "c" && pass !== "on";
     if ((ledger.exitCode === 0) === forges) {
       figures.ledgerOrStatusWrong++;
       fail(k, c, `verify-ledger exit ${ledger.exitCode}: ${(ledger.stdout + ledger.stderr).slice(0, 300)}`);
@@ -487,6 +998,7 @@ async function main(opts) {
           .filter((p) => p > 0 && alive(p))
       : [];
     const left = leftovers(box, repo);
+    if (pass) left.processes.push(...processesUnder(world));
     // The sandbox's tmux server keeps the failed tasks' sessions for inspection: it is not a leftover.
     const server = serverPid(box.socket);
     const procs = [
@@ -515,10 +1027,59 @@ async function main(opts) {
 
     // The user's branch: the old commit, or what the merge made of it, with index and work tree
     // in agreement; an agent that moved it itself leaves it where it put it.
-    const damage = branchDamage(repo, before, report, c, scratch);
+    // With the sandbox on, what the agent did to the branch and the checkout never happened.
+    const damage = branchDamage(
+      repo,
+      before,
+      report,
+      pass === "on" ? { ...c, branchMoved: false, mainDirty: undefined } : c,
+      scratch,
+    );
     if (damage) {
       figures.userBranchDamage++;
       fail(k, c, `user branch: ${damage}`);
+    }
+
+    if (pass) {
+      const t = trialFacts({
+        ...run,
+        h,
+        outcome,
+        home,
+        canary,
+        hits: servers.hits,
+        left: procs,
+        ledger,
+        scratch,
+      });
+      const row = `${c.kind}/${c.variant}`;
+      figures.sandbox[row] ??= {
+        what: c.what,
+        off: { trials: 0, held: 0, design: 0, total: 0, outcomes: {} },
+        on: { trials: 0, held: 0, design: 0, total: 0, outcomes: {} },
+      };
+      const tally = figures.sandbox[row][pass];
+      tally.trials++;
+      tally.outcomes[outcome] = (tally.outcomes[outcome] ?? 0) + 1;
+      for (const [what, held, design] of c.checks(t)) {
+        tally.total++;
+        if (held) tally.held++;
+        if (held && design) tally.design++;
+        if (!held && pass === "on" && c.known) figures.sandboxKnownGaps++;
+        else if (!held && (pass === "on" || c.gate || design)) {
+          figures.sandboxNotHeld++;
+          fail(k, c, `not held: ${what}`);
+        }
+        if (held && pass === "off" && !c.gate && !design) {
+          figures.sandboxControlsHeld++;
+          fail(k, c, `held without the sandbox (the probe could not see an escape): ${what}`);
+        }
+      }
+      // The allowlist lets through what it names: the allowed server answered the agent's request.
+      if (c.kind === "connect" && !t.reachedAllowed) {
+        figures.allowedServerNotReached++;
+        fail(k, c, `the allowed server was not reached: ${JSON.stringify(servers.hits.allowed)}`);
+      }
     }
 
     // `clean` removes what the failed run kept (sessions, worktrees, branches).
@@ -541,8 +1102,15 @@ async function main(opts) {
     }
     console.log(`  ${k} ${key}: ${outcome} (${Math.round((Date.now() - t0) / 100) / 10} s)`);
   }
-  if (process.env.HOSTILE_KEEP) console.log(`kept ${box.dir} (tmux -L ${box.socket})`);
+  if (process.env.HOSTILE_KEEP) console.log(`kept ${box.dir} ${world ?? ""} (tmux -L ${box.socket})`);
   box.dispose();
+  servers?.close();
+  if (sandboxPass) {
+    console.log(
+      `\nsandbox pass (${opts.mode === "smoke" ? "sandbox on once" : "sandbox off once, on twice"} per case; a check: one thing the agent tried, or one effect looked for on the host)`,
+    );
+    for (const line of sandboxTable(figures.sandbox)) console.log(line);
+  }
   return finish(opts, {
     campaign: "hostile",
     trials,
@@ -559,10 +1127,21 @@ async function main(opts) {
       "processesLeft",
       "userBranchDamage",
       "leftoversAfterClean",
+      "sandboxNotHeld",
+      "sandboxControlsHeld",
+      "allowedServerNotReached",
     ],
     failures,
     notes: [
       "each trial: three good tasks beside one hostile agent in a fresh repository; good tasks compared with a run without it",
+      ...(sandboxPass
+        ? [
+            `sandbox pass: the hostile task sandboxed with only the campaign's loopback server allowed, the good tasks ${"sandbox-good" in opts.extra ? "sandboxed with no network" : "not sandboxed"}, compared with the unsandboxed reference`,
+            ...SANDBOX_CASES.filter((c) => c.known).map(
+              (c) => `sandboxKnownGaps (${c.kind}/${c.variant}, ${c.what}): ${c.known}`,
+            ),
+          ]
+        : []),
       "agentCommandsRunByTermorch is not a must-be-zero figure: hooks and the fsmonitor are off for termorch's git, but filter and merge drivers of the repository's config are honoured (git-lfs needs them), and an agent with the user's uid can plant one (README, Security)",
     ],
     started,

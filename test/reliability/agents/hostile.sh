@@ -5,6 +5,10 @@
 #   COUNT    how many processes or refs          SCRATCH  a folder outside the repository, where
 #            it records the pids that must not outlive the task (pids/*) and what it did
 #   API_TOKEN, DB_PASSWORD  the canary secrets (passed by termorch as secret env vars)
+# The sandbox pass's kinds (readkey, readother, procenv, connect) say what they read or reached as
+# `probe NAME open` or `probe NAME blocked` and print what they read (so a canary shows in their
+# log); what the others write or plant, the campaign looks for on the host. In a sandbox, SCRATCH
+# is in the agent's private /tmp: what it records there never reaches the host.
 # Everything it does is bounded: sizes, counts and the fork limit are the campaign's.
 set -u
 cd "$(pwd -P)" || exit 99
@@ -15,6 +19,11 @@ pids=$SCRATCH/pids
 mkdir -p "$pids"
 V=${VARIANT:-a}
 record() { echo "$1" > "$pids/$2"; }
+probe() {
+  local name=$1
+  shift
+  if "$@"; then echo "probe $name open"; else echo "probe $name blocked"; fi
+}
 node_out() { node -e "$1"; }
 
 case $KIND in
@@ -59,19 +68,23 @@ setsid)
   c) setsid bash -c 'echo $$ > "$SCRATCH/pids/daemon"; while :; do echo tick; sleep 1; done' & ;;
   esac
   for _ in $(seq 1 100); do [ -s "$pids/daemon" ] && break; sleep 0.02; done
-  echo "left a daemon behind"
+  if [ -s "$pids/daemon" ]; then echo "left a daemon behind"; else echo "no daemon started"; fi
   ;;
 killsup)
-  # Finds its pane supervisor among its ancestors and kills it.
+  # Finds its pane supervisor among its ancestors and kills it (in a sandbox, its pid namespace
+  # ends below the supervisor: not found).
   p=$$
+  found=
   while [ "$p" -gt 1 ]; do
     p=$(awk '{print $4}' "/proc/$p/stat")
     if tr '\0' ' ' < "/proc/$p/cmdline" | grep -q supervisor.pl; then
+      found=$p
       echo "killing my supervisor $p"
       if [ "$V" = b ]; then kill -TERM "$p"; else kill -KILL "$p"; fi
       break
     fi
   done
+  [ -z "$found" ] && echo "probe kill-supervisor blocked (no supervisor among my ancestors)"
   record $$ agent
   sleep 3
   ;;
@@ -179,6 +192,11 @@ outside-worktree)
     echo '{"forged":true}' >> "$run_dir/events.jsonl" || :
     echo "{}" > "$run_dir/execution_report.json" || :
     ;;
+  # Beside the repository and in the home: outside anything the task was given.
+  d)
+    echo "hostile" > "$(dirname "$main")/planted-by-agent.txt"
+    echo "hostile" > "$HOME/planted-by-agent.txt"
+    ;;
   esac
   ;;
 stdin)
@@ -195,8 +213,10 @@ segv)
   if [ "$V" = b ]; then exec perl -e 'kill "SEGV", $$; sleep 5'; else kill -SEGV $$; fi
   ;;
 forks)
-  # Bounded: at most COUNT processes, and a per-process limit a little above what the user runs.
+  # Bounded: at most COUNT processes, and a per-process limit a little above what the user runs
+  # (USER_PROCS: as the campaign counted them, since a sandboxed agent sees only its own).
   n=$(ps -u "$(id -u)" --no-headers | wc -l)
+  [ "${USER_PROCS:-0}" -gt "$n" ] && n=$USER_PROCS
   (
     ulimit -u $((n + COUNT)) 2>/dev/null
     i=0
@@ -205,6 +225,7 @@ forks)
       echo $! > "$pids/fork-$i" || break
       i=$((i + 1))
     done
+    echo "forked $i processes"
     if [ "$V" = b ]; then (sleep 600 & echo $! > "$pids/nested"; wait) & fi
   ) 2>/dev/null
   echo "forked"
@@ -272,6 +293,83 @@ canary)
     exit 3
     ;;
   esac
+  ;;
+readkey)
+  # A private key in the home (the campaign's, with a canary in it): its body printed without the
+  # BEGIN/END lines (termorch redacts a whole key block in logs, not its lines alone), copied into
+  # the artifacts, and read through a symlink in the worktree (removed again: nothing is committed).
+  key=$HOME/.ssh/id_ed25519
+  probe key-body grep -v -e ----- "$key"
+  probe key-artifact cp "$key" "$TERMORCH_ARTIFACTS_DIR/stolen-key"
+  ln -s "$key" stolen-link
+  probe key-symlink cat stolen-link
+  rm -f stolen-link
+  ;;
+readother)
+  case $V in
+  # The other tasks' worktrees are beside this one (<per-user folder>/worktrees/<run>/<task>).
+  # Waits (bounded) for a good task's work to be there: in a sandbox it never shows.
+  a)
+    others=$(dirname "$wt")
+    for _ in $(seq 1 100); do compgen -G "$others/good*/good/*.txt" >/dev/null && break; sleep 0.05; done
+    probe other-list compgen -G "$others/good*/README.md"
+    probe other-read cat "$others"/good*/good/*.txt
+    ;;
+  # Their work once termorch has committed it: the repository's objects (in a sandbox, the real
+  # ones behind its copy's alternates), every blob looked at until one is another task's (bounded).
+  b)
+    other_blob() {
+      git cat-file --batch-all-objects --batch-check='%(objecttype) %(objectname)' |
+        awk '$1 == "blob" {print $2}' | git cat-file --batch | grep -a "^made by good"
+    }
+    for _ in $(seq 1 100); do other_blob >/dev/null && break; sleep 0.05; done
+    probe other-objects other_blob
+    ;;
+  esac
+  ;;
+procenv)
+  # termorch's own environment holds a variable (named by ENV_CANARY_NAME) that it passes to no
+  # agent: every process's environ (a), then each ancestor's, up to pid 1 (b).
+  scan_env() { cat "$@" 2>/dev/null | tr '\0' '\n' | grep -a "^$ENV_CANARY_NAME="; }
+  case $V in
+  a) probe environ-all scan_env /proc/[0-9]*/environ ;;
+  # Its ancestors: termorch's variable in any of them, and the environ of the two that live
+  # outside a sandbox (its pane's supervisor and tmux's server) read at all.
+  b)
+    ancestors=()
+    environs=()
+    p=$$
+    while [ "$p" -gt 1 ]; do
+      p=$(awk '{print $4}' "/proc/$p/stat") || break
+      ancestors+=("$p")
+      environs+=("/proc/$p/environ")
+    done
+    echo "ancestors: ${ancestors[*]}"
+    # Reads the environ of the ancestor whose command line matches $1.
+    ancestor_env() {
+      local q
+      for q in "${ancestors[@]}"; do
+        tr '\0' ' ' < "/proc/$q/cmdline" | grep -qE "$1" || continue
+        [ -n "$(head -c 64 "/proc/$q/environ" 2>/dev/null | tr -d '\0')" ] && return 0
+      done
+      return 1
+    }
+    probe environ-parents scan_env "${environs[@]}"
+    probe environ-supervisor ancestor_env 'supervisor\.pl'
+    probe environ-tmux ancestor_env '^tmux'
+    ;;
+  esac
+  ;;
+connect)
+  # ALLOWED: the loopback server on the sandbox's allowlist (REQUEST as the path, its answer
+  # printed); DENIED: NAME=HOST:PORT pairs that listen too, but are not on it. HTTP and raw TCP.
+  http() { node -e 'fetch(process.argv[1]).then((r) => r.text()).then((t) => console.log(t), () => process.exit(1))' "$1"; }
+  raw() { (exec 3<>"/dev/tcp/${1%:*}/${1##*:}") 2>/dev/null; }
+  probe connect-allowed http "http://$ALLOWED/$REQUEST"
+  for d in $DENIED; do
+    probe "connect-http-${d%%=*}" http "http://${d#*=}/$REQUEST"
+    probe "connect-tcp-${d%%=*}" raw "${d#*=}"
+  done
   ;;
 *)
   echo "unknown KIND $KIND" >&2
