@@ -10,7 +10,7 @@
  * the task branch's new commits into the repository, checked by git as a fetch would be.
  */
 import { copyFileSync, existsSync, lstatSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { basename, join } from "node:path";
+import { basename, join, resolve } from "node:path";
 import { git, gitBuffer } from "./repo.js";
 
 /** Where the real objects show inside the shadow (read-only), named in its alternates. */
@@ -22,6 +22,8 @@ export interface AgentRepo {
   shadow: string;
   /** Real folders shown read-only in the shadow: source → path inside the sandbox. */
   readOnly: ReadonlyArray<{ source: string; path: string }>;
+  /** The repository's refs as the shadow got them (`for-each-ref`: id, space, name). */
+  refs: string;
 }
 
 /** Files of a worktree's admin folder git reads (the rest it writes as it goes). */
@@ -29,11 +31,7 @@ const ADMIN_FILES = ["HEAD", "commondir", "gitdir", "index", "config.worktree", 
 
 /** Builds the shadow of `worktree`'s repository in `shadow` (a new, private folder). */
 export async function makeAgentRepo(worktree: string, shadow: string): Promise<AgentRepo> {
-  const [adminDir = "", commonDir = ""] = (
-    await git(worktree, ["rev-parse", "--path-format=absolute", "--git-dir", "--git-common-dir"])
-  ).stdout
-    .trim()
-    .split("\n");
+  const { adminDir, commonDir } = gitDirsOf(worktree);
   const refs = await git(worktree, ["for-each-ref", "--format=%(objectname) %(refname)"]);
   const admin = join(shadow, "worktrees", basename(adminDir));
   for (const dir of ["refs/heads", "refs/tags", "objects/info", "objects/pack", REAL_OBJECTS, "info"])
@@ -52,7 +50,25 @@ export async function makeAgentRepo(worktree: string, shadow: string): Promise<A
     mkdirSync(join(shadow, "hooks"), { mode: 0o700 });
     readOnly.push({ source: join(commonDir, "hooks"), path: join(commonDir, "hooks") });
   }
-  return { commonDir, shadow, readOnly };
+  return { commonDir, shadow, readOnly, refs: refs.stdout };
+}
+
+/** A linked worktree's git folders, as git finds them: its `.git` file, then `commondir` there. */
+function gitDirsOf(worktree: string): { adminDir: string; commonDir: string } {
+  const gitdir = /^gitdir: (.+)$/m.exec(readFileSync(join(worktree, ".git"), "utf8"))?.[1];
+  if (!gitdir) throw new Error(`${worktree}/.git does not name its git folder`);
+  const adminDir = resolve(worktree, gitdir.trim());
+  const common = readFileSync(join(adminDir, "commondir"), "utf8").trim();
+  return { adminDir, commonDir: resolve(adminDir, common) };
+}
+
+/** A branch's head in a `for-each-ref --format='%(objectname) %(refname)'` listing, or null. */
+export function headIn(listing: string, branch: string): string | null {
+  for (const line of listing.split("\n")) {
+    const [id, ref] = line.split(" ");
+    if (ref === `refs/heads/${branch}` && id && OBJECT_ID.test(id)) return id;
+  }
+  return null;
 }
 
 const OBJECT_ID = /^[0-9a-f]{40}(?:[0-9a-f]{24})?$/;
@@ -76,7 +92,7 @@ export function agentBranchHead(shadow: string, branch: string): string | null {
 
 /**
  * Brings the commits the agent made on its task branch into the repository and moves the branch
- * there (only from `start`): the objects are packed from the shadow and indexed by git, which
+ * there (only from `start`, where it was when the shadow was made: the agent cannot move it): the objects are packed from the shadow and indexed by git, which
  * checks every one. Returns the new head, or null when the agent did not move its branch (or
  * the attempt had no shadow).
  */
@@ -84,12 +100,10 @@ export async function takeAgentCommits(
   shadow: string,
   worktree: string,
   branch: string,
+  start: string,
 ): Promise<string | null> {
   const head = existsSync(shadow) ? agentBranchHead(shadow, branch) : null;
-  if (head === null) return null;
-  // The agent cannot move the real branch: it is where the agent started.
-  const start = (await git(worktree, ["rev-parse", "--verify", "-q", `refs/heads/${branch}`])).stdout.trim();
-  if (head === start) return null;
+  if (head === null || head === start) return null;
   const alternate = { GIT_ALTERNATE_OBJECT_DIRECTORIES: join(shadow, "objects") };
   const pack = await gitBuffer(worktree, ["pack-objects", "--revs", "--stdout", "-q"], {
     input: `${head}\n^${start}\n`,

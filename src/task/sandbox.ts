@@ -20,7 +20,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { errorText } from "../errors.js";
 import { registryDir, userDir } from "../fs/names.js";
-import { makeAgentRepo, restoreGitFile, takeAgentCommits } from "../git/sandbox-repo.js";
+import { headIn, makeAgentRepo, restoreGitFile, takeAgentCommits } from "../git/sandbox-repo.js";
 import {
   bwrapArgs,
   expandHome,
@@ -133,8 +133,10 @@ export async function prepareSandbox(
   for (const w of setting.allowWrite)
     if (w.endsWith("/")) mkdirSync(expandHome(w, work.home), { recursive: true, mode: 0o700 });
   const repo = work.worktree ? await makeAgentRepo(work.worktree, join(dir, "git")) : null;
-  // Kept where the agent cannot reach it, to put back what it may change (endSandbox).
+  // Kept where the agent cannot reach them: what to put back if it changes it, and where its
+  // branch was (endSandbox).
   if (work.worktree) copyFileSync(join(work.worktree, ".git"), join(dir, "gitfile"));
+  if (repo) writeFileSync(join(dir, "refs"), repo.refs);
   let relay: SandboxPlace["relay"] = null;
   if (typeof setting.network !== "string") {
     const relayDir = relayDirOf(dir);
@@ -192,9 +194,13 @@ export async function endSandbox(
   const saved = join(dir, "gitfile");
   if (p.worktree && existsSync(saved) && restoreGitFile(p.worktree, readFileSync(saved, "utf8")))
     notes.push("the agent changed its worktree's .git, which was put back before termorch's git ran there");
-  if (p.worktree && p.branch)
+  const start =
+    p.branch && existsSync(join(dir, "refs"))
+      ? headIn(readFileSync(join(dir, "refs"), "utf8"), p.branch)
+      : null;
+  if (p.worktree && p.branch && start)
     try {
-      await takeAgentCommits(join(dir, "git"), p.worktree, p.branch);
+      await takeAgentCommits(join(dir, "git"), p.worktree, p.branch, start);
     } catch (error) {
       notes.push(
         `the commits the agent made in its sandbox could not be taken (${errorText(error)}); what its worktree holds is committed instead`,
