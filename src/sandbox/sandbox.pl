@@ -31,50 +31,51 @@ my $relay = $rest[0] ne '--' ? shift @rest : undef;
 shift @rest if ($rest[0] // '') eq '--';
 die "sandbox.pl: no command\n" unless @rest;
 
+my ($info_r, $info_w);
 if ($side eq 'outside') {
   $SIG{$_} = 'IGNORE' for @SIGNALS;
-  exec { $rest[0] } @rest or die "sandbox.pl: cannot run $rest[0]: $!\n" unless defined $relay;
+  # bwrap names its first process (pid 1 of the sandbox) on --info-fd. bwrap exits as soon as the
+  # agent has, and that process, re-parented to the pane supervisor, a moment later: waited for
+  # below, so that the supervisor never counts it as something the agent left running.
+  local $^F = 1 << 20;    # not close-on-exec: bwrap writes it
+  pipe($info_r, $info_w) or die "sandbox.pl: pipe: $!\n";
+  splice(@rest, 1, 0, '--info-fd', fileno $info_w);
 } else {
   $SIG{$_} = 'DEFAULT' for @SIGNALS;
   exec { $rest[0] } @rest or die "sandbox.pl: cannot run $rest[0]: $!\n" unless defined $relay;
   # The relay in the sandbox outlives the agent's TERM like the one outside; the agent gets the default.
   $SIG{$_} = 'IGNORE' for @SIGNALS;
 }
-exit relay($side, $relay, @rest);
+my $status = serve($side, $relay, @rest);
+wait_gone(sandbox_pid()) if $side eq 'outside';
+exit $status;
 
-# Listens on this side's ends of the routes, runs the command, passes connections until it exits;
-# returns its exit status (a signal as 128 + its number, as a shell says it).
-sub relay {
-  my ($side, $dir, @command) = @_;
-  require IO::Socket::IP;
-  require IO::Socket::UNIX;
-  open(my $fh, '<', "$dir/routes") or die "sandbox.pl: cannot read $dir/routes: $!\n";
-  my (%listeners, %allowed);
-  my $listen = sub {
-    my ($what, $sock, $how) = @_;
-    die "sandbox.pl: cannot listen for $what: $!\n" unless $sock;
-    $listeners{ fileno $sock } = { sock => $sock, %$how };
-  };
-  while (my $line = <$fh>) {
-    chomp $line;
-    my ($kind, @f) = split /\t/, $line;
-    if ($kind eq 'route' && @f == 4) {
-      my ($i, $host, $port, $at) = @f;
-      $allowed{ lc "$host:$port" } = "$dir/$i.sock";
-      if ($side eq 'outside') {
-        $listen->("$host:$port", IO::Socket::UNIX->new(Type => IO::Socket::SOCK_STREAM(), Local => "$dir/$i.sock", Listen => 64),
-          { to => [$host, $port] });
-      } elsif ($at ne '-') {
-        my $note = $port < 1024 ? ' (a port below 1024 needs root: name the host, or use a higher port)' : '';
-        $listen->("$host:$port$note", IO::Socket::IP->new(LocalHost => $at, LocalPort => $port, Listen => 64, ReuseAddr => 1),
-          { to => "$dir/$i.sock" });
-      }
-    } elsif ($kind eq 'proxy' && @f == 2 && $side eq 'inside') {
-      $listen->("the proxy", IO::Socket::IP->new(LocalHost => $f[0], LocalPort => $f[1], Listen => 64, ReuseAddr => 1),
-        { proxy => 1 });
-    }
+# The pid bwrap gave on --info-fd (`"child-pid": N`), once it has exited; undef without one.
+sub sandbox_pid {
+  close $info_w;
+  local $/;
+  my $info = <$info_r> // '';
+  return $info =~ /"child-pid"\s*:\s*([0-9]+)/ ? $1 : undef;
+}
+
+# Until `pid` is gone or a zombie (its reaper is the supervisor), at most 5 s.
+sub wait_gone {
+  my ($pid) = @_;
+  return unless $pid;
+  for (1 .. 500) {
+    open(my $fh, '<', "/proc/$pid/stat") or return;
+    my $stat = <$fh> // '';
+    return if $stat =~ /\A\d+ \(.*\) [ZX] /s;
+    select(undef, undef, undef, 0.01);
   }
-  close $fh;
+}
+
+# Listens on this side's ends of the routes (with RELAY_DIR), runs the command, passes connections
+# until it exits; returns its exit status (a signal as 128 + its number, as a shell says it).
+sub serve {
+  my ($side, $dir, @command) = @_;
+  my (%listeners, %allowed);
+  listen_routes($side, $dir, \%listeners, \%allowed) if defined $dir;
   # The command's end wakes the loop through a self-pipe (a signal between the check and select
   # would otherwise wait for the backstop).
   pipe(my $chld_r, my $chld_w) or die "sandbox.pl: pipe: $!\n";
@@ -82,7 +83,7 @@ sub relay {
   my $pid = fork() // die "sandbox.pl: fork: $!\n";
   if ($pid == 0) {
     close $_->{sock} for values %listeners;
-    close $_ for $chld_r, $chld_w;
+    close $_ for $chld_r, $chld_w, grep { defined } $info_r;
     $SIG{CHLD} = 'DEFAULT';
     $SIG{$_} = 'DEFAULT' for $side eq 'inside' ? @SIGNALS : ();
     exec { $command[0] } @command or print STDERR "sandbox.pl: cannot run $command[0]: $!\n";
@@ -90,6 +91,7 @@ sub relay {
     POSIX::_exit($! == 2 ? 127 : 126);
   }
   # The agent's output pipes are the agent's: a relay that held them would keep its log open.
+  close $info_w if $info_w;
   open(STDOUT, '>', '/dev/null');
   open(STDERR, '>', '/dev/null') if $side eq 'inside';
   my (%handlers, $status);
@@ -123,8 +125,42 @@ sub relay {
   }
   kill 'KILL', keys %handlers;
   1 while waitpid(-1, 0) > 0;
-  unlink grep { /\.sock\z/ } glob("$dir/*") if $side eq 'outside';
+  unlink grep { /\.sock\z/ } glob("$dir/*") if $side eq 'outside' && defined $dir;
   return $status & 127 ? 128 + ($status & 127) : $status >> 8;
+}
+
+# Opens this side's listeners of RELAY_DIR/routes into %$listeners (fd → socket and where its
+# connections go), and the allowed host:port → unix socket map the proxy checks into %$allowed.
+sub listen_routes {
+  my ($side, $dir, $listeners, $allowed) = @_;
+  require IO::Socket::IP;
+  require IO::Socket::UNIX;
+  open(my $fh, '<', "$dir/routes") or die "sandbox.pl: cannot read $dir/routes: $!\n";
+  my $listen = sub {
+    my ($what, $sock, $how) = @_;
+    die "sandbox.pl: cannot listen for $what: $!\n" unless $sock;
+    $listeners->{ fileno $sock } = { sock => $sock, %$how };
+  };
+  while (my $line = <$fh>) {
+    chomp $line;
+    my ($kind, @f) = split /\t/, $line;
+    if ($kind eq 'route' && @f == 4) {
+      my ($i, $host, $port, $at) = @f;
+      $allowed->{ lc "$host:$port" } = "$dir/$i.sock";
+      if ($side eq 'outside') {
+        $listen->("$host:$port", IO::Socket::UNIX->new(Type => IO::Socket::SOCK_STREAM(), Local => "$dir/$i.sock", Listen => 64),
+          { to => [$host, $port] });
+      } elsif ($at ne '-') {
+        my $note = $port < 1024 ? ' (a port below 1024 needs root: name the host, or use a higher port)' : '';
+        $listen->("$host:$port$note", IO::Socket::IP->new(LocalHost => $at, LocalPort => $port, Listen => 64, ReuseAddr => 1),
+          { to => "$dir/$i.sock" });
+      }
+    } elsif ($kind eq 'proxy' && @f == 2 && $side eq 'inside') {
+      $listen->("the proxy", IO::Socket::IP->new(LocalHost => $f[0], LocalPort => $f[1], Listen => 64, ReuseAddr => 1),
+        { proxy => 1 });
+    }
+  }
+  close $fh;
 }
 
 # A TCP connection to [HOST, PORT], or a unix socket's by its path; undef when it cannot be made.
