@@ -9,7 +9,18 @@
  * shadow: the user's repository is never written. After the attempt, `takeAgentCommits` brings
  * the task branch's new commits into the repository, checked by git as a fetch would be.
  */
-import { copyFileSync, existsSync, lstatSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import {
+  copyFileSync,
+  existsSync,
+  linkSync,
+  lstatSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { basename, join, resolve } from "node:path";
 import { git, gitBuffer } from "./repo.js";
 
@@ -26,13 +37,31 @@ export interface AgentRepo {
   refs: string;
 }
 
+const OBJECT_ID = /^[0-9a-f]{40}(?:[0-9a-f]{24})?$/;
+
 /** Files of a worktree's admin folder git reads (the rest it writes as it goes). */
 const ADMIN_FILES = ["HEAD", "commondir", "gitdir", "index", "config.worktree", "info/sparse-checkout"];
 
+/**
+ * The objects the agent may read: the repository's as the run found them (a snapshot of hard
+ * links, `base.objects`, made once per run: snapshotObjects), so that no other task's work
+ * committed meanwhile is in reach; what its own start adds to the run's base commit (its
+ * dependencies' work) is packed into its shadow.
+ */
+export interface AgentBase {
+  commit: string;
+  objects: string;
+}
+
 /** Builds the shadow of `worktree`'s repository in `shadow` (a new, private folder). */
-export async function makeAgentRepo(worktree: string, shadow: string): Promise<AgentRepo> {
+export async function makeAgentRepo(
+  worktree: string,
+  shadow: string,
+  branch: string | null,
+  base: AgentBase,
+): Promise<AgentRepo> {
   const { adminDir, commonDir } = gitDirsOf(worktree);
-  const refs = await git(worktree, ["for-each-ref", "--format=%(objectname) %(refname)"]);
+  const refs = (await git(worktree, ["for-each-ref", "--format=%(objectname) %(refname)"])).stdout;
   const admin = join(shadow, "worktrees", basename(adminDir));
   for (const dir of ["refs/heads", "refs/tags", "objects/info", "objects/pack", REAL_OBJECTS, "info"])
     mkdirSync(join(shadow, dir), { recursive: true, mode: 0o700 });
@@ -42,15 +71,54 @@ export async function makeAgentRepo(worktree: string, shadow: string): Promise<A
   };
   for (const f of ["HEAD", "config", "info/exclude"]) copy(join(commonDir, f), join(shadow, f));
   for (const f of ADMIN_FILES) copy(join(adminDir, f), join(admin, f));
-  writeFileSync(join(shadow, "packed-refs"), refs.stdout);
+  // The other tasks' branches name commits it cannot see: left out.
+  const own = branch === null ? null : `refs/heads/${branch}`;
+  const runs = own === null ? null : own.slice(0, own.lastIndexOf("/") + 1);
+  const shown = refs
+    .split("\n")
+    .filter((l) => l && (runs === null || !l.includes(` ${runs}`) || l.endsWith(` ${own}`)));
+  writeFileSync(join(shadow, "packed-refs"), `${shown.join("\n")}\n`);
   writeFileSync(join(shadow, "objects", "info", "alternates"), `${join(commonDir, REAL_OBJECTS)}\n`);
-  const readOnly = [{ source: join(commonDir, "objects"), path: join(commonDir, REAL_OBJECTS) }];
+  // What it has checked out (its start; a gate's commit) on top of the run's base.
+  const head = headOfWorktree(adminDir, refs);
+  if (head !== null && head !== base.commit)
+    await git(worktree, ["pack-objects", "--revs", "-q", join(shadow, "objects", "pack", "pack")], {
+      input: `${head}\n^${base.commit}\n`,
+    });
+  const readOnly = [{ source: base.objects, path: join(commonDir, REAL_OBJECTS) }];
   // The repository's hooks run for the agent's own commits, as outside; read-only.
   if (existsSync(join(commonDir, "hooks"))) {
     mkdirSync(join(shadow, "hooks"), { mode: 0o700 });
     readOnly.push({ source: join(commonDir, "hooks"), path: join(commonDir, "hooks") });
   }
-  return { commonDir, shadow, readOnly, refs: refs.stdout };
+  return { commonDir, shadow, readOnly, refs };
+}
+
+/**
+ * The repository's objects folder as it is now, in `dest`: every file hard-linked (copied where a
+ * link cannot be made), so that objects written later (other tasks' commits) are not in it, and
+ * those a `git gc` removes meanwhile stay. Made once per run, before the first sandbox.
+ */
+export function snapshotObjects(worktree: string, dest: string): void {
+  const source = join(gitDirsOf(worktree).commonDir, "objects");
+  const tmp = `${dest}.tmp`;
+  rmSync(tmp, { recursive: true, force: true });
+  const walk = (from: string, to: string): void => {
+    mkdirSync(to, { recursive: true, mode: 0o700 });
+    for (const e of readdirSync(from, { withFileTypes: true })) {
+      // A pack or object being written (tmp_*, incoming-*) is not one yet.
+      if (e.name.startsWith("tmp_") || e.name.startsWith("incoming-")) continue;
+      if (e.isDirectory()) walk(join(from, e.name), join(to, e.name));
+      else if (e.isFile())
+        try {
+          linkSync(join(from, e.name), join(to, e.name));
+        } catch {
+          copyFileSync(join(from, e.name), join(to, e.name));
+        }
+    }
+  };
+  walk(source, tmp);
+  renameSync(tmp, dest);
 }
 
 /** A linked worktree's git folders, as git finds them: its `.git` file, then `commondir` there. */
@@ -62,6 +130,14 @@ function gitDirsOf(worktree: string): { adminDir: string; commonDir: string } {
   return { adminDir, commonDir: resolve(adminDir, common) };
 }
 
+/** The commit a worktree has checked out: its admin folder's HEAD, a branch of `refs` or detached. */
+function headOfWorktree(adminDir: string, refs: string): string | null {
+  const head = readFileSync(join(adminDir, "HEAD"), "utf8").trim();
+  const branch = /^ref: refs\/heads\/(.+)$/.exec(head)?.[1];
+  if (branch !== undefined) return headIn(refs, branch);
+  return OBJECT_ID.test(head) ? head : null;
+}
+
 /** A branch's head in a `for-each-ref --format='%(objectname) %(refname)'` listing, or null. */
 export function headIn(listing: string, branch: string): string | null {
   for (const line of listing.split("\n")) {
@@ -70,8 +146,6 @@ export function headIn(listing: string, branch: string): string | null {
   }
   return null;
 }
-
-const OBJECT_ID = /^[0-9a-f]{40}(?:[0-9a-f]{24})?$/;
 
 /** Where the agent left `branch` in its shadow: its loose ref, else the packed one; null if neither. */
 export function agentBranchHead(shadow: string, branch: string): string | null {

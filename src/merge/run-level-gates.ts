@@ -28,6 +28,7 @@ function runSandbox(
   if (!setting) return {};
   const work = {
     worktree: scratch,
+    branch: null,
     cwd: workspace,
     home: env.HOME ?? "/",
     writable: { folders: [], files: [] },

@@ -20,7 +20,14 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { errorText } from "../errors.js";
 import { registryDir, userDir } from "../fs/names.js";
-import { headIn, makeAgentRepo, restoreGitFile, takeAgentCommits } from "../git/sandbox-repo.js";
+import {
+  type AgentBase,
+  headIn,
+  makeAgentRepo,
+  restoreGitFile,
+  snapshotObjects,
+  takeAgentCommits,
+} from "../git/sandbox-repo.js";
 import {
   bwrapArgs,
   expandHome,
@@ -56,6 +63,8 @@ function relayDirOf(dir: string): string {
 export interface SandboxedWork {
   /** Its worktree (its view of the repository is made from it), or null when the workspace is no repository. */
   worktree: string | null;
+  /** Its task branch, the one of the run's it sees; null: none (a run-level gate). */
+  branch: string | null;
   /** Where it starts: in the worktree, or the workspace itself (then writable). */
   cwd: string;
   /** The home `~/` rules name. */
@@ -70,12 +79,13 @@ export interface SandboxedWork {
 export function agentWork(
   p: Pick<
     TaskPlan,
-    "argv" | "worktree" | "cwd" | "artifactsDir" | "handoff" | "prompt" | "interactive" | "env"
+    "argv" | "worktree" | "branch" | "cwd" | "artifactsDir" | "handoff" | "prompt" | "interactive" | "env"
   >,
 ): SandboxedWork {
   const events = p.interactive?.events?.file;
   return {
     worktree: p.worktree,
+    branch: p.branch,
     cwd: p.cwd,
     home: p.env.HOME ?? "/",
     writable: {
@@ -94,14 +104,38 @@ export function agentWork(
 
 /** A sandbox for `work` in `dir`, for a run: what goes in front of the command's argv (prepareSandbox). */
 export async function sandboxFor(
-  run: Pick<RunPlan, "runDir" | "processEnv">,
+  run: Pick<RunPlan, "runDir" | "privateDir" | "processEnv" | "git">,
   ports: Pick<Ports, "runner">,
   setting: SandboxSetting,
   work: SandboxedWork,
   dir: string,
 ): Promise<string[]> {
   const socketPath = await ports.runner.socketPath();
-  return prepareSandbox(setting, work, { dir, runDir: run.runDir, socketPath, processEnv: run.processEnv });
+  let base: AgentBase | null = null;
+  if (run.git && work.worktree) {
+    base = { commit: run.git.baseCommit, objects: join(run.privateDir, "sandbox", "objects") };
+    await runObjects(work.worktree, base.objects);
+  }
+  return prepareSandbox(setting, work, {
+    dir,
+    runDir: run.runDir,
+    socketPath,
+    processEnv: run.processEnv,
+    base,
+  });
+}
+
+/** The run's snapshot of the repository's objects, made once (a resumed run finds it made). */
+const snapshots = new Map<string, Promise<void>>();
+function runObjects(worktree: string, dest: string): Promise<void> {
+  let made = snapshots.get(dest);
+  if (!made) {
+    made = existsSync(dest)
+      ? Promise.resolve()
+      : Promise.resolve().then(() => snapshotObjects(worktree, dest));
+    snapshots.set(dest, made);
+  }
+  return made;
 }
 
 /**
@@ -116,6 +150,8 @@ export async function prepareSandbox(
     runDir: string;
     socketPath: string;
     processEnv: Readonly<Record<string, string | undefined>>;
+    /** The objects it may read (with a worktree): src/git/sandbox-repo.ts. */
+    base: AgentBase | null;
   },
 ): Promise<string[]> {
   const tools = sandboxTools(where.processEnv.PATH);
@@ -132,7 +168,10 @@ export async function prepareSandbox(
   // A writable folder the CLI has not made yet (its first run): made, empty, as it would be.
   for (const w of setting.allowWrite)
     if (w.endsWith("/")) mkdirSync(expandHome(w, work.home), { recursive: true, mode: 0o700 });
-  const repo = work.worktree ? await makeAgentRepo(work.worktree, join(dir, "git")) : null;
+  const repo =
+    work.worktree && where.base
+      ? await makeAgentRepo(work.worktree, join(dir, "git"), work.branch, where.base)
+      : null;
   // Kept where the agent cannot reach them: what to put back if it changes it, and where its
   // branch was (endSandbox).
   if (work.worktree) copyFileSync(join(work.worktree, ".git"), join(dir, "gitfile"));

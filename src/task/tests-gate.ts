@@ -17,7 +17,10 @@ import type { RunStop } from "./stop.js";
  * left is ended before the resumed run starts it again (runShellGate's `record`).
  */
 export async function testsGate(
-  run: Pick<RunPlan, "runDir" | "privateDir" | "fault" | "killGraceMs" | "maxLogBytes" | "processEnv">,
+  run: Pick<
+    RunPlan,
+    "runDir" | "privateDir" | "fault" | "killGraceMs" | "maxLogBytes" | "processEnv" | "git"
+  >,
   ports: Pick<Ports, "logNames" | "now" | "redactor" | "runner">,
   stop: RunStop,
   o: {

@@ -15,6 +15,7 @@ const PROBE = join(ROOT, "test", "fixtures", "agents", "sandbox-probe.sh");
 const NET_PROBE = join(ROOT, "test", "fixtures", "agents", "net-probe.mjs");
 const CANARY = "termorch-canary-5d1e7b";
 const CANARY_NAME = "TERMORCH_TEST_CANARY";
+const SIBLING = "sibling-work-9c2e41";
 
 let listener: ReturnType<typeof createTcpServer>;
 let port = 0;
@@ -31,31 +32,39 @@ async function probeRun(sandbox: unknown) {
   const home = join(ws.dir, "home");
   mkdirSync(join(home, ".ssh"), { recursive: true });
   writeFileSync(join(home, ".ssh", "id_test"), "-----BEGIN KEY-----\n");
-  const file = writeAssignments(ws.dir, [
-    {
-      id: "other",
-      // Until the probe is done with it, bounded.
-      command: [
-        "bash",
-        "-c",
-        'for _ in $(seq 400); do [ -e "$TERMORCH_RUN_DIR/artifacts/probe/done" ] && exit 0; sleep 0.05; done',
-      ],
-      expect_changes: false,
-    },
-    {
-      id: "probe",
-      command: ["bash", PROBE],
-      env: {
-        PROBE_KEY: join(home, ".ssh", "id_test"),
-        PROBE_OTHER: "other",
-        PROBE_REPO: ws.repo,
-        PROBE_PORT: String(port),
-        PROBE_CANARY: `${CANARY_NAME}=`,
-        ...(sandbox === undefined ? {} : { PROBE_ESCAPE: join(ws.dir, "escaped") }),
+  const file = writeAssignments(
+    ws.dir,
+    [
+      {
+        id: "other",
+        // Until the probe is done with it, bounded.
+        command: [
+          "bash",
+          "-c",
+          'for _ in $(seq 400); do [ -e "$TERMORCH_RUN_DIR/artifacts/probe/done" ] && exit 0; sleep 0.05; done',
+        ],
+        expect_changes: false,
       },
-      ...(sandbox === undefined ? {} : { sandbox }),
-    },
-  ]);
+      // Its work is committed while the probe runs.
+      { id: "sibling", env: { WRITE: `sibling.txt=${SIBLING}` } },
+      {
+        id: "probe",
+        command: ["bash", PROBE],
+        env: {
+          PROBE_KEY: join(home, ".ssh", "id_test"),
+          PROBE_OTHER: "other",
+          PROBE_SIBLING: SIBLING,
+          PROBE_REPO: ws.repo,
+          PROBE_PORT: String(port),
+          PROBE_CANARY: `${CANARY_NAME}=`,
+          ...(sandbox === undefined ? {} : { PROBE_ESCAPE: join(ws.dir, "escaped") }),
+        },
+        ...(sandbox === undefined ? {} : { sandbox }),
+      },
+      // All three at once, whatever the machine's cores.
+    ],
+    { environment: { resource_limits: { max_parallel: 3 } } },
+  );
   const r = await termorch(["run", file], { socket, env: { HOME: home, [CANARY_NAME]: CANARY } });
   const report = readReport(ws.dir);
   const task = report.tasks.find((t) => t.id === "probe")!;
@@ -65,7 +74,7 @@ async function probeRun(sandbox: unknown) {
 }
 
 /** What the probe reads or reaches, as it says; what it writes is looked for outside (`planted`). */
-const PROBES = ["read_key", "read_other_worktree", "read_termorch_env", "connect"];
+const PROBES = ["read_key", "read_other_worktree", "read_committed_work", "read_termorch_env", "connect"];
 
 const PLANTED = ["checkout", "home", "outside", "hook", "config", "branch"];
 const each = <T>(names: readonly string[], value: T) => Object.fromEntries(names.map((n) => [n, value]));
