@@ -200,8 +200,6 @@ const SANDBOX_CASES = [
     kind: "readother",
     variant: "b",
     expect: ["success"],
-    known:
-      "not hidden: the sandbox shows the repository's real objects (read-only, behind its copy's alternates), and another task's commit is there as soon as termorch has made it",
     checks: (t) => [
       ...said(t, "other-objects"),
       ["another task's work in none of its logs and artifacts", !t.inOwnFiles("made by good")],
