@@ -51,6 +51,12 @@ export const SandboxFilesystem = z.strictObject({
     .describe(
       "Paths hidden from the agent besides the built-in ones (~/.ssh, ~/.aws, ~/.gnupg, ~/.config/gh, ~/.netrc, …)",
     ),
+  allow_read: z
+    .array(SandboxPath)
+    .default([])
+    .describe(
+      "Paths shown read-only where the sandbox hides what is around them (under /tmp, which the agent sees as its own, or under a hidden folder): a tool installed there",
+    ),
 });
 export type SandboxFilesystem = z.infer<typeof SandboxFilesystem>;
 

@@ -18,6 +18,8 @@ export interface SandboxSetting {
   /** The user's extra writable paths, then the CLI's own (`~/` not yet expanded). */
   allowWrite: readonly string[];
   denyRead: readonly string[];
+  /** Shown read-only even where the sandbox hides (the user's `allow_read`). */
+  allowRead: readonly string[];
   network: "host" | "none" | readonly string[];
 }
 
@@ -60,6 +62,7 @@ export function resolveSandbox(
       ...otherClis.filter((p) => !allowWrite.some((w) => bare(w) === bare(p))),
       ...on.flatMap((l) => l.filesystem?.deny_read ?? []),
     ],
+    allowRead: on.flatMap((l) => l.filesystem?.allow_read ?? []),
     network: network ?? (needs?.hosts.length ? needs.hosts : "none"),
   };
 }
@@ -196,7 +199,7 @@ export function bwrapArgs(
   for (const p of [...HIDDEN_IN_HOME.map((h) => `~/${h}`), ...s.denyRead]) hide(home(p));
   for (const p of place.hidden) hide(p);
   for (const p of s.allowWrite) bind(home(p), "rw");
-  for (const p of place.readable) bind(p, "ro");
+  for (const p of [...place.readable, ...s.allowRead.map(home)]) bind(p, "ro");
   for (const p of [place.worktree, ...place.writable]) bind(p, "rw");
   if (place.git) {
     mounts.push({ path: place.git.commonDir, source: place.git.shadow, kind: "rw" });

@@ -96,8 +96,8 @@ export function agentWork(
       p.prompt.context,
       p.prompt.file,
       ...(p.interactive?.events?.configDir ? [p.interactive.events.configDir.path] : []),
-      // The agent's own program, when it is named by a path that the sandbox hides (a /tmp script).
-      ...(p.argv[0]?.startsWith("/") ? [p.argv[0]] : []),
+      // Files its command line names (its program, a script), wherever they are (a /tmp checkout).
+      ...p.argv.filter((a) => a.startsWith("/") && kindOf(a) === "file"),
     ],
   };
 }
@@ -194,7 +194,8 @@ export async function prepareSandbox(
     worktree: work.worktree ?? work.cwd,
     tmp: join(dir, "tmp"),
     writable: [...work.writable.folders, ...work.writable.files],
-    readable: work.readable,
+    // termorch's own shim runs inside too, wherever termorch is installed.
+    readable: [SHIM, ...work.readable],
     hidden: [userDir(), registryDir(where.processEnv), where.runDir, dirname(where.socketPath)],
     git: repo,
     resolvConf,

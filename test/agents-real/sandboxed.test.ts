@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { expect, it } from "vitest";
 import { describeWith } from "../needs.js";
 import { RECIPES, SECRET } from "./clis.js";
-import { perTask, readReport, realAgentsSuite } from "./harness.js";
+import { perTask, ROOT, readReport, realAgentsSuite } from "./harness.js";
 
 const { world, server: modelServer } = realAgentsSuite("sandboxed");
 
@@ -25,7 +25,13 @@ describeWith("bwrap", "test/agents-real/sandboxed.test.ts").each([
       join(dir, "termorch.json"),
       JSON.stringify({
         agents: { [recipe.preset]: recipe.agent(modelServer().url) },
-        defaults: { sandbox: { network: [`${url.hostname}:${url.port}`] } },
+        defaults: {
+          sandbox: {
+            network: [`${url.hostname}:${url.port}`],
+            // The pinned CLIs live in this checkout, which may be under /tmp (the sandbox's own).
+            filesystem: { allow_read: [join(ROOT, "test", "agents-real", "node_modules")] },
+          },
+        },
       }),
     );
     const file = join(dir, "assignments.json");

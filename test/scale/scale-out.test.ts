@@ -242,7 +242,7 @@ suite("termorch run --backend bullmq", () => {
   it.runIf(has("bwrap", "test/scale/scale-out.test.ts (sandboxed)"))(
     "runs a sandboxed task in its sandbox on the worker, and merges the commit its agent made there",
     async () => {
-      await worker("sbx1");
+      const w = await worker("sbx1");
       const run = cluster();
       writeFileSync(join(run.marks, "secret"), "worker-side secret\n");
       const script = [
@@ -259,6 +259,8 @@ suite("termorch run --backend bullmq", () => {
       expect(readFileSync(join(run.dir, s.logs.stdout!), "utf8")).toContain("read=blocked");
       expect(readFileSync(join(run.repo, "s.txt"), "utf8")).toBe("sandboxed\n");
       expect(git(run.repo, "log", "--format=%s", "-3")).toContain("committed in the sandbox");
+      // The next tests' jobs are for their own workers.
+      await w.dispose();
     },
   );
 

@@ -23,8 +23,8 @@ describe("resolveSandbox", () => {
   it("adds up the lists since the last off, takes the most specific network, and defaults to the CLI's hosts", () => {
     const s = resolveSandbox(
       [
-        { filesystem: { allow_write: ["/a"], deny_read: ["~/x"] }, network: "none" },
-        { filesystem: { allow_write: ["/b"], deny_read: [] } },
+        { filesystem: { allow_write: ["/a"], deny_read: ["~/x"], allow_read: [] }, network: "none" },
+        { filesystem: { allow_write: ["/b"], deny_read: [], allow_read: [] } },
         undefined,
       ],
       NEEDS,
@@ -33,14 +33,16 @@ describe("resolveSandbox", () => {
     expect(s).toEqual({
       allowWrite: ["/a", "/b", "~/.cli/"],
       denyRead: ["~/.other/", "~/x"],
+      allowRead: [],
       network: "none",
     });
     expect(resolveSandbox([{}], NEEDS)?.network).toEqual(["api.example.com"]);
     expect(resolveSandbox([{}], null)?.network).toBe("none");
     // Another CLI's folder stays visible when this agent is given it.
     expect(
-      resolveSandbox([{ filesystem: { allow_write: ["~/.other"], deny_read: [] } }], null, ["~/.other/"])
-        ?.denyRead,
+      resolveSandbox([{ filesystem: { allow_write: ["~/.other"], deny_read: [], allow_read: [] } }], null, [
+        "~/.other/",
+      ])?.denyRead,
     ).toEqual([]);
   });
 });
@@ -54,7 +56,9 @@ describe("the schema", () => {
     expect(Sandbox.safeParse({ network: ["host:70000"] }).success).toBe(false);
     expect(Sandbox.safeParse({ network: [] }).success).toBe(false);
     expect(Sandbox.safeParse({ filesystem: { allow_write: ["relative"] } }).success).toBe(false);
-    expect(Sandbox.safeParse({ filesystem: { deny_read: ["~/ok", "/ok"] } }).success).toBe(true);
+    expect(Sandbox.safeParse({ filesystem: { deny_read: ["~/ok", "/ok"], allow_read: [] } }).success).toBe(
+      true,
+    );
   });
 });
 
@@ -91,7 +95,11 @@ describe("bwrapArgs", () => {
   const all = () => "dir" as const;
 
   it("binds what is writable over what is hidden (deeper wins), and hides ~/.ssh and the deny list", () => {
-    const args = bwrapArgs({ allowWrite: ["~/.cli/"], denyRead: ["~/secret"], network: "none" }, place, all);
+    const args = bwrapArgs(
+      { allowWrite: ["~/.cli/"], denyRead: ["~/secret"], allowRead: [], network: "none" },
+      place,
+      all,
+    );
     const at = (...seq: string[]) => args.findIndex((_, i) => seq.every((s, j) => args[i + j] === s));
     expect(at("--tmpfs", "/data/wt")).toBeGreaterThan(-1);
     expect(at("--bind", "/data/wt/run/t", "/data/wt/run/t")).toBeGreaterThan(at("--tmpfs", "/data/wt"));
@@ -110,7 +118,7 @@ describe("bwrapArgs", () => {
 
   it("hides rather than binds a path both writable and denied, and skips what does not exist", () => {
     const args = bwrapArgs(
-      { allowWrite: ["/x", "/missing"], denyRead: ["/x"], network: "host" },
+      { allowWrite: ["/x", "/missing"], denyRead: ["/x"], allowRead: [], network: "host" },
       place,
       (p) => (p === "/missing" ? null : "dir"),
     );
