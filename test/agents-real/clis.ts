@@ -1,6 +1,11 @@
-import { mkdirSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
 import type { Protocol } from "./model-server.js";
+
+/** The pinned CLIs' programs (harness.ts's CLI_BIN; not imported from there, which imports this file). */
+const CLI_BIN = join(resolve(dirname(fileURLToPath(import.meta.url))), "node_modules", ".bin");
 
 /**
  * How each pinned CLI is pointed at the scripted model server, as a user would configure it in
@@ -34,6 +39,20 @@ export interface CliRecipe {
 }
 
 export const SECRET = "sk-termorch-test-7f3a9c1e5b";
+
+let withoutBwrap: string | null = null;
+/** The pinned CLIs, then a folder of links to every program of the system's PATH but bwrap. */
+function pathWithoutBwrap(): string {
+  if (withoutBwrap === null) {
+    const bin = mkdtempSync(join(tmpdir(), "termorch-path-"));
+    process.once("exit", () => rmSync(bin, { recursive: true, force: true }));
+    for (const dir of [dirname(process.execPath), "/usr/local/bin", "/usr/bin", "/bin"])
+      for (const name of existsSync(dir) ? readdirSync(dir) : [])
+        if (name !== "bwrap" && !existsSync(join(bin, name))) symlinkSync(join(dir, name), join(bin, name));
+    withoutBwrap = [CLI_BIN, bin].join(":");
+  }
+  return withoutBwrap;
+}
 
 export const RECIPES: Record<CliRecipe["preset"], CliRecipe> = {
   claude: {
@@ -75,8 +94,11 @@ export const RECIPES: Record<CliRecipe["preset"], CliRecipe> = {
       mkdirSync(join(home, ".codex"), { recursive: true });
       writeFileSync(join(home, ".codex", "config.toml"), "[tui]\nscreen_reader_detection_done = true\n");
     },
+    // codex's own sandbox takes the system's bubblewrap when it finds one on PATH (CI installs it for
+    // termorch's sandbox), and 0.171 cannot work with Debian 12's 0.8: every edit fails ("Failed to
+    // write file"). This user's PATH has everything but bwrap, so codex takes the one it bundles.
     agent: (url) => ({
-      env: {},
+      env: { PATH: pathWithoutBwrap() },
       args: [
         "-c",
         "model_provider=termorch-test",

@@ -21,10 +21,12 @@ describeWith("bwrap", "test/agents-real/sandboxed.test.ts").each([
     const { dir, repo } = world.workspace();
     writeFileSync(join(repo, "ctx", "S.md"), "Create the file. WRITE-FILE S\n");
     const url = new URL(modelServer().url);
+    const agent = recipe.agent(modelServer().url);
     writeFileSync(
       join(dir, "termorch.json"),
       JSON.stringify({
-        agents: { [recipe.preset]: recipe.agent(modelServer().url) },
+        // The world's PATH: in termorch's sandbox codex does without a sandbox of its own.
+        agents: { [recipe.preset]: { ...agent, env: { ...agent.env, PATH: world.path } } },
         defaults: {
           sandbox: {
             network: [`${url.hostname}:${url.port}`],
