@@ -154,21 +154,15 @@ export function agentBranchHead(shadow: string, branch: string): string | null {
     const value = readFileSync(loose, "utf8").trim();
     return OBJECT_ID.test(value) ? value : null;
   }
-  const packed = existsSync(join(shadow, "packed-refs"))
-    ? readFileSync(join(shadow, "packed-refs"), "utf8")
-    : "";
-  for (const line of packed.split("\n")) {
-    const [id, ref] = line.split(" ");
-    if (ref === `refs/heads/${branch}` && id && OBJECT_ID.test(id)) return id;
-  }
-  return null;
+  const packed = join(shadow, "packed-refs");
+  return existsSync(packed) ? headIn(readFileSync(packed, "utf8"), branch) : null;
 }
 
 /**
  * Brings the commits the agent made on its task branch into the repository and moves the branch
- * there (only from `start`, where it was when the shadow was made: the agent cannot move it): the objects are packed from the shadow and indexed by git, which
- * checks every one. Returns the new head, or null when the agent did not move its branch (or
- * the attempt had no shadow).
+ * there, only from `start` (where it was when the shadow was made: the agent cannot move it).
+ * The objects are packed from the shadow and indexed by git, which checks every one. Returns the
+ * new head, or null when the agent did not move its branch (or the attempt had no shadow).
  */
 export async function takeAgentCommits(
   shadow: string,
