@@ -15,10 +15,10 @@ await build({
   format: "esm",
   target: "node20",
   logLevel: "warning",
-  // Loaded on demand only by the scale-out backend (src/scale/: bullmq, ioredis) and by
-  // `termorch watch` (ink, react): other commands never pay for them. node-pty (serve's
-  // terminals) finds its native addon relative to its own files: loaded from node_modules.
-  external: ["bullmq", "ioredis", "ink", "react", "node-pty"],
+  // Loaded on demand only by the scale-out backend (src/scale/: bullmq, ioredis), `termorch watch`
+  // (ink, react) and `termorch mcp` (the MCP SDK): other commands never pay for them. node-pty
+  // (serve's terminals) finds its native addon relative to its own files: loaded from node_modules.
+  external: ["bullmq", "ioredis", "ink", "react", "node-pty", "@modelcontextprotocol/sdk"],
   // CommonJS dependencies call require(); an ES module bundle has none of its own.
   banner: {
     js: "import { createRequire as __termorchRequire } from 'node:module'; const require = __termorchRequire(import.meta.url);",

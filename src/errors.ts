@@ -102,6 +102,19 @@ export class LockedError extends TermorchError {
   readonly kind = "locked";
 }
 
+/**
+ * A termorch command run as a child process (`termorch mcp`'s detached driver) that stopped before
+ * it could answer: its own message, and the kind its exit code stands for.
+ */
+export class ChildCommandError extends TermorchError {
+  readonly kind: ErrorKind;
+  constructor(message: string, exitCode: number) {
+    super(message);
+    this.kind =
+      exitCode === ExitCode.invalid ? "invalid_input" : exitCode === ExitCode.locked ? "locked" : "internal";
+  }
+}
+
 /** The environment cannot run termorch (tmux or git missing or too old): exit 2. */
 export class EnvironmentError extends TermorchError {
   readonly kind = "environment";

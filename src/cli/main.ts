@@ -1,21 +1,19 @@
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { Writable } from "node:stream";
 import { Argument, Command, CommanderError, Option } from "commander";
 import { allAgents } from "../agent/command.js";
 import { secretValuesOf } from "../agent/environment.js";
 import { jsonSchemaOf, type SchemaName, schemas } from "../contract/json-schema.js";
+import type { DriverStarted } from "../contract/mcp.js";
 import type { Report } from "../contract/report.js";
 import { Daemon, homeLayout } from "../daemon/daemon.js";
 import { daemonLogger } from "../daemon/log.js";
 import { ExitCode, exitCodeOfKind, InputError, TermorchError } from "../errors.js";
-import { binaryOnPath, checkAgentBinaries } from "../input/agent-binaries.js";
-import { loadAssignments } from "../input/assignments-file.js";
-import { loadConfig, loadConfigOrProblems } from "../input/config-file.js";
-import { checkSandboxes } from "../input/sandbox-check.js";
+import { writeFileAtomicSync } from "../fs/atomic.js";
+import { binaryOnPath } from "../input/agent-binaries.js";
+import { loadConfig } from "../input/config-file.js";
 import { verifyLedger } from "../ledger/ledger.js";
 import { terminalLogger } from "../log/pretty.js";
-import { buildGraph } from "../plan/graph.js";
-import { planWaves } from "../plan/waves.js";
 import { isSecretName, Redactor } from "../redact/redactor.js";
 import {
   type DetachedResult,
@@ -25,8 +23,9 @@ import {
   runAssignments,
   type StartInfo,
 } from "../run/runner.js";
-import { inspectWorkspace } from "../task/git-workspace.js";
+import { validateAssignments } from "../run/validate.js";
 import type { Io } from "./io.js";
+import { registerMcpCommand } from "./mcp.js";
 import { registerOperatorCommands } from "./operator.js";
 import { environmentRedactor } from "./own-redactor.js";
 import { positiveInt } from "./positive-int.js";
@@ -34,6 +33,7 @@ import { progressLine } from "./progress.js";
 import { registerReportCommand } from "./report.js";
 import { type BackendFlags, backendChoice, registerScaleCommands } from "./scale.js";
 import { registerServeCommand } from "./serve.js";
+import { packageVersion } from "./version.js";
 import { registerWatchCommand } from "./watch.js";
 
 /**
@@ -132,6 +132,10 @@ export async function main(
     )
     .option("--json", "print the report on stdout")
     .option("--debug", "verbose logs and stack traces")
+    // For `termorch mcp`, which starts runs as detached drivers (src/mcp/start-run.ts): the
+    // folder an inline document stands for, and the file that tells it the run has started.
+    .addOption(new Option("--base-dir <dir>").hideHelp())
+    .addOption(new Option("--started-file <file>").hideHelp())
     .action(async (file: string, o: RunFlags) => {
       debug = o.debug ?? false;
       code = await runCommand(file, o, io);
@@ -176,24 +180,13 @@ export async function main(
     .option("--config <file>", "config file")
     .option("--json", "print the plan as JSON")
     .action(async (file: string, o: { config?: string; json?: boolean }) => {
-      const input = await loadAssignments(
-        resolvePath(io.cwd, file),
-        await loadConfigOrProblems(o.config, io.env, io.cwd),
-        Date.now(),
-      );
-      checkAgentBinaries(input, io.env);
-      checkSandboxes(input, io.env);
-      // What `run` checks in the workspace's repository too, so that valid here means runnable there.
-      await inspectWorkspace(
-        input.workspace,
-        input.assignments.environment.worktree_include,
-        true,
-        true,
-        input.file,
-        input.assignments.environment.worktree_copy,
-      );
-      const graph = buildGraph(input.assignments.tasks);
-      const plan = planWaves(input.assignments.tasks, graph.order);
+      const { input, waves, criticalPath } = await validateAssignments({
+        file: resolvePath(io.cwd, file),
+        config: o.config,
+        env: io.env,
+        cwd: io.cwd,
+      });
+      const plan = { waves, criticalPath };
       if (o.json)
         io.stdout.write(
           `${JSON.stringify({ valid: true, run_id: input.runId, waves: plan.waves, critical_path: plan.criticalPath }, null, 2)}\n`,
@@ -282,6 +275,9 @@ export async function main(
   registerWatchCommand(program, io, (c) => {
     code = c;
   });
+  registerMcpCommand(program, io, (c) => {
+    code = c;
+  });
 
   try {
     await program.parseAsync(argv.slice(2), { from: "user" });
@@ -325,6 +321,8 @@ interface RunFlags extends BackendFlags {
   wait?: boolean;
   json?: boolean;
   debug?: boolean;
+  baseDir?: string;
+  startedFile?: string;
 }
 
 async function daemonCommand(o: DaemonFlags, io: Io): Promise<number> {
@@ -389,6 +387,7 @@ async function runCommand(file: string, o: RunFlags, io: Io): Promise<number> {
       assignmentsFile: file,
       ...(o.config ? { configFile: o.config } : {}),
       ...(o.out ? { outDir: o.out } : {}),
+      ...(o.baseDir ? { baseDir: o.baseDir } : {}),
       ...(o.dryRun ? { dryRun: true } : {}),
       ...(o.verify === false ? { verify: false } : {}),
       ...(o.maxParallel ? { maxParallel: o.maxParallel } : {}),
@@ -407,7 +406,7 @@ async function runCommand(file: string, o: RunFlags, io: Io): Promise<number> {
  */
 async function drive(
   io: Io,
-  o: { json?: boolean; debug?: boolean; wait?: boolean } & BackendFlags,
+  o: { json?: boolean; debug?: boolean; wait?: boolean; startedFile?: string } & BackendFlags,
   start: (common: DriveOptions) => Promise<RunResult | DetachedResult>,
 ): Promise<number> {
   const controller = new AbortController();
@@ -449,6 +448,15 @@ async function drive(
       onStart: (info) => {
         run = info.redactor;
         if (!o.json) io.stderr.write(startBanner(info));
+        if (o.startedFile) {
+          const started: DriverStarted = {
+            run_id: info.runId,
+            run_dir: info.runDir,
+            pid: process.pid,
+            tasks: info.tasks,
+          };
+          writeFileAtomicSync(resolvePath(io.cwd, o.startedFile), JSON.stringify(started), 0o600, false);
+        }
       },
       onProgress: (tasks, elapsed) => {
         if (!tty) return;
@@ -614,18 +622,6 @@ function visible(text: string): string {
 }
 
 const MAX_LINE = 2000;
-
-/** The installed package's version (package.json sits two folders above dist/cli/). */
-function packageVersion(): string {
-  try {
-    const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as {
-      version?: string;
-    };
-    return pkg.version ?? "unknown";
-  } catch {
-    return "unknown";
-  }
-}
 
 function resolvePath(cwd: string, p: string): string {
   return p.startsWith("/") ? p : `${cwd}/${p}`;

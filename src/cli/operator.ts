@@ -13,10 +13,10 @@ import { type CleanReport, cleanRun } from "../ops/clean.js";
 import { requestFinish, sendToTask } from "../ops/interactive.js";
 import { driverAlive } from "../ops/liveness.js";
 import { copyFrom, followLog, type LogStream, logPathOf, streamSink } from "../ops/logs.js";
-import { runScope, scopeQueued, scopeRuns } from "../ops/run-feed.js";
+import { runScope, scopeStatus } from "../ops/run-feed.js";
 import { registryRuns, resolveRun } from "../ops/runs.js";
-import { serverFor, sessionsBySocket } from "../ops/sessions.js";
-import { remoteAttachHint, statusView } from "../ops/status.js";
+import { serverFor } from "../ops/sessions.js";
+import { remoteAttachHint } from "../ops/status.js";
 import { ageMs, sweepRemote } from "../ops/sweep-remote.js";
 import { findTask } from "../ops/task-target.js";
 import { isRemote } from "../run/backend.js";
@@ -98,14 +98,7 @@ export function registerOperatorCommands(program: Command, io: Io, setCode: (cod
           [{ message: "pass either a run or --home, not both" }],
           "termorch status [--home DIR | <run-dir>]",
         );
-      const scope = runScope(ref, o.home, io.cwd);
-      const runs = await scopeRuns(scope, io.env, io.cwd);
-      const sockets = runs.flatMap((r) => (r.state ? [r.state.socket] : []));
-      const sessions = await sessionsBySocket(sockets, io.env);
-      const view = {
-        ...(await statusView(runs, (s) => sessions.get(s) ?? new Map(), Date.now())),
-        queued: await scopeQueued(scope),
-      };
+      const view = await scopeStatus(runScope(ref, o.home, io.cwd), io.env, io.cwd);
       const workers = o.redis ? await listWorkers(o.redis) : null;
       if (o.json) io.stdout.write(`${JSON.stringify(workers ? { ...view, workers } : view, null, 2)}\n`);
       else {

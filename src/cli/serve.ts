@@ -1,5 +1,4 @@
-import { isIP } from "node:net";
-import { type Command, InvalidArgumentError } from "commander";
+import type { Command } from "commander";
 import { ExitCode, InputError } from "../errors.js";
 import { RunFeed, runScope } from "../ops/run-feed.js";
 import { isLoopback } from "../serve/auth.js";
@@ -7,20 +6,8 @@ import { Dashboard } from "../serve/server.js";
 import { TerminalPool } from "../serve/terminal.js";
 import { runTimeline } from "../serve/timeline.js";
 import type { Io } from "./io.js";
+import { address, port } from "./listen-options.js";
 import { stopSignal } from "./stop-signal.js";
-
-const port = (value: string): number => {
-  const n = Number(value);
-  if (!/^\d+$/.test(value) || n > 65535)
-    throw new InvalidArgumentError("must be a port number (0: a free one)");
-  return n;
-};
-
-const address = (value: string): string => {
-  const bare = value.replace(/^\[(.*)\]$/, "$1");
-  if (isIP(bare) === 0) throw new InvalidArgumentError("must be an IP address, e.g. 127.0.0.1 or 0.0.0.0");
-  return bare;
-};
 
 /**
  * `termorch serve`: the local web dashboard (README: termorch serve). It listens on 127.0.0.1

@@ -34,6 +34,19 @@ export async function scopeQueued(scope: RunScope): Promise<QueuedRunView[]> {
   return scope.kind === "home" ? homeQueued(scope.home) : [];
 }
 
+/** `termorch status --json`: the status document of a scope's runs. */
+export async function scopeStatus(scope: RunScope, env: Env, cwd: string): Promise<StatusView> {
+  const runs = await scopeRuns(scope, env, cwd);
+  const sessions = await sessionsBySocket(
+    runs.flatMap((r) => (r.state ? [r.state.socket] : [])),
+    env,
+  );
+  return {
+    ...(await statusView(runs, (s) => sessions.get(s) ?? new Map(), Date.now())),
+    queued: await scopeQueued(scope),
+  };
+}
+
 /**
  * What changes in a run directory that a view shows; everything else there (artifacts, a
  * workspace, the temp copies of atomic writes, the ledger: a view shows nothing of it, and the

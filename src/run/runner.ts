@@ -86,9 +86,12 @@ export interface DriveOptions {
 export interface RunOptions extends DriveOptions {
   assignmentsFile: string;
   configFile?: string;
-  /** Run directory; default: the assignments file's folder. */
+  /** Run directory; default: `baseDir`. */
   outDir?: string;
-  /** Folder `workspace_dir` is relative to; default: the assignments file's folder. */
+  /**
+   * The folder the run acts as if the assignments file were in (`workspace_dir` is relative to
+   * it, and it is the default run directory); default: the file's own folder.
+   */
   baseDir?: string;
   /** Run id to use instead of the file's `run_id` (the daemon names runs by their folder). */
   runId?: string;
@@ -123,8 +126,8 @@ export async function runAssignments(opts: RunOptions): Promise<RunResult | Deta
   const env = opts.env ?? process.env;
   const cwd = opts.cwd ?? process.cwd();
   const file = resolve(cwd, opts.assignmentsFile);
-  const requestedDir = resolve(cwd, opts.outDir ?? dirname(file));
   const baseDir = opts.baseDir ? resolve(cwd, opts.baseDir) : dirname(file);
+  const requestedDir = resolve(cwd, opts.outDir ?? baseDir);
   const log = opts.logger ?? pino({ level: "silent" });
 
   const held: { lock: WorkspaceLock | null } = { lock: null };

@@ -93,6 +93,7 @@ const LAYERS = [
   "daemon",
   "watch",
   "serve",
+  "mcp",
   "cli",
 ];
 

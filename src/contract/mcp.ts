@@ -1,0 +1,308 @@
+import { z } from "zod";
+import { RUN_ID_PATTERN, TASK_ID_PATTERN } from "./assignments.js";
+import { Reason, TaskState } from "./reason.js";
+
+/**
+ * The tools of `termorch mcp` (README: Driving termorch from an agent): each one's input and
+ * output. The descriptions are what a model reads to choose a tool and fill in its arguments.
+ */
+
+/** The most a `wait` or `cancel` blocks: below the 60 s after which MCP clients give up on a call. */
+export const MAX_BLOCK_S = 50;
+
+const RunRef = z
+  .string()
+  .min(1)
+  .describe("A run id (as `run` answered it) or the path of its run directory");
+const TaskId = z.string().regex(TASK_ID_PATTERN).describe("A task's id, as in the assignments");
+
+/** Where an assignments document comes from: inline, or a file. */
+const Source = {
+  assignments: z
+    .record(z.string(), z.unknown())
+    .optional()
+    .describe(
+      "The assignments document itself (the JSON Schema is the resource termorch://schema/assignments). Give this or `path`",
+    ),
+  path: z
+    .string()
+    .min(1)
+    .optional()
+    .describe("Path of an assignments.json file (relative paths: from `cwd`). Give this or `assignments`"),
+  cwd: z
+    .string()
+    .min(1)
+    .optional()
+    .describe(
+      "Folder that relative paths are taken from, and that an inline document's `environment.workspace_dir` is relative to; default: the folder termorch mcp was started in",
+    ),
+  config: z
+    .string()
+    .min(1)
+    .optional()
+    .describe(
+      "termorch config file (agents, redaction, defaults); default: the usual lookup from `cwd` ($TERMORCH_CONFIG, ./config/termorch.json, ~/.config/termorch/config.json)",
+    ),
+};
+
+/** One problem of the input, located: the list `termorch validate` prints. */
+export const McpProblem = z.strictObject({
+  file: z.string().optional(),
+  field: z.string().optional(),
+  task: z.string().optional(),
+  message: z.string(),
+});
+
+export const ValidateInput = z.strictObject(Source);
+export type ValidateInput = z.infer<typeof ValidateInput>;
+
+export const ValidateOutput = z.strictObject({
+  valid: z.boolean(),
+  /** Empty when valid. */
+  problems: z.array(McpProblem),
+  /** What to do about them. */
+  hint: z.string().nullable(),
+  run_id: z.string().nullable().describe("The run id a run of it would ask for"),
+  workspace: z.string().nullable(),
+  waves: z.array(z.array(z.string())).describe("Tasks that can run at once, wave by wave"),
+  critical_path: z.array(z.string()),
+  tasks: z.array(
+    z.strictObject({
+      id: z.string(),
+      agent: z.string().describe("The agent's name (a preset, a config entry) or `command`"),
+      source: z.enum(["preset", "config", "task"]),
+      argv: z.array(z.string()).describe("What the task runs, placeholders unsubstituted"),
+      interactive: z.boolean(),
+      dependencies: z.array(z.string()),
+    }),
+  ),
+});
+export type ValidateOutput = z.infer<typeof ValidateOutput>;
+
+/** The options of `termorch run` a caller may set. */
+export const RunOptions = {
+  out: z
+    .string()
+    .min(1)
+    .optional()
+    .describe(
+      "Run directory; default: the assignments file's folder (an inline document's: `cwd`), or `.termorch/runs/<run_id>/` there inside a git work tree",
+    ),
+  verify: z.boolean().optional().describe("false: skip artifact and test gates (core gates still apply)"),
+  max_parallel: z.number().int().positive().optional().describe("Tasks running at once"),
+  schedule: z
+    .enum(["eager", "waves"])
+    .optional()
+    .describe("eager (default): start as soon as dependencies succeed; waves: wave barriers"),
+  fail_fast: z.boolean().optional().describe("Stop launching and cancel running tasks at the first failure"),
+  keep_sessions: z.boolean().optional().describe("Keep every tmux session after the report"),
+  clean: z.boolean().optional().describe("Close every tmux session after the report, failed ones too"),
+  keep_branches: z.boolean().optional().describe("Keep task branches and worktrees after a successful merge"),
+  allow_dirty: z.boolean().optional().describe("Run even if tracked files have uncommitted changes"),
+  backend: z
+    .enum(["local", "bullmq"])
+    .optional()
+    .describe("local (this host's tmux, default) or bullmq (workers on any host, through Redis)"),
+  redis: z.string().min(1).optional().describe("Redis URL of the bullmq backend"),
+};
+
+export const RunInput = z.strictObject({ ...Source, ...RunOptions });
+export type RunInput = z.infer<typeof RunInput>;
+
+export const RunOutput = z.strictObject({
+  run_id: z.string(),
+  run_dir: z.string(),
+  owner: z
+    .enum(["driver", "daemon"])
+    .describe(
+      "driver: a detached `termorch run` process of its own; daemon: the daemon of termorch mcp's --home. Either way the run goes on if this MCP server ends",
+    ),
+  pid: z.number().int().nullable().describe("The driver's process id; null for a daemon's run"),
+  tasks: z.number().int().min(0),
+  next: z.string().describe("What to call next"),
+});
+export type RunOutput = z.infer<typeof RunOutput>;
+
+/** What a detached `termorch run --started-file F` writes into F once the run has its id and folder. */
+export const DriverStarted = z.strictObject({
+  run_id: z.string().regex(RUN_ID_PATTERN),
+  run_dir: z.string(),
+  pid: z.number().int(),
+  tasks: z.number().int().min(0),
+});
+export type DriverStarted = z.infer<typeof DriverStarted>;
+
+export const StatusInput = z.strictObject({
+  run: RunRef.optional().describe(
+    "A run id or run directory; default: every run (termorch mcp --home: every run of the daemon's home)",
+  ),
+});
+
+export const WaitInput = z.strictObject({
+  run: RunRef,
+  cursor: z
+    .string()
+    .regex(/^\d+:\d+$/)
+    .optional()
+    .describe("The `cursor` of the previous `wait` answer; leave it out the first time (changes since the run began)"),
+  timeout_s: z
+    .number()
+    .min(0)
+    .max(MAX_BLOCK_S)
+    .optional()
+    .describe(`Seconds to block when nothing changed (default 30, at most ${MAX_BLOCK_S}); 0 answers at once`),
+});
+export type WaitInput = z.infer<typeof WaitInput>;
+
+/** One thing that happened in a run, from its ledger. */
+export const RunChange = z.discriminatedUnion("event", [
+  z.strictObject({ event: z.literal("run_started"), at: z.string(), tasks: z.number().int() }),
+  z.strictObject({ event: z.literal("task_started"), at: z.string(), task: z.string(), attempt: z.number().int() }),
+  z.strictObject({
+    event: z.literal("task_retrying"),
+    at: z.string(),
+    task: z.string(),
+    attempt: z.number().int(),
+    reason: Reason,
+  }),
+  z.strictObject({
+    event: z.literal("task_waiting_input"),
+    at: z.string(),
+    task: z.string(),
+    asks: z.string().nullable().describe("The question its agent asks, when termorch recognised it"),
+  }),
+  z.strictObject({ event: z.literal("task_input_resumed"), at: z.string(), task: z.string() }),
+  z.strictObject({
+    event: z.literal("task_ended"),
+    at: z.string(),
+    task: z.string(),
+    state: TaskState,
+    reason: Reason.nullable(),
+    detail: z.string().nullable(),
+  }),
+  z.strictObject({
+    event: z.literal("merge"),
+    at: z.string(),
+    result: z.string(),
+    reason: z.string().nullable(),
+  }),
+  z.strictObject({ event: z.literal("run_detached"), at: z.string() }),
+  z.strictObject({
+    event: z.literal("run_finished"),
+    at: z.string(),
+    exit_code: z.number().int(),
+    failed_tasks: z.array(z.string()),
+  }),
+]);
+export type RunChange = z.infer<typeof RunChange>;
+
+export const WaitOutput = z.strictObject({
+  run_id: z.string(),
+  cursor: z.string().describe("Give it to the next `wait` to hear only what happens after this answer"),
+  changes: z.array(RunChange),
+  phase: z
+    .enum(["queued", "running", "reported", "interrupted"])
+    .describe(
+      "queued: a daemon took it and has not started it; interrupted: its driver died before the report (`termorch resume <run_dir>` finishes it)",
+    ),
+  finished: z.boolean().describe("The report is written: call `report`"),
+  exit_code: z.number().int().nullable(),
+  tasks: z
+    .record(z.string(), z.number().int())
+    .describe("How many tasks are in each state now (pending, running, waiting_input, success, failed, skipped)"),
+  waiting_input: z
+    .array(z.strictObject({ task: z.string(), asks: z.string().nullable() }))
+    .describe("Tasks whose agent waits for an answer now: answer with `send`, or end with `finish`"),
+  timed_out: z.boolean().describe("Nothing changed within timeout_s"),
+});
+export type WaitOutput = z.infer<typeof WaitOutput>;
+
+export const ReportInput = z.strictObject({ run: RunRef });
+
+export const LogsInput = z.strictObject({
+  task: TaskId,
+  run: RunRef.optional().describe("Default: the newest registered run with that task"),
+  stream: z.enum(["stdout", "stderr"]).optional().describe("Default stdout"),
+  lines: z.number().int().min(1).max(2000).optional().describe("How many last lines (default 100)"),
+});
+
+export const LogsOutput = z.strictObject({
+  run_id: z.string(),
+  task: z.string(),
+  stream: z.enum(["stdout", "stderr"]),
+  path: z.string(),
+  text: z.string().describe("The log's last lines, as redacted on disk, terminal escapes removed"),
+  truncated: z.boolean().describe("Earlier lines were left out"),
+});
+
+export const SendInput = z.strictObject({
+  task: TaskId,
+  run: RunRef.optional().describe("Default: the newest run where the task has a live session"),
+  text: z.string().min(1).describe("What to type: pasted as one bracketed paste, then Enter"),
+});
+
+export const FinishInput = z.strictObject({
+  task: TaskId,
+  run: RunRef.optional().describe("Default: the newest run where the task has a live session"),
+});
+
+/** What send and finish answer. */
+export const TaskActionOutput = z.strictObject({
+  run_id: z.string(),
+  task: z.string(),
+  detail: z.string(),
+});
+
+export const CancelInput = z.strictObject({
+  run: RunRef,
+  wait_s: z
+    .number()
+    .min(0)
+    .max(MAX_BLOCK_S)
+    .optional()
+    .describe(`Seconds to wait for the report (default 30, at most ${MAX_BLOCK_S}); 0: only request it`),
+});
+
+export const CancelOutput = z.strictObject({
+  run_id: z.string(),
+  outcome: z
+    .enum(["reported", "requested", "already_finished", "driver_gone", "timed_out"])
+    .describe(
+      "reported: stopped and its report written; requested: asked, not waited for; driver_gone: nothing drives it (resume it to stop it)",
+    ),
+  exit_code: z.number().int().nullable(),
+  report: z.string().nullable(),
+});
+
+export const AgentsInput = z.strictObject({
+  config: Source.config,
+  cwd: Source.cwd,
+});
+
+export const AgentsOutput = z.strictObject({
+  agents: z.array(
+    z.strictObject({
+      name: z.string(),
+      source: z.enum(["preset", "config", "task"]),
+      preset: z.string().nullable(),
+      argv: z.array(z.string()),
+      interactive_argv: z.array(z.string()),
+      prompt: z.string(),
+      binary: z.string().nullable(),
+      on_path: z.boolean().nullable(),
+      install: z.string().nullable(),
+    }),
+  ),
+});
+
+/** A tool error's structured part: what stopped the call, as the CLI's exit code would say it. */
+export const ToolError = z.strictObject({
+  error: z.strictObject({
+    kind: z.string(),
+    exit_code: z.number().int(),
+    message: z.string(),
+    hint: z.string().nullable(),
+    problems: z.array(McpProblem),
+  }),
+});
+export type ToolError = z.infer<typeof ToolError>;

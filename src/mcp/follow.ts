@@ -1,0 +1,171 @@
+import { type FSWatcher, watch } from "node:fs";
+import { open } from "node:fs/promises";
+import { join } from "node:path";
+import { ledgerEntryOf } from "../contract/ledger-events.js";
+import type { RunChange, WaitOutput } from "../contract/mcp.js";
+import { Reason, TaskState } from "../contract/reason.js";
+import type { RunView } from "../contract/status-view.js";
+import { LedgerEvent } from "../ledger/ledger.js";
+
+/** Where a reader of a run's ledger is: the last event it saw and the byte after it. */
+export interface Cursor {
+  seq: number;
+  offset: number;
+}
+
+/** `12:4096`; the start of the ledger when there is no cursor yet. */
+export function parseCursor(text: string | undefined): Cursor {
+  if (text === undefined) return { seq: -1, offset: 0 };
+  const [seq, offset] = text.split(":").map(Number);
+  return { seq: seq ?? -1, offset: offset ?? 0 };
+}
+
+export function cursorText(c: Cursor): string {
+  return `${c.seq}:${c.offset}`;
+}
+
+/** The ledger's whole lines after `from`, and where the reader is after them. */
+export async function readChanges(
+  runDir: string,
+  from: Cursor,
+): Promise<{ changes: RunChange[]; cursor: Cursor }> {
+  let handle: Awaited<ReturnType<typeof open>>;
+  try {
+    handle = await open(join(runDir, "events.jsonl"), "r");
+  } catch {
+    // A run a daemon queued has no ledger yet.
+    return { changes: [], cursor: from };
+  }
+  try {
+    const size = (await handle.stat()).size;
+    // A ledger shorter than the cursor is another run's (the folder was reused): read it all.
+    const at = size < from.offset ? { seq: -1, offset: 0 } : from;
+    const buffer = Buffer.alloc(size - at.offset);
+    await handle.read(buffer, 0, buffer.length, at.offset);
+    // Up to the last whole line: the one being written is read next time.
+    const end = buffer.lastIndexOf(0x0a) + 1;
+    const changes: RunChange[] = [];
+    let seq = at.seq;
+    for (const line of buffer.subarray(0, end).toString("utf8").split("\n")) {
+      const event = line ? LedgerEvent.safeParse(safeJson(line)) : null;
+      if (!event?.success || event.data.seq <= at.seq) continue;
+      seq = event.data.seq;
+      const change = changeOf(event.data);
+      if (change) changes.push(change);
+    }
+    return { changes, cursor: { seq, offset: at.offset + end } };
+  } finally {
+    await handle.close();
+  }
+}
+
+function safeJson(line: string): unknown {
+  try {
+    return JSON.parse(line);
+  } catch {
+    return null;
+  }
+}
+
+/** What a caller following the run hears of one ledger event; null: nothing (most of them). */
+function changeOf(event: LedgerEvent): RunChange | null {
+  const entry = ledgerEntryOf(event);
+  if (!entry) return null;
+  const at = event.ts;
+  const task = event.task_id ?? "";
+  switch (entry.type) {
+    case "run.accepted":
+      return { event: "run_started", at, tasks: entry.data.tasks?.length ?? 0 };
+    case "task.launched":
+      return { event: "task_started", at, task, attempt: entry.data.attempt ?? 1 };
+    case "task.retrying": {
+      const reason = Reason.safeParse(entry.data.reason);
+      return {
+        event: "task_retrying",
+        at,
+        task,
+        attempt: entry.data.attempt ?? 1,
+        reason: reason.success ? reason.data : "exit_code",
+      };
+    }
+    case "task.waiting_input":
+      return { event: "task_waiting_input", at, task, asks: entry.data.asks ?? null };
+    case "task.input_resumed":
+      return { event: "task_input_resumed", at, task };
+    case "task.success":
+    case "task.failed":
+    case "task.skipped": {
+      const state = TaskState.parse(entry.type.slice("task.".length));
+      const reason = Reason.safeParse(entry.data.reason);
+      return {
+        event: "task_ended",
+        at,
+        task,
+        state,
+        reason: reason.success ? reason.data : null,
+        detail: entry.data.detail ?? null,
+      };
+    }
+    case "merge.success":
+    case "merge.conflict":
+    case "merge.failed":
+    case "merge.skipped":
+    case "merge.rolled_back":
+      return {
+        event: "merge",
+        at,
+        result: entry.data.result ?? entry.type.slice(6),
+        reason: entry.data.reason ?? null,
+      };
+    case "run.detached":
+      return { event: "run_detached", at };
+    case "report.written":
+      return {
+        event: "run_finished",
+        at,
+        exit_code: entry.data.exit_code ?? 70,
+        failed_tasks: entry.data.failed_tasks ?? [],
+      };
+    default:
+      return null;
+  }
+}
+
+/** How many tasks are in each state, and who waits for an answer. */
+export function taskSummary(view: RunView | null): Pick<WaitOutput, "tasks" | "waiting_input"> {
+  const tasks: Record<string, number> = {};
+  const waiting: WaitOutput["waiting_input"] = [];
+  for (const t of view?.tasks ?? []) {
+    const state = t.waiting_since ? "waiting_input" : t.state;
+    tasks[state] = (tasks[state] ?? 0) + 1;
+    if (t.waiting_since) waiting.push({ task: t.id, asks: t.waiting_for });
+  }
+  return { tasks, waiting_input: waiting };
+}
+
+/**
+ * Resolves when something in `runDir` changes (its ledger, state.json, its status files), after
+ * `ms`, or on `signal`; a driver that dies writes nothing, so the caller looks again each time.
+ */
+export function changeIn(runDir: string, ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const watchers: FSWatcher[] = [];
+    const done = (): void => {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", done);
+      for (const w of watchers) w.close();
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal.addEventListener("abort", done, { once: true });
+    for (const dir of [runDir, join(runDir, "status")]) {
+      try {
+        const w = watch(dir, done);
+        w.on("error", done);
+        watchers.push(w);
+      } catch {
+        // Not there yet (a queued run, a run before its first task): the timer looks again.
+      }
+    }
+  });
+}

@@ -1,0 +1,503 @@
+import { existsSync } from "node:fs";
+import { open, readFile, rm } from "node:fs/promises";
+import { isAbsolute, join, resolve } from "node:path";
+import type { z } from "zod";
+import { allAgents } from "../agent/command.js";
+import * as M from "../contract/mcp.js";
+import { Report } from "../contract/report.js";
+import { StatusView } from "../contract/status-view.js";
+import { InputError, type InputProblem } from "../errors.js";
+import { binaryOnPath } from "../input/agent-binaries.js";
+import { loadConfig } from "../input/config-file.js";
+import { requestCancel, waitForReport } from "../ops/cancel.js";
+import { requestFinish, sendToTask } from "../ops/interactive.js";
+import { plainText } from "../ops/last-line.js";
+import { driverAlive } from "../ops/liveness.js";
+import { logPathOf } from "../ops/logs.js";
+import { runScope, scopeStatus } from "../ops/run-feed.js";
+import { type OpsRun, readRunState, resolveRun } from "../ops/runs.js";
+import { sessionsBySocket } from "../ops/sessions.js";
+import { runView } from "../ops/status.js";
+import { findTask } from "../ops/task-target.js";
+import { type Validated, validateAssignments } from "../run/validate.js";
+import { changeIn, cursorText, parseCursor, readChanges, taskSummary } from "./follow.js";
+import { dropInInbox, keepInline, runFlags, startDriver } from "./start-run.js";
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+/** What a tool call may use besides its arguments. */
+export interface ToolCall {
+  env: Env;
+  /** termorch mcp's working folder: relative paths are taken from it. */
+  cwd: string;
+  /** `--home`: runs go to that daemon, and `status` lists its runs. */
+  home: string | null;
+  /** Aborted when the client cancels the call or goes away. */
+  signal: AbortSignal;
+  /** An MCP progress notification, when the client asked for them. */
+  progress: (progress: number, total: number, message: string) => Promise<void>;
+}
+
+export interface Tool<I extends z.ZodType, O extends z.ZodType> {
+  name: string;
+  title: string;
+  description: string;
+  input: I;
+  output: O;
+  /** Changes nothing: clients may call it without asking. */
+  readOnly: boolean;
+  call: (args: z.infer<I>, call: ToolCall) => Promise<z.infer<O>>;
+}
+
+const tool = <I extends z.ZodType, O extends z.ZodType>(t: Tool<I, O>): Tool<I, O> => t;
+
+/** The folder relative paths of a call are taken from. */
+function cwdOf(args: { cwd?: string | undefined }, call: ToolCall): string {
+  return args.cwd === undefined ? call.cwd : resolve(call.cwd, args.cwd);
+}
+
+/** The assignments a call names: its file, or the inline document kept in a file of its own. */
+async function sourceFile(
+  args: { assignments?: Record<string, unknown> | undefined; path?: string | undefined },
+  cwd: string,
+): Promise<{ file: string; inline: boolean }> {
+  if ((args.assignments === undefined) === (args.path === undefined))
+    throw new InputError(
+      [
+        {
+          message: `give the assignments either inline ("assignments") or as a file ("path"); ${args.path === undefined ? "neither was" : "both were"} given`,
+        },
+      ],
+      "Call again with one of them.",
+    );
+  if (args.path !== undefined) return { file: resolve(cwd, args.path), inline: false };
+  return { file: await keepInline(args.assignments!), inline: true };
+}
+
+/** The inline document's file as the caller knows it: by what it is, not where termorch keeps it. */
+const INLINE = "(inline assignments)";
+
+const validate = tool({
+  name: "validate",
+  title: "Check an assignments document",
+  description:
+    "Check an assignments document without running it: schema, dependency graph, paths inside the workspace, agents (and that their CLIs are installed), sandbox, and the workspace's git state. Answers every problem at once (file, field, task, message), or the plan: waves of tasks that can run in parallel, the critical path, and what each task will run. Call it before `run`; fix each problem it lists.",
+  input: M.ValidateInput,
+  output: M.ValidateOutput,
+  readOnly: true,
+  async call(args, call) {
+    const cwd = cwdOf(args, call);
+    const { file, inline } = await sourceFile(args, cwd);
+    try {
+      const { input, waves, criticalPath } = await checked(file, inline, args.config, cwd, call.env);
+      return {
+        valid: true,
+        problems: [],
+        hint: null,
+        run_id: input.runId,
+        workspace: input.workspace,
+        waves,
+        critical_path: criticalPath,
+        tasks: input.tasks.map(({ task, agent }) => ({
+          id: task.id,
+          agent: task.agent,
+          source: agent.source,
+          argv: task.interactive ? agent.interactive.command : agent.command,
+          interactive: task.interactive ?? false,
+          dependencies: task.dependencies,
+        })),
+      };
+    } catch (error) {
+      if (!(error instanceof InputError)) throw error;
+      return {
+        valid: false,
+        problems: error.problems,
+        hint: error.hint,
+        run_id: null,
+        workspace: null,
+        waves: [],
+        critical_path: [],
+        tasks: [],
+      };
+    } finally {
+      if (inline) await rm(file, { force: true });
+    }
+  },
+});
+
+/** validateAssignments, an inline document's problems named by what it is rather than by its file. */
+async function checked(
+  file: string,
+  inline: boolean,
+  config: string | undefined,
+  cwd: string,
+  env: Env,
+): Promise<Validated> {
+  try {
+    return await validateAssignments({
+      file,
+      config: config === undefined ? undefined : resolve(cwd, config),
+      env,
+      cwd,
+      ...(inline ? { baseDir: cwd } : {}),
+    });
+  } catch (error) {
+    if (!(error instanceof InputError) || !inline) throw error;
+    throw new InputError(
+      error.problems.map((p) => ({
+        ...p,
+        ...(p.file === file ? { file: INLINE } : {}),
+        message: p.message.replaceAll(file, INLINE),
+      })),
+      error.hint,
+    );
+  }
+}
+
+const run = tool({
+  name: "run",
+  title: "Start a run",
+  description:
+    "Start running an assignments document: each task's agent in its own tmux session and git worktree, in dependency order, then the merge and the report. Answers at once with the run's id and folder; the run belongs to a detached termorch process (or the daemon), so it goes on even if this MCP server or its client ends. Follow it with `wait`, then read `report`. Invalid input is refused with its problems and nothing starts.",
+  input: M.RunInput,
+  output: M.RunOutput,
+  readOnly: false,
+  async call(args, call) {
+    const cwd = cwdOf(args, call);
+    if (call.home !== null) return runByDaemon(args, call.home, cwd);
+    const { file, inline } = await sourceFile(args, cwd);
+    try {
+      // Checked here first, so that bad input is answered with its problems, one by one.
+      await checked(file, inline, args.config, cwd, call.env);
+      return await startDriver({
+        file,
+        baseDir: inline ? cwd : null,
+        flags: runFlags(args),
+        env: call.env,
+        cwd,
+      });
+    } catch (error) {
+      // A run that never started needs no copy of its document; one that started keeps it for a resume.
+      if (inline) await rm(file, { force: true });
+      throw error;
+    }
+  },
+});
+
+async function runByDaemon(args: M.RunInput, home: string, cwd: string): Promise<M.RunOutput> {
+  const options = Object.keys(M.RunOptions).filter((k) => args[k as keyof M.RunInput] !== undefined);
+  if (args.config !== undefined) options.push("config");
+  if (options.length > 0)
+    throw new InputError(
+      [
+        {
+          message: `the daemon of ${home} runs with its own settings: ${options.join(", ")} cannot be given`,
+        },
+      ],
+      "Leave them out, or start termorch mcp without --home to run with them.",
+    );
+  if (args.path !== undefined) {
+    const file = resolve(cwd, args.path);
+    const text = await readFile(file, "utf8").catch((error: Error) => {
+      throw new InputError([{ file, message: `cannot read it: ${error.message}` }]);
+    });
+    let doc: unknown;
+    try {
+      doc = JSON.parse(text);
+    } catch (error) {
+      throw new InputError([{ file, message: `not JSON: ${(error as Error).message}` }]);
+    }
+    if (doc === null || typeof doc !== "object" || Array.isArray(doc))
+      throw new InputError([{ file, message: "not a JSON object" }]);
+    return dropInInbox({ home, doc: doc as Record<string, unknown>, baseDir: join(file, "..") });
+  }
+  if (args.assignments === undefined)
+    throw new InputError([{ message: 'give the assignments inline ("assignments") or as a file ("path")' }]);
+  return dropInInbox({ home, doc: args.assignments, baseDir: cwd });
+}
+
+const status = tool({
+  name: "status",
+  title: "Show runs and their tasks",
+  description:
+    "The state of one run or of every run: for each task its state (pending, running, success, failed, skipped), why it failed, attempts, times, last log line, whether it waits for input, and how to attach. The same document as `termorch status --json`.",
+  input: M.StatusInput,
+  output: StatusView,
+  readOnly: true,
+  call: (args, call) =>
+    scopeStatus(
+      runScope(args.run, args.run === undefined ? (call.home ?? undefined) : undefined, call.cwd),
+      call.env,
+      call.cwd,
+    ),
+});
+
+/** A run found for `wait`: started (with state), or taken by a daemon that has not started it. */
+async function followedRun(
+  ref: string,
+  call: ToolCall,
+): Promise<{ runId: string; runDir: string; run: OpsRun | null }> {
+  const dir = isAbsolute(ref) || ref.includes("/") ? resolve(call.cwd, ref) : null;
+  if (dir && !existsSync(join(dir, "state.json")) && existsSync(join(dir, "claim.json")))
+    return { runId: dir.split("/").at(-1)!, runDir: dir, run: null };
+  const found = await resolveRun(ref, call.env, call.cwd);
+  return { runId: found.runId, runDir: found.runDir, run: found };
+}
+
+const wait = tool({
+  name: "wait",
+  title: "Wait for a run to change",
+  description: `Block until something happens in a run (a task started, ended, retried, waits for input or got it; the merge; the run finished), or until timeout_s (default 30, at most ${M.MAX_BLOCK_S}) passes. Answers what changed since the cursor of the previous answer, the run's phase, task counts by state and who waits for input. Call it again with the answer's cursor until finished is true, then call report. A task waiting for input needs send (or finish).`,
+  input: M.WaitInput,
+  output: M.WaitOutput,
+  readOnly: true,
+  async call(args, call) {
+    const { runId, runDir } = await followedRun(args.run, call);
+    const timeoutMs = (args.timeout_s ?? 30) * 1000;
+    const started = Date.now();
+    let cursor = parseCursor(args.cursor);
+    for (;;) {
+      const read = await readChanges(runDir, cursor);
+      cursor = read.cursor;
+      const state = await readRunState(runDir);
+      const runState = "state" in state && state.state.run_id === runId ? state.state : null;
+      const view = runState
+        ? await runView(
+            runState,
+            (await sessionsBySocket([runState.socket], call.env)).get(runState.socket)!,
+            Date.now(),
+          )
+        : null;
+      const phase: M.WaitOutput["phase"] =
+        view?.phase ?? (existsSync(join(runDir, "execution_report.json")) ? "reported" : "queued");
+      const elapsed = Date.now() - started;
+      const settled = phase === "reported" || phase === "interrupted";
+      if (read.changes.length > 0 || settled || elapsed >= timeoutMs) {
+        return {
+          run_id: runId,
+          cursor: cursorText(cursor),
+          changes: read.changes,
+          phase,
+          finished: phase === "reported",
+          exit_code: view?.exit_code ?? null,
+          ...taskSummary(view),
+          timed_out: read.changes.length === 0 && !settled,
+        };
+      }
+      const summary = taskSummary(view).tasks;
+      await call.progress(
+        Math.round(elapsed / 1000),
+        timeoutMs / 1000,
+        `run ${runId} ${phase}: ${Object.entries(summary)
+          .map(([s, n]) => `${n} ${s}`)
+          .join(", ")}`,
+      );
+      // Looked at again at least each second: a driver that dies announces nothing.
+      await changeIn(runDir, Math.min(1000, timeoutMs - elapsed), call.signal);
+      if (call.signal.aborted) throw new Error("the call was cancelled");
+    }
+  },
+});
+
+const report = tool({
+  name: "report",
+  title: "Read a run's report",
+  description:
+    "The run's execution_report.json once it finished: each task's status, reason, attempts, agent result, usage, gates and artifacts; the merge's result and conflicts; the run's summary and exit code. A run still going has no report yet: wait for it first.",
+  input: M.ReportInput,
+  output: Report,
+  readOnly: true,
+  call: (args, call) => reportOf(args.run, call.env, call.cwd),
+});
+
+/** A run's report: by its run directory, or through the registry. */
+export async function reportOf(ref: string, env: Env, cwd: string): Promise<Report> {
+  const dir = isAbsolute(ref) || ref.includes("/") ? resolve(cwd, ref) : null;
+  let path = dir ? join(dir, "execution_report.json") : null;
+  if (!path || !existsSync(path)) {
+    const found = await resolveRun(ref, env, cwd);
+    if (!found.state?.report)
+      throw new InputError(
+        [
+          {
+            message: `run ${found.runId} has no report yet (${found.state ? `its state is ${found.state.phase}` : found.problem})`,
+          },
+        ],
+        "Wait for it to finish (the wait tool), then ask again.",
+      );
+    path = found.state.report;
+  }
+  return Report.parse(JSON.parse(await readFile(path, "utf8")));
+}
+
+/** The bytes of a log's end read for a tail: enough for the lines asked, at most 1 MiB. */
+const TAIL_BYTES = 1 << 20;
+
+const logs = tool({
+  name: "logs",
+  title: "Read a task's output",
+  description:
+    "The last lines of a task's output log (stdout by default, or stderr), redacted as termorch keeps it and with terminal escapes removed. Use it to see what an agent is doing or why it failed.",
+  input: M.LogsInput,
+  output: M.LogsOutput,
+  readOnly: true,
+  async call(args, call) {
+    const { state, task } = await findTask(args.task, args.run, {
+      env: call.env,
+      cwd: call.cwd,
+      needSession: false,
+    });
+    const stream = args.stream ?? "stdout";
+    const path = logPathOf(state, task, stream);
+    if (!path)
+      throw new InputError(
+        [
+          {
+            message: `task ${args.task} of run ${state.run_id} has no log: ${task.state === "skipped" ? "it was skipped" : "it has not started"}`,
+          },
+        ],
+        "Wait for it to start (the wait tool).",
+      );
+    const { text, truncated } = await tail(path, args.lines ?? 100);
+    return { run_id: state.run_id, task: args.task, stream, path, text, truncated };
+  },
+});
+
+async function tail(path: string, lines: number): Promise<{ text: string; truncated: boolean }> {
+  const handle = await open(path, "r");
+  try {
+    const size = (await handle.stat()).size;
+    const start = Math.max(0, size - TAIL_BYTES);
+    const buffer = Buffer.alloc(size - start);
+    await handle.read(buffer, 0, buffer.length, start);
+    const all = buffer.toString("utf8").split(/\r?\n/);
+    if (all.at(-1) === "") all.pop();
+    const kept = all.slice(-lines);
+    return { text: kept.map(plainText).join("\n"), truncated: start > 0 || kept.length < all.length };
+  } finally {
+    await handle.close();
+  }
+}
+
+const send = tool({
+  name: "send",
+  title: "Answer a task's agent",
+  description:
+    "Type an answer into a running task's agent (an interactive task that waits for input): the text is pasted as one bracketed paste, then Enter. termorch never answers an agent's questions itself; this is how the caller does.",
+  input: M.SendInput,
+  output: M.TaskActionOutput,
+  readOnly: false,
+  async call(args, call) {
+    const { state } = await sendToTask(
+      args.task,
+      args.run,
+      { text: args.text },
+      { env: call.env, cwd: call.cwd },
+    );
+    return { run_id: state.run_id, task: args.task, detail: "sent" };
+  },
+});
+
+const finish = tool({
+  name: "finish",
+  title: "Finish an interactive task",
+  description:
+    "End a running interactive task's agent (TERM, then KILL after its grace) and count the task as done: its changes are committed and go through its gates as if the agent had exited 0. For an agent that finished its work and waits for more.",
+  input: M.FinishInput,
+  output: M.TaskActionOutput,
+  readOnly: false,
+  async call(args, call) {
+    const { state } = await requestFinish(args.task, args.run, {
+      env: call.env,
+      cwd: call.cwd,
+      now: Date.now(),
+    });
+    const live = driverAlive(state.pid, state.updated_at);
+    return {
+      run_id: state.run_id,
+      task: args.task,
+      detail: live
+        ? "finish requested; its driver ends the agent within a second"
+        : `finish requested; its driver (pid ${state.pid}) is not live, so it happens when the run is resumed`,
+    };
+  },
+});
+
+const cancel = tool({
+  name: "cancel",
+  title: "Cancel a run",
+  description: `Cancel a run: its running agents are ended, pending tasks skipped, nothing is merged, and the report is written (exit code 130). Waits up to wait_s (default 30, at most ${M.MAX_BLOCK_S}) for the report.`,
+  input: M.CancelInput,
+  output: M.CancelOutput,
+  readOnly: false,
+  async call(args, call) {
+    const found = await resolveRun(args.run, call.env, call.cwd);
+    const state = found.state;
+    if (!state)
+      throw new InputError(
+        [{ message: `run ${found.runId}: ${found.problem}` }],
+        "There is nothing to cancel.",
+      );
+    const answer = (outcome: z.infer<typeof M.CancelOutput>["outcome"], s = state) => ({
+      run_id: s.run_id,
+      outcome,
+      exit_code: s.exit_code,
+      report: s.report,
+    });
+    if (state.phase === "reported") return answer("already_finished");
+    const live = driverAlive(state.pid, state.updated_at);
+    await requestCancel(state, { pid: process.pid, now: Date.now() });
+    if (!live) return answer("driver_gone");
+    const waitMs = (args.wait_s ?? 30) * 1000;
+    if (waitMs === 0) return answer("requested");
+    const end = await waitForReport({
+      initial: state,
+      timeoutMs: waitMs,
+      progressMs: 2000,
+      signal: call.signal,
+      onProgress: (_s, elapsed) => void call.progress(Math.round(elapsed / 1000), waitMs / 1000, "stopping"),
+    });
+    switch (end.outcome) {
+      case "reported":
+      case "driver_gone":
+      case "timed_out":
+        return answer(end.outcome, end.state);
+      default:
+        return answer("requested");
+    }
+  },
+});
+
+const agents = tool({
+  name: "agents",
+  title: "List the agents",
+  description:
+    "Every agent a task can name in its `agent` field: the built-in presets (claude, codex, gemini, opencode, ...) and the config's own, with the command each runs, how it takes its prompt, and whether its CLI is installed here.",
+  input: M.AgentsInput,
+  output: M.AgentsOutput,
+  readOnly: true,
+  async call(args, call) {
+    const cwd = cwdOf(args, call);
+    const { config } = await loadConfig(
+      args.config === undefined ? undefined : resolve(cwd, args.config),
+      call.env,
+      cwd,
+    );
+    return {
+      agents: [...allAgents(config)].map(([name, a]) => ({
+        name,
+        source: a.source,
+        preset: a.preset,
+        argv: a.command,
+        interactive_argv: a.interactive.command,
+        prompt: a.prompt,
+        binary: a.requires?.binary ?? null,
+        on_path: a.requires ? binaryOnPath(a.requires.binary, call.env.PATH) : null,
+        install: a.requires?.install ?? null,
+      })),
+    };
+  },
+});
+
+/** Every tool, in the order `tools/list` and `termorch mcp --help` give them. */
+export const TOOLS = [validate, run, status, wait, report, logs, send, finish, cancel, agents] as const;

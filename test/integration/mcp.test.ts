@@ -1,0 +1,267 @@
+// `termorch mcp` driven by the MCP SDK's own client over stdio, as an agent's CLI drives it: the
+// built CLI, real tmux (a socket of this file), real git repositories and processes. The runs it
+// starts belong to detached drivers, so killing the MCP server loses none of them.
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { afterAll, describe, expect, it } from "vitest";
+import { RunOutput, ValidateOutput, WaitOutput } from "../../src/contract/mcp.js";
+import { Report } from "../../src/contract/report.js";
+import { StatusView } from "../../src/contract/status-view.js";
+import { BIN, cliEnv, git, isAlive, ROOT, running, STEP, testFile, waitFor } from "./harness.js";
+
+const { socket, workspace } = testFile("mcp");
+const STUB = join(ROOT, "test", "fixtures", "agents", "interactive-stub");
+const clients: Client[] = [];
+afterAll(async () => {
+  for (const c of clients) await c.close().catch(() => {});
+});
+
+/** A client connected to a fresh `termorch mcp` in `cwd`; `pid` is the server's. */
+async function connect(cwd: string, args: string[] = []): Promise<{ client: Client; pid: number }> {
+  const transport = new StdioClientTransport({
+    command: process.execPath,
+    args: [BIN, "mcp", ...args],
+    cwd,
+    env: { ...(process.env as Record<string, string>), ...cliEnv(socket) },
+    stderr: "pipe",
+  });
+  const client = new Client({ name: "termorch-test", version: "1" });
+  await client.connect(transport);
+  clients.push(client);
+  return { client, pid: transport.pid! };
+}
+
+async function call(client: Client, name: string, args: Record<string, unknown>): Promise<CallToolResult> {
+  return (await client.callTool({ name, arguments: args })) as CallToolResult;
+}
+
+/** A tool's answer, which must not be an error. */
+async function ok(
+  client: Client,
+  name: string,
+  args: Record<string, unknown>,
+): Promise<Record<string, unknown>> {
+  const r = await call(client, name, args);
+  if (r.isError) throw new Error(`${name} failed: ${JSON.stringify(r.content)}`);
+  return r.structuredContent as Record<string, unknown>;
+}
+
+/** Calls wait with each answer's cursor until the run is finished (bounded). */
+async function waitFinished(
+  client: Client,
+  run: string,
+): Promise<{ changes: WaitOutput["changes"]; last: WaitOutput }> {
+  const changes: WaitOutput["changes"] = [];
+  let cursor: string | undefined;
+  for (let i = 0; i < 60; i++) {
+    const w = WaitOutput.parse(
+      await ok(client, "wait", { run, timeout_s: 20, ...(cursor ? { cursor } : {}) }),
+    );
+    changes.push(...w.changes);
+    cursor = w.cursor;
+    if (w.finished) return { changes, last: w };
+  }
+  throw new Error(`run ${run} did not finish`);
+}
+
+/** Three step.sh tasks: a and b write a file each, c depends on both. */
+function threeTasks(extraEnv: Record<string, string> = {}) {
+  return {
+    environment: { workspace_dir: "repo" },
+    tasks: ["a", "b", "c"].map((id) => ({
+      id,
+      agent: "step",
+      context_path: "ctx/task.md",
+      command: ["bash", STEP, "{context_path}"],
+      dependencies: id === "c" ? ["a", "b"] : [],
+      env: { WRITE: `${id}.txt=${id} was here`, ...extraEnv },
+    })),
+  };
+}
+
+describe("termorch mcp over stdio", () => {
+  it("lists its tools with schemas, and answers a bad document with every problem, located", async () => {
+    const { dir } = workspace();
+    const { client } = await connect(dir);
+    const { tools } = await client.listTools();
+    expect(tools.map((t) => t.name)).toEqual([
+      "validate",
+      "run",
+      "status",
+      "wait",
+      "report",
+      "logs",
+      "send",
+      "finish",
+      "cancel",
+      "agents",
+    ]);
+    for (const t of tools) {
+      expect(t.description?.length).toBeGreaterThan(60);
+      expect(t.inputSchema.type).toBe("object");
+      expect(t.outputSchema?.type).toBe("object");
+    }
+    const bad = ValidateOutput.parse(
+      await ok(client, "validate", {
+        assignments: {
+          environment: { workspace_dir: "repo" },
+          tasks: [{ id: "a", agent: "step", context_path: "nope.md", dependencies: ["ghost"] }],
+        },
+      }),
+    );
+    expect(bad.valid).toBe(false);
+    const text = bad.problems.map((p) => `${p.file} ${p.field ?? ""} ${p.message}`).join("\n");
+    expect(text).toMatch(/\(inline assignments\) tasks\[0\]\.dependencies\[0\] .*ghost/);
+    expect(text).toMatch(/nope\.md/);
+    expect(text).toMatch(/unknown agent "step"/);
+    // A file gets the same list, named by its path.
+    writeFileSync(join(dir, "bad.json"), JSON.stringify({ tasks: [] }));
+    const fromFile = ValidateOutput.parse(await ok(client, "validate", { path: "bad.json" }));
+    expect(fromFile.valid).toBe(false);
+    expect(fromFile.problems[0]?.file).toBe(join(dir, "bad.json"));
+    // Wrong arguments and unknown runs are tool errors with termorch's message and kind, no stack.
+    const wrong = await call(client, "wait", { run: 3 });
+    expect(wrong.isError).toBe(true);
+    expect(JSON.stringify(wrong.content)).toMatch(/field run: .*expected string.*exit code 2/);
+    const unknown = await call(client, "report", { run: "no-such-run" });
+    expect(unknown.isError).toBe(true);
+    expect(unknown._meta?.["termorch/error"]).toMatchObject({ kind: "invalid_input", exit_code: 2 });
+    expect(JSON.stringify(unknown)).not.toMatch(/\n\s+at /);
+  });
+
+  it("runs three tasks, follows them with wait until the report, and merges their work", async () => {
+    const { dir, repo } = workspace();
+    const { client } = await connect(dir);
+    const doc = threeTasks();
+    const checked = ValidateOutput.parse(await ok(client, "validate", { assignments: doc }));
+    expect(checked).toMatchObject({ valid: true, waves: [["a", "b"], ["c"]] });
+    const started = RunOutput.parse(await ok(client, "run", { assignments: doc }));
+    expect(started).toMatchObject({ owner: "driver", tasks: 3 });
+    expect(isAlive(started.pid!)).toBe(true);
+    const { changes, last } = await waitFinished(client, started.run_id);
+    const seen = changes.map((c) => ("task" in c ? `${c.event}:${c.task}` : c.event));
+    for (const e of [
+      "run_started",
+      "task_started:a",
+      "task_ended:b",
+      "task_ended:c",
+      "merge",
+      "run_finished",
+    ])
+      expect(seen).toContain(e);
+    expect(seen.indexOf("task_started:c")).toBeGreaterThan(seen.indexOf("task_ended:a"));
+    expect(last).toMatchObject({ phase: "reported", exit_code: 0, tasks: { success: 3 } });
+    const report = Report.parse(await ok(client, "report", { run: started.run_id }));
+    expect(report.merge.result).toBe("success");
+    expect(report.tasks.map((t) => t.status)).toEqual(["success", "success", "success"]);
+    for (const id of ["a", "b", "c"])
+      expect(readFileSync(join(repo, `${id}.txt`), "utf8")).toBe(`${id} was here\n`);
+    // Status and logs see the same run; the report is a resource too.
+    const status = StatusView.parse(await ok(client, "status", { run: started.run_id }));
+    expect(status.runs[0]?.phase).toBe("reported");
+    const resource = await client.readResource({ uri: `termorch://runs/${started.run_id}/report` });
+    expect(JSON.parse((resource.contents[0] as { text: string }).text).run_id).toBe(started.run_id);
+    const schema = await client.readResource({ uri: "termorch://schema/assignments" });
+    expect((schema.contents[0] as { text: string }).text).toMatch(/"context_path"/);
+    // A cursor from the end hears nothing more, at once.
+    const after = WaitOutput.parse(
+      await ok(client, "wait", { run: started.run_id, cursor: last.cursor, timeout_s: 30 }),
+    );
+    expect(after).toMatchObject({ changes: [], finished: true, timed_out: false });
+  });
+
+  it("answers an interactive task's question with send", async () => {
+    const { dir, repo } = workspace();
+    const out = join(dir, "out");
+    mkdirSync(out);
+    writeFileSync(
+      join(dir, "termorch.json"),
+      JSON.stringify({ agents: { istub: { command: [STUB], expect_changes: false } } }),
+    );
+    const { client } = await connect(dir);
+    const started = RunOutput.parse(
+      await ok(client, "run", {
+        config: "termorch.json",
+        assignments: {
+          environment: { workspace_dir: "repo" },
+          tasks: [
+            {
+              id: "ask",
+              agent: "istub",
+              context_path: "ctx/task.md",
+              interactive: true,
+              waiting_after_s: 1,
+              env: { STUB_OUT: out },
+            },
+          ],
+        },
+      }),
+    );
+    let cursor: string | undefined;
+    let asked: WaitOutput | null = null;
+    for (let i = 0; i < 20 && !asked; i++) {
+      const w = WaitOutput.parse(
+        await ok(client, "wait", { run: started.run_id, timeout_s: 20, ...(cursor ? { cursor } : {}) }),
+      );
+      cursor = w.cursor;
+      if (w.waiting_input.some((x) => x.task === "ask") && existsSync(join(out, "prompt.txt"))) asked = w;
+      expect(w.finished).toBe(false);
+    }
+    expect(asked?.changes.map((c) => c.event)).toContain("task_waiting_input");
+    expect(await ok(client, "send", { task: "ask", run: started.run_id, text: "blue" })).toMatchObject({
+      task: "ask",
+      detail: "sent",
+    });
+    const { last } = await waitFinished(client, started.run_id);
+    expect(last).toMatchObject({ exit_code: 0, tasks: { success: 1 } });
+    expect(readFileSync(join(repo, "answer.txt"), "utf8")).toBe("blue\n");
+  });
+
+  it("cancels a run: its agents end and its report says cancelled", async () => {
+    const { dir } = workspace();
+    const { client } = await connect(dir);
+    const started = RunOutput.parse(await ok(client, "run", { assignments: threeTasks({ SLEEP: "300" }) }));
+    let cursor: string | undefined;
+    for (let running = false; !running; ) {
+      const w = WaitOutput.parse(
+        await ok(client, "wait", { run: started.run_id, timeout_s: 20, ...(cursor ? { cursor } : {}) }),
+      );
+      cursor = w.cursor;
+      running = (w.tasks.running ?? 0) === 2;
+    }
+    const cancelled = await ok(client, "cancel", { run: started.run_id, wait_s: 40 });
+    expect(cancelled).toMatchObject({ outcome: "reported", exit_code: 130 });
+    const report = Report.parse(await ok(client, "report", { run: started.run_id }));
+    expect(report.tasks.every((t) => t.status !== "success")).toBe(true);
+    expect(report.merge.result).toBe("skipped");
+    // Its driver ends once it has cleaned up after the report.
+    await waitFor(() => !running(started.pid!), 20_000, "the run's driver to exit");
+  });
+
+  it("loses no run when its MCP server is killed: a new server finds it running, then finished", async () => {
+    const { dir, repo } = workspace();
+    const gate = join(dir, "go");
+    const first = await connect(dir);
+    const started = RunOutput.parse(
+      await ok(first.client, "run", { assignments: threeTasks({ WAIT_FILE: gate }) }),
+    );
+    await ok(first.client, "wait", { run: started.run_id, timeout_s: 10 });
+    process.kill(first.pid, "SIGKILL");
+    await waitFor(() => !isAlive(first.pid), 10_000, "the MCP server to die");
+
+    const second = await connect(dir);
+    const status = StatusView.parse(await ok(second.client, "status", { run: started.run_id }));
+    expect(status.runs[0]).toMatchObject({ phase: "running", driver_alive: true });
+    writeFileSync(gate, "");
+    const { last } = await waitFinished(second.client, started.run_id);
+    expect(last).toMatchObject({ exit_code: 0, tasks: { success: 3 } });
+    expect(
+      git(repo, "log", "--format=%s")
+        .split("\n")
+        .filter((s) => s.startsWith("termorch: task")),
+    ).toHaveLength(3);
+  });
+});
