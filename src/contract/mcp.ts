@@ -10,10 +10,7 @@ import { Reason, TaskState } from "./reason.js";
 /** The most a `wait` or `cancel` blocks: below the 60 s after which MCP clients give up on a call. */
 export const MAX_BLOCK_S = 50;
 
-const RunRef = z
-  .string()
-  .min(1)
-  .describe("A run id (as `run` answered it) or the path of its run directory");
+const RunRef = z.string().min(1).describe("A run id (as `run` answered it) or the path of its run directory");
 const TaskId = z.string().regex(TASK_ID_PATTERN).describe("A task's id, as in the assignments");
 
 /** Where an assignments document comes from: inline, or a file. */
@@ -144,20 +141,29 @@ export const WaitInput = z.strictObject({
     .string()
     .regex(/^\d+:\d+$/)
     .optional()
-    .describe("The `cursor` of the previous `wait` answer; leave it out the first time (changes since the run began)"),
+    .describe(
+      "The `cursor` of the previous `wait` answer; leave it out the first time (changes since the run began)",
+    ),
   timeout_s: z
     .number()
     .min(0)
     .max(MAX_BLOCK_S)
     .optional()
-    .describe(`Seconds to block when nothing changed (default 30, at most ${MAX_BLOCK_S}); 0 answers at once`),
+    .describe(
+      `Seconds to block when nothing changed (default 30, at most ${MAX_BLOCK_S}); 0 answers at once`,
+    ),
 });
 export type WaitInput = z.infer<typeof WaitInput>;
 
 /** One thing that happened in a run, from its ledger. */
 export const RunChange = z.discriminatedUnion("event", [
   z.strictObject({ event: z.literal("run_started"), at: z.string(), tasks: z.number().int() }),
-  z.strictObject({ event: z.literal("task_started"), at: z.string(), task: z.string(), attempt: z.number().int() }),
+  z.strictObject({
+    event: z.literal("task_started"),
+    at: z.string(),
+    task: z.string(),
+    attempt: z.number().int(),
+  }),
   z.strictObject({
     event: z.literal("task_retrying"),
     at: z.string(),
@@ -209,7 +215,9 @@ export const WaitOutput = z.strictObject({
   exit_code: z.number().int().nullable(),
   tasks: z
     .record(z.string(), z.number().int())
-    .describe("How many tasks are in each state now (pending, running, waiting_input, success, failed, skipped)"),
+    .describe(
+      "How many tasks are in each state now (pending, running, waiting_input, success, failed, skipped)",
+    ),
   waiting_input: z
     .array(z.strictObject({ task: z.string(), asks: z.string().nullable() }))
     .describe("Tasks whose agent waits for an answer now: answer with `send`, or end with `finish`"),

@@ -2,7 +2,7 @@ import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { closeSync, existsSync, openSync, readFileSync, rmSync } from "node:fs";
 import { mkdir, readdir, readFile, rename, rm, writeFile } from "node:fs/promises";
-import { join, resolve } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { pollUntil } from "../concurrency/poll-until.js";
 import { ClaimRecord } from "../contract/claim.js";
@@ -20,16 +20,26 @@ const START_MS = 45_000;
 /** How long a daemon may take to claim a dropped file before it is taken back. */
 const CLAIM_MS = 20_000;
 
-/** An inline document, kept where a resume finds it: the per-user folder's `mcp/`, owner-only. */
+/**
+ * An inline document, kept where a resume finds it: a folder of its own in the per-user folder's
+ * `mcp/`, owner-only, as `assignments.json` (so its runs are named `assignments-<time>`, as a
+ * file of that name would make them).
+ */
 export async function keepInline(doc: Record<string, unknown>): Promise<string> {
-  const dir = join(await ensureUserDir(), "mcp");
-  await mkdir(dir, { recursive: true, mode: 0o700 });
-  const file = join(
-    dir,
-    `assignments-${compactTimestamp(Date.now())}-${randomBytes(4).toString("hex")}.json`,
+  const dir = join(
+    await ensureUserDir(),
+    "mcp",
+    `${compactTimestamp(Date.now())}-${randomBytes(4).toString("hex")}`,
   );
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  const file = join(dir, "assignments.json");
   await writeFile(file, `${JSON.stringify(doc, null, 2)}\n`, { mode: 0o600, flag: "wx" });
   return file;
+}
+
+/** Removes a kept inline document that no run needs. */
+export async function dropInline(file: string): Promise<void> {
+  await rm(dirname(file), { recursive: true, force: true });
 }
 
 /** `termorch run`'s flags for the options a caller gave. */

@@ -1,12 +1,12 @@
 import { existsSync } from "node:fs";
-import { open, readFile, rm } from "node:fs/promises";
+import { open, readFile } from "node:fs/promises";
 import { isAbsolute, join, resolve } from "node:path";
 import type { z } from "zod";
 import { allAgents } from "../agent/command.js";
 import * as M from "../contract/mcp.js";
 import { Report } from "../contract/report.js";
 import { StatusView } from "../contract/status-view.js";
-import { InputError, type InputProblem } from "../errors.js";
+import { InputError } from "../errors.js";
 import { binaryOnPath } from "../input/agent-binaries.js";
 import { loadConfig } from "../input/config-file.js";
 import { requestCancel, waitForReport } from "../ops/cancel.js";
@@ -21,7 +21,7 @@ import { runView } from "../ops/status.js";
 import { findTask } from "../ops/task-target.js";
 import { type Validated, validateAssignments } from "../run/validate.js";
 import { changeIn, cursorText, parseCursor, readChanges, taskSummary } from "./follow.js";
-import { dropInInbox, keepInline, runFlags, startDriver } from "./start-run.js";
+import { dropInInbox, dropInline, keepInline, runFlags, startDriver } from "./start-run.js";
 
 type Env = Readonly<Record<string, string | undefined>>;
 
@@ -120,7 +120,7 @@ const validate = tool({
         tasks: [],
       };
     } finally {
-      if (inline) await rm(file, { force: true });
+      if (inline) await dropInline(file);
     }
   },
 });
@@ -178,7 +178,7 @@ const run = tool({
       });
     } catch (error) {
       // A run that never started needs no copy of its document; one that started keeps it for a resume.
-      if (inline) await rm(file, { force: true });
+      if (inline) await dropInline(file);
       throw error;
     }
   },

@@ -2,10 +2,13 @@
 // built CLI, real tmux (a socket of this file), real git repositories and processes. The runs it
 // starts belong to detached drivers, so killing the MCP server loses none of them.
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { request as httpRequest } from "node:http";
 import { join } from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { execa } from "execa";
 import { afterAll, describe, expect, it } from "vitest";
 import { RunOutput, ValidateOutput, WaitOutput } from "../../src/contract/mcp.js";
 import { Report } from "../../src/contract/report.js";
@@ -19,11 +22,14 @@ afterAll(async () => {
   for (const c of clients) await c.close().catch(() => {});
 });
 
-/** A client connected to a fresh `termorch mcp` in `cwd`; `pid` is the server's. */
+/**
+ * A client connected to a fresh `termorch mcp` in `cwd`. The server runs in a session and process
+ * group of its own (as a terminal's or an agent CLI's child would), `pid` leading both.
+ */
 async function connect(cwd: string, args: string[] = []): Promise<{ client: Client; pid: number }> {
   const transport = new StdioClientTransport({
-    command: process.execPath,
-    args: [BIN, "mcp", ...args],
+    command: "setsid",
+    args: [process.execPath, BIN, "mcp", ...args],
     cwd,
     env: { ...(process.env as Record<string, string>), ...cliEnv(socket) },
     stderr: "pipe",
@@ -249,7 +255,8 @@ describe("termorch mcp over stdio", () => {
       await ok(first.client, "run", { assignments: threeTasks({ WAIT_FILE: gate }) }),
     );
     await ok(first.client, "wait", { run: started.run_id, timeout_s: 10 });
-    process.kill(first.pid, "SIGKILL");
+    // The whole process group, as a client that ends its server's group (or a closed terminal) does.
+    process.kill(-first.pid, "SIGKILL");
     await waitFor(() => !isAlive(first.pid), 10_000, "the MCP server to die");
 
     const second = await connect(dir);
@@ -263,5 +270,113 @@ describe("termorch mcp over stdio", () => {
         .split("\n")
         .filter((s) => s.startsWith("termorch: task")),
     ).toHaveLength(3);
+  });
+
+  it("with --home, hands runs to that daemon, and refuses options the daemon decides", async () => {
+    const { dir, repo } = workspace();
+    const home = join(dir, "home");
+    const daemon = execa(process.execPath, [BIN, "daemon", "--home", home], {
+      reject: false,
+      cwd: ROOT,
+      env: cliEnv(socket),
+    });
+    try {
+      await waitFor(() => existsSync(join(home, "inbox")), 20_000, "the daemon's inbox");
+      const { client } = await connect(dir, ["--home", home]);
+      const refused = await call(client, "run", { assignments: threeTasks(), max_parallel: 1 });
+      expect(refused.isError).toBe(true);
+      expect(JSON.stringify(refused.content)).toMatch(/runs with its own settings: max_parallel/);
+      const started = RunOutput.parse(await ok(client, "run", { assignments: threeTasks() }));
+      expect(started).toMatchObject({ owner: "daemon", pid: null, tasks: 3 });
+      expect(started.run_dir.startsWith(join(home, "runs"))).toBe(true);
+      const { last } = await waitFinished(client, started.run_dir);
+      expect(last).toMatchObject({ exit_code: 0, tasks: { success: 3 } });
+      expect(Report.parse(await ok(client, "report", { run: started.run_dir })).merge.result).toBe("success");
+      for (const id of ["a", "b", "c"]) expect(existsSync(join(repo, `${id}.txt`))).toBe(true);
+      const status = StatusView.parse(await ok(client, "status", {}));
+      expect(status.runs.map((r) => r.run_dir)).toEqual([started.run_dir]);
+    } finally {
+      daemon.kill("SIGTERM");
+      await daemon;
+    }
+  });
+});
+
+describe("termorch mcp --http", () => {
+  it("serves the same tools on loopback, to a client with the token and the server's Host only", async () => {
+    const { dir } = workspace();
+    const server = execa(process.execPath, [BIN, "mcp", "--http"], {
+      reject: false,
+      cwd: dir,
+      env: cliEnv(socket),
+      stdout: "pipe",
+      stderr: "pipe",
+    });
+    try {
+      const url = await new Promise<string>((resolve, reject) => {
+        server.stdout?.on("data", (chunk: Buffer) => {
+          const line = chunk.toString().split("\n")[0];
+          if (line?.startsWith("http://")) resolve(line.trim());
+        });
+        server.catch(reject);
+      });
+      expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/mcp$/);
+      const stderr: string[] = [];
+      server.stderr?.on("data", (c: Buffer) => stderr.push(c.toString()));
+      await waitFor(() => /Bearer (\S+)"/.exec(stderr.join("")), 10_000, "the token");
+      const token = /Bearer (\S+)"/.exec(stderr.join(""))![1]!;
+      const post = (headers: Record<string, string>) =>
+        fetch(url, {
+          method: "POST",
+          headers: {
+            "content-type": "application/json",
+            accept: "application/json, text/event-stream",
+            ...headers,
+          },
+          body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list", params: {} }),
+        });
+      expect((await post({})).status).toBe(401);
+      expect((await post({ authorization: "Bearer wrong" })).status).toBe(401);
+      // DNS rebinding: a page whose name was pointed at 127.0.0.1 sends its own name as Host.
+      const port = new URL(url).port;
+      const rebound = await new Promise<number>((resolve, reject) => {
+        const req = httpRequest(
+          {
+            host: "127.0.0.1",
+            port,
+            path: "/mcp",
+            method: "POST",
+            headers: { host: `evil.example:${port}`, authorization: `Bearer ${token}` },
+          },
+          (res) => resolve(res.statusCode ?? 0),
+        );
+        req.on("error", reject);
+        req.end("{}");
+      });
+      expect(rebound).toBe(403);
+
+      const client = new Client({ name: "termorch-test-http", version: "1" });
+      await client.connect(
+        new StreamableHTTPClientTransport(new URL(url), {
+          requestInit: { headers: { authorization: `Bearer ${token}` } },
+        }),
+      );
+      clients.push(client);
+      expect((await client.listTools()).tools).toHaveLength(10);
+      const agents = (await ok(client, "agents", {})) as { agents: Array<{ name: string }> };
+      expect(agents.agents.map((a) => a.name)).toContain("claude");
+      const { last } = await (async () => {
+        const started = RunOutput.parse(
+          await ok(client, "run", {
+            assignments: { ...threeTasks(), tasks: threeTasks().tasks.slice(0, 1) },
+          }),
+        );
+        return waitFinished(client, started.run_id);
+      })();
+      expect(last).toMatchObject({ exit_code: 0, tasks: { success: 1 } });
+    } finally {
+      server.kill("SIGTERM");
+      await server;
+    }
   });
 });
