@@ -1,6 +1,7 @@
 import type { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
+import { RUN_ID_PATTERN } from "../contract/assignments.js";
 import { jsonSchemaOf, type SchemaName, schemas } from "../contract/json-schema.js";
 import { schemaProblems } from "../contract/parse.js";
 import { errorText, InputError, TermorchError } from "../errors.js";
@@ -190,9 +191,9 @@ export async function termorchServer(o: McpOptions): Promise<Server> {
         ],
       };
     const run = REPORT_URI.exec(uri)?.[1];
-    if (run !== undefined) {
+    if (run !== undefined && RUN_ID_PATTERN.test(run)) {
       try {
-        const report = await reportOf(decodeURIComponent(run), o.env, o.cwd);
+        const report = await reportOf(run, o.env, o.cwd);
         return { contents: [{ uri, mimeType: "application/json", text: JSON.stringify(report, null, 2) }] };
       } catch (error) {
         throw new McpError(ErrorCode.InvalidParams, errorText(error));

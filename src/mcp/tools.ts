@@ -8,7 +8,7 @@ import { Report } from "../contract/report.js";
 import { StatusView } from "../contract/status-view.js";
 import { InputError } from "../errors.js";
 import { binaryOnPath } from "../input/agent-binaries.js";
-import { loadConfig } from "../input/config-file.js";
+import { loadConfig, loadConfigOrProblems } from "../input/config-file.js";
 import { requestCancel, waitForReport } from "../ops/cancel.js";
 import { requestFinish, sendToTask } from "../ops/interactive.js";
 import { plainText } from "../ops/last-line.js";
@@ -19,8 +19,10 @@ import { type OpsRun, readRunState, resolveRun } from "../ops/runs.js";
 import { sessionsBySocket } from "../ops/sessions.js";
 import { runView } from "../ops/status.js";
 import { findTask } from "../ops/task-target.js";
+import { isSecretName } from "../redact/redactor.js";
 import { type Validated, validateAssignments } from "../run/validate.js";
 import { changeIn, cursorText, parseCursor, readChanges, taskSummary } from "./follow.js";
+import { type Apart, secretsApart } from "./secrets-apart.js";
 import { dropInInbox, dropInline, keepInline, runFlags, startDriver } from "./start-run.js";
 
 type Env = Readonly<Record<string, string | undefined>>;
@@ -57,10 +59,22 @@ function cwdOf(args: { cwd?: string | undefined }, call: ToolCall): string {
 }
 
 /** The assignments a call names: its file, or the inline document kept in a file of its own. */
-async function sourceFile(
-  args: { assignments?: Record<string, unknown> | undefined; path?: string | undefined },
+interface Source {
+  file: string;
+  inline: boolean;
+  /** The environment its run gets: the call's, plus the secret values kept out of an inline document. */
+  env: Env;
+}
+
+async function sourceOf(
+  args: {
+    assignments?: Record<string, unknown> | undefined;
+    path?: string | undefined;
+    config?: string | undefined;
+  },
   cwd: string,
-): Promise<{ file: string; inline: boolean }> {
+  env: Env,
+): Promise<Source> {
   if ((args.assignments === undefined) === (args.path === undefined))
     throw new InputError(
       [
@@ -70,8 +84,31 @@ async function sourceFile(
       ],
       "Call again with one of them.",
     );
-  if (args.path !== undefined) return { file: resolve(cwd, args.path), inline: false };
-  return { file: await keepInline(args.assignments!), inline: true };
+  if (args.path !== undefined) return { file: resolve(cwd, args.path), inline: false, env };
+  const apart = await withoutSecrets(args.assignments!, args.config, cwd, env);
+  return { file: await keepInline(apart.doc), inline: true, env: { ...env, ...apart.env } };
+}
+
+/** secretsApart with the secret names of the config the call would use. */
+async function withoutSecrets(
+  doc: Record<string, unknown>,
+  config: string | undefined,
+  cwd: string,
+  env: Env,
+): Promise<Apart> {
+  const loaded = await loadConfigOrProblems(
+    config === undefined ? undefined : resolve(cwd, config),
+    env,
+    cwd,
+  );
+  const { secret_name_fragments: fragments, secret_env: names } = loaded.config;
+  const apart = secretsApart(doc, (name) => isSecretName(name, fragments, names));
+  if (apart.problems.length > 0)
+    throw new InputError(
+      apart.problems.map((p) => ({ file: INLINE, ...p })),
+      "Pass a secret as NAME=VALUE in environment.env_vars (its value reaches the run without being written down), or set it in termorch mcp's environment and list NAME alone.",
+    );
+  return apart;
 }
 
 /** The inline document's file as the caller knows it: by what it is, not where termorch keeps it. */
@@ -87,9 +124,10 @@ const validate = tool({
   readOnly: true,
   async call(args, call) {
     const cwd = cwdOf(args, call);
-    const { file, inline } = await sourceFile(args, cwd);
+    let source: Source | null = null;
     try {
-      const { input, waves, criticalPath } = await checked(file, inline, args.config, cwd, call.env);
+      source = await sourceOf(args, cwd, call.env);
+      const { input, waves, criticalPath } = await checked(source, args.config, cwd);
       return {
         valid: true,
         problems: [],
@@ -120,19 +158,14 @@ const validate = tool({
         tasks: [],
       };
     } finally {
-      if (inline) await dropInline(file);
+      if (source?.inline) await dropInline(source.file);
     }
   },
 });
 
 /** validateAssignments, an inline document's problems named by what it is rather than by its file. */
-async function checked(
-  file: string,
-  inline: boolean,
-  config: string | undefined,
-  cwd: string,
-  env: Env,
-): Promise<Validated> {
+async function checked(source: Source, config: string | undefined, cwd: string): Promise<Validated> {
+  const { file, inline, env } = source;
   try {
     return await validateAssignments({
       file,
@@ -164,27 +197,27 @@ const run = tool({
   readOnly: false,
   async call(args, call) {
     const cwd = cwdOf(args, call);
-    if (call.home !== null) return runByDaemon(args, call.home, cwd);
-    const { file, inline } = await sourceFile(args, cwd);
+    if (call.home !== null) return runByDaemon(args, call.home, cwd, call.env);
+    const source = await sourceOf(args, cwd, call.env);
     try {
       // Checked here first, so that bad input is answered with its problems, one by one.
-      await checked(file, inline, args.config, cwd, call.env);
+      await checked(source, args.config, cwd);
       return await startDriver({
-        file,
-        baseDir: inline ? cwd : null,
+        file: source.file,
+        baseDir: source.inline ? cwd : null,
         flags: runFlags(args),
-        env: call.env,
+        env: source.env,
         cwd,
       });
     } catch (error) {
       // A run that never started needs no copy of its document; one that started keeps it for a resume.
-      if (inline) await dropInline(file);
+      if (source.inline) await dropInline(source.file);
       throw error;
     }
   },
 });
 
-async function runByDaemon(args: M.RunInput, home: string, cwd: string): Promise<M.RunOutput> {
+async function runByDaemon(args: M.RunInput, home: string, cwd: string, env: Env): Promise<M.RunOutput> {
   const options = Object.keys(M.RunOptions).filter((k) => args[k as keyof M.RunInput] !== undefined);
   if (args.config !== undefined) options.push("config");
   if (options.length > 0)
@@ -209,11 +242,31 @@ async function runByDaemon(args: M.RunInput, home: string, cwd: string): Promise
     }
     if (doc === null || typeof doc !== "object" || Array.isArray(doc))
       throw new InputError([{ file, message: "not a JSON object" }]);
-    return dropInInbox({ home, doc: doc as Record<string, unknown>, baseDir: join(file, "..") });
+    return toDaemon(home, doc as Record<string, unknown>, join(file, ".."), env);
   }
   if (args.assignments === undefined)
     throw new InputError([{ message: 'give the assignments inline ("assignments") or as a file ("path")' }]);
-  return dropInInbox({ home, doc: args.assignments, baseDir: cwd });
+  return toDaemon(home, args.assignments, cwd, env);
+}
+
+/** A document for the daemon's inbox: written down there, so without secret values. */
+async function toDaemon(
+  home: string,
+  doc: Record<string, unknown>,
+  baseDir: string,
+  env: Env,
+): Promise<M.RunOutput> {
+  const apart = await withoutSecrets(doc, undefined, baseDir, env);
+  const given = Object.keys(apart.env);
+  if (given.length > 0)
+    throw new InputError(
+      given.map((name) => ({
+        field: "environment.env_vars",
+        message: `${name} is given a value, which would be written into the daemon's inbox; the daemon passes on its own environment's ${name}`,
+      })),
+      `List ${given.join(", ")} by name alone, with the value set in the daemon's environment.`,
+    );
+  return dropInInbox({ home, doc, baseDir });
 }
 
 const status = tool({

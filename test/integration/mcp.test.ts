@@ -1,6 +1,7 @@
 // `termorch mcp` driven by the MCP SDK's own client over stdio, as an agent's CLI drives it: the
 // built CLI, real tmux (a socket of this file), real git repositories and processes. The runs it
 // starts belong to detached drivers, so killing the MCP server loses none of them.
+import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { request as httpRequest } from "node:http";
 import { join } from "node:path";
@@ -13,7 +14,19 @@ import { afterAll, describe, expect, it } from "vitest";
 import { RunOutput, ValidateOutput, WaitOutput } from "../../src/contract/mcp.js";
 import { Report } from "../../src/contract/report.js";
 import { StatusView } from "../../src/contract/status-view.js";
-import { BIN, cliEnv, git, isAlive, ROOT, running, STEP, testFile, waitFor } from "./harness.js";
+import {
+  BIN,
+  cliEnv,
+  git,
+  isAlive,
+  listFiles,
+  ROOT,
+  running,
+  STEP,
+  TEST_TMP,
+  testFile,
+  waitFor,
+} from "./harness.js";
 
 const { socket, workspace } = testFile("mcp");
 const STUB = join(ROOT, "test", "fixtures", "agents", "interactive-stub");
@@ -177,6 +190,50 @@ describe("termorch mcp over stdio", () => {
       await ok(client, "wait", { run: started.run_id, cursor: last.cursor, timeout_s: 30 }),
     );
     expect(after).toMatchObject({ changes: [], finished: true, timed_out: false });
+  });
+
+  it("writes no secret value of an inline document to disk, and its run still gets it", async () => {
+    const { dir, repo } = workspace();
+    const { client } = await connect(dir);
+    const secret = "s3cret-value-7f2a91";
+    const digest = createHash("sha256").update(secret).digest("hex").slice(0, 16);
+    const doc = {
+      environment: { workspace_dir: "repo", env_vars: [`API_TOKEN=${secret}`] },
+      tasks: [
+        {
+          id: "a",
+          agent: "sh",
+          context_path: "ctx/task.md",
+          // Compared by its hash: the document itself must not hold the value.
+          command: [
+            "sh",
+            "-c",
+            `[ "$(printf %s "$API_TOKEN" | sha256sum | cut -c1-16)" = ${digest} ] && echo seen > seen.txt`,
+          ],
+        },
+      ],
+    };
+    const started = RunOutput.parse(await ok(client, "run", { assignments: doc }));
+    await waitFinished(client, started.run_id);
+    expect(readFileSync(join(repo, "seen.txt"), "utf8")).toBe("seen\n");
+    const kept = join(TEST_TMP, `termorch-${process.getuid?.() ?? "user"}`, "mcp");
+    const files = listFiles(kept).filter((f) => !f.endsWith("/"));
+    expect(files.some((f) => f.endsWith("assignments.json"))).toBe(true);
+    for (const f of files) expect(readFileSync(join(kept, f), "utf8")).not.toContain(secret);
+    for (const f of listFiles(started.run_dir).filter((x) => !x.endsWith("/")))
+      expect(readFileSync(join(started.run_dir, f), "utf8"), f).not.toContain(secret);
+    // A task's env has no way to take a value from outside: a secret there is refused.
+    const refused = ValidateOutput.parse(
+      await ok(client, "validate", {
+        assignments: { ...doc, tasks: [{ ...doc.tasks[0], env: { API_TOKEN: secret } }] },
+      }),
+    );
+    expect(refused.problems).toEqual([
+      expect.objectContaining({
+        field: "tasks[0].env.API_TOKEN",
+        message: expect.stringMatching(/secret's name/),
+      }),
+    ]);
   });
 
   it("answers an interactive task's question with send", async () => {
