@@ -311,7 +311,21 @@ describe("termorch mcp over stdio", () => {
     const started = RunOutput.parse(
       await ok(first.client, "run", { assignments: threeTasks({ WAIT_FILE: gate }) }),
     );
-    await ok(first.client, "wait", { run: started.run_id, timeout_s: 10 });
+    let seen = WaitOutput.parse(await ok(first.client, "wait", { run: started.run_id, timeout_s: 10 }));
+    while ((seen.tasks.running ?? 0) < 2)
+      seen = WaitOutput.parse(
+        await ok(first.client, "wait", { run: started.run_id, cursor: seen.cursor, timeout_s: 10 }),
+      );
+    // Nothing more happens while the agents wait for the gate: wait blocks, telling its progress.
+    const progress: unknown[] = [];
+    const quiet = (await first.client.callTool(
+      { name: "wait", arguments: { run: started.run_id, cursor: seen.cursor, timeout_s: 3 } },
+      undefined,
+      { onprogress: (p) => progress.push(p) },
+    )) as CallToolResult;
+    expect(quiet.structuredContent).toMatchObject({ changes: [], timed_out: true, phase: "running" });
+    expect(progress.length).toBeGreaterThan(0);
+    expect(progress[0]).toMatchObject({ total: 3, message: expect.stringMatching(/running/) });
     // The whole process group, as a client that ends its server's group (or a closed terminal) does.
     process.kill(-first.pid, "SIGKILL");
     await waitFor(() => !isAlive(first.pid), 10_000, "the MCP server to die");
