@@ -1,7 +1,6 @@
 import { existsSync } from "node:fs";
 import { Writable } from "node:stream";
 import { Argument, Command, CommanderError, Option } from "commander";
-import { allAgents } from "../agent/command.js";
 import { secretValuesOf } from "../agent/environment.js";
 import { jsonSchemaOf, type SchemaName, schemas } from "../contract/json-schema.js";
 import type { DriverStarted } from "../contract/mcp.js";
@@ -10,7 +9,7 @@ import { Daemon, homeLayout } from "../daemon/daemon.js";
 import { daemonLogger } from "../daemon/log.js";
 import { ExitCode, exitCodeOfKind, InputError, TermorchError } from "../errors.js";
 import { writeFileAtomicSync } from "../fs/atomic.js";
-import { binaryOnPath } from "../input/agent-binaries.js";
+import { agentRows } from "../input/agent-binaries.js";
 import { loadConfig } from "../input/config-file.js";
 import { verifyLedger } from "../ledger/ledger.js";
 import { terminalLogger } from "../log/pretty.js";
@@ -238,19 +237,7 @@ export async function main(
     .option("--json", "print them as JSON")
     .action(async (o: { config?: string; json?: boolean }) => {
       const { config } = await loadConfig(o.config, io.env, io.cwd);
-      const rows = [...allAgents(config)].map(([name, a]) => ({
-        name,
-        source: a.source,
-        preset: a.preset,
-        argv: a.command,
-        interactive_argv: a.interactive.command,
-        prompt: a.prompt,
-        output: a.output,
-        tty: a.tty,
-        binary: a.requires?.binary ?? null,
-        on_path: a.requires ? binaryOnPath(a.requires.binary, io.env.PATH) : null,
-        install: a.requires?.install ?? null,
-      }));
+      const rows = agentRows(config, io.env.PATH);
       if (o.json) {
         io.stdout.write(`${JSON.stringify(rows, null, 2)}\n`);
         return;

@@ -1,11 +1,11 @@
-import { existsSync, lstatSync } from "node:fs";
+import { lstatSync } from "node:fs";
 import { isAbsolute, join, resolve } from "node:path";
 import type { Command } from "commander";
 import { parseWith } from "../contract/parse.js";
 import { Report } from "../contract/report.js";
 import { InputError } from "../errors.js";
 import { readJsonFile } from "../input/json-file.js";
-import { resolveRun } from "../ops/runs.js";
+import { findReport } from "../ops/find-report.js";
 import { REPORT_HTML, writeReportHtml } from "../run/report-file.js";
 import type { Io } from "./io.js";
 
@@ -30,11 +30,9 @@ export function registerReportCommand(program: Command, io: Io): void {
           [{ field: "--out", message: "--out names where report.html goes: it needs --html" }],
           "termorch report <run> --html [--out FILE]",
         );
-      const run = await reportRun(ref, io);
-      // The run's folder first: state.json names where the report went, which a moved folder outgrew.
-      const inDir = join(run.runDir, "execution_report.json");
-      const reportPath = existsSync(inDir) ? inDir : (run.reportPath ?? inDir);
-      if (!existsSync(reportPath))
+      const run = await findReport(ref, io.env, io.cwd);
+      const reportPath = run.path ?? join(run.runDir, "execution_report.json");
+      if (run.path === null)
         throw new InputError(
           [
             {
@@ -66,24 +64,6 @@ export function registerReportCommand(program: Command, io: Io): void {
       });
       io.stdout.write(`${written}\n`);
     });
-}
-
-/**
- * The run whose report to show: a run id or run directory as the operator commands take them, or
- * a folder that holds only a report (a run refused before it started: invalid input, a dry run).
- */
-async function reportRun(
-  ref: string,
-  io: Io,
-): Promise<{ runId: string; runDir: string; reportPath: string | null }> {
-  try {
-    const run = await resolveRun(ref, io.env, io.cwd);
-    return { runId: run.runId, runDir: run.runDir, reportPath: run.state?.report ?? null };
-  } catch (error) {
-    const dir = isAbsolute(ref) ? ref : resolve(io.cwd, ref);
-    if (!(error instanceof InputError) || !existsSync(join(dir, "execution_report.json"))) throw error;
-    return { runId: dir, runDir: dir, reportPath: null };
-  }
 }
 
 /**

@@ -287,21 +287,23 @@ export const AgentsInput = z.strictObject({
   cwd: Source.cwd,
 });
 
-export const AgentsOutput = z.strictObject({
-  agents: z.array(
-    z.strictObject({
-      name: z.string(),
-      source: z.enum(["preset", "config", "task"]),
-      preset: z.string().nullable(),
-      argv: z.array(z.string()),
-      interactive_argv: z.array(z.string()),
-      prompt: z.string(),
-      binary: z.string().nullable(),
-      on_path: z.boolean().nullable(),
-      install: z.string().nullable(),
-    }),
-  ),
+/** One agent a task can name, as `termorch agents --json` lists it. */
+export const AgentRow = z.strictObject({
+  name: z.string(),
+  source: z.enum(["preset", "config", "task"]),
+  preset: z.string().nullable(),
+  argv: z.array(z.string()).describe("What it runs, placeholders unsubstituted"),
+  interactive_argv: z.array(z.string()).describe("What it runs for a task with `interactive: true`"),
+  prompt: z.enum(["stdin", "file", "none"]).describe("How it takes its prompt"),
+  output: z.string().nullable().describe("The format of its output termorch parses into the report"),
+  tty: z.boolean(),
+  binary: z.string().nullable().describe("A preset's executable"),
+  on_path: z.boolean().nullable().describe("Whether that executable is on PATH here"),
+  install: z.string().nullable().describe("How to install it"),
 });
+export type AgentRow = z.infer<typeof AgentRow>;
+
+export const AgentsOutput = z.strictObject({ agents: z.array(AgentRow) });
 
 /** A tool error's structured part: what stopped the call, as the CLI's exit code would say it. */
 export const ToolError = z.strictObject({

@@ -1,5 +1,8 @@
 import { statSync } from "node:fs";
+import { allAgents } from "../agent/command.js";
 import { agentEnvironment } from "../agent/environment.js";
+import type { Config } from "../contract/config.js";
+import type { AgentRow } from "../contract/mcp.js";
 import { InputError, type InputProblem } from "../errors.js";
 import { executableOnPath } from "../fs/executable.js";
 import type { RunInput } from "./assignments-file.js";
@@ -72,6 +75,23 @@ function bypasses(argv: readonly string[]): boolean {
   return argv.some(
     (a, i) => a === CLAUDE_BYPASS || (a === "--permission-mode" && argv[i + 1] === "bypassPermissions"),
   );
+}
+
+/** Every agent a task can name, with whether its CLI is on `path` (`termorch agents`). */
+export function agentRows(config: Config, path: string | undefined): AgentRow[] {
+  return [...allAgents(config)].map(([name, a]) => ({
+    name,
+    source: a.source,
+    preset: a.preset,
+    argv: a.command,
+    interactive_argv: a.interactive.command,
+    prompt: a.prompt,
+    output: a.output,
+    tty: a.tty,
+    binary: a.requires?.binary ?? null,
+    on_path: a.requires ? binaryOnPath(a.requires.binary, path) : null,
+    install: a.requires?.install ?? null,
+  }));
 }
 
 /** Whether an executable file of that name is in one of PATH's absolute folders. */

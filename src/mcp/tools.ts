@@ -2,14 +2,16 @@ import { existsSync } from "node:fs";
 import { open, readFile } from "node:fs/promises";
 import { isAbsolute, join, resolve } from "node:path";
 import type { z } from "zod";
-import { allAgents } from "../agent/command.js";
 import * as M from "../contract/mcp.js";
+import { parseWith } from "../contract/parse.js";
 import { Report } from "../contract/report.js";
 import { StatusView } from "../contract/status-view.js";
 import { InputError } from "../errors.js";
-import { binaryOnPath } from "../input/agent-binaries.js";
+import { agentRows } from "../input/agent-binaries.js";
 import { loadConfig, loadConfigOrProblems } from "../input/config-file.js";
+import { readJsonFile } from "../input/json-file.js";
 import { requestCancel, waitForReport } from "../ops/cancel.js";
+import { findReport } from "../ops/find-report.js";
 import { requestFinish, sendToTask } from "../ops/interactive.js";
 import { plainText } from "../ops/last-line.js";
 import { driverAlive } from "../ops/liveness.js";
@@ -363,24 +365,19 @@ const report = tool({
   call: (args, call) => reportOf(args.run, call.env, call.cwd),
 });
 
-/** A run's report: by its run directory, or through the registry. */
+/** A finished run's report. */
 export async function reportOf(ref: string, env: Env, cwd: string): Promise<Report> {
-  const dir = isAbsolute(ref) || ref.includes("/") ? resolve(cwd, ref) : null;
-  let path = dir ? join(dir, "execution_report.json") : null;
-  if (!path || !existsSync(path)) {
-    const found = await resolveRun(ref, env, cwd);
-    if (!found.state?.report)
-      throw new InputError(
-        [
-          {
-            message: `run ${found.runId} has no report yet (${found.state ? `its state is ${found.state.phase}` : found.problem})`,
-          },
-        ],
-        "Wait for it to finish (the wait tool), then ask again.",
-      );
-    path = found.state.report;
-  }
-  return Report.parse(JSON.parse(await readFile(path, "utf8")));
+  const found = await findReport(ref, env, cwd);
+  if (found.path === null)
+    throw new InputError(
+      [
+        {
+          message: `run ${found.runId} has no report yet: it is still running, or it stopped before it could write one`,
+        },
+      ],
+      "Wait for it to finish (the wait tool); an interrupted run writes its report when `termorch resume` finishes it.",
+    );
+  return parseWith(Report, await readJsonFile(found.path, "the run's report"), found.path);
 }
 
 /** The bytes of a log's end read for a tail: enough for the lines asked, at most 1 MiB. */
@@ -536,19 +533,7 @@ const agents = tool({
       call.env,
       cwd,
     );
-    return {
-      agents: [...allAgents(config)].map(([name, a]) => ({
-        name,
-        source: a.source,
-        preset: a.preset,
-        argv: a.command,
-        interactive_argv: a.interactive.command,
-        prompt: a.prompt,
-        binary: a.requires?.binary ?? null,
-        on_path: a.requires ? binaryOnPath(a.requires.binary, call.env.PATH) : null,
-        install: a.requires?.install ?? null,
-      })),
-    };
+    return { agents: agentRows(config, call.env.PATH) };
   },
 });
 

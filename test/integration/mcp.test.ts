@@ -311,15 +311,23 @@ describe("termorch mcp over stdio", () => {
     const started = RunOutput.parse(
       await ok(first.client, "run", { assignments: threeTasks({ WAIT_FILE: gate }) }),
     );
-    let seen = WaitOutput.parse(await ok(first.client, "wait", { run: started.run_id, timeout_s: 10 }));
-    while ((seen.tasks.running ?? 0) < 2)
+    // Until both agents are launched (a task is running before its agent starts).
+    const launched = new Set<string>();
+    let seen: WaitOutput | null = null;
+    while (launched.size < 2) {
       seen = WaitOutput.parse(
-        await ok(first.client, "wait", { run: started.run_id, cursor: seen.cursor, timeout_s: 10 }),
+        await ok(first.client, "wait", {
+          run: started.run_id,
+          timeout_s: 10,
+          ...(seen ? { cursor: seen.cursor } : {}),
+        }),
       );
+      for (const c of seen.changes) if (c.event === "task_started") launched.add(c.task);
+    }
     // Nothing more happens while the agents wait for the gate: wait blocks, telling its progress.
     const progress: unknown[] = [];
     const quiet = (await first.client.callTool(
-      { name: "wait", arguments: { run: started.run_id, cursor: seen.cursor, timeout_s: 3 } },
+      { name: "wait", arguments: { run: started.run_id, cursor: seen?.cursor, timeout_s: 3 } },
       undefined,
       { onprogress: (p) => progress.push(p) },
     )) as CallToolResult;
