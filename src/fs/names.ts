@@ -49,6 +49,14 @@ export function userDir(): string {
   return join(tmpdir(), `termorch-${process.getuid?.() ?? "user"}`);
 }
 
+/**
+ * Per-user folder of `termorch mcp`: documents given inline, a folder each (kept for their run's
+ * resume), and the files of a detached driver while it starts.
+ */
+export function mcpDir(): string {
+  return join(userDir(), "mcp");
+}
+
 /** Per-user folder of task worktrees, one folder per run. */
 export function worktreesRoot(): string {
   return join(userDir(), "worktrees");

@@ -11,7 +11,7 @@ import { runIdFor } from "../daemon/claim.js";
 import { homeLayout } from "../daemon/daemon.js";
 import { ChildCommandError, ExitCode, InputError } from "../errors.js";
 import { compactTimestamp } from "../fs/log-names.js";
-import { ensureUserDir } from "../fs/names.js";
+import { ensureUserDir, mcpDir } from "../fs/names.js";
 
 type Env = Readonly<Record<string, string | undefined>>;
 
@@ -85,7 +85,8 @@ export async function startDriver(o: {
   env: Env;
   cwd: string;
 }): Promise<RunOutput> {
-  const dir = join(await ensureUserDir(), "mcp");
+  await ensureUserDir();
+  const dir = mcpDir();
   await mkdir(dir, { recursive: true, mode: 0o700 });
   const key = `driver-${compactTimestamp(Date.now())}-${randomBytes(4).toString("hex")}`;
   const startedFile = join(dir, `${key}.started.json`);

@@ -1,10 +1,10 @@
 import { existsSync } from "node:fs";
 import { lstat, readdir, realpath, rm, rmdir } from "node:fs/promises";
-import { join, relative } from "node:path";
+import { dirname, join, relative } from "node:path";
 import type { Config } from "../contract/config.js";
 import type { RunState } from "../contract/state.js";
 import { errorText } from "../errors.js";
-import { runBranchesPrefix, runWorktreesDir } from "../fs/names.js";
+import { mcpDir, runBranchesPrefix, runWorktreesDir } from "../fs/names.js";
 import { registeredRuns, unregisterRun } from "../fs/registry.js";
 import { deleteRemoteRefsUnder, runRefsOf, shownRemote } from "../git/remote.js";
 import { git } from "../git/repo.js";
@@ -83,6 +83,18 @@ export function cleanDecision(run: OpsRun): CleanDecision {
 }
 
 /**
+ * A document `termorch mcp` was given inline is kept in a folder of its own for its run's resume;
+ * a finished run needs it no more.
+ */
+async function dropInlineDocument(state: RunState | null, report: CleanReport): Promise<void> {
+  if (state?.phase !== "reported") return;
+  const folder = dirname(state.assignments_file);
+  if (dirname(folder) !== mcpDir() || !existsSync(folder)) return;
+  await rm(folder, { recursive: true, force: true });
+  report.removed.push(`the inline assignments termorch mcp kept (${folder})`);
+}
+
+/**
  * Removes what a finished run left behind: its tmux sessions, task worktrees and
  * `termorch/<run>/*` branches (a branch whose commits no other ref holds, and a worktree with
  * uncommitted changes, are kept unless `force`), then its registry entry once nothing is kept.
@@ -144,6 +156,7 @@ export async function cleanRun(
       await unregisterRun(runId, opts.env);
       report.unregistered = true;
     }
+    await dropInlineDocument(run.state, report);
   }
   return report;
 }

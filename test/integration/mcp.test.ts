@@ -4,7 +4,7 @@
 import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { request as httpRequest } from "node:http";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
@@ -24,6 +24,7 @@ import {
   running,
   STEP,
   TEST_TMP,
+  termorch,
   testFile,
   waitFor,
 } from "./harness.js";
@@ -190,6 +191,14 @@ describe("termorch mcp over stdio", () => {
       await ok(client, "wait", { run: started.run_id, cursor: last.cursor, timeout_s: 30 }),
     );
     expect(after).toMatchObject({ changes: [], finished: true, timed_out: false });
+    // The inline document was kept for a resume, until termorch clean finds its run finished.
+    const kept = JSON.parse(readFileSync(join(started.run_dir, "state.json"), "utf8"))
+      .assignments_file as string;
+    expect(kept.startsWith(join(TEST_TMP, `termorch-${process.getuid?.() ?? "user"}`, "mcp"))).toBe(true);
+    expect(existsSync(kept)).toBe(true);
+    const cleaned = await termorch(["clean", started.run_id], { socket });
+    expect(cleaned.stdout).toMatch(/removed the inline assignments termorch mcp kept/);
+    expect(existsSync(dirname(kept))).toBe(false);
   });
 
   it("writes no secret value of an inline document to disk, and its run still gets it", async () => {
