@@ -14,6 +14,10 @@ import { gunzipSync } from "node:zlib";
  * CLI's retries and the order of its side requests do not shift the script; past its end, the
  * last step repeats. Side requests (titles, topic checks, routing) get a short answer with no
  * tokens. Every request is recorded for the test to look at.
+ *
+ * A script may instead choose each step from the conversation so far (`{ next }`): the tool calls
+ * the CLI sent back with their results, for a model that acts on what its tools answered (an
+ * orchestrator following a run through MCP tools).
  */
 
 /** Tokens a step reports; the cached ones are counted in `input`, as OpenAI and Gemini count them. */
@@ -29,6 +33,13 @@ export type Step =
   | { write: string; content: string }
   /** A call of its file-reading tool (some CLIs write over a file only once it was read). */
   | { read: string }
+  /**
+   * A call of tool `tool` of the MCP server the CLI knows as `mcp`, named as the CLI names it
+   * (claude mcp__<server>__<tool>, gemini mcp_<server>_<tool>, codex the function <tool> of the
+   * namespace mcp__<server>, opencode-like CLIs <server>_<tool>). A codex that defers MCP tools
+   * behind its tool search is first sent a search for them.
+   */
+  | { mcp: string; tool: string; args: Record<string, unknown> }
   /**
    * A call of the CLI's own shell tool. `ask`: a call that needs the user's permission in the CLI's
    * edit mode (codex: with escalated sandbox permissions, which its exec_command declares).
@@ -71,8 +82,39 @@ export interface ModelServer {
 /** The model a server names when asked for its list (CLIs that check the model exists). */
 export const MODEL = "termorch-test-model";
 
-/** Steps for all conversations, or chosen from the request's text (which task's prompt it carries). */
-export type Script = Step[] | ((requestText: string) => Step[]);
+/** A tool call the CLI made and sent back, with what the tool answered (null: no answer yet). */
+export interface ToolExchange {
+  /** The tool's name as declared to the model. */
+  name: string;
+  /** codex: the namespace the tool belongs to (mcp__<server> for an MCP server's tools). */
+  namespace?: string;
+  args: unknown;
+  /**
+   * The answer's text as the CLI sent it to the model: claude the tool's text, codex prefixes
+   * "Wall time … Output:", gemini wraps it in <untrusted_context> (its `output`, or the JSON of
+   * its error).
+   */
+  result: string | null;
+}
+
+/**
+ * Steps for all conversations, or chosen from the request's text (which task's prompt it
+ * carries), or one step at a time from the conversation so far (main requests only).
+ */
+export type Script = Step[] | ((requestText: string) => Step[]) | ConversationScript;
+
+/** A script that answers each main request with a step chosen from its conversation so far. */
+export interface ConversationScript {
+  next(conversation: ToolExchange[], requestText: string): Step;
+}
+
+/** The tool of MCP server `server` that an exchange called, whichever way the CLI names it; null for another tool. */
+export function mcpToolOf(exchange: ToolExchange, server: string): string | null {
+  if (exchange.namespace !== undefined) return exchange.namespace === `mcp__${server}` ? exchange.name : null;
+  for (const prefix of [`mcp__${server}__`, `mcp_${server}_`, `${server}_`])
+    if (exchange.name.startsWith(prefix)) return exchange.name.slice(prefix.length);
+  return null;
+}
 
 export async function startModelServer(initial: Script): Promise<ModelServer> {
   let script = initial;
@@ -107,8 +149,25 @@ export async function startModelServer(initial: Script): Promise<ModelServer> {
     // thread title with its tools declared, so a schema makes a request a side one.
     const schema = answerSchemaOf(body);
     const main = schema === null && tools.some((t) => t.role === "write" || t.role === "shell");
-    const steps = typeof script === "function" ? script(text) : script;
-    const stepIndex = main ? Math.min(toolResultsIn(protocol!, body), steps.length - 1) : null;
+    // The step of a main request: by its count of tool results, or from its conversation (not for
+    // a token count, which carries the conversation too).
+    const current = script;
+    let chosen: Step | null = null;
+    let stepIndex: number | null = null;
+    if (main && (Array.isArray(current) || typeof current === "function")) {
+      const steps = typeof current === "function" ? current(text) : current;
+      stepIndex = Math.min(toolResultsIn(protocol!, body), steps.length - 1);
+      chosen = steps[stepIndex]!;
+    } else if (
+      main &&
+      !Array.isArray(current) &&
+      typeof current !== "function" &&
+      !/count_?tokens$/i.test(path)
+    ) {
+      const conversation = conversationOf(protocol!, body);
+      stepIndex = conversation.length;
+      chosen = current.next(conversation, text);
+    }
     requests.push({
       protocol,
       method: req.method ?? "GET",
@@ -130,12 +189,11 @@ export async function startModelServer(initial: Script): Promise<ModelServer> {
     if (path.endsWith("/count_tokens")) return json(200, { input_tokens: 1 });
     if (path.endsWith(":countTokens")) return json(200, { totalTokens: 1 });
     const step: Step =
-      stepIndex !== null
-        ? steps[stepIndex]!
-        : {
-            reply: schema === null ? "ok" : JSON.stringify(sampleOf(schema)),
-            usage: { input: 0, output: 0 },
-          };
+      chosen ??
+      ({
+        reply: schema === null ? "ok" : JSON.stringify(sampleOf(schema)),
+        usage: { input: 0, output: 0 },
+      } as Step);
     if ("fail" in step) return fail(protocol, step);
     const action = actionOf(step, tools, cwdOf(text));
     const stream = protocol === "gemini" ? path.includes(":streamGenerateContent") : body.stream === true;
@@ -184,6 +242,8 @@ const arr = (v: unknown): unknown[] => (Array.isArray(v) ? v : []);
 
 interface Tool {
   name: string;
+  /** codex: the namespace a function belongs to (an MCP server's tools). */
+  namespace?: string;
   /** A function's JSON Schema properties; null for a free-form (custom) tool. */
   params: Json | null;
   role: "write" | "shell" | "patch" | "other";
@@ -205,19 +265,33 @@ function roleOf(name: string): Tool["role"] {
 function toolsOf(protocol: Protocol, body: unknown): Tool[] {
   if (!isObject(body)) return [];
   const out: Tool[] = [];
-  const add = (name: unknown, params: unknown, custom = false): void => {
+  const add = (name: unknown, params: unknown, custom = false, namespace?: string): void => {
     if (typeof name !== "string") return;
     const props = isObject(params) && isObject(params.properties) ? params.properties : {};
     out.push({
       name,
       params: custom ? null : props,
-      role: PATCH_TOOLS.test(name) ? "patch" : roleOf(name),
+      role: namespace !== undefined ? "other" : PATCH_TOOLS.test(name) ? "patch" : roleOf(name),
+      ...(namespace !== undefined ? { namespace } : {}),
     });
   };
+  // codex declares an MCP server's tools as a namespace of functions, and a tool search (a tool
+  // with no name) when it defers them: the ones a search loaded come back in the input's
+  // tool_search_output items.
+  const addResponses = (t: Json): void => {
+    if (t.type === "namespace" && typeof t.name === "string") {
+      for (const f of arr(t.tools)) if (isObject(f)) add(f.name, f.parameters, false, t.name);
+    } else if (t.type === "tool_search") add("tool_search", null, true);
+    else add(t.name, t.parameters, t.type === "custom");
+  };
+  if (protocol === "responses")
+    for (const item of arr(body.input))
+      if (isObject(item) && item.type === "tool_search_output")
+        for (const t of arr(item.tools)) if (isObject(t)) addResponses(t);
   for (const t of arr(body.tools)) {
     if (!isObject(t)) continue;
     if (protocol === "anthropic") add(t.name, t.input_schema);
-    else if (protocol === "responses") add(t.name, t.parameters, t.type === "custom");
+    else if (protocol === "responses") addResponses(t);
     else if (protocol === "chat")
       add(
         isObject(t.function) ? t.function.name : undefined,
@@ -281,6 +355,77 @@ function toolResultsIn(protocol: Protocol, body: unknown): number {
   return n;
 }
 
+/** The text of a tool result's content: a string, or blocks of text. */
+function textOf(content: unknown): string {
+  if (typeof content === "string") return content;
+  return arr(content)
+    .map((c) => (isObject(c) && typeof c.text === "string" ? c.text : JSON.stringify(c)))
+    .join("\n");
+}
+
+/** The tool calls the conversation holds, each with its result, in order. */
+export function conversationOf(protocol: Protocol, body: unknown): ToolExchange[] {
+  if (!isObject(body)) return [];
+  const calls: ToolExchange[] = [];
+  const byId = new Map<unknown, ToolExchange>();
+  const call = (callId: unknown, exchange: ToolExchange): void => {
+    calls.push(exchange);
+    if (callId !== undefined) byId.set(callId, exchange);
+  };
+  if (protocol === "anthropic")
+    for (const m of arr(body.messages))
+      for (const c of isObject(m) ? arr(m.content) : []) {
+        if (!isObject(c)) continue;
+        if (c.type === "tool_use") call(c.id, { name: String(c.name), args: c.input, result: null });
+        const answered = c.type === "tool_result" ? byId.get(c.tool_use_id) : undefined;
+        if (answered) answered.result = textOf(c.content);
+      }
+  if (protocol === "responses")
+    for (const item of arr(body.input)) {
+      if (!isObject(item)) continue;
+      if (item.type === "function_call" || item.type === "custom_tool_call")
+        call(item.call_id, {
+          name: String(item.name),
+          ...(typeof item.namespace === "string" ? { namespace: item.namespace } : {}),
+          args: item.arguments ?? item.input,
+          result: null,
+        });
+      const answered =
+        item.type === "function_call_output" || item.type === "custom_tool_call_output"
+          ? byId.get(item.call_id)
+          : undefined;
+      if (answered) answered.result = textOf(item.output);
+    }
+  if (protocol === "chat")
+    for (const m of arr(body.messages)) {
+      if (!isObject(m)) continue;
+      for (const c of arr(m.tool_calls))
+        if (isObject(c) && isObject(c.function))
+          call(c.id, { name: String(c.function.name), args: c.function.arguments, result: null });
+      const answered = m.role === "tool" ? byId.get(m.tool_call_id) : undefined;
+      if (answered) answered.result = textOf(m.content);
+    }
+  if (protocol === "gemini")
+    for (const c of arr(body.contents))
+      for (const p of isObject(c) ? arr(c.parts) : []) {
+        if (!isObject(p)) continue;
+        const fc = p.functionCall;
+        if (isObject(fc)) call(fc.id, { name: String(fc.name), args: fc.args, result: null });
+        const fr = p.functionResponse;
+        if (!isObject(fr)) continue;
+        // By id when the CLI gives one, else the oldest unanswered call of that name.
+        const answered =
+          (fr.id !== undefined ? byId.get(fr.id) : undefined) ??
+          calls.find((x) => x.name === fr.name && x.result === null);
+        if (answered)
+          answered.result =
+            isObject(fr.response) && typeof fr.response.output === "string"
+              ? fr.response.output
+              : JSON.stringify(fr.response);
+      }
+  return calls;
+}
+
 /**
  * The folder the CLI works in, as its system prompt or environment context states it (each CLI
  * tells the model; the patterns are those of the pinned versions).
@@ -305,11 +450,25 @@ function cwdOf(text: string): string | null {
 /** A step made concrete for the CLI at hand: a call of one of its tools, or text. */
 type Action =
   | { kind: "call"; tool: Tool; args: Json | string }
-  | { kind: "text"; text: string; usage: ScriptUsage };
+  | { kind: "text"; text: string; usage: ScriptUsage }
+  /** codex's client-side tool search (the Responses tool_search_call it runs itself). */
+  | { kind: "search"; query: string };
 
 function actionOf(step: Exclude<Step, { fail: number }>, tools: Tool[], cwd: string | null): Action {
   if ("reply" in step)
     return { kind: "text", text: step.reply, usage: step.usage ?? { input: 10, output: 5 } };
+  if ("mcp" in step) {
+    const { mcp: server, tool: name } = step;
+    const names = [`mcp__${server}__${name}`, `mcp_${server}_${name}`, `${server}_${name}`];
+    const tool = tools.find((t) =>
+      t.namespace !== undefined
+        ? t.namespace === `mcp__${server}` && t.name === name
+        : names.includes(t.name),
+    );
+    if (tool) return { kind: "call", tool, args: step.args };
+    if (tools.some((t) => t.name === "tool_search")) return { kind: "search", query: `${server} ${name}` };
+    throw new Error(`no tool ${name} of MCP server ${server} among ${tools.map((t) => t.name).join(", ")}`);
+  }
   if ("read" in step) {
     const path = cwd && !isAbsolute(step.read) ? join(cwd, step.read) : step.read;
     const read = tools.find((t) => READ_TOOLS.test(t.name));
@@ -432,6 +591,7 @@ function modelList(protocol: Protocol | null, path: string): unknown {
 
 const respond: Record<Protocol, (action: Action, stream: boolean, model: string) => Reply> = {
   anthropic(action, stream, model) {
+    if (action.kind === "search") throw new Error("a tool search is codex's");
     const usage = action.kind === "text" ? action.usage : { input: 10, output: 5 };
     const cacheRead = usage.cacheRead ?? 0;
     const cacheWrite = usage.cacheWrite ?? 0;
@@ -505,21 +665,31 @@ const respond: Record<Protocol, (action: Action, stream: boolean, model: string)
             status: "completed",
             content: [{ type: "output_text", text: action.text, annotations: [] }],
           }
-        : typeof action.args === "string"
+        : action.kind === "search"
           ? {
-              type: "custom_tool_call",
-              id: id("ctc"),
+              type: "tool_search_call",
+              id: id("ts"),
               call_id: id("call"),
-              name: action.tool.name,
-              input: action.args,
+              execution: "client",
+              status: "completed",
+              arguments: { query: action.query },
             }
-          : {
-              type: "function_call",
-              id: id("fc"),
-              call_id: id("call"),
-              name: action.tool.name,
-              arguments: JSON.stringify(action.args),
-            };
+          : typeof action.args === "string"
+            ? {
+                type: "custom_tool_call",
+                id: id("ctc"),
+                call_id: id("call"),
+                name: action.tool.name,
+                input: action.args,
+              }
+            : {
+                type: "function_call",
+                id: id("fc"),
+                call_id: id("call"),
+                ...(action.tool.namespace !== undefined ? { namespace: action.tool.namespace } : {}),
+                name: action.tool.name,
+                arguments: JSON.stringify(action.args),
+              };
     const apiUsage = {
       input_tokens: usage.input,
       // codex 0.171 reads cache writes here (its cache_write_input_tokens).
@@ -564,6 +734,7 @@ const respond: Record<Protocol, (action: Action, stream: boolean, model: string)
   },
 
   chat(action, stream, model) {
+    if (action.kind === "search") throw new Error("a tool search is codex's");
     const usage = action.kind === "text" ? action.usage : { input: 10, output: 5 };
     const apiUsage = {
       prompt_tokens: usage.input,
@@ -622,6 +793,7 @@ const respond: Record<Protocol, (action: Action, stream: boolean, model: string)
   },
 
   gemini(action, stream, model) {
+    if (action.kind === "search") throw new Error("a tool search is codex's");
     const usage = action.kind === "text" ? action.usage : { input: 10, output: 5 };
     const part =
       action.kind === "text"
