@@ -83,7 +83,7 @@ export const RunOptions = {
     .min(1)
     .optional()
     .describe(
-      "Run directory; default: the assignments file's folder (an inline document's: `cwd`), or `.termorch/runs/<run_id>/` there inside a git work tree",
+      "Run directory; default: the assignments file's folder, or `.termorch/runs/<run_id>/` there inside a git work tree. An inline document's: `.termorch/runs/<run_id>/` of `cwd` inside a git work tree, else the folder termorch keeps the document in",
     ),
   verify: z.boolean().optional().describe("false: skip artifact and test gates (core gates still apply)"),
   max_parallel: z.number().int().positive().optional().describe("Tasks running at once"),

@@ -144,12 +144,15 @@ export async function startDriver(o: {
   }
 }
 
-/** `termorch run`'s stderr as one message: its lines without their `termorch: ` and indents. */
+/**
+ * `termorch run`'s stderr as one message: its lines without their indents, and without the label
+ * line (`termorch: invalid input:`) that the error's kind says again.
+ */
 function driverMessage(text: string): string {
   const lines = text
     .split("\n")
     .map((l) => l.trim())
-    .filter((l) => l && !l.startsWith("report:"));
+    .filter((l) => l && !l.startsWith("report:") && !/^termorch: [a-z_ ]+:$/.test(l));
   return lines.join("\n").replace(/^termorch: /, "") || "the run's driver exited before the run started";
 }
 

@@ -1,6 +1,6 @@
 import { existsSync } from "node:fs";
 import { open, readFile } from "node:fs/promises";
-import { isAbsolute, join, resolve } from "node:path";
+import { dirname, isAbsolute, join, resolve } from "node:path";
 import type { z } from "zod";
 import * as M from "../contract/mcp.js";
 import { parseWith } from "../contract/parse.js";
@@ -22,6 +22,7 @@ import { sessionsBySocket } from "../ops/sessions.js";
 import { runView } from "../ops/status.js";
 import { findTask } from "../ops/task-target.js";
 import { isSecretName } from "../redact/redactor.js";
+import { gitSightOf } from "../run/run-dir.js";
 import { type Validated, validateAssignments } from "../run/validate.js";
 import { changeIn, cursorText, parseCursor, readChanges, taskSummary } from "./follow.js";
 import { type Apart, secretsApart } from "./secrets-apart.js";
@@ -204,10 +205,13 @@ const run = tool({
     try {
       // Checked here first, so that bad input is answered with its problems, one by one.
       await checked(source, args.config, cwd);
+      // An inline document has no folder of its own that a run could hold: in a repository its
+      // runs go apart (.termorch/runs/<run_id>), elsewhere each into the folder kept for it.
+      const apart = !source.inline || args.out !== undefined || (await gitSightOf(cwd)) !== null;
       return await startDriver({
         file: source.file,
         baseDir: source.inline ? cwd : null,
-        flags: runFlags(args),
+        flags: [...runFlags(args), ...(apart ? [] : ["--out", dirname(source.file)])],
         env: source.env,
         cwd,
       });

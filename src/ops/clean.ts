@@ -89,7 +89,8 @@ export function cleanDecision(run: OpsRun): CleanDecision {
 async function dropInlineDocument(state: RunState | null, report: CleanReport): Promise<void> {
   if (state?.phase !== "reported") return;
   const folder = dirname(state.assignments_file);
-  if (dirname(folder) !== mcpDir() || !existsSync(folder)) return;
+  // Outside a repository the kept folder is the run directory too, which clean never touches.
+  if (dirname(folder) !== mcpDir() || folder === state.run_dir || !existsSync(folder)) return;
   await rm(folder, { recursive: true, force: true });
   report.removed.push(`the inline assignments termorch mcp kept (${folder})`);
 }

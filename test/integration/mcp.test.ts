@@ -191,23 +191,36 @@ describe("termorch mcp over stdio", () => {
       await ok(client, "wait", { run: started.run_id, cursor: last.cursor, timeout_s: 30 }),
     );
     expect(after).toMatchObject({ changes: [], finished: true, timed_out: false });
-    // The inline document was kept for a resume, until termorch clean finds its run finished.
+    // A second document in the same folder (no repository: nothing keeps runs apart there) gets
+    // a run folder of its own.
+    const again = RunOutput.parse(
+      await ok(client, "run", {
+        assignments: { ...doc, tasks: [{ ...doc.tasks[0]!, id: "d", env: { WRITE: "d.txt=d" } }] },
+      }),
+    );
+    expect(again.run_dir).not.toBe(started.run_dir);
+    expect((await waitFinished(client, again.run_id)).last).toMatchObject({ exit_code: 0 });
+    expect(readFileSync(join(repo, "d.txt"), "utf8")).toBe("d\n");
+    // Outside a repository the folder kept for an inline document is its run's directory, which
+    // termorch clean leaves as it is.
     const kept = JSON.parse(readFileSync(join(started.run_dir, "state.json"), "utf8"))
       .assignments_file as string;
-    expect(kept.startsWith(join(TEST_TMP, `termorch-${process.getuid?.() ?? "user"}`, "mcp"))).toBe(true);
-    expect(existsSync(kept)).toBe(true);
-    const cleaned = await termorch(["clean", started.run_id], { socket });
-    expect(cleaned.stdout).toMatch(/removed the inline assignments termorch mcp kept/);
-    expect(existsSync(dirname(kept))).toBe(false);
+    expect(dirname(kept)).toBe(started.run_dir);
+    expect(
+      started.run_dir.startsWith(join(TEST_TMP, `termorch-${process.getuid?.() ?? "user"}`, "mcp")),
+    ).toBe(true);
+    expect((await termorch(["clean", started.run_id], { socket })).exitCode).toBe(0);
+    expect(existsSync(join(started.run_dir, "execution_report.json"))).toBe(true);
   });
 
   it("writes no secret value of an inline document to disk, and its run still gets it", async () => {
-    const { dir, repo } = workspace();
-    const { client } = await connect(dir);
+    const { repo } = workspace();
+    // From inside the repository: its runs go to .termorch/runs/ there, the document apart.
+    const { client } = await connect(repo);
     const secret = "s3cret-value-7f2a91";
     const digest = createHash("sha256").update(secret).digest("hex").slice(0, 16);
     const doc = {
-      environment: { workspace_dir: "repo", env_vars: [`API_TOKEN=${secret}`] },
+      environment: { workspace_dir: ".", env_vars: [`API_TOKEN=${secret}`] },
       tasks: [
         {
           id: "a",
@@ -231,6 +244,15 @@ describe("termorch mcp over stdio", () => {
     for (const f of files) expect(readFileSync(join(kept, f), "utf8")).not.toContain(secret);
     for (const f of listFiles(started.run_dir).filter((x) => !x.endsWith("/")))
       expect(readFileSync(join(started.run_dir, f), "utf8"), f).not.toContain(secret);
+    expect(started.run_dir.startsWith(join(repo, ".termorch", "runs"))).toBe(true);
+    // The document was kept for a resume until termorch clean finds its run finished.
+    const doc0 = JSON.parse(readFileSync(join(started.run_dir, "state.json"), "utf8"))
+      .assignments_file as string;
+    expect(existsSync(doc0)).toBe(true);
+    const cleaned = await termorch(["clean", started.run_id], { socket });
+    expect(cleaned.stdout).toMatch(/removed the inline assignments termorch mcp kept/);
+    expect(existsSync(dirname(doc0))).toBe(false);
+    expect(existsSync(join(started.run_dir, "execution_report.json"))).toBe(true);
     // A task's env has no way to take a value from outside: a secret there is refused.
     const refused = ValidateOutput.parse(
       await ok(client, "validate", {
