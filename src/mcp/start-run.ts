@@ -26,11 +26,8 @@ const CLAIM_MS = 20_000;
  * file of that name would make them).
  */
 export async function keepInline(doc: Record<string, unknown>): Promise<string> {
-  const dir = join(
-    await ensureUserDir(),
-    "mcp",
-    `${compactTimestamp(Date.now())}-${randomBytes(4).toString("hex")}`,
-  );
+  await ensureUserDir();
+  const dir = join(mcpDir(), `${compactTimestamp(Date.now())}-${randomBytes(4).toString("hex")}`);
   await mkdir(dir, { recursive: true, mode: 0o700 });
   const file = join(dir, "assignments.json");
   await writeFile(file, `${JSON.stringify(doc, null, 2)}\n`, { mode: 0o600, flag: "wx" });
@@ -42,8 +39,8 @@ export async function dropInline(file: string): Promise<void> {
   await rm(dirname(file), { recursive: true, force: true });
 }
 
-/** `termorch run`'s flags for the options a caller gave. */
-export function runFlags(o: RunInput): string[] {
+/** `termorch run`'s flags for the options a caller gave; paths made absolute from `cwd`. */
+export function runFlags(o: RunInput, cwd: string): string[] {
   const flags: string[] = [];
   const value = (flag: string, v: string | number | undefined): void => {
     if (v !== undefined) flags.push(flag, String(v));
@@ -51,8 +48,8 @@ export function runFlags(o: RunInput): string[] {
   const on = (flag: string, v: boolean | undefined): void => {
     if (v) flags.push(flag);
   };
-  value("--config", o.config);
-  value("--out", o.out);
+  value("--config", o.config === undefined ? undefined : resolve(cwd, o.config));
+  value("--out", o.out === undefined ? undefined : resolve(cwd, o.out));
   if (o.verify === false) flags.push("--no-verify");
   value("--max-parallel", o.max_parallel);
   value("--schedule", o.schedule);

@@ -211,7 +211,7 @@ const run = tool({
       return await startDriver({
         file: source.file,
         baseDir: source.inline ? cwd : null,
-        flags: [...runFlags(args), ...(apart ? [] : ["--out", dirname(source.file)])],
+        flags: [...runFlags(args, cwd), ...(apart ? [] : ["--out", dirname(source.file)])],
         env: source.env,
         cwd,
       });
