@@ -327,8 +327,11 @@ const wait = tool({
             Date.now(),
           )
         : null;
-      const phase: M.WaitOutput["phase"] =
-        view?.phase ?? (existsSync(join(runDir, "execution_report.json")) ? "reported" : "queued");
+      // The ledger says the report is written a moment before state.json does.
+      const reported = read.changes.find((c) => c.event === "run_finished");
+      const phase: M.WaitOutput["phase"] = reported
+        ? "reported"
+        : (view?.phase ?? (existsSync(join(runDir, "execution_report.json")) ? "reported" : "queued"));
       const elapsed = Date.now() - started;
       const settled = phase === "reported" || phase === "interrupted";
       if (read.changes.length > 0 || settled || elapsed >= timeoutMs) {
@@ -338,7 +341,7 @@ const wait = tool({
           changes: read.changes,
           phase,
           finished: phase === "reported",
-          exit_code: view?.exit_code ?? null,
+          exit_code: view?.exit_code ?? reported?.exit_code ?? null,
           ...taskSummary(view),
           timed_out: read.changes.length === 0 && !settled,
         };

@@ -179,9 +179,14 @@ describe("termorch mcp over stdio", () => {
     expect(report.tasks.map((t) => t.status)).toEqual(["success", "success", "success"]);
     for (const id of ["a", "b", "c"])
       expect(readFileSync(join(repo, `${id}.txt`), "utf8")).toBe(`${id} was here\n`);
-    // Status and logs see the same run; the report is a resource too.
-    const status = StatusView.parse(await ok(client, "status", { run: started.run_id }));
-    expect(status.runs[0]?.phase).toBe("reported");
+    // Status sees the same run (state.json says reported a moment after the ledger); the report
+    // is a resource too.
+    for (let i = 0; i < 100; i++) {
+      const status = StatusView.parse(await ok(client, "status", { run: started.run_id }));
+      if (status.runs[0]?.phase === "reported") break;
+      expect(i, "status to say reported").toBeLessThan(99);
+      await new Promise((r) => setTimeout(r, 50));
+    }
     const resource = await client.readResource({ uri: `termorch://runs/${started.run_id}/report` });
     expect(JSON.parse((resource.contents[0] as { text: string }).text).run_id).toBe(started.run_id);
     const schema = await client.readResource({ uri: "termorch://schema/assignments" });
