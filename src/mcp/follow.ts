@@ -7,6 +7,11 @@ import { Reason, TaskState } from "../contract/reason.js";
 import type { RunView } from "../contract/status-view.js";
 import { LedgerEvent } from "../ledger/ledger.js";
 
+/** The most changes one answer carries; the rest come with the next call. */
+export const MAX_CHANGES = 200;
+/** The most of a ledger one answer reads (a line is a few hundred bytes). */
+const MAX_READ = 4 << 20;
+
 /** Where a reader of a run's ledger is: the last event it saw and the byte after it. */
 export interface Cursor {
   seq: number;
@@ -40,20 +45,26 @@ export async function readChanges(
     const size = (await handle.stat()).size;
     // A ledger shorter than the cursor is another run's (the folder was reused): read it all.
     const at = size < from.offset ? { seq: -1, offset: 0 } : from;
-    const buffer = Buffer.alloc(size - at.offset);
+    const buffer = Buffer.alloc(Math.min(size - at.offset, MAX_READ));
     await handle.read(buffer, 0, buffer.length, at.offset);
-    // Up to the last whole line: the one being written is read next time.
-    const end = buffer.lastIndexOf(0x0a) + 1;
     const changes: RunChange[] = [];
     let seq = at.seq;
-    for (const line of buffer.subarray(0, end).toString("utf8").split("\n")) {
-      const event = line ? LedgerEvent.safeParse(safeJson(line)) : null;
-      if (!event?.success || event.data.seq <= at.seq) continue;
+    let done = 0;
+    // Whole lines only (the one being written is read next time), and at most MAX_CHANGES changes:
+    // a long run's ledger comes in several answers, each cursor where the last one stopped.
+    for (
+      let nl = buffer.indexOf(0x0a);
+      nl >= 0 && changes.length < MAX_CHANGES;
+      nl = buffer.indexOf(0x0a, done)
+    ) {
+      const event = LedgerEvent.safeParse(safeJson(buffer.subarray(done, nl).toString("utf8")));
+      done = nl + 1;
+      if (!event.success || event.data.seq <= at.seq) continue;
       seq = event.data.seq;
       const change = changeOf(event.data);
       if (change) changes.push(change);
     }
-    return { changes, cursor: { seq, offset: at.offset + end } };
+    return { changes, cursor: { seq, offset: at.offset + done } };
   } finally {
     await handle.close();
   }

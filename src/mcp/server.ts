@@ -136,7 +136,8 @@ export async function termorchServer(o: McpOptions): Promise<Server> {
     try {
       // biome-ignore lint/suspicious/noExplicitAny: each tool's call takes its own input's type
       const out = await t.call(parsed.data as any, call);
-      return { content: [{ type: "text", text: JSON.stringify(out, null, 2) }], structuredContent: out };
+      // Compact: a large report counts against the client's limit on a tool answer.
+      return { content: [{ type: "text", text: JSON.stringify(out) }], structuredContent: out };
     } catch (error) {
       return toolError(error);
     }

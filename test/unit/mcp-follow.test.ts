@@ -1,0 +1,40 @@
+import { appendFileSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { MAX_CHANGES, parseCursor, readChanges } from "../../src/mcp/follow.js";
+
+const dir = mkdtempSync(join(tmpdir(), "termorch-follow-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+/** A ledger line (the chain's hashes are not checked by a reader that follows). */
+const line = (seq: number, type: string, data: Record<string, unknown>, task?: string): string =>
+  `${JSON.stringify({ schema_version: 1, seq, ts: `2026-11-27T00:00:${String(seq % 60).padStart(2, "0")}Z`, type, ...(task ? { task_id: task } : {}), data, prev: "0".repeat(64), hash: "f".repeat(64) })}\n`;
+
+describe("readChanges (wait's reading of a run's ledger from a cursor)", () => {
+  it("answers a long ledger in pieces, each cursor where the last stopped, and never half a line", async () => {
+    const ledger = join(dir, "events.jsonl");
+    writeFileSync(ledger, line(0, "run.accepted", { tasks: [] }));
+    for (let i = 1; i <= 250; i++) appendFileSync(ledger, line(i, "task.launched", { attempt: 1 }, `t${i}`));
+    // The driver is writing the next line.
+    appendFileSync(ledger, line(251, "report.written", { exit_code: 0, failed_tasks: [] }).slice(0, 40));
+    const first = await readChanges(dir, parseCursor(undefined));
+    expect(first.changes).toHaveLength(MAX_CHANGES);
+    expect(first.changes[0]).toMatchObject({ event: "run_started" });
+    const second = await readChanges(dir, first.cursor);
+    expect(second.changes).toHaveLength(251 - MAX_CHANGES);
+    expect(second.changes.at(-1)).toMatchObject({ event: "task_started", task: "t250" });
+    expect(second.cursor.seq).toBe(250);
+    // Once the line is whole it is read, and only it.
+    appendFileSync(ledger, line(251, "report.written", { exit_code: 0, failed_tasks: [] }).slice(40));
+    const third = await readChanges(dir, second.cursor);
+    expect(third.changes).toEqual([
+      { event: "run_finished", at: expect.any(String), exit_code: 0, failed_tasks: [] },
+    ]);
+    // A ledger shorter than the cursor is another run's: read from its start.
+    writeFileSync(ledger, line(0, "run.accepted", { tasks: [{ id: "x", agent: "a", dependencies: [] }] }));
+    expect((await readChanges(dir, third.cursor)).changes).toEqual([
+      { event: "run_started", at: expect.any(String), tasks: 1 },
+    ]);
+  });
+});
