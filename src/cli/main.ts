@@ -185,15 +185,14 @@ export async function main(
         env: io.env,
         cwd: io.cwd,
       });
-      const plan = { waves, criticalPath };
       if (o.json)
         io.stdout.write(
-          `${JSON.stringify({ valid: true, run_id: input.runId, waves: plan.waves, critical_path: plan.criticalPath }, null, 2)}\n`,
+          `${JSON.stringify({ valid: true, run_id: input.runId, waves, critical_path: criticalPath }, null, 2)}\n`,
         );
       else {
-        io.stdout.write(`${input.file}: valid, ${tasksInWaves(input.tasks.length, plan.waves.length)}\n`);
-        for (const [i, w] of plan.waves.entries()) io.stdout.write(`  wave ${i + 1}: ${w.join(", ")}\n`);
-        io.stdout.write(`  critical path: ${plan.criticalPath.join(" -> ")}\n`);
+        io.stdout.write(`${input.file}: valid, ${tasksInWaves(input.tasks.length, waves.length)}\n`);
+        for (const [i, w] of waves.entries()) io.stdout.write(`  wave ${i + 1}: ${w.join(", ")}\n`);
+        io.stdout.write(`  critical path: ${criticalPath.join(" -> ")}\n`);
       }
     });
 

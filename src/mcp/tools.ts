@@ -1,10 +1,11 @@
 import { existsSync } from "node:fs";
 import { open, readFile } from "node:fs/promises";
-import { dirname, isAbsolute, join, resolve } from "node:path";
+import { basename, dirname, isAbsolute, join, resolve } from "node:path";
 import type { z } from "zod";
 import * as M from "../contract/mcp.js";
 import { parseWith } from "../contract/parse.js";
 import { Report } from "../contract/report.js";
+import type { RunState } from "../contract/state.js";
 import { StatusView } from "../contract/status-view.js";
 import { InputError } from "../errors.js";
 import { agentRows } from "../input/agent-binaries.js";
@@ -17,7 +18,7 @@ import { plainText } from "../ops/last-line.js";
 import { driverAlive } from "../ops/liveness.js";
 import { logPathOf } from "../ops/logs.js";
 import { runScope, scopeStatus } from "../ops/run-feed.js";
-import { type OpsRun, readRunState, resolveRun } from "../ops/runs.js";
+import { phaseOf, readRunState, resolveRun } from "../ops/runs.js";
 import { sessionsBySocket } from "../ops/sessions.js";
 import { runView } from "../ops/status.js";
 import { findTask } from "../ops/task-target.js";
@@ -292,15 +293,24 @@ const status = tool({
 });
 
 /** A run found for `wait`: started (with state), or taken by a daemon that has not started it. */
-async function followedRun(
-  ref: string,
-  call: ToolCall,
-): Promise<{ runId: string; runDir: string; run: OpsRun | null }> {
+async function followedRun(ref: string, call: ToolCall): Promise<{ runId: string; runDir: string }> {
   const dir = isAbsolute(ref) || ref.includes("/") ? resolve(call.cwd, ref) : null;
   if (dir && !existsSync(join(dir, "state.json")) && existsSync(join(dir, "claim.json")))
-    return { runId: dir.split("/").at(-1)!, runDir: dir, run: null };
+    return { runId: basename(dir), runDir: dir };
   const found = await resolveRun(ref, call.env, call.cwd);
-  return { runId: found.runId, runDir: found.runDir, run: found };
+  return { runId: found.runId, runDir: found.runDir };
+}
+
+/**
+ * The run's state.json, read again when it looks interrupted: a driver that wrote its report and
+ * exited between the read and the look at its pid is not interrupted. null: not started (queued).
+ */
+async function stateOf(runDir: string, runId: string): Promise<RunState | null> {
+  for (let i = 0; ; i++) {
+    const read = await readRunState(runDir);
+    const state = "state" in read && read.state.run_id === runId ? read.state : null;
+    if (!state || i > 0 || phaseOf(state) !== "interrupted") return state;
+  }
 }
 
 const wait = tool({
@@ -318,23 +328,27 @@ const wait = tool({
     for (;;) {
       const read = await readChanges(runDir, cursor);
       cursor = read.cursor;
-      const state = await readRunState(runDir);
-      const runState = "state" in state && state.state.run_id === runId ? state.state : null;
-      const view = runState
-        ? await runView(
-            runState,
-            (await sessionsBySocket([runState.socket], call.env)).get(runState.socket)!,
-            Date.now(),
-          )
-        : null;
+      const runState = await stateOf(runDir, runId);
       // The ledger says the report is written a moment before state.json does.
       const reported = read.changes.find((c) => c.event === "run_finished");
       const phase: M.WaitOutput["phase"] = reported
         ? "reported"
-        : (view?.phase ?? (existsSync(join(runDir, "execution_report.json")) ? "reported" : "queued"));
+        : runState
+          ? phaseOf(runState)
+          : existsSync(join(runDir, "execution_report.json"))
+            ? "reported"
+            : "queued";
       const elapsed = Date.now() - started;
       const settled = phase === "reported" || phase === "interrupted";
       if (read.changes.length > 0 || settled || elapsed >= timeoutMs) {
+        // The tasks as status shows them (waiting for input is in their status files), once.
+        const view = runState
+          ? await runView(
+              runState,
+              (await sessionsBySocket([runState.socket], call.env)).get(runState.socket)!,
+              Date.now(),
+            )
+          : null;
         return {
           run_id: runId,
           cursor: cursorText(cursor),
@@ -346,13 +360,12 @@ const wait = tool({
           timed_out: read.changes.length === 0 && !settled,
         };
       }
-      const summary = taskSummary(view).tasks;
+      const counts = new Map<string, number>();
+      for (const t of runState?.tasks ?? []) counts.set(t.state, (counts.get(t.state) ?? 0) + 1);
       await call.progress(
         Math.round(elapsed / 1000),
         timeoutMs / 1000,
-        `run ${runId} ${phase}: ${Object.entries(summary)
-          .map(([s, n]) => `${n} ${s}`)
-          .join(", ")}`,
+        `run ${runId} ${phase}: ${[...counts].map(([s, n]) => `${n} ${s}`).join(", ")}`,
       );
       // Looked at again at least each second: a driver that dies announces nothing.
       await changeIn(runDir, Math.min(1000, timeoutMs - elapsed), call.signal);
