@@ -57,6 +57,21 @@ export function toolError(error: unknown): CallToolResult {
   };
 }
 
+/** What tools/list answers, built once per process (each HTTP request has a server of its own). */
+const toolList = (() => {
+  let listed: Array<Record<string, unknown> & { name: string; inputSchema: { type: "object" } }> | null =
+    null;
+  return () =>
+    (listed ??= TOOLS.map((t) => ({
+      name: t.name,
+      title: t.title,
+      description: t.description,
+      inputSchema: jsonSchema(t.input, "input"),
+      outputSchema: jsonSchema(t.output, "output"),
+      annotations: { title: t.title, readOnlyHint: t.readOnly, openWorldHint: false },
+    })));
+})();
+
 const REPORT_URI = /^termorch:\/\/runs\/([^/]+)\/report$/;
 const SCHEMA_URI = /^termorch:\/\/schema\/([a-z-]+)$/;
 
@@ -85,16 +100,7 @@ export async function termorchServer(o: McpOptions): Promise<Server> {
   );
   const byName = new Map<string, (typeof TOOLS)[number]>(TOOLS.map((t) => [t.name, t]));
 
-  server.setRequestHandler(ListToolsRequestSchema, () => ({
-    tools: TOOLS.map((t) => ({
-      name: t.name,
-      title: t.title,
-      description: t.description,
-      inputSchema: jsonSchema(t.input, "input"),
-      outputSchema: jsonSchema(t.output, "output"),
-      annotations: { title: t.title, readOnlyHint: t.readOnly, openWorldHint: false },
-    })),
-  }));
+  server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: toolList() }));
 
   server.setRequestHandler(CallToolRequestSchema, async (request, extra): Promise<CallToolResult> => {
     const { name, arguments: args = {} } = request.params;
