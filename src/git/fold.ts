@@ -86,14 +86,57 @@ export async function foldMerge(
       continue;
     }
     for (const c of await describeConflicts(repo, item, r, merged, skipped, changes)) {
-      const key = `${[...c.tasks].sort().join("\0")}\n${c.files.join("\0")}`;
-      if (reported.has(key)) continue;
-      reported.add(key);
+      if (reported.has(conflictKey(c))) continue;
+      reported.add(conflictKey(c));
       conflicts.push(c);
     }
     skipped.push(item);
   }
   return { commit: acc, tree: accTree ?? (await treeOf(repo, acc)), merged, skipped, conflicts };
+}
+
+/** Two reports of the same tasks colliding in the same files are one. */
+function conflictKey(c: Conflict): string {
+  return `${[...c.tasks].sort().join("\0")}\n${c.files.join("\0")}`;
+}
+
+/**
+ * The conflicts a fold could not see: a left-out item is merged only onto what came before it,
+ * so its collision with a later item that merged (which merged because it was left out), or with
+ * another left-out item, goes unreported, and would surface only once the first is fixed. Each
+ * left-out item is merged here onto the whole fold, and each two left-out items (neither
+ * containing the other) onto each other, in memory. Only what the fold did not report is answered.
+ */
+export async function hiddenConflicts(
+  repo: string,
+  fold: FoldResult,
+  opts: { base: string },
+): Promise<Conflict[]> {
+  const reported = new Set(fold.conflicts.map(conflictKey));
+  const changes = new ChangeCache(repo, opts.base);
+  const found: Conflict[] = [];
+  const add = (cs: Conflict[]): void => {
+    for (const c of cs)
+      if (!reported.has(conflictKey(c))) {
+        reported.add(conflictKey(c));
+        found.push(c);
+      }
+  };
+  for (const item of fold.skipped) {
+    const others = fold.skipped.filter((s) => s !== item);
+    const r = await mergeTree(repo, fold.commit, item.commit);
+    if (!r.clean) add(await describeConflicts(repo, item, r, fold.merged, others, changes));
+  }
+  for (const [i, a] of fold.skipped.entries())
+    for (const b of fold.skipped.slice(i + 1)) {
+      if ((await isAncestor(repo, a.commit, b.commit)) || (await isAncestor(repo, b.commit, a.commit)))
+        continue;
+      const r = await mergeTree(repo, a.commit, b.commit);
+      // A left-out task that b carries is the one to name, as in the fold.
+      const carried = fold.skipped.filter((x) => x !== a && x !== b);
+      if (!r.clean) add(await describeConflicts(repo, b, r, [a], carried, changes));
+    }
+  return found;
 }
 
 /**

@@ -1,5 +1,5 @@
 import type { Conflict } from "../contract/report.js";
-import { ChangeCache, conflictUnits, type FoldItem, foldMerge } from "./fold.js";
+import { ChangeCache, conflictUnits, type FoldItem, foldMerge, hiddenConflicts } from "./fold.js";
 import { mergeTree } from "./merge-tree.js";
 import type { Identity } from "./repo.js";
 import { branchRef, commitTree, git, independentCommits, requireCommit, treeOf } from "./repo.js";
@@ -37,6 +37,8 @@ export async function checkMerge(
 ): Promise<MergeCheck> {
   const baseCommit = await requireCommit(repo, base);
   const fold = await foldMerge(repo, baseCommit, items, { base: baseCommit });
+  // Nothing merges when anything conflicts: report every pair at once, not one round at a time.
+  const hidden = fold.conflicts.length > 0 ? await hiddenConflicts(repo, fold, { base: baseCommit }) : [];
   const parents = await integrationParents(
     repo,
     baseCommit,
@@ -46,7 +48,7 @@ export async function checkMerge(
     tree: fold.conflicts.length > 0 ? null : fold.tree,
     parents,
     merged: fold.merged.map((m) => m.task),
-    conflicts: fold.conflicts,
+    conflicts: [...fold.conflicts, ...hidden],
   };
 }
 

@@ -176,9 +176,32 @@ describe("checkMerge", () => {
     expect(res.merged).toEqual(["A", "C", "E"]);
     expect(res.conflicts).toEqual([
       { tasks: ["A", "B"], files: ["f.txt"], detail: "B conflicts with A: content in f.txt" },
-      // D also collides with E on d.txt, but E comes later: D is reported against A only, and
-      // E merges cleanly because D was left out. Fixing D's conflict will surface the other.
       { tasks: ["A", "D"], files: ["g.txt"], detail: "D conflicts with A: content in g.txt" },
+      // E merged only because D was left out; D collides with it too, and is reported now rather
+      // than after D's conflict with A is fixed.
+      { tasks: ["E", "D"], files: ["d.txt"], detail: "D conflicts with E: add/add in d.txt" },
+    ]);
+    await expectUnchanged(s);
+  });
+
+  it("reports two left-out tasks that collide with each other, and a dependent of one as that one", async () => {
+    const s = await setup({ "f.txt": "f\n", "h.txt": "h\n" });
+    const items = await tasks(s, [
+      { task: "A", files: { "f.txt": "A\n" } },
+      { task: "B", files: { "f.txt": "B\n", "h.txt": "B\n" } },
+      { task: "C", files: { "f.txt": "C\n", "h.txt": "C\n" } },
+      { task: "D", from: "B", files: { "d.txt": "D\n" } },
+    ]);
+    const res = await checkMerge(s.r.root, s.base, items);
+    expect(res.merged).toEqual(["A"]);
+    expect(res.conflicts).toEqual([
+      { tasks: ["A", "B"], files: ["f.txt"], detail: "B conflicts with A: content in f.txt" },
+      { tasks: ["A", "C"], files: ["f.txt"], detail: "C conflicts with A: content in f.txt" },
+      {
+        tasks: ["B", "C"],
+        files: ["f.txt", "h.txt"],
+        detail: "C conflicts with B: content in f.txt; content in h.txt",
+      },
     ]);
     await expectUnchanged(s);
   });
