@@ -114,10 +114,11 @@ describe("the README's promises to a new user", () => {
       const runId = (JSON.parse(readFileSync(file, "utf8")) as { run_id: string }).run_id;
       const token = url.searchParams.get("token");
       const base = `http://127.0.0.1:${url.port}`;
-      // Once serve's view shows the run's running task (it reads the registry as runs come).
+      // Once serve's view shows the run's task live in its session (it reads the registry as runs
+      // come; a task is running, and names its session, a moment before tmux has the session).
       for (let tries = 0; ; tries++) {
         const view = await (await fetch(`${base}/api/view?token=${token}`)).text();
-        if (view.includes(runId) && view.includes('"session":"')) break;
+        if (view.includes(runId) && view.includes('"session_live":true')) break;
         if (tries > 300) throw new Error(`serve's view never showed run ${runId}: ${view}`);
         await new Promise((r) => setTimeout(r, 100));
       }
