@@ -325,22 +325,24 @@ const wait = tool({
     const timeoutMs = (args.timeout_s ?? 30) * 1000;
     const started = Date.now();
     let cursor = parseCursor(args.cursor);
+    const changes: M.RunChange[] = [];
     for (;;) {
       const read = await readChanges(runDir, cursor);
       cursor = read.cursor;
+      changes.push(...read.changes);
       const runState = await stateOf(runDir, runId);
-      // The ledger says the report is written a moment before state.json does.
-      const reported = read.changes.find((c) => c.event === "run_finished");
-      const phase: M.WaitOutput["phase"] = reported
-        ? "reported"
-        : runState
-          ? phaseOf(runState)
-          : existsSync(join(runDir, "execution_report.json"))
-            ? "reported"
-            : "queued";
+      const phase: M.WaitOutput["phase"] = runState
+        ? phaseOf(runState)
+        : existsSync(join(runDir, "execution_report.json"))
+          ? "reported"
+          : "queued";
       const elapsed = Date.now() - started;
       const settled = phase === "reported" || phase === "interrupted";
-      if (read.changes.length > 0 || settled || elapsed >= timeoutMs) {
+      // The ledger records the report just before it is written, and state.json says reported
+      // just after: the answer that brings run_finished waits for that, so that `finished` means
+      // the report can be read.
+      const finishing = phase === "running" && changes.some((c) => c.event === "run_finished");
+      if ((changes.length > 0 && !finishing) || settled || elapsed >= timeoutMs) {
         // The tasks as status shows them (waiting for input is in their status files), once.
         const view = runState
           ? await runView(
@@ -352,12 +354,12 @@ const wait = tool({
         return {
           run_id: runId,
           cursor: cursorText(cursor),
-          changes: read.changes,
+          changes,
           phase,
           finished: phase === "reported",
-          exit_code: view?.exit_code ?? reported?.exit_code ?? null,
+          exit_code: view?.exit_code ?? null,
           ...taskSummary(view),
-          timed_out: read.changes.length === 0 && !settled,
+          timed_out: changes.length === 0 && !settled,
         };
       }
       const counts = new Map<string, number>();

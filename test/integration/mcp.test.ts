@@ -214,6 +214,8 @@ describe("termorch mcp over stdio", () => {
     expect(
       started.run_dir.startsWith(join(TEST_TMP, `termorch-${process.getuid?.() ?? "user"}`, "mcp")),
     ).toBe(true);
+    // The driver cleans up after its report (worktrees, branches): clean is for what it leaves.
+    await waitFor(() => !running(started.pid!), 20_000, "the run's driver to exit");
     expect((await termorch(["clean", started.run_id], { socket })).exitCode).toBe(0);
     expect(existsSync(join(started.run_dir, "execution_report.json"))).toBe(true);
   });
@@ -242,6 +244,8 @@ describe("termorch mcp over stdio", () => {
     };
     const started = RunOutput.parse(await ok(client, "run", { assignments: doc }));
     await waitFinished(client, started.run_id);
+    // Every file of the run, once its driver is done writing them.
+    await waitFor(() => !running(started.pid!), 20_000, "the run's driver to exit");
     expect(readFileSync(join(repo, "seen.txt"), "utf8")).toBe("seen\n");
     const kept = join(TEST_TMP, `termorch-${process.getuid?.() ?? "user"}`, "mcp");
     const files = listFiles(kept).filter((f) => !f.endsWith("/"));
