@@ -4,7 +4,7 @@ import { ExitCode, InputError } from "../errors.js";
 import { TOOLS } from "../mcp/tools.js";
 import { isLoopback, newToken } from "../serve/auth.js";
 import type { Io } from "./io.js";
-import { address, port } from "./listen-options.js";
+import { address, listenFailure, port, untilStopped } from "./listen-options.js";
 import { stopSignal } from "./stop-signal.js";
 import { packageVersion } from "./version.js";
 
@@ -121,13 +121,7 @@ async function mcp(
   try {
     http = await serveMcpHttp({ ...options, host: o.host, port: o.port, token });
   } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    if (code === "EADDRINUSE" || code === "EACCES" || code === "EADDRNOTAVAIL")
-      throw new InputError(
-        [{ message: `cannot listen on ${o.host} port ${o.port}: ${code}` }],
-        "Pass another --port, or --port 0 for a free one.",
-      );
-    throw error;
+    throw listenFailure(error, o.host, o.port);
   }
   const stop = stopSignal(io, { readerGone: false });
   try {
@@ -135,9 +129,7 @@ async function mcp(
     io.stderr.write(
       `termorch mcp: MCP over HTTP at the URL above; send the header "Authorization: Bearer ${token}"; Ctrl-C stops it\n`,
     );
-    if (!stop.signal.aborted)
-      await new Promise((done) => stop.signal.addEventListener("abort", done, { once: true }));
-    return stop.cause() === "SIGTERM" ? ExitCode.ok : ExitCode.interrupted;
+    return await untilStopped(stop);
   } finally {
     stop.dispose();
     await http.close();

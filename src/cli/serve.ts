@@ -1,12 +1,12 @@
 import type { Command } from "commander";
-import { ExitCode, InputError } from "../errors.js";
+import { InputError } from "../errors.js";
 import { RunFeed, runScope } from "../ops/run-feed.js";
 import { isLoopback } from "../serve/auth.js";
 import { Dashboard } from "../serve/server.js";
 import { TerminalPool } from "../serve/terminal.js";
 import { runTimeline } from "../serve/timeline.js";
 import type { Io } from "./io.js";
-import { address, port } from "./listen-options.js";
+import { address, listenFailure, port, untilStopped } from "./listen-options.js";
 import { stopSignal } from "./stop-signal.js";
 
 /**
@@ -58,15 +58,7 @@ async function serve(
     dashboard = await Dashboard.start({ feed, terminals, host: o.host, port: o.port, timeline: runTimeline });
   } catch (error) {
     await feed.close();
-    const code = (error as NodeJS.ErrnoException).code;
-    if (code === "EADDRINUSE" || code === "EACCES" || code === "EADDRNOTAVAIL")
-      throw new InputError(
-        [{ message: `cannot listen on ${o.host} port ${o.port}: ${code}` }],
-        code === "EADDRNOTAVAIL"
-          ? "Pass an address of this machine with --host (or leave it out: 127.0.0.1)."
-          : "Pass another --port, or --port 0 for a free one.",
-      );
-    throw error;
+    throw listenFailure(error, o.host, o.port);
   }
   // Only prints its URL: a reader of stdout that goes away (`| head -1`) does not stop it.
   const stop = stopSignal(io, { readerGone: false });
@@ -79,10 +71,7 @@ async function serve(
           : ""
       }`,
     );
-    if (!stop.signal.aborted)
-      await new Promise((resolve) => stop.signal.addEventListener("abort", resolve, { once: true }));
-    // SIGTERM is a service manager's normal stop; SIGINT and SIGHUP are an operator's.
-    return stop.cause() === "SIGTERM" ? ExitCode.ok : ExitCode.interrupted;
+    return await untilStopped(stop);
   } finally {
     stop.dispose();
     await dashboard.close();
