@@ -343,8 +343,10 @@ function ownerOnly(box, home, runDir, socketPath) {
 function exposed(paths) {
   const out = [];
   for (const p of paths) {
-    const st = lstatSync(p);
-    if (st.isSymbolicLink()) continue;
+    // Listed a moment ago, gone now (a launch file the supervisor read, an atomic write's temp
+    // copy): what no longer exists exposes nothing.
+    const st = lstatSync(p, { throwIfNoEntry: false });
+    if (!st || st.isSymbolicLink()) continue;
     const bits = st.mode & 0o077;
     if (bits & 0o066 && reachable(p)) out.push({ path: p, why: `mode ${(st.mode & 0o777).toString(8)}` });
   }
@@ -355,7 +357,8 @@ function exposed(paths) {
 
 /** Every folder above `p` lets group or others through (the socket's folder, say, is 0700). */
 function reachable(p) {
-  for (let d = dirname(p); d !== "/"; d = dirname(d)) if ((statSync(d).mode & 0o011) === 0) return false;
+  for (let d = dirname(p); d !== "/"; d = dirname(d))
+    if (((statSync(d, { throwIfNoEntry: false })?.mode ?? 0) & 0o011) === 0) return false;
   return true;
 }
 
