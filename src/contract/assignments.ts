@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { MergePolicy } from "./merge-policy.js";
 import { Sandbox } from "./sandbox.js";
 
 /** Task ids become file names, branch names and tmux session names. */
@@ -124,6 +125,7 @@ export type Environment = z.infer<typeof Environment>;
 export const Mode = z.strictObject({
   dry_run: z.boolean().default(false),
   verify: z.boolean().default(true),
+  merge: MergePolicy.optional(),
 });
 export type Mode = z.infer<typeof Mode>;
 

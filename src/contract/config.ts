@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { NoNul, TimeoutS } from "./assignments.js";
+import { MergePolicy } from "./merge-policy.js";
 import { NotifyConfig } from "./notify.js";
 import { Sandbox } from "./sandbox.js";
 
@@ -166,6 +167,7 @@ export const Config = z.strictObject({
     })
     .default({}),
   notify: NotifyConfig.optional(),
+  merge: MergePolicy.optional(),
   backend: z
     .enum(["local", "bullmq"])
     .optional()

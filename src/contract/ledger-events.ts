@@ -88,6 +88,27 @@ const EVENTS = {
   "merge.skipped": MergeData,
   "merge.rolled_back": MergeData,
   "merge.interrupted_update": { ref: z.string(), old: z.string(), new: z.string(), outcome: z.string() },
+  "merge.started": { on_conflict: z.enum(["halt", "redo"]), order: z.array(z.string()) },
+  /** A conflicting task's redo begins (task_id set): the conflict it is to resolve, where it starts. */
+  "merge.redo_started": {
+    redo: z.number(),
+    attempt: z.number(),
+    conflicted_with: z.array(z.string()),
+    files: z.array(z.string()),
+    detail: z.string(),
+    start_commit: z.string(),
+    before_commit: z.string(),
+  },
+  /** A redo ended (task_id set); `restored`: its earlier result was put back (no redo resolved it). */
+  "merge.redo_finished": {
+    redo: z.number(),
+    attempt: z.number(),
+    outcome: z.enum(["resolved", "failed", "cancelled"]),
+    reason: Reason.nullable(),
+    detail: nullableString,
+    commit: nullableString,
+    restored: z.boolean(),
+  },
   "merge.target_put_back": { ref: z.string(), old: z.string(), new: nullableString, kept_on: nullableString },
   "task.running": TaskStateData,
   "task.success": TaskStateData,

@@ -2,6 +2,7 @@ import { z } from "zod";
 import { AgentResult, Usage } from "./agent-result.js";
 import { StateSource } from "./agent-state.js";
 import { AttemptHost } from "./attempt-host.js";
+import { OnConflict } from "./merge-policy.js";
 import { Reason, TaskState } from "./reason.js";
 
 /** A set of tasks whose changes collide. */
@@ -20,6 +21,43 @@ export const Gate = z.strictObject({
   detail: z.string(),
 });
 export type Gate = z.infer<typeof Gate>;
+
+/** One redo of a conflicting task (merge.on_conflict "redo"): what it was asked to resolve, and how it ended. */
+export const Redo = z.strictObject({
+  task: z.string(),
+  redo: z.number().int().min(1).describe("Which of the task's redos this was (1 up to merge.redo_attempts)"),
+  attempt: z
+    .number()
+    .int()
+    .min(1)
+    .describe("The task's attempt number it ran as (its logs and TERMORCH_ATTEMPT)"),
+  conflicted_with: z
+    .array(z.string())
+    .describe("The tasks merged before it whose changes collided with its own"),
+  files: z.array(z.string()).describe("The conflicting files (both paths of a rename)"),
+  detail: z.string().describe("The conflict, as git named it (kind and paths)"),
+  start_commit: z
+    .string()
+    .describe("The integration of the tasks merged before it: the commit the redo started from"),
+  before_commit: z.string().describe("Its earlier result, the one that conflicted"),
+  commit: z.string().nullable().describe("The redo's result; null when it committed none"),
+  outcome: z
+    .enum(["resolved", "failed", "cancelled"])
+    .describe(
+      "resolved: its gates passed and the merge went on with its new result. failed: its gates (or its agent) failed: the next redo, or, after the last, its earlier result was put back and the run halted. cancelled: the run was stopped during the redo",
+    ),
+  reason: Reason.nullable().describe("Why it failed (the reason union); null when resolved"),
+  reason_detail: z.string().nullable(),
+  gates: z.array(Gate).describe("The gates of its attempt"),
+  logs: z.strictObject({ stdout: z.string(), stderr: z.string() }).nullable(),
+  conflict_section: z
+    .string()
+    .nullable()
+    .describe("The conflict section its prompt carried (redacted), relative to the run directory"),
+  started_at: z.string(),
+  finished_at: z.string().nullable(),
+});
+export type Redo = z.infer<typeof Redo>;
 
 /** A ref of the user's repository that changed during the run (termorch's own branches aside). */
 export const RefChange = z.strictObject({
@@ -137,6 +175,17 @@ export const Report = z.strictObject({
     strategy: z.literal("topological"),
     result: z.enum(["success", "conflict", "failed", "skipped", "rolled_back"]),
     conflicts: z.array(Conflict),
+    on_conflict: OnConflict.describe("What a conflict was answered with (mode.merge.on_conflict)"),
+    redone: z
+      .array(Redo)
+      .describe(
+        'Each redo of a conflicting task, in the order they ran (on_conflict "redo"); empty when none ran',
+      ),
+    redo_assignments: z
+      .array(z.string())
+      .describe(
+        "Assignments files written for a halted merge, one per task left out by a conflict, relative to the run directory (artifacts/redo/<task>.json): running one redoes that task on top of what merged cleanly",
+      ),
     reason: z.string().nullable(),
     order: z.array(z.string()),
     base_commit: z.string().nullable(),

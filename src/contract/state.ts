@@ -2,8 +2,47 @@ import { z } from "zod";
 import { AgentResult, Usage } from "./agent-result.js";
 import { StateSource } from "./agent-state.js";
 import { AttemptHost } from "./attempt-host.js";
+import { OnConflict } from "./merge-policy.js";
 import { Reason, TaskState } from "./reason.js";
-import { Gate } from "./report.js";
+import { Gate, Redo } from "./report.js";
+
+/**
+ * A redo in progress (merge.on_conflict "redo"): what a resume needs to go on at the right
+ * step. recorded: the conflict is known and its prompt section written, the task branch not yet
+ * moved; prepared: the branch and worktree are at `start`, the attempt goes (adopted when
+ * `attemptDir` is set); restoring: the last redo failed, the earlier result is being put back.
+ */
+export const RedoProgress = z.strictObject({
+  n: z.number().int().min(1),
+  attempt: z.number().int().min(1),
+  start: z.string(),
+  before: z.string(),
+  step: z.enum(["recorded", "prepared", "restoring"]),
+  with: z.array(z.string()),
+  files: z.array(z.string()),
+  detail: z.string(),
+  /** The tasks whose work `start` holds, in merge order. */
+  mergedBefore: z.array(z.string()),
+  /** Each conflict git reported: its kind, paths, and the tasks merged before whose changes touch them. */
+  units: z.array(z.strictObject({ kind: z.string(), paths: z.array(z.string()), with: z.array(z.string()) })),
+  /** The prompt's conflict section (private: unredacted). */
+  section: z.string(),
+  startedAt: z.number(),
+  /** The task's successful result before the redo, put back when no redo resolves. */
+  restore: z.strictObject({
+    startCommit: z.string().nullable(),
+    commit: z.string(),
+    gates: z.array(Gate),
+    logs: z.strictObject({ stdout: z.string(), stderr: z.string() }).nullable(),
+    artifacts: z.array(z.string()),
+    agentResult: AgentResult.nullable(),
+    exitCode: z.number().int().nullable(),
+    attemptDir: z.string().nullable(),
+    attemptStartedAt: z.number().nullable(),
+    finishedAt: z.number().nullable(),
+  }),
+});
+export type RedoProgress = z.infer<typeof RedoProgress>;
 
 /** Everything the run knows about one task; the report and the status files are views of it. */
 export const TaskRun = z.strictObject({
@@ -48,6 +87,10 @@ export const TaskRun = z.strictObject({
   waitingFor: z.string().nullable().default(null),
   /** Scale-out: the worker and host of each attempt (empty in a local run). */
   hosts: z.array(AttemptHost).default([]),
+  /** A redo of its conflicting result under way; null when none is. */
+  redo: RedoProgress.nullable().default(null),
+  /** Its redos that ended, in the report's shape. */
+  redone: z.array(Redo).default([]),
 });
 export type TaskRun = z.infer<typeof TaskRun>;
 
@@ -89,6 +132,8 @@ export const RunState = z.strictObject({
     allow_dirty: z.boolean(),
     /** Where the tasks run: bullmq sends them to workers (a resume reconnects to the same Redis). */
     backend: z.enum(["local", "bullmq"]).default("local"),
+    on_conflict: OnConflict.default("halt"),
+    redo_attempts: z.number().int().min(1).default(1),
   }),
   git: z
     .strictObject({

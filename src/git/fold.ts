@@ -52,9 +52,6 @@ export function conflictUnits(r: MergeTreeResult): ConflictUnit[] {
 
 /**
  * Merges `items` one after the other onto `start`, in memory (`merge-tree --write-tree`).
- * git 2.38/2.39 merge-tree only merges commits, so each clean step becomes an unreferenced
- * commit (parents: the merge so far and the item), which also gives the next step the right
- * merge base; nothing but objects is written.
  * A conflicting item is left out and the fold goes on, so every conflict is reported.
  */
 export async function foldMerge(
@@ -63,36 +60,123 @@ export async function foldMerge(
   items: readonly FoldItem[],
   opts: { base: string },
 ): Promise<FoldResult> {
-  let acc = start;
-  let accTree: string | null = null;
-  const merged: FoldItem[] = [];
-  const skipped: FoldItem[] = [];
-  const conflicts: Conflict[] = [];
-  const reported = new Set<string>();
-  const changes = new ChangeCache(repo, opts.base);
-  for (const item of items) {
-    if (item.commit === acc) {
-      merged.push(item);
-      continue;
+  const fold = new MergeFold(repo, start, opts);
+  for (const item of items) await fold.step(item);
+  return fold.result();
+}
+
+/** One step of a fold: merged, or left out with its conflicts (those not reported before). */
+export type FoldStep = { clean: true } | { clean: false; conflicts: Conflict[]; units: ConflictUnit[] };
+
+/**
+ * A fold taken one item at a time, so the caller can act between steps (the redo of a
+ * conflicting task, merge/ordered.ts). git 2.38/2.39 merge-tree only merges commits, so each
+ * clean step becomes an unreferenced commit (parents: the merge so far and the item), which also
+ * gives the next step the right merge base; nothing but objects is written.
+ */
+export class MergeFold {
+  private acc: string;
+  private accTree: string | null = null;
+  private readonly merged: FoldItem[] = [];
+  private skipped: FoldItem[] = [];
+  private readonly conflicts: Conflict[] = [];
+  private readonly reported = new Set<string>();
+  private readonly changes: ChangeCache;
+
+  constructor(
+    private readonly repo: string,
+    start: string,
+    opts: { base: string },
+  ) {
+    this.acc = start;
+    this.changes = new ChangeCache(repo, opts.base);
+  }
+
+  /** The merge so far: a commit whose tree is it (the start itself when nothing merged). */
+  get commit(): string {
+    return this.acc;
+  }
+
+  get mergedItems(): readonly FoldItem[] {
+    return this.merged;
+  }
+
+  /**
+   * Merges `item` onto the fold. `replayFrom`: the commit the item's own work starts from, used
+   * as the merge base, so only that work is applied (a dependent of a task whose result was
+   * replaced by a redo carries the replaced result, which must not be merged a second time).
+   */
+  async step(item: FoldItem, replayFrom?: string): Promise<FoldStep> {
+    if (item.commit === this.acc) {
+      this.merged.push(item);
+      return { clean: true };
     }
-    const r = await mergeTree(repo, acc, item.commit);
+    const ours =
+      replayFrom === undefined
+        ? this.acc
+        : await commitTree(
+            this.repo,
+            await this.tree(),
+            [replayFrom],
+            `termorch: replay base for ${item.task}`,
+            {
+              identity: TERMORCH_IDENTITY,
+            },
+          );
+    const r = await mergeTree(this.repo, ours, item.commit);
     if (r.clean) {
       // A scratch commit for the next merge-tree only (never referenced): no identity lookup.
-      acc = await commitTree(repo, r.tree, [acc, item.commit], `termorch: in-memory merge of ${item.task}`, {
-        identity: TERMORCH_IDENTITY,
-      });
-      accTree = r.tree;
-      merged.push(item);
-      continue;
+      this.acc = await commitTree(
+        this.repo,
+        r.tree,
+        [this.acc, item.commit],
+        `termorch: in-memory merge of ${item.task}`,
+        {
+          identity: TERMORCH_IDENTITY,
+        },
+      );
+      this.accTree = r.tree;
+      this.merged.push(item);
+      return { clean: true };
     }
-    for (const c of await describeConflicts(repo, item, r, merged, skipped, changes)) {
-      if (reported.has(conflictKey(c))) continue;
-      reported.add(conflictKey(c));
-      conflicts.push(c);
+    const found: Conflict[] = [];
+    for (const c of await describeConflicts(this.repo, item, r, this.merged, this.skipped, this.changes)) {
+      if (this.reported.has(conflictKey(c))) continue;
+      this.reported.add(conflictKey(c));
+      found.push(c);
     }
-    skipped.push(item);
+    this.conflicts.push(...found);
+    this.skipped.push(item);
+    return { clean: false, conflicts: found, units: conflictUnits(r) };
   }
-  return { commit: acc, tree: accTree ?? (await treeOf(repo, acc)), merged, skipped, conflicts };
+
+  /**
+   * `item` is merged as `commit`, a commit that already holds the whole fold (a redo's result,
+   * started from it): it becomes the fold, with no merge. A step of the same task that
+   * conflicted before is no longer left out.
+   */
+  adopt(item: FoldItem): void {
+    this.skipped = this.skipped.filter((s) => s.task !== item.task);
+    this.acc = item.commit;
+    this.accTree = null;
+    this.merged.push(item);
+  }
+
+  /** The merged tree so far. */
+  async tree(): Promise<string> {
+    this.accTree ??= await treeOf(this.repo, this.acc);
+    return this.accTree;
+  }
+
+  async result(): Promise<FoldResult> {
+    return {
+      commit: this.acc,
+      tree: await this.tree(),
+      merged: [...this.merged],
+      skipped: [...this.skipped],
+      conflicts: [...this.conflicts],
+    };
+  }
 }
 
 /** Two reports of the same tasks colliding in the same files are one. */

@@ -52,7 +52,47 @@ export async function checkMerge(
   };
 }
 
-async function integrationParents(repo: string, base: string, commits: readonly string[]): Promise<string[]> {
+/**
+ * A commit of `tree` with the integration's parents for the tasks' `commits`: where a redo
+ * starts (the integration of the tasks merged before it). The one parent itself when it already
+ * has that tree.
+ */
+export async function partialIntegration(
+  repo: string,
+  o: { base: string; commits: readonly string[]; tree: string; message: string; identity?: Identity },
+): Promise<string> {
+  const parents = await integrationParents(repo, o.base, o.commits);
+  const [only] = parents;
+  if (parents.length === 1 && only !== undefined && (await treeOf(repo, only)) === o.tree) return only;
+  return commitTree(repo, o.tree, parents, o.message, o.identity ? { identity: o.identity } : {});
+}
+
+/** The run's ref that keeps a redone task's earlier result (a branch move alone would let gc take it). */
+export const redoRefOf = (runId: string, taskId: string): string => `${redoRefsOf(runId)}${taskId}`;
+export const redoRefsOf = (runId: string): string => `refs/termorch/${runId}/redo/`;
+
+/** Points `ref` at `commit` (created or moved). */
+export async function keepRef(repo: string, ref: string, commit: string, message: string): Promise<void> {
+  await git(repo, ["update-ref", "-m", message, ref, commit]);
+}
+
+/** Deletes every ref under `prefix` (e.g. `refs/termorch/<run>/redo/`). */
+export async function deleteRefsUnder(repo: string, prefix: string): Promise<void> {
+  const r = await git(repo, ["for-each-ref", "--format=%(refname)", prefix]);
+  const refs = r.stdout.split("\n").filter((l) => l !== "");
+  if (refs.length === 0) return;
+  await git(repo, ["update-ref", "--stdin"], { input: refs.map((ref) => `delete ${ref}\n`).join("") });
+}
+
+/**
+ * The integration commit's parents: `[base, ...tips not contained in another]`, or the one tip
+ * that contains everything (a fast-forward).
+ */
+export async function integrationParents(
+  repo: string,
+  base: string,
+  commits: readonly string[],
+): Promise<string[]> {
   const independent = await independentCommits(repo, [base, ...commits]);
   const heads = independent.filter((c) => c !== base);
   if (heads.length === 0) return [base];

@@ -134,25 +134,54 @@ export async function prepareTaskWorktree(o: PrepareTaskWorktreeOptions): Promis
     );
   }
   o.hooks?.afterBranch?.();
-  let reused = false;
-  try {
-    reused = (await o.pool?.take(wt, { branch: ref })) ?? false;
-    if (!reused) await addWorktree(o.repo, wt, { branch: ref });
-  } catch (err) {
+  const reused = await checkoutTaskWorktree(o, include).catch(async (err: unknown) => {
     // `path` may be a directory that is not ours (that is why git refused): leave it alone.
     await git(o.repo, ["update-ref", "-d", ref, start.commit], { allowExit: [0, 1, 128] });
     throw err;
-  }
+  });
+  return { ok: true, startCommit: start.commit, reused };
+}
+
+/**
+ * A worktree at `path` on the existing branch `branch` (taken from the pool, or added), with the
+ * `include` links and `copy` copies; true when taken from the pool. What it made is removed when
+ * anything fails.
+ */
+export async function checkoutTaskWorktree(
+  o: Pick<PrepareTaskWorktreeOptions, "repo" | "path" | "branch" | "copy" | "pool" | "hooks">,
+  include: readonly string[],
+): Promise<boolean> {
+  const ref = branchRef(o.branch);
+  const wt = path.resolve(o.path);
+  const reused = (await o.pool?.take(wt, { branch: ref })) ?? false;
+  if (!reused) await addWorktree(o.repo, wt, { branch: ref });
   o.hooks?.afterWorktree?.();
   try {
     await linkIncludes(o.repo, wt, include);
     await copyIntoWorktree(o.repo, wt, o.copy ?? []);
   } catch (err) {
     await removeWorktree(o.repo, wt);
-    await git(o.repo, ["update-ref", "-d", ref, start.commit], { allowExit: [0, 1, 128] });
     throw err;
   }
-  return { ok: true, startCommit: start.commit, reused };
+  return reused;
+}
+
+/**
+ * Moves a task's branch from `from` to `to` (compare-and-swap: whatever else moved it is never
+ * overwritten). "already": it is at `to` (an interrupted driver moved it); else where it is.
+ */
+export async function moveTaskBranch(
+  repo: string,
+  branch: string,
+  from: string,
+  to: string,
+  message: string,
+): Promise<"moved" | "already" | { elsewhere: string | null }> {
+  const ref = branchRef(branch);
+  const r = await git(repo, ["update-ref", "-m", message, ref, to, from], { allowExit: [0, 1, 128] });
+  if (r.exitCode === 0) return "moved";
+  const tip = await resolveCommit(repo, ref);
+  return tip === to ? "already" : { elsewhere: tip };
 }
 
 /**

@@ -3,6 +3,7 @@ import { rmdir } from "node:fs/promises";
 import { boundedWait } from "../concurrency/bounded-wait.js";
 import { errorText } from "../errors.js";
 import { runWorktreesDir, taskWorktree } from "../fs/names.js";
+import { deleteRefsUnder, redoRefsOf } from "../git/merge.js";
 import { deleteRemoteRefsUnder, runRefsOf, shownRemote } from "../git/remote.js";
 import { deleteMergedBranches, isBranch, removeWorktrees } from "../git/worktree.js";
 import type { RemoteBackend } from "../runner/task-hosts.js";
@@ -53,6 +54,8 @@ export async function cleanUpMerged(
       return [...(t.branch ? [t.branch] : []), ...t.refsCreated.filter(isBranch)];
     });
     result.kept_branches = await deleteMergedBranches(root, [...branches, integrationBranch], merged);
+    // The earlier results of redone tasks: superseded (their diffs stay in the artifacts).
+    await deleteRefsUnder(root, redoRefsOf(run.runId));
     if (result.kept_branches.length > 0)
       ports.log.warn({ kept: result.kept_branches }, "branches not contained in the merged target were kept");
   } catch (error) {

@@ -1,6 +1,13 @@
-import type { RefChange, Report } from "../contract/report.js";
+import type { Conflict, RefChange, Report } from "../contract/report.js";
 import { errorText, unreachable } from "../errors.js";
-import { advanceTarget, checkMerge, createIntegrationCommit, mergeOntoMovedTarget } from "../git/merge.js";
+import {
+  advanceTarget,
+  checkMerge,
+  createIntegrationCommit,
+  integrationParents,
+  type MergeItem,
+  mergeOntoMovedTarget,
+} from "../git/merge.js";
 import { movedInCheckout } from "../git/refs.js";
 import { resolveCommit } from "../git/repo.js";
 import { type MergeOutcome, skippedMerge } from "../report/build.js";
@@ -10,8 +17,8 @@ import type { TaskRecorder } from "../task/recorder.js";
 import { recordCreatedRefs, refChanges, refsAtStart } from "../task/ref-watch.js";
 import type { RunPlan } from "../task/run-plan.js";
 import type { RunStop } from "../task/stop.js";
-import type { TaskRun } from "../task/task-run.js";
 import { clearMergeIntent, readMergeIntent, recordMergeIntent } from "./intent.js";
+import { mergeInOrder } from "./ordered.js";
 import {
   advanceFailed,
   finishInterruptedMerge,
@@ -63,11 +70,10 @@ export async function mergeStage(
     // An agent's move of the target is answered (put back where safe) whatever else happens,
     // so a run whose tasks failed leaves the user's ref, index and work tree in agreement too.
     const foreign = await foreignTargetMove(run, ports, refsChanged);
-    const tasks = order.map((id) => recorder.get(id));
     const merged = stop.ending
       ? // A detach here still merges: the tasks are done, and the run can be finished now.
         ({ merge: skippedMerge("the run was stopped before the merge"), validation: "skipped" } as const)
-      : await mergeTasks(run, ports, stop, tasks, refsChanged, foreign);
+      : await mergeTasks(run, ports, stop, recorder, refsChanged, foreign);
     // The run-level gates were interrupted by a detach: the resumed run merges.
     if (merged === "detached") return merged;
     stage = merged;
@@ -81,12 +87,14 @@ async function mergeTasks(
   run: RunPlan,
   ports: Ports,
   stop: RunStop,
-  tasks: readonly Readonly<TaskRun>[],
+  recorder: TaskRecorder,
   refsChanged: readonly RefChange[],
   foreign: string | null,
 ): Promise<MergeStageResult | "detached"> {
   const { order } = run;
-  const unfinished = tasks.filter((t) => t.state !== "success");
+  const tasks = order.map((id) => recorder.get(id));
+  // A task mid-redo (a resume) is done: the merge goes on with its redo.
+  const unfinished = tasks.filter((t) => t.state !== "success" && t.redo === null);
   if (unfinished.length > 0) {
     return {
       merge: skippedMerge(
@@ -97,21 +105,13 @@ async function mergeTasks(
   }
   const { root, baseCommit, targetRef } = run.git!;
   const outcome: MergeOutcome = { ...skippedMerge(""), order: [...order], baseCommit, target: targetRef };
-  const items = tasks.map((t) => ({
-    task: t.id,
-    commit: t.commit!,
-    ...(t.startCommit ? { start: t.startCommit } : {}),
-  }));
-  ports.log.info({ tasks: items.length }, "pre-merge check");
-  const check = await checkMerge(root, baseCommit, items);
-  if (check.conflicts.length > 0 || check.tree === null) {
+  await ports.ledger.append("merge.started", { on_conflict: run.settings.on_conflict, order: [...order] });
+  const check = await checkTasks(run, ports, stop, recorder);
+  if (check === "detached") return check;
+  const { items } = check;
+  if (check.tree === null) {
     return {
-      merge: {
-        ...outcome,
-        result: "conflict",
-        reason: "the tasks' changes conflict; nothing was merged",
-        conflicts: check.conflicts,
-      },
+      merge: { ...outcome, result: "conflict", reason: check.halted, conflicts: check.conflicts },
       validation: "skipped",
     };
   }
@@ -258,6 +258,60 @@ async function mergeTasks(
       reason: `${targetRef} kept moving during the merge; the result is on ${integrationBranch}`,
     },
     validation,
+  };
+}
+
+/** The merge computed in memory: its tree and parents, or (tree null) why not and every conflict. */
+type TasksCheck = {
+  tree: string | null;
+  parents: string[];
+  items: MergeItem[];
+  conflicts: Conflict[];
+  halted: string;
+};
+
+/**
+ * "halt": the pre-merge check, every conflict found at once. "redo": the merge task by task, a
+ * conflicting task redone on top of what merged before it (ordered.ts).
+ */
+async function checkTasks(
+  run: RunPlan,
+  ports: Ports,
+  stop: RunStop,
+  recorder: TaskRecorder,
+): Promise<TasksCheck | "detached"> {
+  const { root, baseCommit } = run.git!;
+  const nothing = "the tasks' changes conflict; nothing was merged";
+  if (run.settings.on_conflict === "redo") {
+    ports.log.info({ tasks: run.order.length }, "merging task by task (conflicts are redone)");
+    const ordered = await mergeInOrder({ run, ports, stop, recorder });
+    if (ordered === "detached") return ordered;
+    const parents = await integrationParents(
+      root,
+      baseCommit,
+      ordered.items.map((i) => i.commit),
+    );
+    const halted = ordered.halted !== null || ordered.conflicts.length > 0;
+    return {
+      tree: halted ? null : ordered.tree,
+      parents,
+      items: ordered.items,
+      conflicts: ordered.conflicts,
+      halted: ordered.halted ? `${ordered.halted}; nothing was merged` : nothing,
+    };
+  }
+  const items = run.order.map((id) => {
+    const t = recorder.get(id);
+    return { task: t.id, commit: t.commit!, ...(t.startCommit ? { start: t.startCommit } : {}) };
+  });
+  ports.log.info({ tasks: items.length }, "pre-merge check");
+  const check = await checkMerge(root, baseCommit, items);
+  return {
+    tree: check.conflicts.length > 0 ? null : check.tree,
+    parents: check.parents,
+    items,
+    conflicts: check.conflicts,
+    halted: nothing,
   };
 }
 

@@ -1,4 +1,5 @@
 import { addUsage } from "../contract/agent-result.js";
+import type { OnConflict } from "../contract/merge-policy.js";
 import type { Conflict, Gate, RefChange, Report, TaskReport } from "../contract/report.js";
 import type { TaskRun } from "../contract/state.js";
 import {
@@ -24,6 +25,8 @@ export interface MergeOutcome {
   /** The tip of the target the result was merged onto, when the target moved during the run. */
   targetMovedTo: string | null;
   refsChanged: RefChange[];
+  /** A halted merge's assignments files (artifacts/redo/<task>.json), relative to the run directory. */
+  redoAssignments: string[];
 }
 
 export function skippedMerge(reason: string): MergeOutcome {
@@ -39,6 +42,7 @@ export function skippedMerge(reason: string): MergeOutcome {
     validatedCommit: null,
     targetMovedTo: null,
     refsChanged: [],
+    redoAssignments: [],
   };
 }
 
@@ -59,6 +63,8 @@ export interface ReportInput {
   /** Which of each task's logs holds its output (the runner looks at the files); stderr when not given. */
   outputLogs?: ReadonlyMap<string, "stdout" | "stderr">;
   merge: MergeOutcome;
+  /** The run's answer to conflicts (its settings); default "halt". */
+  onConflict?: OnConflict;
   /** Run-level validation, when it ran. */
   validation: "passed" | "failed" | "skipped";
   cancelled: boolean;
@@ -167,6 +173,10 @@ export function buildReport(input: ReportInput): Report {
       strategy: "topological",
       result: input.merge.result,
       conflicts,
+      on_conflict: input.onConflict ?? "halt",
+      // Each task keeps its own; the run's are in the order they started.
+      redone: input.tasks.flatMap((t) => t.redone).sort((a, b) => a.started_at.localeCompare(b.started_at)),
+      redo_assignments: input.merge.redoAssignments,
       reason: input.merge.reason,
       order: input.merge.order,
       base_commit: input.merge.baseCommit,

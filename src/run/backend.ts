@@ -25,6 +25,31 @@ export function backendKindOf(
 }
 
 /**
+ * merge.on_conflict "redo" runs the redo's attempts on this host, in the merge stage: not yet
+ * with workers (refused before anything starts, exit 2).
+ */
+export function checkMergePolicy(
+  input: Pick<RunInput, "config" | "configFile" | "file" | "assignments">,
+  kind: BackendKind,
+): void {
+  if (kind !== "bullmq") return;
+  const fromAssignments = input.assignments.mode.merge?.on_conflict;
+  const onConflict = fromAssignments ?? input.config.merge?.on_conflict;
+  if (onConflict !== "redo") return;
+  throw new InputError(
+    [
+      {
+        file: fromAssignments ? input.file : (input.configFile ?? input.file),
+        field: fromAssignments ? "mode.merge.on_conflict" : "merge.on_conflict",
+        message:
+          'on_conflict "redo" is not supported with backend bullmq yet (a redo runs on the coordinator\'s host)',
+      },
+    ],
+    'Use on_conflict "halt" with workers (then run the artifacts/redo/<task>.json files it writes), or run locally.',
+  );
+}
+
+/**
  * The remote backend of a run whose tasks go to workers, connected (an unreachable Redis is an
  * environment error: exit 2, before anything starts); null for a local run. A missing Redis URL
  * or git remote is an error of the input.

@@ -44,7 +44,10 @@ export async function dispatch(
   // pending ones whose dependency failed (the crash came between the two) are skipped now.
   const adopt = new Set<string>();
   for (const t of recorder.all()) {
-    if (t.state === "success" || t.state === "failed" || t.state === "skipped") sched.restore(t.id, t.state);
+    // Mid-redo: its task was done, and the merge stage goes on with its redo.
+    if (t.redo !== null) sched.restore(t.id, "success");
+    else if (t.state === "success" || t.state === "failed" || t.state === "skipped")
+      sched.restore(t.id, t.state);
     else if (t.state === "running" || t.attemptDir !== null || t.startCommit !== null) adopt.add(t.id);
   }
   for (const t of recorder.all()) {

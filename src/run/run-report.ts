@@ -37,6 +37,7 @@ export function runReport(
         ]),
       ),
       merge: { ...o.merge, conflicts: [...recorder.conflicts, ...o.merge.conflicts] },
+      onConflict: run.settings.on_conflict,
       validation: o.validation,
       cancelled: o.cancelled,
       error: o.error,

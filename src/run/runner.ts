@@ -3,6 +3,7 @@ import { dirname, join, resolve } from "node:path";
 import type PQueue from "p-queue";
 import pino, { type Logger } from "pino";
 import { Config } from "../contract/config.js";
+import { DEFAULT_REDO_ATTEMPTS } from "../contract/merge-policy.js";
 import type { RunState } from "../contract/state.js";
 import { InputError, LockedError, TermorchError } from "../errors.js";
 import { acquireLock, type WorkspaceLock } from "../fs/lock.js";
@@ -30,6 +31,7 @@ import {
   type BackendChoice,
   type BackendKind,
   backendKindOf,
+  checkMergePolicy,
   checkRemote,
   connectBackend,
 } from "./backend.js";
@@ -249,6 +251,7 @@ async function prepareNewRun(
   );
   if (opts.runId) input = { ...input, runId: opts.runId };
   const backend = backendKindOf(input, opts.backend);
+  checkMergePolicy(input, backend);
   // A worker checks its own PATH: the agents need not be installed where the coordinator runs.
   if (backend === "local") {
     checkAgentBinaries(input, env);
@@ -310,6 +313,9 @@ function settingsOf(
   backend: BackendKind,
   remote: RemoteBackend | null,
 ): RunSettings {
+  // Key by key: an assignments file that names only the mode keeps the config's bound.
+  const merge = input.assignments.mode.merge ?? {};
+  const config = input.config.merge ?? {};
   return {
     max_parallel:
       opts.maxParallel ??
@@ -324,6 +330,8 @@ function settingsOf(
     keep_branches: opts.keepBranches ?? false,
     allow_dirty: opts.allowDirty ?? false,
     backend,
+    on_conflict: merge.on_conflict ?? config.on_conflict ?? "halt",
+    redo_attempts: merge.redo_attempts ?? config.redo_attempts ?? DEFAULT_REDO_ATTEMPTS,
   };
 }
 

@@ -5,6 +5,7 @@ import { checkSandboxes } from "../input/sandbox-check.js";
 import { buildGraph } from "../plan/graph.js";
 import { planWaves } from "../plan/waves.js";
 import { inspectWorkspace } from "../task/git-workspace.js";
+import { backendKindOf, checkMergePolicy } from "./backend.js";
 
 /** An assignments file that `run` would accept, and its plan. */
 export interface Validated {
@@ -35,6 +36,7 @@ export async function validateAssignments(o: {
   );
   checkAgentBinaries(input, o.env);
   checkSandboxes(input, o.env);
+  checkMergePolicy(input, backendKindOf(input, undefined));
   await inspectWorkspace(
     input.workspace,
     input.assignments.environment.worktree_include,

@@ -269,6 +269,8 @@ async function openJob(
       keep_branches: false,
       allow_dirty: false,
       backend: "local",
+      on_conflict: "halt",
+      redo_attempts: 1,
     },
     identity: job.identity,
     env: w.env,

@@ -1,9 +1,10 @@
 import { existsSync } from "node:fs";
+import type { Reason } from "../contract/reason.js";
 import { errorText } from "../errors.js";
 import { taskBranch } from "../fs/names.js";
 import { agentOutcome } from "./agent-output.js";
 import { collectArtifacts } from "./artifacts.js";
-import { type AttemptResult, adoptAttempt, runAttempt } from "./attempt.js";
+import { type AttemptResult, type AttemptSide, adoptAttempt, runAttempt } from "./attempt.js";
 import { DETACHED, type TaskEnd, type TaskExecutor } from "./executor.js";
 import { killPoint, prepareHooks } from "./faults.js";
 import { runGates } from "./gates.js";
@@ -15,6 +16,7 @@ import { type RunPlan, trailersOf } from "./run-plan.js";
 import { runSetup, setupGates } from "./setup.js";
 import type { RunStop } from "./stop.js";
 import type { TaskPlan } from "./task-plan.js";
+import type { TaskRun } from "./task-run.js";
 
 /** The local executor: every attempt in this host's task runner (tmux), in a worktree prepared here. */
 export function localExecutor(
@@ -52,37 +54,10 @@ export async function executeTask(
   const side = { run, ports, stop, recorder };
   let adopting = resume && t.attemptDir !== null;
   for (;;) {
-    let attempt: AttemptResult | "detached";
-    if (adopting) {
-      adopting = false;
-      attempt = await adoptAttempt(side, t, p);
-    } else {
-      // The daemon is shutting down: nothing new starts; the task stays as state.json has it.
-      if (stop.detaching) return DETACHED;
-      recorder.note(taskId, { attempts: t.attempts + 1 });
-      if (t.attempts > 1 && run.git && p.worktree !== null && t.startCommit) {
-        // A retry starts from the same base: drop what the failed attempt left in the worktree.
-        await ports.workspace.reset(p.worktree, t.startCommit, p.keepInRepo);
-        recorder.note(taskId, { commit: null });
-      }
-      const setup = await runSetup(run, ports, stop, recorder, t, p);
-      if (setup === "detached") return DETACHED;
-      attempt = setup ?? (await runAttempt(side, t, p));
-    }
-    if (attempt === "detached") return DETACHED;
-    if (attempt.account) recorder.note(taskId, attempt.account);
-    let { reason, detail } = attempt;
-    if (attempt.record && p.output) {
-      const said = agentOutcome(run.runDir, ports.redactor, t, p, p.output, attempt);
-      recorder.note(taskId, said.account);
-      ({ reason, detail } = said.outcome);
-    }
-    if (reason === null) {
-      const gated = await runGates({ run, ports, stop, recorder, t, p });
-      if (gated === "detached") return DETACHED;
-      ({ reason, detail } = gated);
-    } else recorder.note(taskId, { gates: [...setupGates(t), coreGate(attempt.record, reason)] });
-    recorder.note(taskId, { exitCode: attempt.record?.exit_code ?? null });
+    const verdict = await attemptAndGate(side, t, p, adopting);
+    adopting = false;
+    if (verdict === "detached") return DETACHED;
+    const { reason, detail } = verdict;
     if (reason === null) {
       const artifacts = await collectArtifacts(run, ports, t, p);
       await recorder.transition(taskId, { to: "success" }, artifacts ? { artifacts } : {});
@@ -104,6 +79,57 @@ export async function executeTask(
     await ports.ledger.append("task.retrying", { attempt: t.attempts, reason, detail }, taskId);
     await ports.runner.close([t.session!]);
   }
+}
+
+/** What an attempt came to: null when it passed every gate, else why not. */
+export interface Verdict {
+  reason: Reason | null;
+  detail: string | null;
+}
+
+/**
+ * One attempt of a task, to its verdict: adopted (`adopting`: an earlier process launched it),
+ * or counted, its worktree reset to the task's start when it is not the first, its set-up run
+ * and launched; then its agent's output read and its gates run. Retrying is the caller's call.
+ */
+export async function attemptAndGate(
+  side: AttemptSide,
+  t: Readonly<TaskRun>,
+  p: TaskPlan,
+  adopting: boolean,
+): Promise<Verdict | "detached"> {
+  const { run, ports, stop, recorder } = side;
+  let attempt: AttemptResult | "detached";
+  if (adopting) {
+    attempt = await adoptAttempt(side, t, p);
+  } else {
+    // The daemon is shutting down: nothing new starts; the task stays as state.json has it.
+    if (stop.detaching) return "detached";
+    recorder.note(t.id, { attempts: t.attempts + 1 });
+    if (t.attempts > 1 && run.git && p.worktree !== null && t.startCommit) {
+      // A retry starts from the same base: drop what the failed attempt left in the worktree.
+      await ports.workspace.reset(p.worktree, t.startCommit, p.keepInRepo);
+      recorder.note(t.id, { commit: null });
+    }
+    const setup = await runSetup(run, ports, stop, recorder, t, p);
+    if (setup === "detached") return "detached";
+    attempt = setup ?? (await runAttempt(side, t, p));
+  }
+  if (attempt === "detached") return "detached";
+  if (attempt.account) recorder.note(t.id, attempt.account);
+  let { reason, detail } = attempt;
+  if (attempt.record && p.output) {
+    const said = agentOutcome(run.runDir, ports.redactor, t, p, p.output, attempt);
+    recorder.note(t.id, said.account);
+    ({ reason, detail } = said.outcome);
+  }
+  if (reason === null) {
+    const gated = await runGates({ run, ports, stop, recorder, t, p });
+    if (gated === "detached") return "detached";
+    ({ reason, detail } = gated);
+  } else recorder.note(t.id, { gates: [...setupGates(t), coreGate(attempt.record, reason)] });
+  recorder.note(t.id, { exitCode: attempt.record?.exit_code ?? null });
+  return { reason, detail };
 }
 
 /** The local start: the task's branch and worktree, from the base commit merged with its dependencies' branches. */

@@ -32,8 +32,12 @@ export async function promptText(
   p: TaskPlan,
 ): Promise<Buffer> {
   const context = readFileSync(p.prompt.context);
+  // A redo of a conflicting result: the conflict, written by the merge (src/merge/redo.ts).
+  const redo = tasks.get(p.id).redo;
   const section =
-    (p.dependencies.length ? await dependencySection(run, ports, tasks, p) : "") + handoffSection(p);
+    (p.dependencies.length ? await dependencySection(run, ports, tasks, p) : "") +
+    (redo ? readFileSync(redo.section, "utf8") : "") +
+    handoffSection(p);
   return section ? Buffer.concat([context, Buffer.from(section)]) : context;
 }
 

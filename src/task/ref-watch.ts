@@ -29,7 +29,9 @@ type RefsRun = Pick<RunPlan, "git" | "privateDir" | "runId">;
 const snapshots = new WeakMap<Pick<RunPlan, "privateDir">, RefsSnapshot | null>();
 
 /** termorch's own branches (every run's, since runs of sibling workspaces share a repository). */
-const isOurs = (ref: string): boolean => ref.startsWith("refs/heads/termorch/");
+/** termorch's branches, and the refs it keeps for itself (a redone task's earlier result). */
+const isOurs = (ref: string): boolean =>
+  ref.startsWith("refs/heads/termorch/") || ref.startsWith("refs/termorch/");
 
 /**
  * Lists the repository's refs, with the time of the listing. Taken together with the run's base

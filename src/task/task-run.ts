@@ -31,5 +31,7 @@ export function newTaskRun(id: string, agent: string, dependencies: string[], ar
     waitingFor: null,
     stateFrom: null,
     hosts: [],
+    redo: null,
+    redone: [],
   };
 }

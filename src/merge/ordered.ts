@@ -1,0 +1,114 @@
+import type { Conflict } from "../contract/report.js";
+import { type FoldItem, type FoldStep, MergeFold } from "../git/fold.js";
+import { partialIntegration } from "../git/merge.js";
+import { isAncestor, treeOf } from "../git/repo.js";
+import type { AttemptSide } from "../task/attempt.js";
+import type { TaskRun } from "../task/task-run.js";
+import { type NewRedo, redoTask } from "./redo.js";
+
+/** The merge taken task by task: its tree and the tasks' commits, or why it halted and every conflict. */
+export interface OrderedMerge {
+  tree: string;
+  /** Each task's commit as merged (a redone task's new result). */
+  items: FoldItem[];
+  conflicts: Conflict[];
+  /** Why the merge halted (a redo gave up, the run was stopped); null when it did not. */
+  halted: string | null;
+}
+
+/**
+ * merge.on_conflict "redo": the tasks' results merged one by one in dependency order, in memory.
+ * A task whose result conflicts with the merge so far is redone from it (redo.ts) and the merge
+ * goes on with its new result. A dependent of a redone task carries the replaced result, so its
+ * own work alone is merged (replayed from its start); if that conflicts, it is redone the same
+ * way. When a task's redos give up, its earlier result is back and the rest is checked as
+ * "halt" would, so every conflict is reported. Recomputed from the task records on a resume: a
+ * task with a redo under way goes on at its recorded step.
+ */
+export async function mergeInOrder(side: AttemptSide): Promise<OrderedMerge | "detached"> {
+  const { run, recorder, stop } = side;
+  const { root, baseCommit } = run.git!;
+  const fold = new MergeFold(root, baseCommit, { base: baseCommit });
+  const replaced: string[] = [];
+  const conflicts: Conflict[] = [];
+  let halted: string | null = null;
+  for (const id of run.order) {
+    const t = recorder.get(id);
+    const resolved = t.redone.findLast((r) => r.outcome === "resolved");
+    if (t.redo === null && resolved && resolved.commit === t.commit) {
+      // A resume after its redo resolved: its result already holds the merge before it.
+      replaced.push(resolved.before_commit);
+      fold.adopt(itemOf(t));
+      continue;
+    }
+    const replay = await replayFrom(root, t, replaced);
+    let redo: NewRedo | null = null;
+    let first: Conflicting | null = null;
+    if (t.redo === null) {
+      const step = await fold.step(itemOf(t), replay);
+      if (step.clean) continue;
+      first = step;
+      if (halted !== null || stop.ending || t.redone.length >= run.settings.redo_attempts) {
+        conflicts.push(...first.conflicts);
+        halted ??= stop.ending
+          ? "the run was stopped during the merge"
+          : `${id} conflicts again after its redo`;
+        continue;
+      }
+      const merged = fold.mergedItems;
+      redo = {
+        start: await partialIntegration(root, {
+          base: baseCommit,
+          commits: merged.map((m) => m.commit),
+          tree: await fold.tree(),
+          message: `termorch: integration of ${merged.map((m) => m.task).join(", ")} for the redo of ${id}\n\nTermorch-Run: ${run.runId}\n`,
+          identity: run.identity,
+        }),
+        mergedBefore: merged.map((m) => m.task),
+        units: step.units.map((u) => ({ ...u, with: withFor(step, u.paths, id) })),
+        detail: first.conflicts.map((c) => c.detail).join("; "),
+      };
+    } else if ((await treeOf(root, t.redo.start)) !== (await fold.tree())) {
+      throw new Error(`the merge before ${id} is not the one its redo started from (${t.redo.start})`);
+    }
+    const end = await redoTask(side, id, redo);
+    if (end === "detached") return end;
+    if (end.kind === "resolved") {
+      replaced.push(end.before);
+      fold.adopt({ task: id, commit: end.commit, start: end.start });
+      continue;
+    }
+    // Its earlier result is back: left out, as "halt" leaves it, so its dependents name it.
+    halted = end.why;
+    if (first) conflicts.push(...first.conflicts);
+    else {
+      // Resumed mid-redo: its conflict is found again.
+      const again = await fold.step(itemOf(recorder.get(id)), replay);
+      if (!again.clean) conflicts.push(...again.conflicts);
+    }
+  }
+  return { tree: await fold.tree(), items: [...fold.mergedItems], conflicts, halted };
+}
+
+type Conflicting = Extract<FoldStep, { clean: false }>;
+
+function itemOf(t: Readonly<TaskRun>): FoldItem {
+  return { task: t.id, commit: t.commit!, ...(t.startCommit ? { start: t.startCommit } : {}) };
+}
+
+/** A task built on a replaced result is merged from its own start: only its own work is applied. */
+async function replayFrom(
+  root: string,
+  t: Readonly<TaskRun>,
+  replaced: readonly string[],
+): Promise<string | undefined> {
+  if (!t.startCommit) return undefined;
+  for (const before of replaced) if (await isAncestor(root, before, t.startCommit)) return t.startCommit;
+  return undefined;
+}
+
+/** The tasks merged before whose changes touch `paths`: those a conflict names beside the task itself. */
+function withFor(step: Conflicting, paths: readonly string[], id: string): string[] {
+  const hit = step.conflicts.filter((c) => c.files.some((f) => paths.includes(f)));
+  return [...new Set(hit.flatMap((c) => c.tasks))].filter((x) => x !== id);
+}

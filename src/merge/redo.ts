@@ -1,0 +1,319 @@
+import { copyFileSync, existsSync, mkdirSync, rmSync } from "node:fs";
+import { writeFile } from "node:fs/promises";
+import { dirname, join, relative } from "node:path";
+import type { Redo } from "../contract/report.js";
+import type { RedoProgress } from "../contract/state.js";
+import { errorText } from "../errors.js";
+import { writeFileAtomic } from "../fs/atomic.js";
+import { diffPatch } from "../git/commit.js";
+import { keepRef, redoRefOf } from "../git/merge.js";
+import { checkoutTaskWorktree, moveTaskBranch, removeWorktree } from "../git/worktree.js";
+import { collectArtifacts } from "../task/artifacts.js";
+import type { AttemptSide } from "../task/attempt.js";
+import { attemptAndGate } from "../task/execute.js";
+import { killPoint } from "../task/faults.js";
+import type { TaskPlan } from "../task/task-plan.js";
+import type { TaskRun } from "../task/task-run.js";
+import { conflictFacts, type RedoConflict } from "./conflict-facts.js";
+import { conflictSection } from "./conflict-section.js";
+
+/** How a task's redos ended: a result the merge goes on with, or its earlier result put back. */
+export type RedoEnd =
+  | { kind: "resolved"; commit: string; start: string; before: string }
+  | { kind: "gave_up"; why: string }
+  | "detached";
+
+/** A conflict the ordered merge found at a task's step, for its first redo. */
+export interface NewRedo {
+  /** The integration of the tasks merged before it: the redo's start. */
+  start: string;
+  mergedBefore: string[];
+  units: RedoConflict["units"];
+  detail: string;
+}
+
+/**
+ * One task's redos of its conflict (merge.on_conflict "redo"), each a new attempt of the task
+ * from `start`, its prompt carrying the conflict section, until one passes its gates or
+ * `redo_attempts` are used up; then its earlier result is put back. Every step is written to the
+ * task's journal line before it is taken (`redo.step`), so a resume goes on where it was:
+ * recorded (the section written, nothing moved) → prepared (branch and worktree at the start;
+ * the attempt is launched, or adopted once recorded) → restoring (putting the earlier result back).
+ */
+export async function redoTask(
+  side: AttemptSide,
+  taskId: string,
+  conflict: NewRedo | null,
+): Promise<RedoEnd> {
+  const { run, recorder } = side;
+  const t = recorder.get(taskId);
+  const p = run.plans.get(taskId)!;
+  if (t.redo === null) {
+    if (conflict === null) throw new Error(`task ${taskId} has no redo to go on with`);
+    await recordRedo(side, t, p, conflict, 1);
+  }
+  try {
+    for (;;) {
+      const redo = t.redo!;
+      if (redo.step === "restoring") return await restore(side, t, p);
+      if (redo.step === "recorded") await prepare(side, t, p);
+      const verdict = await attemptAndGate(side, t, p, t.attemptDir !== null);
+      if (verdict === "detached") return "detached";
+      const ended = entryOf(
+        side,
+        t,
+        verdict.reason === null ? "resolved" : side.stop.ending ? "cancelled" : "failed",
+        verdict,
+      );
+      if (verdict.reason === null) {
+        const artifacts = await collectArtifacts(run, side.ports, t, p);
+        await finished(side, t, ended, false);
+        await recorder.transition(
+          taskId,
+          { to: "success" },
+          {
+            redo: null,
+            redone: [...t.redone, ended],
+            ...(artifacts ? { artifacts } : {}),
+          },
+        );
+        await killPoint(run.fault, "kill-after-status", taskId);
+        return { kind: "resolved", commit: t.commit!, start: redo.start, before: redo.before };
+      }
+      const last = redo.n >= run.settings.redo_attempts || ended.outcome === "cancelled";
+      await finished(side, t, ended, last);
+      if (t.session) await side.ports.runner.close([t.session]);
+      if (last) {
+        recorder.checkpoint(taskId, { redone: [...t.redone, ended], redo: { ...redo, step: "restoring" } });
+        await killPoint(run.fault, "kill-after-redo-restoring", taskId);
+        return await restore(side, t, p);
+      }
+      recorder.note(taskId, { redone: [...t.redone, ended], redo: null });
+      await recordRedo(side, t, p, redo, redo.n + 1, redo);
+    }
+  } catch (error) {
+    // The record never stays mid-redo: the earlier result is put back, then the error goes on.
+    if (t.redo !== null && t.redo.step !== "recorded")
+      await restore(side, t, p).catch((e: unknown) =>
+        side.ports.log.warn(
+          { task: taskId, err: errorText(e) },
+          "could not put back the task's earlier result",
+        ),
+      );
+    throw error;
+  }
+}
+
+/** Step 1: the conflict section written (private prompt part, redacted copy), the earlier result kept, the step recorded. */
+async function recordRedo(
+  side: AttemptSide,
+  t: Readonly<TaskRun>,
+  p: TaskPlan,
+  c: NewRedo,
+  n: number,
+  previous?: RedoProgress,
+): Promise<void> {
+  const { run, ports, recorder } = side;
+  const root = run.git!.root;
+  const before = previous?.before ?? t.commit!;
+  const taskStart = previous?.restore.startCommit ?? t.startCommit ?? run.git!.baseCommit;
+  const dir = join(p.artifactsDir, `redo-${n}`);
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const patchFile = join(p.artifactsDir, "redo-1", "before.patch");
+  if (n === 1) {
+    await writeFile(patchFile, ports.redactor.redactBytes(await diffPatch(root, taskStart, before)), {
+      mode: 0o600,
+    });
+    const handoff = join(p.artifactsDir, "handoff.md");
+    if (existsSync(handoff)) copyFileSync(handoff, join(dir, "before-handoff.md"));
+    await keepRef(root, redoRefOf(run.runId, t.id), before, `termorch: ${t.id}'s result before its redo`);
+  }
+  const { mergedBefore } = c;
+  const facts = await conflictFacts(run, recorder, {
+    task: t.id,
+    redo: n,
+    of: run.settings.redo_attempts,
+    taskStart,
+    before,
+    start: c.start,
+    mergedBefore,
+    units: c.units,
+    patchFile: relative(run.runDir, patchFile),
+  });
+  const section = conflictSection(facts);
+  const sectionFile = join(run.privateDir, "redo", t.id, `${n}.md`);
+  mkdirSync(dirname(sectionFile), { recursive: true, mode: 0o700 });
+  await writeFileAtomic(sectionFile, section, 0o600);
+  await writeFile(join(dir, "conflict.md"), ports.redactor.redact(section), { mode: 0o600 });
+  const withIds = [...new Set(c.units.flatMap((u) => u.with))];
+  const files = [...new Set(c.units.flatMap((u) => u.paths))].sort();
+  const progress: RedoProgress = {
+    n,
+    attempt: t.attempts + 1,
+    start: c.start,
+    before,
+    step: "recorded",
+    with: withIds,
+    files,
+    detail: c.detail,
+    mergedBefore,
+    units: c.units,
+    section: sectionFile,
+    startedAt: ports.now(),
+    restore: previous?.restore ?? {
+      startCommit: t.startCommit,
+      commit: before,
+      gates: t.gates,
+      logs: t.logs,
+      artifacts: t.artifacts,
+      agentResult: t.agentResult,
+      exitCode: t.exitCode,
+      attemptDir: t.attemptDir,
+      attemptStartedAt: t.attemptStartedAt,
+      finishedAt: t.finishedAt,
+    },
+  };
+  await ports.ledger.append(
+    "merge.redo_started",
+    {
+      redo: n,
+      attempt: progress.attempt,
+      conflicted_with: withIds,
+      files,
+      detail: c.detail,
+      start_commit: c.start,
+      before_commit: before,
+    },
+    t.id,
+  );
+  recorder.checkpoint(t.id, { redo: progress });
+  await killPoint(run.fault, "kill-after-redo-recorded", t.id);
+}
+
+/**
+ * Step 2: the task's branch moved (compare-and-swap) from where it is to the redo's start, a
+ * fresh worktree checked out on it, the session of its earlier attempt closed.
+ */
+async function prepare(side: AttemptSide, t: Readonly<TaskRun>, p: TaskPlan): Promise<void> {
+  const { run, ports, recorder } = side;
+  const redo = t.redo!;
+  const root = run.git!.root;
+  await ports.pool?.settled();
+  if (t.session) await ports.runner.close([t.session]);
+  const from =
+    t.redone.at(-1)?.before_commit === redo.before ? (t.redone.at(-1)?.commit ?? redo.start) : redo.before;
+  const moved = await moveTaskBranch(
+    root,
+    p.branch!,
+    from,
+    redo.start,
+    `termorch: redo ${redo.n} of ${t.id}`,
+  );
+  if (typeof moved === "object")
+    throw new Error(
+      `the branch ${p.branch} is at ${moved.elsewhere ?? "nothing"}, not at ${from} where its task left it: it was left alone`,
+    );
+  // The worktree of its earlier attempt (or what the pool left of it): a new one on the moved branch.
+  if (p.worktree !== null) {
+    if (existsSync(p.worktree)) await removeWorktree(root, p.worktree);
+    await checkoutTaskWorktree(
+      {
+        repo: root,
+        path: p.worktree,
+        branch: p.branch!,
+        copy: [...p.copyInRepo],
+        pool: ports.pool ?? undefined,
+      },
+      [...p.includeInRepo],
+    );
+  }
+  recorder.checkpoint(t.id, {
+    startCommit: redo.start,
+    commit: null,
+    attemptDir: null,
+    attemptStartedAt: null,
+    gates: [],
+    redo: { ...redo, step: "prepared" },
+  });
+  await killPoint(run.fault, "kill-after-redo-prepared", t.id);
+}
+
+/** A redo's entry for the report, once its attempt ended. */
+function entryOf(
+  side: AttemptSide,
+  t: Readonly<TaskRun>,
+  outcome: Redo["outcome"],
+  verdict: { reason: Redo["reason"]; detail: string | null },
+): Redo {
+  const redo = t.redo!;
+  return {
+    task: t.id,
+    redo: redo.n,
+    attempt: t.attempts,
+    conflicted_with: redo.with,
+    files: redo.files,
+    detail: redo.detail,
+    start_commit: redo.start,
+    before_commit: redo.before,
+    commit: t.commit,
+    outcome,
+    reason: verdict.reason,
+    reason_detail: verdict.detail,
+    gates: t.gates,
+    logs: t.logs,
+    conflict_section: `artifacts/${t.id}/redo-${redo.n}/conflict.md`,
+    started_at: new Date(redo.startedAt).toISOString(),
+    finished_at: new Date(side.ports.now()).toISOString(),
+  };
+}
+
+async function finished(side: AttemptSide, t: Readonly<TaskRun>, e: Redo, restored: boolean): Promise<void> {
+  await side.ports.ledger.append(
+    "merge.redo_finished",
+    {
+      redo: e.redo,
+      attempt: e.attempt,
+      outcome: e.outcome,
+      reason: e.reason,
+      detail: e.reason_detail,
+      commit: e.commit,
+      restored,
+    },
+    t.id,
+  );
+}
+
+/**
+ * No redo resolved the conflict (or the run was stopped): the branch, worktree, artifacts and
+ * record go back to the task's earlier result, as if no redo had run, and the merge halts.
+ */
+async function restore(side: AttemptSide, t: Readonly<TaskRun>, p: TaskPlan): Promise<RedoEnd> {
+  const { run, recorder } = side;
+  const redo = t.redo!;
+  const root = run.git!.root;
+  const last = t.redone.at(-1);
+  const from = last?.commit ?? redo.start;
+  const moved = await moveTaskBranch(root, p.branch!, from, redo.before, `termorch: ${t.id}'s redo put back`);
+  if (typeof moved === "object" && moved.elsewhere !== redo.start)
+    throw new Error(
+      `the branch ${p.branch} is at ${moved.elsewhere ?? "nothing"}: its earlier result was not put back`,
+    );
+  if (typeof moved === "object")
+    await moveTaskBranch(root, p.branch!, redo.start, redo.before, `termorch: ${t.id}'s redo put back`);
+  if (p.worktree !== null && existsSync(p.worktree))
+    await side.ports.workspace.reset(p.worktree, redo.before, p.keepInRepo);
+  const kept = join(p.artifactsDir, "redo-1");
+  copyIfThere(join(kept, "before.patch"), join(p.artifactsDir, "changes.patch"));
+  copyIfThere(join(kept, "before-handoff.md"), join(p.artifactsDir, "handoff.md"));
+  const { finishedAt: _finishedAt, ...facts } = redo.restore;
+  await recorder.transition(t.id, { to: "success" }, { ...facts, redo: null });
+  const why = last
+    ? `${t.id}'s redo did not resolve its conflict with ${redo.with.join(", ") || "the tasks before it"} (redo ${last.redo} of ${run.settings.redo_attempts}: ${last.outcome === "cancelled" ? "the run was stopped" : `${last.reason}${last.reason_detail ? `: ${last.reason_detail}` : ""}`})`
+    : `${t.id}'s redo was stopped`;
+  return { kind: "gave_up", why };
+}
+
+function copyIfThere(from: string, to: string): void {
+  if (existsSync(from)) copyFileSync(from, to);
+  else rmSync(to, { force: true });
+}
