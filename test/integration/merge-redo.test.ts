@@ -1,0 +1,267 @@
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import type { Report } from "../../src/contract/report.js";
+import { git, readReport, termorch, testFile, writeAssignments } from "./harness.js";
+
+const { socket, workspace } = testFile("merge-redo");
+const RESOLVE = join(import.meta.dirname, "..", "fixtures", "agents", "resolve.mjs");
+
+type Edit =
+  | { set: string; line: number; text: string }
+  | { append: string; text: string }
+  | { rename: string; to: string }
+  | { delete: string }
+  | { write: string; text: string };
+
+/** A task of the resolve stand-in: its edits, and how it resolves a conflict. */
+const task = (id: string, edits: Edit[], extra: Record<string, unknown> = {}) => {
+  const { env, ...rest } = extra as { env?: Record<string, string> };
+  return {
+    id,
+    agent: "resolve",
+    command: ["node", RESOLVE],
+    env: { EDITS: JSON.stringify(edits), ...env },
+    ...rest,
+  };
+};
+
+/** A repository whose first commit also holds `files`. */
+function repoWith(files: Record<string, string>) {
+  const ws = workspace();
+  for (const [name, text] of Object.entries(files)) writeFileSync(join(ws.repo, name), text);
+  git(ws.repo, "add", "-A");
+  git(ws.repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "files");
+  return ws;
+}
+
+const lines = (n: number, prefix = "line") =>
+  Array.from({ length: n }, (_, i) => `${prefix}${i + 1}\n`).join("");
+
+async function runBoth(
+  files: Record<string, string>,
+  tasks: ReturnType<typeof task>[],
+  testsCmd: string,
+  merge: Record<string, unknown> = {},
+) {
+  const out: Record<"halt" | "redo", { exitCode: number; report: Report; repo: string; dir: string }> =
+    {} as never;
+  for (const mode of ["halt", "redo"] as const) {
+    const { dir, repo } = repoWith(files);
+    const file = writeAssignments(dir, tasks as never, {
+      success_criteria: { tests_cmd: testsCmd },
+      mode: { merge: { on_conflict: mode, ...merge } },
+    });
+    const r = await termorch(["run", file], { socket });
+    out[mode] = { exitCode: r.exitCode, report: readReport(dir), repo, dir };
+  }
+  return out;
+}
+
+const show = (repo: string, path: string) => readFileSync(join(repo, path), "utf8");
+
+describe("merge.on_conflict", () => {
+  it("same lines: halt reports the pair; redo runs the later task again on top of the earlier and merges both", async () => {
+    const r = await runBoth(
+      { "f.txt": lines(3) },
+      [task("A", [{ set: "f.txt", line: 2, text: "A" }]), task("B", [{ set: "f.txt", line: 2, text: "B" }])],
+      "grep -qx A f.txt && grep -qx B f.txt",
+    );
+    expect(r.halt.exitCode).toBe(3);
+    expect(r.halt.report.merge).toMatchObject({ result: "conflict", on_conflict: "halt", redone: [] });
+    expect(r.halt.report.merge.conflicts).toEqual([
+      { tasks: ["A", "B"], files: ["f.txt"], detail: "B conflicts with A: content in f.txt" },
+    ]);
+
+    const { report, repo, dir } = r.redo;
+    expect(r.redo.exitCode).toBe(0);
+    expect(report.merge).toMatchObject({ result: "success", on_conflict: "redo", conflicts: [] });
+    expect(report.summary.validation).toBe("passed");
+    expect(show(repo, "f.txt")).toBe("line1\nA\nB\nline3\n");
+    expect(git(repo, "rev-parse", "HEAD").trim()).toBe(report.merge.result_commit);
+    expect(report.merge.redone).toHaveLength(1);
+    const redo = report.merge.redone[0]!;
+    const b = report.tasks.find((t) => t.id === "B")!;
+    expect(redo).toMatchObject({
+      task: "B",
+      redo: 1,
+      attempt: 2,
+      conflicted_with: ["A"],
+      files: ["f.txt"],
+      outcome: "resolved",
+      commit: b.commit,
+      conflict_section: "artifacts/B/redo-1/conflict.md",
+    });
+    expect(b).toMatchObject({ status: "success", attempts: 2 });
+    // The redo started from A's result; its earlier result is superseded, and no ref keeps it.
+    expect(redo.start_commit).toBe(report.tasks.find((t) => t.id === "A")!.commit);
+    expect(git(repo, "for-each-ref", "refs/termorch/")).toBe("");
+    // Its prompt carried the conflict: A's hunk, its own earlier one, the block for tools.
+    const prompt = readFileSync(join(dir, "artifacts", "B", "prompt.md"), "utf8");
+    expect(prompt).toContain("## Your earlier work conflicts with what was merged before it");
+    expect(prompt).toContain("+A\n");
+    expect(prompt).toContain("+B\n");
+    expect(prompt).toContain("```json termorch-conflict");
+    expect(existsSync(join(dir, "artifacts", "B", "redo-1", "before.patch"))).toBe(true);
+    const events = readFileSync(join(dir, "events.jsonl"), "utf8");
+    expect(events).toContain('"merge.redo_started"');
+    expect(events).toContain('"merge.redo_finished"');
+  });
+
+  it("an edit against a rename: a rename alone merges with no redo; a rename that changed the same line redoes the edit in the renamed file", async () => {
+    const base = { "config.txt": lines(8, "key") };
+    const pure = await runBoth(
+      base,
+      [
+        task("A", [{ rename: "config.txt", to: "settings.txt" }]),
+        task("B", [{ set: "config.txt", line: 5, text: "B5" }]),
+      ],
+      "grep -qx B5 settings.txt",
+    );
+    for (const mode of ["halt", "redo"] as const) {
+      expect(pure[mode].exitCode).toBe(0);
+      expect(pure[mode].report.merge.redone).toEqual([]);
+      expect(show(pure[mode].repo, "settings.txt")).toContain("B5\n");
+    }
+
+    const r = await runBoth(
+      base,
+      [
+        task("A", [
+          { rename: "config.txt", to: "settings.txt" },
+          { set: "settings.txt", line: 1, text: "A1" },
+        ]),
+        task("B", [{ set: "config.txt", line: 1, text: "B1" }]),
+      ],
+      "test ! -e config.txt && grep -qx A1 settings.txt && grep -qx B1 settings.txt",
+    );
+    expect(r.halt.exitCode).toBe(3);
+    expect(r.halt.report.merge.conflicts).toHaveLength(1);
+    expect(r.halt.report.merge.conflicts[0]).toMatchObject({ tasks: ["A", "B"] });
+    expect(r.redo.exitCode).toBe(0);
+    expect(r.redo.report.merge.redone).toMatchObject([
+      { task: "B", conflicted_with: ["A"], outcome: "resolved" },
+    ]);
+    expect(existsSync(join(r.redo.repo, "config.txt"))).toBe(false);
+    expect(show(r.redo.repo, "settings.txt")).toMatch(/^A1\nB1\nkey2\n/);
+  });
+
+  it("a delete against a modify: the modifying task's change lands in the file that replaced the deleted one", async () => {
+    const r = await runBoth(
+      { "legacy.cfg": "old=1\nold=2\n" },
+      [
+        task("A", [{ delete: "legacy.cfg" }, { write: "app.cfg", text: "new=1" }]),
+        task("B", [{ append: "legacy.cfg", text: "b=1" }]),
+      ],
+      "test ! -e legacy.cfg && grep -qx new=1 app.cfg && grep -qx b=1 app.cfg",
+    );
+    expect(r.halt.exitCode).toBe(3);
+    expect(r.halt.report.merge.conflicts[0]).toMatchObject({ tasks: ["A", "B"], files: ["legacy.cfg"] });
+    expect(r.redo.exitCode).toBe(0);
+    expect(r.redo.report.merge.redone).toMatchObject([
+      { task: "B", files: ["legacy.cfg"], conflicted_with: ["A"], outcome: "resolved" },
+    ]);
+    expect(existsSync(join(r.redo.repo, "legacy.cfg"))).toBe(false);
+    expect(show(r.redo.repo, "app.cfg")).toBe("new=1\nb=1\n");
+  });
+
+  it("three deep: a redone task's dependents are replayed on its new result, and one that now conflicts is redone too", async () => {
+    // c1 -> c2 -> c3; b0 (no dependencies) merges before c1 and conflicts with it. c2 changed
+    // c1's line, so on top of c1's resolution it conflicts too; c3 only added a file.
+    const r = await runBoth(
+      { "chain.txt": lines(6) },
+      [
+        task("b0", [{ set: "chain.txt", line: 2, text: "b0" }]),
+        task("c1", [{ set: "chain.txt", line: 2, text: "c1" }]),
+        task("c2", [{ set: "chain.txt", line: 2, text: "c1 c2" }], { dependencies: ["c1"] }),
+        task("c3", [{ write: "c3.txt", text: "c3" }], { dependencies: ["c2"] }),
+      ],
+      "grep -qx b0 chain.txt && grep -qx 'c1 c2' chain.txt && grep -qx c3 c3.txt",
+    );
+    expect(r.halt.exitCode).toBe(3);
+    expect(r.halt.report.merge.order).toEqual(["b0", "c1", "c2", "c3"]);
+    // halt: c1 collides with b0; c2 carries c1 and changed the same line.
+    expect(r.halt.report.merge.conflicts.map((c) => c.tasks)).toEqual([
+      ["b0", "c1"],
+      ["b0", "c1", "c2"],
+    ]);
+    expect(r.redo.exitCode).toBe(0);
+    expect(r.redo.report.merge.redone.map((x) => [x.task, x.conflicted_with, x.outcome])).toEqual([
+      ["c1", ["b0"], "resolved"],
+      ["c2", ["b0", "c1"], "resolved"],
+    ]);
+    expect(r.redo.report.summary.validation).toBe("passed");
+    expect(show(r.redo.repo, "c3.txt")).toBe("c3\n");
+    // c3 was not run again: its own work was replayed on c2's new result.
+    expect(r.redo.report.tasks.find((t) => t.id === "c3")).toMatchObject({ attempts: 1 });
+    const c2 = r.redo.report.merge.redone[1]!;
+    expect(c2.start_commit).not.toBe(r.redo.report.merge.redone[0]!.start_commit);
+  });
+
+  it("a wrong resolution is stopped by the task's gate: its earlier result is put back and the run halts as halt would", async () => {
+    const { dir, repo } = repoWith({ "f.txt": lines(3) });
+    const file = writeAssignments(
+      dir,
+      [
+        task("A", [{ set: "f.txt", line: 2, text: "A" }]),
+        task("B", [{ set: "f.txt", line: 2, text: "B" }], {
+          env: { RESOLVE: "wrong" },
+          // On a redo, what merged before it must still be there.
+          success_criteria: {
+            tests_cmd: 'grep -qx B f.txt && { [ "$TERMORCH_ATTEMPT" = 1 ] || grep -qx A f.txt; }',
+          },
+        }),
+      ] as never,
+      { mode: { merge: { on_conflict: "redo" } } },
+    );
+    const head = git(repo, "rev-parse", "HEAD");
+    const r = await termorch(["run", file], { socket });
+    expect(r.exitCode).toBe(3);
+    const report = readReport(dir);
+    const b = report.tasks.find((t) => t.id === "B")!;
+    expect(report.merge).toMatchObject({ result: "conflict", result_commit: null });
+    expect(report.merge.reason).toMatch(
+      /^B's redo did not resolve its conflict with A \(redo 1 of 1: validation/,
+    );
+    expect(report.merge.conflicts).toEqual([
+      { tasks: ["A", "B"], files: ["f.txt"], detail: "B conflicts with A: content in f.txt" },
+    ]);
+    const [redo] = report.merge.redone;
+    expect(redo).toMatchObject({ task: "B", outcome: "failed", reason: "validation" });
+    expect(redo!.gates.find((g) => g.name === "tests_cmd")).toMatchObject({ passed: false });
+    // Its earlier result is back, on its branch too; the user's branch is untouched.
+    expect(b).toMatchObject({ status: "success", commit: redo!.before_commit, attempts: 2 });
+    expect(git(repo, "rev-parse", `termorch/${report.run_id}/B`).trim()).toBe(redo!.before_commit);
+    expect(git(repo, "rev-parse", "HEAD")).toBe(head);
+    expect(git(repo, "status", "--porcelain")).toBe("");
+    expect(readFileSync(join(dir, "artifacts", "B", "changes.patch"), "utf8")).toContain("+B");
+  });
+
+  it("redo_attempts 2: a first wrong redo is followed by a second, told why the first failed", async () => {
+    const { dir, repo } = repoWith({ "f.txt": lines(3) });
+    const file = writeAssignments(
+      dir,
+      [
+        task("A", [{ set: "f.txt", line: 2, text: "A" }]),
+        task("B", [{ set: "f.txt", line: 2, text: "B" }], {
+          env: { RESOLVE: "wrong@2" },
+          success_criteria: {
+            tests_cmd: 'grep -qx B f.txt && { [ "$TERMORCH_ATTEMPT" = 1 ] || grep -qx A f.txt; }',
+          },
+        }),
+      ] as never,
+      { mode: { merge: { on_conflict: "redo", redo_attempts: 2 } } },
+    );
+    const r = await termorch(["run", file], { socket });
+    expect(r.exitCode).toBe(0);
+    const report = readReport(dir);
+    expect(report.merge.redone.map((x) => [x.redo, x.attempt, x.outcome])).toEqual([
+      [1, 2, "failed"],
+      [2, 3, "resolved"],
+    ]);
+    expect(show(repo, "f.txt")).toBe("line1\nA\nB\nline3\n");
+    const second = readFileSync(join(dir, "artifacts", "B", "redo-2", "conflict.md"), "utf8");
+    expect(second).toContain("### Your earlier redos that failed");
+    expect(second).toMatch(/- Redo 1: validation/);
+  });
+});
