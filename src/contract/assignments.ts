@@ -5,10 +5,11 @@ import { Sandbox } from "./sandbox.js";
 /** Task ids become file names, branch names and tmux session names. */
 export const TASK_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
 /**
- * Task ids termorch's own branches use beside the tasks' (`termorch/<run>/integration`,
- * `termorch/<run>/moved/<branch>`): a task of that name would collide with them.
+ * Task ids termorch's own branches and files use beside the tasks' (`termorch/<run>/integration`,
+ * `termorch/<run>/moved/<branch>`, a halted merge's `artifacts/redo/`): a task of that name
+ * would collide with them.
  */
-export const RESERVED_TASK_IDS = ["integration", "moved"] as const;
+export const RESERVED_TASK_IDS = ["integration", "moved", "redo"] as const;
 /** Run ids take part in branch and session names too. */
 export const RUN_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
 
@@ -42,7 +43,7 @@ export const Task = z.strictObject({
     .regex(TASK_ID_PATTERN, "must match ^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
     .refine((id) => !(RESERVED_TASK_IDS as readonly string[]).includes(id), {
       error: (issue) =>
-        `"${String(issue.input)}" is reserved: termorch's own branches use termorch/<run>/${String(issue.input)}; choose another id`,
+        `"${String(issue.input)}" is reserved: termorch's own ${issue.input === "redo" ? "files use artifacts/redo/" : `branches use termorch/<run>/${String(issue.input)}`}; choose another id`,
     }),
   agent: z.string().min(1),
   context_path: z.string().min(1),
@@ -84,6 +85,18 @@ export const Task = z.strictObject({
       "Interactive tasks: a path relative to the task's working folder; when it appears, termorch ends the agent (TERM, KILL after kill_grace_s) and the task counts as done",
     ),
   sandbox: Sandbox.optional(),
+  start_commit: z
+    .string()
+    .regex(/^[0-9a-f]{40}([0-9a-f]{24})?$/, "must be a full commit id (40 or 64 lowercase hex digits)")
+    .optional()
+    .describe(
+      "A commit of the workspace's repository the task starts from instead of the run's base (HEAD), merged with its dependencies' results; it must share history with HEAD. Written by termorch into a halted merge's artifacts/redo/<task>.json (the integration of what merged cleanly), so the task is done again on top of it. A full id, not a ref: it cannot move between validation and the run",
+    ),
+  conflict_file: NoNul.min(1)
+    .optional()
+    .describe(
+      "A Markdown file appended to the task's prompt after the dependency section (a regular file of at most 1 MiB, relative to the assignments file's folder): the conflict section termorch writes beside a halted merge's artifacts/redo/<task>.json",
+    ),
 });
 export type Task = z.infer<typeof Task>;
 

@@ -109,6 +109,8 @@ const EVENTS = {
     commit: nullableString,
     restored: z.boolean(),
   },
+  /** A halted merge wrote artifacts/redo/<task>.json files (relative to the run directory). */
+  "merge.redo_assignments": { files: z.array(z.string()), start_commit: z.string() },
   "merge.target_put_back": { ref: z.string(), old: z.string(), new: nullableString, kept_on: nullableString },
   "task.running": TaskStateData,
   "task.success": TaskStateData,

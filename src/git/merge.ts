@@ -20,6 +20,10 @@ export interface MergeCheck {
   parents: string[];
   /** Tasks merged cleanly, in order. */
   merged: string[];
+  /** The tree of what merged cleanly (`tree` itself when nothing conflicts). */
+  mergedTree: string;
+  /** Tasks left out by a conflict (their own, or one they carry), in order. */
+  leftOut: string[];
   /** Every conflict found; the merge goes on past each conflicting item to find the rest. */
   conflicts: Conflict[];
 }
@@ -48,6 +52,8 @@ export async function checkMerge(
     tree: fold.conflicts.length > 0 ? null : fold.tree,
     parents,
     merged: fold.merged.map((m) => m.task),
+    mergedTree: fold.tree,
+    leftOut: fold.skipped.map((m) => m.task),
     conflicts: [...fold.conflicts, ...hidden],
   };
 }

@@ -74,6 +74,11 @@ export interface PrepareTaskWorktreeOptions {
   branch: string;
   /** Commit the run started from (the workspace's HEAD). */
   base: string;
+  /**
+   * The task's own start (its `start_commit`), taking the base's place: its dependencies are
+   * merged onto it, and it is kept even when one dependency's result contains everything else.
+   */
+  start?: string | undefined;
   /** Upstream tasks whose results the task starts from, in merge order. */
   deps: readonly TaskDep[];
   /** Untracked workspace paths (relative to `repo`) to symlink into the worktree. */
@@ -213,17 +218,20 @@ export async function createTaskBranch(
  * dependency tips (a scale-out coordinator publishes it for a worker instead of adding a worktree).
  */
 export async function taskStartCommit(
-  o: Pick<PrepareTaskWorktreeOptions, "repo" | "base" | "deps" | "branch" | "identity" | "trailers">,
+  o: Pick<
+    PrepareTaskWorktreeOptions,
+    "repo" | "base" | "start" | "deps" | "branch" | "identity" | "trailers"
+  >,
 ): Promise<{ ok: true; commit: string } | { ok: false; conflict: Conflict }> {
-  const base = await requireCommit(o.repo, o.base);
+  const base = await requireCommit(o.repo, o.start ?? o.base);
   if (o.deps.length === 0) return { ok: true, commit: base };
   const tips = await Promise.all(o.deps.map((d) => requireCommit(o.repo, branchRef(d.branch))));
   const items = o.deps.map((d, i) => ({ task: d.task, commit: tips[i] as string }));
-  if (items.length === 1) return { ok: true, commit: items[0]?.commit as string };
+  if (items.length === 1 && o.start === undefined) return { ok: true, commit: items[0]?.commit as string };
   const fold = await foldMerge(o.repo, base, items, { base });
   if (fold.conflicts.length > 0) return { ok: false, conflict: combine(o, fold.conflicts) };
   // A dependency that already contains the others (a chain) is the start as it is.
-  const heads = await independentCommits(o.repo, tips);
+  const heads = await independentCommits(o.repo, o.start === undefined ? tips : [base, ...tips]);
   if (heads.length === 1) return { ok: true, commit: heads[0] as string };
   const names = o.deps.map((d) => d.task).join(", ");
   const message = withTrailers(`termorch: merge ${names} for ${o.branch}`, o.trailers ?? {});

@@ -1,4 +1,4 @@
-import { statSync } from "node:fs";
+import { lstatSync, statSync } from "node:fs";
 import { basename, dirname, extname, resolve } from "node:path";
 import type { z } from "zod";
 import { agentFor, type ResolvedAgent } from "../agent/command.js";
@@ -18,6 +18,8 @@ export interface ResolvedTask {
   agent: ResolvedAgent;
   /** Absolute path of the context file in the workspace. */
   contextPath: string;
+  /** Absolute path of its conflict_file, or null. */
+  conflictFile: string | null;
 }
 
 /** An assignments file that passed every check of the validate step (docs/ARCHITECTURE.md). */
@@ -153,7 +155,13 @@ export async function loadAssignments(
             task: t.label,
             message: `"${key}" applies to interactive tasks only; add "interactive": true or remove it`,
           });
-    if (t.task && contextPath && agent) tasks.push({ task: t.task, agent, contextPath });
+    const conflictFile =
+      t.task?.conflict_file === undefined ? null : resolve(dirname(abs), t.task.conflict_file);
+    if (conflictFile !== null) {
+      const problem = conflictFileProblem(conflictFile);
+      if (problem) at({ field: `tasks[${i}].conflict_file`, task: t.label, message: problem });
+    }
+    if (t.task && contextPath && agent) tasks.push({ task: t.task, agent, contextPath, conflictFile });
   }
   const include = view.worktreeInclude;
   if (include && workspace !== undefined) {
@@ -187,6 +195,17 @@ export async function loadAssignments(
     tasks,
     config,
   };
+}
+
+const MAX_CONFLICT_FILE_BYTES = 1024 * 1024;
+
+/** Why a conflict_file cannot be read into a prompt, or null. */
+function conflictFileProblem(path: string): string | null {
+  const st = lstatSync(path, { throwIfNoEntry: false });
+  if (!st) return `"${path}" does not exist`;
+  if (!st.isFile()) return `"${path}" is not a regular file (a link or a folder is not read)`;
+  if (st.size > MAX_CONFLICT_FILE_BYTES) return `"${path}" is larger than 1 MiB`;
+  return null;
 }
 
 /** What the checks after the schema look at: the whole file, or whichever parts of it are valid. */

@@ -68,7 +68,7 @@ export function conflictSection(f: ConflictFacts): string {
     "",
   ];
   for (const c of f.conflicts)
-    out.push(`- ${c.kind} in ${c.paths.join(" <- ")}${c.with.length ? `, with ${c.with.join(", ")}` : ""}`);
+    out.push(`- ${c.paths.join(" <- ")}: ${c.kind}${c.with.length ? `, with ${c.with.join(", ")}` : ""}`);
   for (const o of f.others) {
     out.push("", `### What ${o.id} did`, "");
     out.push(

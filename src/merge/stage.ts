@@ -17,6 +17,7 @@ import type { TaskRecorder } from "../task/recorder.js";
 import { recordCreatedRefs, refChanges, refsAtStart } from "../task/ref-watch.js";
 import type { RunPlan } from "../task/run-plan.js";
 import type { RunStop } from "../task/stop.js";
+import { type HaltedMerge, writeRedoAssignments } from "./halt-files.js";
 import { clearMergeIntent, readMergeIntent, recordMergeIntent } from "./intent.js";
 import { mergeInOrder } from "./ordered.js";
 import {
@@ -110,8 +111,15 @@ async function mergeTasks(
   if (check === "detached") return check;
   const { items } = check;
   if (check.tree === null) {
+    const redoAssignments = await writeRedoAssignments(run, ports, recorder, check.rest);
     return {
-      merge: { ...outcome, result: "conflict", reason: check.halted, conflicts: check.conflicts },
+      merge: {
+        ...outcome,
+        result: "conflict",
+        reason: check.halted,
+        conflicts: check.conflicts,
+        redoAssignments,
+      },
       validation: "skipped",
     };
   }
@@ -265,9 +273,12 @@ async function mergeTasks(
 type TasksCheck = {
   tree: string | null;
   parents: string[];
+  /** The tasks' results as merged (a redone task's new one). */
   items: MergeItem[];
   conflicts: Conflict[];
   halted: string;
+  /** When it halted: what merged cleanly, and what was left out. */
+  rest: HaltedMerge;
 };
 
 /**
@@ -292,12 +303,19 @@ async function checkTasks(
       ordered.items.map((i) => i.commit),
     );
     const halted = ordered.halted !== null || ordered.conflicts.length > 0;
+    const merged = new Set(ordered.items.map((i) => i.task));
     return {
       tree: halted ? null : ordered.tree,
       parents,
       items: ordered.items,
       conflicts: ordered.conflicts,
       halted: ordered.halted ? `${ordered.halted}; nothing was merged` : nothing,
+      rest: {
+        mergedTree: ordered.tree,
+        merged: ordered.items,
+        leftOut: run.order.filter((id) => !merged.has(id)),
+        conflicts: ordered.conflicts,
+      },
     };
   }
   const items = run.order.map((id) => {
@@ -312,6 +330,12 @@ async function checkTasks(
     items,
     conflicts: check.conflicts,
     halted: nothing,
+    rest: {
+      mergedTree: check.mergedTree,
+      merged: items.filter((i) => check.merged.includes(i.task)),
+      leftOut: check.leftOut,
+      conflicts: check.conflicts,
+    },
   };
 }
 

@@ -13,6 +13,7 @@ import { checkAgentBinaries } from "../input/agent-binaries.js";
 import { loadAssignments, type RunInput } from "../input/assignments-file.js";
 import { loadConfig, loadConfigOrProblems, removedSettings } from "../input/config-file.js";
 import { checkSandboxes } from "../input/sandbox-check.js";
+import { checkStartCommits } from "../input/start-commits.js";
 import type { NotifyDelivery } from "../notify/notifier.js";
 import { skippedMerge } from "../report/build.js";
 import type { RemoteBackend } from "../runner/task-hosts.js";
@@ -292,6 +293,7 @@ async function prepareConnected(
     input.file,
     input.assignments.environment.worktree_copy,
   );
+  await checkStartCommits(input, git);
   if (remote && !git)
     throw new InputError(
       [

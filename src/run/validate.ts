@@ -2,6 +2,7 @@ import { checkAgentBinaries } from "../input/agent-binaries.js";
 import { loadAssignments, type RunInput } from "../input/assignments-file.js";
 import { loadConfigOrProblems } from "../input/config-file.js";
 import { checkSandboxes } from "../input/sandbox-check.js";
+import { checkStartCommits } from "../input/start-commits.js";
 import { buildGraph } from "../plan/graph.js";
 import { planWaves } from "../plan/waves.js";
 import { inspectWorkspace } from "../task/git-workspace.js";
@@ -37,7 +38,7 @@ export async function validateAssignments(o: {
   checkAgentBinaries(input, o.env);
   checkSandboxes(input, o.env);
   checkMergePolicy(input, backendKindOf(input, undefined));
-  await inspectWorkspace(
+  const git = await inspectWorkspace(
     input.workspace,
     input.assignments.environment.worktree_include,
     true,
@@ -45,6 +46,7 @@ export async function validateAssignments(o: {
     input.file,
     input.assignments.environment.worktree_copy,
   );
+  await checkStartCommits(input, git);
   const graph = buildGraph(input.assignments.tasks);
   const plan = planWaves(input.assignments.tasks, graph.order);
   return { input, waves: plan.waves, criticalPath: plan.criticalPath };

@@ -491,6 +491,7 @@ async function publishStart(
   const start = await taskStartCommit({
     repo: git.root,
     base: git.baseCommit,
+    start: p.startCommit ?? undefined,
     deps: p.dependencies.map((d) => ({ task: d, branch: taskBranch(run.runId, d) })),
     branch: p.branch!,
     identity: run.identity,

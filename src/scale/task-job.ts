@@ -144,7 +144,7 @@ export async function runTaskJob(job: TaskJob, w: WorkerPlace, d: JobDelivery): 
     runId,
     assignments: assignments.data,
     workspace: jobDir,
-    tasks: [{ task, agent, contextPath }],
+    tasks: [{ task, agent, contextPath, conflictFile: null }],
     // Notifications are the coordinator's.
     config: { ...config.data, notify: undefined },
   };

@@ -154,6 +154,7 @@ function worktreeStart(
           path: p.worktree!,
           branch: p.branch!,
           base: git!.baseCommit,
+          start: p.startCommit ?? undefined,
           deps: p.dependencies.map((d) => ({ task: d, branch: taskBranch(run.runId, d) })),
           include: [...p.includeInRepo],
           copy: [...p.copyInRepo],

@@ -37,6 +37,7 @@ export async function promptText(
   const section =
     (p.dependencies.length ? await dependencySection(run, ports, tasks, p) : "") +
     (redo ? readFileSync(redo.section, "utf8") : "") +
+    (p.prompt.conflictFile ? `\n\n${readFileSync(p.prompt.conflictFile, "utf8")}` : "") +
     handoffSection(p);
   return section ? Buffer.concat([context, Buffer.from(section)]) : context;
 }

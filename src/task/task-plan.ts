@@ -25,7 +25,15 @@ export interface TaskPlan {
    * each attempt and delivered on standard input, as `{prompt_file}`, or not at all (the agent
    * reads `{context_path}` itself; the file is there for it all the same).
    */
-  prompt: { delivery: "stdin" | "file" | "none" | "paste"; file: string; context: string };
+  prompt: {
+    delivery: "stdin" | "file" | "none" | "paste";
+    file: string;
+    context: string;
+    /** The task's conflict_file, appended after the dependency section; null: none. */
+    conflictFile: string | null;
+  };
+  /** Its `start_commit`: what it starts from instead of the run's base; null: the base. */
+  startCommit: string | null;
   /** `"interactive": true`: how its screen is watched and when it is ended (src/run/interactive.ts); null otherwise. */
   interactive: InteractivePlan | null;
   /** Which of its stdout termorch parses into the report (a preset's JSON); null: none. */
@@ -216,7 +224,13 @@ function planTask(input: RunInput, r: ResolvedTask, place: PlanPlace & { worktre
         agent_config: agentConfig,
       },
     ),
-    prompt: { delivery: interactive ? "paste" : agent.prompt, file: promptFile, context: r.contextPath },
+    prompt: {
+      delivery: interactive ? "paste" : agent.prompt,
+      file: promptFile,
+      context: r.contextPath,
+      conflictFile: r.conflictFile,
+    },
+    startCommit: task.start_commit ?? null,
     interactive,
     // A terminal transcript is not the CLI's JSON.
     output: interactive ? null : agent.output,

@@ -264,4 +264,65 @@ describe("merge.on_conflict", () => {
     expect(second).toContain("### Your earlier redos that failed");
     expect(second).toMatch(/- Redo 1: validation/);
   });
+
+  it("halt writes artifacts/redo/<task>.json for each conflicting task; running it redoes the task on top of what merged, and merges", async () => {
+    const { dir, repo } = repoWith({ "f.txt": lines(3) });
+    const file = writeAssignments(
+      dir,
+      [
+        task("A", [{ set: "f.txt", line: 2, text: "A" }]),
+        task("B", [{ set: "f.txt", line: 2, text: "B" }], { env: { API_TOKEN: "s3cr3t-value-of-B" } }),
+        task("C", [{ write: "c.txt", text: "C" }]),
+        task("D", [{ append: "f.txt", text: "D" }], { dependencies: ["B"] }),
+      ] as never,
+      { success_criteria: { tests_cmd: "grep -qx A f.txt && grep -qx B f.txt && grep -qx C c.txt" } },
+    );
+    const head = git(repo, "rev-parse", "HEAD").trim();
+    expect((await termorch(["run", file], { socket })).exitCode).toBe(3);
+    const halted = readReport(dir);
+    expect(halted.merge.redo_assignments).toEqual(["artifacts/redo/B.json"]);
+    expect(git(repo, "rev-parse", "HEAD").trim()).toBe(head);
+    const redoFile = join(dir, "artifacts", "redo", "B.json");
+    const doc = JSON.parse(readFileSync(redoFile, "utf8"));
+    // B, and D that carries it; A and C merged cleanly and are in the start.
+    expect(doc.tasks.map((t: { id: string }) => t.id)).toEqual(["B", "D"]);
+    expect(doc.tasks[0]).toMatchObject({ dependencies: [], conflict_file: "B.md" });
+    expect(doc.tasks[1]).toMatchObject({ dependencies: ["B"] });
+    expect(doc.environment.workspace_dir).toBe(repo);
+    // The secret's value is no file's: its name passes through from the environment.
+    expect(readFileSync(redoFile, "utf8")).not.toContain("s3cr3t");
+    expect(doc.tasks[0].env.API_TOKEN).toBeUndefined();
+    expect(doc.environment.env_vars).toContain("API_TOKEN");
+    const start = doc.tasks[0].start_commit as string;
+    expect(git(repo, "show", `${start}:f.txt`)).toBe("line1\nA\nline3\n");
+    expect(git(repo, "show", `${start}:c.txt`)).toBe("C\n");
+    expect(readFileSync(join(dir, "artifacts", "redo", "B.md"), "utf8")).toContain("```json termorch-conflict");
+
+    const again = await termorch(["run", redoFile, "--out", join(dir, "second")], {
+      socket,
+      env: { API_TOKEN: "s3cr3t-value-of-B" },
+    });
+    expect(again.exitCode).toBe(0);
+    const second = readReport(join(dir, "second"));
+    expect(second.merge).toMatchObject({ result: "success", redone: [] });
+    expect(show(repo, "f.txt")).toBe("line1\nA\nB\nline3\nD\n");
+    expect(show(repo, "c.txt")).toBe("C\n");
+  });
+
+  it("refuses a start_commit that is not a commit of the repository, or shares no history with HEAD (exit 2, nothing started)", async () => {
+    const { dir, repo } = repoWith({ "f.txt": lines(3) });
+    const orphan = git(repo, "commit-tree", git(repo, "rev-parse", "HEAD^{tree}").trim(), "-m", "orphan").trim();
+    const file = writeAssignments(dir, [
+      task("A", [{ set: "f.txt", line: 1, text: "A" }], { start_commit: "0".repeat(40) }),
+      task("B", [{ set: "f.txt", line: 1, text: "B" }], { start_commit: orphan }),
+    ] as never);
+    const r = await termorch(["validate", file], { socket });
+    expect(r.exitCode).toBe(2);
+    expect(r.stderr).toContain("tasks[0].start_commit");
+    expect(r.stderr).toContain("is not a commit of the repository");
+    expect(r.stderr).toContain("shares no history with HEAD");
+    const run = await termorch(["run", file], { socket });
+    expect(run.exitCode).toBe(2);
+    expect(git(repo, "branch", "--list", "termorch/*")).toBe("");
+  });
 });
