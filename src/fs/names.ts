@@ -29,6 +29,12 @@ export function taskBranch(runId: string, taskId: string): string {
   return `termorch/${runId}/${taskId}`;
 }
 
+/** The refs a run's redos keep: each redone task's earlier result (a branch move alone would let gc take it). */
+export const redoRefsOf = (runId: string): string => `refs/termorch/${runId}/redo/`;
+export const redoRefOf = (runId: string, taskId: string): string => `${redoRefsOf(runId)}${taskId}`;
+/** A halted run's cleanly merged work: the start_commit of its artifacts/redo files. */
+export const redoBaseRefOf = (runId: string): string => `refs/termorch/${runId}/redo-base`;
+
 /** `termorch/<run>/integration`: where a run's tasks are merged before the target moves. */
 export function integrationBranch(runId: string): string {
   return `termorch/${runId}/integration`;

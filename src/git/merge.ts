@@ -73,10 +73,6 @@ export async function partialIntegration(
   return commitTree(repo, o.tree, parents, o.message, o.identity ? { identity: o.identity } : {});
 }
 
-/** The run's ref that keeps a redone task's earlier result (a branch move alone would let gc take it). */
-export const redoRefOf = (runId: string, taskId: string): string => `${redoRefsOf(runId)}${taskId}`;
-export const redoRefsOf = (runId: string): string => `refs/termorch/${runId}/redo/`;
-
 /** Points `ref` at `commit` (created or moved). */
 export async function keepRef(repo: string, ref: string, commit: string, message: string): Promise<void> {
   await git(repo, ["update-ref", "-m", message, ref, commit]);

@@ -4,6 +4,7 @@ import { Assignments, type Assignments as AssignmentsDoc, type Task } from "../c
 import type { Conflict } from "../contract/report.js";
 import { errorText } from "../errors.js";
 import { writeFileAtomic } from "../fs/atomic.js";
+import { redoBaseRefOf } from "../fs/names.js";
 import type { FoldItem } from "../git/fold.js";
 import { keepRef, partialIntegration } from "../git/merge.js";
 import { isSecretName } from "../redact/redactor.js";
@@ -12,9 +13,6 @@ import type { TaskRecorder } from "../task/recorder.js";
 import type { RunPlan } from "../task/run-plan.js";
 import { conflictFacts } from "./conflict-facts.js";
 import { conflictSection } from "./conflict-section.js";
-
-/** The ref that keeps a halted run's cleanly merged work: the start of its artifacts/redo files. */
-export const redoBaseRefOf = (runId: string): string => `refs/termorch/${runId}/redo-base`;
 
 /** What a halted merge leaves to redo: the merge of what merged cleanly, and the tasks left out. */
 export interface HaltedMerge {

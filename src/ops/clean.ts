@@ -4,7 +4,7 @@ import { dirname, join, relative } from "node:path";
 import type { Config } from "../contract/config.js";
 import type { RunState } from "../contract/state.js";
 import { errorText } from "../errors.js";
-import { mcpDir, runBranchesPrefix, runWorktreesDir } from "../fs/names.js";
+import { mcpDir, redoBaseRefOf, redoRefsOf, runBranchesPrefix, runWorktreesDir } from "../fs/names.js";
 import { registeredRuns, unregisterRun } from "../fs/registry.js";
 import { deleteRemoteRefsUnder, runRefsOf, shownRemote } from "../git/remote.js";
 import { git } from "../git/repo.js";
@@ -135,6 +135,8 @@ export async function cleanRun(
     // Refs the run's agents created go first, while the task branches still hold their commits.
     // Only branches: a run of an older termorch may have recorded other refs.
     const agentRefs = (run.state?.tasks ?? []).flatMap((t) => t.refsCreated.filter(isBranch));
+    // Before the branches: a redone task's earlier result would otherwise count as held elsewhere.
+    await deleteRedoRefs(repo, runId, opts.force, report);
     await deleteBranches(repo, runId, opts.force, report, agentRefs);
     if (run.state?.options.backend === "bullmq") await cleanScaleOut(run.state, repo, opts, report);
   } else if (repo || !run.state) {
@@ -319,6 +321,35 @@ async function uncommitted(worktree: string): Promise<string[]> {
     out.push(path);
   }
   return out;
+}
+
+/**
+ * The refs a redo keeps: each redone task's earlier result (superseded, or back on its branch),
+ * and a halted run's redo base, the start of its artifacts/redo files, which stays while no
+ * branch holds it (--force deletes it).
+ */
+async function deleteRedoRefs(
+  repo: string,
+  runId: string,
+  force: boolean,
+  report: CleanReport,
+): Promise<void> {
+  const base = redoBaseRefOf(runId);
+  const r = await git(repo, ["for-each-ref", "--format=%(refname)", redoRefsOf(runId), base]);
+  for (const ref of r.stdout.split("\n").filter(Boolean)) {
+    if (ref === base && !force) {
+      const held = await git(repo, ["for-each-ref", "--count=1", "--contains", ref, "refs/heads/"]);
+      if (held.stdout.trim() === "") {
+        report.kept.push({
+          what: `ref ${ref}`,
+          why: "the start_commit of the run's artifacts/redo/*.json files, which no branch holds yet (--force deletes it)",
+        });
+        continue;
+      }
+    }
+    await git(repo, ["update-ref", "-d", ref]);
+    report.removed.push(`ref ${ref}`);
+  }
 }
 
 async function deleteBranches(

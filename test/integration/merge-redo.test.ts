@@ -307,6 +307,12 @@ describe("merge.on_conflict", () => {
     expect(second.merge).toMatchObject({ result: "success", redone: [] });
     expect(show(repo, "f.txt")).toBe("line1\nA\nB\nline3\nD\n");
     expect(show(repo, "c.txt")).toBe("C\n");
+    // Its start is held by main now: clean of the halted run drops the ref that kept it.
+    expect(git(repo, "for-each-ref", "--format=%(refname)", "refs/termorch/")).toBe(
+      `refs/termorch/${halted.run_id}/redo-base\n`,
+    );
+    expect((await termorch(["clean", halted.run_id!], { socket })).exitCode).toBe(0);
+    expect(git(repo, "for-each-ref", "refs/termorch/")).toBe("");
   });
 
   it("refuses a start_commit that is not a commit of the repository, or shares no history with HEAD (exit 2, nothing started)", async () => {
