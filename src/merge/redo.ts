@@ -78,7 +78,7 @@ export async function redoTask(
             ...(artifacts ? { artifacts } : {}),
           },
         );
-        await killPoint(run.fault, "kill-after-status", taskId);
+        await killPoint(run.fault, "kill-after-status", taskId, t.attempts);
         return { kind: "resolved", commit: t.commit!, start: redo.start, before: redo.before };
       }
       const last = redo.n >= run.settings.redo_attempts || ended.outcome === "cancelled";

@@ -58,8 +58,20 @@ export async function runAttempt(
     attemptDir: attemptDirOf(run.privateDir, t.id, t.attempts),
     attemptStartedAt: ports.now(),
   });
-  await killPoint(run.fault, "kill-after-attempt-recorded", t.id);
+  await killPoint(run.fault, "kill-after-attempt-recorded", t.id, t.attempts);
   if (t.attempts > 1) await killPoint(run.fault, "kill-after-retry-recorded", t.id);
+  const unwritten = await writeAttemptFiles(a, t, p);
+  if (unwritten) return unwritten;
+  return launchAndWatch(a, t, p);
+}
+
+/** What an attempt starts from, written before its launch: its prompt, its CLI's files, a fresh handoff template. */
+async function writeAttemptFiles(
+  a: AttemptSide,
+  t: Readonly<TaskRun>,
+  p: TaskPlan,
+): Promise<AttemptResult | null> {
+  const { run, ports, recorder } = a;
   try {
     await writePrompt(run, ports, recorder, p);
     // Each attempt starts from the files termorch gives its CLI (its plugin: opencode's, pi's).
@@ -81,7 +93,7 @@ export async function runAttempt(
     const detail = `could not write its prompt: ${ports.redactor.redact(errorText(error))}`;
     return { record: null, reason: "launch_error", detail };
   }
-  return launchAndWatch(a, t, p);
+  return null;
 }
 
 function newLogs(ports: Pick<Ports, "logNames" | "now">, p: TaskPlan): { stdout: string; stderr: string } {
@@ -160,7 +172,7 @@ async function launchAndWatch(
     t.id,
   );
   await recorder.transition(t.id, { to: "running" });
-  await killPoint(run.fault, "kill-while-running", t.id);
+  await killPoint(run.fault, "kill-while-running", t.id, t.attempts);
   return watchAttempt(a, t, p, running);
 }
 
@@ -188,6 +200,9 @@ export async function adoptAttempt(
       logs: t.logs ?? newLogs(ports, p),
       attemptStartedAt: t.attemptStartedAt ?? ports.now(),
     });
+    // The process that recorded it may have died before writing them (a redo's prompt differs).
+    const unwritten = await writeAttemptFiles(a, t, p);
+    if (unwritten) return unwritten;
     return launchAndWatch(a, t, p);
   }
   const { attempt, finished, live } = adopted;
@@ -265,7 +280,7 @@ async function watchAttempt(
     }
   }
   await ports.ledger.append("task.exited", { attempt: t.attempts, ...record }, t.id);
-  await killPoint(run.fault, "kill-after-exit", t.id);
+  await killPoint(run.fault, "kill-after-exit", t.id, t.attempts);
   const account = interactive ? transcriptAccount(ports.redactor, t, interactive.transcript()) : null;
   // Ended by termorch as done (`termorch finish`, done_when): its exit counts as exit 0.
   const done = interactive?.endedAsDone && !timedOut && !stopped && !record.launch_failed;

@@ -61,7 +61,7 @@ export async function executeTask(
     if (reason === null) {
       const artifacts = await collectArtifacts(run, ports, t, p);
       await recorder.transition(taskId, { to: "success" }, artifacts ? { artifacts } : {});
-      await killPoint(run.fault, "kill-after-status", t.id);
+      await killPoint(run.fault, "kill-after-status", t.id, t.attempts);
       // Its work is on its branch: the worktree can serve the run's next tasks (the warm pool).
       if (ports.pool && p.worktree !== null && t.startCommit && !run.settings.keep_branches)
         ports.pool.giveLater(p.worktree, t.startCommit);

@@ -9,7 +9,8 @@ import type { AdvanceTargetOptions } from "../git/advance.js";
  * (DriveOptions.fault; the test CLI test/fixtures/cli-with-fault.mjs takes it from its
  * `$TERMORCH_FAULT`): production code never reads that variable. Unset: every hook is a no-op.
  *
- * The points (`:<task>` after a task point limits it to that task):
+ * The points (`:<task>` after a task point limits it to that task; `:<task>@<n>` to its attempt
+ * n, at the points marked [@n], so a test can land inside a redo):
  * - `after-ref-update`: throws right after the target ref moved, before the work tree followed,
  *   so advanceTarget's rollback is exercised.
  * - `kill-after-ref-update`: SIGKILL at that same moment: ref moved, index and work tree not;
@@ -26,21 +27,27 @@ import type { AdvanceTargetOptions } from "../git/advance.js";
  *   start commit was recorded: a resume must take branch and worktree over.
  * - `kill-after-accepted`: SIGKILL once the ledger says run.accepted, before state.json or any
  *   task: a resume must start the run from nothing.
- * - `kill-after-attempt-recorded[:task]`: SIGKILL once an attempt is recorded (its number and
+ * - `kill-after-attempt-recorded[:task]` [@n]: SIGKILL once an attempt is recorded (its number and
  *   folder in the task journal), before its session exists: a resume launches it, under the same
  *   attempt number.
  * - `kill-after-retry-recorded[:task]`: the same once a retry (attempt 2 or later) is recorded,
  *   before its session exists: the task is still recorded as running (its earlier attempt), and
  *   a resume must launch the retry, not take it as lost.
- * - `kill-while-running[:task]`: SIGKILL once the agent runs in its session: a resume adopts it.
- * - `kill-after-exit[:task]`: SIGKILL once the driver has seen the attempt's exit record, before
+ * - `kill-while-running[:task]` [@n]: SIGKILL once the agent runs in its session: a resume adopts it.
+ * - `kill-after-exit[:task]` [@n]: SIGKILL once the driver has seen the attempt's exit record, before
  *   its gates: a resume takes the exit from the record, never runs the attempt again.
- * - `kill-in-gate[:task]`: SIGKILL while the task's tests_cmd gate runs (once its process group
+ * - `kill-in-gate[:task]` [@n]: SIGKILL while the task's tests_cmd gate runs (once its process group
  *   is recorded): the gate must not outlive the driver, and a resume runs it again.
- * - `kill-after-status[:task]`: SIGKILL once the task's final state (success or failed) is
+ * - `kill-after-status[:task]` [@n]: SIGKILL once the task's final state (success or failed) is
  *   written (status file, journal).
  * - `kill-after-integration-commit`: SIGKILL once the integration commit and branch exist,
  *   before the target moves.
+ * - `kill-after-redo-recorded[:task]`: SIGKILL once a redo is recorded (its conflict section
+ *   written, the task's earlier result kept), before its branch moved: a resume prepares it.
+ * - `kill-after-redo-prepared[:task]`: SIGKILL once the task branch and worktree are at the
+ *   redo's start, before its attempt: a resume launches the attempt.
+ * - `kill-after-redo-restoring[:task]`: SIGKILL once the last redo failed and the putting back
+ *   of the earlier result is recorded, before it is done: a resume finishes it and halts.
  * - `kill-after-worktree-update`: SIGKILL once ref, index and work tree all moved, before the
  *   driver knows: a resume must report the merge, not merge again.
  * - `kill-before-report`: SIGKILL once the ledger says report.written, before the file is.
@@ -80,12 +87,17 @@ export type FaultPoint =
 /** The fault a test injected into the run (`RunPlan.fault`), or null. */
 export type Fault = string | null;
 
-/** Whether the fault `point` is armed (for a task point: for `taskId`). */
-export function armed(fault: Fault, point: FaultPoint, taskId?: string): boolean {
+/**
+ * Whether the fault `point` is armed (for a task point: for `taskId`; `<task>@<n>`: only in its
+ * attempt n, at the points that pass their attempt).
+ */
+export function armed(fault: Fault, point: FaultPoint, taskId?: string, attempt?: number): boolean {
   if (!fault) return false;
   const [name, only] = fault.split(":");
   if (name !== point) return false;
-  return only === undefined || taskId === undefined || only === taskId;
+  if (only === undefined || taskId === undefined) return true;
+  const [task, at] = only.split("@");
+  return task === taskId && (at === undefined || Number(at) === attempt);
 }
 
 /** Dies at once, as a crash or `kill -9` would: no finally blocks, no report, no state written. */
@@ -95,16 +107,21 @@ function die(): Promise<never> {
 }
 
 /** SIGKILLs the driver when `point` is armed; returns otherwise. */
-export async function killPoint(fault: Fault, point: FaultPoint, taskId?: string): Promise<void> {
-  if (armed(fault, point, taskId)) await die();
+export async function killPoint(
+  fault: Fault,
+  point: FaultPoint,
+  taskId?: string,
+  attempt?: number,
+): Promise<void> {
+  if (armed(fault, point, taskId, attempt)) await die();
 }
 
 /**
  * `kill-in-gate`: SIGKILLs the driver once the gate whose process group goes to `record` has
  * started (the file appears), so the gate is cut off mid-run rather than before it began.
  */
-export function gatePoint(fault: Fault, taskId: string | undefined, record: string): void {
-  if (!armed(fault, "kill-in-gate", taskId)) return;
+export function gatePoint(fault: Fault, taskId: string | undefined, record: string, attempt?: number): void {
+  if (!armed(fault, "kill-in-gate", taskId, attempt)) return;
   const poll = setInterval(() => {
     if (existsSync(record)) {
       clearInterval(poll);

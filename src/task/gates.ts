@@ -257,6 +257,7 @@ async function testsCmdGate({ run, ports, stop, t, p, failures }: GateScope): Pr
     timeoutS: p.timeoutS,
     logName: `tests-${t.id}`,
     taskId: t.id,
+    attempt: t.attempts,
     ...(p.sandbox ? { sandbox: { setting: p.sandbox, work: agentWork(p) } } : {}),
   });
   if (gate === "detached") return "detached";

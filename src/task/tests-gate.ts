@@ -30,8 +30,9 @@ export async function testsGate(
     env: Record<string, string>;
     timeoutS: number | undefined;
     logName: string;
-    /** The task whose gate this is; none for a run-level gate. */
+    /** The task whose gate this is, and its attempt; none for a run-level gate. */
     taskId?: string;
+    attempt?: number;
     /** Run in this sandbox (a sandboxed task's set-up and tests run where its agent did). */
     sandbox?: { setting: SandboxSetting; work: SandboxedWork };
   },
@@ -40,7 +41,7 @@ export async function testsGate(
   // Per gate, not per attempt: a resumed run's gate must find the one its dead driver left.
   const records = join(run.privateDir, "gates");
   await mkdir(records, { recursive: true, mode: 0o700 });
-  gatePoint(run.fault, o.taskId, join(records, `${o.logName}.json`));
+  gatePoint(run.fault, o.taskId, join(records, `${o.logName}.json`), o.attempt);
   const box = o.sandbox ? join(run.privateDir, "sandbox", "gates", o.logName) : null;
   let wrap: string[] | undefined;
   if (o.sandbox && box)
