@@ -61,6 +61,16 @@ export const TaskView = z.strictObject({
   wave: z.number().int().min(1).nullable().default(null),
   /** Tokens and cost its agent's CLI reported so far (all attempts); null when none. */
   usage: Usage.nullable().default(null),
+  /** Its redo under way (merge.on_conflict "redo"): which of how many, and the conflict; null: none. */
+  redo: z
+    .strictObject({
+      n: z.number().int().min(1),
+      of: z.number().int().min(1),
+      with: z.array(z.string()),
+      files: z.array(z.string()),
+    })
+    .nullable()
+    .default(null),
 });
 export type TaskView = z.infer<typeof TaskView>;
 

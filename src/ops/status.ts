@@ -92,6 +92,7 @@ async function taskView(
     remote: remoteView(t),
     wave: waveOf(state, t.id),
     usage: t.usage,
+    redo: t.redo && { n: t.redo.n, of: state.options.redo_attempts, with: t.redo.with, files: t.redo.files },
   };
 }
 

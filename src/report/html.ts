@@ -35,6 +35,7 @@ const OUTCOME_TEXT: Record<TimelineBar["outcome"], string> = {
   success: "succeeded",
   failed: "failed",
   retried: "failed, retried",
+  conflicted: "succeeded, conflicted in the merge, redone",
   cancelled: "cancelled",
   running: "running",
 };
@@ -124,9 +125,12 @@ function rowHtml(
 ): string {
   const name = `<span class="tl-name">${escapeHtml(row.task)}</span>`;
   const attempt =
-    row.attempt !== null && (row.attempt > 1 || row.bar?.outcome === "retried")
-      ? ` <span class="tl-attempt">#${row.attempt}</span>`
-      : "";
+    row.bar?.redo != null
+      ? ` <span class="tl-attempt tl-redo">redo ${row.bar.redo}</span>`
+      : row.attempt !== null &&
+          (row.attempt > 1 || row.bar?.outcome === "retried" || row.bar?.outcome === "conflicted")
+        ? ` <span class="tl-attempt">#${row.attempt}</span>`
+        : "";
   const star = row.critical
     ? ` <span class="tl-crit" title="on the critical path: the longest chain of dependencies">★</span>`
     : "";
@@ -155,17 +159,24 @@ function barHtml(
   const end = o.endOf(bar.end);
   const duration = formatDuration(end - bar.start);
   const why = bar.reason ? ` (${bar.reason}${bar.detail ? `: ${bar.detail}` : ""})` : "";
-  const title = `${bar.task} attempt ${bar.attempt}: ${OUTCOME_TEXT[bar.outcome]}${why}, ${duration}${
+  const redo =
+    bar.redo === null
+      ? ""
+      : ` (redo ${bar.redo} of its conflict with ${bar.conflict?.with.join(", ") || "the tasks before it"})`;
+  const title = `${bar.task} attempt ${bar.attempt}${redo}: ${OUTCOME_TEXT[bar.outcome]}${why}, ${duration}${
     bar.exitCode === null ? "" : `, exit code ${bar.exitCode}`
   }${bar.host ? `, on ${bar.host}` : ""}`;
   const classes = ["bar", bar.outcome, ...(bar.critical ? ["critical"] : [])].join(" ");
   const note =
     bar.outcome === "success"
       ? duration
-      : `${duration} · ${bar.outcome === "retried" ? "retried" : bar.outcome}${bar.reason && bar.outcome !== "running" ? `: ${bar.reason}` : ""}`;
+      : bar.outcome === "conflicted"
+        ? `${duration} · conflicted with ${bar.conflict?.with.join(", ") ?? "?"}`
+        : `${duration} · ${bar.outcome === "retried" ? "retried" : bar.outcome}${bar.reason && bar.outcome !== "running" ? `: ${bar.reason}` : ""}`;
   return (
     `<div class="${classes}" data-task="${escapeHtml(bar.task)}" data-attempt="${bar.attempt}" data-outcome="${bar.outcome}"` +
     `${bar.critical ? ' data-critical="true"' : ""}${bar.reason ? ` data-reason="${escapeHtml(bar.reason)}"` : ""}` +
+    `${bar.redo === null ? "" : ` data-redo="${bar.redo}"`}` +
     ` style="${o.pos(bar.start, end)}" title="${escapeHtml(title)}"></div>` +
     `<span class="tl-note" style="left:${o.pct(end).toFixed(3)}%">${escapeHtml(note)}</span>`
   );
@@ -210,6 +221,7 @@ function legendHtml(): string {
     item(`<i class="sw sw-success"></i>`, "succeeded") +
     item(`<i class="sw sw-failed"></i>`, "failed") +
     item(`<i class="sw sw-retried"></i>`, "failed, then retried") +
+    item(`<i class="sw sw-conflicted"></i>`, "conflicted in the merge, then redone") +
     item(`<i class="sw sw-cancelled"></i>`, "cancelled") +
     item(`<i class="sw sw-running"></i>`, "running") +
     item(`<i class="sw sw-success sw-critical"></i>`, "critical path ★ (the longest chain of dependencies)") +
@@ -246,7 +258,9 @@ const TIMELINE_CSS = `
 .tl .bar.success,.tl .sw-success{background:#2da44e}
 .tl .bar.failed,.tl .sw-failed{background:#cf222e}
 .tl .bar.retried,.tl .sw-retried{background:repeating-linear-gradient(135deg,#fb8f44 0 6px,#e16f24 6px 12px)}
+.tl .bar.conflicted,.tl .sw-conflicted{background:repeating-linear-gradient(135deg,#2da44e 0 6px,#8250df 6px 12px)}
 .tl .bar.cancelled,.tl .sw-cancelled{background:#8c959f}
+.tl-redo{color:#8250df;font-weight:600}
 .tl .bar.running,.tl .sw-running{background:repeating-linear-gradient(135deg,#54aeff 0 6px,#218bff 6px 12px)}
 .tl .bar.critical{box-shadow:0 0 0 2px #bf8700;top:3px;bottom:3px}
 .tl .wait{top:9px;bottom:9px;border-radius:2px}
@@ -461,6 +475,7 @@ function mergeHtml(r: Report, link: LinkFn): string {
   const facts = [
     ["Result", `<span class="status ${escapeHtml(m.result)}">${escapeHtml(m.result)}</span>`],
     ...(m.reason ? [["Reason", escapeHtml(m.reason)]] : []),
+    ["On conflict", escapeHtml(m.on_conflict)],
     ...(m.target ? [["Target", `<code>${escapeHtml(m.target)}</code>`]] : []),
     ...(m.base_commit ? [["Base", `<code>${escapeHtml(m.base_commit.slice(0, 12))}</code>`]] : []),
     ...(m.result_commit
@@ -470,6 +485,14 @@ function mergeHtml(r: Report, link: LinkFn): string {
       ? [["Target moved", `to <code>${escapeHtml((m.target_moved_to ?? "").slice(0, 12))}</code>`]]
       : []),
   ];
+  const redone = m.redone.map(
+    (x) =>
+      `<li><b>${escapeHtml(x.task)}</b> redo ${x.redo} (attempt ${x.attempt}): <span class="status ${x.outcome === "resolved" ? "success" : "failed"}">${escapeHtml(x.outcome)}</span>` +
+      ` — conflicted with ${escapeHtml(x.conflicted_with.join(", ") || "the tasks before it")} in ${x.files.map((f) => `<code>${escapeHtml(f)}</code>`).join(", ")}` +
+      `${x.reason ? `<div class="muted">${escapeHtml(x.reason)}${x.reason_detail ? `: ${detailHtml(x.reason_detail, link)}` : ""}</div>` : ""}` +
+      `<div>${link(x.conflict_section, "its conflict section")}${x.logs ? ` · ${link(x.logs.stdout, "stdout")} · ${link(x.logs.stderr, "stderr")}` : ""}</div></li>`,
+  );
+  const redoFiles = m.redo_assignments.map((f) => `<li>${link(f, f)}</li>`);
   const refs = m.refs_changed.map(
     (c) =>
       `<li><code>${escapeHtml(c.ref)}</code> ${escapeHtml(c.old?.slice(0, 12) ?? "(new)")} → ${escapeHtml(
@@ -483,6 +506,8 @@ function mergeHtml(r: Report, link: LinkFn): string {
       m.gates.length ? gatesHtml(m.gates, true, link) : `<p class="muted">None ran.</p>`
     }</div></div>` +
     `${conflictRows.length ? `<h3>Conflicts</h3><ul class="conflicts">${conflictRows.join("")}</ul>` : ""}` +
+    `${redone.length ? `<h3>Redone</h3><ul class="redone">${redone.join("")}</ul>` : ""}` +
+    `${redoFiles.length ? `<h3>To redo them (termorch run &lt;file&gt;)</h3><ul>${redoFiles.join("")}</ul>` : ""}` +
     `${refs.length ? `<h3>Refs changed during the run</h3><ul>${refs.join("")}</ul>` : ""}</section>`
   );
 }

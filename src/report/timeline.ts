@@ -5,9 +5,11 @@ import type { LedgerEvent } from "../ledger/ledger.js";
 /**
  * How one attempt ended. `retried`: it failed and another attempt followed (task.retrying, or a
  * later attempt launched without an exit record of this one: a worker lost mid-task);
- * `cancelled`: the run's cancellation ended it; `running`: no end yet (a live run).
+ * `conflicted`: it succeeded, but its result conflicted with the tasks merged before it, and the
+ * task was redone (merge.redo_started); `cancelled`: the run's cancellation ended it; `running`:
+ * no end yet (a live run).
  */
-export type AttemptOutcome = "success" | "failed" | "retried" | "cancelled" | "running";
+export type AttemptOutcome = "success" | "failed" | "retried" | "conflicted" | "cancelled" | "running";
 
 /** One attempt of one task: a bar of the Gantt chart. Times are epoch milliseconds. */
 export interface TimelineBar {
@@ -30,6 +32,10 @@ export interface TimelineBar {
   host: string | null;
   /** Its logs, relative to the run's folder, as task.launched named them. */
   logs: { stdout: string | null; stderr: string | null } | null;
+  /** This attempt is the task's redo n (merge.on_conflict "redo"); null: an ordinary attempt. */
+  redo: number | null;
+  /** A redo's conflict, or the conflict of a `conflicted` attempt: the tasks and files. */
+  conflict: { with: string[]; files: string[] } | null;
 }
 
 /**
@@ -83,6 +89,8 @@ export interface TimelineMerge {
   end: number | null;
   /** success, conflict, failed, skipped, rolled_back; null while merging. */
   result: string | null;
+  /** Redos the merge ran (their attempts are bars of their tasks). */
+  redos: number;
 }
 
 /** A run's timeline, from its ledger and (once it ended) its report. */
@@ -134,6 +142,20 @@ interface TaskAcc {
   } | null;
   inputWaits: TimelineWait[];
   lastAttemptSeen: number;
+  /** Redos by the attempt they ran as: which, the conflict, and how they ended (null: not yet). */
+  redos: Map<
+    number,
+    {
+      n: number;
+      with: string[];
+      files: string[];
+      outcome: string | null;
+      reason: string | null;
+      detail: string | null;
+    }
+  >;
+  /** Attempts whose result a redo replaced, with the conflict. */
+  conflicted: Map<number, { with: string[]; files: string[] }>;
 }
 
 /** What the ledger's events say, folded in order: the run's plan and end, and each task's attempts. */
@@ -150,6 +172,8 @@ interface Fold {
   } | null;
   reported: boolean;
   merge: { result: string; at: number } | null;
+  /** When the merge stage began (merge.started; the last one, after a resume). */
+  mergeStartedAt: number | null;
   tasks: Map<string, TaskAcc>;
 }
 
@@ -199,6 +223,25 @@ const STEPS: Steps = {
   "merge.failed": mergeStep,
   "merge.skipped": mergeStep,
   "merge.rolled_back": mergeStep,
+  "merge.started": (f, _e, at) => {
+    f.mergeStartedAt = at;
+  },
+  "merge.redo_started": (_f, e, _at, t) => {
+    const n = e.data.attempt;
+    if (!t || n === undefined) return;
+    const conflict = { with: e.data.conflicted_with ?? [], files: e.data.files ?? [] };
+    t.redos.set(n, { n: e.data.redo ?? 1, ...conflict, outcome: null, reason: null, detail: null });
+    // The attempt whose result conflicted: the latest before it that is not itself a failed redo.
+    const before = [...t.attempts.keys()].filter((a) => a < n && !t.redos.has(a)).sort((a, b) => b - a)[0];
+    if (before !== undefined && !t.conflicted.has(before)) t.conflicted.set(before, conflict);
+  },
+  "merge.redo_finished": (_f, e, _at, t) => {
+    const r = e.data.attempt === undefined ? undefined : t?.redos.get(e.data.attempt);
+    if (!r) return;
+    r.outcome = e.data.outcome ?? null;
+    r.reason = e.data.reason ?? null;
+    r.detail = e.data.detail ?? null;
+  },
   "task.launched": (_f, e, at, t) => {
     const n = e.data.attempt;
     if (!t || n === undefined || t.attempts.has(n)) return;
@@ -261,6 +304,8 @@ function taskAccOf(tasks: Map<string, TaskAcc>, id: string): TaskAcc {
       final: null,
       inputWaits: [],
       lastAttemptSeen: 0,
+      redos: new Map(),
+      conflicted: new Map(),
     };
     tasks.set(id, t);
   }
@@ -296,6 +341,7 @@ export function timelineOf(events: readonly LedgerEvent[], report: Report | null
     planned: null,
     reported: false,
     merge: null,
+    mergeStartedAt: null,
     tasks: new Map(),
   });
   const { planned, tasks } = fold;
@@ -485,11 +531,13 @@ export function timelineOf(events: readonly LedgerEvent[], report: Report | null
   let merge: TimelineMerge | null = null;
   const finals = [...tasks.values()].map((t) => t.final?.at ?? null);
   const merged = fold.merge;
-  if (merged || (!ended && tasks.size > 0 && !finals.includes(null))) {
-    const mergeStart = maxOf(finals) ?? plannedAt;
+  const redos = [...tasks.values()].reduce((n, t) => n + t.redos.size, 0);
+  if (merged || fold.mergeStartedAt !== null || (!ended && tasks.size > 0 && !finals.includes(null))) {
+    // A redone task's final state comes after the merge began: merge.started says when it did.
+    const mergeStart = fold.mergeStartedAt ?? maxOf(finals) ?? plannedAt;
     merge = merged
-      ? { start: Math.min(mergeStart, merged.at), end: merged.at, result: merged.result }
-      : { start: mergeStart, end: null, result: null };
+      ? { start: Math.min(mergeStart, merged.at), end: merged.at, result: merged.result, redos }
+      : { start: mergeStart, end: null, result: null, redos };
   }
 
   return {
@@ -526,7 +574,18 @@ function barOf(
   let reason: string | null = null;
   let detail: string | null = null;
   let end = a.end;
-  if (a.retried) {
+  const redo = t.redos.get(a.attempt) ?? null;
+  const conflicted = t.conflicted.get(a.attempt) ?? null;
+  if (conflicted) {
+    outcome = "conflicted";
+    reason = "conflict";
+    detail = `its result conflicted with ${conflicted.with.join(", ") || "the tasks merged before it"} in ${conflicted.files.join(", ")}; redone`;
+  } else if (redo?.outcome === "failed" || redo?.outcome === "cancelled") {
+    outcome = redo.outcome;
+    reason = redo.reason;
+    detail = redo.detail;
+    end ??= o.next ?? t.final?.at ?? null;
+  } else if (a.retried) {
     outcome = "retried";
     ({ reason, detail } = a.retried);
   } else if (o.next !== null) {
@@ -564,6 +623,8 @@ function barOf(
     session: a.session,
     host: a.host,
     logs: a.logs,
+    redo: redo?.n ?? null,
+    conflict: redo ? { with: redo.with, files: redo.files } : conflicted,
   };
 }
 

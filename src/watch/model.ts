@@ -34,9 +34,13 @@ export interface Screen {
   offset: number;
 }
 
-/** A task as the dashboard names its state: `waiting` is a running task whose agent waits for input. */
+/**
+ * A task as the dashboard names its state: `waiting` is a running task whose agent waits for
+ * input; `redo` one run again because its result conflicted in the merge.
+ */
 export function shownState(t: TaskView): string {
-  return t.state === "running" && t.waiting_since ? "waiting" : t.state;
+  if (t.state === "running" && t.waiting_since) return "waiting";
+  return t.state === "running" && t.redo ? "redo" : t.state;
 }
 
 function toneOf(state: string): Tone {
@@ -238,6 +242,10 @@ function detailLine(view: StatusView, key: TaskKey | null, width: number, now: n
   if (t.waiting_since)
     parts.push(
       `waiting for input for ${duration(Math.max(0, now - Date.parse(t.waiting_since)))}${t.waiting_for ? `: ${t.waiting_for}` : ""}`,
+    );
+  if (t.redo)
+    parts.push(
+      `redo ${t.redo.n} of ${t.redo.of}: its result conflicted with ${t.redo.with.join(", ")} in ${t.redo.files.join(", ")}`,
     );
   if (t.reason) parts.push(`${t.reason}${t.exit_code !== null ? ` ${t.exit_code}` : ""}`);
   if (t.detail) parts.push(t.detail);

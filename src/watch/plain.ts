@@ -13,7 +13,7 @@ export interface ViewSource {
 function taskTime(t: TaskView, fallback: string): string {
   const state = shownState(t);
   if (state === "waiting") return t.waiting_since ?? fallback;
-  if (state === "running") return t.started_at ?? fallback;
+  if (state === "running" || state === "redo") return t.started_at ?? fallback;
   if (["success", "failed", "skipped"].includes(state)) return t.finished_at ?? fallback;
   return fallback;
 }
@@ -30,6 +30,7 @@ export function taskLine(run: RunView, t: TaskView, generatedAt: string): string
     "attempt",
     String(t.attempts),
   ];
+  if (t.redo) parts.push("redo", `${t.redo.n}/${t.redo.of}`, "with", t.redo.with.join(",") || "-");
   if (t.reason) parts.push("reason", t.reason);
   if (t.exit_code !== null && t.state !== "running") parts.push("exit", String(t.exit_code));
   return parts.join(" ");

@@ -53,7 +53,9 @@ describe("a driver killed inside a redo", () => {
       expect(resumed.exitCode).toBe(0);
       const report = readReport(dir);
       expect(report.merge).toMatchObject({ result: "success" });
-      expect(report.merge.redone.map((r) => [r.task, r.redo, r.attempt, r.outcome])).toEqual([["B", 1, 2, "resolved"]]);
+      expect(report.merge.redone.map((r) => [r.task, r.redo, r.attempt, r.outcome])).toEqual([
+        ["B", 1, 2, "resolved"],
+      ]);
       expect(readFileSync(join(repo, "f.txt"), "utf8")).toBe("line1\nA\nB\nline3\n");
       // A once; B's first attempt and its redo, once each.
       expect(readFileSync(counter, "utf8").split("\n").filter(Boolean).sort()).toEqual([

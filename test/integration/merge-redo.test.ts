@@ -1,8 +1,19 @@
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { execa } from "execa";
 import { describe, expect, it } from "vitest";
 import type { Report } from "../../src/contract/report.js";
-import { git, readReport, termorch, testFile, writeAssignments } from "./harness.js";
+import {
+  BIN,
+  cliEnv,
+  git,
+  ROOT,
+  readReport,
+  termorch,
+  testFile,
+  waitFor,
+  writeAssignments,
+} from "./harness.js";
 
 const { socket, workspace } = testFile("merge-redo");
 const RESOLVE = join(import.meta.dirname, "..", "fixtures", "agents", "resolve.mjs");
@@ -296,7 +307,9 @@ describe("merge.on_conflict", () => {
     const start = doc.tasks[0].start_commit as string;
     expect(git(repo, "show", `${start}:f.txt`)).toBe("line1\nA\nline3\n");
     expect(git(repo, "show", `${start}:c.txt`)).toBe("C\n");
-    expect(readFileSync(join(dir, "artifacts", "redo", "B.md"), "utf8")).toContain("```json termorch-conflict");
+    expect(readFileSync(join(dir, "artifacts", "redo", "B.md"), "utf8")).toContain(
+      "```json termorch-conflict",
+    );
 
     const again = await termorch(["run", redoFile, "--out", join(dir, "second")], {
       socket,
@@ -317,7 +330,13 @@ describe("merge.on_conflict", () => {
 
   it("refuses a start_commit that is not a commit of the repository, or shares no history with HEAD (exit 2, nothing started)", async () => {
     const { dir, repo } = repoWith({ "f.txt": lines(3) });
-    const orphan = git(repo, "commit-tree", git(repo, "rev-parse", "HEAD^{tree}").trim(), "-m", "orphan").trim();
+    const orphan = git(
+      repo,
+      "commit-tree",
+      git(repo, "rev-parse", "HEAD^{tree}").trim(),
+      "-m",
+      "orphan",
+    ).trim();
     const file = writeAssignments(dir, [
       task("A", [{ set: "f.txt", line: 1, text: "A" }], { start_commit: "0".repeat(40) }),
       task("B", [{ set: "f.txt", line: 1, text: "B" }], { start_commit: orphan }),
@@ -330,5 +349,50 @@ describe("merge.on_conflict", () => {
     const run = await termorch(["run", file], { socket });
     expect(run.exitCode).toBe(2);
     expect(git(repo, "branch", "--list", "termorch/*")).toBe("");
+  });
+
+  it("a redo under way is shown by status, watch and report.html", async () => {
+    const { dir } = repoWith({ "f.txt": lines(3) });
+    const release = join(dir, "release");
+    const file = writeAssignments(
+      dir,
+      [
+        task("A", [{ set: "f.txt", line: 2, text: "A" }]),
+        task("B", [{ set: "f.txt", line: 2, text: "B" }], { env: { HOLD: release } }),
+      ] as never,
+      { mode: { merge: { on_conflict: "redo" } } },
+    );
+    const runId = JSON.parse(readFileSync(file, "utf8")).run_id as string;
+    const run = termorch(["run", file], { socket });
+    // Polled through the CLI, as an operator would: bounded, then the view is asserted.
+    let redo: unknown = null;
+    for (const deadline = Date.now() + 30_000; redo === null && Date.now() < deadline; ) {
+      const r = await termorch(["status", runId, "--json"], { socket });
+      const b = JSON.parse(r.stdout || "{}").runs?.[0]?.tasks?.find((t: { id: string }) => t.id === "B");
+      redo = b?.state === "running" ? (b.redo ?? null) : null;
+    }
+    expect(redo).toEqual({ n: 1, of: 1, with: ["A"], files: ["f.txt"] });
+    const watch = execa(process.execPath, [BIN, "watch", runId], {
+      reject: false,
+      cwd: ROOT,
+      env: cliEnv(socket),
+      stdin: "ignore",
+    });
+    let out = "";
+    watch.stdout?.on("data", (d: Buffer) => {
+      out += d.toString();
+    });
+    await waitFor(
+      () => out.includes(`${runId} B redo wave 1 attempt 2 redo 1/1 with A`),
+      20_000,
+      "watch's redo line",
+    );
+    writeFileSync(release, "");
+    expect((await run).exitCode).toBe(0);
+    expect((await watch).exitCode).toBe(0);
+    const html = readFileSync(join(dir, "report.html"), "utf8");
+    expect(html).toMatch(/data-task="B" data-attempt="1" data-outcome="conflicted"/);
+    expect(html).toMatch(/data-task="B" data-attempt="2" data-outcome="success"[^>]*data-redo="1"/);
+    expect(html).toContain("<h3>Redone</h3>");
   });
 });

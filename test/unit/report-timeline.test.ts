@@ -124,8 +124,84 @@ describe("timelineOf", () => {
       wave: 1,
     });
     expect(tl.bars[1]!.logs).toEqual({ stdout: "logs/a-2.out", stderr: "logs/a-2.err" });
-    expect(tl.merge).toEqual({ start: T0 + 9000, end: T0 + 10_000, result: "success" });
+    expect(tl.merge).toEqual({ start: T0 + 9000, end: T0 + 10_000, result: "success", redos: 0 });
     expect(tl.end).toBe(T0 + 10_000);
+  });
+
+  it("draws a redo: the attempt whose result conflicted, then the redo's own bar, and the merge from merge.started", () => {
+    const redoStarted = (
+      s: number,
+      redo: number,
+      attempt: number,
+    ): [number, string, string, Record<string, unknown>] => [
+      s,
+      "merge.redo_started",
+      "b",
+      {
+        redo,
+        attempt,
+        conflicted_with: ["a"],
+        files: ["f.txt"],
+        detail: "b conflicts with a",
+        start_commit: "s",
+        before_commit: "c",
+      },
+    ];
+    const redoFinished = (
+      s: number,
+      redo: number,
+      attempt: number,
+      outcome: string,
+      reason: string | null = null,
+    ) =>
+      [
+        s,
+        "merge.redo_finished",
+        "b",
+        { redo, attempt, outcome, reason, detail: reason, commit: null, restored: false },
+      ] as [number, string, string, Record<string, unknown>];
+    const events = ledger(
+      accepted([
+        ["a", []],
+        ["b", []],
+      ]),
+      planned([["a", "b"]], ["a"]),
+      running(1, "a", 1, 1),
+      launched(1, "a", 1),
+      running(1, "b", 1, 1),
+      launched(1, "b", 1),
+      exited(3, "a", 1, 0, 1),
+      final(3, "a", "success", 1),
+      exited(4, "b", 1, 0, 1),
+      final(4, "b", "success", 1),
+      [5, "merge.started", undefined, { on_conflict: "redo", order: ["a", "b"] }],
+      redoStarted(6, 1, 2),
+      launched(6, "b", 2),
+      exited(8, "b", 2, 0, 6),
+      final(8, "b", "success", 2),
+      redoFinished(8, 1, 2, "failed", "validation"),
+      redoStarted(9, 2, 3),
+      launched(9, "b", 3),
+      exited(11, "b", 3, 0, 9),
+      final(11, "b", "success", 3),
+      redoFinished(11, 2, 3, "resolved"),
+      [12, "merge.success", undefined, {}],
+      [12, "report.written", undefined, {}],
+    );
+    const tl = timelineOf(events, null, T0 + 60_000);
+    expect(tl.bars.map((b) => [b.task, b.attempt, b.outcome, b.redo, b.reason])).toEqual([
+      ["a", 1, "success", null, null],
+      ["b", 1, "conflicted", null, "conflict"],
+      ["b", 2, "failed", 1, "validation"],
+      ["b", 3, "success", 2, null],
+    ]);
+    expect(tl.bars[1]!.conflict).toEqual({ with: ["a"], files: ["f.txt"] });
+    expect(tl.bars[2]!.end).toBe(T0 + 8000);
+    expect(tl.merge).toEqual({ start: T0 + 5000, end: T0 + 12_000, result: "success", redos: 2 });
+    const { html } = renderTimeline(tl);
+    expect(html).toContain('data-outcome="conflicted"');
+    expect(html).toContain('data-redo="2"');
+    expect(html).toContain("redo 1");
   });
 
   it("marks a failure, and the dependent it skipped without a bar", () => {

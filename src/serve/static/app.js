@@ -173,7 +173,7 @@
     const signature = JSON.stringify([
       run.phase,
       run.report,
-      run.tasks.map((t) => [t.state, t.attempts, t.waiting_since]),
+      run.tasks.map((t) => [t.state, t.attempts, t.waiting_since, t.redo?.n ?? null]),
     ]);
     if (signature !== entry.signature) {
       entry.signature = signature;
@@ -222,6 +222,18 @@
         "td",
         {},
         h("span", { class: `state state-${t.state}` }, t.state),
+        // Run again because its result conflicted in the merge (merge.on_conflict "redo").
+        t.redo
+          ? h(
+              "span",
+              {
+                class: "badge redo",
+                "data-redo": String(t.redo.n),
+                title: `its result conflicted with ${t.redo.with.join(", ")} in ${t.redo.files.join(", ")}`,
+              },
+              `redo ${t.redo.n}/${t.redo.of}`,
+            )
+          : null,
         t.reason && t.state !== "success"
           ? h("span", { class: "reason muted", title: t.detail || "" }, t.reason)
           : null,
