@@ -370,6 +370,48 @@ const hex6 = (h: string): string =>
     expect(taken.exitCode).toBe(2);
     expect(String(taken.stderr)).toMatch(/--host.*IP address/);
   }, 60_000);
+
+  it("shows a redo under way: the task's redo badge, then its conflicted attempt and its redo on the timeline", async () => {
+    const { dir, repo } = world.workspace();
+    writeFileSync(join(repo, "f.txt"), "line1\nline2\nline3\n");
+    execFileSync("git", ["-C", repo, "add", "-A"]);
+    execFileSync("git", ["-C", repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "f"]);
+    const release = join(dir, "release");
+    const resolve = join(ROOT, "test", "fixtures", "agents", "resolve.mjs");
+    const edit = (text: string) => JSON.stringify([{ set: "f.txt", line: 2, text }]);
+    const file = writeAssignments(
+      dir,
+      [
+        { id: "A", agent: "resolve", command: ["node", resolve], env: { EDITS: edit("A") } },
+        { id: "B", agent: "resolve", command: ["node", resolve], env: { EDITS: edit("B"), HOLD: release } },
+      ] as never,
+      { mode: { merge: { on_conflict: "redo" } } },
+    );
+    const run = world.start(["run", file]);
+    const serve = await startServe();
+    const page = await browser!.newPage();
+    const errors = collectPageErrors(page);
+    await page.goto(serve.url.href);
+    await page.waitForSelector('tr[data-task="B"][data-state="running"] .badge.redo[data-redo="1"]', {
+      timeout: 30_000,
+    });
+    expect(await page.$eval('tr[data-task="B"] .badge.redo', (el) => el.textContent)).toBe("redo 1/1");
+    writeFileSync(release, "");
+    await page.waitForSelector('article[data-phase="reported"] tr[data-task="B"][data-state="success"]', {
+      timeout: 30_000,
+    });
+    await page.waitForSelector('.tl-host .bar[data-task="B"][data-outcome="conflicted"]', {
+      timeout: 30_000,
+    });
+    await page.waitForSelector('.tl-host .bar[data-task="B"][data-redo="1"][data-outcome="success"]', {
+      timeout: 30_000,
+    });
+    expect((await run).exitCode).toBe(0);
+    expect(errors).toEqual([]);
+    await page.close();
+    serve.proc.kill("SIGTERM");
+    await serve.proc;
+  }, 90_000);
 });
 
 /**
