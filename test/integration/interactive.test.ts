@@ -15,6 +15,7 @@ import {
   lines,
   ROOT,
   readReport,
+  STEP,
   termorch,
   testFile,
   waitFor,
@@ -225,6 +226,84 @@ describe("interactive tasks", () => {
     expect(sent.stderr).toContain("is not an interactive task: send answers only those");
     writeFileSync(release, "");
     expect((await run).exitCode).toBe(0);
+  });
+
+  it("a redo of an interactive task: the conflict is pasted into its input prompt, its question makes it waiting_input, and send resolves it", async () => {
+    const { dir, repo } = workspace();
+    const out = join(dir, "out");
+    mkdirSync(out);
+    const runId = `r${Math.random().toString(36).slice(2, 8)}`;
+    const assignments = {
+      run_id: runId,
+      tasks: [
+        {
+          id: "A",
+          agent: "step",
+          context_path: "ctx/task.md",
+          command: ["bash", STEP],
+          env: { WRITE: "answer.txt=from A" },
+        },
+        {
+          id: "ask",
+          agent: "istub",
+          context_path: "ctx/task.md",
+          interactive: true,
+          waiting_after_s: 1,
+          env: { STUB_OUT: out },
+        },
+      ],
+      environment: { workspace_dir: "repo" },
+      success_criteria: { tests_cmd: "grep -q 'from A' answer.txt && grep -q 'from B' answer.txt" },
+      mode: { merge: { on_conflict: "redo" } },
+    };
+    writeFileSync(join(dir, "assignments.json"), JSON.stringify(assignments));
+    writeFileSync(
+      join(dir, "termorch.json"),
+      JSON.stringify({ agents: { istub: { command: [STUB], expect_changes: false } } }),
+    );
+    const run = execa(
+      process.execPath,
+      [BIN, "run", join(dir, "assignments.json"), "--config", join(dir, "termorch.json")],
+      {
+        reject: false,
+        cwd: ROOT,
+        env: cliEnv(socket),
+        timeout: 120_000,
+      },
+    );
+    await waitingStatus(dir);
+    expect(readFileSync(join(out, "prompt.txt"), "utf8")).not.toContain("termorch-conflict");
+    expect((await termorch(["send", "ask", "from B", "--run", runId], { socket })).exitCode).toBe(0);
+
+    // Its answer.txt collides with A's: the redo pastes the conflict section over its prompt, and asks again.
+    await waitFor(
+      () => readFileSync(join(out, "prompt.txt"), "utf8").includes("```json termorch-conflict"),
+      60_000,
+      "the redo's prompt pasted",
+    );
+    const status = await waitingStatus(dir);
+    expect(status.state).toBe("running");
+    expect(JSON.parse(readFileSync(join(out, "prompt.meta"), "utf8"))).toEqual({ pastes: 1, outside: "" });
+    const shown = StatusView.parse(
+      JSON.parse((await termorch(["status", runId, "--json"], { socket })).stdout),
+    );
+    const ask = shown.runs[0]?.tasks.find((t) => t.id === "ask");
+    expect(ask).toMatchObject({ attempts: 2, redo: { n: 1, of: 1, with: ["A"], files: ["answer.txt"] } });
+    expect(ask?.waiting_since).not.toBeNull();
+    expect((await termorch(["send", "ask", "from A and from B", "--run", runId], { socket })).exitCode).toBe(
+      0,
+    );
+
+    const result = await run;
+    expect(result.exitCode, String(result.stderr)).toBe(0);
+    const report = readReport(dir);
+    expect(report.merge.redone).toMatchObject([{ task: "ask", attempt: 2, outcome: "resolved" }]);
+    expect(readFileSync(join(repo, "answer.txt"), "utf8")).toBe("from A and from B\n");
+    const types = ledger(dir)
+      .filter((e) => e.task_id === "ask")
+      .map((e) => e.type);
+    expect(types.filter((t) => t === "task.prompt_pasted")).toHaveLength(2);
+    expect(types.filter((t) => t === "task.waiting_input").length).toBeGreaterThanOrEqual(2);
   });
 });
 
