@@ -3,6 +3,7 @@ import { join } from "node:path";
 import { execa } from "execa";
 import { describe, expect, it } from "vitest";
 import type { Report } from "../../src/contract/report.js";
+import { describeWith } from "../needs.js";
 import {
   BIN,
   cliEnv,
@@ -394,5 +395,33 @@ describe("merge.on_conflict", () => {
     expect(html).toMatch(/data-task="B" data-attempt="1" data-outcome="conflicted"/);
     expect(html).toMatch(/data-task="B" data-attempt="2" data-outcome="success"[^>]*data-redo="1"/);
     expect(html).toContain("<h3>Redone</h3>");
+  });
+});
+
+describeWith("bwrap", "test/integration/merge-redo.test.ts")("merge.on_conflict redo, sandboxed", () => {
+  it("a sandboxed task is redone in its sandbox: it sees the new start's objects, and its resolution is merged", async () => {
+    const { dir, repo } = repoWith({ "f.txt": lines(3) });
+    const sandbox = { network: "none" };
+    const file = writeAssignments(
+      dir,
+      [
+        task("A", [{ set: "f.txt", line: 2, text: "A" }], { sandbox }),
+        task("B", [{ set: "f.txt", line: 2, text: "B" }], { sandbox }),
+      ] as never,
+      {
+        success_criteria: { tests_cmd: "grep -qx A f.txt && grep -qx B f.txt" },
+        mode: { merge: { on_conflict: "redo" } },
+      },
+    );
+    const r = await termorch(["run", file], { socket });
+    expect(r.exitCode, r.stderr).toBe(0);
+    const report = readReport(dir);
+    expect(report.merge.redone).toMatchObject([{ task: "B", outcome: "resolved" }]);
+    expect(show(repo, "f.txt")).toBe("line1\nA\nB\nline3\n");
+    const launched = readFileSync(join(dir, "events.jsonl"), "utf8")
+      .split("\n")
+      .filter((l) => l.includes('"task.launched"') && l.includes('"task_id":"B"'));
+    expect(launched).toHaveLength(2);
+    for (const l of launched) expect(JSON.parse(l).data.sandbox).toEqual({ network: "none" });
   });
 });
