@@ -514,6 +514,11 @@ function formatStatus(view: StatusView, registry: string | null): string {
       lines.push(`  ${t.id} (${what}): ${t.attach.termorch}   or: ${t.attach.tmux}`);
     }
     for (const t of run.tasks)
+      if (t.redo && t.state === "running")
+        lines.push(
+          `  ${t.id}: redo ${t.redo.n} of ${t.redo.of}, its result conflicted with ${t.redo.with.join(", ")} in ${t.redo.files.join(", ")}`,
+        );
+    for (const t of run.tasks)
       if (t.waiting_since)
         lines.push(
           `  ${t.id}: waiting for input since ${t.waiting_since}${t.waiting_for ? ` (${t.waiting_for})` : ""}; answer: termorch send ${t.id} TEXT --run ${run.run_id}`,

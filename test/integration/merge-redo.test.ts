@@ -373,6 +373,9 @@ describe("merge.on_conflict", () => {
       redo = b?.state === "running" ? (b.redo ?? null) : null;
     }
     expect(redo).toEqual({ n: 1, of: 1, with: ["A"], files: ["f.txt"] });
+    expect((await termorch(["status", runId], { socket })).stdout).toContain(
+      "B: redo 1 of 1, its result conflicted with A in f.txt",
+    );
     const watch = execa(process.execPath, [BIN, "watch", runId], {
       reject: false,
       cwd: ROOT,
