@@ -266,20 +266,19 @@ export async function changedFiles(repo: string, from: string, to: string): Prom
  * (noprefix, external diff, textconv, colour) cannot change it.
  */
 export async function diffPatch(repo: string, from: string, to: string): Promise<Buffer> {
-  const r = await gitBuffer(repo, [
-    "diff-tree",
-    "-p",
-    "-r",
-    "-M",
-    "--binary",
-    "--full-index",
-    "--no-color",
-    "--no-ext-diff",
-    "--no-textconv",
-    "--src-prefix=a/",
-    "--dst-prefix=b/",
-    from,
-    to,
-  ]);
+  const r = await gitBuffer(repo, [...PLAIN_DIFF, "--binary", "--full-index", from, to]);
   return r.stdout;
 }
+
+/** `diff-tree` as a patch, renames found, whatever the user's diff settings say. */
+export const PLAIN_DIFF = [
+  "diff-tree",
+  "-p",
+  "-r",
+  "-M",
+  "--no-color",
+  "--no-ext-diff",
+  "--no-textconv",
+  "--src-prefix=a/",
+  "--dst-prefix=b/",
+] as const;

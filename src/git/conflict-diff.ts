@@ -1,3 +1,4 @@
+import { PLAIN_DIFF } from "./commit.js";
 import { git } from "./repo.js";
 
 /** One file a commit range changed: its status letter (A, M, D, R, T…) and path (and, for a rename, where from). */
@@ -43,15 +44,7 @@ export async function diffText(
   maxBytes: number,
 ): Promise<DiffText> {
   const r = await git(repo, [
-    "diff-tree",
-    "-p",
-    "-r",
-    "-M",
-    "--no-color",
-    "--no-ext-diff",
-    "--no-textconv",
-    "--src-prefix=a/",
-    "--dst-prefix=b/",
+    ...PLAIN_DIFF,
     from,
     to,
     ...(paths === null ? [] : ["--", ...paths.map((p) => `:(literal)${p}`)]),
