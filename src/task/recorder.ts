@@ -116,7 +116,11 @@ export class TaskRecorder {
     const t = this.mutable(taskId);
     Object.assign(t, facts);
     t.state = change.to;
-    if (change.to !== "running") {
+    // Running again (a redo of a finished task): its earlier end is no longer its end.
+    if (change.to === "running") {
+      t.finishedAt = null;
+      t.exitCode = null;
+    } else {
       t.finishedAt = this.o.now();
       t.reason = change.to === "success" ? null : change.reason;
       t.detail = change.to === "success" ? null : change.detail;

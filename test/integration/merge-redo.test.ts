@@ -371,6 +371,8 @@ describe("merge.on_conflict", () => {
       const r = await termorch(["status", runId, "--json"], { socket });
       const b = JSON.parse(r.stdout || "{}").runs?.[0]?.tasks?.find((t: { id: string }) => t.id === "B");
       redo = b?.state === "running" ? (b.redo ?? null) : null;
+      // Running again: its first attempt's end is not its end.
+      if (redo !== null) expect(b).toMatchObject({ finished_at: null, exit_code: null });
     }
     expect(redo).toEqual({ n: 1, of: 1, with: ["A"], files: ["f.txt"] });
     expect((await termorch(["status", runId], { socket })).stdout).toContain(
