@@ -1,5 +1,5 @@
 import type { Conflict } from "../contract/report.js";
-import { type FoldItem, type FoldStep, MergeFold } from "../git/fold.js";
+import { type FoldItem, type FoldStep, hiddenConflicts, MergeFold } from "../git/fold.js";
 import { partialIntegration } from "../git/merge.js";
 import { isAncestor, treeOf } from "../git/repo.js";
 import type { AttemptSide } from "../task/attempt.js";
@@ -87,6 +87,9 @@ export async function mergeInOrder(side: AttemptSide): Promise<OrderedMerge | "d
       if (!again.clean) conflicts.push(...again.conflicts);
     }
   }
+  // Halted: every pair, as "halt" lists them (a left-out task against those merged after it).
+  if (halted !== null)
+    conflicts.push(...(await hiddenConflicts(root, await fold.result(), { base: baseCommit })));
   return { tree: await fold.tree(), items: [...fold.mergedItems], conflicts, halted };
 }
 
