@@ -329,6 +329,24 @@ describe("merge.on_conflict", () => {
     expect(git(repo, "for-each-ref", "refs/termorch/")).toBe("");
   });
 
+  it('refuses "redo" with workers (backend bullmq), before anything starts (exit 2)', async () => {
+    const { dir, repo } = repoWith({ "f.txt": lines(3) });
+    const config = join(dir, "config.json");
+    writeFileSync(config, JSON.stringify({ backend: "bullmq", redis: "redis://127.0.0.1:1" }));
+    const file = writeAssignments(dir, [task("A", [{ set: "f.txt", line: 1, text: "A" }])] as never, {
+      mode: { merge: { on_conflict: "redo" } },
+    });
+    for (const command of ["validate", "run"]) {
+      const r = await termorch([command, file, "--config", config], { socket });
+      expect(r.exitCode).toBe(2);
+      expect(r.stderr).toContain(
+        'field mode.merge.on_conflict: on_conflict "redo" is not supported with backend bullmq',
+      );
+    }
+    expect(existsSync(join(dir, "state.json"))).toBe(false);
+    expect(git(repo, "branch", "--list", "termorch/*")).toBe("");
+  });
+
   it("refuses a start_commit that is not a commit of the repository, or shares no history with HEAD (exit 2, nothing started)", async () => {
     const { dir, repo } = repoWith({ "f.txt": lines(3) });
     const orphan = git(
