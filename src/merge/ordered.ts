@@ -4,7 +4,7 @@ import { partialIntegration } from "../git/merge.js";
 import { isAncestor, treeOf } from "../git/repo.js";
 import type { AttemptSide } from "../task/attempt.js";
 import type { TaskRun } from "../task/task-run.js";
-import { type NewRedo, redoTask } from "./redo.js";
+import { gaveUp, type NewRedo, redoTask } from "./redo.js";
 
 /** The merge taken task by task: its tree and the tasks' commits, or why it halted and every conflict. */
 export interface OrderedMerge {
@@ -50,9 +50,10 @@ export async function mergeInOrder(side: AttemptSide): Promise<OrderedMerge | "d
       first = step;
       if (halted !== null || stop.ending || t.redone.length >= run.settings.redo_attempts) {
         conflicts.push(...first.conflicts);
+        // Past its redos (a resume after its earlier result was put back), or stopped.
         halted ??= stop.ending
           ? "the run was stopped during the merge"
-          : `${id} conflicts again after its redo`;
+          : gaveUp(t, run.settings.redo_attempts);
         continue;
       }
       const merged = fold.mergedItems;

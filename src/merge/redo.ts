@@ -292,15 +292,17 @@ async function restore(side: AttemptSide, t: Readonly<TaskRun>, p: TaskPlan): Pr
   const { run, recorder } = side;
   const redo = t.redo!;
   const root = run.git!.root;
-  const last = t.redone.at(-1);
-  const from = last?.commit ?? redo.start;
-  const moved = await moveTaskBranch(root, p.branch!, from, redo.before, `termorch: ${t.id}'s redo put back`);
-  if (typeof moved === "object" && moved.elsewhere !== redo.start)
+  // Wherever a redo left it: its start, or what one of its attempts committed. Anything else is
+  // not termorch's doing, and is left alone.
+  const ours = new Set([redo.start, ...t.redone.map((r) => r.commit), t.commit].filter((c) => c !== null));
+  const message = `termorch: ${t.id}'s redo put back`;
+  let moved = await moveTaskBranch(root, p.branch!, t.commit ?? redo.start, redo.before, message);
+  if (typeof moved === "object" && moved.elsewhere !== null && ours.has(moved.elsewhere))
+    moved = await moveTaskBranch(root, p.branch!, moved.elsewhere, redo.before, message);
+  if (typeof moved === "object")
     throw new Error(
       `the branch ${p.branch} is at ${moved.elsewhere ?? "nothing"}: its earlier result was not put back`,
     );
-  if (typeof moved === "object")
-    await moveTaskBranch(root, p.branch!, redo.start, redo.before, `termorch: ${t.id}'s redo put back`);
   if (p.worktree !== null && existsSync(p.worktree))
     await side.ports.workspace.reset(p.worktree, redo.before, p.keepInRepo);
   const kept = join(p.artifactsDir, "redo-1");
@@ -308,10 +310,18 @@ async function restore(side: AttemptSide, t: Readonly<TaskRun>, p: TaskPlan): Pr
   copyIfThere(join(kept, "before-handoff.md"), join(p.artifactsDir, "handoff.md"));
   const { finishedAt: _finishedAt, ...facts } = redo.restore;
   await recorder.transition(t.id, { to: "success" }, { ...facts, redo: null });
-  const why = last
-    ? `${t.id}'s redo did not resolve its conflict with ${redo.with.join(", ") || "the tasks before it"} (redo ${last.redo} of ${run.settings.redo_attempts}: ${last.outcome === "cancelled" ? "the run was stopped" : `${last.reason}${last.reason_detail ? `: ${last.reason_detail}` : ""}`})`
-    : `${t.id}'s redo was stopped`;
-  return { kind: "gave_up", why };
+  return { kind: "gave_up", why: gaveUp(t, run.settings.redo_attempts) };
+}
+
+/** Why the merge halted after a task's redos: what the last one came to. */
+export function gaveUp(t: Readonly<TaskRun>, of: number): string {
+  const last = t.redone.at(-1);
+  if (!last) return `${t.id}'s redo was stopped`;
+  const how =
+    last.outcome === "cancelled"
+      ? "the run was stopped"
+      : `${last.reason}${last.reason_detail ? `: ${last.reason_detail}` : ""}`;
+  return `${t.id}'s redo did not resolve its conflict with ${last.conflicted_with.join(", ") || "the tasks before it"} (redo ${last.redo} of ${of}: ${how})`;
 }
 
 function copyIfThere(from: string, to: string): void {
