@@ -1,12 +1,17 @@
 // Campaign 1 of RELIABILITY.md: crash injection. `termorch run` and `termorch daemon` are
 // SIGKILLed at each named lifecycle point (src/task/faults.ts, through the fault-injecting CLI)
-// and at seeded random moments, and the tmux server is SIGKILLed mid-run; then the run is
+// and at seeded random moments, and the tmux server is SIGKILLed mid-run, also inside the redo of
+// a task whose result conflicts in the merge (merge.on_conflict "redo"); then the run is
 // recovered (`termorch resume`, or the daemon started again on its home) and checked:
-// nothing ran beyond its attempts, the report is there, whole and in agreement with state.json,
-// the user's branch is either untouched or fully merged, the ledger verifies, no gate outlived
-// its run, and `termorch clean` leaves nothing behind.
+// nothing ran beyond its attempts nor any attempt twice, the report is there, whole and in
+// agreement with state.json, the user's branch is either untouched or fully merged (with the
+// redo's resolution), a failed redo put its task's earlier result back, the ledger verifies, no
+// gate outlived its run, and `termorch clean` leaves nothing behind.
 //
-//   node test/reliability/crash.mjs [--smoke | --long] [--seed N] [--trials N] [--only K] [--json F]
+//   node test/reliability/crash.mjs [--smoke | --long] [--seed N] [--trials N] [--from K] [--only K] [--json F]
+//
+// `--from K` starts at trial K (`--trials N` then counts from there), so that a part of the plan
+// (the random kills, the redo flavour) can be run alone with the trial numbers of the whole.
 import { spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -30,11 +35,13 @@ import {
 const AGENT = join(ROOT, "test", "reliability", "agents", "crash-agent.sh");
 const GATE = join(ROOT, "test", "reliability", "agents", "crash-gate.sh");
 const { Report } = await import(join(ROOT, "dist", "contract", "report.js"));
+const { readRunStateFile } = await import(join(ROOT, "dist", "fs", "run-state-file.js"));
 
 /**
  * The lifecycle points, in the order a run meets them, each with the task it is armed for
- * (null: a run point). The DAG (see assignmentsOf) reaches every one: B fails its first attempt
- * and is retried, C and D have a tests_cmd gate, every task succeeds in the end and is merged.
+ * (null: a run point; `E@2`: only in E's attempt 2, its redo). The DAG (see assignmentsOf)
+ * reaches every one: B fails its first attempt and is retried, C and D have a tests_cmd gate, E
+ * conflicts with A and is redone in the merge stage, every task succeeds in the end and is merged.
  */
 const POINTS = [
   ["kill-after-accepted", null],
@@ -47,6 +54,12 @@ const POINTS = [
   ["kill-in-gate", "C"],
   ["kill-after-status", "A"],
   ["kill-after-status", "D"],
+  ["kill-after-redo-recorded", "E"],
+  ["kill-after-redo-prepared", "E"],
+  ["kill-after-attempt-recorded", "E@2"],
+  ["kill-while-running", "E@2"],
+  ["kill-after-exit", "E@2"],
+  ["kill-after-status", "E@2"],
   ["kill-after-integration-commit", null],
   ["kill-after-ref-update", null],
   ["kill-after-worktree-update", null],
@@ -55,32 +68,73 @@ const POINTS = [
   ["kill-after-report", null],
   ["kill-in-clean-up", null],
 ];
-const TASK_IDS = ["A", "B", "C", "D"];
+/**
+ * The points of the "redo-halt" flavour, where E's redo resolves wrongly, its gate says so, and
+ * the merge halts once E's earlier result is put back: the putting back, and a redo cut off.
+ */
+const HALT_POINTS = [
+  ["kill-while-running", "E@2"],
+  ["kill-after-redo-restoring", "E"],
+];
+const TASK_IDS = ["A", "B", "C", "D", "E"];
 
-/** The trial plan of a campaign run: every point by the CLI and by the daemon, then random kills and tmux kills. */
+/**
+ * The trial plan of a campaign run: every point by the CLI and by the daemon (and those of the
+ * "redo-halt" flavour), then random kills (from the start, then near the merge; a quarter of them
+ * in that flavour) and tmux kills.
+ */
 function planTrials(opts) {
   const smoke = opts.mode === "smoke";
   const plan = [];
-  const pointIds = POINTS.map(([p, t]) => (t ? `${p}:${t}` : p));
+  const ids = (points) => points.map(([p, t]) => (t ? `${p}:${t}` : p));
+  const halt = "redo-halt";
   if (smoke) {
-    // A handful covering a task point, a gate, the merge and the report, by both drivers.
-    for (const f of ["kill-after-exit:B", "kill-in-gate:C", "kill-after-ref-update", "kill-after-report"])
+    // A handful covering a task point, a gate, a redo, the merge and the report, by both drivers.
+    for (const f of [
+      "kill-after-exit:B",
+      "kill-in-gate:C",
+      "kill-while-running:E@2",
+      "kill-after-ref-update",
+      "kill-after-report",
+    ])
       plan.push({ kind: "point", driver: "run", fault: f });
     plan.push({ kind: "point", driver: "daemon", fault: "kill-after-merge" });
     plan.push({ kind: "random", driver: "run" });
     plan.push({ kind: "tmux", driver: "run", alsoDriver: true });
   } else {
-    for (const f of pointIds) plan.push({ kind: "point", driver: "run", fault: f });
-    for (const f of pointIds) plan.push({ kind: "point", driver: "daemon", fault: f });
-    for (let i = 0; i < 52; i++) plan.push({ kind: "random", driver: i % 3 === 2 ? "daemon" : "run" });
+    for (const f of ids(POINTS)) plan.push({ kind: "point", driver: "run", fault: f });
+    for (const f of ids(POINTS)) plan.push({ kind: "point", driver: "daemon", fault: f });
+    for (const driver of ["run", "daemon"])
+      for (const f of ids(HALT_POINTS)) plan.push({ kind: "point", driver, fault: f, flavour: halt });
+    for (let i = 0; i < 60; i++)
+      plan.push({
+        kind: "random",
+        driver: i % 3 === 2 ? "daemon" : "run",
+        ...(i % 4 === 3 ? { flavour: halt } : {}),
+      });
+    for (let i = 0; i < 24; i++)
+      plan.push({
+        kind: "random",
+        at: "merge",
+        driver: i % 3 === 2 ? "daemon" : "run",
+        ...(i % 4 === 3 ? { flavour: halt } : {}),
+      });
     for (let i = 0; i < 16; i++) plan.push({ kind: "tmux", driver: "run", alsoDriver: i % 2 === 1 });
+    // The tmux server killed once E's redo runs: that attempt is lost, and its result put back.
+    for (let i = 0; i < 4; i++)
+      plan.push({ kind: "tmux", driver: "run", alsoDriver: i % 2 === 1, at: "redo" });
   }
-  const n = opts.trials ?? plan.length;
-  return Array.from({ length: n }, (_, k) => plan[k % plan.length]);
+  return plan;
 }
 
-/** The diamond A → (B, C) → D; B fails its first attempt (retries 1); C and D are gated by tests_cmd. */
-function assignmentsOf(runId, trialDir, repo, rnd) {
+/**
+ * The diamond A → (B, C) → D, and E alone; B fails its first attempt (retries 1); C and D are
+ * gated by tests_cmd. A and E write line 2 of shared.txt: E, merged after A (dependency order,
+ * ids breaking ties), conflicts and is redone (merge.on_conflict "redo"); the run's tests_cmd
+ * wants both lines. Flavour "redo-halt": E's redo overwrites A's line and its own gate, from its
+ * second attempt on, wants A's line: the redo fails and the merge halts.
+ */
+function assignmentsOf(runId, trialDir, repo, rnd, flavour) {
   const counterDir = join(trialDir, "counter");
   mkdirSync(counterDir, { recursive: true });
   const sleep = () => (0.05 + rnd.next() * 0.25).toFixed(2);
@@ -94,30 +148,51 @@ function assignmentsOf(runId, trialDir, repo, rnd) {
     ...extra,
   });
   const gate = { success_criteria: { tests_cmd: `bash ${GATE}` } };
+  const halt = flavour === "redo-halt";
+  const eGate = halt
+    ? { success_criteria: { tests_cmd: '{ [ "$TERMORCH_ATTEMPT" = 1 ] || grep -qx A shared.txt; }' } }
+    : {};
   return {
     run_id: runId,
     tasks: [
-      task("A", []),
+      task("A", [], {}, { SHARED: "1" }),
       task("B", ["A"], { retries: 1 }, { FAIL_ATTEMPTS: "1" }),
       task("C", ["A"], gate, { GATE_SLEEP: sleep() }),
       task("D", ["B", "C"], { ...gate, retries: 1 }, { GATE_SLEEP: sleep() }),
+      task("E", [], eGate, { SHARED: "1", ...(halt ? { RESOLVE: "wrong" } : {}) }),
     ],
     environment: { workspace_dir: repo, resource_limits: { max_parallel: 2 } },
+    success_criteria: { tests_cmd: "grep -qx A shared.txt && grep -qx E shared.txt" },
+    mode: { merge: { on_conflict: "redo" } },
   };
 }
 
-/** Max attempts per task (retries + 1), as the assignments say. */
+/**
+ * Max attempts per task, as the assignments say: retries + 1, and with on_conflict "redo" the
+ * redo_attempts (default 1) a conflict may add in the merge stage.
+ */
 function maxAttemptsOf(body) {
-  return Object.fromEntries(body.tasks.map((t) => [t.id, (t.retries ?? 0) + 1]));
+  const merge = body.mode?.merge ?? {};
+  const redos = merge.on_conflict === "redo" ? (merge.redo_attempts ?? 1) : 0;
+  return Object.fromEntries(body.tasks.map((t) => [t.id, (t.retries ?? 0) + 1 + redos]));
 }
 
-const counts = (dir) =>
+/** The starts each task's agent counted: [{attempt, redo}] in the order they began. */
+const starts = (dir) =>
   Object.fromEntries(
     TASK_IDS.map((id) => {
       const f = join(dir, "counter", id);
-      return [id, existsSync(f) ? readFileSync(f, "utf8").split("\n").filter(Boolean).length : 0];
+      const lines = existsSync(f) ? readFileSync(f, "utf8").split("\n").filter(Boolean) : [];
+      return [
+        id,
+        lines.map((l) => {
+          const [attempt, , kind] = l.split(" ");
+          return { attempt: Number(attempt), redo: kind === "redo" };
+        }),
+      ];
     }),
   );
+const counts = (dir) => Object.fromEntries(Object.entries(starts(dir)).map(([id, s]) => [id, s.length]));
 
 /** Gate processes (crash-gate.sh or its `crashgate-sleep`) still alive in the sandbox. */
 const gateProcesses = (box) =>
@@ -130,6 +205,26 @@ const readJson = (file) => {
     return { ok: false, problem: existsSync(file) ? `not JSON: ${error.message}` : "missing" };
   }
 };
+
+/**
+ * The step of a redo under way in the run's state (journal included) once its driver died, or
+ * null: the figures say how many kills landed inside a redo.
+ */
+function redoStep(runDir) {
+  const read = existsSync(join(runDir, "state.json")) ? readRunStateFile(runDir) : null;
+  if (!read?.ok || read.state.phase !== "running") return null;
+  const t = read.state.tasks.find((x) => x.redo);
+  if (!t) return null;
+  const launched = t.redo.step === "prepared" && t.attemptDir !== null ? ", its attempt recorded" : "";
+  return `${t.id}'s redo ${t.redo.n} ${t.redo.step}${launched}`;
+}
+
+/**
+ * Waits for D, the last task before the merge stage, to start (or `over()`): a random kill
+ * counted from there lands in the merge, and in E's redo, far more often than one counted from
+ * the run's start, whose few hundred milliseconds of redo a delay of seconds seldom hits.
+ */
+const mergeNear = (box, over) => waitFor(() => counts(box.dir).D > 0 || over(), "D to start", 60_000, 10);
 
 /** Polls `check` every 20 ms until it holds (`found` resolves) or `stop()`. */
 function polling(check) {
@@ -175,11 +270,15 @@ async function trial(k, spec, seed) {
   const exits = [];
   try {
     const repo = makeRepo(box.dir);
+    writeFileSync(join(repo, "shared.txt"), "one\ntwo\nthree\n");
+    git(repo, "add", "shared.txt");
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "shared");
     const base = git(repo, "rev-parse", "HEAD").trim();
     const runId = `crash${k}`;
-    const body = assignmentsOf(runId, box.dir, repo, rnd);
+    const body = assignmentsOf(runId, box.dir, repo, rnd, spec.flavour);
     let runDir;
     let recovered;
+    let killedIn = null;
     if (spec.driver === "run") {
       runDir = join(box.dir, "run");
       mkdirSync(runDir);
@@ -191,21 +290,21 @@ async function trial(k, spec, seed) {
         first = await termorch(box, args, { fault: spec.fault });
       } else if (spec.kind === "random") {
         const child = started(box, args);
-        const delay = rnd.int(200, 6000);
+        if (spec.at === "merge") await mergeNear(box, () => child.settled);
+        const delay = spec.at === "merge" ? rnd.int(0, 1200) : rnd.int(200, 6000);
         const timer = setTimeout(() => child.child.kill("SIGKILL"), delay);
         first = await child;
         clearTimeout(timer);
-        notes.push(`delay ${delay} ms`);
+        notes.push(`delay ${delay} ms${spec.at === "merge" ? " after D started" : ""}`);
       } else {
-        // tmux: once an agent runs, its server dies (and, in the variant, the driver with it).
+        // tmux: once an agent runs (or E's redo), its server dies (and, in the variant, the driver with it).
         const child = started(box, args);
         const counterDir = join(box.dir, "counter");
-        await waitFor(
-          () => readdirSync(counterDir).length > 0 || child.settled,
-          "an agent to start",
-          60_000,
-          10,
-        );
+        const running =
+          spec.at === "redo"
+            ? () => starts(box.dir).E.some((s) => s.redo)
+            : () => readdirSync(counterDir).length > 0;
+        await waitFor(() => running() || child.settled, "an agent to start", 60_000, 10);
         await new Promise((r) => setTimeout(r, rnd.int(0, 400)));
         const pid = serverPid(box.socket);
         if (pid) process.kill(pid, "SIGKILL");
@@ -214,6 +313,7 @@ async function trial(k, spec, seed) {
         first = await child;
       }
       exits.push(first.signal ?? first.exitCode);
+      killedIn = redoStep(runDir);
       const state = readJson(join(runDir, "state.json"));
       if (!state.ok) {
         // Killed before the run had a state.json: nothing to resume and nothing may have run
@@ -241,8 +341,10 @@ async function trial(k, spec, seed) {
       writeFileSync(join(home, "inbox", `${runId}.json`), JSON.stringify(body));
       // Until the daemon dies (the fault, or the random kill), or answers (then it is killed).
       const answerSeen = polling(() => existsSync(outbox));
-      const delay = spec.kind === "random" ? rnd.int(300, 7000) : null;
-      if (delay !== null) notes.push(`delay ${delay} ms`);
+      if (spec.at === "merge") await mergeNear(box, () => d.settled || existsSync(outbox));
+      const delay =
+        spec.kind === "random" ? (spec.at === "merge" ? rnd.int(0, 1200) : rnd.int(300, 7000)) : null;
+      if (delay !== null) notes.push(`delay ${delay} ms${spec.at === "merge" ? " after D started" : ""}`);
       // Some fault points come after the answer (the clean-up): waited for.
       const timer = setTimeout(() => d.child.kill("SIGKILL"), delay ?? 120_000);
       await Promise.race([d, ...(spec.kind === "random" ? [answerSeen.found] : [])]);
@@ -252,6 +354,7 @@ async function trial(k, spec, seed) {
       d.child.kill("SIGKILL");
       const first = await d;
       exits.push(first.signal ?? first.exitCode);
+      killedIn = redoStep(runDir);
       const { d: again } = await startDaemon(box, home, null);
       // A daemon killed between reserving runs/<id> and moving the file in leaves that folder
       // empty: the next one claims the file as <id>-2 (by design), and answers under that name.
@@ -291,7 +394,8 @@ async function trial(k, spec, seed) {
           );
       }
     }
-    return { ...(await check(box, repo, base, runDir, body, recovered, spec)), notes, exits };
+    if (killedIn) notes.push(`killed in ${killedIn}`);
+    return { ...(await check(box, repo, base, runDir, body, recovered, spec)), notes, exits, killedIn };
   } finally {
     box.dispose();
   }
@@ -308,11 +412,13 @@ async function check(box, repo, base, runDir, body, recovered, spec) {
     gatesLeft: 0,
     leftovers: 0,
     notSucceeded: 0,
+    mergeBad: 0,
     outcome: recovered,
     merge: null,
   };
   const max = maxAttemptsOf(body);
   const runs = counts(box.dir);
+  const seen = starts(box.dir);
   const gates = gateProcesses(box);
   f.gatesLeft = gates.length;
   if (gates.length) problems.push(`gate processes left: ${gates.join("; ")}`);
@@ -346,11 +452,28 @@ async function check(box, repo, base, runDir, body, recovered, spec) {
       }
     } else if (report) problems.push("state.json unreadable beside a report");
     if (problems.some((p) => /report|state/.test(p))) f.reportBad = 1;
+    const firstOnly = Object.fromEntries(body.tasks.map((t) => [t.id, (t.retries ?? 0) + 1]));
     for (const id of TASK_IDS) {
       const reported = report?.tasks.find((t) => t.id === id)?.attempts ?? max[id];
-      if (runs[id] > max[id] || runs[id] > reported) {
+      const numbers = seen[id].map((s) => s.attempt);
+      const twice = numbers.filter((a, i) => numbers.indexOf(a) !== i);
+      // The count alone would pass an attempt run twice in place of a later one never run.
+      const why = [];
+      if (runs[id] > max[id] || runs[id] > reported) why.push(`ran ${runs[id]} times`);
+      if (twice.length) why.push(`attempt ${[...new Set(twice)].join(", ")} ran more than once`);
+      for (const s of seen[id]) {
+        if (s.attempt > reported) why.push(`attempt ${s.attempt} ran, beyond the ${reported} reported`);
+        // Beyond retries + 1, only a redo may run, and the report must know it (merge.redone).
+        if (!s.redo && s.attempt > firstOnly[id])
+          why.push(`attempt ${s.attempt} ran without a conflict section`);
+        if (s.redo && report && !report.merge.redone.some((r) => r.task === id && r.attempt === s.attempt))
+          why.push(`attempt ${s.attempt} ran as a redo the report's merge.redone lacks`);
+      }
+      if (why.length) {
         f.beyondAttempts += 1;
-        problems.push(`task ${id} ran ${runs[id]} times (max attempts ${max[id]}, reported ${reported})`);
+        problems.push(
+          `task ${id}: ${why.join("; ")} (starts ${numbers.join(",")}, max attempts ${max[id]}, reported ${reported})`,
+        );
       }
     }
     const ledger = spawnSync(process.execPath, [BIN, "verify-ledger", runDir], {
@@ -397,6 +520,60 @@ async function check(box, repo, base, runDir, body, recovered, spec) {
       problems.push(`merged without ${missing.join(", ")}`);
     }
   }
+
+  // The redo: E, merged after A, conflicts with it. Merged, E's redo resolved it and both lines
+  // are there; in "redo-halt", E's redo failed, its earlier result is back and nothing merged.
+  const mergeProblems = [];
+  const redone = report?.merge.redone ?? [];
+  const e = report?.tasks.find((t) => t.id === "E");
+  if (merged) {
+    const lines = git(repo, "show", "HEAD:shared.txt").split("\n");
+    if (!lines.includes("A") || !lines.includes("E"))
+      mergeProblems.push(`merged shared.txt lacks A's or E's line: ${JSON.stringify(lines.join("|"))}`);
+    const r = redone[0];
+    if (
+      redone.length !== 1 ||
+      r.task !== "E" ||
+      r.outcome !== "resolved" ||
+      r.attempt !== 2 ||
+      !r.conflicted_with.includes("A") ||
+      r.commit !== e?.commit
+    )
+      mergeProblems.push(`merged, but merge.redone is ${JSON.stringify(redone).slice(0, 400)}`);
+  }
+  // Only the driver died: the run ends as it would have, merged or, in "redo-halt", halted. The
+  // tmux server's death may fail tasks and E's redo (a lost attempt): then the merge may end
+  // either way, and a halt on the conflict is checked as any other.
+  const halt = spec.flavour === "redo-halt";
+  if (report && spec.kind !== "tmux" && !halt && !merged)
+    mergeProblems.push(`the merge did not succeed: ${report.merge.result} (exit ${report.exit_code})`);
+  if (report && (report.merge.result === "conflict" || (halt && spec.kind !== "tmux"))) {
+    const r = redone[0];
+    if (report.merge.result !== "conflict" || report.exit_code !== 3)
+      mergeProblems.push(`merge ${report.merge.result} (exit ${report.exit_code}), not a conflict (exit 3)`);
+    if (redone.length !== 1 || r.task !== "E" || r.outcome !== "failed")
+      mergeProblems.push(`merge.redone is ${JSON.stringify(redone).slice(0, 400)}, not E's failed redo`);
+    if (e?.status !== "success" || !e.commit || e.commit !== r?.before_commit)
+      mergeProblems.push(
+        `E ${e?.status} at ${e?.commit?.slice(0, 10)}, not its earlier result ${r?.before_commit?.slice(0, 10)}`,
+      );
+    else if (e.branch && git(repo, "rev-parse", `refs/heads/${e.branch}`).trim() !== e.commit)
+      mergeProblems.push(`E's branch ${e.branch} is not back at its earlier result`);
+    // Its first attempt replaced the base's line; its redo replaced A's.
+    const patch = join(runDir, "artifacts", "E", "changes.patch");
+    if (!existsSync(patch) || !/^-two$/m.test(readFileSync(patch, "utf8")))
+      mergeProblems.push("E's changes.patch is not that of its earlier result");
+    if (
+      !existsSync(join(runDir, "artifacts", "redo", "E.json")) ||
+      !report.merge.redo_assignments.includes("artifacts/redo/E.json")
+    )
+      mergeProblems.push(`artifacts/redo/E.json missing (redo_assignments ${report.merge.redo_assignments})`);
+  }
+  if (mergeProblems.length) {
+    f.mergeBad = 1;
+    problems.push(...mergeProblems);
+  }
+  f.redone = redone.map((r) => `${r.task}@${r.attempt} ${r.outcome}`).join(",") || "none";
 
   // A task branch holding commits no other ref holds: plain `clean` keeps it by design (README:
   // never a branch with unmerged commits unless --force), that of a task that did not succeed,
@@ -446,19 +623,31 @@ async function main(opts) {
     gate_processes_left: 0,
     leftovers_after_clean: 0,
     tasks_not_succeeded_after_driver_kill: 0,
+    merge_or_redo_not_as_expected: 0,
     trials_by_point: {},
     outcomes: {},
     merge_results: {},
+    redos: {},
+    killed_inside_a_redo: {},
     exit_codes_seen: {},
   };
   const failures = [];
   const bump = (o, key) => {
     o[key] = (o[key] ?? 0) + 1;
   };
-  const ks = opts.only !== null ? [opts.only] : plan.map((_, k) => k);
+  const from = Number(opts.extra.from ?? 0);
+  if (!Number.isSafeInteger(from) || from < 0) throw new Error("--from needs a whole number ≥ 0");
+  const n = opts.trials ?? Math.max(plan.length - from, 0);
+  const ks = opts.only !== null ? [opts.only] : Array.from({ length: n }, (_, i) => from + i);
   for (const k of ks) {
     const spec = plan[k % plan.length];
-    const label = `${spec.driver}:${spec.kind === "point" ? spec.fault : spec.kind === "tmux" ? `tmux${spec.alsoDriver ? "+driver" : ""}` : "random"}`;
+    const what =
+      spec.kind === "point"
+        ? spec.fault
+        : spec.kind === "tmux"
+          ? `tmux${spec.at === "redo" ? "@redo" : ""}${spec.alsoDriver ? "+driver" : ""}`
+          : `random${spec.at === "merge" ? "@merge" : ""}`;
+    const label = `${spec.driver}:${what}${spec.flavour ? ` (${spec.flavour})` : ""}`;
     const t0 = Date.now();
     let r;
     try {
@@ -475,6 +664,9 @@ async function main(opts) {
     bump(figures.trials_by_point, label);
     bump(figures.outcomes, r.outcome);
     bump(figures.merge_results, String(r.merge ?? "none"));
+    bump(figures.redos, r.redone ?? "none");
+    if (r.killedIn)
+      bump(figures.killed_inside_a_redo, `${spec.kind}: ${r.killedIn.replace(/^E's redo 1 /, "")}`);
     for (const e of r.exits) bump(figures.exit_codes_seen, String(e));
     figures.runs_beyond_attempts += r.beyondAttempts ?? 0;
     figures.reports_missing_or_torn += r.reportBad ?? 0;
@@ -483,6 +675,7 @@ async function main(opts) {
     figures.gate_processes_left += r.gatesLeft ?? 0;
     figures.leftovers_after_clean += r.leftovers ?? 0;
     figures.tasks_not_succeeded_after_driver_kill += r.notSucceeded ?? 0;
+    figures.merge_or_redo_not_as_expected += r.mergeBad ?? 0;
     const line = `trial ${k} ${label}: ${r.outcome}, merge ${r.merge ?? "none"}, exits ${r.exits.join("/")}${r.notes.length ? ` (${r.notes.join("; ")})` : ""} ${((Date.now() - t0) / 1000).toFixed(1)} s${r.notDone?.length ? `\n    not done: ${r.notDone.join("\n    not done: ")}` : ""}`;
     console.log(r.problems.length ? `${line}\n  ${r.problems.join("\n  ")}` : line);
     if (r.problems.length) failures.push({ trial: k, point: label, problems: r.problems });
@@ -499,12 +692,14 @@ async function main(opts) {
       "gate_processes_left",
       "leftovers_after_clean",
       "tasks_not_succeeded_after_driver_kill",
+      "merge_or_redo_not_as_expected",
     ],
     failures,
     notes: [
-      "DAG per trial: A → (B, C) → D; B fails its first attempt (retries 1), C and D run a tests_cmd gate",
+      "DAG per trial: A → (B, C) → D, and E; B fails its first attempt (retries 1), C and D run a tests_cmd gate; E conflicts with A and is redone in the merge (on_conflict redo), the run's tests_cmd wants both lines",
+      "flavour redo-halt: E's redo drops A's line and its gate stops it; the merge halts (conflict, exit 3) with E's earlier result put back",
       "point trials: SIGKILL at a named point (src/task/faults.ts) by `termorch run` then `termorch resume`, or by the daemon then a restarted daemon",
-      "random trials: SIGKILL of `termorch run` or the daemon after a seeded delay; tmux trials: SIGKILL of the tmux server once an agent runs (+driver: and of the driver, then resume)",
+      "random trials: SIGKILL of `termorch run` or the daemon after a seeded delay (@merge: counted from D's start, so as to land in the merge stage and E's redo); tmux trials: SIGKILL of the tmux server once an agent runs (@redo: once E's redo runs; +driver: and of the driver, then resume)",
     ],
     started,
   });
