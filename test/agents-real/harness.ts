@@ -177,6 +177,17 @@ function decisionsOf(home: string, path: string): Buffer | string {
   return JSON.stringify([c.hasCompletedOnboarding ?? null, c.customApiKeyResponses ?? null, trusted]);
 }
 
+/** Every file termorch wrote for the run (the run folder but the repository), as text. */
+export function allText(dir: string): string {
+  let out = "";
+  for (const e of readdirSync(dir, { recursive: true, encoding: "utf8" })) {
+    if (e === "repo" || e.startsWith("repo/")) continue;
+    const p = join(dir, e);
+    if (statSync(p).isFile()) out += readFileSync(p, "latin1");
+  }
+  return out;
+}
+
 export function readReport(dir: string): Report {
   return JSON.parse(readFileSync(join(dir, "execution_report.json"), "utf8")) as Report;
 }

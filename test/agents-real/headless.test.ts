@@ -2,12 +2,12 @@
 // test/agents-real/package.json talking to the scripted model server: the edit is merged, the
 // report's agent_result and usage are what the server sent, a dependent's prompt carries its
 // dependency's result, the key never reaches a file, and the failure paths say what failed.
-import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { PRESETS } from "../../src/agent/presets.js";
 import { type CliRecipe, RECIPES, SECRET } from "./clis.js";
-import { perTask, readReport, realAgentsSuite, type World } from "./harness.js";
+import { allText, perTask, readReport, realAgentsSuite, type World } from "./harness.js";
 
 const { world, server: modelServer } = realAgentsSuite("headless");
 
@@ -43,17 +43,6 @@ function run(recipe: CliRecipe, dir: string, file: string): ReturnType<World["te
   return world.termorch(["run", file, "--config", join(dir, "termorch.json")], {
     env: { [recipe.keyVar]: SECRET },
   });
-}
-
-/** Every file termorch wrote for the run (the run folder but the repository), as text. */
-function allText(dir: string): string {
-  let out = "";
-  for (const e of readdirSync(dir, { recursive: true, encoding: "utf8" })) {
-    if (e === "repo" || e.startsWith("repo/")) continue;
-    const p = join(dir, e);
-    if (statSync(p).isFile()) out += readFileSync(p, "latin1");
-  }
-  return out;
 }
 
 describe.each(Object.values(RECIPES))("$preset, headless", (recipe) => {

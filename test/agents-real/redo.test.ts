@@ -5,11 +5,11 @@
 // the section (A's hunk) and keeps both lines. The run-level tests, which want both, pass; the
 // model server saw the section; the key reached no file of the run.
 import { execFileSync } from "node:child_process";
-import { readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { type CliRecipe, RECIPES, SECRET } from "./clis.js";
-import { readReport, realAgentsSuite } from "./harness.js";
+import { allText, readReport, realAgentsSuite } from "./harness.js";
 import type { Script, Step } from "./model-server.js";
 
 const { world, server: modelServer } = realAgentsSuite("redo");
@@ -109,17 +109,6 @@ function prepare(recipe: CliRecipe): { dir: string; repo: string; file: string }
     }),
   );
   return { dir, repo, file: assignments };
-}
-
-/** Every file termorch wrote for the run (the run folder but the repository), as text. */
-function allText(dir: string): string {
-  let out = "";
-  for (const e of readdirSync(dir, { recursive: true, encoding: "utf8" })) {
-    if (e === "repo" || e.startsWith("repo/")) continue;
-    const p = join(dir, e);
-    if (statSync(p).isFile()) out += readFileSync(p, "latin1");
-  }
-  return out;
 }
 
 // One CLI of each wire protocol. Both tasks start at once, in a HOME where the CLI has not run:

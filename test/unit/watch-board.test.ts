@@ -28,6 +28,7 @@ function task(id: string): TaskView {
     remote: null,
     wave: 1,
     usage: null,
+    redo: null,
   };
 }
 
