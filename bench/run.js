@@ -18,6 +18,7 @@ export const BENCHES = [
   "large-repo",
   "views",
   "sandbox",
+  "redo",
 ];
 /** Run only when named: the scale-out simulation takes minutes (a private redis-server, 20 workers). */
 export const OPT_IN = ["scale"];
