@@ -186,6 +186,27 @@ export const RunChange = z.discriminatedUnion("event", [
     reason: Reason.nullable(),
     detail: z.string().nullable(),
   }),
+  z
+    .strictObject({
+      event: z.literal("task_redo_started"),
+      at: z.string(),
+      task: z.string(),
+      attempt: z.number().int(),
+      redo: z.number().int(),
+      conflicted_with: z.array(z.string()),
+      files: z.array(z.string()),
+    })
+    .describe(
+      'merge.on_conflict "redo": the task\'s result conflicted with the tasks merged before it, and it runs again (this attempt) from their integration, its prompt carrying the conflict; its task_started and task_ended follow',
+    ),
+  z.strictObject({
+    event: z.literal("task_redo_finished"),
+    at: z.string(),
+    task: z.string(),
+    redo: z.number().int(),
+    outcome: z.enum(["resolved", "failed", "cancelled"]),
+    reason: Reason.nullable(),
+  }),
   z.strictObject({
     event: z.literal("merge"),
     at: z.string(),

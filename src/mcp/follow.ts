@@ -117,6 +117,27 @@ function changeOf(event: LedgerEvent): RunChange | null {
         detail: entry.data.detail ?? null,
       };
     }
+    case "merge.redo_started":
+      return {
+        event: "task_redo_started",
+        at,
+        task,
+        attempt: entry.data.attempt ?? 1,
+        redo: entry.data.redo ?? 1,
+        conflicted_with: entry.data.conflicted_with ?? [],
+        files: entry.data.files ?? [],
+      };
+    case "merge.redo_finished": {
+      const reason = Reason.safeParse(entry.data.reason);
+      return {
+        event: "task_redo_finished",
+        at,
+        task,
+        redo: entry.data.redo ?? 1,
+        outcome: entry.data.outcome ?? "failed",
+        reason: reason.success ? reason.data : null,
+      };
+    }
     case "merge.success":
     case "merge.conflict":
     case "merge.failed":

@@ -316,7 +316,7 @@ async function stateOf(runDir: string, runId: string): Promise<RunState | null> 
 const wait = tool({
   name: "wait",
   title: "Wait for a run to change",
-  description: `Block until something happens in a run (a task started, ended, retried, waits for input or got it; the merge; the run finished), or until timeout_s (default 30, at most ${M.MAX_BLOCK_S}) passes. Answers what changed since the cursor of the previous answer, the run's phase, task counts by state and who waits for input. Call it again with the answer's cursor until finished is true, then call report. A task waiting for input needs send (or finish).`,
+  description: `Block until something happens in a run (a task started, ended, retried, waits for input or got it, is redone because its result conflicted in the merge; the merge; the run finished), or until timeout_s (default 30, at most ${M.MAX_BLOCK_S}) passes. Answers what changed since the cursor of the previous answer, the run's phase, task counts by state and who waits for input. Call it again with the answer's cursor until finished is true, then call report. A task waiting for input needs send (or finish).`,
   input: M.WaitInput,
   output: M.WaitOutput,
   readOnly: true,

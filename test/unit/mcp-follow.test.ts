@@ -37,4 +37,32 @@ describe("readChanges (wait's reading of a run's ledger from a cursor)", () => {
       { event: "run_started", at: expect.any(String), tasks: 1 },
     ]);
   });
+
+  it("tells a redo: the task's conflict and the redo's outcome", async () => {
+    const sub = mkdtempSync(join(dir, "redo-"));
+    writeFileSync(
+      join(sub, "events.jsonl"),
+      line(0, "merge.redo_started", { redo: 1, attempt: 2, conflicted_with: ["A"], files: ["f.txt"] }, "B") +
+        line(1, "merge.redo_finished", { redo: 1, attempt: 2, outcome: "failed", reason: "validation" }, "B"),
+    );
+    expect((await readChanges(sub, parseCursor(undefined))).changes).toEqual([
+      {
+        event: "task_redo_started",
+        at: expect.any(String),
+        task: "B",
+        attempt: 2,
+        redo: 1,
+        conflicted_with: ["A"],
+        files: ["f.txt"],
+      },
+      {
+        event: "task_redo_finished",
+        at: expect.any(String),
+        task: "B",
+        redo: 1,
+        outcome: "failed",
+        reason: "validation",
+      },
+    ]);
+  });
 });
