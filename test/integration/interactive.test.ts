@@ -35,12 +35,17 @@ interface Started {
   runId: string;
 }
 
-/** Starts `termorch run` of one interactive task `ask` on the stub, without waiting for it. */
+/**
+ * Starts `termorch run` of one interactive task `ask` on the stub, without waiting for it;
+ * `doc` adds to the assignments (other tasks before it, the merge's mode).
+ */
 function start(
   task: Record<string, unknown> = {},
   stubEnv: Record<string, string> = {},
   sandboxed = false,
+  doc: { before?: Record<string, unknown>[]; [key: string]: unknown } = {},
 ): Started {
+  const { before = [], ...extra } = doc;
   const { dir, repo } = workspace();
   const out = join(dir, "out");
   // The stub reports into `out`, which a sandbox must then let it write.
@@ -52,6 +57,7 @@ function start(
   const assignments = {
     run_id: runId,
     tasks: [
+      ...before,
       {
         id: "ask",
         agent: "istub",
@@ -63,6 +69,7 @@ function start(
       },
     ],
     environment: { workspace_dir: "repo" },
+    ...extra,
   };
   writeFileSync(join(dir, "assignments.json"), JSON.stringify(assignments));
   writeFileSync(
@@ -229,13 +236,8 @@ describe("interactive tasks", () => {
   });
 
   it("a redo of an interactive task: the conflict is pasted into its input prompt, its question makes it waiting_input, and send resolves it", async () => {
-    const { dir, repo } = workspace();
-    const out = join(dir, "out");
-    mkdirSync(out);
-    const runId = `r${Math.random().toString(36).slice(2, 8)}`;
-    const assignments = {
-      run_id: runId,
-      tasks: [
+    const { dir, repo, out, run, runId } = start({}, {}, false, {
+      before: [
         {
           id: "A",
           agent: "step",
@@ -243,34 +245,10 @@ describe("interactive tasks", () => {
           command: ["bash", STEP],
           env: { WRITE: "answer.txt=from A" },
         },
-        {
-          id: "ask",
-          agent: "istub",
-          context_path: "ctx/task.md",
-          interactive: true,
-          waiting_after_s: 1,
-          env: { STUB_OUT: out },
-        },
       ],
-      environment: { workspace_dir: "repo" },
       success_criteria: { tests_cmd: "grep -q 'from A' answer.txt && grep -q 'from B' answer.txt" },
       mode: { merge: { on_conflict: "redo" } },
-    };
-    writeFileSync(join(dir, "assignments.json"), JSON.stringify(assignments));
-    writeFileSync(
-      join(dir, "termorch.json"),
-      JSON.stringify({ agents: { istub: { command: [STUB], expect_changes: false } } }),
-    );
-    const run = execa(
-      process.execPath,
-      [BIN, "run", join(dir, "assignments.json"), "--config", join(dir, "termorch.json")],
-      {
-        reject: false,
-        cwd: ROOT,
-        env: cliEnv(socket),
-        timeout: 120_000,
-      },
-    );
+    });
     await waitingStatus(dir);
     expect(readFileSync(join(out, "prompt.txt"), "utf8")).not.toContain("termorch-conflict");
     expect((await termorch(["send", "ask", "from B", "--run", runId], { socket })).exitCode).toBe(0);
