@@ -22,7 +22,7 @@ import {
   writeFileSync,
 } from "node:fs";
 import { basename, join, resolve } from "node:path";
-import { git, gitBuffer } from "./repo.js";
+import { git, gitBuffer, gitLine } from "./repo.js";
 
 /** Where the real objects show inside the shadow (read-only), named in its alternates. */
 const REAL_OBJECTS = "termorch-objects";
@@ -100,7 +100,17 @@ export async function makeAgentRepo(
  * those a `git gc` removes meanwhile stay. Made once per run, before the first sandbox.
  */
 export function snapshotObjects(worktree: string, dest: string): void {
-  const source = join(gitDirsOf(worktree).commonDir, "objects");
+  snapshotObjectsOf(gitDirsOf(worktree).commonDir, dest);
+}
+
+/** snapshotObjects of the repository at `root` (its common git folder's objects). */
+export async function snapshotRepoObjects(root: string, dest: string): Promise<void> {
+  snapshotObjectsOf(await gitLine(root, ["rev-parse", "--path-format=absolute", "--git-common-dir"]), dest);
+}
+
+/** snapshotObjects of the repository whose (common) git folder is `commonDir`. */
+export function snapshotObjectsOf(commonDir: string, dest: string): void {
+  const source = join(commonDir, "objects");
   const tmp = `${dest}.tmp`;
   rmSync(tmp, { recursive: true, force: true });
   const walk = (from: string, to: string): void => {

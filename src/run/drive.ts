@@ -17,6 +17,7 @@ import { killPoint, pausePoint } from "../task/faults.js";
 import type { Ports } from "../task/ports.js";
 import type { TaskRecorder } from "../task/recorder.js";
 import { snapshotRefs } from "../task/ref-watch.js";
+import { snapshotRunObjects } from "../task/sandbox.js";
 import type { RunStop } from "../task/stop.js";
 import { dispatch } from "./dispatch.js";
 import type { OpenRun } from "./open-run.js";
@@ -141,6 +142,7 @@ export async function drive(
     // Before any agent runs: what they change in the user's repository is found against it
     // (the list taken with the base commit, see inspectWorkspace).
     await snapshotRefs(run, ports.now());
+    await snapshotRunObjects(run);
   } else {
     // What a killed driver left half-written: temp copies of status files and of the run's own
     // files, and status files older than the journal.

@@ -26,6 +26,7 @@ import {
   makeAgentRepo,
   restoreGitFile,
   snapshotObjects,
+  snapshotRepoObjects,
   takeAgentCommits,
 } from "../git/sandbox-repo.js";
 import {
@@ -113,7 +114,7 @@ export async function sandboxFor(
   const socketPath = await ports.runner.socketPath();
   let base: AgentBase | null = null;
   if (run.git && work.worktree) {
-    base = { commit: run.git.baseCommit, objects: join(run.privateDir, "sandbox", "objects") };
+    base = { commit: run.git.baseCommit, objects: objectsOf(run) };
     await runObjects(work.worktree, base.objects);
   }
   return prepareSandbox(setting, work, {
@@ -123,6 +124,22 @@ export async function sandboxFor(
     processEnv: run.processEnv,
     base,
   });
+}
+
+const objectsOf = (run: Pick<RunPlan, "privateDir">): string => join(run.privateDir, "sandbox", "objects");
+
+/**
+ * A new run with a sandboxed task in a repository takes the snapshot of its objects before any
+ * agent runs: one taken at the first sandboxed launch would hold the work of tasks that finished
+ * before it (an unsandboxed task committed meanwhile), which a sandboxed agent must not read.
+ */
+export async function snapshotRunObjects(run: Pick<RunPlan, "git" | "privateDir" | "plans">): Promise<void> {
+  if (!run.git || ![...run.plans.values()].some((p) => p.sandbox !== null && p.worktree !== null)) return;
+  const dest = objectsOf(run);
+  if (snapshots.has(dest) || existsSync(dest)) return;
+  const made = snapshotRepoObjects(run.git.root, dest);
+  snapshots.set(dest, made);
+  await made;
 }
 
 /** The run's snapshot of the repository's objects, made once (a resumed run finds it made). */

@@ -109,6 +109,39 @@ describeSandbox("a sandboxed agent", () => {
     expect(readFileSync(join(ws.repo, "work.txt"), "utf8")).toBe("sandboxed work\n");
   });
 
+  it("cannot read the work of a task that finished before it launched (the objects are the run's start's)", async () => {
+    const ws = workspace();
+    const file = writeAssignments(
+      ws.dir,
+      [
+        // Unsandboxed, and done (its work committed) before the probe starts: one task at a time.
+        { id: "early", env: { WRITE: `early.txt=${SIBLING}` } },
+        {
+          id: "probe",
+          command: ["bash", PROBE],
+          env: {
+            PROBE_KEY: "/nonexistent",
+            PROBE_OTHER: "none",
+            PROBE_SIBLING: SIBLING,
+            PROBE_REPO: ws.repo,
+            PROBE_PORT: String(port),
+            PROBE_CANARY: `${CANARY_NAME}=`,
+          },
+          sandbox: { network: "none" },
+        },
+      ],
+      { environment: { resource_limits: { max_parallel: 1 } } },
+    );
+    const r = await termorch(["run", file], { socket });
+    const report = readReport(ws.dir);
+    const early = report.tasks.find((t) => t.id === "early")!;
+    const probe = report.tasks.find((t) => t.id === "probe")!;
+    expect(Date.parse(early.finished_at!)).toBeLessThan(Date.parse(probe.started_at!));
+    const out = readFileSync(join(ws.dir, probe.logs.stdout!), "utf8");
+    expect(out).toContain("read_committed_work=blocked");
+    expect(r.exitCode, r.stderr).toBe(0);
+  });
+
   it("without the sandbox gets through every probe (the control)", async () => {
     const { ws, home, probes, report } = await probeRun(undefined);
     expect(probes).toMatchObject(each(PROBES, "open"));
