@@ -78,7 +78,7 @@ export async function writeRedoAssignments(
         start: base,
         mergedBefore: mergedIds,
         units,
-        patchFile: relative(run.runDir, join(run.runDir, "artifacts", id, "changes.patch")),
+        patchFile: `artifacts/${id}/changes.patch`,
       });
       const doc = redoDocument(run, members, id, base);
       const text = `${JSON.stringify(doc, null, 2)}\n`;
