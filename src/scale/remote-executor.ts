@@ -1,9 +1,10 @@
-import { existsSync, mkdirSync, writeFileSync } from "node:fs";
-import { appendFile, writeFile } from "node:fs/promises";
-import { dirname, join, posix, relative } from "node:path";
+import { existsSync, writeFileSync } from "node:fs";
+import { appendFile } from "node:fs/promises";
+import { join, posix, relative } from "node:path";
 import type { LogChunk, TaskJob, TaskJobProgress, TaskJobResult } from "../contract/task-job.js";
 import { errorText } from "../errors.js";
 import { taskBranch } from "../fs/names.js";
+import { writeFresh } from "../fs/no-follow.js";
 import {
   attemptRefsOf,
   baseRefOf,
@@ -84,7 +85,7 @@ async function executeRemoteTask(
   let prompt: Buffer;
   try {
     prompt = await promptText(run, ports, recorder, p);
-    writeFileSync(join(p.artifactsDir, "prompt.md"), ports.redactor.redactBytes(prompt), { mode: 0o600 });
+    writeFresh(p.artifactsDir, "prompt.md", ports.redactor.redactBytes(prompt));
   } catch (error) {
     return failTask(
       run,
@@ -449,7 +450,6 @@ async function writeResultFiles(
       rel = `logs/${mapped}${name.slice(stem.length)}`;
       if (rel !== f.path) renamed.set(f.path, rel);
     } else if (!rel.startsWith(`${artifacts}/`)) continue;
-    const abs = join(runDir, ...rel.split("/"));
     const data = Buffer.from(f.data, "base64");
     const head =
       f.cut > 0
@@ -457,9 +457,9 @@ async function writeResultFiles(
             `[termorch: the first ${f.cut} bytes were cut to keep the task's result within its cap]\n`,
           )
         : null;
-    mkdirSync(dirname(abs), { recursive: true, mode: 0o700 });
-    await writeFile(abs, head ? Buffer.concat([head, data]) : data, { mode: 0o600 });
-    await redactFile(abs, redactor);
+    // A worker's path never leads out of the run directory, nor through a link in it.
+    writeFresh(runDir, rel, head ? Buffer.concat([head, data]) : data);
+    await redactFile(join(runDir, rel), redactor);
   }
   if (existsSync(p.artifactsDir)) await redactNames(p.artifactsDir, redactor);
   const kept = [

@@ -3,6 +3,7 @@ import { writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { errorText } from "../errors.js";
 import { endRecordedCgroup } from "../fs/cgroup.js";
+import { writeFresh } from "../fs/no-follow.js";
 import { cgroupRecordOf } from "../fs/private-dir.js";
 import type { ExitRecord, RunningAttempt } from "../runner/task-runner.js";
 import { type AgentAccount, transcriptAccount } from "./agent-output.js";
@@ -16,7 +17,7 @@ import type { TaskRecorder } from "./recorder.js";
 import type { RunPlan } from "./run-plan.js";
 import { agentWork, endSandbox, sandboxDirOf, sandboxFor } from "./sandbox.js";
 import type { RunStop } from "./stop.js";
-import type { TaskPlan } from "./task-plan.js";
+import { handoffPlace, type TaskPlan } from "./task-plan.js";
 import type { TaskRun } from "./task-run.js";
 
 /** One attempt's end: its exit record (null: it never started) and what it means. */
@@ -86,8 +87,8 @@ async function writeAttemptFiles(
     rmSync(p.usageFile, { force: true });
     // Each attempt fills a fresh template, as it starts from a fresh worktree.
     if (p.handoff) {
-      mkdirSync(dirname(p.handoff), { recursive: true });
-      await writeFile(p.handoff, handoffTemplate(t.id), { mode: 0o600 });
+      const at = handoffPlace(p);
+      writeFresh(at.root, at.rel, handoffTemplate(t.id));
     }
   } catch (error) {
     const detail = `could not write its prompt: ${ports.redactor.redact(errorText(error))}`;

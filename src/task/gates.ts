@@ -1,9 +1,8 @@
-import { existsSync, readFileSync } from "node:fs";
-import { writeFile } from "node:fs/promises";
-import { join } from "node:path";
+import { existsSync } from "node:fs";
 import type { Gate } from "../contract/report.js";
 import { errorText } from "../errors.js";
-import { findMatches, matchesAny } from "../fs/find-files.js";
+import { matchesAny } from "../fs/find-files.js";
+import { Refused, readInside, writeFresh } from "../fs/no-follow.js";
 import { withTrailers } from "../git/repo.js";
 import { attemptEnv } from "./attempt.js";
 import { commitOnTaskBranch } from "./commit.js";
@@ -11,12 +10,13 @@ import { checkHandoff } from "./handoff.js";
 import type { AttemptOutcome } from "./outcome.js";
 import type { Ports } from "./ports.js";
 import type { TaskRecorder } from "./recorder.js";
+import { findRequired } from "./required-artifacts.js";
 import { inWorkspace, type RunPlan, trailersOf } from "./run-plan.js";
 import { agentWork } from "./sandbox.js";
 import { secretsGate } from "./secrets-gate.js";
 import { setupGates } from "./setup.js";
 import type { RunStop } from "./stop.js";
-import type { TaskPlan } from "./task-plan.js";
+import { handoffPlace, type TaskPlan } from "./task-plan.js";
 import type { TaskRun } from "./task-run.js";
 import { testsGate } from "./tests-gate.js";
 
@@ -145,7 +145,7 @@ async function changesGate({ run, t, p }: GateScope): Promise<Verdict> {
     return verdict(null, "not checked: the workspace is not a git repository");
   if (t.commit !== t.startCommit) return verdict(true, `committed ${t.commit.slice(0, 12)}`);
   for (const pattern of p.criteria.requiredArtifacts)
-    if ((await findMatches(p.cwd, pattern, p.include)).length > 0)
+    if ((await findRequired(p, pattern)).found.length > 0)
       return verdict(true, `no change, but its required artifact ${pattern} is there`);
   return verdict(
     false,
@@ -161,19 +161,22 @@ async function changesGate({ run, t, p }: GateScope): Promise<Verdict> {
  */
 async function handoffGate({ run, ports, t, p }: GateScope): Promise<Verdict> {
   if (!p.handoff) return { gates: [] };
-  const kept = join(p.artifactsDir, "handoff.md");
   const verdict = (passed: boolean | null, detail: string): Verdict => ({
     gates: [{ name: "handoff", required: true, passed, detail }],
     ...(passed === false ? { end: { reason: "validation" as const, detail } } : {}),
   });
+  const at = handoffPlace(p);
   let text: string;
   try {
-    text = readFileSync(p.handoff, "utf8");
-  } catch {
+    // Through no link: the agent may have moved its folder and left a link to a file it cannot see.
+    text = readInside(at.root, at.rel).toString("utf8");
+  } catch (error) {
+    if (error instanceof Refused && error.why !== "missing")
+      return verdict(false, `its handoff ($TERMORCH_HANDOFF) was not read: ${error.message}`);
     return verdict(false, "its handoff ($TERMORCH_HANDOFF) is gone: the agent was to edit it, not remove it");
   }
   // Kept with the artifacts (redacted there): the report points to it and dependents read it.
-  if (kept !== p.handoff) await writeFile(kept, text, { mode: 0o600 });
+  if (at.root !== p.artifactsDir) writeFresh(p.artifactsDir, "handoff.md", text);
   if (!run.settings.verify) return verdict(null, "skipped (verify: false)");
   const { missing, listed } = checkHandoff(text);
   if (missing.length) return verdict(false, `its handoff lacks ${missing.join(", ")} (filled in)`);
@@ -205,12 +208,18 @@ async function requiredArtifactsGate({ run, p }: GateScope): Promise<Verdict> {
   if (required.length === 0) return { gates: [gate(false, null, "none required")] };
   if (!run.settings.verify) return { gates: [gate(true, null, "skipped (verify: false)")] };
   const missing: string[] = [];
-  for (const pattern of required)
-    if ((await findMatches(p.cwd, pattern, p.include)).length === 0) missing.push(pattern);
+  const refused: string[] = [];
+  for (const pattern of required) {
+    const matched = await findRequired(p, pattern);
+    if (matched.found.length === 0) missing.push(pattern);
+    refused.push(...matched.refused);
+  }
   if (missing.length === 0) return { gates: [gate(true, true, `present: ${required.join(", ")}`)] };
+  // A match that is a link out of the worktree, or no regular file, is named: the agent sees why.
+  const why = refused.length ? ` (not taken: ${refused.join("; ")})` : "";
   return {
-    gates: [gate(true, false, `missing: ${missing.join(", ")}`)],
-    failure: `required artifacts missing: ${missing.join(", ")}`,
+    gates: [gate(true, false, `missing: ${missing.join(", ")}${why}`)],
+    failure: `required artifacts missing: ${missing.join(", ")}${why}`,
   };
 }
 

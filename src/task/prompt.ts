@@ -1,5 +1,6 @@
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join, relative } from "node:path";
+import { readInside, writeFresh } from "../fs/no-follow.js";
 import type { Ports } from "./ports.js";
 import type { TaskRecorder } from "./recorder.js";
 import { inWorkspace, type RunPlan } from "./run-plan.js";
@@ -21,7 +22,8 @@ export async function writePrompt(
   const prompt = await promptText(run, ports, tasks, p);
   mkdirSync(dirname(p.prompt.file), { recursive: true, mode: 0o700 });
   writeFileSync(p.prompt.file, prompt, { mode: 0o600 });
-  writeFileSync(join(p.artifactsDir, "prompt.md"), ports.redactor.redactBytes(prompt), { mode: 0o600 });
+  // Fresh: an earlier attempt's agent could have left a link at that name.
+  writeFresh(p.artifactsDir, "prompt.md", ports.redactor.redactBytes(prompt));
 }
 
 /** A task's prompt: its context file, and what its dependencies did. */
@@ -85,9 +87,9 @@ async function dependencySection(
     );
     if (dep.branch) parts.push(`- Branch: ${dep.branch}`);
     const depPlan = run.plans.get(id);
-    const kept = depPlan?.handoff ? join(depPlan.artifactsDir, "handoff.md") : null;
-    const text = kept ? readIfThere(kept) : null;
-    if (text) parts.push("", `Its handoff (${relative(run.runDir, kept!)}):`, "", text.trim());
+    const text = depPlan?.handoff ? keptHandoff(depPlan.artifactsDir) : null;
+    const kept = depPlan ? join(depPlan.artifactsDir, "handoff.md") : "";
+    if (text) parts.push("", `Its handoff (${relative(run.runDir, kept)}):`, "", text.trim());
   }
   return `${parts.join("\n")}\n`;
 }
@@ -111,9 +113,10 @@ async function changedBy(
 }
 
 /** A file's text (a dependency's handoff, redacted when its artifacts were collected), or null. */
-function readIfThere(path: string): string | null {
+/** A dependency's kept handoff, read through no link its agent could have left there. */
+function keptHandoff(artifactsDir: string): string | null {
   try {
-    return readFileSync(path, "utf8");
+    return readInside(artifactsDir, "handoff.md").toString("utf8");
   } catch {
     return null;
   }

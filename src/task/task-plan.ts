@@ -125,6 +125,19 @@ export interface PlanPlace {
 /** Where a task's handoff is, in its worktree (at the workspace's place in it). */
 export const HANDOFF_IN_WORKTREE = ".termorch/handoff.md";
 
+/**
+ * The handoff as a folder termorch made and a path below it that the agent could replace: read
+ * and written there through no link (src/fs/no-follow.ts).
+ */
+export function handoffPlace(p: Pick<TaskPlan, "worktree" | "cwd" | "artifactsDir">): {
+  root: string;
+  rel: string;
+} {
+  return p.worktree === null
+    ? { root: p.artifactsDir, rel: "handoff.md" }
+    : { root: p.cwd, rel: HANDOFF_IN_WORKTREE };
+}
+
 /** Resolves every task's plan; pure (names and paths only, nothing is touched). */
 export function planTasks(input: RunInput, place: PlanPlace): Map<string, TaskPlan> {
   // Once for the run (it reads TMPDIR), not once per task.
