@@ -121,7 +121,7 @@ const enc = (v) => v.replace(/[%\n\r\0]/g, (c) => `%${c.charCodeAt(0).toString(1
  * the supervisor and its agent (dd of the 200 MB file), and the log it wrote.
  */
 async function supervisorAlone(dir, patterns) {
-  const { findPerl } = await import(join(ROOT, "dist", "tmux", "session.js"));
+  const { findPerl } = await import(join(ROOT, "dist", "fs", "executable.js"));
   const attempt = join(dir, "supervisor-alone");
   rmSync(attempt, { recursive: true, force: true });
   mkdirSync(attempt, { mode: 0o700 });
@@ -139,7 +139,7 @@ async function supervisorAlone(dir, patterns) {
     ...patterns.map((p) => `redact=${enc(p)}`),
   ];
   writeFileSync(join(attempt, "launch"), `${lines.join("\n")}\n`, { mode: 0o600 });
-  const r = await timed(await findPerl(), [join(ROOT, "dist", "tmux", "supervisor.pl"), attempt]);
+  const r = await timed(findPerl(), [join(ROOT, "dist", "tmux", "supervisor.pl"), attempt]);
   if (r.code !== 0) throw new Error(`supervisor alone exited ${r.code}: ${r.stderr}`);
   return { cpu: r.cpu, out: join(attempt, "out.log"), err: join(attempt, "err.log") };
 }

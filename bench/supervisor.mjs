@@ -23,7 +23,7 @@ import {
   writeFileSync,
 } from "node:fs";
 import { constants as osConstants } from "node:os";
-import { delimiter, join } from "node:path";
+import { join } from "node:path";
 import { median, ROOT, removeTemp, row, tempDir, timed } from "./lib.mjs";
 
 const MB = 1024 * 1024;
@@ -40,18 +40,10 @@ function perlSupervisor() {
   throw new Error("no dist/tmux/supervisor.pl or wrapper.pl: run `npm run build`");
 }
 
-/** The perl termorch runs (its findPerl), or the first on PATH. */
+/** The perl termorch runs (its findPerl). */
 async function perlPath() {
-  try {
-    const { findPerl } = await import(join(ROOT, "dist", "tmux", "session.js"));
-    if (typeof findPerl === "function") return await findPerl();
-  } catch {
-    // A renamed module: fall back to PATH, as findPerl does.
-  }
-  for (const dir of (process.env.PATH ?? "/usr/bin:/bin").split(delimiter)) {
-    if (dir.startsWith("/") && existsSync(join(dir, "perl"))) return join(dir, "perl");
-  }
-  throw new Error("perl was not found in PATH");
+  const { findPerl } = await import(join(ROOT, "dist", "fs", "executable.js"));
+  return findPerl();
 }
 
 /**

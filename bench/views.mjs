@@ -210,7 +210,7 @@ async function feedRun(k, quick) {
 /** A ledger and a report of `n` tasks in waves of 50, each started, exited and succeeded once. */
 async function syntheticRun(dir, n) {
   const { buildReport, skippedMerge } = await import(join(ROOT, "dist", "report", "build.js"));
-  const { newTaskRun } = await import(join(ROOT, "dist", "run", "task-run.js"));
+  const { newTaskRun } = await import(join(ROOT, "dist", "task", "task-run.js"));
   const t0 = Date.parse("2026-01-01T00:00:00.000Z");
   const iso = (ms) => new Date(ms).toISOString();
   const ids = Array.from({ length: n }, (_, i) => `task-${String(i).padStart(5, "0")}`);
