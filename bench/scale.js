@@ -137,11 +137,18 @@ async function startRedis(dir) {
   const data = join(dir, "redis");
   mkdirSync(data);
   const out = openSync(join(dir, "redis.log"), "a");
+  // Without it the spawn's error event would end the whole process, not this benchmark alone.
+  if (spawnSync("redis-server", ["--version"], { stdio: "ignore" }).status !== 0)
+    throw new Error("redis-server was not found: apt-get install redis-server");
   const child = spawn(
     "redis-server",
     ["--port", String(port), "--bind", "127.0.0.1", "--dir", data, "--appendonly", "yes", "--save", ""],
     { stdio: ["ignore", out, out] },
   );
+  let spawnError = null;
+  child.on("error", (error) => {
+    spawnError = error;
+  });
   const { Redis } = await import("ioredis");
   const url = `redis://127.0.0.1:${port}`;
   for (let i = 0; ; i++) {
@@ -154,8 +161,8 @@ async function startRedis(dir) {
       break;
     } catch {
       probe.disconnect();
-      if (i > 100 || child.exitCode !== null)
-        throw new Error(`redis-server did not start (${dir}/redis.log)`);
+      if (i > 100 || child.exitCode !== null || spawnError)
+        throw new Error(`redis-server did not start (${spawnError?.message ?? `${dir}/redis.log`})`);
       await sleep(50);
     }
   }
