@@ -32,10 +32,19 @@ const log = (msg) => console.error(`bench: large-repo: ${msg}`);
 const git = (cwd, args, opts = {}) =>
   execFileSync("git", args, { cwd, encoding: "utf8", maxBuffer: 64 * 1024 * 1024, ...opts }).trim();
 
-/** Options of this benchmark (run.js passes them through): sizes and parallelism. */
+/**
+ * Options of this benchmark (run.js passes them through): sizes and parallelism, and the disk
+ * probes' (dd's MB, how many small files); --smoke makes all of them small.
+ */
 export function settings(opts = {}) {
-  const files = opts.files ?? (opts.huge ? 200_000 : opts.quick ? 10_000 : 50_000);
-  return { files, tasks: opts.tasks ?? 8, parallel: opts.maxParallel ?? 4 };
+  const files = opts.files ?? (opts.huge ? 200_000 : opts.smoke ? 1000 : opts.quick ? 10_000 : 50_000);
+  return {
+    files,
+    tasks: opts.tasks ?? (opts.smoke ? 4 : 8),
+    parallel: opts.maxParallel ?? (opts.smoke ? 2 : 4),
+    ddMB: opts.smoke ? 16 : 256,
+    smallFiles: opts.smoke ? 200 : 2000,
+  };
 }
 
 // A small deterministic generator: the same repository every run, text that compresses like
@@ -363,28 +372,27 @@ function checkMerged(repo, tasks, lines, what) {
   if (status) throw new Error(`${what}: the workspace is not clean afterwards: ${status.slice(0, 500)}`);
 }
 
-/** Disk speed at this hour: dd with O_DIRECT, 256 MB written then read back (a few seconds). */
-function diskSpeed(dir) {
+/** Disk speed at this hour: dd with O_DIRECT, `mb` MB (256) written then read back (a few seconds). */
+function diskSpeed(dir, mb, count) {
   const f = join(dir, "ddtest");
   const mbps = (args) => {
     const r = spawnSync("dd", args, { encoding: "utf8" });
     const m = /copied, ([\d.,]+) s/.exec(r.stderr ?? "");
-    return r.status === 0 && m ? (256 * 1.048576) / Number(m[1].replace(",", ".")) : null;
+    return r.status === 0 && m ? (mb * 1.048576) / Number(m[1].replace(",", ".")) : null;
   };
-  const write = mbps(["if=/dev/zero", `of=${f}`, "bs=1M", "count=256", "oflag=direct", "conv=fsync"]);
+  const write = mbps(["if=/dev/zero", `of=${f}`, "bs=1M", `count=${mb}`, "oflag=direct", "conv=fsync"]);
   const read = mbps([`if=${f}`, "of=/dev/null", "bs=1M", "iflag=direct"]);
   rmSync(f, { force: true });
-  return { write, read, ...smallFiles(dir) };
+  return { write, read, ...smallFiles(dir, count) };
 }
 
 /**
  * What a checkout and a removal mostly are: creating and unlinking small files. On this shared
  * machine the figure moves tenfold within the hour, so it is taken again before each run.
  */
-function smallFiles(dir) {
+function smallFiles(dir, count) {
   const m = join(dir, "meta");
   mkdirSync(m);
-  const count = 2000;
   let t = performance.now();
   for (let i = 0; i < count; i++) writeFileSync(join(m, String(i)), "x");
   const create = ((performance.now() - t) * 1000) / count;
@@ -403,7 +411,7 @@ function duMB(path, exclude) {
 }
 
 export async function run(opts = {}) {
-  const { files, tasks: n, parallel } = settings(opts);
+  const { files, tasks: n, parallel, ddMB, smallFiles: count } = settings(opts);
   const tasks = Array.from({ length: n }, (_, i) => `T${i}`);
   const label = `large-repo ${files.toLocaleString("en-US")} files, ${n} tasks P${parallel}`;
   const dir = tempDir("large");
@@ -422,8 +430,9 @@ export async function run(opts = {}) {
   const env = { ...TMUX_ENV, TMPDIR: userTmp, TERMORCH_CONFIG: config };
   delete env.TERMORCH_REGISTRY;
 
-  log("disk speed (dd, 256 MB, O_DIRECT; 2,000 small files)…");
-  const disk = diskSpeed(dir);
+  const countText = count.toLocaleString("en-US");
+  log(`disk speed (dd, ${ddMB} MB, O_DIRECT; ${countText} small files)…`);
+  const disk = diskSpeed(dir, ddMB, count);
   log(`generating ${files} files in ${FOLDERS} folders (git fast-import, then checkout)…`);
   let t = performance.now();
   await generate(repo, files);
@@ -436,7 +445,7 @@ export async function run(opts = {}) {
   // What the generation left to write back must not land on the first measured run.
   const settle = () => {
     spawnSync("sync");
-    return smallFiles(dir).create;
+    return smallFiles(dir, count).create;
   };
   // termorch's first run goes first: a run that follows the baseline pays for its removals
   // (this VM's ext4 has no journal and checks recently freed inodes before reusing one: file
@@ -476,10 +485,10 @@ export async function run(opts = {}) {
       base ? { baseline: base.worktreesPeak * checkoutMB } : {},
     );
   const rows = [
-    row(`${label}: disk write, dd 256 MB O_DIRECT`, disk.write, "MB/s"),
-    row(`${label}: disk read, dd 256 MB O_DIRECT`, disk.read, "MB/s"),
-    row(`${label}: disk, create a 1-byte file (2,000, one folder)`, disk.create, "µs"),
-    row(`${label}: disk, unlink a file (2,000, one folder)`, disk.unlink, "µs"),
+    row(`${label}: disk write, dd ${ddMB} MB O_DIRECT`, disk.write, "MB/s"),
+    row(`${label}: disk read, dd ${ddMB} MB O_DIRECT`, disk.read, "MB/s"),
+    row(`${label}: disk, create a 1-byte file (${countText}, one folder)`, disk.create, "µs"),
+    row(`${label}: disk, unlink a file (${countText}, one folder)`, disk.unlink, "µs"),
     row(`${label}: generate repository (fast-import + checkout)`, genSeconds, "s"),
     row(`${label}: baseline, small-file create just before`, createBefore.baseline, "µs"),
     row(`${label}: baseline, time until every agent started`, b.started, "s"),

@@ -47,7 +47,7 @@ async function measure(n, p) {
 }
 
 export async function run(opts = {}) {
-  const n = opts.quick ? 50 : 200;
+  const n = opts.smoke ? 8 : opts.quick ? 50 : 200;
   const rows = [];
   const target = { value: 50, text: "p50 < 50 ms" };
   for (const p of [1, 8]) {

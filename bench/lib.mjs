@@ -267,17 +267,35 @@ export function machine() {
 
 /**
  * A result row: name, figure, baseline, ratio, target, met. `ratio` and `met` are computed
- * when a baseline and a target are given.
+ * when a baseline and a target are given. `check`: the target is not one on a cost but whether
+ * the benchmark's own work came out right (bytes intact, the conflict found, every task
+ * succeeded); the figures beside a failed check mean nothing, so the smoke (test/bench/) fails on it.
  */
 export function row(name, figure, unit, opts = {}) {
-  const { baseline = null, target = null, lowerIsBetter = true, ratio = null, met = null } = opts;
+  const {
+    baseline = null,
+    target = null,
+    lowerIsBetter = true,
+    ratio = null,
+    met = null,
+    check = false,
+  } = opts;
   const r = ratio ?? (baseline ? figure / baseline : null);
   let ok = met;
   if (ok === null && target !== null) {
     const v = r ?? figure;
     ok = lowerIsBetter ? v <= target.value : v >= target.value;
   }
-  return { name, figure, unit, baseline, ratio: r, target: target?.text ?? null, met: ok };
+  return {
+    name,
+    figure,
+    unit,
+    baseline,
+    ratio: r,
+    target: target?.text ?? null,
+    met: ok,
+    ...(check ? { check } : {}),
+  };
 }
 
 function fmt(v, unit) {

@@ -58,8 +58,8 @@ function tree(root, kids) {
   return out;
 }
 
-export async function run() {
-  const n = 100;
+export async function run(opts = {}) {
+  const n = opts.smoke ? 8 : 100;
   const dir = tempDir("memory");
   const ws = makeWorkspace(dir);
   // Each agent sleeps until the bench has measured, then ends (a second-granularity poll: cheap).

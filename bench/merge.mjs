@@ -54,7 +54,7 @@ function snapshot(repo) {
   ].join("\n");
 }
 
-async function moduleMerge(conflict) {
+async function moduleMerge(conflict, n) {
   const { checkMerge, createIntegrationCommit, advanceTarget } = await import(
     join(ROOT, "dist", "git", "merge.js")
   );
@@ -62,8 +62,9 @@ async function moduleMerge(conflict) {
   const repo = makeWorkspace(dir, { git: true });
   const base = git(repo, ["rev-parse", "HEAD"]);
   const items = [];
-  for (let i = 0; i < 100; i++) {
-    const task = `T${String(i).padStart(3, "0")}`;
+  const name = (i) => `T${String(i).padStart(3, "0")}`;
+  for (let i = 0; i < n; i++) {
+    const task = name(i);
     items.push({
       task,
       commit: branch(repo, base, task, `tasks/${task}.txt`, `output of ${task}\n`),
@@ -71,10 +72,10 @@ async function moduleMerge(conflict) {
     });
   }
   if (conflict) {
-    // One more task, last in the order, writing T050's file differently.
+    // One more task, last in the order, writing a middle task's file (T050's of 100) differently.
     items.push({
-      task: "T100",
-      commit: branch(repo, base, "T100", "tasks/T050.txt", "something else\n"),
+      task: name(n),
+      commit: branch(repo, base, name(n), `tasks/${name(n / 2)}.txt`, "something else\n"),
       start: base,
     });
   }
@@ -107,7 +108,7 @@ async function moduleMerge(conflict) {
     const t3 = performance.now();
     if (adv.status !== "advanced") throw new Error(`advance: ${adv.status}`);
     const files = git(repo, ["ls-files", "tasks"]).split("\n").length;
-    if (files !== 100) throw new Error(`merge: ${files} files in the target, 100 expected`);
+    if (files !== n) throw new Error(`merge: ${files} files in the target, ${n} expected`);
     result = {
       check: (t1 - t0) / 1000,
       integrate: (t2 - t1) / 1000,
@@ -119,15 +120,15 @@ async function moduleMerge(conflict) {
   return result;
 }
 
-/** `termorch run` of 100 tasks writing their own file (git workspace); merge time from the ledger. */
-async function runMerge(conflict) {
+/** `termorch run` of n tasks writing their own file (git workspace); merge time from the ledger. */
+async function runMerge(conflict, n) {
   const dir = tempDir("merge-run");
   const repo = makeWorkspace(dir, { git: true });
-  const tasks = Array.from({ length: 100 }, (_, i) => ({
+  const tasks = Array.from({ length: n }, (_, i) => ({
     id: `T${i}`,
     command: ["sh", "-c", `echo "output of T${i}" > "task-T${i}.txt"`],
   }));
-  if (conflict) tasks.push({ id: "Tx", command: ["sh", "-c", 'echo "something else" > task-T50.txt'] });
+  if (conflict) tasks.push({ id: "Tx", command: ["sh", "-c", `echo "something else" > task-T${n / 2}.txt`] });
   const file = writeAssignments(dir, "merge", tasks);
   const before = [
     git(repo, ["rev-parse", "refs/heads/main"]),
@@ -163,37 +164,40 @@ async function runMerge(conflict) {
     const files = git(repo, ["ls-files"])
       .split("\n")
       .filter((f) => f.startsWith("task-")).length;
-    if (files !== 100) throw new Error(`termorch merge: ${files} task files in the target, 100 expected`);
+    if (files !== n) throw new Error(`termorch merge: ${files} task files in the target, ${n} expected`);
   }
   removeTemp(dir);
   return result;
 }
 
 export async function run(opts = {}) {
+  const n = opts.smoke ? 8 : 100;
   const target = { value: 15, text: "< 15 s" };
-  const m = await moduleMerge(false);
-  const c = await moduleMerge(true);
+  const m = await moduleMerge(false, n);
+  const c = await moduleMerge(true, n);
   const rows = [
-    row("merge 100 branches (git module): pre-merge check", m.check, "s"),
-    row("merge 100 branches (git module): integration commit", m.integrate, "s"),
-    row("merge 100 branches (git module): target update", m.advance, "s"),
-    row("merge 100 branches (git module): total", m.total, "s", { target }),
-    row("merge 100 + 1 conflicting (git module): conflict found", c.check, "s", {
+    row(`merge ${n} branches (git module): pre-merge check`, m.check, "s"),
+    row(`merge ${n} branches (git module): integration commit`, m.integrate, "s"),
+    row(`merge ${n} branches (git module): target update`, m.advance, "s"),
+    row(`merge ${n} branches (git module): total`, m.total, "s", { target }),
+    row(`merge ${n} + 1 conflicting (git module): conflict found`, c.check, "s", {
       target: { value: 15, text: "found, nothing changed" },
       met: c.found && c.unchanged,
+      check: true,
     }),
   ];
-  if (!opts.quick) {
-    const r = await runMerge(false);
+  // --quick leaves out the runs; --smoke has them, small.
+  if (opts.smoke || !opts.quick) {
+    const r = await runMerge(false, n);
     rows.push(
-      row("merge via termorch run, 100 tasks: last task → merge.success", r.seconds, "s", {
+      row(`merge via termorch run, ${n} tasks: last task → merge.success`, r.seconds, "s", {
         target,
         met: r.type === "merge.success" && r.seconds < 15,
       }),
     );
-    const rc = await runMerge(true);
+    const rc = await runMerge(true, n);
     rows.push(
-      row("merge via termorch run, 100 + 1 conflicting: → merge.conflict (exit 3)", rc.seconds, "s", {
+      row(`merge via termorch run, ${n} + 1 conflicting: → merge.conflict (exit 3)`, rc.seconds, "s", {
         target: { value: 15, text: "exit 3, workspace unchanged" },
         met: rc.type === "merge.conflict" && rc.code === 3 && rc.unchanged,
       }),

@@ -91,9 +91,15 @@ async function termorch(n, p, { git = false, waves = 1 } = {}) {
   return r;
 }
 
+/** Repetitions and sizes: the full run, --quick (no growth part), --smoke (every part, tiny). */
+function settings(opts) {
+  if (opts.smoke) return { reps: 1, n: 16, gitReps: 1, growth: { big: 40, waves: 4 } };
+  if (opts.quick) return { reps: 1, n: 200, gitReps: 1, growth: null };
+  return { reps: 3, n: 200, gitReps: 2, growth: { big: 1000, waves: 10 } };
+}
+
 export async function run(opts = {}) {
-  const reps = opts.quick ? 1 : 3;
-  const n = 200;
+  const { reps, n, gitReps, growth } = settings(opts);
   const p = 8;
   const rows = [];
   const notes = [];
@@ -108,7 +114,7 @@ export async function run(opts = {}) {
     c.push(await termorch(n, p));
   }
   const gitRuns = [];
-  for (let i = 0; i < (opts.quick ? 1 : 2); i++) gitRuns.push(await termorch(n, p, { git: true }));
+  for (let i = 0; i < gitReps; i++) gitRuns.push(await termorch(n, p, { git: true }));
   const A = { wall: median(a.map((r) => r.wall)), cpu: median(a.map((r) => r.cpu)) };
   const B = haveParallel ? { wall: median(b.map((r) => r.wall)), cpu: median(b.map((r) => r.cpu)) } : null;
   const C = { wall: median(c.map((r) => r.wall)), cpu: median(c.map((r) => r.cpu)) };
@@ -169,9 +175,8 @@ export async function run(opts = {}) {
     `overhead: median of ${reps} interleaved runs; CPU = user+sys of the command's process tree plus the tmux server's (its panes' processes included); the 1.25× target applies to the non-git workspace (the floor has no git); the git run is reported for its cost; the CPU split takes the median of each part separately. Workspaces are created under the temp folder ($TMPDIR): on a file system where creating a file is slow (BENCHMARKS.md, issue 12) termorch pays it per task and the floor does not; TMPDIR=/dev/shm shows the figures without it.`,
   );
 
-  if (!opts.quick) {
-    const big = 1000;
-    const waves = 10;
+  if (growth) {
+    const { big, waves } = growth;
     const fa = await floor(big, p, waves);
     const fc = await termorch(big, p, { waves });
     rows.push(row(`overhead ${big} tasks, ${waves} waves: floor, wall`, fa.wall, "s"));

@@ -57,7 +57,7 @@ async function once(conflict) {
 }
 
 export async function run(opts = {}) {
-  const reps = opts.quick ? 2 : 7;
+  const reps = opts.smoke ? 1 : opts.quick ? 2 : 7;
   const clean = [];
   const redo = [];
   // Interleaved, so a slow moment of the machine hits both variants alike.

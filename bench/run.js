@@ -1,7 +1,9 @@
-// `npm run bench [-- NAME... ] [--quick] [--json FILE]`: runs the benchmarks (all, or the
-// named ones) and prints one table. large-repo also takes --files N | --huge, --tasks N and
+// `npm run bench [-- NAME... ] [--quick | --smoke] [--json FILE]`: runs the benchmarks (all, or
+// the named ones) and prints one table. large-repo also takes --files N | --huge, --tasks N and
 // --max-parallel P. Every figure is a ratio or a comparison taken in the same
-// run on the same machine (BENCHMARKS.md records the latest ones).
+// run on the same machine (BENCHMARKS.md records the latest ones). --smoke is each benchmark's
+// smallest form, every part of it on a tiny workload once: CI runs it (test/bench/) to see that
+// each one still produces its figures, which then mean nothing. --list prints the names.
 import { writeFileSync } from "node:fs";
 import { cleanupAll, machine, row, table } from "./lib.mjs";
 
@@ -25,11 +27,15 @@ export const OPT_IN = ["scale"];
 
 export async function main(argv) {
   const names = [];
-  const opts = { quick: false, json: null };
+  const opts = { quick: false, smoke: false, json: null };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     if (a === "--quick") opts.quick = true;
-    else if (a === "--json") opts.json = argv[++i];
+    else if (a === "--smoke") opts.smoke = true;
+    else if (a === "--list") {
+      console.log([...BENCHES, ...OPT_IN].join("\n"));
+      return;
+    } else if (a === "--json") opts.json = argv[++i];
     else if (a === "--huge") opts.huge = true;
     else if (a === "--files" || a === "--tasks" || a === "--max-parallel") {
       const v = Number(argv[++i]);
@@ -41,7 +47,10 @@ export async function main(argv) {
       opts[a === "--max-parallel" ? "maxParallel" : a.slice(2)] = v;
     } else if (a === "--help" || a === "-h") {
       console.log(
-        `usage: npm run bench [-- ${[...BENCHES, ...OPT_IN].join("|")} ...] [--quick] [--json FILE]`,
+        `usage: npm run bench [-- ${[...BENCHES, ...OPT_IN].join("|")} ...] [--quick | --smoke] [--json FILE]`,
+      );
+      console.log(
+        "  --quick: fewer repetitions and smaller sizes; --smoke: every part at its smallest, once (figures meaningless: CI's check that each benchmark runs); --list: the names",
       );
       console.log(
         "  large-repo: [--files N (default 50000; --quick 10000) | --huge (200000 files)] [--tasks N (8)] [--max-parallel P (4)]",
@@ -83,6 +92,7 @@ export async function main(argv) {
         console.error(`bench: ${name} FAILED: ${error?.stack ?? error}`);
         results.push({
           name,
+          failed: String(error?.stack ?? error),
           rows: [
             { ...failedRow(name), name: `${name}: FAILED (${String(error?.message ?? error).slice(0, 80)})` },
           ],

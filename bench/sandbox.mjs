@@ -19,10 +19,10 @@ import {
 } from "./lib.mjs";
 
 const TRUE = execFileSync("bash", ["-c", "command -v true"], { encoding: "utf8" }).trim() || "/bin/true";
-const N = 40;
-const P = 4;
+/** Tasks of each run and max_parallel; --smoke: 4 at 2. */
+const sizesOf = (opts) => (opts.smoke ? { N: 4, P: 2 } : { N: 40, P: 4 });
 
-async function once(sandbox) {
+async function once(sandbox, N, P) {
   const dir = tempDir("sandbox");
   makeWorkspace(dir, { git: true });
   const tasks = Array.from({ length: N }, (_, i) => ({
@@ -78,15 +78,16 @@ async function relayMemory() {
 }
 
 export async function run(opts = {}) {
-  const reps = opts.quick ? 1 : 3;
+  const reps = opts.smoke || opts.quick ? 1 : 3;
+  const { N, P } = sizesOf(opts);
   const plain = [];
   const none = [];
   const allow = [];
   // Interleaved, so a slow moment of the machine hits every variant alike.
   for (let i = 0; i < reps; i++) {
-    plain.push(await once(null));
-    none.push(await once({ network: "none" }));
-    allow.push(await once({ network: ["127.0.0.1:9"] }));
+    plain.push(await once(null, N, P));
+    none.push(await once({ network: "none" }, N, P));
+    allow.push(await once({ network: ["127.0.0.1:9"] }, N, P));
   }
   const wall = (rs) => median(rs.map((r) => r.wall));
   const cpu = (rs) => median(rs.map((r) => r.cpu));

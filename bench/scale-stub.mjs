@@ -3,9 +3,10 @@
 // lock = --takeover-s 30 s, stalled check every 15 s, 3 stalls allowed), each announcing itself
 // every 5 s and polling its run's cancel key every second while it holds a job, as the real
 // worker does. A job is held `--hold-ms` ms (the task "runs"), reported as running through
-// BullMQ's progress, its branch put on the bare remote at the task's start commit (one `git
-// update-ref` there: no fetch, no worktree, no agent, no tmux, no push), and completed with a
-// canned success result without logs. What it measures is real: Redis, and the coordinator
+// BullMQ's progress, its attempt's ref (refs/termorch/<run>/attempts/<task>/<delivery>, as the
+// real worker pushes) put on the bare remote at the task's start commit (one `git update-ref`
+// there: no fetch, no worktree, no agent, no tmux, no push), and completed with a canned success
+// result naming that ref, without logs. What it measures is real: Redis, and the coordinator
 // (`termorch run`, unchanged) with N workers and N jobs in flight. What it skips: everything a
 // real worker does on its host, and the git transfers (bench/scale.js measures those with real
 // workers).
@@ -58,13 +59,9 @@ for (let i = 0; i < n; i++) {
           logs: null,
         });
         await sleep(holdMs);
-        await run("git", [
-          "--git-dir",
-          remote,
-          "update-ref",
-          `refs/heads/termorch/${d.run_id}/${d.task_id}`,
-          d.start_commit,
-        ]);
+        // src/git/remote.ts attemptRefOf: the coordinator takes the work only from there.
+        const ref = `refs/termorch/${d.run_id}/attempts/${d.task_id}/${job.attemptsStarted}`;
+        await run("git", ["--git-dir", remote, "update-ref", ref, d.start_commit]);
         return {
           worker: name,
           host,
@@ -74,6 +71,7 @@ for (let i = 0; i < n; i++) {
           exit_code: 0,
           attempts: 1,
           commit: d.start_commit,
+          ref,
           gates: [],
           agent_result: null,
           usage: null,

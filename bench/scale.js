@@ -1,5 +1,5 @@
 // `npm run build && node bench/scale.js [--workers W] [--max-parallel K] [--tasks T] [--log-tasks L]
-// [--log-mib M] [--no-local] [--json FILE]`: the scale-out backend (bullmq) simulated on this
+// [--log-mib M] [--no-local] [--smoke] [--json FILE]`: the scale-out backend (bullmq) simulated on this
 // machine (docs/SCALING.md). One private redis-server (AOF on), one bare git remote, W real
 // `termorch worker` processes (each its own TMPDIR, workdir, name and tmux server; K tasks at
 // once each), then in one run:
@@ -70,15 +70,43 @@ const DEFAULTS = {
   holdMs: 10000,
   local: true,
   json: null,
+  // How long each log task prints (in steps of half a second), the idle phase's bounds (it lasts
+  // as long as the run did, within them), the refs phase's repetitions, the stub's idle phase:
+  // fixed in the full and quick runs.
+  logSeconds: 8,
+  idleMinS: 5,
+  idleMaxS: 60,
+  refReps: 12,
+  stubIdleMs: 20_000,
 };
 
-/** The options when bench/run.js runs this one (`npm run bench -- scale [--quick]`): the defaults, or a smaller run. */
+/**
+ * The smallest form (--smoke, as CI runs it): every phase of the run, or of the stub's, on the
+ * least that still exercises it; its figures mean nothing.
+ */
+const SMOKE = {
+  workers: 2,
+  tasks: 14,
+  logTasks: 1,
+  logMib: 0.0625,
+  logSeconds: 1,
+  refs: 20,
+  refReps: 2,
+  idleMinS: 1,
+  idleMaxS: 1,
+  holdMs: 200,
+  stubIdleMs: 1000,
+};
+
+/** The options when bench/run.js runs this one (`npm run bench -- scale [--quick | --smoke]`). */
 export function settings(opts = {}) {
+  if (opts.smoke) return { ...DEFAULTS, ...SMOKE };
   return opts.quick ? { ...DEFAULTS, workers: 6, tasks: 40, logTasks: 6, refs: 2000 } : { ...DEFAULTS };
 }
 
 function parseArgs(argv) {
-  const o = { ...DEFAULTS };
+  // --smoke is the base the other options change, wherever it stands.
+  const o = argv.includes("--smoke") ? { ...DEFAULTS, ...SMOKE } : { ...DEFAULTS };
   const ints = {
     "--workers": "workers",
     "--max-parallel": "maxParallel",
@@ -99,13 +127,17 @@ function parseArgs(argv) {
         throw new Error(`${a} needs a positive ${a === "--log-mib" ? "number" : "whole number"}`);
       o[a === "--log-mib" ? "logMib" : ints[a]] = v;
     } else if (a === "--no-local") o.local = false;
+    else if (a === "--smoke") continue;
     else if (a === "--json") o.json = argv[++i];
     else if (a === "--help" || a === "-h") {
       console.log(
-        "usage: node bench/scale.js [--workers W (20)] [--max-parallel K per worker (1)] [--tasks T (200, >= 14)] [--log-tasks L (20; 0: none)] [--log-mib M (1)] [--refs N (10000; 0: none)] [--no-local] [--json FILE]",
+        "usage: node bench/scale.js [--workers W (20)] [--max-parallel K per worker (1)] [--tasks T (200, >= 14)] [--log-tasks L (20; 0: none)] [--log-mib M (1)] [--refs N (10000; 0: none)] [--no-local] [--smoke] [--json FILE]",
       );
       console.log(
-        "   or: node bench/scale.js --stub N [--tasks T (N)] [--hold-ms H (10000)] [--json FILE]: N simulated workers (bench/scale-stub.mjs) instead of real ones",
+        "   or: node bench/scale.js --stub N [--tasks T (N)] [--hold-ms H (10000)] [--smoke] [--json FILE]: N simulated workers (bench/scale-stub.mjs) instead of real ones",
+      );
+      console.log(
+        "   --smoke: the smallest form of every phase (2 workers, 14 tasks, 1 log task, short idle phases), for CI; other options change it",
       );
       process.exit(0);
     } else throw new Error(`unknown option "${a}"`);
@@ -137,11 +169,18 @@ async function startRedis(dir) {
   const data = join(dir, "redis");
   mkdirSync(data);
   const out = openSync(join(dir, "redis.log"), "a");
+  // Without it the spawn's error event would end the whole process, not this benchmark alone.
+  if (spawnSync("redis-server", ["--version"], { stdio: "ignore" }).status !== 0)
+    throw new Error("redis-server was not found: apt-get install redis-server");
   const child = spawn(
     "redis-server",
     ["--port", String(port), "--bind", "127.0.0.1", "--dir", data, "--appendonly", "yes", "--save", ""],
     { stdio: ["ignore", out, out] },
   );
+  let spawnError = null;
+  child.on("error", (error) => {
+    spawnError = error;
+  });
   const { Redis } = await import("ioredis");
   const url = `redis://127.0.0.1:${port}`;
   for (let i = 0; ; i++) {
@@ -154,8 +193,8 @@ async function startRedis(dir) {
       break;
     } catch {
       probe.disconnect();
-      if (i > 100 || child.exitCode !== null)
-        throw new Error(`redis-server did not start (${dir}/redis.log)`);
+      if (i > 100 || child.exitCode !== null || spawnError)
+        throw new Error(`redis-server did not start (${spawnError?.message ?? `${dir}/redis.log`})`);
       await sleep(50);
     }
   }
@@ -406,10 +445,11 @@ const writeFileAgent = (id) => ["sh", "-c", `echo ${id} > out-${id}.txt`];
  * An agent that prints `bytes` to stdout (64-byte lines) in 16 pieces half a second apart (so
  * the worker streams them while it runs), and changes one file.
  */
-const printAgent = (bytes) => (id) => [
+/** An agent printing `bytes` in `steps` parts half a second apart. */
+const printAgent = (bytes, steps) => (id) => [
   "sh",
   "-c",
-  `i=0; while [ $i -lt 16 ]; do yes 0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcde | head -c ${Math.floor(bytes / 16)}; sleep 0.5; i=$((i+1)); done; yes 0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcde | head -c ${bytes - 16 * Math.floor(bytes / 16)}; echo ${id} > out-${id}.txt`,
+  `i=0; while [ $i -lt ${steps} ]; do yes 0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcde | head -c ${Math.floor(bytes / steps)}; sleep 0.5; i=$((i+1)); done; yes 0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcde | head -c ${bytes - steps * Math.floor(bytes / steps)}; echo ${id} > out-${id}.txt`,
 ];
 
 /**
@@ -694,7 +734,7 @@ export async function run(options) {
     };
 
     // 2. The same workers idle for as long.
-    const idleS = Math.min(60, Math.max(5, runWall));
+    const idleS = Math.min(o.idleMaxS, Math.max(o.idleMinS, runWall));
     log(`idle: ${o.workers} workers, no run, ${idleS.toFixed(1)} s`);
     const i0 = await snapshot(redis.redis);
     const imon0 = mon.bytes;
@@ -747,7 +787,7 @@ export async function run(options) {
       workspace(gdir);
       const tasks = Array.from({ length: o.logTasks }, (_, i) => ({
         id: `p${i}`,
-        command: printAgent(bytes)(`p${i}`),
+        command: printAgent(bytes, o.logSeconds * 2)(`p${i}`),
       }));
       const gfile = writeAssignments(gdir, "scalelogs", tasks, {
         resource_limits: { max_parallel: parallel },
@@ -811,7 +851,7 @@ export async function run(options) {
     // 5. The remote's refs: a push and a fetch against a remote holding many.
     if (o.refs > 0) {
       log(`refs: a push and a fetch against remotes with 0 and ${o.refs} other refs (loose, packed)`);
-      result.phases.refs = { refs: o.refs, ...refsPhase(dir, o.refs) };
+      result.phases.refs = { refs: o.refs, ...refsPhase(dir, o.refs, o.refReps) };
     }
     return summarize(o, result);
   } finally {
@@ -884,11 +924,13 @@ export async function stubRun(o) {
         throw new Error(`only ${blocking} of ${o.stub} simulated workers blocking after 300 s`);
       await sleep(500);
     }
-    log(`stub: ${o.stub} workers up in ${((performance.now() - t0) / 1000).toFixed(1)} s; idle 20 s`);
+    log(
+      `stub: ${o.stub} workers up in ${((performance.now() - t0) / 1000).toFixed(1)} s; idle ${o.stubIdleMs / 1000} s`,
+    );
     await sleep(2000);
     const i0 = await snapshot(redis.redis);
     const sc0 = processCpu(stub.pid);
-    await sleep(20_000);
+    await sleep(o.stubIdleMs);
     const i1 = await snapshot(redis.redis);
     const idleS = (i1.at - i0.at) / 1000;
     res.phases.idle = {
@@ -986,6 +1028,7 @@ function stubSummary(o, res) {
       "",
       {
         target: { value: 0, text: "0" },
+        check: true,
       },
     ),
     row(`${tag}, ${T} tasks: wall (vs the hold: the floor)`, run.wall_s, "s", { baseline: o.holdMs / 1000 }),
@@ -993,6 +1036,7 @@ function stubSummary(o, res) {
     row(`${tag}, ${T} tasks: launches the coordinator recorded (task.launched)`, run.launched, "", {
       target: { value: T, text: `${T}` },
       lowerIsBetter: false,
+      check: true,
     }),
     row(`${tag}, ${T} tasks: run.accepted to the first task.published`, run.before_first_publish_s, "s"),
     row(`${tag}, ${T} tasks: first to last task.published`, run.publish_span_s, "s"),
@@ -1080,6 +1124,7 @@ function summarize(o, res) {
   rows.push(
     row(`${tag}: tasks that did not succeed (bullmq run)`, run.not_succeeded.length, "", {
       target: { value: 0, text: "0" },
+      check: true,
     }),
   );
   rows.push(
@@ -1193,13 +1238,20 @@ function summarize(o, res) {
   const lg = res.phases.logs;
   if (lg) {
     const L = o.logTasks;
-    const ltag = `scale logs ${L} tasks × ${o.logMib} MiB stdout over 8 s`;
+    const ltag = `scale logs ${L} tasks × ${o.logMib} MiB stdout over ${o.logSeconds} s`;
     rows.push(
       row(`${ltag}: tasks that did not succeed`, lg.not_succeeded.length, "", {
         target: { value: 0, text: "0" },
+        check: true,
       }),
     );
-    rows.push(row(`${ltag}: stdout logs arrived whole`, `${lg.stdout_logs_intact}/${L}`, ""));
+    rows.push(
+      row(`${ltag}: stdout logs arrived whole`, `${lg.stdout_logs_intact}/${L}`, "", {
+        met: lg.stdout_logs_intact === L,
+        target: { value: L, text: `${L}/${L}` },
+        check: true,
+      }),
+    );
     rows.push(
       row(
         `${ltag}: Redis memory at its peak during the run, per task (vs its log)`,

@@ -23,7 +23,7 @@ import {
   writeFileSync,
 } from "node:fs";
 import { constants as osConstants } from "node:os";
-import { delimiter, join } from "node:path";
+import { join } from "node:path";
 import { median, ROOT, removeTemp, row, tempDir, timed } from "./lib.mjs";
 
 const MB = 1024 * 1024;
@@ -40,18 +40,10 @@ function perlSupervisor() {
   throw new Error("no dist/tmux/supervisor.pl or wrapper.pl: run `npm run build`");
 }
 
-/** The perl termorch runs (its findPerl), or the first on PATH. */
+/** The perl termorch runs (its findPerl). */
 async function perlPath() {
-  try {
-    const { findPerl } = await import(join(ROOT, "dist", "tmux", "session.js"));
-    if (typeof findPerl === "function") return await findPerl();
-  } catch {
-    // A renamed module: fall back to PATH, as findPerl does.
-  }
-  for (const dir of (process.env.PATH ?? "/usr/bin:/bin").split(delimiter)) {
-    if (dir.startsWith("/") && existsSync(join(dir, "perl"))) return join(dir, "perl");
-  }
-  throw new Error("perl was not found in PATH");
+  const { findPerl } = await import(join(ROOT, "dist", "fs", "executable.js"));
+  return findPerl();
 }
 
 /**
@@ -253,10 +245,9 @@ function translations(bin, sources) {
 }
 
 export async function run(opts = {}) {
-  const quick = !!opts.quick;
-  const reps = quick ? 1 : 3;
-  const n = quick ? 50 : 200;
-  const size = (quick ? 50 : 200) * MB;
+  const reps = opts.smoke || opts.quick ? 1 : 3;
+  const n = opts.smoke ? 5 : opts.quick ? 50 : 200;
+  const size = (opts.smoke ? 4 : opts.quick ? 50 : 200) * MB;
   const dir = tempDir("supervisor");
   const { TOKEN_PATTERNS, Redactor } = await import(join(ROOT, "dist", "redact", "redactor.js"));
   const builtIns = [...TOKEN_PATTERNS];
@@ -368,6 +359,7 @@ export async function run(opts = {}) {
     row("supervisor per MB: bytes lost (every run, size and SHA-256 compared)", lost, "B", {
       met: lost === 0 && equal,
       target: { value: 0, text: "0, checksums equal" },
+      check: true,
     }),
   );
 
@@ -383,6 +375,7 @@ export async function run(opts = {}) {
         {
           met: checked.diffs.length === 0,
           target: { value: 0, text: "0 differ" },
+          check: true,
         },
       ),
     );

@@ -133,7 +133,7 @@ async function finishedRuns(base, k, env) {
   }
 }
 
-async function feedRun(k, quick) {
+async function feedRun(k, lines, shorts) {
   const base = tempDir("views");
   const tmp = join(base, "tmp");
   mkdirSync(tmp);
@@ -149,8 +149,6 @@ async function feedRun(k, quick) {
     const dir = join(base, "live");
     mkdirSync(dir);
     makeWorkspace(dir);
-    const lines = quick ? 300 : 1000;
-    const shorts = quick ? 4 : 12;
     const tasks = [
       {
         id: "chatty",
@@ -210,7 +208,7 @@ async function feedRun(k, quick) {
 /** A ledger and a report of `n` tasks in waves of 50, each started, exited and succeeded once. */
 async function syntheticRun(dir, n) {
   const { buildReport, skippedMerge } = await import(join(ROOT, "dist", "report", "build.js"));
-  const { newTaskRun } = await import(join(ROOT, "dist", "run", "task-run.js"));
+  const { newTaskRun } = await import(join(ROOT, "dist", "task", "task-run.js"));
   const t0 = Date.parse("2026-01-01T00:00:00.000Z");
   const iso = (ms) => new Date(ms).toISOString();
   const ids = Array.from({ length: n }, (_, i) => `task-${String(i).padStart(5, "0")}`);
@@ -317,12 +315,19 @@ async function reportCost(n, reps) {
   }
 }
 
+/** Finished runs K, the chatty task's lines, the short tasks, report sizes, repetitions. */
+function settings(opts) {
+  if (opts.smoke) return { ks: [0, 2], lines: 50, shorts: 2, sizes: [100], reps: 1 };
+  if (opts.quick) return { ks: [0, 10], lines: 300, shorts: 4, sizes: [1000], reps: 3 };
+  return { ks: [0, 30], lines: 1000, shorts: 12, sizes: [1000, 10_000], reps: 5 };
+}
+
 export async function run(opts = {}) {
   const rows = [];
   const notes = [];
-  const ks = opts.quick ? [0, 10] : [0, 30];
+  const { ks, lines, shorts, sizes, reps } = settings(opts);
   for (const k of ks) {
-    const { driver, figures: f } = await feedRun(k, opts.quick);
+    const { driver, figures: f } = await feedRun(k, lines, shorts);
     const label = `views: RunFeed, chatty run + ${k} finished runs`;
     const feedPerS = f.cpu / f.seconds;
     const driverPerS = driver.cpu / driver.wall;
@@ -347,11 +352,10 @@ export async function run(opts = {}) {
     );
   }
   notes.push(
-    "views: the feed runs alone in a child process (RunFeed on the registry, default throttle and sweep); its CPU counts its tmux clients. The run: one task printing a line every 10 ms (1000 lines; --quick 300) and 12 (4) tasks of `sleep 0.6`, --max-parallel 2; each finished run: two tasks. Latency: a status file's appearance (fs.watch in the feed's process) to the first view with that state.",
+    `views: the feed runs alone in a child process (RunFeed on the registry, default throttle and sweep); its CPU counts its tmux clients. The run: one task printing a line every 10 ms (${lines} lines) and ${shorts} tasks of \`sleep 0.6\`, --max-parallel 2; each finished run: two tasks. Latency: a status file's appearance (fs.watch in the feed's process) to the first view with that state.`,
   );
-  const sizes = opts.quick ? [1000] : [1000, 10_000];
   for (const n of sizes) {
-    const r = await reportCost(n, opts.quick ? 3 : 5);
+    const r = await reportCost(n, reps);
     rows.push(row(`views: report.html ${n} tasks: write execution_report.json`, r.json, "ms"));
     rows.push(
       row(`views: report.html ${n} tasks: render + write report.html (vs JSON)`, r.html, "ms", {
@@ -360,7 +364,7 @@ export async function run(opts = {}) {
     );
   }
   notes.push(
-    "views: report.html from a synthetic ledger (4 events per task) and report of N tasks in waves of 50; median of 5 (--quick 3) writes each, the JSON report with writeReport (atomic), the page with writeReportHtml (reads the ledger, builds the timeline, renders, writes atomically).",
+    `views: report.html from a synthetic ledger (4 events per task) and report of N tasks in waves of 50; median of ${reps} writes each, the JSON report with writeReport (atomic), the page with writeReportHtml (reads the ledger, builds the timeline, renders, writes atomically).`,
   );
   return { name: "views", rows, notes };
 }
