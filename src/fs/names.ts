@@ -103,6 +103,11 @@ export function poolLockPath(repo: string): string {
   return join(locksDir(), `pool-${pathKey(repo)}.lock`);
 }
 
+/** Per-user folder of the past runs' folders (cleaned, unregistered): fs/registry.ts. */
+export function pastRunsDir(): string {
+  return join(userDir(), "past-runs");
+}
+
 /** Per-user folder of workspace locks; outside the workspace so taking a lock writes nothing into it. */
 export function locksDir(): string {
   return join(userDir(), "locks");
@@ -176,7 +181,7 @@ async function makeUserDir(dir: string): Promise<string> {
   }
   // Its folders are created with mkdir -p and written into: one that is a link would put
   // worktrees, locks, pooled worktrees or run records wherever it points.
-  for (const sub of [locksDir(), poolRoot(), worktreesRoot(), defaultRegistryDir()]) {
+  for (const sub of [locksDir(), poolRoot(), worktreesRoot(), defaultRegistryDir(), pastRunsDir()]) {
     const found = await lstat(sub).catch(() => null);
     if (found?.isSymbolicLink() || (found && !found.isDirectory()))
       refuse(

@@ -16,9 +16,12 @@ const RUN_FILES = [
   ".termorch/x",
 ];
 
+/** The names termorch writes directly in a run directory (a past run's are hidden from a sandbox). */
+export const RUN_TOP_NAMES: readonly string[] = [...new Set(RUN_FILES.map((f) => f.split("/")[0]!))];
+
 /** The run directory and every name termorch writes directly in it: none may be a symbolic link. */
 function linkInRunDir(dir: string): string | null {
-  const names = [".gitignore", ...RUN_FILES.map((f) => f.split("/")[0]!)];
+  const names = [".gitignore", ...RUN_TOP_NAMES];
   return firstLink([dir, ...names.map((name) => join(dir, name))]);
 }
 
