@@ -50,6 +50,23 @@ export function runBranchesPrefix(runId: string): string {
   return `refs/heads/termorch/${runId}/`;
 }
 
+/** What termorch writes at the top of a run directory (docs/ARCHITECTURE.md: the run directory). */
+export const RUN_FILES = [
+  "execution_report.json",
+  "state.json",
+  "events.jsonl",
+  "logs/x",
+  "status/x",
+  "artifacts/x",
+  ".termorch/x",
+] as const;
+
+/** The names termorch writes directly in a run directory (a past run's are hidden from a sandbox). */
+export const RUN_TOP_NAMES: readonly string[] = [...new Set(RUN_FILES.map((f) => f.split("/")[0]!))];
+
+/** The HTML report's name in a run's folder. */
+export const REPORT_HTML = "report.html";
+
 /** termorch's per-user folder, `$TMPDIR/termorch-<uid>`; {@link ensureUserDir} creates and checks it. */
 export function userDir(): string {
   return join(tmpdir(), `termorch-${process.getuid?.() ?? "user"}`);

@@ -20,7 +20,7 @@ import {
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { errorText } from "../errors.js";
-import { registryDir, userDir } from "../fs/names.js";
+import { REPORT_HTML, RUN_TOP_NAMES, registryDir, userDir } from "../fs/names.js";
 import { pastRunDirs, registeredRuns } from "../fs/registry.js";
 import {
   type AgentBase,
@@ -31,8 +31,6 @@ import {
   snapshotRepoObjects,
   takeAgentCommits,
 } from "../git/sandbox-repo.js";
-import { REPORT_HTML } from "../run/report-file.js";
-import { RUN_TOP_NAMES } from "../run/run-dir.js";
 import {
   bwrapArgs,
   expandHome,
