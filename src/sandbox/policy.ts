@@ -190,7 +190,10 @@ export const PROC_READ_ONLY = [
   "/proc/fs",
 ] as const;
 
-/** What of /proc is emptied: the keys of every keyring the agent could view (see seccomp.ts). */
+/**
+ * What of /proc is hidden (/dev/null over it: empty as root, unreadable in a user namespace, where
+ * device nodes do not open): the keys of every keyring the agent could view (see seccomp.ts).
+ */
 export const PROC_HIDDEN = ["/proc/keys"] as const;
 
 type Mount = { path: string; source: string; kind: "rw" | "ro" | "hide-dir" | "hide-file" };
