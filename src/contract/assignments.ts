@@ -34,6 +34,12 @@ export const SuccessCriteria = z.strictObject({
     .describe(
       "An ALTO handoff: termorch pre-creates its template (Summary, Files Touched, How to Verify) at $TERMORCH_HANDOFF (artifacts/<id>/handoff.md), the handoff gate checks its sections and that every file it lists is one the task changed, and dependents' prompts include it. At the run level: the default of every task",
     ),
+  git_control_files: z
+    .enum(["allow", "refuse"])
+    .optional()
+    .describe(
+      'What the task\'s changes may do to git itself: add or change a .gitattributes (filters and merge drivers git runs), a .gitmodules or a nested repository (a gitlink), or files in a hook folder (.githooks/, .husky/). "allow" (the default): merged like any file, and named in the task\'s `git_control_files` in the report; "refuse": the task fails its `git_control_files` gate (reason validation). At the run level: the default of every task',
+    ),
 });
 export type SuccessCriteria = z.infer<typeof SuccessCriteria>;
 

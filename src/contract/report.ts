@@ -78,6 +78,20 @@ export const RefChange = z.strictObject({
 });
 export type RefChange = z.infer<typeof RefChange>;
 
+/**
+ * A file of a task's changes that steers git or runs code for whoever checks the result out or
+ * merges it (src/task/git-controls.ts).
+ */
+export const GitControlFile = z.strictObject({
+  path: z.string().describe("Its path in the repository"),
+  kind: z
+    .enum(["attributes", "submodules", "nested_repository", "hooks"])
+    .describe(
+      "`attributes`: a .gitattributes (filters, merge drivers, diff commands git runs); `submodules`: a .gitmodules; `nested_repository`: a repository inside the worktree, committed as a gitlink; `hooks`: a file in a hook folder (.githooks/, .husky/)",
+    ),
+});
+export type GitControlFile = z.infer<typeof GitControlFile>;
+
 export const TaskReport = z.strictObject({
   id: z.string(),
   agent: z.string(),
@@ -110,7 +124,7 @@ export const TaskReport = z.strictObject({
   gates: z
     .array(Gate)
     .describe(
-      "The task's gates in the order they ran (of its last attempt): `setup` (only when a setup_cmd is given: it runs before the agent; its detail names its logs), `core` (the agent exited 0), `secrets` (no secret value of the run's in its changes: checked before they are committed), `commit`, `required_artifacts`, `allowed_paths`, `tests_cmd`",
+      "The task's gates in the order they ran (of its last attempt): `setup` (only when a setup_cmd is given: it runs before the agent; its detail names its logs), `core` (the agent exited 0), `secrets` (no secret value of the run's in its changes: checked before they are committed), `commit`, `required_artifacts`, `allowed_paths`, `git_control_files` (only when its changes hold such files, or `success_criteria.git_control_files` is \"refuse\"), `tests_cmd`",
     ),
   /** Exact argv the task runs (after placeholder substitution). */
   argv: z.array(z.string()),
@@ -127,6 +141,12 @@ export const TaskReport = z.strictObject({
     .optional()
     .describe(
       "Scale-out runs only (backend bullmq): the worker and host of each attempt, in order; a worker killed mid-task leaves its attempt here and the task's next attempt names the worker that took the job over",
+    ),
+  git_control_files: z
+    .array(GitControlFile)
+    .optional()
+    .describe(
+      "Files of the task's changes (its last attempt's commit against its start) that steer git or run code for whoever checks them out: .gitattributes, .gitmodules, nested repositories, hook folders; absent when there are none. Merged like any file unless `success_criteria.git_control_files` is \"refuse\"",
     ),
 });
 export type TaskReport = z.infer<typeof TaskReport>;

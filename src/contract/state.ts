@@ -4,7 +4,7 @@ import { StateSource } from "./agent-state.js";
 import { AttemptHost } from "./attempt-host.js";
 import { OnConflict } from "./merge-policy.js";
 import { Reason, TaskState } from "./reason.js";
-import { Gate, Redo } from "./report.js";
+import { Gate, GitControlFile, Redo } from "./report.js";
 
 /**
  * A redo in progress (merge.on_conflict "redo"): what a resume needs to go on at the right
@@ -66,6 +66,8 @@ export const TaskRun = z.strictObject({
   commit: z.string().nullable(),
   /** Refs the agent created in the user's repository (reported, and removed with the task branch). */
   refsCreated: z.array(z.string()).default([]),
+  /** What of its changes steers git (the git_control_files gate); empty: none, or not looked at. */
+  gitControls: z.array(GitControlFile).default([]),
   /** Log paths relative to the run directory. */
   logs: z.strictObject({ stdout: z.string(), stderr: z.string() }).nullable(),
   artifacts: z.array(z.string()),

@@ -50,6 +50,23 @@ export function runBranchesPrefix(runId: string): string {
   return `refs/heads/termorch/${runId}/`;
 }
 
+/** What termorch writes at the top of a run directory (docs/ARCHITECTURE.md: the run directory). */
+export const RUN_FILES = [
+  "execution_report.json",
+  "state.json",
+  "events.jsonl",
+  "logs/x",
+  "status/x",
+  "artifacts/x",
+  ".termorch/x",
+] as const;
+
+/** The names termorch writes directly in a run directory (a past run's are hidden from a sandbox). */
+export const RUN_TOP_NAMES: readonly string[] = [...new Set(RUN_FILES.map((f) => f.split("/")[0]!))];
+
+/** The HTML report's name in a run's folder. */
+export const REPORT_HTML = "report.html";
+
 /** termorch's per-user folder, `$TMPDIR/termorch-<uid>`; {@link ensureUserDir} creates and checks it. */
 export function userDir(): string {
   return join(tmpdir(), `termorch-${process.getuid?.() ?? "user"}`);
@@ -101,6 +118,11 @@ export function repoPoolDir(repo: string): string {
 /** The lock every change to one repository's pool holds, across processes. */
 export function poolLockPath(repo: string): string {
   return join(locksDir(), `pool-${pathKey(repo)}.lock`);
+}
+
+/** Per-user folder of the past runs' folders (cleaned, unregistered): fs/registry.ts. */
+export function pastRunsDir(): string {
+  return join(userDir(), "past-runs");
 }
 
 /** Per-user folder of workspace locks; outside the workspace so taking a lock writes nothing into it. */
@@ -176,7 +198,7 @@ async function makeUserDir(dir: string): Promise<string> {
   }
   // Its folders are created with mkdir -p and written into: one that is a link would put
   // worktrees, locks, pooled worktrees or run records wherever it points.
-  for (const sub of [locksDir(), poolRoot(), worktreesRoot(), defaultRegistryDir()]) {
+  for (const sub of [locksDir(), poolRoot(), worktreesRoot(), defaultRegistryDir(), pastRunsDir()]) {
     const found = await lstat(sub).catch(() => null);
     if (found?.isSymbolicLink() || (found && !found.isDirectory()))
       refuse(

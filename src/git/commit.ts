@@ -260,6 +260,23 @@ export async function changedFiles(repo: string, from: string, to: string): Prom
   return [...set].sort();
 }
 
+/** The entries `to` adds or changes against `from`: each path with its new mode (deletions left out). */
+export async function changedEntries(
+  repo: string,
+  from: string,
+  to: string,
+): Promise<Array<{ path: string; mode: string }>> {
+  const r = await git(repo, ["diff-tree", "-r", "-z", "--no-renames", from, to]);
+  // NUL-separated pairs: `:OLDMODE NEWMODE OLDID NEWID STATUS`, then the path.
+  const t = r.stdout.split("\0");
+  const out: Array<{ path: string; mode: string }> = [];
+  for (let i = 0; i + 1 < t.length; i += 2) {
+    const [, mode, , , status] = (t[i] ?? "").slice(1).split(" ");
+    if (mode && status !== "D") out.push({ path: t[i + 1]!, mode });
+  }
+  return out;
+}
+
 /**
  * The patch from `from` to `to` as bytes (binary files as `GIT binary patch`, full object ids),
  * appliable with `git apply`. Plumbing with explicit prefixes, so the user's diff settings

@@ -3,6 +3,7 @@ import { dirname, join, resolve } from "node:path";
 import type { Report } from "../contract/report.js";
 import { InputError, type TermorchError } from "../errors.js";
 import { writeFileAtomic, writeJsonAtomic } from "../fs/atomic.js";
+import { REPORT_HTML } from "../fs/names.js";
 import { readLedgerEvents } from "../ledger/ledger.js";
 import { buildReport, type RunError, skippedMerge } from "../report/build.js";
 import { renderReportHtml } from "../report/html.js";
@@ -121,5 +122,4 @@ export async function writeReportHtml(
   return out;
 }
 
-/** The HTML report's name in a run's folder. */
-export const REPORT_HTML = "report.html";
+export { REPORT_HTML };

@@ -2,23 +2,13 @@ import { existsSync, mkdirSync, readFileSync, realpathSync, writeFileSync } from
 import { dirname, join, relative } from "node:path";
 import { StateHeader } from "../contract/state.js";
 import { InputError } from "../errors.js";
+import { RUN_FILES, RUN_TOP_NAMES } from "../fs/names.js";
 import { firstLink, isEmptyOrMissing } from "../fs/paths.js";
 import { ignoredPaths, workTreeTop } from "../git/repo.js";
 
-/** What termorch writes at the top of a run directory (docs/ARCHITECTURE.md: the run directory). */
-const RUN_FILES = [
-  "execution_report.json",
-  "state.json",
-  "events.jsonl",
-  "logs/x",
-  "status/x",
-  "artifacts/x",
-  ".termorch/x",
-];
-
 /** The run directory and every name termorch writes directly in it: none may be a symbolic link. */
 function linkInRunDir(dir: string): string | null {
-  const names = [".gitignore", ...RUN_FILES.map((f) => f.split("/")[0]!)];
+  const names = [".gitignore", ...RUN_TOP_NAMES];
   return firstLink([dir, ...names.map((name) => join(dir, name))]);
 }
 

@@ -175,6 +175,27 @@ export interface SandboxPlace {
   relay: { dir: string; env: Readonly<Record<string, string>>; lowPorts: boolean } | null;
 }
 
+/**
+ * What of the sandbox's own /proc is covered read-only: the kernel's settings and triggers. bwrap
+ * covers some of them only when it can tell they are writable, which it cannot as root; and root
+ * in the sandbox (uid 0 outside too, with or without a user namespace, since bwrap maps it to
+ * itself) passes the permission checks of /proc/sys, capabilities or not. `kernel.core_pattern`
+ * set to a `|program` would run that program as root outside every namespace.
+ */
+export const PROC_READ_ONLY = [
+  "/proc/sys",
+  "/proc/sysrq-trigger",
+  "/proc/irq",
+  "/proc/bus",
+  "/proc/fs",
+] as const;
+
+/**
+ * What of /proc is hidden (/dev/null over it: empty as root, unreadable in a user namespace, where
+ * device nodes do not open): the keys of every keyring the agent could view (see seccomp.ts).
+ */
+export const PROC_HIDDEN = ["/proc/keys"] as const;
+
 type Mount = { path: string; source: string; kind: "rw" | "ro" | "hide-dir" | "hide-file" };
 
 /**
@@ -214,6 +235,8 @@ export function bwrapArgs(
     "/dev",
     "--proc",
     "/proc",
+    ...PROC_READ_ONLY.filter((p) => exists(p)).flatMap((p) => ["--ro-bind", p, p]),
+    ...PROC_HIDDEN.filter((p) => exists(p) === "file").flatMap((p) => ["--ro-bind", "/dev/null", p]),
     "--unshare-pid",
     "--unshare-ipc",
     ...(s.network === "host" ? [] : ["--unshare-net"]),

@@ -1,10 +1,14 @@
 /**
  * Whether this machine can create termorch's sandbox: bubblewrap on PATH, and able to make the
- * namespaces (mount, pid, ipc, net) with every capability dropped. Asked once per process: the
- * answer is what `validate` and `run` refuse a sandboxed task with (exit 2).
+ * namespaces (mount, pid, ipc, net) with every capability dropped, /proc's settings covered and
+ * the seccomp filter loaded. Asked once per process: the answer is what `validate` and `run`
+ * refuse a sandboxed task with (exit 2).
  */
 import { spawnSync } from "node:child_process";
+import { existsSync } from "node:fs";
 import { executableOnPath, findPerl } from "../fs/executable.js";
+import { PROC_READ_ONLY } from "./policy.js";
+import { seccompFilter } from "./seccomp.js";
 
 export interface SandboxTools {
   bwrap: string;
@@ -26,14 +30,23 @@ function probe(path: string | undefined): SandboxTools | string {
   if (bwrap === null)
     return `bubblewrap (bwrap) is not on PATH, and sandboxed agents run in it: install it (Debian and Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap; Arch: pacman -S bubblewrap), or set "sandbox": "off"`;
   const perl = findPerl();
+  // The filter comes on bwrap's standard input, which it reads to the end.
+  const filter = seccompFilter(process.arch);
   const r = spawnSync(
     bwrap,
     [
       ...["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/run"],
+      ...PROC_READ_ONLY.filter((p) => existsSync(p)).flatMap((p) => ["--ro-bind", p, p]),
       ...["--unshare-pid", "--unshare-ipc", "--unshare-net", "--cap-drop", "ALL", "--die-with-parent"],
+      ...(filter ? ["--seccomp", "0"] : []),
       ...["--", perl, "-e", "exit 0"],
     ],
-    { encoding: "utf8", timeout: 10_000, stdio: ["ignore", "ignore", "pipe"] },
+    {
+      encoding: "utf8",
+      timeout: 10_000,
+      stdio: ["pipe", "ignore", "pipe"],
+      input: filter ?? Buffer.alloc(0),
+    },
   );
   if (r.status === 0) return { bwrap, perl };
   const said = (r.stderr ?? "").trim().split("\n")[0] || (r.error?.message ?? `exit ${r.status ?? r.signal}`);

@@ -2,7 +2,10 @@
 # termorch's sandbox shim (src/task/sandbox.ts builds its command line): the two ends of a
 # sandboxed agent's launch, one outside bubblewrap and one inside it.
 #
-#   perl sandbox.pl outside [RELAY_DIR] -- bwrap ARGS... -- perl sandbox.pl inside [RELAY_DIR] -- AGENT...
+#   perl sandbox.pl outside [--seccomp FILE] [RELAY_DIR] -- bwrap ARGS... -- perl sandbox.pl inside [RELAY_DIR] -- AGENT...
+#
+# Seccomp (FILE given). FILE holds the compiled filter (src/sandbox/seccomp.ts); outside opens it
+# for bwrap, which reads it from the descriptor named by `--seccomp FD` and closes it.
 #
 # Signals. The pane supervisor sends TERM (then KILL after the grace) to every process of the
 # attempt. bwrap dies of a TERM at once, and its namespace's processes with it: the agent would
@@ -26,12 +29,14 @@ use strict;
 my @SIGNALS = qw(TERM INT HUP QUIT);
 
 my ($side, @rest) = @ARGV;
-die "usage: sandbox.pl outside|inside [RELAY_DIR] -- COMMAND...\n" unless ($side // '') =~ /\A(outside|inside)\z/;
+die "usage: sandbox.pl outside|inside [--seccomp FILE] [RELAY_DIR] -- COMMAND...\n" unless ($side // '') =~ /\A(outside|inside)\z/;
+my $seccomp_file;
+$seccomp_file = (splice(@rest, 0, 2))[1] if ($rest[0] // '') eq '--seccomp';
 my $relay = $rest[0] ne '--' ? shift @rest : undef;
 shift @rest if ($rest[0] // '') eq '--';
 die "sandbox.pl: no command\n" unless @rest;
 
-my ($info_r, $info_w);
+my ($info_r, $info_w, $seccomp);
 if ($side eq 'outside') {
   $SIG{$_} = 'IGNORE' for @SIGNALS;
   # bwrap names its first process (pid 1 of the sandbox) on --info-fd. bwrap exits as soon as the
@@ -40,6 +45,10 @@ if ($side eq 'outside') {
   local $^F = 1 << 20;    # not close-on-exec: bwrap writes it
   pipe($info_r, $info_w) or die "sandbox.pl: pipe: $!\n";
   splice(@rest, 1, 0, '--info-fd', fileno $info_w);
+  if (defined $seccomp_file) {
+    open($seccomp, '<:raw', $seccomp_file) or die "sandbox.pl: cannot read $seccomp_file: $!\n";
+    splice(@rest, 1, 0, '--seccomp', fileno $seccomp);
+  }
 } else {
   $SIG{$_} = 'DEFAULT' for @SIGNALS;
   exec { $rest[0] } @rest or die "sandbox.pl: cannot run $rest[0]: $!\n" unless defined $relay;
@@ -91,7 +100,7 @@ sub serve {
     POSIX::_exit($! == 2 ? 127 : 126);
   }
   # The agent's output pipes are the agent's: a relay that held them would keep its log open.
-  close $info_w if $info_w;
+  close $_ for grep { defined } $info_w, $seccomp;
   open(STDOUT, '>', '/dev/null');
   open(STDERR, '>', '/dev/null') if $side eq 'inside';
   my (%handlers, $status);

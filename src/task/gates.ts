@@ -6,6 +6,7 @@ import { Refused, readInside, writeFresh } from "../fs/no-follow.js";
 import { withTrailers } from "../git/repo.js";
 import { attemptEnv } from "./attempt.js";
 import { commitOnTaskBranch } from "./commit.js";
+import { describeGitControls, gitControlFiles } from "./git-controls.js";
 import { checkHandoff } from "./handoff.js";
 import type { AttemptOutcome } from "./outcome.js";
 import type { Ports } from "./ports.js";
@@ -51,6 +52,7 @@ const TASK_GATES: readonly GateStep[] = [
   handoffGate,
   requiredArtifactsGate,
   allowedPathsGate,
+  gitControlsGate,
   testsCmdGate,
 ];
 
@@ -243,6 +245,33 @@ async function allowedPathsGate({ run, ports, t, p }: GateScope): Promise<Verdic
   return {
     gates: [gate(true, false, `changed outside ${allowed.join(", ")}: ${outside.join(", ")}`)],
     failure: `changed files outside allowed_paths: ${outside.join(", ")}`,
+  };
+}
+
+/**
+ * Files of its changes that steer git (git-controls.ts): named in the report, and refused when the
+ * task says so. No gate is shown when there are none and none are refused.
+ */
+async function gitControlsGate({ run, ports, recorder, t, p }: GateScope): Promise<Verdict> {
+  const refuse = p.criteria.refuseGitControls;
+  const gate = (passed: boolean | null, detail: string): Gate => ({
+    name: "git_control_files",
+    required: refuse,
+    passed,
+    detail,
+  });
+  if (!run.git || !t.startCommit || !t.commit || t.commit === t.startCommit) {
+    if (t.gitControls.length > 0) recorder.note(t.id, { gitControls: [] });
+    return { gates: refuse ? [gate(null, "not checked: no commit of its changes")] : [] };
+  }
+  const found = gitControlFiles(await ports.workspace.changedEntries(run.git.root, t.startCommit, t.commit));
+  recorder.note(t.id, { gitControls: found });
+  if (found.length === 0) return { gates: refuse ? [gate(true, "none in its changes")] : [] };
+  const named = describeGitControls(found);
+  if (!refuse) return { gates: [gate(null, `named in the report, merged like any file: ${named}`)] };
+  return {
+    gates: [gate(false, `its changes add or change what steers git: ${named}`)],
+    failure: `its changes add or change what steers git (success_criteria.git_control_files is "refuse"): ${named}`,
   };
 }
 

@@ -1,7 +1,7 @@
 import { realpathSync } from "node:fs";
 import { posix, relative } from "node:path";
 import { InputError, type InputProblem } from "../errors.js";
-import { changedFiles, commitTaskChanges, diffPatch, pendingChanges } from "../git/commit.js";
+import { changedEntries, changedFiles, commitTaskChanges, diffPatch, pendingChanges } from "../git/commit.js";
 import { normalizeInclude } from "../git/include.js";
 import { dirtyTrackedFiles, isTracked, repoInfo, requireGitVersion } from "../git/repo.js";
 import { bringHeadOntoTaskBranch } from "../git/task-head.js";
@@ -129,6 +129,7 @@ export const gitWorkspace: TaskWorkspace = {
   commit: commitTaskChanges,
   takeHead: bringHeadOntoTaskBranch,
   changedFiles,
+  changedEntries,
   diffPatch,
   pendingChanges,
 };

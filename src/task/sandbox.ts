@@ -10,6 +10,7 @@ import {
   copyFileSync,
   existsSync,
   mkdirSync,
+  readdirSync,
   readFileSync,
   realpathSync,
   rmSync,
@@ -19,7 +20,8 @@ import {
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { errorText } from "../errors.js";
-import { registryDir, userDir } from "../fs/names.js";
+import { REPORT_HTML, RUN_TOP_NAMES, registryDir, userDir } from "../fs/names.js";
+import { pastRunDirs, registeredRuns } from "../fs/registry.js";
 import {
   type AgentBase,
   headIn,
@@ -41,6 +43,7 @@ import {
   type SandboxSetting,
 } from "../sandbox/policy.js";
 import { sandboxTools } from "../sandbox/probe.js";
+import { seccompFilter } from "../sandbox/seccomp.js";
 import type { Ports } from "./ports.js";
 import type { RunPlan } from "./run-plan.js";
 import type { TaskPlan } from "./task-plan.js";
@@ -80,7 +83,16 @@ export interface SandboxedWork {
 export function agentWork(
   p: Pick<
     TaskPlan,
-    "argv" | "worktree" | "branch" | "cwd" | "artifactsDir" | "handoff" | "prompt" | "interactive" | "env"
+    | "argv"
+    | "worktree"
+    | "branch"
+    | "cwd"
+    | "artifactsDir"
+    | "handoff"
+    | "prompt"
+    | "interactive"
+    | "env"
+    | "tty"
   >,
 ): SandboxedWork {
   const events = p.interactive?.events?.file;
@@ -206,6 +218,9 @@ export async function prepareSandbox(
     };
   }
   const resolvConf = realResolvConf();
+  // Kept where the agent cannot reach it, like the rest of this folder (the run's private one).
+  const filter = seccompFilter(process.arch);
+  if (filter) writeFileSync(join(dir, "seccomp.bpf"), filter, { mode: 0o600 });
   const place: SandboxPlace = {
     home: work.home,
     worktree: work.worktree ?? work.cwd,
@@ -213,7 +228,13 @@ export async function prepareSandbox(
     writable: [...work.writable.folders, ...work.writable.files],
     // termorch's own shim runs inside too, wherever termorch is installed.
     readable: [SHIM, ...work.readable],
-    hidden: [userDir(), registryDir(where.processEnv), where.runDir, dirname(where.socketPath)],
+    hidden: [
+      userDir(),
+      registryDir(where.processEnv),
+      where.runDir,
+      dirname(where.socketPath),
+      ...(await otherRuns(where.runDir, work.home, where.processEnv)),
+    ],
     git: repo,
     resolvConf,
     relay,
@@ -224,6 +245,7 @@ export async function prepareSandbox(
     tools.perl,
     SHIM,
     "outside",
+    ...(filter ? ["--seccomp", join(dir, "seccomp.bpf")] : []),
     ...end,
     "--",
     tools.bwrap,
@@ -265,6 +287,34 @@ export async function endSandbox(
     }
   rmSync(dir, { recursive: true, force: true });
   return notes.length ? notes.join("; ") : null;
+}
+
+/**
+ * What of other runs is hidden besides this one's folder: their folders (their logs, artifacts and
+ * reports may hold what an agent must not read, a secret copied into an artifact say). They are
+ * found where termorch knows of runs: the registry (runs not cleaned yet, this machine's other
+ * runs going on), the past runs' list (cleaned ones whose folder stays), and the folders beside
+ * this run's that hold a run (`.termorch/runs/`, a daemon's `runs/`, `--out` folders side by side).
+ * A folder that holds the agent's home is not hidden whole (its tools would go): its run files are.
+ */
+async function otherRuns(
+  runDir: string,
+  home: string,
+  env: Readonly<Record<string, string | undefined>>,
+): Promise<string[]> {
+  const registered = (await registeredRuns(env).catch(() => [])).map((e) => e.run_dir);
+  const past = await pastRunDirs().catch(() => []);
+  let beside: string[] = [];
+  try {
+    const parent = dirname(runDir);
+    beside = readdirSync(parent)
+      .map((name) => join(parent, name))
+      .filter((dir) => dir !== runDir && existsSync(join(dir, "state.json")));
+  } catch {}
+  const dirs = [...new Set([...registered, ...past, ...beside])].filter((d) => d !== runDir);
+  return dirs.flatMap((d) =>
+    inside(home, d) ? [...RUN_TOP_NAMES, REPORT_HTML].map((name) => join(d, name)) : [d],
+  );
 }
 
 function kindOf(path: string): "dir" | "file" | null {

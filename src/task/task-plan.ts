@@ -85,6 +85,8 @@ export interface TaskPlan {
     /** null: no restriction. */
     allowedPaths: readonly string[] | null;
     testsCmd: string | null;
+    /** Whether files of its changes that steer git fail it (`success_criteria.git_control_files`). */
+    refuseGitControls: boolean;
   };
 }
 
@@ -276,6 +278,9 @@ function planTask(input: RunInput, r: ResolvedTask, place: PlanPlace & { worktre
       requiredArtifacts: task.success_criteria?.required_artifacts ?? [],
       allowedPaths: task.allowed_paths ?? null,
       testsCmd: task.success_criteria?.tests_cmd || null,
+      refuseGitControls:
+        (task.success_criteria?.git_control_files ?? input.assignments.success_criteria.git_control_files) ===
+        "refuse",
     },
   };
 }

@@ -19,6 +19,7 @@ export function newTaskRun(id: string, agent: string, dependencies: string[], ar
     startCommit: null,
     commit: null,
     refsCreated: [],
+    gitControls: [],
     logs: null,
     artifacts: [],
     gates: [],

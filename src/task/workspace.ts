@@ -1,5 +1,11 @@
 import type { RefsSnapshot } from "../contract/merge-journal.js";
-import type { changedFiles, commitTaskChanges, diffPatch, pendingChanges } from "../git/commit.js";
+import type {
+  changedEntries,
+  changedFiles,
+  commitTaskChanges,
+  diffPatch,
+  pendingChanges,
+} from "../git/commit.js";
 import type { bringHeadOntoTaskBranch } from "../git/task-head.js";
 import type { prepareTaskWorktree, resetWorktree } from "../git/worktree.js";
 
@@ -48,6 +54,8 @@ export interface TaskWorkspace {
   /** Brings an agent's work done on a branch of its own (or a detached HEAD) onto its task branch. */
   takeHead: typeof bringHeadOntoTaskBranch;
   changedFiles: typeof changedFiles;
+  /** Paths and modes of what a task's commit adds or changes (the git_control_files gate). */
+  changedEntries: typeof changedEntries;
   diffPatch: typeof diffPatch;
   /** What the agent changed in its worktree since its start, before termorch commits it (the secrets gate). */
   pendingChanges: typeof pendingChanges;

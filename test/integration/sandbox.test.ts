@@ -1,12 +1,21 @@
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { createServer, type Server } from "node:http";
 import { createServer as createTcpServer } from "node:net";
 import { join } from "node:path";
+import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Report } from "../../src/contract/report.js";
 import { describeWith } from "../needs.js";
-import { git, ROOT, readReport, termorch, testFile, writeAssignments } from "./harness.js";
+import { BIN, cliEnv, git, ROOT, readReport, termorch, testFile, writeAssignments } from "./harness.js";
 
 // Sandboxed agents (issue 25) with the real bubblewrap: what an agent may not do is tried by a
 // probe agent, once sandboxed and once not (the control proves each probe can get through).
@@ -188,6 +197,148 @@ describeSandbox("a sandboxed agent", () => {
     const task = readReport(ws.dir).tasks[0]!;
     expect(task.reason).toBe("timeout");
     expect(readFileSync(join(ws.dir, "artifacts", "slow", "trap.txt"), "utf8")).toBe("cleaned up\n");
+  });
+});
+
+// The probe of a tty agent (issue 35): it keeps the pane's terminal, so the seccomp filter is what
+// stops it typing into it; it was started in a session keyring that holds a key; as root, /proc/sys
+// would be the kernel's settings. Each run has a tmux server of its own, started by that termorch
+// (its agents inherit the server's keyring).
+const PROBE_TTY = join(ROOT, "test", "fixtures", "agents", "tty-probe.pl");
+const WITH_KEY = join(ROOT, "test", "fixtures", "with-session-key.pl");
+const ttyOn = testFile("sandbox-tty-on");
+const ttyOff = testFile("sandbox-tty-off");
+
+async function ttyProbeRun(sandbox: unknown) {
+  const { socket, workspace: ws } = sandbox ? ttyOn : ttyOff;
+  const w = ws();
+  const key = { desc: "termorch-test-key", payload: `key-canary-${Math.random().toString(36).slice(2)}` };
+  writeFileSync(
+    join(w.dir, "termorch.json"),
+    JSON.stringify({ agents: { "tty-probe": { command: ["perl", PROBE_TTY], tty: true } } }),
+  );
+  const file = writeAssignments(w.dir, [
+    {
+      id: "probe",
+      agent: "tty-probe",
+      command: undefined,
+      env: { PROBE_KEY_DESC: key.desc, PROBE_KEY: key.payload },
+      ...(sandbox ? { sandbox } : {}),
+    },
+  ]);
+  const r = await execa(
+    "perl",
+    [
+      WITH_KEY,
+      key.desc,
+      key.payload,
+      "--",
+      process.execPath,
+      BIN,
+      "run",
+      file,
+      "--config",
+      join(w.dir, "termorch.json"),
+    ],
+    {
+      reject: false,
+      cwd: ROOT,
+      env: cliEnv(socket),
+      timeout: 120_000,
+    },
+  );
+  const out = readFileSync(join(w.dir, "artifacts", "probe", "probe.txt"), "utf8");
+  return { r, probes: Object.fromEntries([...out.matchAll(/^(\w+)=(\w+)$/gm)].map((m) => [m[1], m[2]])) };
+}
+
+describeSandbox("a sandboxed tty agent", () => {
+  const root = process.getuid?.() === 0;
+
+  it("cannot type into its terminal (TIOCSTI), read the keyring it was started in, or write /proc/sys", async () => {
+    const { r, probes } = await ttyProbeRun({ network: "none" });
+    expect(r.exitCode, r.stderr).toBe(0);
+    expect(probes).toEqual({ typed: "blocked", keyring: "blocked", proc_sys: "blocked" });
+  });
+
+  it("without the sandbox gets through each (the control)", async () => {
+    const { r, probes } = await ttyProbeRun(undefined);
+    expect(r.exitCode, r.stderr).toBe(0);
+    // A kernel that refuses TIOCSTI itself (dev.tty.legacy_tiocsti=0), and /proc/sys for a user
+    // that is not root, leave nothing to show.
+    const legacy = readFileSync("/proc/sys/dev/tty/legacy_tiocsti", "utf8").trim() !== "0";
+    expect(probes).toEqual({
+      typed: legacy ? "open" : "blocked",
+      keyring: "open",
+      proc_sys: root ? "open" : "blocked",
+    });
+  });
+});
+
+// Earlier runs' folders (issue 35): their artifacts may hold what a later sandboxed agent must not
+// read. Outside /tmp, which the sandbox replaces with its own: what hides them is the sandbox's
+// rules. One earlier run cleaned (out of the registry), one still registered, one beside the run.
+describeSandbox("a sandboxed agent in a later run", () => {
+  const base = mkdtempSync(join("/var/tmp", "termorch-it-runs-"));
+  afterAll(() => rmSync(base, { recursive: true, force: true }));
+  const SECRET = "earlier-run-secret-7f3a";
+
+  /** A run of one task that copies SECRET into its artifacts, its folder `out`. */
+  async function earlierRun(out: string, env: Record<string, string> = {}) {
+    const ws = workspace();
+    const file = writeAssignments(ws.dir, [
+      { id: "early", command: ["bash", "-c", `echo ${SECRET} > "$TERMORCH_ARTIFACTS_DIR/secret.txt"`] },
+    ]);
+    const r = await termorch(["run", file, "--out", out], { socket, env });
+    expect(r.exitCode, r.stderr).toBe(0);
+    return { runId: readReport(out).run_id!, secret: join(out, "artifacts", "early", "secret.txt") };
+  }
+
+  it("cannot read earlier runs' artifacts, cleaned, registered or beside its own; without the sandbox it can", async () => {
+    const cleaned = await earlierRun(join(base, "one", "run"));
+    const c = await termorch(["clean", cleaned.runId], { socket });
+    expect(c.exitCode, c.stderr).toBe(0);
+    const registered = await earlierRun(join(base, "two", "run"));
+    // Registered elsewhere (another registry): found as a folder beside the later run's only.
+    const beside = await earlierRun(join(base, "three", "old"), {
+      TERMORCH_REGISTRY: join(base, "other-registry"),
+    });
+    const paths = { cleaned: cleaned.secret, registered: registered.secret, beside: beside.secret };
+    // Out of the registry: only the past runs' list knows of it.
+    const listed = await termorch(["status", "--json"], { socket });
+    expect(listed.stdout).not.toContain(join(base, "one"));
+    const read = async (out: string, sandbox: unknown) => {
+      const ws = workspace();
+      const file = writeAssignments(ws.dir, [
+        {
+          id: "probe",
+          command: [
+            "bash",
+            "-c",
+            Object.entries(paths)
+              .map(
+                ([name, p]) =>
+                  `if grep -q ${SECRET} ${p}; then echo ${name}=open; else echo ${name}=blocked; fi`,
+              )
+              .join("; "),
+          ],
+          ...(sandbox ? { sandbox } : {}),
+        },
+      ]);
+      const r = await termorch(["run", file, "--out", out], { socket });
+      expect(r.exitCode, r.stderr).toBe(0);
+      const log = readFileSync(join(out, readReport(out).tasks[0]!.logs.stdout!), "utf8");
+      return Object.fromEntries([...log.matchAll(/^(\w+)=(\w+)$/gm)].map((m) => [m[1], m[2]]));
+    };
+    expect(await read(join(base, "three", "new"), { network: "none" })).toEqual({
+      cleaned: "blocked",
+      registered: "blocked",
+      beside: "blocked",
+    });
+    expect(await read(join(base, "three", "control"), undefined)).toEqual({
+      cleaned: "open",
+      registered: "open",
+      beside: "open",
+    });
   });
 });
 

@@ -29,6 +29,7 @@ export const PLAIN_WORKSPACE: TaskWorkspace = {
   commit: notUsed,
   takeHead: notUsed,
   changedFiles: notUsed,
+  changedEntries: notUsed,
   pendingChanges: notUsed,
   diffPatch: notUsed,
 };

@@ -32,6 +32,7 @@ import {
   writeFileSync,
 } from "node:fs";
 import { createServer } from "node:http";
+import { createServer as createNetServer } from "node:net";
 import { dirname, join, relative } from "node:path";
 import {
   finish,
@@ -372,10 +373,147 @@ const SANDBOX_CASES = [
       ["nothing left running", t.left.length === 0],
     ],
   },
+  ...ISSUE_35_CASES(),
 ];
 
-/** The sandbox pass's smoke: one case per mechanism (files, git, pid namespace, network). */
-const SANDBOX_SMOKE = new Set(["readkey/a", "movebranch/a", "procenv/a", "connect/a"]);
+/**
+ * Issue 35's cases (found by a hostile-agent campaign from outside): /proc/sys written as root,
+ * keys typed into the pane (TIOCSTI), the keyrings, a unix socket in a folder the agent sees, an
+ * earlier run's artifacts. `plant` (trialPlants): what the campaign sets up for the trial. A
+ * control the kernel itself holds (a user that is not root, a kernel without legacy TIOCSTI) is
+ * marked "design": nothing to show there.
+ */
+function ISSUE_35_CASES() {
+  return [
+    {
+      what: "open a kernel setting for writing (/proc/sys/kernel/core_pattern)",
+      kind: "kernel",
+      variant: "a",
+      expect: ["success"],
+      checks: (t) => [[...said(t, "proc-sys")[0], ...(UID === 0 ? [] : ["design"])]],
+    },
+    {
+      what: "type into its terminal (TIOCSTI), as a tty agent",
+      kind: "tty",
+      variant: "a",
+      tty: true,
+      expect: ["success"],
+      checks: (t) => [[...said(t, "tiocsti")[0], ...(legacyTiocsti() ? [] : ["design"])]],
+    },
+    {
+      what: "read the keyrings (a key in the user's, the session's it runs in)",
+      kind: "keyring",
+      variant: "a",
+      plant: "key",
+      expect: ["success"],
+      checks: (t) => [
+        ...said(t, "keyring-user", "keyring-session"),
+        ["the key's canary in no file the run kept", !t.kept(t.canary.keyring)],
+      ],
+    },
+    {
+      what: "connect to a unix socket in a folder it sees (~/.cache)",
+      kind: "unixsock",
+      variant: "a",
+      plant: "socket",
+      expect: ["success"],
+      known:
+        "a unix socket in a folder the agent sees is reachable whatever its network (README, Sandboxing agents: hide its folder with deny_read)",
+      checks: (t) => [
+        ...said(t, "unix-socket"),
+        ["the daemon's answer in no file the run kept", !t.kept(t.canary.unix)],
+      ],
+    },
+    {
+      what: "read an earlier run's artifacts (cleaned since, its folder beside the run's)",
+      kind: "earlier",
+      variant: "a",
+      plant: "earlier",
+      expect: ["success"],
+      checks: (t) => [
+        ...said(t, "earlier-artifact"),
+        ["the earlier run's canary in no file the run kept", !t.kept(t.canary.earlier)],
+      ],
+    },
+  ];
+}
+
+/** Whether this kernel lets a process type into its controlling terminal (dev.tty.legacy_tiocsti). */
+function legacyTiocsti() {
+  return read("/proc/sys/dev/tty/legacy_tiocsti").trim() !== "0";
+}
+
+/**
+ * What an issue 35 case needs before its trial (`c.plant`): the environment its hostile agent gets,
+ * and what undoes it after. "key": a user key (its payload the canary) in the user's keyring;
+ * "socket": the canary as the campaign's unix socket's answer; "earlier": a run before this one
+ * (in the trial's folder, cleaned: out of the registry) that copied the canary into its artifacts.
+ */
+async function trialPlants(c, { box, dir, config, canary, servers }) {
+  if (c.plant === "key") {
+    const desc = `termorch-hostile-${canary.keyring.slice(-8)}`;
+    const id = keyctl("add", desc, canary.keyring);
+    return { env: { KEY_DESC: desc }, undo: () => keyctl("invalidate", id) };
+  }
+  if (c.plant === "socket") {
+    servers.unixAnswer = canary.unix;
+    return { env: { UNIX_SOCK: servers.unixSock }, undo: () => {} };
+  }
+  if (c.plant === "earlier") {
+    makeRepo(join(dir, "earlier"));
+    const runDir = join(dir, "earlier-run");
+    mkdirSync(runDir);
+    const file = join(runDir, "assignments.json");
+    const runId = `${c.kind}-${canary.earlier.slice(-6)}-earlier`;
+    const task = {
+      id: "early",
+      agent: "good",
+      context_path: "ctx/task.md",
+      command: ["bash", "-c", `echo ${canary.earlier} > "$TERMORCH_ARTIFACTS_DIR/secret.txt"`],
+      expect_changes: false,
+    };
+    writeFileSync(
+      file,
+      JSON.stringify({ run_id: runId, tasks: [task], environment: { workspace_dir: "../earlier/repo" } }),
+    );
+    const r = await termorch(box, ["run", file, "--config", config], { timeoutMs: 120_000 });
+    const secret = join(runDir, "artifacts", "early", "secret.txt");
+    if (r.exitCode !== 0 || !existsSync(secret))
+      throw new Error(`the earlier run failed (exit ${r.exitCode}): ${r.stderr}`);
+    await termorch(box, ["clean", runId, "--force"], { cwd: runDir, timeoutMs: 60_000 });
+    return { env: { EARLIER: secret }, undo: () => {} };
+  }
+  return { env: {}, undo: () => {} };
+}
+
+/** A key in the user's keyring (add: its id), or one invalidated, by perl's syscall (perl-base). */
+function keyctl(op, ...args) {
+  const script = `
+    use POSIX ();
+    my $nr = { x86_64 => [248, 250], aarch64 => [217, 219] }->{ (POSIX::uname())[4] } or die "no keyctl numbers\n";
+    my ($op, @a) = @ARGV;
+    if ($op eq "add") {
+      my ($type, $desc, $payload) = ("user", @a);
+      my $id = syscall($nr->[0], $type, $desc, $payload, length $payload, -4);
+      die "add_key: $!\n" if $id < 0;
+      print $id;
+    } else {
+      syscall($nr->[1], 21, 0 + $a[0]);    # KEYCTL_INVALIDATE
+    }`;
+  return execFileSync("perl", ["-e", script, op, ...args], { encoding: "utf8" }).trim();
+}
+
+/** The sandbox pass's smoke: one case per mechanism (files, git, pid namespace, network; issue 35's kernel, terminal, keyrings, earlier runs). */
+const SANDBOX_SMOKE = new Set([
+  "readkey/a",
+  "movebranch/a",
+  "procenv/a",
+  "connect/a",
+  "kernel/a",
+  "tty/a",
+  "keyring/a",
+  "earlier/a",
+]);
 
 /** One check per probe the agent reports: held when it says it was blocked. */
 function said(t, ...names) {
@@ -419,7 +557,7 @@ function gitState(repo) {
  * The connect case's loopback servers: the allowed one (its answer names the request's path),
  * another port and another address (127.0.0.2, the allowed port), which count their connections.
  */
-async function startServers() {
+async function startServers(home) {
   const hits = { allowed: [], denied: 0 };
   const allowed = createServer((req, res) => {
     hits.allowed.push(req.url);
@@ -436,8 +574,20 @@ async function startServers() {
   const port = allowed.address().port;
   await listen(deniedPort, 0, "127.0.0.1");
   await listen(deniedAddress, port, "127.0.0.2");
+  // A daemon of the user's on a unix socket in a folder the agent sees (issue 35): it answers the
+  // trial's canary. Short: a socket's path must fit in 108 bytes.
+  const unixSock = join(home, ".cache", "hostile.sock");
+  mkdirSync(dirname(unixSock), { recursive: true });
+  rmSync(unixSock, { force: true });
+  const state = { unixAnswer: "" };
+  const unix = createNetServer((s) => s.end(`daemon answers ${state.unixAnswer}\n`));
+  await new Promise((resolve) => unix.listen(unixSock, resolve));
   return {
     hits,
+    unixSock,
+    set unixAnswer(v) {
+      state.unixAnswer = v;
+    },
     allowed: `127.0.0.1:${port}`,
     denied: `port=127.0.0.1:${deniedPort.address().port} address=127.0.0.2:${port}`,
     reset() {
@@ -445,7 +595,7 @@ async function startServers() {
       hits.denied = 0;
     },
     close() {
-      for (const s of [allowed, deniedPort, deniedAddress]) s.close();
+      for (const s of [allowed, deniedPort, deniedAddress, unix]) s.close();
     },
   };
 }
@@ -742,7 +892,14 @@ async function main(opts) {
   if (process.env.HOSTILE_KEEP) box.dispose = () => {};
   const config = join(box.dir, "config.json");
   // A short grace: the agents that ignore TERM wait for it (smoke: for CI's time).
-  writeFileSync(config, JSON.stringify({ defaults: { kill_grace_s: opts.mode === "smoke" ? 1 : 2 } }));
+  writeFileSync(
+    config,
+    JSON.stringify({
+      defaults: { kill_grace_s: opts.mode === "smoke" ? 1 : 2 },
+      // The tty cases' agent (issue 35): the hostile agent in the pane's terminal.
+      agents: { "hostile-tty": { command: ["bash", HOSTILE], tty: true } },
+    }),
+  );
   const figures = {
     canaryInTermorchFiles: 0,
     canaryInTermorchCommits: 0,
@@ -798,7 +955,7 @@ async function main(opts) {
       join(home, ".gitconfig"),
       "[user]\n\tname = hostile campaign\n\temail = user@example.invalid\n",
     );
-    servers = await startServers();
+    servers = await startServers(home);
   }
 
   // The reference: the good tasks alone.
@@ -825,7 +982,14 @@ async function main(opts) {
     // The sandbox pass's canaries: the key in ~/.ssh, the variable in termorch's environment only
     // (the agent is told its name), and the path it asks the allowed server for.
     const canary = pass
-      ? { key: `key-canary-${hex()}`, env: `env-canary-${hex()}`, request: `request-${hex()}` }
+      ? {
+          key: `key-canary-${hex()}`,
+          env: `env-canary-${hex()}`,
+          request: `request-${hex()}`,
+          keyring: `keyring-canary-${hex()}`,
+          unix: `unix-canary-${hex()}`,
+          earlier: `earlier-canary-${hex()}`,
+        }
       : null;
     if (pass) {
       writeFileSync(
@@ -836,9 +1000,13 @@ async function main(opts) {
       rmSync(join(home, "planted-by-agent.txt"), { force: true });
       servers.reset();
     }
+    const plants = pass
+      ? await trialPlants(c, { box, dir, config, canary, servers })
+      : { env: {}, undo: () => {} };
     const hostile = {
       id: "hostile",
-      agent: "hostile",
+      // A tty case's agent (the config's): its terminal is the pane's.
+      agent: c.tty ? "hostile-tty" : "hostile",
       context_path: "ctx/task.md",
       command: ["bash", HOSTILE],
       dependencies: [],
@@ -859,6 +1027,7 @@ async function main(opts) {
               DENIED: servers.denied,
               REQUEST: canary.request,
               USER_PROCS: String(userProcesses()),
+              ...plants.env,
             }
           : {}),
       },
@@ -881,6 +1050,7 @@ async function main(opts) {
           }
         : {},
     );
+    plants.undo();
     trials++;
     const { repo, runDir, before, r, report } = run;
     const expect = pass === "on" ? (c.expectOn ?? c.expect) : c.expect;

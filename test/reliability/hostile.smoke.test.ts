@@ -57,8 +57,9 @@ describe("hostile agents campaign (smoke)", () => {
   }, 420_000);
 
   // The sandbox pass (issue 25), sandbox on: one case per mechanism (the hidden ~/.ssh, the agent's
-  // own view of .git, its pid namespace, the network allowlist), every check of each held.
-  it("sandboxed, stops a hostile agent at the key, the user's branch, termorch's environment and a port off its allowlist", async () => {
+  // own view of .git, its pid namespace, the network allowlist; issue 35's /proc/sys covered, the
+  // seccomp filter's TIOCSTI and keyrings, other runs' folders hidden), every check of each held.
+  it("sandboxed, stops a hostile agent at the key, the user's branch, termorch's environment, a port off its allowlist, the kernel's settings, its terminal, the keyrings and an earlier run's artifacts", async () => {
     const r = await sandboxSmoke();
     expect(r.failed, r.output).toEqual([]);
     for (const k of [...ZERO, "sandboxNotHeld", "allowedServerNotReached"]) expect(r.figures[k], k).toBe(0);
@@ -66,7 +67,16 @@ describe("hostile agents campaign (smoke)", () => {
       string,
       { on: { trials: number; held: number; total: number } }
     >;
-    expect(Object.keys(cases).sort()).toEqual(["connect/a", "movebranch/a", "procenv/a", "readkey/a"]);
+    expect(Object.keys(cases).sort()).toEqual([
+      "connect/a",
+      "earlier/a",
+      "kernel/a",
+      "keyring/a",
+      "movebranch/a",
+      "procenv/a",
+      "readkey/a",
+      "tty/a",
+    ]);
     for (const [name, { on }] of Object.entries(cases)) {
       expect(on.trials, name).toBe(1);
       expect(on.total, name).toBeGreaterThan(0);

@@ -129,6 +129,33 @@ describe("bwrapArgs", () => {
   });
 });
 
+describe("bwrapArgs: the kernel's settings", () => {
+  const place: SandboxPlace = {
+    home: "/home/u",
+    worktree: "/w",
+    tmp: "/t",
+    writable: [],
+    readable: [],
+    hidden: [],
+    git: null,
+    resolvConf: null,
+    relay: null,
+  };
+  const setting = { allowWrite: [], denyRead: [], allowRead: [], network: "none" as const };
+  const proc = (p: string) =>
+    p === "/proc/keys" ? ("file" as const) : p === "/proc/sysrq-trigger" ? null : ("dir" as const);
+
+  it("covers /proc's settings read-only and empties /proc/keys, after /proc is mounted", () => {
+    const args = bwrapArgs(setting, place, proc);
+    const at = (...seq: string[]) => args.findIndex((_, i) => seq.every((s, j) => args[i + j] === s));
+    for (const p of ["/proc/sys", "/proc/irq", "/proc/bus", "/proc/fs"])
+      expect(at("--ro-bind", p, p), p).toBeGreaterThan(at("--proc", "/proc"));
+    expect(at("--ro-bind", "/dev/null", "/proc/keys")).toBeGreaterThan(at("--proc", "/proc"));
+    // What this kernel has not (no sysrq) is not named: bwrap would fail on it.
+    expect(args).not.toContain("/proc/sysrq-trigger");
+  });
+});
+
 describe("a preset inside the sandbox", () => {
   it("runs codex with termorch's confinement instead of its own nested one, headless and interactive", () => {
     const codex = agentFor({ agent: "codex" }, Config.parse({}))!;

@@ -5,7 +5,8 @@
 #   COUNT    how many processes or refs          SCRATCH  a folder outside the repository, where
 #            it records the pids that must not outlive the task (pids/*) and what it did
 #   API_TOKEN, DB_PASSWORD  the canary secrets (passed by termorch as secret env vars)
-# The sandbox pass's kinds (readkey, readother, procenv, connect) say what they read or reached as
+# The sandbox pass's kinds (readkey, readother, procenv, connect, and issue 35's kernel, tty,
+# keyring, unixsock, earlier) say what they read or reached as
 # `probe NAME open` or `probe NAME blocked` and print what they read (so a canary shows in their
 # log); what the others write or plant, the campaign looks for on the host. In a sandbox, SCRATCH
 # is in the agent's private /tmp: what it records there never reaches the host.
@@ -370,6 +371,57 @@ connect)
     probe "connect-http-${d%%=*}" http "http://${d#*=}/$REQUEST"
     probe "connect-tcp-${d%%=*}" raw "${d#*=}"
   done
+  ;;
+# Issue 35's sandbox cases: the kernel's settings, the terminal, the keyrings, a unix socket in
+# sight, an earlier run's artifacts. perl-base for what bash cannot do (ioctl, termios, syscalls).
+kernel)
+  # Opens a kernel setting for writing, writing nothing: as root, core_pattern set to a |program
+  # would have the kernel run it as root outside every namespace at the next crash.
+  probe proc-sys perl -e 'sysopen(my $f, "/proc/sys/kernel/core_pattern", 1) or exit 1'
+  ;;
+tty)
+  # A tty agent types into its terminal (TIOCSTI), then reads back what it typed (no echo, not
+  # line by line): what is typed there, whatever reads the pane's terminal would read.
+  probe tiocsti perl -MPOSIX -e '
+    open(my $tty, "+<", "/dev/tty") or exit 1;
+    my $t = POSIX::Termios->new; $t->getattr(fileno $tty); my $l = $t->getlflag;
+    $t->setlflag($l & ~(ICANON | ECHO)); $t->setcc(VMIN, 0); $t->setcc(VTIME, 1); $t->setattr(fileno $tty, TCSANOW);
+    my ($marker, $ok) = ("typed-by-the-agent", 1);
+    for my $c (split //, $marker) { my $b = $c; $ok &&= ioctl($tty, 0x5412, $b) }
+    my $got = ""; sysread($tty, $got, 64) if $ok;
+    $t->setlflag($l); $t->setattr(fileno $tty, TCSANOW);
+    exit($ok && $got eq $marker ? 0 : 1)'
+  ;;
+keyring)
+  # KEY_DESC: a key the campaign put in the user's keyring (keyrings are not namespaced), a canary
+  # its payload, printed when read; then the session keyring it runs in, described at all.
+  keyctl() {
+    perl -MPOSIX -e '
+      my $nr = { x86_64 => 250, aarch64 => 219 }->{ (POSIX::uname())[4] } or exit 2;
+      my ($type, $desc, $buf) = ("user", $ENV{KEY_DESC}, "\0" x 256);
+      if ($ARGV[0] eq "user") {
+        my $id = syscall($nr, 10, -4, $type, $desc, 0);    # KEYCTL_SEARCH in the user keyring
+        my $n = $id > 0 ? syscall($nr, 11, $id, $buf, 256) : -1;    # KEYCTL_READ
+        exit 1 if $n <= 0;
+        print "read from the keyring: ", substr($buf, 0, $n), "\n";
+      } else {
+        my $n = syscall($nr, 6, -3, $buf, 256);    # KEYCTL_DESCRIBE of the session keyring
+        exit 1 if $n <= 0;
+      }' "$1"
+  }
+  probe keyring-user keyctl user
+  probe keyring-session keyctl session
+  ;;
+unixsock)
+  # UNIX_SOCK: a socket a daemon of the user's listens on, in a folder the agent can see; its
+  # answer (a canary) printed.
+  probe unix-socket perl -MIO::Socket::UNIX -e '
+    my $s = IO::Socket::UNIX->new(Peer => $ARGV[0]) or exit 1;
+    my $answer = <$s> // exit 1; print $answer' "$UNIX_SOCK"
+  ;;
+earlier)
+  # EARLIER: a file an earlier run (cleaned since) copied into its artifacts, a canary in it.
+  probe earlier-artifact cat "$EARLIER"
   ;;
 *)
   echo "unknown KIND $KIND" >&2
