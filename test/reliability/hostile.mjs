@@ -21,6 +21,7 @@ import { execFileSync } from "node:child_process";
 import {
   closeSync,
   existsSync,
+  lstatSync,
   mkdirSync,
   mkdtempSync,
   openSync,
@@ -435,8 +436,90 @@ function ISSUE_35_CASES() {
         ["the earlier run's canary in no file the run kept", !t.kept(t.canary.earlier)],
       ],
     },
+    ...linkCases(),
   ];
 }
+
+/**
+ * Issue 35, item 1: links the agent plants for termorch to follow after it, as the user. No
+ * sandbox stops the planting (the link is in a folder the agent may write), and termorch's own
+ * design makes each check hold either way ("design"): the control is the agent's word that it
+ * planted. `task`: what the hostile task's entry adds (a gate that reads what the link names).
+ */
+const planted = (t) => ["the agent planted its link", t.log.includes("planted its link"), "design"];
+const keyAsItWas = (t) => [
+  "~/.ssh/id_ed25519 as it was (not redacted through a link)",
+  read(join(t.home, ".ssh", "id_ed25519")).includes(t.canary.key),
+  "design",
+];
+const noLinkKept = (t) => [
+  "no link among the kept artifacts",
+  !(t.report?.tasks.find((x) => x.id === "hostile")?.artifacts ?? []).some((a) =>
+    lstatSync(join(t.runDir, a), { throwIfNoEntry: false })?.isSymbolicLink(),
+  ),
+  "design",
+];
+function linkCases() {
+  return [
+    {
+      what: "plant changes.patch as a link to a file in the home",
+      kind: "links",
+      variant: "a",
+      plant: "victim",
+      expect: ["success"],
+      checks: (t) => [
+        planted(t),
+        ["the file it named as it was", read(t.victim) === VICTIM_TEXT, "design"],
+        noLinkKept(t),
+      ],
+    },
+    {
+      what: "plant a link to ~/.ssh/id_ed25519 in its artifacts (redaction would rewrite it)",
+      kind: "links",
+      variant: "b",
+      expect: ["success"],
+      checks: (t) => [planted(t), keyAsItWas(t), noLinkKept(t)],
+    },
+    {
+      what: "move its handoff's folder, a link to ~/.aws/credentials in its place",
+      kind: "links",
+      variant: "c",
+      plant: "hidden",
+      task: { success_criteria: { handoff: true } },
+      expect: ["failed/validation"],
+      checks: (t) => [
+        planted(t),
+        ["the hidden file's canary in no file the run kept", !t.kept(t.canary.key), "design"],
+      ],
+    },
+    {
+      what: "a required artifact through a link to ~/.aws (out/credentials)",
+      kind: "links",
+      variant: "d",
+      plant: "hidden",
+      task: { success_criteria: { required_artifacts: ["out/credentials"] } },
+      expect: ["failed/validation"],
+      checks: (t) => [
+        planted(t),
+        ["the hidden file's canary in no file the run kept", !t.kept(t.canary.key), "design"],
+      ],
+    },
+    {
+      what: "plant prompt.md as a link for its retry to write through",
+      kind: "links",
+      variant: "e",
+      plant: "victim",
+      task: { retries: 1 },
+      expect: ["success"],
+      checks: (t) => [
+        planted(t),
+        ["the file it named as it was", read(t.victim) === VICTIM_TEXT, "design"],
+        noLinkKept(t),
+      ],
+    },
+  ];
+}
+const VICTIM_TEXT = "a file of the user's, untouched\n";
 
 /** Whether this kernel lets a process type into its controlling terminal (dev.tty.legacy_tiocsti). */
 function legacyTiocsti() {
@@ -447,9 +530,24 @@ function legacyTiocsti() {
  * What an issue 35 case needs before its trial (`c.plant`): the environment its hostile agent gets,
  * and what undoes it after. "key": a user key (its payload the canary) in the user's keyring;
  * "socket": the canary as the campaign's unix socket's answer; "earlier": a run before this one
- * (in the trial's folder, cleaned: out of the registry) that copied the canary into its artifacts.
+ * (in the trial's folder, cleaned: out of the registry) that copied the canary into its artifacts;
+ * "victim": a file of the user's in the home (links); "hidden": ~/.aws/credentials, the key's canary
+ * in it (links).
  */
-async function trialPlants(c, { box, dir, config, canary, servers }) {
+async function trialPlants(c, { box, dir, config, canary, servers, home }) {
+  if (c.plant === "victim") {
+    const victim = join(home, "victim.txt");
+    writeFileSync(victim, VICTIM_TEXT);
+    // Written afresh for each trial, and left for the trial's checks.
+    return { env: { VICTIM: victim }, victim, undo: () => {} };
+  }
+  if (c.plant === "hidden") {
+    // Not a key's form: redaction alone would not hide it, only not reading it does.
+    const hidden = join(home, ".aws", "credentials");
+    mkdirSync(dirname(hidden), { recursive: true });
+    writeFileSync(hidden, `[default]\nnote = ${canary.key}\n`, { mode: 0o600 });
+    return { env: { HIDDEN: hidden }, undo: () => rmSync(hidden, { force: true }) };
+  }
   if (c.plant === "key") {
     const desc = `termorch-hostile-${canary.keyring.slice(-8)}`;
     const id = keyctl("add", desc, canary.keyring);
@@ -513,6 +611,8 @@ const SANDBOX_SMOKE = new Set([
   "tty/a",
   "keyring/a",
   "earlier/a",
+  "links/b",
+  "links/c",
 ]);
 
 /** One check per probe the agent reports: held when it says it was blocked. */
@@ -618,6 +718,7 @@ function trialFacts({
   left,
   ledger,
   scratch,
+  victim,
 }) {
   const log = h?.logs?.stdout ? read(join(runDir, h.logs.stdout)) : "";
   const probes = new Map([...log.matchAll(/^probe (\S+) (open|blocked)/gm)].map((m) => [m[1], m[2]]));
@@ -639,6 +740,7 @@ function trialFacts({
     log,
     probes,
     scratch,
+    victim,
     gitBefore,
     gitAfter: gitState(repo),
     ledgerOk: ledger.exitCode === 0,
@@ -1001,7 +1103,7 @@ async function main(opts) {
       servers.reset();
     }
     const plants = pass
-      ? await trialPlants(c, { box, dir, config, canary, servers })
+      ? await trialPlants(c, { box, dir, config, canary, servers, home })
       : { env: {}, undo: () => {} };
     const hostile = {
       id: "hostile",
@@ -1032,6 +1134,7 @@ async function main(opts) {
           : {}),
       },
       ...(c.allowed ? { allowed_paths: c.allowed } : {}),
+      ...(c.task ?? {}),
       ...(pass === "on" ? { sandbox: { network: [servers.allowed] } } : {}),
     };
     const runId = `h${k}-${c.kind}-${c.variant}${pass ? `-${pass}` : ""}`;
@@ -1219,6 +1322,7 @@ async function main(opts) {
         left: procs,
         ledger,
         scratch,
+        victim: plants.victim ?? null,
       });
       const row = `${c.kind}/${c.variant}`;
       figures.sandbox[row] ??= {

@@ -58,8 +58,9 @@ describe("hostile agents campaign (smoke)", () => {
 
   // The sandbox pass (issue 25), sandbox on: one case per mechanism (the hidden ~/.ssh, the agent's
   // own view of .git, its pid namespace, the network allowlist; issue 35's /proc/sys covered, the
-  // seccomp filter's TIOCSTI and keyrings, other runs' folders hidden), every check of each held.
-  it("sandboxed, stops a hostile agent at the key, the user's branch, termorch's environment, a port off its allowlist, the kernel's settings, its terminal, the keyrings and an earlier run's artifacts", async () => {
+  // seccomp filter's TIOCSTI and keyrings, other runs' folders hidden; links it plants for termorch
+  // to follow after it), every check of each held.
+  it("sandboxed, stops a hostile agent at the key, the user's branch, termorch's environment, a port off its allowlist, the kernel's settings, its terminal, the keyrings, an earlier run's artifacts and links it plants", async () => {
     const r = await sandboxSmoke();
     expect(r.failed, r.output).toEqual([]);
     for (const k of [...ZERO, "sandboxNotHeld", "allowedServerNotReached"]) expect(r.figures[k], k).toBe(0);
@@ -72,6 +73,8 @@ describe("hostile agents campaign (smoke)", () => {
       "earlier/a",
       "kernel/a",
       "keyring/a",
+      "links/b",
+      "links/c",
       "movebranch/a",
       "procenv/a",
       "readkey/a",

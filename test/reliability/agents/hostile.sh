@@ -6,7 +6,7 @@
 #            it records the pids that must not outlive the task (pids/*) and what it did
 #   API_TOKEN, DB_PASSWORD  the canary secrets (passed by termorch as secret env vars)
 # The sandbox pass's kinds (readkey, readother, procenv, connect, and issue 35's kernel, tty,
-# keyring, unixsock, earlier) say what they read or reached as
+# keyring, unixsock, earlier; links plants) say what they read or reached as
 # `probe NAME open` or `probe NAME blocked` and print what they read (so a canary shows in their
 # log); what the others write or plant, the campaign looks for on the host. In a sandbox, SCRATCH
 # is in the agent's private /tmp: what it records there never reaches the host.
@@ -422,6 +422,22 @@ unixsock)
 earlier)
   # EARLIER: a file an earlier run (cleaned since) copied into its artifacts, a canary in it.
   probe earlier-artifact cat "$EARLIER"
+  ;;
+links)
+  # Issue 35, item 1: links planted where termorch works after the agent, as the user and outside
+  # the sandbox. VICTIM: a file in the home; HIDDEN: ~/.aws/credentials, a canary in it; the key is
+  # ~/.ssh/id_ed25519. Each says it planted.
+  art=$TERMORCH_ARTIFACTS_DIR
+  key=$HOME/.ssh/id_ed25519
+  case $V in
+  a) ln -s "$VICTIM" "$art/changes.patch" ;;
+  b) ln -s "$key" "$art/key" ;;
+  c) mv .termorch .termorch-moved && mkdir .termorch && ln -s "$HIDDEN" .termorch/handoff.md ;;
+  d) ln -s "$(dirname "$HIDDEN")" out ;;
+  e) # The first attempt plants and fails; the retry's log (the report's) says it was planted.
+    if [ "${TERMORCH_ATTEMPT:-1}" = 1 ]; then ln -sf "$VICTIM" "$art/prompt.md" && touch "$art/planted"; exit 1; fi
+    [ -e "$art/planted" ] ;;
+  esac && echo "planted its link"
   ;;
 *)
   echo "unknown KIND $KIND" >&2
