@@ -2,12 +2,15 @@ import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { execa } from "execa";
 import { describe, expect, it } from "vitest";
+import { NotifyEvent } from "../../src/contract/notify.js";
 import type { Report } from "../../src/contract/report.js";
+import { parseCursor, readChanges } from "../../src/mcp/follow.js";
 import { describeWith } from "../needs.js";
 import {
   BIN,
   cliEnv,
   git,
+  lines as logLines,
   ROOT,
   readReport,
   termorch,
@@ -18,6 +21,7 @@ import {
 
 const { socket, workspace } = testFile("merge-redo");
 const RESOLVE = join(import.meta.dirname, "..", "fixtures", "agents", "resolve.mjs");
+const RECORD = join(ROOT, "test", "fixtures", "notify", "record.sh");
 
 type Edit =
   | { set: string; line: number; text: string }
@@ -290,11 +294,32 @@ describe("merge.on_conflict", () => {
       { success_criteria: { tests_cmd: "grep -qx A f.txt && grep -qx B f.txt && grep -qx C c.txt" } },
     );
     const head = git(repo, "rev-parse", "HEAD").trim();
-    expect((await termorch(["run", file], { socket })).exitCode).toBe(3);
+    const config = join(dir, "termorch.json");
+    writeFileSync(config, JSON.stringify({ notify: { command: ["bash", RECORD, join(dir, "events.log")] } }));
+    const first = await termorch(["run", file, "--config", config], { socket });
+    expect(first.exitCode).toBe(3);
     const halted = readReport(dir);
     expect(halted.merge.redo_assignments).toEqual(["artifacts/redo/B.json"]);
-    expect(git(repo, "rev-parse", "HEAD").trim()).toBe(head);
+    // The halt says what to run: the file, its conflict, and the command line itself.
     const redoFile = join(dir, "artifacts", "redo", "B.json");
+    const command = `termorch run ${redoFile} --out ${join(dir, "redo-B")}`;
+    expect(first.stderr).toContain(
+      `  to redo B on top of what merged cleanly (its conflict: ${join(dir, "artifacts", "redo", "B.md")}):\n    ${command}\n`,
+    );
+    const step = {
+      task: "B",
+      assignments: redoFile,
+      conflict: join(dir, "artifacts", "redo", "B.md"),
+      command,
+    };
+    // So do the notification of its end and MCP wait's merge change, read from the ledger it wrote.
+    const finished = logLines(join(dir, "events.log"))
+      .map((l) => NotifyEvent.parse(JSON.parse(l)))
+      .at(-1);
+    expect(finished).toMatchObject({ event: "run.finished", redo: [step] });
+    const { changes } = await readChanges(dir, parseCursor(undefined));
+    expect(changes.find((c) => c.event === "merge")).toMatchObject({ result: "conflict", redo: [step] });
+    expect(git(repo, "rev-parse", "HEAD").trim()).toBe(head);
     const doc = JSON.parse(readFileSync(redoFile, "utf8"));
     // B, and D that carries it; A and C merged cleanly and are in the start.
     expect(doc.tasks.map((t: { id: string }) => t.id)).toEqual(["B", "D"]);
@@ -312,12 +337,12 @@ describe("merge.on_conflict", () => {
       "```json termorch-conflict",
     );
 
-    const again = await termorch(["run", redoFile, "--out", join(dir, "second")], {
-      socket,
-      env: { API_TOKEN: "s3cr3t-value-of-B" },
-    });
+    // The line it printed, as it is.
+    const [program, ...args] = command.split(" ");
+    expect(program).toBe("termorch");
+    const again = await termorch(args, { socket, env: { API_TOKEN: "s3cr3t-value-of-B" } });
     expect(again.exitCode).toBe(0);
-    const second = readReport(join(dir, "second"));
+    const second = readReport(join(dir, "redo-B"));
     expect(second.merge).toMatchObject({ result: "success", redone: [] });
     expect(show(repo, "f.txt")).toBe("line1\nA\nB\nline3\nD\n");
     expect(show(repo, "c.txt")).toBe("C\n");
