@@ -243,7 +243,7 @@ export const WaitOutput = z.strictObject({
   tasks: z
     .record(z.string(), z.number().int())
     .describe(
-      "How many tasks are in each state now (pending, running, waiting_input, success, failed, skipped)",
+      "How many tasks are in each state now (pending, running, redo, waiting_input, success, failed, skipped; redo: run again because its result conflicted in the merge)",
     ),
   waiting_input: z
     .array(z.strictObject({ task: z.string(), asks: z.string().nullable() }))

@@ -280,7 +280,7 @@ const status = tool({
   name: "status",
   title: "Show runs and their tasks",
   description:
-    "The state of one run or of every run: for each task its state (pending, running, success, failed, skipped), why it failed, attempts, times, last log line, whether it waits for input, and how to attach. The same document as `termorch status --json`.",
+    "The state of one run or of every run: for each task its state (pending, running, redo, success, failed, skipped), why it failed, attempts, times, last log line, whether it waits for input, and how to attach. The same document as `termorch status --json`.",
   input: M.StatusInput,
   output: StatusView,
   readOnly: true,

@@ -60,7 +60,7 @@ export function conflictSection(f: ConflictFacts): string {
     "",
     "## Your earlier work conflicts with what was merged before it",
     "",
-    `termorch merges the run's tasks one by one. Your earlier result (commit ${f.beforeCommit}) conflicts with the work of ${names(f.conflicts.flatMap((c) => c.with))}, merged before it. This is redo ${f.redo} of ${f.of}: your working tree now holds the integration of ${f.mergedBefore.length ? f.mergedBefore.join(", ") : "the tasks before you"} (commit ${f.startCommit}) and none of your earlier changes.`,
+    `termorch merges the run's tasks one by one. Your earlier result (commit ${f.beforeCommit}) conflicts with the work of ${names(f.conflicts.flatMap((c) => c.with))}, merged before it. This is redo ${f.redo}/${f.of}: your working tree now holds the integration of ${f.mergedBefore.length ? f.mergedBefore.join(", ") : "the tasks before you"} (commit ${f.startCommit}) and none of your earlier changes.`,
     "",
     "Do your task again on top of it, so that both your intent and theirs hold: keep their changes, and make yours fit them (a file they renamed or replaced is where your change now belongs). Your gates run again on the result.",
     "",

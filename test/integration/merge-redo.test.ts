@@ -4,7 +4,9 @@ import { execa } from "execa";
 import { describe, expect, it } from "vitest";
 import { NotifyEvent } from "../../src/contract/notify.js";
 import type { Report } from "../../src/contract/report.js";
-import { parseCursor, readChanges } from "../../src/mcp/follow.js";
+import { StatusView, type TaskView } from "../../src/contract/status-view.js";
+import { parseCursor, readChanges, taskSummary } from "../../src/mcp/follow.js";
+import { frame } from "../../src/watch/model.js";
 import { describeWith } from "../needs.js";
 import {
   BIN,
@@ -237,7 +239,7 @@ describe("merge.on_conflict", () => {
     const b = report.tasks.find((t) => t.id === "B")!;
     expect(report.merge).toMatchObject({ result: "conflict", result_commit: null });
     expect(report.merge.reason).toMatch(
-      /^B's redo did not resolve its conflict with A \(redo 1 of 1: validation/,
+      /^B's redo did not resolve its conflict with A \(redo 1\/1: validation/,
     );
     expect(report.merge.conflicts).toEqual([
       { tasks: ["A", "B"], files: ["f.txt"], detail: "B conflicts with A: content in f.txt" },
@@ -409,18 +411,15 @@ describe("merge.on_conflict", () => {
     const runId = JSON.parse(readFileSync(file, "utf8")).run_id as string;
     const run = termorch(["run", file], { socket });
     // Polled through the CLI, as an operator would: bounded, then the view is asserted.
-    let redo: unknown = null;
-    for (const deadline = Date.now() + 30_000; redo === null && Date.now() < deadline; ) {
+    const taskB = async (): Promise<TaskView | null> => {
       const r = await termorch(["status", runId, "--json"], { socket });
-      const b = JSON.parse(r.stdout || "{}").runs?.[0]?.tasks?.find((t: { id: string }) => t.id === "B");
-      redo = b?.state === "running" ? (b.redo ?? null) : null;
-      // Running again: its first attempt's end is not its end.
-      if (redo !== null) expect(b).toMatchObject({ finished_at: null, exit_code: null });
-    }
-    expect(redo).toEqual({ n: 1, of: 1, with: ["A"], files: ["f.txt"] });
-    expect((await termorch(["status", runId], { socket })).stdout).toContain(
-      "B: redo 1 of 1, its result conflicted with A in f.txt",
-    );
+      // Not registered yet: exit 2.
+      if (r.exitCode !== 0) return null;
+      return StatusView.parse(JSON.parse(r.stdout)).runs[0]?.tasks.find((t) => t.id === "B") ?? null;
+    };
+    let b: TaskView | null = null;
+    for (const deadline = Date.now() + 30_000; b === null && Date.now() < deadline; ) b = await taskB();
+    // `watch | cat` from before the redo: it prints a line for each state the task goes through.
     const watch = execa(process.execPath, [BIN, "watch", runId], {
       reject: false,
       cwd: ROOT,
@@ -431,11 +430,43 @@ describe("merge.on_conflict", () => {
     watch.stdout?.on("data", (d: Buffer) => {
       out += d.toString();
     });
+    // Its redo's attempt started (its agent holds on): attempt 2.
+    const redoing = (t: TaskView | null): boolean => t?.state === "redo" && t.attempts === 2;
+    for (const deadline = Date.now() + 30_000; !redoing(b) && Date.now() < deadline; ) b = await taskB();
+    // One state: `redo` in the JSON, its redo's facts beside it; running again, so not finished.
+    expect(b).toMatchObject({
+      state: "redo",
+      redo: { n: 1, of: 1, with: ["A"], files: ["f.txt"] },
+      finished_at: null,
+      exit_code: null,
+    });
+    const human = (await termorch(["status", runId], { socket })).stdout;
+    expect(human).toMatch(/^ {2}B +redo +- +2 /m);
+    expect(human).toContain("B: redo 1/1, its result conflicted with A in f.txt");
     await waitFor(
       () => out.includes(`${runId} B redo wave 1 attempt 2 redo 1/1 with A`),
       20_000,
       "watch's redo line",
     );
+    // The dashboard's title and MCP wait count it as what it is, from the same view.
+    const view = StatusView.parse(
+      JSON.parse((await termorch(["status", runId, "--json"], { socket })).stdout),
+    );
+    const title = frame({
+      view,
+      selected: null,
+      offset: 0,
+      width: 120,
+      height: 10,
+      now: Date.now(),
+      scope: runId,
+      message: null,
+      keys: [],
+    })
+      .lines[0]!.map((seg) => seg.text)
+      .join("");
+    expect(title).toContain("0 running · 1 redo · 1 ok");
+    expect(taskSummary(view.runs[0]!).tasks).toEqual({ success: 1, redo: 1 });
     writeFileSync(release, "");
     expect((await run).exitCode).toBe(0);
     expect((await watch).exitCode).toBe(0);
