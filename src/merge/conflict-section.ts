@@ -1,3 +1,4 @@
+import type { ConflictBlock } from "../contract/conflict-block.js";
 import type { Gate } from "../contract/report.js";
 
 /** A diff shown in the prompt, and the git command that shows all of it when it was cut. */
@@ -44,7 +45,7 @@ export interface ConflictFacts {
   previous: { redo: number; reason: string | null; detail: string | null; gates: Gate[] }[];
 }
 
-/** The fence of the machine-readable block a stand-in (or an agent) can parse. */
+/** The fence of the machine-readable block a stand-in (or an agent) can parse (`termorch schema conflict-block`). */
 export const CONFLICT_BLOCK_INFO = "json termorch-conflict";
 
 /**
@@ -89,7 +90,9 @@ export function conflictSection(f: ConflictFacts): string {
       );
     }
   }
-  const block = {
+  const hunk = (e: Excerpt) => ({ diff: e.text, truncated: e.truncated, see: e.see });
+  const block: ConflictBlock = {
+    schema_version: 1,
     task: f.task,
     redo: f.redo,
     of: f.of,
@@ -98,7 +101,22 @@ export function conflictSection(f: ConflictFacts): string {
     merged_before: f.mergedBefore,
     files: f.files,
     conflicts: f.conflicts,
-    others: f.others.map((o) => ({ task: o.id, changes: o.changes })),
+    others: f.others.map((o) => ({
+      task: o.id,
+      summary: o.summary,
+      changes: o.changes,
+      handoff: o.handoff?.path ?? null,
+    })),
+    hunks: { theirs: hunk(f.theirs), yours: hunk(f.yours) },
+    own_diff: { file: f.ownPatch.file, truncated: f.ownPatch.truncated, see: f.ownPatch.see },
+    previous: f.previous.map((p) => ({
+      redo: p.redo,
+      reason: p.reason,
+      detail: p.detail,
+      failed_gates: p.gates
+        .filter((g) => g.passed === false)
+        .map((g) => ({ name: g.name, detail: g.detail })),
+    })),
   };
   out.push(
     "",

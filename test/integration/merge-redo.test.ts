@@ -2,6 +2,7 @@ import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { execa } from "execa";
 import { describe, expect, it } from "vitest";
+import { ConflictBlock } from "../../src/contract/conflict-block.js";
 import { NotifyEvent } from "../../src/contract/notify.js";
 import type { Report } from "../../src/contract/report.js";
 import { StatusView, type TaskView } from "../../src/contract/status-view.js";
@@ -119,7 +120,29 @@ describe("merge.on_conflict", () => {
     expect(prompt).toContain("## Your earlier work conflicts with what was merged before it");
     expect(prompt).toContain("+A\n");
     expect(prompt).toContain("+B\n");
-    expect(prompt).toContain("```json termorch-conflict");
+    // The block holds the same facts, hunks included, in the documented schema.
+    const block = ConflictBlock.parse(
+      JSON.parse(/```json termorch-conflict\n([\s\S]*?)\n```/.exec(prompt)![1]!),
+    );
+    expect(block).toMatchObject({
+      schema_version: 1,
+      task: "B",
+      redo: 1,
+      of: 1,
+      before_commit: redo.before_commit,
+      start_commit: redo.start_commit,
+      merged_before: ["A"],
+      files: ["f.txt"],
+      conflicts: [{ kind: "content", paths: ["f.txt"], with: ["A"] }],
+      others: [{ task: "A", changes: [{ status: "M", path: "f.txt" }], handoff: null }],
+      own_diff: { file: "artifacts/B/redo-1/before.patch", truncated: false },
+      previous: [],
+    });
+    expect(block.hunks.theirs).toMatchObject({ truncated: false, see: expect.stringMatching(/^git diff /) });
+    expect(block.hunks.theirs.diff).toMatch(/^-line2\n\+A$/m);
+    expect(block.hunks.yours.diff).toMatch(/^-line2\n\+B$/m);
+    const schema = JSON.parse((await termorch(["schema", "conflict-block"], { socket })).stdout);
+    expect(Object.keys(schema.properties)).toEqual(Object.keys(block));
     expect(existsSync(join(dir, "artifacts", "B", "redo-1", "before.patch"))).toBe(true);
     const events = readFileSync(join(dir, "events.jsonl"), "utf8");
     expect(events).toContain('"merge.redo_started"');
