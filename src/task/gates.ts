@@ -76,6 +76,26 @@ export async function runGates(s: Omit<GateScope, "failures">): Promise<AttemptO
 }
 
 /**
+ * The message of termorch's commit of an attempt's work: which attempt it is, and for a redo
+ * which redo of which conflict, in the subject and as trailers. A redone task's earlier result
+ * can stay in the merged history (a replayed dependent's start), so the two must not read alike.
+ */
+export function taskCommitMessage(
+  t: Pick<TaskRun, "id" | "attempts" | "redo">,
+  agent: string,
+  runId: string,
+): string {
+  const redo = t.redo
+    ? `: redo ${t.redo.n} of its conflict with ${t.redo.with.join(", ") || "the tasks before it"}`
+    : "";
+  return withTrailers(`termorch: task ${t.id} (agent ${agent}, run ${runId}, attempt ${t.attempts}${redo})`, {
+    ...trailersOf(runId, t.id),
+    "Termorch-Attempt": String(t.attempts),
+    ...(t.redo ? { "Termorch-Redo": String(t.redo.n) } : {}),
+  });
+}
+
+/**
  * The secrets gate, then the commit of what the agent left in its worktree on the task branch:
  * a secret the agent wrote into its work must not reach a commit of termorch's.
  */
@@ -102,10 +122,7 @@ async function commitGate({ run, ports, recorder, t, p }: GateScope): Promise<Ve
   const gates = secrets ? [secrets] : [];
   try {
     const commit = await commitOnTaskBranch(ports, recorder, run.privateDir, t, p.worktree, {
-      message: withTrailers(
-        `termorch: task ${t.id} (agent ${p.agent}, run ${run.runId})`,
-        trailersOf(run.runId, t.id),
-      ),
+      message: taskCommitMessage(t, p.agent, run.runId),
       exclude: [...p.keepInRepo],
       scratch: p.scratch,
       ...(t.startCommit ? { start: t.startCommit } : {}),

@@ -237,6 +237,34 @@ describe("merge.on_conflict", () => {
     expect(r.redo.report.tasks.find((t) => t.id === "c3")).toMatchObject({ attempts: 1 });
     const c2 = r.redo.report.merge.redone[1]!;
     expect(c2.start_commit).not.toBe(r.redo.report.merge.redone[0]!.start_commit);
+    // The history: c3 was replayed onto c2's redo, so c1's and c2's first results stay in it as
+    // its ancestors. No two task commits read alike: each says its attempt (and a redo which).
+    const commits = git(r.redo.repo, "log", "--format=%H%x00%s%x00%(trailers:only,unfold)%x01", "HEAD")
+      .split("\x01")
+      .map((c) => c.trim().split("\0"))
+      .filter((c) => c[2]?.includes("Termorch-Task:"));
+    const subject = (task: string, attempt: string) =>
+      `termorch: task ${task} (agent resolve, run ${r.redo.report.run_id}, attempt ${attempt})`;
+    expect(commits.map((c) => c[1]!).sort()).toEqual([
+      subject("b0", "1"),
+      subject("c1", "1"),
+      subject("c1", "2: redo 1 of its conflict with b0"),
+      subject("c2", "1"),
+      subject("c2", "2: redo 1 of its conflict with b0, c1"),
+      subject("c3", "1"),
+    ]);
+    for (const [, subject, trailers] of commits)
+      expect(trailers).toContain(`Termorch-Attempt: ${/attempt (\d+)/.exec(subject!)![1]}`);
+    // The integration says which tasks were redone, and why their earlier results are still there.
+    const integration = git(r.redo.repo, "log", "-1", "--format=%B", r.redo.report.merge.result_commit!);
+    expect(integration.split("\n")[0]).toBe(
+      `termorch: integrate run ${r.redo.report.run_id} (c1, c2 redone)`,
+    );
+    expect(integration).toMatch(/^- c2 \(attempt 2: redo 1 of its conflict with b0, c1, [0-9a-f]{12}\)$/m);
+    expect(integration).toMatch(
+      /^c1 was redone: its attempt 1 \([0-9a-f]{12}\) conflicted with b0 in chain\.txt; its attempt 2 is merged\. Its attempt 1 \([0-9a-f]{12}\) stays in this history as the start of c3, /m,
+    );
+    expect(integration).toContain("Termorch-Redone: c1, c2");
   });
 
   it("a wrong resolution is stopped by the task's gate: its earlier result is put back and the run halts as halt would", async () => {
