@@ -386,9 +386,17 @@ describe("merge.on_conflict", () => {
     const start = doc.tasks[0].start_commit as string;
     expect(git(repo, "show", `${start}:f.txt`)).toBe("line1\nA\nline3\n");
     expect(git(repo, "show", `${start}:c.txt`)).toBe("C\n");
-    expect(readFileSync(join(dir, "artifacts", "redo", "B.md"), "utf8")).toContain(
-      "```json termorch-conflict",
+    const section = readFileSync(join(dir, "artifacts", "redo", "B.md"), "utf8");
+    const block = ConflictBlock.parse(
+      JSON.parse(/```json termorch-conflict\n([\s\S]*?)\n```/.exec(section)![1]!),
     );
+    // As a redo's block has them: git's kind and the paths (not the report's sentence).
+    expect(block.conflicts.map((c) => [c.kind, c.paths])).toEqual([
+      ["content", ["f.txt"]],
+      ["content", ["f.txt"]],
+    ]);
+    expect(block.conflicts[0]!.with).toEqual(["A"]);
+    expect(block.hunks.yours.diff).toMatch(/^\+B$/m);
 
     // The line it printed, as it is.
     const [program, ...args] = command.split(" ");

@@ -65,6 +65,8 @@ describe("merge", () => {
     ["content", sh("echo A > README.md"), sh("echo B > README.md"), ["README.md"]],
     ["add/add", sh("echo A > new.txt"), sh("echo B > new.txt"), ["new.txt"]],
     ["modify/delete", sh("echo A > README.md"), sh("rm README.md"), ["README.md"]],
+    // git tells a binary file's conflict twice (cannot merge binary files; add/add): one detail.
+    ["add/add (binary)", sh("printf 'A\\0A' > bin.dat"), sh("printf 'B\\0B' > bin.dat"), ["bin.dat"]],
   ] as const) {
     it(`reports a ${kind} conflict with its files and tasks, exits 3 and changes nothing`, async () => {
       const { dir, repo } = workspace();
@@ -79,7 +81,11 @@ describe("merge", () => {
       const report = readReport(dir);
       expect(report.merge.result).toBe("conflict");
       expect(report.merge.conflicts).toEqual([
-        { tasks: ["left", "right"], files: [...files], detail: expect.any(String) },
+        {
+          tasks: ["left", "right"],
+          files: [...files],
+          detail: `right conflicts with left: ${kind} in ${files[0]}`,
+        },
       ]);
       expect(report.summary.conflicts).toEqual(report.merge.conflicts);
       expect(report.summary.completed).toBe(false);
