@@ -113,10 +113,12 @@ async function commitGate({ run, ports, recorder, t, p }: GateScope): Promise<Ve
   let secrets: Gate | null = null;
   let secretsError: unknown = null;
   if (t.startCommit)
-    secrets = await secretsGate(ports, p.worktree, t.startCommit, p.keepInRepo).catch((error: unknown) => {
-      secretsError = error;
-      return null;
-    });
+    secrets = await secretsGate(ports, p.worktree, t.startCommit, p.keepInRepo, p.scratch).catch(
+      (error: unknown) => {
+        secretsError = error;
+        return null;
+      },
+    );
   if (secrets && !secrets.passed)
     return { gates: [secrets], end: { reason: "validation", detail: secrets.detail } };
   const gates = secrets ? [secrets] : [];
@@ -189,8 +191,9 @@ async function handoffGate({ run, ports, t, p }: GateScope): Promise<Verdict> {
   } catch {
     return verdict(false, "its handoff ($TERMORCH_HANDOFF) is gone: the agent was to edit it, not remove it");
   }
-  // Kept with the artifacts (redacted there): the report points to it and dependents read it.
-  if (kept !== p.handoff) await writeFile(kept, text, { mode: 0o600 });
+  // Kept with the artifacts, redacted as it is written (a secret quoted in it never reaches a
+  // file of termorch's, whatever comes after): the report points to it and dependents read it.
+  if (kept !== p.handoff) await writeFile(kept, ports.redactor.redact(text), { mode: 0o600 });
   if (!run.settings.verify) return verdict(null, "skipped (verify: false)");
   const { missing, listed } = checkHandoff(text);
   if (missing.length) return verdict(false, `its handoff lacks ${missing.join(", ")} (filled in)`);
