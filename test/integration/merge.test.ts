@@ -58,7 +58,11 @@ describe("merge", () => {
     // Cleaned up: no task branches or worktrees left.
     expect(git(repo, "branch", "--list", "termorch/*")).toBe("");
     expect(worktreesInUse(repo)).toEqual([]);
-    expect(git(repo, "log", "-1", "--format=%B", report.merge.result_commit!)).toMatch(/- A\n- B\n- C/);
+    // Each task with the attempt merged and its commit.
+    const commitOf = (id: string) => report.tasks.find((t) => t.id === id)!.commit!.slice(0, 12);
+    expect(git(repo, "log", "-1", "--format=%B", report.merge.result_commit!)).toContain(
+      `- A (attempt 1, ${commitOf("A")})\n- B (attempt 1, ${commitOf("B")})\n- C (attempt 1, ${commitOf("C")})`,
+    );
   });
 
   for (const [kind, a, b, files] of [
