@@ -80,6 +80,8 @@ export const TaskView = z.strictObject({
       of: z.number().int().min(1),
       with: z.array(z.string()),
       files: z.array(z.string()),
+      /** When this redo began (its conflict found). */
+      started_at: z.string().nullable().default(null),
     })
     .nullable()
     .default(null),

@@ -99,7 +99,13 @@ async function taskView(
     remote: remoteView(t),
     wave: waveOf(state, t.id),
     usage: t.usage,
-    redo: t.redo && { n: t.redo.n, of: state.options.redo_attempts, with: t.redo.with, files: t.redo.files },
+    redo: t.redo && {
+      n: t.redo.n,
+      of: state.options.redo_attempts,
+      with: t.redo.with,
+      files: t.redo.files,
+      started_at: new Date(t.redo.startedAt).toISOString(),
+    },
   };
 }
 

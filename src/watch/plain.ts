@@ -12,6 +12,7 @@ export interface ViewSource {
 /** When what a line reports happened, as far as the view knows. */
 function taskTime(t: TaskView, fallback: string): string {
   if (shownState(t) === "waiting") return t.waiting_since ?? fallback;
+  if (t.state === "redo") return t.redo?.started_at ?? fallback;
   if (isLive(t.state)) return t.started_at ?? fallback;
   if (["success", "failed", "skipped"].includes(t.state)) return t.finished_at ?? fallback;
   return fallback;

@@ -507,6 +507,9 @@ describe("merge.on_conflict", () => {
       20_000,
       "watch's redo line",
     );
+    // Its time is when the redo began, not the task's first start.
+    expect(out).toContain(`${b!.redo!.started_at} ${runId} B redo wave 1 attempt 2`);
+    expect(Date.parse(b!.redo!.started_at!)).toBeGreaterThan(Date.parse(b!.started_at!));
     // The dashboard's title and MCP wait count it as what it is, from the same view.
     const view = StatusView.parse(
       JSON.parse((await termorch(["status", runId, "--json"], { socket })).stdout),
