@@ -23,6 +23,7 @@ import {
   type StartInfo,
 } from "../run/runner.js";
 import { validateAssignments } from "../run/validate.js";
+import { redoSteps } from "../shell/redo-command.js";
 import type { Io } from "./io.js";
 import { registerMcpCommand } from "./mcp.js";
 import { registerOperatorCommands } from "./operator.js";
@@ -537,6 +538,12 @@ function summary(result: RunResult): string {
       );
     for (const c of report.summary.conflicts)
       lines.push(`  conflict between ${c.tasks.join(", ")} in ${c.files.join(", ")}: ${c.detail}`);
+    // What a halt leaves to do: each left-out task's file and the command that redoes it.
+    for (const step of redoSteps(result.runDir, report.merge.redo_assignments))
+      lines.push(
+        `  to redo ${step.task} on top of what merged cleanly (its conflict: ${step.conflict}):`,
+        `    ${step.command}`,
+      );
   }
   if (path) lines.push(`  report: ${path}${htmlPath ? `   page: ${htmlPath}` : ""}`);
   else if (notWritten) lines.push(`  report: ${notWritten}`);

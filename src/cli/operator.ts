@@ -514,9 +514,9 @@ function formatStatus(view: StatusView, registry: string | null): string {
       lines.push(`  ${t.id} (${what}): ${t.attach.termorch}   or: ${t.attach.tmux}`);
     }
     for (const t of run.tasks)
-      if (t.redo && t.state === "running")
+      if (t.redo && t.state === "redo")
         lines.push(
-          `  ${t.id}: redo ${t.redo.n} of ${t.redo.of}, its result conflicted with ${t.redo.with.join(", ")} in ${t.redo.files.join(", ")}`,
+          `  ${t.id}: redo ${t.redo.n}/${t.redo.of}, its result conflicted with ${t.redo.with.join(", ")} in ${t.redo.files.join(", ")}`,
         );
     for (const t of run.tasks)
       if (t.waiting_since)

@@ -20,7 +20,7 @@ Plain keys only, no mouse: it works over SSH. NO_COLOR (set, non-empty) turns co
 When stdout (or stdin) is not a terminal, it prints plain lines instead, no escapes:
   <time> <run-id> <task> <state> wave <n> attempt <k>[ reason <r>][ exit <code>]
 one when the watch starts for every task, then one each time a task's state or attempt
-changes (<state>: pending, running, waiting (for input), success, failed, skipped; <time>:
+changes (<state>: pending, running, redo, waiting (for input), success, failed, skipped; <time>:
 when it happened; the view is recomputed at most every 0.15 s, so a task that starts and
 ends within that may show only its end), and
   <time> <run-id> - reported exit <code>      or    <time> <run-id> - interrupted (...)

@@ -123,7 +123,7 @@ export const Config = z.strictObject({
         })
         .optional()
         .describe(
-          "Who termorch's commits (task results, dependency merges, the integration) are by. Default: the repository's configured user.name/user.email (local, global or system config), else termorch <termorch@localhost>. Each commit also names its run and task in Termorch-Run/Termorch-Task trailers.",
+          "Who termorch's commits (task results, dependency merges, the integration) are by. Default: the repository's configured user.name/user.email (local, global or system config), else termorch <termorch@localhost>. Each commit also names its run and task in Termorch-Run/Termorch-Task trailers, and a task's commit its attempt (Termorch-Attempt; Termorch-Redo for a redo).",
         ),
       remote: NoNul.min(1)
         .optional()

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { Assignments } from "./assignments.js";
 import { Config } from "./config.js";
+import { ConflictBlock } from "./conflict-block.js";
 import { LedgerEntry } from "./ledger-events.js";
 import { NotifyEvent } from "./notify.js";
 import { Report } from "./report.js";
@@ -18,6 +19,8 @@ export const schemas = {
   "notify-event": NotifyEvent,
   /** One event of events.jsonl: its `type` and `data` (each line also has the chain's fields). */
   "ledger-event": LedgerEntry,
+  /** The `json termorch-conflict` block of a redo's conflict section. */
+  "conflict-block": ConflictBlock,
 } as const;
 export type SchemaName = keyof typeof schemas;
 

@@ -43,6 +43,8 @@ const MergeData = {
   result: z.enum(["success", "conflict", "failed", "skipped", "rolled_back"]),
   reason: nullableString,
   validation: z.string(),
+  /** A halt's artifacts/redo files, relative to the run directory. */
+  redoAssignments: z.array(z.string()),
 };
 
 /** Each event's type and the shape of its data. */

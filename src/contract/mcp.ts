@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { RUN_ID_PATTERN, TASK_ID_PATTERN } from "./assignments.js";
+import { RedoStep } from "./merge-policy.js";
 import { Reason, TaskState } from "./reason.js";
 
 /**
@@ -212,6 +213,11 @@ export const RunChange = z.discriminatedUnion("event", [
     at: z.string(),
     result: z.string(),
     reason: z.string().nullable(),
+    redo: z
+      .array(RedoStep)
+      .describe(
+        "A halted merge (result conflict): each task it left out, its artifacts/redo file and the `termorch run` that redoes it on what merged cleanly; empty otherwise",
+      ),
   }),
   z.strictObject({ event: z.literal("run_detached"), at: z.string() }),
   z.strictObject({
@@ -237,7 +243,7 @@ export const WaitOutput = z.strictObject({
   tasks: z
     .record(z.string(), z.number().int())
     .describe(
-      "How many tasks are in each state now (pending, running, waiting_input, success, failed, skipped)",
+      "How many tasks are in each state now (pending, running, redo, waiting_input, success, failed, skipped; redo: run again because its result conflicted in the merge)",
     ),
   waiting_input: z
     .array(z.strictObject({ task: z.string(), asks: z.string().nullable() }))

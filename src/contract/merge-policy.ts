@@ -26,3 +26,24 @@ export const MergePolicy = z
   })
   .describe("How the merge answers conflicts between the tasks' changes (README: Conflicts)");
 export type MergePolicy = z.infer<typeof MergePolicy>;
+
+/** A halted merge's way on for one task it left out (README: Conflicts: halt or redo). */
+export const RedoStep = z
+  .strictObject({
+    task: z.string(),
+    assignments: z
+      .string()
+      .describe(
+        "artifacts/redo/<task>.json (absolute): the assignments that redo the task on what merged cleanly",
+      ),
+    conflict: z
+      .string()
+      .describe("artifacts/redo/<task>.md (absolute): its conflict section, as its prompt gets it"),
+    command: z
+      .string()
+      .describe(
+        "The command that runs it, in a run folder of its own (`termorch run <file> --out <folder>`)",
+      ),
+  })
+  .describe("A task a halted merge left out, and how to redo it");
+export type RedoStep = z.infer<typeof RedoStep>;

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { NoNul, TimeoutS } from "./assignments.js";
+import { RedoStep } from "./merge-policy.js";
 import { Reason } from "./reason.js";
 import { Report } from "./report.js";
 
@@ -77,6 +78,11 @@ export const NotifyEvent = z
         .string()
         .nullable()
         .describe("Path of execution_report.json; null when it could not be written"),
+      redo: z
+        .array(RedoStep)
+        .describe(
+          "A merge that halted on a conflict: each task it left out, its artifacts/redo file and the `termorch run` that redoes it; empty otherwise",
+        ),
     }),
   ])
   .describe("One event sent to the config's `notify.command` on its standard input");

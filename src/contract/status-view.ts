@@ -21,12 +21,24 @@ export const AttachView = z.strictObject({
 });
 export type AttachView = z.infer<typeof AttachView>;
 
+/**
+ * A task's state as the views show and count it: the report's states, `pending` until it starts
+ * or is skipped, and `redo` while it runs again because its result conflicted in the merge
+ * (merge.on_conflict "redo"; `redo` says which and the conflict).
+ */
+export const TaskViewState = z.union([TaskState, z.literal("pending"), z.literal("redo")]);
+export type TaskViewState = z.infer<typeof TaskViewState>;
+
+/** Its agent runs (or is about to, or its result is being checked): `running`, or `redo`. */
+export function isLive(state: TaskViewState): boolean {
+  return state === "running" || state === "redo";
+}
+
 /** One task of a run. */
 export const TaskView = z.strictObject({
   id: z.string(),
   agent: z.string(),
-  /** `pending` until it starts or is skipped. */
-  state: z.union([TaskState, z.literal("pending")]),
+  state: TaskViewState,
   reason: Reason.nullable(),
   detail: z.string().nullable(),
   attempts: z.number().int().min(0),
@@ -61,13 +73,15 @@ export const TaskView = z.strictObject({
   wave: z.number().int().min(1).nullable().default(null),
   /** Tokens and cost its agent's CLI reported so far (all attempts); null when none. */
   usage: Usage.nullable().default(null),
-  /** Its redo under way (merge.on_conflict "redo"): which of how many, and the conflict; null: none. */
+  /** Its redo under way (state `redo`): which of how many (shown `redo n/of`), and the conflict; null: none. */
   redo: z
     .strictObject({
       n: z.number().int().min(1),
       of: z.number().int().min(1),
       with: z.array(z.string()),
       files: z.array(z.string()),
+      /** When this redo began (its conflict found). */
+      started_at: z.string().nullable().default(null),
     })
     .nullable()
     .default(null),

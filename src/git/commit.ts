@@ -222,26 +222,65 @@ async function stripIncludes(
  * that are not ignored included; deleted ones too, as names) as raw bytes, and the messages of
  * the commits it made since `start`, and the branch HEAD is on (empty when detached), which
  * termorch records when the agent left it elsewhere. `exclude`: include links and copies.
+ * `scratch` (as commitTaskChanges takes it: the handoff, a CLI's cache) is never in termorch's
+ * commit: such a path counts only as the agent's own commits hold it, in `committed` with the
+ * bytes HEAD has (`content` null: deleted there).
  */
 export async function pendingChanges(
   worktree: string,
   start: string,
   exclude: readonly string[],
-): Promise<{ paths: Buffer[]; messages: Buffer; head: Buffer }> {
-  const spec = ["--", ":(top)", ...includePathspecs(normalizeInclude(exclude), true)];
-  const [tracked, untracked, log, head] = await Promise.all([
+  scratch: readonly string[] = [],
+): Promise<{
+  paths: Buffer[];
+  messages: Buffer;
+  head: Buffer;
+  committed: { path: Buffer; content: Buffer | null }[];
+}> {
+  const scratchSpecs = scratch.flatMap((g) => [`:(top,glob)${g}`, `:(top,glob)${g}/**`]);
+  const spec = [
+    "--",
+    ":(top)",
+    ...includePathspecs(normalizeInclude(exclude), true),
+    ...scratchSpecs.map((s) => s.replace(":(top,glob)", ":(top,glob,exclude)")),
+  ];
+  const [tracked, untracked, log, head, ownScratch] = await Promise.all([
     gitBuffer(worktree, ["diff", "--name-only", "-z", "--no-renames", "--no-ext-diff", start, ...spec]),
     gitBuffer(worktree, ["ls-files", "-z", "--others", "--exclude-standard", "--full-name", ...spec]),
     gitBuffer(worktree, ["log", "--format=%B", `${start}..HEAD`]),
     gitBuffer(worktree, ["symbolic-ref", "-q", "HEAD"], { allowExit: [0, 1] }),
+    scratch.length === 0
+      ? null
+      : gitBuffer(worktree, [
+          "diff",
+          "--name-only",
+          "-z",
+          "--no-renames",
+          "--no-ext-diff",
+          start,
+          "HEAD",
+          "--",
+          ...scratchSpecs,
+        ]),
   ]);
-  const paths: Buffer[] = [];
-  for (const out of [tracked.stdout, untracked.stdout]) {
-    let at = 0;
-    for (let nul = out.indexOf(0); nul >= 0; at = nul + 1, nul = out.indexOf(0, at))
-      if (nul > at) paths.push(out.subarray(at, nul));
+  const paths = [...nulSeparated(tracked.stdout), ...nulSeparated(untracked.stdout)];
+  const committed: { path: Buffer; content: Buffer | null }[] = [];
+  for (const path of ownScratch ? nulSeparated(ownScratch.stdout) : []) {
+    const blob = await gitBuffer(worktree, ["cat-file", "blob", `HEAD:${path.toString("utf8")}`], {
+      allowExit: [0, 128],
+    });
+    committed.push({ path, content: blob.exitCode === 0 ? blob.stdout : null });
   }
-  return { paths, messages: log.stdout, head: head.stdout };
+  return { paths, messages: log.stdout, head: head.stdout, committed };
+}
+
+/** The entries of git's `-z` output, as raw bytes. */
+function nulSeparated(out: Buffer): Buffer[] {
+  const entries: Buffer[] = [];
+  let at = 0;
+  for (let nul = out.indexOf(0); nul >= 0; at = nul + 1, nul = out.indexOf(0, at))
+    if (nul > at) entries.push(out.subarray(at, nul));
+  return entries;
 }
 
 /** Every path changed between two commits, sorted; a rename or copy contributes both its paths. */

@@ -47,7 +47,24 @@ export function conflictUnits(r: MergeTreeResult): ConflictUnit[] {
     for (const p of m.paths) covered.add(p);
   }
   for (const p of r.conflicted) if (!covered.has(p)) units.push({ kind: "content", paths: [p] });
-  return units;
+  return withBinaryNoted(units);
+}
+
+/**
+ * git says a binary file's conflict twice: "Cannot merge binary files" (CONFLICT (binary)), then
+ * the conflict itself (content, add/add) for the same path. One conflict, told once: the other
+ * unit's kind marked "(binary)".
+ */
+function withBinaryNoted(units: ConflictUnit[]): ConflictUnit[] {
+  const binary = "content (binary)";
+  const key = (u: ConflictUnit): string => u.paths.join("\0");
+  const binaryPaths = new Set(units.filter((u) => u.kind === binary).map(key));
+  const toldElse = new Set(units.filter((u) => u.kind !== binary && binaryPaths.has(key(u))).map(key));
+  return units.flatMap((u) => {
+    if (u.kind === binary) return toldElse.has(key(u)) ? [] : [u];
+    if (!binaryPaths.has(key(u))) return [u];
+    return [{ ...u, kind: u.kind === "content" ? binary : `${u.kind} (binary)` }];
+  });
 }
 
 /**

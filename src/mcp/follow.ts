@@ -6,6 +6,7 @@ import type { RunChange, WaitOutput } from "../contract/mcp.js";
 import { Reason, TaskState } from "../contract/reason.js";
 import type { RunView } from "../contract/status-view.js";
 import { LedgerEvent } from "../ledger/ledger.js";
+import { redoSteps } from "../shell/redo-command.js";
 
 /** The most changes one answer carries; the rest come with the next call. */
 export const MAX_CHANGES = 200;
@@ -61,7 +62,7 @@ export async function readChanges(
       done = nl + 1;
       if (!event.success || event.data.seq <= at.seq) continue;
       seq = event.data.seq;
-      const change = changeOf(event.data);
+      const change = changeOf(event.data, runDir);
       if (change) changes.push(change);
     }
     return { changes, cursor: { seq, offset: at.offset + done } };
@@ -79,7 +80,7 @@ function safeJson(line: string): unknown {
 }
 
 /** What a caller following the run hears of one ledger event; null: nothing (most of them). */
-function changeOf(event: LedgerEvent): RunChange | null {
+function changeOf(event: LedgerEvent, runDir: string): RunChange | null {
   const entry = ledgerEntryOf(event);
   if (!entry) return null;
   const at = event.ts;
@@ -148,6 +149,7 @@ function changeOf(event: LedgerEvent): RunChange | null {
         at,
         result: entry.data.result ?? entry.type.slice(6),
         reason: entry.data.reason ?? null,
+        redo: redoSteps(runDir, entry.data.redoAssignments ?? []),
       };
     case "run.detached":
       return { event: "run_detached", at };

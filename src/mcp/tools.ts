@@ -18,7 +18,7 @@ import { plainText } from "../ops/last-line.js";
 import { driverAlive } from "../ops/liveness.js";
 import { logPathOf } from "../ops/logs.js";
 import { runScope, scopeStatus } from "../ops/run-feed.js";
-import { phaseOf, readRunState, resolveRun } from "../ops/runs.js";
+import { phaseOf, readRunState, resolveRun, startedRun, unreadableRun } from "../ops/runs.js";
 import { sessionsBySocket } from "../ops/sessions.js";
 import { runView } from "../ops/status.js";
 import { findTask } from "../ops/task-target.js";
@@ -280,36 +280,55 @@ const status = tool({
   name: "status",
   title: "Show runs and their tasks",
   description:
-    "The state of one run or of every run: for each task its state (pending, running, success, failed, skipped), why it failed, attempts, times, last log line, whether it waits for input, and how to attach. The same document as `termorch status --json`.",
+    "The state of one run or of every run: for each task its state (pending, running, redo, success, failed, skipped), why it failed, attempts, times, last log line, whether it waits for input, and how to attach. The same document as `termorch status --json`.",
   input: M.StatusInput,
   output: StatusView,
   readOnly: true,
-  call: (args, call) =>
-    scopeStatus(
+  async call(args, call) {
+    // A named run that cannot be shown is the same error as for wait, report and logs.
+    if (args.run !== undefined) await startedRun(args.run, call.env, call.cwd);
+    return scopeStatus(
       runScope(args.run, args.run === undefined ? (call.home ?? undefined) : undefined, call.cwd),
       call.env,
       call.cwd,
-    ),
+    );
+  },
 });
 
 /** A run found for `wait`: started (with state), or taken by a daemon that has not started it. */
-async function followedRun(ref: string, call: ToolCall): Promise<{ runId: string; runDir: string }> {
+async function followedRun(
+  ref: string,
+  call: ToolCall,
+): Promise<{ runId: string; runDir: string; queued: boolean }> {
   const dir = isAbsolute(ref) || ref.includes("/") ? resolve(call.cwd, ref) : null;
   if (dir && !existsSync(join(dir, "state.json")) && existsSync(join(dir, "claim.json")))
-    return { runId: basename(dir), runDir: dir };
-  const found = await resolveRun(ref, call.env, call.cwd);
-  return { runId: found.runId, runDir: found.runDir };
+    return { runId: basename(dir), runDir: dir, queued: true };
+  const found = await startedRun(ref, call.env, call.cwd);
+  return { runId: found.runId, runDir: found.runDir, queued: false };
 }
 
 /**
  * The run's state.json, read again when it looks interrupted: a driver that wrote its report and
  * exited between the read and the look at its pid is not interrupted. null: not started (queued).
+ * `queued`: followed since before it started, by its folder, so whatever run starts there is it.
  */
-async function stateOf(runDir: string, runId: string): Promise<RunState | null> {
+async function stateOf(runDir: string, runId: string, queued: boolean): Promise<RunState | null> {
   for (let i = 0; ; i++) {
     const read = await readRunState(runDir);
-    const state = "state" in read && read.state.run_id === runId ? read.state : null;
-    if (!state || i > 0 || phaseOf(state) !== "interrupted") return state;
+    if ("problem" in read) {
+      // A daemon's claimed run has no state yet; one refused before it started has only its report.
+      if (existsSync(join(runDir, "claim.json")) || existsSync(join(runDir, "execution_report.json")))
+        return null;
+      // Deleted (or moved) while followed: it will never change again.
+      throw unreadableRun({ runId, runDir, problem: read.problem });
+    }
+    if (read.state.run_id !== runId && !queued)
+      throw unreadableRun({
+        runId,
+        runDir,
+        problem: `its run directory ${runDir} now holds run ${read.state.run_id}`,
+      });
+    if (i > 0 || phaseOf(read.state) !== "interrupted") return read.state;
   }
 }
 
@@ -321,7 +340,7 @@ const wait = tool({
   output: M.WaitOutput,
   readOnly: true,
   async call(args, call) {
-    const { runId, runDir } = await followedRun(args.run, call);
+    const { runId, runDir, queued } = await followedRun(args.run, call);
     const timeoutMs = (args.timeout_s ?? 30) * 1000;
     const started = Date.now();
     let cursor = parseCursor(args.cursor);
@@ -330,7 +349,7 @@ const wait = tool({
       const read = await readChanges(runDir, cursor);
       cursor = read.cursor;
       changes.push(...read.changes);
-      const runState = await stateOf(runDir, runId);
+      const runState = await stateOf(runDir, runId, queued);
       const phase: M.WaitOutput["phase"] = runState
         ? phaseOf(runState)
         : existsSync(join(runDir, "execution_report.json"))

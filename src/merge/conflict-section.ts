@@ -1,3 +1,4 @@
+import type { ConflictBlock } from "../contract/conflict-block.js";
 import type { Gate } from "../contract/report.js";
 
 /** A diff shown in the prompt, and the git command that shows all of it when it was cut. */
@@ -44,7 +45,7 @@ export interface ConflictFacts {
   previous: { redo: number; reason: string | null; detail: string | null; gates: Gate[] }[];
 }
 
-/** The fence of the machine-readable block a stand-in (or an agent) can parse. */
+/** The fence of the machine-readable block a stand-in (or an agent) can parse (`termorch schema conflict-block`). */
 export const CONFLICT_BLOCK_INFO = "json termorch-conflict";
 
 /**
@@ -60,7 +61,7 @@ export function conflictSection(f: ConflictFacts): string {
     "",
     "## Your earlier work conflicts with what was merged before it",
     "",
-    `termorch merges the run's tasks one by one. Your earlier result (commit ${f.beforeCommit}) conflicts with the work of ${names(f.conflicts.flatMap((c) => c.with))}, merged before it. This is redo ${f.redo} of ${f.of}: your working tree now holds the integration of ${f.mergedBefore.length ? f.mergedBefore.join(", ") : "the tasks before you"} (commit ${f.startCommit}) and none of your earlier changes.`,
+    `termorch merges the run's tasks one by one. Your earlier result (commit ${f.beforeCommit}) conflicts with the work of ${names(f.conflicts.flatMap((c) => c.with))}, merged before it. This is redo ${f.redo}/${f.of}: your working tree now holds the integration of ${f.mergedBefore.length ? f.mergedBefore.join(", ") : "the tasks before you"} (commit ${f.startCommit}) and none of your earlier changes.`,
     "",
     "Do your task again on top of it, so that both your intent and theirs hold: keep their changes, and make yours fit them (a file they renamed or replaced is where your change now belongs). Your gates run again on the result.",
     "",
@@ -89,7 +90,9 @@ export function conflictSection(f: ConflictFacts): string {
       );
     }
   }
-  const block = {
+  const hunk = (e: Excerpt) => ({ diff: e.text, truncated: e.truncated, see: e.see });
+  const block: ConflictBlock = {
+    schema_version: 1,
     task: f.task,
     redo: f.redo,
     of: f.of,
@@ -98,7 +101,22 @@ export function conflictSection(f: ConflictFacts): string {
     merged_before: f.mergedBefore,
     files: f.files,
     conflicts: f.conflicts,
-    others: f.others.map((o) => ({ task: o.id, changes: o.changes })),
+    others: f.others.map((o) => ({
+      task: o.id,
+      summary: o.summary,
+      changes: o.changes,
+      handoff: o.handoff?.path ?? null,
+    })),
+    hunks: { theirs: hunk(f.theirs), yours: hunk(f.yours) },
+    own_diff: { file: f.ownPatch.file, truncated: f.ownPatch.truncated, see: f.ownPatch.see },
+    previous: f.previous.map((p) => ({
+      redo: p.redo,
+      reason: p.reason,
+      detail: p.detail,
+      failed_gates: p.gates
+        .filter((g) => g.passed === false)
+        .map((g) => ({ name: g.name, detail: g.detail })),
+    })),
   };
   out.push(
     "",

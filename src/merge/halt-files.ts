@@ -60,14 +60,7 @@ export async function writeRedoAssignments(
   for (const id of roots) {
     const members = run.order.filter((m) => m === id || (left.has(m) && carries(m, id)));
     const t = recorder.get(id);
-    const units = halted.conflicts
-      .filter((c) => c.tasks.includes(id))
-      // The detail names the tasks, then the kinds: "B conflicts with A: content in f.txt".
-      .map((c) => ({
-        kind: c.detail.slice(c.detail.indexOf(": ") + 2),
-        paths: c.files,
-        with: c.tasks.filter((x) => x !== id),
-      }));
+    const units = halted.conflicts.filter((c) => c.tasks.includes(id)).flatMap((c) => unitsOf(c, id));
     try {
       const facts = await conflictFacts(run, recorder, {
         task: id,
@@ -100,6 +93,23 @@ export async function writeRedoAssignments(
   if (written.length > 0)
     await ports.ledger.append("merge.redo_assignments", { files: written, start_commit: base });
   return written;
+}
+
+/**
+ * A reported conflict's units as the conflict section takes them: its detail names the tasks,
+ * then each unit as "<kind> in <path>[ <- <path>]", joined by "; " (git/fold.ts writes it so).
+ */
+function unitsOf(c: Conflict, id: string): { kind: string; paths: string[]; with: string[] }[] {
+  const others = c.tasks.filter((x) => x !== id);
+  return c.detail
+    .slice(c.detail.indexOf(": ") + 2)
+    .split("; ")
+    .map((part) => {
+      const at = part.indexOf(" in ");
+      return at < 0
+        ? { kind: part, paths: c.files, with: others }
+        : { kind: part.slice(0, at), paths: part.slice(at + 4).split(" <- "), with: others };
+    });
 }
 
 /** The assignments that run `members` again, `root` from `start`; validated before it is written. */

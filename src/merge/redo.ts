@@ -321,7 +321,7 @@ export function gaveUp(t: Readonly<TaskRun>, of: number): string {
     last.outcome === "cancelled"
       ? "the run was stopped"
       : `${last.reason}${last.reason_detail ? `: ${last.reason_detail}` : ""}`;
-  return `${t.id}'s redo did not resolve its conflict with ${last.conflicted_with.join(", ") || "the tasks before it"} (redo ${last.redo} of ${of}: ${how})`;
+  return `${t.id}'s redo did not resolve its conflict with ${last.conflicted_with.join(", ") || "the tasks before it"} (redo ${last.redo}/${of}: ${how})`;
 }
 
 function copyIfThere(from: string, to: string): void {

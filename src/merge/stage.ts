@@ -1,5 +1,6 @@
 import type { Conflict, RefChange, Report } from "../contract/report.js";
 import { errorText, unreachable } from "../errors.js";
+import type { FoldItem } from "../git/fold.js";
 import {
   advanceTarget,
   checkMerge,
@@ -9,7 +10,7 @@ import {
   mergeOntoMovedTarget,
 } from "../git/merge.js";
 import { movedInCheckout } from "../git/refs.js";
-import { resolveCommit } from "../git/repo.js";
+import { isAncestor, resolveCommit } from "../git/repo.js";
 import { type MergeOutcome, skippedMerge } from "../report/build.js";
 import { advanceHooks, killPoint } from "../task/faults.js";
 import type { Ports } from "../task/ports.js";
@@ -18,6 +19,7 @@ import { recordCreatedRefs, refChanges, refsAtStart } from "../task/ref-watch.js
 import type { RunPlan } from "../task/run-plan.js";
 import type { RunStop } from "../task/stop.js";
 import { type HaltedMerge, writeRedoAssignments } from "./halt-files.js";
+import { integrationMessage } from "./integration-message.js";
 import { clearMergeIntent, readMergeIntent, recordMergeIntent } from "./intent.js";
 import { mergeInOrder } from "./ordered.js";
 import {
@@ -124,7 +126,14 @@ async function mergeTasks(
     };
   }
   const integrationBranch = integrationBranchOf(run);
-  const message = `termorch: integrate run ${run.runId}\n\nTasks merged, in order:\n${order.map((id) => `- ${id}`).join("\n")}\n\nTermorch-Run: ${run.runId}\n`;
+  const message = integrationMessage(
+    run.runId,
+    items.map((i) => {
+      const t = recorder.get(i.task);
+      return { id: i.task, attempt: t.attempts, commit: i.commit, redone: t.redone };
+    }),
+    await carriersOf(root, items, recorder),
+  );
   const integration = await createIntegrationCommit(root, {
     tree: check.tree,
     parents: check.parents,
@@ -285,6 +294,27 @@ type TasksCheck = {
  * "halt": the pre-merge check, every conflict found at once. "redo": the merge task by task, a
  * conflicting task redone on top of what merged before it (ordered.ts).
  */
+/**
+ * For each redone task, the merged tasks whose result holds its earlier one: a dependent replayed
+ * from its start, which keeps that result as an ancestor in the integration's history.
+ */
+async function carriersOf(
+  root: string,
+  items: readonly FoldItem[],
+  recorder: Pick<TaskRecorder, "get">,
+): Promise<Map<string, string[]>> {
+  const out = new Map<string, string[]>();
+  for (const { task } of items) {
+    const before = recorder.get(task).redone[0]?.before_commit;
+    if (!before) continue;
+    const by: string[] = [];
+    for (const other of items)
+      if (other.task !== task && (await isAncestor(root, before, other.commit))) by.push(other.task);
+    out.set(task, by);
+  }
+  return out;
+}
+
 async function checkTasks(
   run: RunPlan,
   ports: Ports,

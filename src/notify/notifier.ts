@@ -3,6 +3,7 @@ import type { NotifyConfig, NotifyEvent, NotifyEventName } from "../contract/not
 import type { Reason } from "../contract/reason.js";
 import type { Report } from "../contract/report.js";
 import type { Redactor } from "../redact/redactor.js";
+import { redoSteps } from "../shell/redo-command.js";
 
 /** Why one event did not reach the notification command. */
 export interface NotifyFailure {
@@ -71,7 +72,7 @@ export class Notifier {
 
   /** Queues the run's last event and waits until it and everything before it went out. */
   async runFinished(
-    report: Pick<Report, "exit_code" | "summary" | "error">,
+    report: Pick<Report, "exit_code" | "summary" | "error" | "merge">,
     reportPath: string | null,
   ): Promise<void> {
     this.send({
@@ -80,6 +81,7 @@ export class Notifier {
       summary: report.summary,
       error: report.error,
       report: reportPath,
+      redo: redoSteps(this.o.runDir, report.merge.redo_assignments),
     });
     await this.drained();
   }

@@ -1,7 +1,7 @@
 import { existsSync } from "node:fs";
 import { isAbsolute, join, resolve } from "node:path";
 import { InputError } from "../errors.js";
-import { resolveRun } from "./runs.js";
+import { resolveRun, unreadableRun } from "./runs.js";
 
 type Env = Readonly<Record<string, string | undefined>>;
 
@@ -24,8 +24,10 @@ export async function findReport(ref: string, env: Env, cwd: string): Promise<Re
   let named: string | null = null;
   try {
     const run = await resolveRun(ref, env, cwd);
+    // A registered run whose folder is gone (or now another run's) has no report to find.
+    if (!run.state) throw unreadableRun(run);
     ({ runId, runDir } = run);
-    named = run.state?.report ?? null;
+    named = run.state.report;
   } catch (error) {
     const dir = isAbsolute(ref) ? ref : resolve(cwd, ref);
     if (!(error instanceof InputError) || !existsSync(join(dir, "execution_report.json"))) throw error;

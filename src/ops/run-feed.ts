@@ -172,13 +172,16 @@ export class RunFeed {
    * view and then raised no event, and the view would miss it until some later change.
    */
   private async watching(): Promise<void> {
-    await new Promise<void>((resolve) => {
-      const timer = setTimeout(resolve, 5_000);
-      this.watcher.once("ready", () => {
-        clearTimeout(timer);
-        resolve();
+    // One run's scope gives chokidar no folder, and it never says ready for none: `watch <run>`
+    // printed nothing for 5 s, and a short redo was over before its first line.
+    if (this.rootDir() !== null)
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, 5_000);
+        this.watcher.once("ready", () => {
+          clearTimeout(timer);
+          resolve();
+        });
       });
-    });
     this.kept = null;
     await this.recompute();
   }

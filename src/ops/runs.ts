@@ -137,6 +137,35 @@ async function fromDir(dir: string, entries: Map<string, RegistryEntry>): Promis
   };
 }
 
+/** A run with its state: what a command that answers about one run needs. */
+export type StartedRun = OpsRun & { state: RunState };
+
+/**
+ * resolveRun for a command that needs the run's state (MCP wait, report, logs, status; logs):
+ * a run the registry names without one (its folder gone, or now another run's) is an InputError
+ * that says what to do, not an empty answer that looks like a run still to come.
+ */
+export async function startedRun(ref: string, env: Env, cwd: string): Promise<StartedRun> {
+  const run = await resolveRun(ref, env, cwd);
+  if (run.state) return { ...run, state: run.state };
+  throw unreadableRun(run);
+}
+
+/** The error for a run found without readable state: its problem, and the way on. */
+export function unreadableRun(run: Pick<OpsRun, "runId" | "runDir" | "problem">): InputError {
+  const gone = !existsSync(run.runDir);
+  return new InputError(
+    [
+      {
+        message: `run ${run.runId}: ${run.problem ?? "its state cannot be read"}${gone ? " (deleted or moved; the run registry still names it)" : ""}`,
+      },
+    ],
+    gone
+      ? `If it was moved, name the run by its folder's new path. Otherwise forget it: termorch clean ${run.runId} removes what the run left and its registry entry (--force when it keeps something).`
+      : "Name the run by a run id that `termorch status` lists, or by a folder that holds its state.json.",
+  );
+}
+
 /**
  * Finds one run from what the operator typed: a run directory (anything with a `/`, or an
  * existing folder that is not a registered id) or a registered run id. Unknown: InputError (exit 2).

@@ -2,7 +2,7 @@ import { readdir } from "node:fs/promises";
 import { isAbsolute, join } from "node:path";
 import type { TaskState } from "../contract/reason.js";
 import type { RunState, TaskRun } from "../contract/state.js";
-import type { RunView, StatusView, TaskView } from "../contract/status-view.js";
+import { isLive, type RunView, type StatusView, type TaskView } from "../contract/status-view.js";
 import { lastLogLine } from "./last-line.js";
 import { driverAlive } from "./liveness.js";
 import { type OpsRun, phaseOf, readRunState } from "./runs.js";
@@ -39,8 +39,13 @@ async function statusFileStates(runDir: string): Promise<Map<string, TaskState>>
   return out;
 }
 
-/** What a task is doing: state.json for finished tasks, else its status file, else pending. */
+/**
+ * What a task is doing: `redo` from the moment its redo is recorded until it resolved or its
+ * earlier result is back (its record says success meanwhile, and its status file running once
+ * the attempt starts); else state.json for finished tasks, else its status file, else pending.
+ */
 export function effectiveState(t: TaskRun, fromFile: TaskState | undefined): TaskView["state"] {
+  if (t.redo) return "redo";
   if (FINAL.includes(t.state)) return t.state;
   return fromFile ?? t.state;
 }
@@ -63,6 +68,8 @@ async function taskView(
   // A session of the same name from another run is not this task's.
   const own = session && (session.run === null || session.run === state.run_id) ? session : undefined;
   const finished = FINAL.includes(s);
+  // A redo runs again: its earlier attempt's end is not the task's.
+  const redone = s === "redo";
   return {
     id: t.id,
     agent: t.agent,
@@ -70,10 +77,10 @@ async function taskView(
     reason: t.reason,
     detail: t.detail,
     attempts: t.attempts,
-    exit_code: t.exitCode,
+    exit_code: redone ? null : t.exitCode,
     started_at: iso(t.startedAt),
-    finished_at: iso(t.finishedAt),
-    elapsed_ms: s === "running" && t.startedAt !== null ? Math.max(0, now - t.startedAt) : null,
+    finished_at: redone ? null : iso(t.finishedAt),
+    elapsed_ms: isLive(s) && t.startedAt !== null ? Math.max(0, now - t.startedAt) : null,
     duration_ms:
       finished && t.startedAt !== null && t.finishedAt !== null
         ? Math.max(0, t.finishedAt - t.startedAt)
@@ -87,12 +94,18 @@ async function taskView(
       own && t.session
         ? { termorch: attachHint(state.run_id, t.id), tmux: rawAttachHint(state.socket, t.session) }
         : null,
-    waiting_since: s === "running" ? iso(t.waitingSince) : null,
-    waiting_for: s === "running" && t.waitingSince !== null ? t.waitingFor : null,
+    waiting_since: isLive(s) ? iso(t.waitingSince) : null,
+    waiting_for: isLive(s) && t.waitingSince !== null ? t.waitingFor : null,
     remote: remoteView(t),
     wave: waveOf(state, t.id),
     usage: t.usage,
-    redo: t.redo && { n: t.redo.n, of: state.options.redo_attempts, with: t.redo.with, files: t.redo.files },
+    redo: t.redo && {
+      n: t.redo.n,
+      of: state.options.redo_attempts,
+      with: t.redo.with,
+      files: t.redo.files,
+      started_at: new Date(t.redo.startedAt).toISOString(),
+    },
   };
 }
 

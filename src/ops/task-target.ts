@@ -1,7 +1,7 @@
 import type { RunState, TaskRun } from "../contract/state.js";
 import { InputError } from "../errors.js";
 import { registryDir } from "../fs/names.js";
-import { type OpsRun, registryRuns, resolveRun } from "./runs.js";
+import { type OpsRun, registryRuns, startedRun } from "./runs.js";
 import { type SessionInfo, sessionsBySocket } from "./sessions.js";
 
 type Env = Readonly<Record<string, string | undefined>>;
@@ -35,9 +35,7 @@ export async function findTask(
   opts: { env: Env; cwd: string; needSession: boolean },
 ): Promise<TaskTarget> {
   if (runRef !== undefined) {
-    const run = await resolveRun(runRef, opts.env, opts.cwd);
-    if (!run.state)
-      throw new InputError([{ message: `run ${run.runId}: ${run.problem}` }], "Nothing to show.");
+    const run = await startedRun(runRef, opts.env, opts.cwd);
     const task = taskIn(run, taskId);
     if (!task) {
       throw new InputError(

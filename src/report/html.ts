@@ -1,6 +1,8 @@
 import { relative, resolve, sep } from "node:path";
 import type { Usage } from "../contract/agent-result.js";
 import type { Gate, Report } from "../contract/report.js";
+import { redoSteps } from "../shell/redo-command.js";
+import { shellWord } from "../shell/word.js";
 import type { Timeline, TimelineBar, TimelineMarker, TimelineRow, TimelineWait } from "./timeline.js";
 
 /** An HTML fragment and the CSS it needs (every rule scoped under `.tl`). */
@@ -316,7 +318,7 @@ export function renderReportHtml(report: Report, timeline: Timeline, o: ReportHt
     summaryHtml(report),
     `<section><h2>Timeline</h2>${fragment.html}</section>`,
     tasksHtml(report, link),
-    mergeHtml(report, link),
+    mergeHtml(report, link, o.runDir),
     `<footer>Rendered by termorch from <code>execution_report.json</code> and <code>events.jsonl</code>${
       report.workspace ? ` · workspace <code>${escapeHtml(report.workspace)}</code>` : ""
     }${report.tmux_socket ? ` · tmux socket <code>${escapeHtml(report.tmux_socket)}</code>` : ""}</footer>`,
@@ -460,7 +462,7 @@ function tasksHtml(r: Report, link: LinkFn): string {
   );
 }
 
-function mergeHtml(r: Report, link: LinkFn): string {
+function mergeHtml(r: Report, link: LinkFn, runDir: string): string {
   const m = r.merge;
   const order = m.order.length
     ? `<ol class="order">${m.order.map((id) => `<li><code>${escapeHtml(id)}</code></li>`).join("")}</ol>`
@@ -492,7 +494,10 @@ function mergeHtml(r: Report, link: LinkFn): string {
       `${x.reason ? `<div class="muted">${escapeHtml(x.reason)}${x.reason_detail ? `: ${detailHtml(x.reason_detail, link)}` : ""}</div>` : ""}` +
       `<div>${link(x.conflict_section, "its conflict section")}${x.logs ? ` · ${link(x.logs.stdout, "stdout")} · ${link(x.logs.stderr, "stderr")}` : ""}</div></li>`,
   );
-  const redoFiles = m.redo_assignments.map((f) => `<li>${link(f, f)}</li>`);
+  const redoFiles = redoSteps(runDir, m.redo_assignments).map(
+    (step, i) =>
+      `<li>${link(m.redo_assignments[i]!, step.task)}: <code>${escapeHtml(step.command)}</code></li>`,
+  );
   const refs = m.refs_changed.map(
     (c) =>
       `<li><code>${escapeHtml(c.ref)}</code> ${escapeHtml(c.old?.slice(0, 12) ?? "(new)")} → ${escapeHtml(
@@ -507,7 +512,7 @@ function mergeHtml(r: Report, link: LinkFn): string {
     }</div></div>` +
     `${conflictRows.length ? `<h3>Conflicts</h3><ul class="conflicts">${conflictRows.join("")}</ul>` : ""}` +
     `${redone.length ? `<h3>Redone</h3><ul class="redone">${redone.join("")}</ul>` : ""}` +
-    `${redoFiles.length ? `<h3>To redo them (termorch run &lt;file&gt;)</h3><ul>${redoFiles.join("")}</ul>` : ""}` +
+    `${redoFiles.length ? `<h3>To redo them</h3><ul>${redoFiles.join("")}</ul>` : ""}` +
     `${refs.length ? `<h3>Refs changed during the run</h3><ul>${refs.join("")}</ul>` : ""}</section>`
   );
 }
@@ -599,10 +604,6 @@ function countBy(values: readonly string[]): Record<string, number> {
 /** A fragment id from a task id (ids are validated, but the page does not rely on it). */
 function anchorOf(id: string): string {
   return id.replace(/[^A-Za-z0-9_.-]/g, "_");
-}
-
-function shellWord(word: string): string {
-  return /^[A-Za-z0-9_@%+=:,./-]+$/.test(word) ? word : `'${word.replaceAll("'", "'\\''")}'`;
 }
 
 /** The report's ISO time, shown as is (UTC): the page is the same wherever it is rendered. */

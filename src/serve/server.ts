@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import type { RunView, StatusView, TaskView } from "../contract/status-view.js";
+import { isLive, type RunView, type StatusView, type TaskView } from "../contract/status-view.js";
 import type { RunFeed } from "../ops/run-feed.js";
 import { type Asset, loadAssets } from "./assets.js";
 import { hostAllowed, newToken, tokenMatches, tokenOf } from "./auth.js";
@@ -316,7 +316,7 @@ function findTask(view: StatusView, runId: string, taskId: string): { run: RunVi
     const task = run.tasks.find((t) => t.id === taskId);
     // A running task's session may be newer than the feed's last look at the sessions (it lists
     // them at most once a second): tmux says whether it is there.
-    if (task?.session && (task.session_exists || task.state === "running")) return { run, task };
+    if (task?.session && (task.session_exists || isLive(task.state))) return { run, task };
   }
   return null;
 }

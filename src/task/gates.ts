@@ -78,6 +78,26 @@ export async function runGates(s: Omit<GateScope, "failures">): Promise<AttemptO
 }
 
 /**
+ * The message of termorch's commit of an attempt's work: which attempt it is, and for a redo
+ * which redo of which conflict, in the subject and as trailers. A redone task's earlier result
+ * can stay in the merged history (a replayed dependent's start), so the two must not read alike.
+ */
+export function taskCommitMessage(
+  t: Pick<TaskRun, "id" | "attempts" | "redo">,
+  agent: string,
+  runId: string,
+): string {
+  const redo = t.redo
+    ? `: redo ${t.redo.n} of its conflict with ${t.redo.with.join(", ") || "the tasks before it"}`
+    : "";
+  return withTrailers(`termorch: task ${t.id} (agent ${agent}, run ${runId}, attempt ${t.attempts}${redo})`, {
+    ...trailersOf(runId, t.id),
+    "Termorch-Attempt": String(t.attempts),
+    ...(t.redo ? { "Termorch-Redo": String(t.redo.n) } : {}),
+  });
+}
+
+/**
  * The secrets gate, then the commit of what the agent left in its worktree on the task branch:
  * a secret the agent wrote into its work must not reach a commit of termorch's.
  */
@@ -95,19 +115,18 @@ async function commitGate({ run, ports, recorder, t, p }: GateScope): Promise<Ve
   let secrets: Gate | null = null;
   let secretsError: unknown = null;
   if (t.startCommit)
-    secrets = await secretsGate(ports, p.worktree, t.startCommit, p.keepInRepo).catch((error: unknown) => {
-      secretsError = error;
-      return null;
-    });
+    secrets = await secretsGate(ports, p.worktree, t.startCommit, p.keepInRepo, p.scratch).catch(
+      (error: unknown) => {
+        secretsError = error;
+        return null;
+      },
+    );
   if (secrets && !secrets.passed)
     return { gates: [secrets], end: { reason: "validation", detail: secrets.detail } };
   const gates = secrets ? [secrets] : [];
   try {
     const commit = await commitOnTaskBranch(ports, recorder, run.privateDir, t, p.worktree, {
-      message: withTrailers(
-        `termorch: task ${t.id} (agent ${p.agent}, run ${run.runId})`,
-        trailersOf(run.runId, t.id),
-      ),
+      message: taskCommitMessage(t, p.agent, run.runId),
       exclude: [...p.keepInRepo],
       scratch: p.scratch,
       ...(t.startCommit ? { start: t.startCommit } : {}),
@@ -177,8 +196,9 @@ async function handoffGate({ run, ports, t, p }: GateScope): Promise<Verdict> {
       return verdict(false, `its handoff ($TERMORCH_HANDOFF) was not read: ${error.message}`);
     return verdict(false, "its handoff ($TERMORCH_HANDOFF) is gone: the agent was to edit it, not remove it");
   }
-  // Kept with the artifacts (redacted there): the report points to it and dependents read it.
-  if (at.root !== p.artifactsDir) writeFresh(p.artifactsDir, "handoff.md", text);
+  // Kept with the artifacts, redacted as it is written (a secret quoted in it never reaches a
+  // file of termorch's, whatever comes after): the report points to it and dependents read it.
+  if (at.root !== p.artifactsDir) writeFresh(p.artifactsDir, "handoff.md", ports.redactor.redact(text));
   if (!run.settings.verify) return verdict(null, "skipped (verify: false)");
   const { missing, listed } = checkHandoff(text);
   if (missing.length) return verdict(false, `its handoff lacks ${missing.join(", ")} (filled in)`);

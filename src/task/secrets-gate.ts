@@ -10,8 +10,9 @@ const MAX_NAMED = 10;
 /**
  * The secrets gate, run before termorch commits a task's work: a secret value the run passed to
  * its agents (an environment variable whose name looks secret, in any encoding redaction knows)
- * in a changed file's content or name, in a message of a commit the agent made, or in the name
- * of the branch it checked out, fails the
+ * in the content or name of a changed file that would be committed (not the handoff nor a CLI's
+ * scratch file, unless the agent committed it), in a message of a commit the agent made, or in
+ * the name of the branch it checked out, fails the
  * task (reason `validation`) instead of being committed on its branch and merged into the user's.
  * Logs and artifacts are redacted; a repository cannot be (DESIGN.md §10, README: Secrets).
  * Token formats and configured patterns do not count here: a repository may well hold
@@ -23,15 +24,29 @@ export async function secretsGate(
   worktree: string,
   start: string,
   exclude: readonly string[],
+  scratch: readonly string[],
 ): Promise<Gate | null> {
   const finder = ports.secretFinder;
   if (!finder) return null;
-  const { paths, messages, head } = await ports.workspace.pendingChanges(worktree, start, exclude);
+  // What would be committed only: the handoff (and a CLI's scratch files) left in the worktree
+  // never is, and its kept copy is redacted, so a secret quoted there does not fail the task.
+  const { paths, messages, head, committed } = await ports.workspace.pendingChanges(
+    worktree,
+    start,
+    exclude,
+    scratch,
+  );
   const found: string[] = [];
   for (const path of paths) {
     const shown = ports.redactor.redact(path.toString("utf8"));
     if (finder.finds(path)) found.push(`${shown} (its name)`);
     else if (holdsSecret(worktree, path, (b) => finder.finds(b))) found.push(shown);
+  }
+  // ... unless the agent committed such a file itself: then it is in its branch, as committed.
+  for (const { path, content } of committed) {
+    const shown = ports.redactor.redact(path.toString("utf8"));
+    if (finder.finds(path)) found.push(`${shown} (its name)`);
+    else if (content && finder.finds(content)) found.push(`${shown} (as the agent committed it)`);
   }
   if (finder.finds(messages)) found.push("a commit message of the agent's");
   // Its name would be recorded (state.json) and reported as a ref the agent created.

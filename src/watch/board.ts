@@ -1,4 +1,4 @@
-import type { StatusView } from "../contract/status-view.js";
+import { isLive, type StatusView } from "../contract/status-view.js";
 import { requestCancel } from "../ops/cancel.js";
 import { driverAlive } from "../ops/liveness.js";
 import { resolveRun } from "../ops/runs.js";
@@ -70,7 +70,7 @@ export class Board {
   /** The task a dashboard starts on: the first one running, else the first one. */
   private firstSelection(): TaskKey | null {
     for (const run of this.view.runs)
-      for (const t of run.tasks) if (t.state === "running") return { run: run.run_id, task: t.id };
+      for (const t of run.tasks) if (isLive(t.state)) return { run: run.run_id, task: t.id };
     return moveSelection(this.view, null, 0);
   }
 
@@ -186,12 +186,12 @@ export class Board {
     const found = findTask(this.view, this.selected);
     if (!found) return null;
     const { run, task } = found;
-    if (task.remote && task.state === "running") {
+    if (task.remote && isLive(task.state)) {
       this.say(`${task.id} runs on worker ${task.remote.worker}: ${task.remote.attach}`);
       return null;
     }
     // A running task's session may be newer than the view's last look at the sessions: tmux says.
-    if (!task.session || !(task.session_exists || task.state === "running")) {
+    if (!task.session || !(task.session_exists || isLive(task.state))) {
       this.say(
         task.state === "pending"
           ? `${task.id} has not started: no tmux session yet`
@@ -225,7 +225,7 @@ export class Board {
       this.message = { text: `run ${run.run_id} already finished: nothing to cancel`, tone: "muted" };
       return;
     }
-    const busy = run.tasks.filter((t) => t.state === "running").length;
+    const busy = run.tasks.filter((t) => isLive(t.state)).length;
     this.confirming = { runId: run.run_id, runDir: run.run_dir };
     this.message = {
       text: `cancel run ${run.run_id} (${busy} task${busy === 1 ? "" : "s"} running)? y/n`,

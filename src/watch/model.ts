@@ -1,5 +1,5 @@
 import stringWidth from "string-width";
-import type { RunView, StatusView, TaskView } from "../contract/status-view.js";
+import { isLive, type RunView, type StatusView, type TaskView } from "../contract/status-view.js";
 
 /**
  * What the dashboard shows, as plain data: lines of styled segments, computed from a StatusView,
@@ -35,12 +35,11 @@ export interface Screen {
 }
 
 /**
- * A task as the dashboard names its state: `waiting` is a running task whose agent waits for
- * input; `redo` one run again because its result conflicted in the merge.
+ * A task as the dashboard names its state: its view's state (`redo` included: run again because
+ * its result conflicted in the merge), or `waiting` for a live one whose agent waits for input.
  */
 export function shownState(t: TaskView): string {
-  if (t.state === "running" && t.waiting_since) return "waiting";
-  return t.state === "running" && t.redo ? "redo" : t.state;
+  return t.waiting_since && isLive(t.state) ? "waiting" : t.state;
 }
 
 function toneOf(state: string): Tone {
@@ -68,8 +67,7 @@ export function duration(ms: number): string {
 
 /** Time it ran (finished) or has been running (`+`: still going), from the clock of this frame. */
 export function taskTime(t: TaskView, now: number): string {
-  if (t.state === "running" && t.started_at)
-    return `${duration(Math.max(0, now - Date.parse(t.started_at)))}+`;
+  if (isLive(t.state) && t.started_at) return `${duration(Math.max(0, now - Date.parse(t.started_at)))}+`;
   if (t.duration_ms !== null) return duration(t.duration_ms);
   return "-";
 }
@@ -245,7 +243,7 @@ function detailLine(view: StatusView, key: TaskKey | null, width: number, now: n
     );
   if (t.redo)
     parts.push(
-      `redo ${t.redo.n} of ${t.redo.of}: its result conflicted with ${t.redo.with.join(", ")} in ${t.redo.files.join(", ")}`,
+      `redo ${t.redo.n}/${t.redo.of}: its result conflicted with ${t.redo.with.join(", ")} in ${t.redo.files.join(", ")}`,
     );
   if (t.reason) parts.push(`${t.reason}${t.exit_code !== null ? ` ${t.exit_code}` : ""}`);
   if (t.detail) parts.push(t.detail);
@@ -267,6 +265,7 @@ function titleLine(view: StatusView, width: number, scope: string): Line {
   const facts = [
     `${view.runs.length} run${view.runs.length === 1 ? "" : "s"}`,
     `${count("running")} running`,
+    ...(count("redo") > 0 ? [`${count("redo")} redo`] : []),
     ...(count("waiting") > 0 ? [`${count("waiting")} waiting`] : []),
     `${count("success")} ok`,
     ...(count("failed") > 0 ? [`${count("failed")} failed`] : []),

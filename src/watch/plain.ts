@@ -1,4 +1,4 @@
-import type { RunView, StatusView, TaskView } from "../contract/status-view.js";
+import { isLive, type RunView, type StatusView, type TaskView } from "../contract/status-view.js";
 import { shownState } from "./model.js";
 
 /** The live view `watch` follows (RunFeed, or anything that gives views the same way). */
@@ -11,10 +11,10 @@ export interface ViewSource {
 
 /** When what a line reports happened, as far as the view knows. */
 function taskTime(t: TaskView, fallback: string): string {
-  const state = shownState(t);
-  if (state === "waiting") return t.waiting_since ?? fallback;
-  if (state === "running" || state === "redo") return t.started_at ?? fallback;
-  if (["success", "failed", "skipped"].includes(state)) return t.finished_at ?? fallback;
+  if (shownState(t) === "waiting") return t.waiting_since ?? fallback;
+  if (t.state === "redo") return t.redo?.started_at ?? fallback;
+  if (isLive(t.state)) return t.started_at ?? fallback;
+  if (["success", "failed", "skipped"].includes(t.state)) return t.finished_at ?? fallback;
   return fallback;
 }
 
@@ -32,7 +32,7 @@ export function taskLine(run: RunView, t: TaskView, generatedAt: string): string
   ];
   if (t.redo) parts.push("redo", `${t.redo.n}/${t.redo.of}`, "with", t.redo.with.join(",") || "-");
   if (t.reason) parts.push("reason", t.reason);
-  if (t.exit_code !== null && t.state !== "running") parts.push("exit", String(t.exit_code));
+  if (t.exit_code !== null && !isLive(t.state)) parts.push("exit", String(t.exit_code));
   return parts.join(" ");
 }
 

@@ -371,7 +371,7 @@ const hex6 = (h: string): string =>
     expect(String(taken.stderr)).toMatch(/--host.*IP address/);
   }, 60_000);
 
-  it("shows a redo under way: the task's redo badge, then its conflicted attempt and its redo on the timeline", async () => {
+  it("shows a redo under way: the task's redo state, then its conflicted attempt and its redo on the timeline", async () => {
     const { dir, repo } = world.workspace();
     writeFileSync(join(repo, "f.txt"), "line1\nline2\nline3\n");
     execFileSync("git", ["-C", repo, "add", "-A"]);
@@ -392,10 +392,12 @@ const hex6 = (h: string): string =>
     const page = await browser!.newPage();
     const errors = collectPageErrors(page);
     await page.goto(serve.url.href);
-    await page.waitForSelector('tr[data-task="B"][data-state="running"] .badge.redo[data-redo="1"]', {
+    // One state, `redo`, as status and watch show it: the row's, its label, and the summary's count.
+    await page.waitForSelector('tr[data-task="B"][data-state="redo"] .state-redo[data-redo="1"]', {
       timeout: 30_000,
     });
-    expect(await page.$eval('tr[data-task="B"] .badge.redo', (el) => el.textContent)).toBe("redo 1/1");
+    expect(await page.$eval('tr[data-task="B"] .state', (el) => el.textContent)).toBe("redo 1/1");
+    expect(await page.$eval("#summary", (el) => el.textContent)).toMatch(/0 tasks running · 1 redo/);
     writeFileSync(release, "");
     await page.waitForSelector('article[data-phase="reported"] tr[data-task="B"][data-state="success"]', {
       timeout: 30_000,

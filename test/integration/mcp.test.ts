@@ -2,7 +2,7 @@
 // built CLI, real tmux (a socket of this file), real git repositories and processes. The runs it
 // starts belong to detached drivers, so killing the MCP server loses none of them.
 import { createHash } from "node:crypto";
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { request as httpRequest } from "node:http";
 import { dirname, join } from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
@@ -394,6 +394,73 @@ describe("termorch mcp over stdio", () => {
         .split("\n")
         .filter((s) => s.startsWith("termorch: task")),
     ).toHaveLength(3);
+  });
+
+  it("a run whose folder is gone: wait, report, logs and status give the same clear error, at once", async () => {
+    const { dir } = workspace();
+    const { client } = await connect(dir);
+    const started = RunOutput.parse(await ok(client, "run", { assignments: threeTasks() }));
+    await waitFinished(client, started.run_id);
+    await waitFor(() => !running(started.pid!), 20_000, "the run's driver to exit");
+    const moved = `${started.run_dir}-moved`;
+    renameSync(started.run_dir, moved);
+    const calls: [string, Record<string, unknown>][] = [
+      ["wait", { run: started.run_id, timeout_s: 30 }],
+      ["report", { run: started.run_id }],
+      ["logs", { task: "a", run: started.run_id }],
+      ["status", { run: started.run_id }],
+    ];
+    for (const [name, args] of calls) {
+      const at = Date.now();
+      const r = await call(client, name, args);
+      expect(r.isError, `${name} is an error`).toBe(true);
+      const text = (r.content as { text: string }[])[0]!.text;
+      expect(text, name).toContain(`run ${started.run_id}: its run directory ${started.run_dir} is gone`);
+      expect(text, name).toContain(`termorch clean ${started.run_id}`);
+      expect(text, name).toContain("exit code 2");
+      // Not after a timeout: nothing will ever change there.
+      expect(Date.now() - at, name).toBeLessThan(10_000);
+    }
+    // The hint holds: named by its new folder, the run is found.
+    expect(WaitOutput.parse(await ok(client, "wait", { run: moved })).finished).toBe(true);
+    expect(Report.parse(await ok(client, "report", { run: moved })).exit_code).toBe(0);
+  });
+
+  it("a wait under way ends with that error when the run's folder goes", async () => {
+    const { dir } = workspace();
+    const gate = join(dir, "go");
+    const { client } = await connect(dir);
+    const started = RunOutput.parse(
+      await ok(client, "run", {
+        assignments: {
+          ...threeTasks({ WAIT_FILE: gate }),
+          tasks: threeTasks({ WAIT_FILE: gate }).tasks.slice(0, 1),
+        },
+      }),
+    );
+    let seen: WaitOutput | null = null;
+    while (!seen?.changes.some((c) => c.event === "task_started"))
+      seen = WaitOutput.parse(
+        await ok(client, "wait", {
+          run: started.run_id,
+          timeout_s: 10,
+          ...(seen ? { cursor: seen.cursor } : {}),
+        }),
+      );
+    const waiting = call(client, "wait", { run: started.run_id, cursor: seen.cursor, timeout_s: 45 });
+    const moved = `${started.run_dir}-moved`;
+    renameSync(started.run_dir, moved);
+    const at = Date.now();
+    const r = await waiting;
+    expect(Date.now() - at).toBeLessThan(10_000);
+    expect(r.isError).toBe(true);
+    expect((r.content as { text: string }[])[0]!.text).toContain(
+      `run ${started.run_id}: its run directory ${started.run_dir} is gone`,
+    );
+    // Put back, the run goes on to its end.
+    renameSync(moved, started.run_dir);
+    writeFileSync(gate, "");
+    expect((await waitFinished(client, started.run_id)).last).toMatchObject({ exit_code: 0 });
   });
 
   it("with --home, hands runs to that daemon, and refuses options the daemon decides", async () => {

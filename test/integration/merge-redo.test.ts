@@ -2,12 +2,18 @@ import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { execa } from "execa";
 import { describe, expect, it } from "vitest";
+import { ConflictBlock } from "../../src/contract/conflict-block.js";
+import { NotifyEvent } from "../../src/contract/notify.js";
 import type { Report } from "../../src/contract/report.js";
+import { StatusView, type TaskView } from "../../src/contract/status-view.js";
+import { parseCursor, readChanges, taskSummary } from "../../src/mcp/follow.js";
+import { frame } from "../../src/watch/model.js";
 import { describeWith } from "../needs.js";
 import {
   BIN,
   cliEnv,
   git,
+  lines as logLines,
   ROOT,
   readReport,
   termorch,
@@ -18,6 +24,7 @@ import {
 
 const { socket, workspace } = testFile("merge-redo");
 const RESOLVE = join(import.meta.dirname, "..", "fixtures", "agents", "resolve.mjs");
+const RECORD = join(ROOT, "test", "fixtures", "notify", "record.sh");
 
 type Edit =
   | { set: string; line: number; text: string }
@@ -113,7 +120,29 @@ describe("merge.on_conflict", () => {
     expect(prompt).toContain("## Your earlier work conflicts with what was merged before it");
     expect(prompt).toContain("+A\n");
     expect(prompt).toContain("+B\n");
-    expect(prompt).toContain("```json termorch-conflict");
+    // The block holds the same facts, hunks included, in the documented schema.
+    const block = ConflictBlock.parse(
+      JSON.parse(/```json termorch-conflict\n([\s\S]*?)\n```/.exec(prompt)![1]!),
+    );
+    expect(block).toMatchObject({
+      schema_version: 1,
+      task: "B",
+      redo: 1,
+      of: 1,
+      before_commit: redo.before_commit,
+      start_commit: redo.start_commit,
+      merged_before: ["A"],
+      files: ["f.txt"],
+      conflicts: [{ kind: "content", paths: ["f.txt"], with: ["A"] }],
+      others: [{ task: "A", changes: [{ status: "M", path: "f.txt" }], handoff: null }],
+      own_diff: { file: "artifacts/B/redo-1/before.patch", truncated: false },
+      previous: [],
+    });
+    expect(block.hunks.theirs).toMatchObject({ truncated: false, see: expect.stringMatching(/^git diff /) });
+    expect(block.hunks.theirs.diff).toMatch(/^-line2\n\+A$/m);
+    expect(block.hunks.yours.diff).toMatch(/^-line2\n\+B$/m);
+    const schema = JSON.parse((await termorch(["schema", "conflict-block"], { socket })).stdout);
+    expect(Object.keys(schema.properties)).toEqual(Object.keys(block));
     expect(existsSync(join(dir, "artifacts", "B", "redo-1", "before.patch"))).toBe(true);
     const events = readFileSync(join(dir, "events.jsonl"), "utf8");
     expect(events).toContain('"merge.redo_started"');
@@ -208,6 +237,34 @@ describe("merge.on_conflict", () => {
     expect(r.redo.report.tasks.find((t) => t.id === "c3")).toMatchObject({ attempts: 1 });
     const c2 = r.redo.report.merge.redone[1]!;
     expect(c2.start_commit).not.toBe(r.redo.report.merge.redone[0]!.start_commit);
+    // The history: c3 was replayed onto c2's redo, so c1's and c2's first results stay in it as
+    // its ancestors. No two task commits read alike: each says its attempt (and a redo which).
+    const commits = git(r.redo.repo, "log", "--format=%H%x00%s%x00%(trailers:only,unfold)%x01", "HEAD")
+      .split("\x01")
+      .map((c) => c.trim().split("\0"))
+      .filter((c) => c[2]?.includes("Termorch-Task:"));
+    const subject = (task: string, attempt: string) =>
+      `termorch: task ${task} (agent resolve, run ${r.redo.report.run_id}, attempt ${attempt})`;
+    expect(commits.map((c) => c[1]!).sort()).toEqual([
+      subject("b0", "1"),
+      subject("c1", "1"),
+      subject("c1", "2: redo 1 of its conflict with b0"),
+      subject("c2", "1"),
+      subject("c2", "2: redo 1 of its conflict with b0, c1"),
+      subject("c3", "1"),
+    ]);
+    for (const [, subject, trailers] of commits)
+      expect(trailers).toContain(`Termorch-Attempt: ${/attempt (\d+)/.exec(subject!)![1]}`);
+    // The integration says which tasks were redone, and why their earlier results are still there.
+    const integration = git(r.redo.repo, "log", "-1", "--format=%B", r.redo.report.merge.result_commit!);
+    expect(integration.split("\n")[0]).toBe(
+      `termorch: integrate run ${r.redo.report.run_id} (c1, c2 redone)`,
+    );
+    expect(integration).toMatch(/^- c2 \(attempt 2: redo 1 of its conflict with b0, c1, [0-9a-f]{12}\)$/m);
+    expect(integration).toMatch(
+      /^c1 was redone: its attempt 1 \([0-9a-f]{12}\) conflicted with b0 in chain\.txt; its attempt 2 is merged\. Its attempt 1 \([0-9a-f]{12}\) stays in this history as the start of c3, /m,
+    );
+    expect(integration).toContain("Termorch-Redone: c1, c2");
   });
 
   it("a wrong resolution is stopped by the task's gate: its earlier result is put back and the run halts as halt would", async () => {
@@ -233,7 +290,7 @@ describe("merge.on_conflict", () => {
     const b = report.tasks.find((t) => t.id === "B")!;
     expect(report.merge).toMatchObject({ result: "conflict", result_commit: null });
     expect(report.merge.reason).toMatch(
-      /^B's redo did not resolve its conflict with A \(redo 1 of 1: validation/,
+      /^B's redo did not resolve its conflict with A \(redo 1\/1: validation/,
     );
     expect(report.merge.conflicts).toEqual([
       { tasks: ["A", "B"], files: ["f.txt"], detail: "B conflicts with A: content in f.txt" },
@@ -290,11 +347,32 @@ describe("merge.on_conflict", () => {
       { success_criteria: { tests_cmd: "grep -qx A f.txt && grep -qx B f.txt && grep -qx C c.txt" } },
     );
     const head = git(repo, "rev-parse", "HEAD").trim();
-    expect((await termorch(["run", file], { socket })).exitCode).toBe(3);
+    const config = join(dir, "termorch.json");
+    writeFileSync(config, JSON.stringify({ notify: { command: ["bash", RECORD, join(dir, "events.log")] } }));
+    const first = await termorch(["run", file, "--config", config], { socket });
+    expect(first.exitCode).toBe(3);
     const halted = readReport(dir);
     expect(halted.merge.redo_assignments).toEqual(["artifacts/redo/B.json"]);
-    expect(git(repo, "rev-parse", "HEAD").trim()).toBe(head);
+    // The halt says what to run: the file, its conflict, and the command line itself.
     const redoFile = join(dir, "artifacts", "redo", "B.json");
+    const command = `termorch run ${redoFile} --out ${join(dir, "redo-B")}`;
+    expect(first.stderr).toContain(
+      `  to redo B on top of what merged cleanly (its conflict: ${join(dir, "artifacts", "redo", "B.md")}):\n    ${command}\n`,
+    );
+    const step = {
+      task: "B",
+      assignments: redoFile,
+      conflict: join(dir, "artifacts", "redo", "B.md"),
+      command,
+    };
+    // So do the notification of its end and MCP wait's merge change, read from the ledger it wrote.
+    const finished = logLines(join(dir, "events.log"))
+      .map((l) => NotifyEvent.parse(JSON.parse(l)))
+      .at(-1);
+    expect(finished).toMatchObject({ event: "run.finished", redo: [step] });
+    const { changes } = await readChanges(dir, parseCursor(undefined));
+    expect(changes.find((c) => c.event === "merge")).toMatchObject({ result: "conflict", redo: [step] });
+    expect(git(repo, "rev-parse", "HEAD").trim()).toBe(head);
     const doc = JSON.parse(readFileSync(redoFile, "utf8"));
     // B, and D that carries it; A and C merged cleanly and are in the start.
     expect(doc.tasks.map((t: { id: string }) => t.id)).toEqual(["B", "D"]);
@@ -308,16 +386,24 @@ describe("merge.on_conflict", () => {
     const start = doc.tasks[0].start_commit as string;
     expect(git(repo, "show", `${start}:f.txt`)).toBe("line1\nA\nline3\n");
     expect(git(repo, "show", `${start}:c.txt`)).toBe("C\n");
-    expect(readFileSync(join(dir, "artifacts", "redo", "B.md"), "utf8")).toContain(
-      "```json termorch-conflict",
+    const section = readFileSync(join(dir, "artifacts", "redo", "B.md"), "utf8");
+    const block = ConflictBlock.parse(
+      JSON.parse(/```json termorch-conflict\n([\s\S]*?)\n```/.exec(section)![1]!),
     );
+    // As a redo's block has them: git's kind and the paths (not the report's sentence).
+    expect(block.conflicts.map((c) => [c.kind, c.paths])).toEqual([
+      ["content", ["f.txt"]],
+      ["content", ["f.txt"]],
+    ]);
+    expect(block.conflicts[0]!.with).toEqual(["A"]);
+    expect(block.hunks.yours.diff).toMatch(/^\+B$/m);
 
-    const again = await termorch(["run", redoFile, "--out", join(dir, "second")], {
-      socket,
-      env: { API_TOKEN: "s3cr3t-value-of-B" },
-    });
+    // The line it printed, as it is.
+    const [program, ...args] = command.split(" ");
+    expect(program).toBe("termorch");
+    const again = await termorch(args, { socket, env: { API_TOKEN: "s3cr3t-value-of-B" } });
     expect(again.exitCode).toBe(0);
-    const second = readReport(join(dir, "second"));
+    const second = readReport(join(dir, "redo-B"));
     expect(second.merge).toMatchObject({ result: "success", redone: [] });
     expect(show(repo, "f.txt")).toBe("line1\nA\nB\nline3\nD\n");
     expect(show(repo, "c.txt")).toBe("C\n");
@@ -384,18 +470,15 @@ describe("merge.on_conflict", () => {
     const runId = JSON.parse(readFileSync(file, "utf8")).run_id as string;
     const run = termorch(["run", file], { socket });
     // Polled through the CLI, as an operator would: bounded, then the view is asserted.
-    let redo: unknown = null;
-    for (const deadline = Date.now() + 30_000; redo === null && Date.now() < deadline; ) {
+    const taskB = async (): Promise<TaskView | null> => {
       const r = await termorch(["status", runId, "--json"], { socket });
-      const b = JSON.parse(r.stdout || "{}").runs?.[0]?.tasks?.find((t: { id: string }) => t.id === "B");
-      redo = b?.state === "running" ? (b.redo ?? null) : null;
-      // Running again: its first attempt's end is not its end.
-      if (redo !== null) expect(b).toMatchObject({ finished_at: null, exit_code: null });
-    }
-    expect(redo).toEqual({ n: 1, of: 1, with: ["A"], files: ["f.txt"] });
-    expect((await termorch(["status", runId], { socket })).stdout).toContain(
-      "B: redo 1 of 1, its result conflicted with A in f.txt",
-    );
+      // Not registered yet: exit 2.
+      if (r.exitCode !== 0) return null;
+      return StatusView.parse(JSON.parse(r.stdout)).runs[0]?.tasks.find((t) => t.id === "B") ?? null;
+    };
+    let b: TaskView | null = null;
+    for (const deadline = Date.now() + 30_000; b === null && Date.now() < deadline; ) b = await taskB();
+    // `watch | cat` from before the redo: it prints a line for each state the task goes through.
     const watch = execa(process.execPath, [BIN, "watch", runId], {
       reject: false,
       cwd: ROOT,
@@ -406,11 +489,46 @@ describe("merge.on_conflict", () => {
     watch.stdout?.on("data", (d: Buffer) => {
       out += d.toString();
     });
+    // Its redo's attempt started (its agent holds on): attempt 2.
+    const redoing = (t: TaskView | null): boolean => t?.state === "redo" && t.attempts === 2;
+    for (const deadline = Date.now() + 30_000; !redoing(b) && Date.now() < deadline; ) b = await taskB();
+    // One state: `redo` in the JSON, its redo's facts beside it; running again, so not finished.
+    expect(b).toMatchObject({
+      state: "redo",
+      redo: { n: 1, of: 1, with: ["A"], files: ["f.txt"] },
+      finished_at: null,
+      exit_code: null,
+    });
+    const human = (await termorch(["status", runId], { socket })).stdout;
+    expect(human).toMatch(/^ {2}B +redo +- +2 /m);
+    expect(human).toContain("B: redo 1/1, its result conflicted with A in f.txt");
     await waitFor(
       () => out.includes(`${runId} B redo wave 1 attempt 2 redo 1/1 with A`),
       20_000,
       "watch's redo line",
     );
+    // Its time is when the redo began, not the task's first start.
+    expect(out).toContain(`${b!.redo!.started_at} ${runId} B redo wave 1 attempt 2`);
+    expect(Date.parse(b!.redo!.started_at!)).toBeGreaterThan(Date.parse(b!.started_at!));
+    // The dashboard's title and MCP wait count it as what it is, from the same view.
+    const view = StatusView.parse(
+      JSON.parse((await termorch(["status", runId, "--json"], { socket })).stdout),
+    );
+    const title = frame({
+      view,
+      selected: null,
+      offset: 0,
+      width: 120,
+      height: 10,
+      now: Date.now(),
+      scope: runId,
+      message: null,
+      keys: [],
+    })
+      .lines[0]!.map((seg) => seg.text)
+      .join("");
+    expect(title).toContain("0 running · 1 redo · 1 ok");
+    expect(taskSummary(view.runs[0]!).tasks).toEqual({ success: 1, redo: 1 });
     writeFileSync(release, "");
     expect((await run).exitCode).toBe(0);
     expect((await watch).exitCode).toBe(0);

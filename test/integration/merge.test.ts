@@ -58,13 +58,19 @@ describe("merge", () => {
     // Cleaned up: no task branches or worktrees left.
     expect(git(repo, "branch", "--list", "termorch/*")).toBe("");
     expect(worktreesInUse(repo)).toEqual([]);
-    expect(git(repo, "log", "-1", "--format=%B", report.merge.result_commit!)).toMatch(/- A\n- B\n- C/);
+    // Each task with the attempt merged and its commit.
+    const commitOf = (id: string) => report.tasks.find((t) => t.id === id)!.commit!.slice(0, 12);
+    expect(git(repo, "log", "-1", "--format=%B", report.merge.result_commit!)).toContain(
+      `- A (attempt 1, ${commitOf("A")})\n- B (attempt 1, ${commitOf("B")})\n- C (attempt 1, ${commitOf("C")})`,
+    );
   });
 
   for (const [kind, a, b, files] of [
     ["content", sh("echo A > README.md"), sh("echo B > README.md"), ["README.md"]],
     ["add/add", sh("echo A > new.txt"), sh("echo B > new.txt"), ["new.txt"]],
     ["modify/delete", sh("echo A > README.md"), sh("rm README.md"), ["README.md"]],
+    // git tells a binary file's conflict twice (cannot merge binary files; add/add): one detail.
+    ["add/add (binary)", sh("printf 'A\\0A' > bin.dat"), sh("printf 'B\\0B' > bin.dat"), ["bin.dat"]],
   ] as const) {
     it(`reports a ${kind} conflict with its files and tasks, exits 3 and changes nothing`, async () => {
       const { dir, repo } = workspace();
@@ -79,7 +85,11 @@ describe("merge", () => {
       const report = readReport(dir);
       expect(report.merge.result).toBe("conflict");
       expect(report.merge.conflicts).toEqual([
-        { tasks: ["left", "right"], files: [...files], detail: expect.any(String) },
+        {
+          tasks: ["left", "right"],
+          files: [...files],
+          detail: `right conflicts with left: ${kind} in ${files[0]}`,
+        },
       ]);
       expect(report.summary.conflicts).toEqual(report.merge.conflicts);
       expect(report.summary.completed).toBe(false);

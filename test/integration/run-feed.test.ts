@@ -69,6 +69,18 @@ describe("RunFeed", () => {
     expect((await run).exitCode).toBe(0);
   });
 
+  it("opens on one run at once: chokidar, given no folder to watch, never says it is ready", async () => {
+    const { dir } = world.workspace();
+    const out = join(dir, "out");
+    const file = writeAssignments(dir, [{ id: "A", env: { SAY: "done" } }]);
+    expect((await world.start(["run", file, "--out", out])).exitCode).toBe(0);
+    const at = Date.now();
+    const feed = await openFeed({ kind: "run", ref: out });
+    // It waited a fixed 5 s for that word: `watch <run>` printed nothing meanwhile.
+    expect(Date.now() - at).toBeLessThan(3_000);
+    expect(task(feed.current(), "A")?.state).toBe("success");
+  });
+
   it("shows a daemon home's claimed, not yet started runs as queued, and watch's plain lines wait for them", async () => {
     const { dir } = world.workspace();
     const home = join(dir, "home");

@@ -101,6 +101,49 @@ describe("the secrets gate", () => {
 });
 
 describe("secrets in what a task hands over", () => {
+  /** The agent writes a.txt, then its handoff quoting the secret; `commit` commits the handoff too. */
+  const handingOver = (commit: boolean) =>
+    runAgent(
+      [
+        "echo a > a.txt",
+        'printf "# Handoff\\n## Summary\\nCalled the API with %s.\\n## Files Touched\\n- a.txt\\n## How to Verify\\ncat a.txt\\n" "$API_TOKEN" > "$TERMORCH_HANDOFF"',
+        ...(commit
+          ? ['git add -A && git add -f "$TERMORCH_HANDOFF" && git commit -qm "a, and its handoff"']
+          : []),
+      ].join(" && "),
+      {
+        success_criteria: {
+          handoff: true,
+          // The kept copy is redacted as it is written: the gates after the handoff's see no secret there.
+          tests_cmd:
+            '! grep -qF "$API_TOKEN" "$TERMORCH_ARTIFACTS_DIR/handoff.md" && grep -q REDACTED "$TERMORCH_ARTIFACTS_DIR/handoff.md"',
+        },
+      },
+    );
+
+  it("a secret quoted in the handoff alone: the handoff is never committed and is kept redacted, so the task passes", async () => {
+    const { dir, repo, result, task } = await handingOver(false);
+    expect(result.exitCode, result.stderr).toBe(0);
+    expect(task).toMatchObject({ status: "success" });
+    expect(task.gates.find((g) => g.name === "secrets")).toMatchObject({ passed: true });
+    expect(task.gates.find((g) => g.name === "handoff")).toMatchObject({ passed: true });
+    expect(task.gates.find((g) => g.name === "tests_cmd")).toMatchObject({ passed: true });
+    expect(readFileSync(join(dir, "artifacts", "agent", "handoff.md"), "utf8")).toContain(
+      "Called the API with [REDACTED].",
+    );
+    // Neither the merged history nor any file termorch wrote holds it.
+    expect(git(repo, "log", "-p", "--all")).not.toContain(SECRET);
+    expect(git(repo, "show", "--name-only", "--format=", task.commit!).trim()).toBe("a.txt");
+    expect(leaks(dir)).toEqual([]);
+  });
+
+  it("a handoff holding a secret that the agent committed itself is in its branch: the task fails", async () => {
+    const { dir, task } = await handingOver(true);
+    expect(task).toMatchObject({ status: "failed", reason: "validation" });
+    expect(task.detail).toContain("in: .termorch/handoff.md (as the agent committed it);");
+    expect(leaks(dir)).toEqual([]);
+  });
+
   it("renames artifacts named after a secret, redacts a large artifact, and records no ref named after one", async () => {
     const { dir, repo, result, task } = await runAgent(
       [

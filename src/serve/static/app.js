@@ -63,9 +63,11 @@
   function render(view) {
     lastView = view;
     receivedAt = Date.now();
-    const running = view.runs.flatMap((r) => r.tasks).filter((t) => t.state === "running").length;
+    const tasks = view.runs.flatMap((r) => r.tasks);
+    const running = tasks.filter((t) => t.state === "running").length;
+    const redo = tasks.filter((t) => t.state === "redo").length;
     $("summary").textContent =
-      `${view.runs.length} run${view.runs.length === 1 ? "" : "s"} · ${running} task${running === 1 ? "" : "s"} running · updated ${clock(view.generated_at)}`;
+      `${view.runs.length} run${view.runs.length === 1 ? "" : "s"} · ${running} task${running === 1 ? "" : "s"} running${redo ? ` · ${redo} redo` : ""} · updated ${clock(view.generated_at)}`;
 
     const problems = $("problems");
     problems.hidden = view.problems.length === 0;
@@ -183,8 +185,10 @@
 
   function taskRow(run, t) {
     const open = terminal && terminal.run === run.run_id && terminal.task === t.id;
-    const live = t.state === "running" && t.session_live;
-    const time = t.state === "running" ? t.elapsed_ms : t.duration_ms;
+    // A redo (run again because its result conflicted in the merge) is as live as a first run.
+    const running = t.state === "running" || t.state === "redo";
+    const live = running && t.session_live;
+    const time = running ? t.elapsed_ms : t.duration_ms;
     const waiting = t.waiting_since
       ? h(
           "span",
@@ -221,19 +225,17 @@
       h(
         "td",
         {},
-        h("span", { class: `state state-${t.state}` }, t.state),
-        // Run again because its result conflicted in the merge (merge.on_conflict "redo").
-        t.redo
+        t.state === "redo" && t.redo
           ? h(
               "span",
               {
-                class: "badge redo",
+                class: "state state-redo",
                 "data-redo": String(t.redo.n),
                 title: `its result conflicted with ${t.redo.with.join(", ")} in ${t.redo.files.join(", ")}`,
               },
               `redo ${t.redo.n}/${t.redo.of}`,
             )
-          : null,
+          : h("span", { class: `state state-${t.state}` }, t.state),
         t.reason && t.state !== "success"
           ? h("span", { class: "reason muted", title: t.detail || "" }, t.reason)
           : null,
@@ -249,7 +251,7 @@
       h("td", { class: "num" }, t.wave ?? ""),
       h(
         "td",
-        { class: "num time", "data-elapsed": t.state === "running" ? String(t.elapsed_ms ?? "") : null },
+        { class: "num time", "data-elapsed": running ? String(t.elapsed_ms ?? "") : null },
         duration(time),
       ),
       h("td", { class: "num" }, t.attempts || ""),
