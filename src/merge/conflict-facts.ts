@@ -1,5 +1,5 @@
-import { readFileSync } from "node:fs";
 import { join, relative } from "node:path";
+import { readInside } from "../fs/no-follow.js";
 import { diffText, fileChanges } from "../git/conflict-diff.js";
 import type { TaskRecorder } from "../task/recorder.js";
 import type { RunPlan } from "../task/run-plan.js";
@@ -48,7 +48,7 @@ export async function conflictFacts(
     const o = tasks.get(id);
     const plan = run.plans.get(id);
     const handoffPath = plan?.handoff ? join(plan.artifactsDir, "handoff.md") : null;
-    const handoff = handoffPath ? readCapped(handoffPath) : null;
+    const handoff = plan?.handoff ? keptHandoff(plan.artifactsDir) : null;
     others.push({
       id,
       summary: o.agentResult?.summary ?? null,
@@ -77,9 +77,10 @@ export async function conflictFacts(
   };
 }
 
-function readCapped(path: string): string | null {
+/** Another task's kept handoff, capped, read through no link its agent could have left. */
+function keptHandoff(artifactsDir: string): string | null {
   try {
-    const text = readFileSync(path, "utf8");
+    const text = readInside(artifactsDir, "handoff.md", 4 * MAX_HANDOFF_BYTES).toString("utf8");
     return text.length > MAX_HANDOFF_BYTES ? `${text.slice(0, MAX_HANDOFF_BYTES)}\n(cut here)` : text;
   } catch {
     return null;

@@ -1,11 +1,11 @@
-import { copyFileSync, existsSync, mkdirSync, rmSync } from "node:fs";
-import { writeFile } from "node:fs/promises";
+import { existsSync, mkdirSync, rmSync } from "node:fs";
 import { dirname, join, relative } from "node:path";
 import type { Redo } from "../contract/report.js";
 import type { RedoProgress } from "../contract/state.js";
 import { errorText } from "../errors.js";
 import { writeFileAtomic } from "../fs/atomic.js";
 import { redoRefOf } from "../fs/names.js";
+import { copyFresh, kindInside, writeFresh } from "../fs/no-follow.js";
 import { diffPatch } from "../git/commit.js";
 import { keepRef } from "../git/merge.js";
 import { checkoutTaskWorktree, moveTaskBranch, removeWorktree } from "../git/worktree.js";
@@ -118,15 +118,13 @@ async function recordRedo(
   const root = run.git!.root;
   const before = previous?.before ?? t.commit!;
   const taskStart = previous?.restore.startCommit ?? t.startCommit ?? run.git!.baseCommit;
-  const dir = join(p.artifactsDir, `redo-${n}`);
-  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  // The task's artifacts folder, which its agent could write: nothing here follows a link it left.
+  const dir = `redo-${n}`;
   const patchFile = join(p.artifactsDir, "redo-1", "before.patch");
   if (n === 1) {
-    await writeFile(patchFile, ports.redactor.redactBytes(await diffPatch(root, taskStart, before)), {
-      mode: 0o600,
-    });
-    const handoff = join(p.artifactsDir, "handoff.md");
-    if (existsSync(handoff)) copyFileSync(handoff, join(dir, "before-handoff.md"));
+    const patch = ports.redactor.redactBytes(await diffPatch(root, taskStart, before));
+    writeFresh(p.artifactsDir, "redo-1/before.patch", patch);
+    copyIfThere(p.artifactsDir, "handoff.md", `${dir}/before-handoff.md`);
     await keepRef(root, redoRefOf(run.runId, t.id), before, `termorch: ${t.id}'s result before its redo`);
   }
   const { mergedBefore } = c;
@@ -145,7 +143,7 @@ async function recordRedo(
   const sectionFile = join(run.privateDir, "redo", t.id, `${n}.md`);
   mkdirSync(dirname(sectionFile), { recursive: true, mode: 0o700 });
   await writeFileAtomic(sectionFile, section, 0o600);
-  await writeFile(join(dir, "conflict.md"), ports.redactor.redact(section), { mode: 0o600 });
+  writeFresh(p.artifactsDir, `${dir}/conflict.md`, ports.redactor.redact(section));
   const withIds = [...new Set(c.units.flatMap((u) => u.with))];
   const files = [...new Set(c.units.flatMap((u) => u.paths))].sort();
   const progress: RedoProgress = {
@@ -305,9 +303,8 @@ async function restore(side: AttemptSide, t: Readonly<TaskRun>, p: TaskPlan): Pr
     );
   if (p.worktree !== null && existsSync(p.worktree))
     await side.ports.workspace.reset(p.worktree, redo.before, p.keepInRepo);
-  const kept = join(p.artifactsDir, "redo-1");
-  copyIfThere(join(kept, "before.patch"), join(p.artifactsDir, "changes.patch"));
-  copyIfThere(join(kept, "before-handoff.md"), join(p.artifactsDir, "handoff.md"));
+  copyIfThere(p.artifactsDir, "redo-1/before.patch", "changes.patch");
+  copyIfThere(p.artifactsDir, "redo-1/before-handoff.md", "handoff.md");
   const { finishedAt: _finishedAt, ...facts } = redo.restore;
   await recorder.transition(t.id, { to: "success" }, { ...facts, redo: null });
   return { kind: "gave_up", why: gaveUp(t, run.settings.redo_attempts) };
@@ -324,7 +321,8 @@ export function gaveUp(t: Readonly<TaskRun>, of: number): string {
   return `${t.id}'s redo did not resolve its conflict with ${last.conflicted_with.join(", ") || "the tasks before it"} (redo ${last.redo}/${of}: ${how})`;
 }
 
-function copyIfThere(from: string, to: string): void {
-  if (existsSync(from)) copyFileSync(from, to);
-  else rmSync(to, { force: true });
+/** `from` copied to `to` in a task's artifacts folder (`to` removed when `from` is not there), through no link. */
+function copyIfThere(artifactsDir: string, from: string, to: string): void {
+  if (kindInside(artifactsDir, from) === "file") copyFresh(artifactsDir, from, artifactsDir, to);
+  else rmSync(join(artifactsDir, to), { force: true, recursive: true });
 }
