@@ -656,9 +656,17 @@ function diffSnapshots(ctx, before, after, { fail, allowReport, validRun }) {
   // A valid run may add worktrees to the warm pool (and clean empties none of it): only those.
   const wt = added("worktrees").filter((w) => !validRun || !isPooled(ctx, w));
   if (wt.length) fail("side_effect_worktrees", `new worktrees: ${wt.join(", ")}`);
-  // A run that ran may also leave its tmux server's config file (one per server, reused).
+  // A run that ran may also leave its tmux server's config file (one per server, reused), and, once
+  // cleaned, the record of its folder that sandboxes hide (past-runs/, issue 35).
   const user = added("user").filter(
-    (u) => !(validRun && (u.startsWith("pool/") || u.endsWith("/") || /^tmux-[0-9a-f]+\.conf$/.test(u))),
+    (u) =>
+      !(
+        validRun &&
+        (u.startsWith("pool/") ||
+          u.endsWith("/") ||
+          /^tmux-[0-9a-f]+\.conf$/.test(u) ||
+          /^past-runs\/[0-9a-f]{32}\.json$/.test(u))
+      ),
   );
   const reg = added("registry").filter((u) => !(validRun && u.endsWith("/")));
   // A run that did not start may leave its error report next to the file; a run that ran, its run directory.
