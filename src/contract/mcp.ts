@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { RUN_ID_PATTERN, TASK_ID_PATTERN } from "./assignments.js";
+import { KeyAnswer, SendKeys } from "./keys.js";
 import { Reason, TaskState } from "./reason.js";
 
 /**
@@ -176,6 +177,11 @@ export const RunChange = z.discriminatedUnion("event", [
     at: z.string(),
     task: z.string(),
     asks: z.string().nullable().describe("The question its agent asks, when termorch recognised it"),
+    answers: z
+      .array(KeyAnswer)
+      .describe(
+        "The keys that pick each usual answer of that question (send them as `keys`); empty when termorch does not know them",
+      ),
   }),
   z.strictObject({ event: z.literal("task_input_resumed"), at: z.string(), task: z.string() }),
   z.strictObject({
@@ -240,8 +246,20 @@ export const WaitOutput = z.strictObject({
       "How many tasks are in each state now (pending, running, waiting_input, success, failed, skipped)",
     ),
   waiting_input: z
-    .array(z.strictObject({ task: z.string(), asks: z.string().nullable() }))
-    .describe("Tasks whose agent waits for an answer now: answer with `send`, or end with `finish`"),
+    .array(
+      z.strictObject({
+        task: z.string(),
+        asks: z.string().nullable(),
+        answers: z
+          .array(KeyAnswer)
+          .describe(
+            "The keys that pick each usual answer of its question: `send` them as `keys` (a menu ignores `text`)",
+          ),
+      }),
+    )
+    .describe(
+      "Tasks whose agent waits for an answer now: answer with `send` (`keys` from `answers` for a known question, else `text`), or end with `finish`",
+    ),
   timed_out: z.boolean().describe("Nothing changed within timeout_s"),
 });
 export type WaitOutput = z.infer<typeof WaitOutput>;
@@ -267,7 +285,14 @@ export const LogsOutput = z.strictObject({
 export const SendInput = z.strictObject({
   task: TaskId,
   run: RunRef.optional().describe("Default: the newest run where the task has a live session"),
-  text: z.string().min(1).describe("What to type: pasted as one bracketed paste, then Enter"),
+  text: z
+    .string()
+    .min(1)
+    .optional()
+    .describe("What to type: pasted as one bracketed paste, then Enter. Give this or `keys`"),
+  keys: SendKeys.optional().describe(
+    "Keys to press instead of pasting, for a menu (it takes keys and ignores a paste): the `answers` of a task waiting for input name them. Give this or `text`",
+  ),
 });
 
 export const FinishInput = z.strictObject({
