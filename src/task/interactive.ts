@@ -328,6 +328,8 @@ export function watchInteractive(
   let failedTurn: string | null = null;
   /** Whether the CLI's last event was a question of its (not a prompt taken or a turn's end). */
   let hookQuestion = false;
+  /** Whether the screen has shown something other than busy since its events last said it waits. */
+  let quietSinceAsked = false;
   let lastScreen: string | null = null;
   /** The session's transcript, as the CLI's events named it (codex's by its thread's id). */
   let transcript: { format: TranscriptFormat; path: string } | null = null;
@@ -350,6 +352,7 @@ export function watchInteractive(
   };
   const ask = (asks: string, by: StateSource, since: number, answers: readonly KeyAnswer[] = []): void => {
     if (asked?.asks === asks && JSON.stringify(asked.answers) === JSON.stringify(answers)) return;
+    if (by === "hooks" && asked?.asks !== asks) quietSinceAsked = false;
     asked = { asks, by, since, answers };
     decided(by);
     queue(() => recorder.markWaiting(t.id, since, asks, by, answers));
@@ -496,13 +499,20 @@ export function watchInteractive(
     }
     // The question the CLI's events name says more than the dialog's pattern; the dialog's keys
     // answer it (its screen may come a moment after the hook).
-    if (dialog)
-      return asked?.by === "hooks" && hookQuestion
-        ? ask(asked.asks, "hooks", asked.since, dialog.answers)
-        : ask(dialog.asks, "screen", changedAt, dialog.answers);
-    // Hooks say when it waits; a busy screen says it works again (an answer typed in the pane).
+    if (dialog) {
+      if (!(asked?.by === "hooks" && hookQuestion))
+        return ask(dialog.asks, "screen", changedAt, dialog.answers);
+      ask(asked.asks, "hooks", asked.since, dialog.answers);
+      quietSinceAsked = true;
+      return;
+    }
+    // Hooks say when it waits; a busy screen says it works again (an answer typed in the pane),
+    // once the screen showed something else since: a sample taken with the question's event may
+    // still show the busy screen from before it (Kilo Code's footer, its permission prompt not
+    // drawn yet).
     if (asked?.by === "hooks") {
-      if (busyRe?.test(screen)) unask();
+      if (!busyRe?.test(screen)) quietSinceAsked = true;
+      else if (quietSinceAsked) unask();
       return;
     }
     // The screen, for a CLI without events and for what a CLI's events do not tell (codex's
