@@ -3,8 +3,12 @@
 // and `done_when`. The agent is test/fixtures/agents/interactive-stub, a small raw-mode TUI.
 import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { execa, type ResultPromise } from "execa";
 import { describe, expect, it } from "vitest";
+import { WaitOutput } from "../../src/contract/mcp.js";
 import { StatusFile } from "../../src/contract/status.js";
 import { StatusView } from "../../src/contract/status-view.js";
 import { describeWith } from "../needs.js";
@@ -390,7 +394,7 @@ describe("termorch send --keys: a menu, which takes keys and ignores a paste", (
     expect(result.exitCode, String(result.stderr)).toBe(0);
   });
 
-  it("a preset's known menu: status names the keys of each answer, send --keys picks one, and the prompt goes in after it", async () => {
+  it("a preset's known menu: status and MCP wait name the keys of each answer, MCP send presses them, and the prompt goes in after the answer", async () => {
     const s = startMenu("codex");
     const status = await waitingStatus(s.dir);
     expect(status.waiting_for).toMatch(/codex offers a new model/);
@@ -409,8 +413,37 @@ describe("termorch send --keys: a menu, which takes keys and ignores a paste", (
     );
     expect(view.runs[0]?.tasks[0]?.waiting_answers.map((a) => a.keys)).toEqual([["2"], ["1"]]);
 
-    const sent = await termorch(["send", "ask", "--keys", "2", "--run", s.runId], { socket });
-    expect(sent.exitCode, sent.stderr).toBe(0);
+    // An agent orchestrating through MCP hears the same keys, and sends them.
+    const client = new Client({ name: "termorch-test", version: "1" });
+    await client.connect(
+      new StdioClientTransport({
+        command: process.execPath,
+        args: [BIN, "mcp"],
+        cwd: s.dir,
+        env: { ...(process.env as Record<string, string>), ...cliEnv(socket) },
+        stderr: "pipe",
+      }),
+    );
+    try {
+      const call = async (name: string, args: Record<string, unknown>) =>
+        (await client.callTool({ name, arguments: args })) as CallToolResult;
+      const waited = WaitOutput.parse((await call("wait", { run: s.runId, timeout_s: 0 })).structuredContent);
+      expect(waited.waiting_input).toEqual([
+        { task: "ask", asks: status.waiting_for, answers: status.waiting_answers },
+      ]);
+      expect(waited.changes.find((c) => c.event === "task_waiting_input")).toMatchObject({
+        answers: status.waiting_answers,
+      });
+      // Keys termorch does not send, or text and keys at once: refused, nothing typed.
+      expect((await call("send", { task: "ask", run: s.runId, keys: ["C-c"] })).isError).toBe(true);
+      const both = await call("send", { task: "ask", run: s.runId, text: "2", keys: ["2"] });
+      expect(both.isError).toBe(true);
+      expect(JSON.stringify(both.content)).toContain("text and keys were given");
+      const sent = await call("send", { task: "ask", run: s.runId, keys: ["2"] });
+      expect(sent.isError, JSON.stringify(sent.content)).toBeFalsy();
+    } finally {
+      await client.close();
+    }
     expect(await picks(s.out, 1)).toEqual([{ picked: "Use existing model", keys: ["2"] }]);
     // Past the question, at its input prompt: the task's prompt is pasted there.
     await waitFor(() => existsSync(join(s.out, "prompt.txt")), 20_000, "the prompt pasted after the answer");
