@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { RUN_ID_PATTERN, TASK_ID_PATTERN } from "./assignments.js";
-import { KeyAnswer, SendKeys } from "./keys.js";
+import { KeyAnswer } from "./keys.js";
+import { SendAnswer } from "./send.js";
 import { Reason, TaskState } from "./reason.js";
 
 /**
@@ -285,14 +286,7 @@ export const LogsOutput = z.strictObject({
 export const SendInput = z.strictObject({
   task: TaskId,
   run: RunRef.optional().describe("Default: the newest run where the task has a live session"),
-  text: z
-    .string()
-    .min(1)
-    .optional()
-    .describe("What to type: pasted as one bracketed paste, then Enter. Give this or `keys`"),
-  keys: SendKeys.optional().describe(
-    "Keys to press instead of pasting, for a menu (it takes keys and ignores a paste): the `answers` of a task waiting for input name them. Give this or `text`",
-  ),
+  ...SendAnswer.shape,
 });
 
 export const FinishInput = z.strictObject({
