@@ -1,8 +1,8 @@
 import { z } from "zod";
 import { RUN_ID_PATTERN, TASK_ID_PATTERN } from "./assignments.js";
 import { KeyAnswer } from "./keys.js";
-import { SendAnswer } from "./send.js";
 import { Reason, TaskState } from "./reason.js";
+import { SendAnswer } from "./send.js";
 
 /**
  * The tools of `termorch mcp` (README: Driving termorch from an agent): each one's input and
