@@ -10,6 +10,7 @@
  */
 
 import { PresetName } from "../contract/config.js";
+import type { KeyAnswer } from "../contract/keys.js";
 import type { SandboxNeeds } from "../sandbox/policy.js";
 import {
   OPENCODE_PLUGIN_FILE,
@@ -32,14 +33,24 @@ export type OutputParser = OutputFormat;
 
 /**
  * A question the CLI asks its user, recognised on its screen. termorch never answers one: the
- * task waits for input saying what is asked, and the operator answers with `termorch send`.
+ * task waits for input saying what is asked and which keys answer it, and the operator answers
+ * with `termorch send --keys`.
  */
 export interface KnownDialog {
   /** A regular expression (source, no flags) matching the screen while it shows. */
   screen: string;
   /** What it asks, as status, watch, serve and notify say it. */
   asks: string;
+  /**
+   * The keys that pick its usual answers, as observed in the pinned CLI: a digit where the menu
+   * takes one whatever is highlighted, a key such as Escape that does not depend on the cursor,
+   * Enter only for the answer highlighted when the question opens. Empty: none to name.
+   */
+  answers: readonly KeyAnswer[];
 }
+
+/** Its turn stops on a "no": what to do instead is the operator's next message. */
+const NO_THEN_SAY = "its turn stops; send what to do instead";
 
 /** The CLI run as a terminal program a person would type into. */
 export interface InteractiveForm {
@@ -157,6 +168,12 @@ const CLAUDE_HOOKS = JSON.stringify({
 const CODEX_NOTIFY =
   'notify=["sh","-c","printf \'%s\\n\' \\"$1\\" >> \\"$TERMORCH_AGENT_EVENTS\\"","termorch-notify"]';
 
+/** Qwen Code's permission questions (a Gemini CLI fork): the first answer, and the last. */
+const QWEN_ANSWERS: readonly KeyAnswer[] = [
+  { keys: ["1"], picks: "1. Yes, allow once" },
+  { keys: ["Escape"], picks: `No, suggest changes (${NO_THEN_SAY})` },
+];
+
 /** A CLI that does not ask whether to trust its folder. */
 const NO_TRUST = { args: [], env: {} } as const;
 
@@ -198,7 +215,17 @@ const OPENCODE: AgentPreset = {
     waiting: "Ask anything…|(^|\\n) *\u2503 +[A-Z][A-Za-z]* +\u00b7 \\S",
     // The footer while a turn runs (its spinner moves).
     busy: "esc interrupt",
-    dialogs: [{ screen: "△ Permission required", asks: "opencode asks permission to use a tool" }],
+    dialogs: [
+      {
+        screen: "△ Permission required",
+        asks: "opencode asks permission to use a tool",
+        // Its answers in a row, ⇆ to move: no digits.
+        answers: [
+          { keys: ["Enter"], picks: "Allow once (the answer highlighted when it asked)" },
+          { keys: ["Escape"], picks: "Reject" },
+        ],
+      },
+    ],
     // Its plugin events, through a plugin folder of the task's (src/agent/event-recorders.ts).
     events: {
       args: [],
@@ -222,6 +249,8 @@ const OPENCODE: AgentPreset = {
     run: "https://opencode.ai/v1/docs/cli/#run",
     permissions_and_auto: "https://opencode.ai/v1/docs/permissions/",
     run_source: "github.com/anomalyco/opencode packages/opencode/src/cli/cmd/run.ts",
+    dialog_answers:
+      "npm opencode-ai@1.18.33, observed in a tmux pane: Enter allows once, Escape rejects (the file is not written)",
     event_parts: "npm @opencode-ai/sdk@1.19.3 dist/v2/gen/types.gen.d.ts (TextPart, StepFinishPart)",
     install: "github.com/anomalyco/opencode README.md",
   },
@@ -258,20 +287,43 @@ export const PRESETS: Readonly<Record<PresetName, AgentPreset>> = {
         {
           screen: "Is this a project you created or one you trust",
           asks: "Claude Code asks whether to trust this folder (answering saves it in ~/.claude.json)",
+          answers: [
+            { keys: ["1"], picks: "1. Yes, I trust this folder (saved in ~/.claude.json)" },
+            { keys: ["2"], picks: "2. No, exit (Claude Code exits)" },
+          ],
         },
         {
           screen: "Do you want to use this API key\\?",
           asks: "Claude Code asks whether to use the API key in ANTHROPIC_API_KEY (answering saves it in ~/.claude.json)",
+          answers: [
+            { keys: ["1"], picks: "1. Yes (saved in ~/.claude.json)" },
+            {
+              keys: ["2"],
+              picks: "2. No (saved as rejected in ~/.claude.json; Claude Code is then not logged in)",
+            },
+          ],
         },
         {
           screen:
             "Choose the text style|Security notes:|Select login method|Unable to connect to Anthropic services",
           asks: "Claude Code's first-run set-up (theme, login): run claude once yourself, then run the task again",
+          answers: [],
         },
-        { screen: "Do you want to proceed\\?", asks: "Claude Code asks permission to run a command" },
+        {
+          screen: "Do you want to proceed\\?",
+          asks: "Claude Code asks permission to run a command",
+          answers: [
+            { keys: ["1"], picks: "1. Yes" },
+            { keys: ["3"], picks: `3. No (${NO_THEN_SAY})` },
+          ],
+        },
         {
           screen: "Do you want to (make this edit|create) ",
           asks: "Claude Code asks permission to edit a file",
+          answers: [
+            { keys: ["1"], picks: "1. Yes" },
+            { keys: ["3"], picks: `3. No (${NO_THEN_SAY})` },
+          ],
         },
       ],
       events: { args: ["--settings", CLAUDE_HOOKS], format: "claude-hooks" },
@@ -288,6 +340,8 @@ export const PRESETS: Readonly<Record<PresetName, AgentPreset>> = {
       result_shape:
         "npm @anthropic-ai/claude-agent-sdk@0.3.330 sdk.d.ts (SDKResultSuccess, SDKResultError, ModelUsage)",
       busy_hint: "github.com/anthropics/claude-code CHANGELOG.md @ 5cfc0a1905ce0c0a9bd81d8a90fe6b62ff614357",
+      dialog_answers:
+        "npm @anthropic-ai/claude-code@2.1.197, observed in a tmux pane: each question's digit picks its answer at once (trust, API key, command and edit permission)",
       install: "github.com/anthropics/claude-code README.md @ 5cfc0a1905ce0c0a9bd81d8a90fe6b62ff614357",
     },
   },
@@ -315,19 +369,54 @@ export const PRESETS: Readonly<Record<PresetName, AgentPreset>> = {
       waiting: "(^|\\n)\u203a Ask Codex to do anything",
       busy: "Working \\(.*esc to interrupt\\)",
       dialogs: [
-        { screen: "Trust this folder\\?", asks: "codex asks whether to trust this folder" },
-        { screen: "Hooks need review", asks: "codex asks to review the hooks of this folder" },
+        {
+          screen: "Trust this folder\\?",
+          asks: "codex asks whether to trust this folder",
+          // At 0.171 its 2 picks at once, its 1 alone does not go on.
+          answers: [
+            { keys: ["1", "Enter"], picks: "1. Trust and continue (saved in ~/.codex/config.toml)" },
+            { keys: ["2"], picks: "2. Back to Agent Command Center (codex does not open this folder)" },
+          ],
+        },
+        {
+          screen: "Hooks need review",
+          asks: "codex asks to review the hooks of this folder",
+          // At 0.171 its 3 picks at once, its 2 alone only moves the highlight there.
+          answers: [
+            { keys: ["3"], picks: "3. Continue without trusting (hooks won't run; nothing is saved)" },
+            {
+              keys: ["2", "Enter"],
+              picks: "2. Trust all and continue (their trust is saved in ~/.codex/config.toml)",
+            },
+          ],
+        },
         {
           screen: "\\d\\. Try new model",
           asks: "codex offers a new model (taking it rewrites ~/.codex/config.toml)",
+          // It ignores a paste, and Enter or Escape confirm the highlighted "Try new model".
+          answers: [
+            {
+              keys: ["2"],
+              picks: "2. Use existing model (codex notes in ~/.codex/config.toml that you saw the offer)",
+            },
+            { keys: ["1"], picks: "1. Try new model (codex makes it your model in ~/.codex/config.toml)" },
+          ],
         },
         {
           screen: "Would you like to run the following command\\?",
           asks: "codex asks permission to run a command",
+          answers: [
+            { keys: ["1"], picks: "1. Yes, proceed" },
+            { keys: ["3"], picks: `3. No, and tell Codex what to do differently (${NO_THEN_SAY})` },
+          ],
         },
         {
           screen: "Would you like to make the following edits\\?",
           asks: "codex asks permission to edit files",
+          answers: [
+            { keys: ["1"], picks: "1. Yes, proceed" },
+            { keys: ["3"], picks: `3. No, and tell Codex what to do differently (${NO_THEN_SAY})` },
+          ],
         },
       ],
       events: { args: ["-c", CODEX_NOTIFY], format: "codex-notify" },
@@ -346,6 +435,8 @@ export const PRESETS: Readonly<Record<PresetName, AgentPreset>> = {
         "github.com/openai/codex docs/exec.md; npm @openai/codex-sdk@0.163.0 dist/index.d.ts (ThreadEvent, Usage)",
       exit_code: "github.com/openai/codex codex-rs/exec/src/lib.rs (error_seen → exit 1)",
       install: "github.com/openai/codex README.md",
+      dialog_answers:
+        "npm @openai/codex@0.171.0, observed in a tmux pane: the model offer's 2 keeps the model at once and its Enter/Escape take the new one; a paste is ignored there (test/agents-real/interactive.test.ts)",
     },
   },
   aider: {
@@ -463,9 +554,19 @@ export const PRESETS: Readonly<Record<PresetName, AgentPreset>> = {
       // Gemini CLI's empty input box, kept by the fork.
       waiting: "Type your message or @path/to/file",
       busy: "esc to cancel",
+      // Their first answer is "Yes, allow once", their last "No, suggest changes (esc)"; how many
+      // lie between depends on the folder's trust and the command.
       dialogs: [
-        { screen: "Apply this change\\?", asks: "Qwen Code asks permission to apply a change" },
-        { screen: "Allow execution of", asks: "Qwen Code asks permission to run a command" },
+        {
+          screen: "Apply this change\\?",
+          asks: "Qwen Code asks permission to apply a change",
+          answers: QWEN_ANSWERS,
+        },
+        {
+          screen: "Allow execution of",
+          asks: "Qwen Code asks permission to run a command",
+          answers: QWEN_ANSWERS,
+        },
       ],
       events: null,
     },
@@ -479,6 +580,8 @@ export const PRESETS: Readonly<Record<PresetName, AgentPreset>> = {
       output:
         "npm @qwen-code/qwen-code@0.24.4: the JSON array qwen --output-format json prints (test/agents-real)",
       install: "https://github.com/QwenLM/qwen-code README.md",
+      dialog_answers:
+        "npm @qwen-code/qwen-code@0.24.4 chunks (ToolConfirmationMessage's options); observed in a tmux pane for a command: 1 allows at once, Escape declines",
     },
   },
   // An opencode fork (Kilo Code CLI 7.7): opencode's `run`, its JSON events, permissions and TUI,
@@ -491,7 +594,17 @@ export const PRESETS: Readonly<Record<PresetName, AgentPreset>> = {
       ...OPENCODE.interactive,
       argv: ["kilo"],
       waiting: OPENCODE.interactive.waiting!.replace("Ask anything…", "Ask anything(…|\\.\\.\\.)"),
-      dialogs: [{ screen: "△ Permission required", asks: "Kilo Code asks permission to use a tool" }],
+      dialogs: [
+        {
+          screen: "△ Permission required",
+          asks: "Kilo Code asks permission to use a tool",
+          // Escape opens "Tell Kilo what to do differently"; Enter there rejects with nothing said.
+          answers: [
+            { keys: ["Enter"], picks: "Allow once (the answer highlighted when it asked)" },
+            { keys: ["Escape", "Enter"], picks: "Reject" },
+          ],
+        },
+      ],
       events: { ...OPENCODE.interactive.events!, configEnv: "KILO_CONFIG_DIR" },
     },
     sandbox: {
@@ -503,6 +616,8 @@ export const PRESETS: Readonly<Record<PresetName, AgentPreset>> = {
       run_and_output:
         "npm @kilocode/cli@7.7.7: kilo run --help and its --format json events, checked in test/agents-real",
       fork_of: "https://github.com/Kilo-Org/kilocode (an opencode fork); docs/agents.md, opencode",
+      dialog_answers:
+        "npm @kilocode/cli@7.7.7, observed in a tmux pane: Enter allows once; Escape, then Enter, rejects",
     },
   },
 
@@ -587,6 +702,10 @@ export const PRESETS: Readonly<Record<PresetName, AgentPreset>> = {
         {
           screen: "Do you trust the files in this folder\\?",
           asks: "GitHub Copilot asks whether to trust this folder (its first answer trusts it for this session only; the second saves it in ~/.copilot/config.json)",
+          answers: [
+            { keys: ["1"], picks: "1. Yes (this session only, nothing saved)" },
+            { keys: ["3"], picks: "3. No (copilot exits)" },
+          ],
         },
       ],
       events: null,
@@ -604,6 +723,8 @@ export const PRESETS: Readonly<Record<PresetName, AgentPreset>> = {
         "npm @github/copilot@1.0.102: its --output-format json events and --usage-output-file document (test/agents-real)",
       trust:
         "npm @github/copilot@1.0.102: copilot --help (--trust-folder), help environment (COPILOT_ALLOW_ALL)",
+      dialog_answers:
+        "npm @github/copilot@1.0.102, observed in a tmux pane: the folder question's 1 goes on at once (config.json unchanged), 3 exits",
     },
   },
 
@@ -631,7 +752,14 @@ export const PRESETS: Readonly<Record<PresetName, AgentPreset>> = {
       waiting: "Ask anything, (@ for context, )?/ for slash commands",
       busy: "esc to interrupt",
       dialogs: [
-        { screen: "Would you like to continue\\?", asks: "Continue CLI asks permission to use a tool" },
+        {
+          screen: "Would you like to continue\\?",
+          asks: "Continue CLI asks permission to use a tool",
+          answers: [
+            { keys: ["y"], picks: "Continue" },
+            { keys: ["n"], picks: `No, and tell Continue what to do differently (${NO_THEN_SAY})` },
+          ],
+        },
       ],
       events: null,
     },
@@ -643,6 +771,8 @@ export const PRESETS: Readonly<Record<PresetName, AgentPreset>> = {
         "npm @continuedev/cli@1.5.47: cn -p --format json's object and its error object on stderr (test/agents-real)",
       screens:
         "npm @continuedev/cli@1.5.47 dist/index.js (input placeholder, esc to interrupt, permission prompt)",
+      dialog_answers:
+        "npm @continuedev/cli@1.5.47 dist/index.js (the permission prompt's keys: y or Tab continue, n or Escape stop)",
     },
   },
 };

@@ -1,6 +1,7 @@
 import { hostname } from "node:os";
 import { resolve } from "node:path";
 import { type Command, InvalidArgumentError } from "commander";
+import { KEY_NAMES } from "../contract/keys.js";
 import type { RunState } from "../contract/state.js";
 import type { RunView, StatusView, TaskView } from "../contract/status-view.js";
 import type { WorkerInfo } from "../contract/task-job.js";
@@ -10,13 +11,13 @@ import { dropPools } from "../git/worktree-pool.js";
 import { attachPlan, runAttach } from "../ops/attach.js";
 import { requestCancel, waitForReport } from "../ops/cancel.js";
 import { type CleanReport, cleanRun } from "../ops/clean.js";
-import { requestFinish, sendToTask } from "../ops/interactive.js";
+import { requestFinish, sendInputOf, sendToTask } from "../ops/interactive.js";
 import { driverAlive } from "../ops/liveness.js";
 import { copyFrom, followLog, type LogStream, logPathOf, streamSink } from "../ops/logs.js";
 import { runScope, scopeStatus } from "../ops/run-feed.js";
 import { registryRuns, resolveRun } from "../ops/runs.js";
 import { serverFor } from "../ops/sessions.js";
-import { remoteAttachHint } from "../ops/status.js";
+import { remoteAttachHint, sendHint } from "../ops/status.js";
 import { ageMs, sweepRemote } from "../ops/sweep-remote.js";
 import { findTask } from "../ops/task-target.js";
 import { isRemote } from "../run/backend.js";
@@ -225,29 +226,34 @@ export function registerOperatorCommands(program: Command, io: Io, setCode: (cod
   program
     .command("send")
     .description(
-      "answer a running task's agent: TEXT (or --file F) is pasted into its terminal as one bracketed paste, then Enter",
+      "answer a running task's agent: TEXT (or --file F) is pasted into its terminal as one bracketed paste, then Enter; --keys presses keys instead, for a menu",
     )
     .argument("<task>", "task id")
-    .argument("[text]", "what to send (or --file)")
+    .argument("[text]", "what to send (or --file, or --keys)")
     .option("--file <file>", "send this file's content instead of TEXT")
+    .option(
+      "--keys <key...>",
+      `press these keys in order instead of pasting (for a menu, which takes keys and ignores a paste): ${KEY_NAMES.join(", ")}, Esc, or one character such as 2 or y; termorch status names the keys that answer a known question`,
+    )
     .option(
       "--run <run>",
       "run id or run directory (default: the newest run where the task has a live session)",
     )
-    .action(async (taskId: string, text: string | undefined, o: { file?: string; run?: string }) => {
-      if ((text === undefined) === (o.file === undefined))
-        throw new InputError(
-          [
-            {
-              message: `send ${taskId}: give either TEXT or --file F (${text === undefined ? "neither" : "both"} given)`,
-            },
-          ],
-          `e.g. termorch send ${taskId} "use the blue one"`,
-        );
-      const input = o.file !== undefined ? { file: resolve(io.cwd, o.file) } : { text: text! };
-      const { state } = await sendToTask(taskId, o.run, input, { env: io.env, cwd: io.cwd });
-      io.stdout.write(`termorch: sent to task ${taskId} of run ${state.run_id}\n`);
-    });
+    .action(
+      async (
+        taskId: string,
+        text: string | undefined,
+        o: { file?: string; keys?: string[]; run?: string },
+      ) => {
+        const input = sendInputOf(taskId, {
+          text,
+          file: o.file === undefined ? undefined : resolve(io.cwd, o.file),
+          keys: o.keys,
+        });
+        const { state } = await sendToTask(taskId, o.run, input, { env: io.env, cwd: io.cwd });
+        io.stdout.write(`termorch: sent to task ${taskId} of run ${state.run_id}\n`);
+      },
+    );
 
   program
     .command("finish")
@@ -519,10 +525,18 @@ function formatStatus(view: StatusView, registry: string | null): string {
           `  ${t.id}: redo ${t.redo.n}/${t.redo.of}, its result conflicted with ${t.redo.with.join(", ")} in ${t.redo.files.join(", ")}`,
         );
     for (const t of run.tasks)
-      if (t.waiting_since)
+      if (t.waiting_since) {
+        // A known question's answers by their keys (a menu ignores a paste), else the operator's text.
+        const answers =
+          t.waiting_answers.length > 0
+            ? t.waiting_answers
+                .map((a) => `${sendHint(run.run_id, t.id, a.keys)} (${a.picks})`)
+                .join("; or: ")
+            : sendHint(run.run_id, t.id, null);
         lines.push(
-          `  ${t.id}: waiting for input since ${t.waiting_since}${t.waiting_for ? ` (${t.waiting_for})` : ""}; answer: termorch send ${t.id} TEXT --run ${run.run_id}`,
+          `  ${t.id}: waiting for input since ${t.waiting_since}${t.waiting_for ? ` (${t.waiting_for})` : ""}; answer: ${answers}`,
         );
+      }
     lines.push("");
   }
   for (const q of view.queued)

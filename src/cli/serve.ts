@@ -1,5 +1,6 @@
 import type { Command } from "commander";
 import { InputError } from "../errors.js";
+import { sendInputOf, sendToTask } from "../ops/interactive.js";
 import { RunFeed, runScope } from "../ops/run-feed.js";
 import { isLoopback } from "../serve/auth.js";
 import { Dashboard } from "../serve/server.js";
@@ -19,7 +20,7 @@ export function registerServeCommand(program: Command, io: Io, setCode: (code: n
   program
     .command("serve")
     .description(
-      "a local web dashboard: runs and tasks live, each run's timeline, a live read-only terminal of any running task",
+      "a local web dashboard: runs and tasks live, each run's timeline, a live read-only terminal of any running task, and answers to tasks waiting for input",
     )
     .argument("[run]", "a run directory or run id (default: every registered run)")
     .option("--home <dir>", "show the runs of a daemon home (<dir>/runs/*/)")
@@ -49,13 +50,23 @@ async function serve(
     io.stderr.write(
       isLoopback(o.host)
         ? `termorch: warning: serving on ${o.host}, not 127.0.0.1\n`
-        : `termorch: warning: serving on ${o.host}: other machines can reach this dashboard; anyone with its URL (token included) sees every task's terminal. Prefer the default and an SSH tunnel.\n`,
+        : `termorch: warning: serving on ${o.host}: other machines can reach this dashboard; anyone with its URL (token included) sees every task's terminal and can answer a task waiting for input. Prefer the default and an SSH tunnel.\n`,
     );
   const feed = await RunFeed.open(runScope(ref, o.home, io.cwd), { env: io.env, cwd: io.cwd });
   const terminals = new TerminalPool(io.env);
   let dashboard: Dashboard;
   try {
-    dashboard = await Dashboard.start({ feed, terminals, host: o.host, port: o.port, timeline: runTimeline });
+    dashboard = await Dashboard.start({
+      feed,
+      terminals,
+      host: o.host,
+      port: o.port,
+      timeline: runTimeline,
+      // The run by its folder: a run id may name runs of two workspaces.
+      send: async (run, taskId, answer) => {
+        await sendToTask(taskId, run.run_dir, sendInputOf(taskId, answer), { env: io.env, cwd: io.cwd });
+      },
+    });
   } catch (error) {
     await feed.close();
     throw listenFailure(error, o.host, o.port);

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { StateSource } from "./agent-state.js";
+import { KeyAnswer } from "./keys.js";
 import { Reason } from "./reason.js";
 import { Gate } from "./report.js";
 import { StatusFile } from "./status.js";
@@ -122,6 +123,8 @@ const EVENTS = {
     attempt: z.number(),
     since: z.string(),
     asks: nullableString,
+    /** The keys that answer it, when termorch knows the question (absent otherwise). */
+    answers: z.array(KeyAnswer).optional(),
     by: StateSource.optional(),
   },
   "task.input_resumed": { attempt: z.number(), by: StateSource.optional() },

@@ -1,7 +1,9 @@
 import { z } from "zod";
 import { RUN_ID_PATTERN, TASK_ID_PATTERN } from "./assignments.js";
+import { KeyAnswer } from "./keys.js";
 import { RedoStep } from "./merge-policy.js";
 import { Reason, TaskState } from "./reason.js";
+import { SendAnswer } from "./send.js";
 
 /**
  * The tools of `termorch mcp` (README: Driving termorch from an agent): each one's input and
@@ -177,6 +179,11 @@ export const RunChange = z.discriminatedUnion("event", [
     at: z.string(),
     task: z.string(),
     asks: z.string().nullable().describe("The question its agent asks, when termorch recognised it"),
+    answers: z
+      .array(KeyAnswer)
+      .describe(
+        "The keys that pick each usual answer of that question (send them as `keys`); empty when termorch does not know them",
+      ),
   }),
   z.strictObject({ event: z.literal("task_input_resumed"), at: z.string(), task: z.string() }),
   z.strictObject({
@@ -246,8 +253,20 @@ export const WaitOutput = z.strictObject({
       "How many tasks are in each state now (pending, running, redo, waiting_input, success, failed, skipped; redo: run again because its result conflicted in the merge)",
     ),
   waiting_input: z
-    .array(z.strictObject({ task: z.string(), asks: z.string().nullable() }))
-    .describe("Tasks whose agent waits for an answer now: answer with `send`, or end with `finish`"),
+    .array(
+      z.strictObject({
+        task: z.string(),
+        asks: z.string().nullable(),
+        answers: z
+          .array(KeyAnswer)
+          .describe(
+            "The keys that pick each usual answer of its question: `send` them as `keys` (a menu ignores `text`)",
+          ),
+      }),
+    )
+    .describe(
+      "Tasks whose agent waits for an answer now: answer with `send` (`keys` from `answers` for a known question, else `text`), or end with `finish`",
+    ),
   timed_out: z.boolean().describe("Nothing changed within timeout_s"),
 });
 export type WaitOutput = z.infer<typeof WaitOutput>;
@@ -273,7 +292,7 @@ export const LogsOutput = z.strictObject({
 export const SendInput = z.strictObject({
   task: TaskId,
   run: RunRef.optional().describe("Default: the newest run where the task has a live session"),
-  text: z.string().min(1).describe("What to type: pasted as one bracketed paste, then Enter"),
+  ...SendAnswer.shape,
 });
 
 export const FinishInput = z.strictObject({

@@ -2,6 +2,7 @@ import { z } from "zod";
 import { AgentResult, Usage } from "./agent-result.js";
 import { StateSource } from "./agent-state.js";
 import { AttemptHost } from "./attempt-host.js";
+import { KeyAnswer } from "./keys.js";
 import { OnConflict } from "./merge-policy.js";
 import { Reason, TaskState } from "./reason.js";
 import { Gate, GitControlFile, Redo } from "./report.js";
@@ -87,6 +88,8 @@ export const TaskRun = z.strictObject({
   stateFrom: StateSource.nullable().default(null),
   /** What it waits for (StatusFile's waiting_for); null when it does not. */
   waitingFor: z.string().nullable().default(null),
+  /** The keys that answer what it waits for, when termorch knows the question (StatusFile's waiting_answers). */
+  waitingAnswers: z.array(KeyAnswer).default([]),
   /** Scale-out: the worker and host of each attempt (empty in a local run). */
   hosts: z.array(AttemptHost).default([]),
   /** A redo of its conflicting result under way; null when none is. */

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { Usage } from "./agent-result.js";
+import { KeyAnswer } from "./keys.js";
 import { Reason, TaskState } from "./reason.js";
 
 /**
@@ -64,6 +65,8 @@ export const TaskView = z.strictObject({
   waiting_since: z.string().nullable().default(null),
   /** What it waits for (a question of its CLI, its next message, an unrecognised screen); null otherwise. */
   waiting_for: z.string().nullable().default(null),
+  /** The keys that pick each usual answer of the question it waits on, when termorch knows it (`termorch send <task> --keys`); empty otherwise. */
+  waiting_answers: z.array(KeyAnswer).default([]),
   /** Scale-out: the worker and host its current attempt runs on, and how to watch it there; null in a local run. */
   remote: z
     .strictObject({ worker: z.string(), host: z.string(), attach: z.string() })

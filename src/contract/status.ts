@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { KeyAnswer } from "./keys.js";
 import { Reason, TaskState } from "./reason.js";
 
 /** Content of `status/<task_id>.<state>`: enough to go straight to `tmux -L <socket> attach -t <session>`. */
@@ -23,7 +24,7 @@ export const StatusFile = z.strictObject({
     .boolean()
     .optional()
     .describe(
-      "Interactive tasks while running: its agent waits for input (its screen has not changed for waiting_after_s and, for a preset, shows its prompt); answer with `termorch send <task> TEXT`",
+      "Interactive tasks while running: its agent waits for input (its screen has not changed for waiting_after_s and, for a preset, shows its prompt); answer with `termorch send <task> TEXT`, or a menu with `termorch send <task> --keys K...` (waiting_answers)",
     ),
   host: z
     .string()
@@ -48,6 +49,12 @@ export const StatusFile = z.strictObject({
     .optional()
     .describe(
       "Interactive tasks: what the agent waits for, as termorch recognised it (a question of its CLI: trust, a notice, a permission; its next message after a finished turn; or a screen termorch does not recognise, quoted); null when it does not wait",
+    ),
+  waiting_answers: z
+    .array(KeyAnswer)
+    .optional()
+    .describe(
+      "Interactive tasks waiting on a question termorch knows (a preset's): the keys that pick each of its usual answers, for `termorch send <task> --keys K...`; absent otherwise",
     ),
 });
 export type StatusFile = z.infer<typeof StatusFile>;

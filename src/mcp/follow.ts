@@ -101,7 +101,13 @@ function changeOf(event: LedgerEvent, runDir: string): RunChange | null {
       };
     }
     case "task.waiting_input":
-      return { event: "task_waiting_input", at, task, asks: entry.data.asks ?? null };
+      return {
+        event: "task_waiting_input",
+        at,
+        task,
+        asks: entry.data.asks ?? null,
+        answers: entry.data.answers ?? [],
+      };
     case "task.input_resumed":
       return { event: "task_input_resumed", at, task };
     case "task.success":
@@ -172,7 +178,7 @@ export function taskSummary(view: RunView | null): Pick<WaitOutput, "tasks" | "w
   for (const t of view?.tasks ?? []) {
     const state = t.waiting_since ? "waiting_input" : t.state;
     tasks[state] = (tasks[state] ?? 0) + 1;
-    if (t.waiting_since) waiting.push({ task: t.id, asks: t.waiting_for });
+    if (t.waiting_since) waiting.push({ task: t.id, asks: t.waiting_for, answers: t.waiting_answers });
   }
   return { tasks, waiting_input: waiting };
 }

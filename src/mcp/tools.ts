@@ -13,7 +13,7 @@ import { loadConfig, loadConfigOrProblems } from "../input/config-file.js";
 import { readJsonFile } from "../input/json-file.js";
 import { requestCancel, waitForReport } from "../ops/cancel.js";
 import { findReport } from "../ops/find-report.js";
-import { requestFinish, sendToTask } from "../ops/interactive.js";
+import { requestFinish, sendInputOf, sendToTask } from "../ops/interactive.js";
 import { plainText } from "../ops/last-line.js";
 import { driverAlive } from "../ops/liveness.js";
 import { logPathOf } from "../ops/logs.js";
@@ -474,17 +474,15 @@ const send = tool({
   name: "send",
   title: "Answer a task's agent",
   description:
-    "Type an answer into a running task's agent (an interactive task that waits for input): the text is pasted as one bracketed paste, then Enter. termorch never answers an agent's questions itself; this is how the caller does.",
+    "Type an answer into a running task's agent (an interactive task that waits for input): `text` is pasted as one bracketed paste, then Enter; `keys` are pressed one by one instead, for a menu (the `answers` of a waiting task name the keys of each choice). termorch never answers an agent's questions itself; this is how the caller does.",
   input: M.SendInput,
   output: M.TaskActionOutput,
   readOnly: false,
   async call(args, call) {
-    const { state } = await sendToTask(
-      args.task,
-      args.run,
-      { text: args.text },
-      { env: call.env, cwd: call.cwd },
-    );
+    const { state } = await sendToTask(args.task, args.run, sendInputOf(args.task, args), {
+      env: call.env,
+      cwd: call.cwd,
+    });
     return { run_id: state.run_id, task: args.task, detail: "sent" };
   },
 });

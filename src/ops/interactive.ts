@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { mkdir, readFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
+import { keysProblems } from "../contract/keys.js";
 import type { RunState, TaskRun } from "../contract/state.js";
 import { InputError } from "../errors.js";
 import { writeJsonAtomic } from "../fs/atomic.js";
@@ -11,13 +12,49 @@ import { findTask } from "./task-target.js";
 
 type Env = Readonly<Record<string, string | undefined>>;
 
-/** What `send` pastes: the operator's text, or a file as it is. */
-export type SendInput = { text: string } | { file: string };
+/** What `send` types: the operator's text or a file as it is (pasted), or keys (pressed). */
+export type SendInput = { text: string } | { file: string } | { keys: readonly string[] };
+
+/**
+ * The one answer a send gives, from what the CLI, MCP or serve was handed: exactly one of text,
+ * file and keys, the keys each one termorch presses. InputError (exit 2) otherwise.
+ */
+export function sendInputOf(
+  taskId: string,
+  given: { text?: string | undefined; file?: string | undefined; keys?: readonly string[] | undefined },
+): SendInput {
+  const named = (["text", "file", "keys"] as const).filter((k) => given[k] !== undefined);
+  if (named.length !== 1)
+    throw new InputError(
+      [
+        {
+          message: `send ${taskId}: give one of text (TEXT), a file (--file F) and keys (--keys K...): ${named.length === 0 ? "none was" : `${named.join(" and ")} were`} given`,
+        },
+      ],
+      `e.g. termorch send ${taskId} "use the blue one", or for a menu: termorch send ${taskId} --keys 2`,
+    );
+  if (given.keys !== undefined) {
+    checkKeys(taskId, given.keys);
+    return { keys: given.keys };
+  }
+  return given.file !== undefined ? { file: given.file } : { text: given.text! };
+}
+
+/** InputError (exit 2) naming each key termorch would not press; nothing is pressed then. */
+function checkKeys(taskId: string, keys: readonly string[]): void {
+  const problems = keysProblems(keys);
+  if (problems.length > 0)
+    throw new InputError(
+      problems.map((message) => ({ message: `--keys: ${message}` })),
+      `e.g. termorch send ${taskId} --keys 2, or --keys Down Enter`,
+    );
+}
 
 /**
  * `termorch send`: pastes text into a running task's live session the way termorch pastes an
  * interactive task's prompt (one bracketed paste, then Enter), so a multi-line answer arrives
- * whole and is submitted once. An unknown task, or one that does not run: InputError (exit 2).
+ * whole and is submitted once; or presses keys there, for a menu that takes keys and ignores a
+ * paste. An unknown task, or one that does not run: InputError (exit 2).
  */
 export async function sendToTask(
   taskId: string,
@@ -27,6 +64,7 @@ export async function sendToTask(
 ): Promise<{ state: RunState; task: TaskRun }> {
   if ("file" in input && !statSync(input.file, { throwIfNoEntry: false })?.isFile())
     throw new InputError([{ message: `--file ${input.file}: no such file` }], "Name a readable file.");
+  if ("keys" in input) checkKeys(taskId, input.keys);
   const { state, task, session } = await findTask(taskId, runRef, { ...opts, needSession: true });
   if (task.state !== "running" || !session?.live)
     throw new InputError(
@@ -44,6 +82,10 @@ export async function sendToTask(
       `Watch it with: termorch attach ${taskId} --run ${state.run_id}`,
     );
   const server = serverFor(state.socket, opts.env);
+  if ("keys" in input) {
+    await server.sendKeys(task.session!, input.keys);
+    return { state, task };
+  }
   if ("file" in input) {
     await server.pasteFile(task.session!, input.file);
     return { state, task };

@@ -15,6 +15,16 @@ export function attachHint(runId: string, taskId: string): string {
   return `termorch attach ${taskId} --run ${runId}`;
 }
 
+/**
+ * The command that answers a task of a run waiting for input: the keys that pick an answer of a
+ * question termorch knows, or the text of the operator's own answer (TEXT). A key a shell would
+ * read otherwise is quoted.
+ */
+export function sendHint(runId: string, taskId: string, keys: readonly string[] | null): string {
+  const quoted = keys?.map((k) => (/^[A-Za-z0-9]+$/.test(k) ? k : `'${k.replaceAll("'", "'\\''")}'`));
+  return `termorch send ${taskId} ${quoted ? `--keys ${quoted.join(" ")}` : "TEXT"} --run ${runId}`;
+}
+
 /** The raw tmux command for the same, for operators without termorch at hand. */
 export function rawAttachHint(socket: string, session: string): string {
   return `tmux -L ${socket} attach -t =${session}`;
@@ -96,6 +106,7 @@ async function taskView(
         : null,
     waiting_since: isLive(s) ? iso(t.waitingSince) : null,
     waiting_for: isLive(s) && t.waitingSince !== null ? t.waitingFor : null,
+    waiting_answers: isLive(s) && t.waitingSince !== null ? t.waitingAnswers : [],
     remote: remoteView(t),
     wave: waveOf(state, t.id),
     usage: t.usage,

@@ -1,7 +1,9 @@
 import { randomBytes } from "node:crypto";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { SendAnswer } from "../contract/send.js";
 import { isLive, type RunView, type StatusView, type TaskView } from "../contract/status-view.js";
+import { InputError } from "../errors.js";
 import type { RunFeed } from "../ops/run-feed.js";
 import { type Asset, loadAssets } from "./assets.js";
 import { hostAllowed, newToken, tokenMatches, tokenOf } from "./auth.js";
@@ -18,7 +20,15 @@ export interface DashboardOptions {
   timeline?: (run: RunView) => Promise<{ html: string; css: string } | null>;
   /** The access token; a new random one when not given. */
   token?: string;
+  /**
+   * Types an answer into a task's agent as `termorch send` does; an InputError says why it
+   * cannot (the task does not run, is not interactive). Absent: the page answers nothing.
+   */
+  send?: (run: RunView, taskId: string, answer: SendAnswer) => Promise<void>;
 }
+
+/** The largest answer a send takes (text to paste, or keys). */
+const MAX_SEND_BYTES = 64 * 1024;
 
 /** How often an idle event stream sends a comment, so that proxies and tunnels keep it open. */
 const KEEPALIVE_MS = 20_000;
@@ -30,8 +40,9 @@ const FORBIDDEN =
 
 /**
  * `termorch serve`'s HTTP server (node:http): the page, its assets, the live StatusView as
- * server-sent events from the RunFeed, each run's timeline, and a live read-only terminal of a
- * task's tmux session as server-sent events from a pty. Every request must carry the token
+ * server-sent events from the RunFeed, each run's timeline, a live read-only terminal of a
+ * task's tmux session as server-sent events from a pty, and the answer to a task waiting for
+ * input (POST .../send, JSON: text or keys, as MCP's send). Every request must carry the token
  * (query `token` or `Authorization: Bearer`) and name the bound address in Host; anything else
  * gets 403 and nothing of the data.
  */
@@ -98,12 +109,24 @@ export class Dashboard {
       send(res, 403, "text/plain; charset=utf-8", FORBIDDEN);
       return;
     }
-    if (req.method !== "GET" && req.method !== "HEAD") {
-      res.setHeader("Allow", "GET, HEAD");
-      send(res, 405, "text/plain; charset=utf-8", "405 method not allowed: this dashboard is read-only\n");
+    const path = url.pathname;
+    const answer = /^\/runs\/([^/]+)\/tasks\/([^/]+)\/send$/.exec(path);
+    if (answer?.[1] && answer[2]) {
+      if (req.method === "POST") return this.answer(req, res, decode(answer[1]), decode(answer[2]));
+      res.setHeader("Allow", "POST");
+      send(res, 405, "text/plain; charset=utf-8", "405 method not allowed: a send is a POST\n");
       return;
     }
-    const path = url.pathname;
+    if (req.method !== "GET" && req.method !== "HEAD") {
+      res.setHeader("Allow", "GET, HEAD");
+      send(
+        res,
+        405,
+        "text/plain; charset=utf-8",
+        "405 method not allowed: only a task's send (POST /runs/<run>/tasks/<task>/send) changes anything\n",
+      );
+      return;
+    }
     if (path === "/") return this.page(res);
     const asset = this.assets.files.get(path);
     if (asset) return sendAsset(res, asset);
@@ -211,6 +234,50 @@ export class Dashboard {
     stream.onClose(() => term.close());
   }
 
+  /**
+   * An answer to a task's agent: a JSON body (SendAnswer: text or keys) typed into the task's
+   * session as `termorch send` types it. JSON only, so that no page of another site can post one
+   * as a form; the run and the task are looked up in the feed's view, like a terminal's.
+   */
+  private async answer(
+    req: IncomingMessage,
+    res: ServerResponse,
+    runId: string | null,
+    taskId: string | null,
+  ): Promise<void> {
+    const json = (status: number, body: object): void =>
+      send(res, status, "application/json; charset=utf-8", JSON.stringify(body));
+    if (!this.options.send) return json(404, { error: "this dashboard answers no task" });
+    if (!/^application\/json\s*(;|$)/i.test(req.headers["content-type"] ?? ""))
+      return json(415, { error: "a send's body is JSON (Content-Type: application/json)" });
+    const origin = req.headers.origin;
+    if (origin !== undefined && hostOf(origin) !== req.headers.host?.toLowerCase())
+      return json(403, { error: "a send comes from this dashboard's own page" });
+    const body = await readBody(req, MAX_SEND_BYTES);
+    if (body === null) return json(413, { error: `a send's body is at most ${MAX_SEND_BYTES} bytes` });
+    let given: unknown;
+    try {
+      given = JSON.parse(body);
+    } catch {
+      return json(400, { error: "the body is not JSON" });
+    }
+    const parsed = SendAnswer.safeParse(given);
+    if (!parsed.success)
+      return json(400, {
+        error: parsed.error.issues.map((i) => `${i.path.join(".") || "body"}: ${i.message}`).join("; "),
+      });
+    const found =
+      runId === null || taskId === null ? null : findTask(this.options.feed.current(), runId, taskId);
+    if (!found) return json(404, { error: "no such task with a tmux session" });
+    try {
+      await this.options.send(found.run, found.task.id, parsed.data);
+    } catch (error) {
+      if (error instanceof InputError) return json(400, { error: error.message, hint: error.hint });
+      throw error;
+    }
+    json(200, { run_id: found.run.run_id, task: found.task.id, detail: "sent" });
+  }
+
   private openStream(
     req: IncomingMessage,
     res: ServerResponse,
@@ -295,6 +362,32 @@ function sendAsset(res: ServerResponse, asset: Asset): void {
 
 function event(res: ServerResponse, name: string, data: string): void {
   res.write(`event: ${name}\ndata: ${data}\n\n`);
+}
+
+/**
+ * The request's body as text, or null when it is longer than `max` bytes: the rest is read and
+ * dropped, so that the client, still sending, gets the answer that says so.
+ */
+function readBody(req: IncomingMessage, max: number): Promise<string | null> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on("data", (chunk: Buffer) => {
+      size += chunk.length;
+      if (size <= max) chunks.push(chunk);
+    });
+    req.on("end", () => resolve(size > max ? null : Buffer.concat(chunks).toString("utf8")));
+    req.on("error", reject);
+  });
+}
+
+/** `http://127.0.0.1:8080` → `127.0.0.1:8080` (what Host says for the same page); null when not a URL. */
+function hostOf(origin: string): string | null {
+  try {
+    return new URL(origin).host.toLowerCase();
+  } catch {
+    return null;
+  }
 }
 
 function decode(part: string): string | null {

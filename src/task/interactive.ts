@@ -20,6 +20,7 @@ import {
   TURN_FAILED,
 } from "../agent/state-events.js";
 import type { StateSource } from "../contract/agent-state.js";
+import type { KeyAnswer } from "../contract/keys.js";
 import { finishFileOf } from "../fs/private-dir.js";
 import type { RunningAttempt } from "../runner/task-runner.js";
 import type { Ports } from "./ports.js";
@@ -307,7 +308,7 @@ export function watchInteractive(
   });
   const busyRe = plan.busy === null ? null : new RegExp(plan.busy);
   const promptRe = plan.waiting === null ? null : new RegExp(plan.waiting);
-  const dialogs = plan.dialogs.map((d) => ({ re: new RegExp(d.screen), asks: d.asks }));
+  const dialogs = plan.dialogs.map((d) => ({ re: new RegExp(d.screen), asks: d.asks, answers: d.answers }));
   const events = plan.events ? new EventsReader(plan.events.file, plan.events.format) : null;
   // A fresh attempt reads only its own events (an adopted one reads them all again: harmless).
   if (plan.events) {
@@ -321,12 +322,14 @@ export function watchInteractive(
   let screenAtEnter = "";
   let endedAsDone: string | null = null;
   let failure: InteractiveWatch["failure"] = null;
-  /** What the task is marked waiting for now (null: not waiting), and whether hooks said so. */
-  let asked: { asks: string; by: StateSource } | null = null;
+  /** What the task is marked waiting for now (null: not waiting), whether hooks said so, and the keys that answer it. */
+  let asked: { asks: string; by: StateSource; since: number; answers: readonly KeyAnswer[] } | null = null;
   /** What the CLI's events said of a turn that ended on an error, until its next prompt. */
   let failedTurn: string | null = null;
   /** Whether the CLI's last event was a question of its (not a prompt taken or a turn's end). */
   let hookQuestion = false;
+  /** Whether the screen has shown something other than busy since its events last said it waits. */
+  let quietSinceAsked = false;
   let lastScreen: string | null = null;
   /** The session's transcript, as the CLI's events named it (codex's by its thread's id). */
   let transcript: { format: TranscriptFormat; path: string } | null = null;
@@ -347,11 +350,12 @@ export function watchInteractive(
     if (t.stateFrom === "hooks" || t.stateFrom === by) return;
     recorder.note(t.id, { stateFrom: by });
   };
-  const ask = (asks: string, by: StateSource, since: number): void => {
-    if (asked?.asks === asks) return;
-    asked = { asks, by };
+  const ask = (asks: string, by: StateSource, since: number, answers: readonly KeyAnswer[] = []): void => {
+    if (asked?.asks === asks && JSON.stringify(asked.answers) === JSON.stringify(answers)) return;
+    if (by === "hooks" && asked?.asks !== asks) quietSinceAsked = false;
+    asked = { asks, by, since, answers };
     decided(by);
-    queue(() => recorder.markWaiting(t.id, since, asks, by));
+    queue(() => recorder.markWaiting(t.id, since, asks, by, answers));
   };
   const unask = (): void => {
     if (asked === null) return;
@@ -448,7 +452,7 @@ export function watchInteractive(
     const dialog = dialogs.find((d) => d.re.test(screen)) ?? null;
     if (phase === "before") {
       if (pasting) return;
-      if (dialog) return ask(dialog.asks, "screen", changedAt);
+      if (dialog) return ask(dialog.asks, "screen", changedAt, dialog.answers);
       // An agent of the user's own (no known input prompt): a ready screen, or the prompt anyway after 30 s.
       if (promptRe === null) {
         if (ready.observe(screen, at)) paste(screen, true);
@@ -482,7 +486,8 @@ export function watchInteractive(
         unask();
       } else if (e.kind === "waiting") {
         if (e.asks.startsWith(TURN_FAILED)) failedTurn = e.asks;
-        ask(e.asks, "hooks", at);
+        // The question on screen is the one its hook names: its keys answer it.
+        ask(e.asks, "hooks", at, dialog?.answers ?? []);
       } else if (e.kind === "turn_done")
         // A failed turn's end (opencode reports it idle after its error) keeps the failure's words.
         ask(
@@ -492,12 +497,22 @@ export function watchInteractive(
           at,
         );
     }
-    // The question the CLI's events name says more than the dialog's pattern.
-    if (dialog)
-      return asked?.by === "hooks" && hookQuestion ? undefined : ask(dialog.asks, "screen", changedAt);
-    // Hooks say when it waits; a busy screen says it works again (an answer typed in the pane).
+    // The question the CLI's events name says more than the dialog's pattern; the dialog's keys
+    // answer it (its screen may come a moment after the hook).
+    if (dialog) {
+      if (!(asked?.by === "hooks" && hookQuestion))
+        return ask(dialog.asks, "screen", changedAt, dialog.answers);
+      ask(asked.asks, "hooks", asked.since, dialog.answers);
+      quietSinceAsked = true;
+      return;
+    }
+    // Hooks say when it waits; a busy screen says it works again (an answer typed in the pane),
+    // once the screen showed something else since: a sample taken with the question's event may
+    // still show the busy screen from before it (Kilo Code's footer, its permission prompt not
+    // drawn yet).
     if (asked?.by === "hooks") {
-      if (busyRe?.test(screen)) unask();
+      if (!busyRe?.test(screen)) quietSinceAsked = true;
+      else if (quietSinceAsked) unask();
       return;
     }
     // The screen, for a CLI without events and for what a CLI's events do not tell (codex's

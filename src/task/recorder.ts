@@ -1,5 +1,6 @@
 import { basename } from "node:path";
 import type { StateSource } from "../contract/agent-state.js";
+import type { KeyAnswer } from "../contract/keys.js";
 import type { Reason } from "../contract/reason.js";
 import type { Conflict } from "../contract/report.js";
 import type { StatusFile } from "../contract/status.js";
@@ -20,7 +21,15 @@ export type TaskTransition =
 export type TaskFacts = Partial<
   Omit<
     TaskRun,
-    "id" | "agent" | "dependencies" | "state" | "reason" | "finishedAt" | "waitingSince" | "waitingFor"
+    | "id"
+    | "agent"
+    | "dependencies"
+    | "state"
+    | "reason"
+    | "finishedAt"
+    | "waitingSince"
+    | "waitingFor"
+    | "waitingAnswers"
   >
 >;
 
@@ -139,23 +148,27 @@ export class TaskRecorder {
 
   /**
    * An interactive task's agent started or stopped waiting for input (since: when its screen went
-   * still; null: it changed again). Not a change of state: the running status file is rewritten
-   * with it, the ledger records it, and a wait is notified.
+   * still; null: it changed again), what it asks and the keys that answer it. Not a change of
+   * state: the running status file is rewritten with it, the ledger records it, and a wait is
+   * notified.
    */
   async markWaiting(
     taskId: string,
     since: number | null,
     asks: string | null = null,
     by: StateSource | null = null,
+    answers: readonly KeyAnswer[] = [],
   ): Promise<void> {
     const t = this.mutable(taskId);
     t.waitingSince = since;
     t.waitingFor = since === null ? null : asks;
+    t.waitingAnswers = since === null ? [] : [...answers];
     await this.o.ledger.append(
       since === null ? "task.input_resumed" : "task.waiting_input",
       {
         attempt: t.attempts,
         ...(since === null ? {} : { since: new Date(since).toISOString(), asks }),
+        ...(since !== null && answers.length > 0 ? { answers } : {}),
         ...(by ? { by } : {}),
       },
       t.id,
@@ -171,6 +184,7 @@ export class TaskRecorder {
     const t = this.mutable(taskId);
     t.waitingSince = null;
     t.waitingFor = null;
+    t.waitingAnswers = [];
   }
 
   /** A new run starts with no status files of an earlier run in the same folder. */
@@ -202,6 +216,9 @@ export class TaskRecorder {
             waiting_input: t.waitingSince !== null,
             waiting_since: t.waitingSince === null ? null : new Date(t.waitingSince).toISOString(),
             waiting_for: t.waitingFor === null ? null : redact(t.waitingFor),
+            ...(t.waitingSince !== null && t.waitingAnswers.length > 0
+              ? { waiting_answers: t.waitingAnswers }
+              : {}),
           }
         : {};
     // A scale-out task's session is on its worker's tmux server, on that worker's host.

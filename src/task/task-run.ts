@@ -30,6 +30,7 @@ export function newTaskRun(id: string, agent: string, dependencies: string[], ar
     usage: null,
     waitingSince: null,
     waitingFor: null,
+    waitingAnswers: [],
     stateFrom: null,
     hosts: [],
     redo: null,

@@ -4,6 +4,7 @@ import { mkdtemp, readFile, realpath, rename, rm, writeFile } from "node:fs/prom
 import { setPriority, tmpdir } from "node:os";
 import { join } from "node:path";
 import { SOCKET_NAME_PATTERN, SOCKET_NAME_RULE } from "../contract/config.js";
+import { tmuxKeyOf } from "../contract/keys.js";
 import { ensureUserDir } from "../fs/names.js";
 import { TmuxEnvironmentError, TmuxError } from "./errors.js";
 
@@ -31,6 +32,13 @@ interface BatchItem {
 const PASTE_SETTLE_MS = 150;
 const PASTE_POLL_MS = 30;
 const PASTE_DRAWN_MS = 3000;
+/**
+ * Between two keys: how long the screen must hold still after a change, how long an unchanged
+ * screen is given (a key that draws nothing, Down on a menu's last line), and the longest wait.
+ */
+const KEY_SETTLE_MS = 100;
+const KEY_QUIET_MS = 300;
+const KEY_DRAWN_MS = 2000;
 
 /**
  * Text as it may be pasted: without control characters other than tab and line breaks. An ESC
@@ -411,28 +419,63 @@ export class TmuxServer {
     await this.command(["send-keys", "-t", `=${name}:`, "Enter"]);
   }
 
+  /**
+   * Presses keys in the session's pane, one `send-keys` each, in order: a named key as tmux's key,
+   * a character typed as it is (`-l`). Each waits until the screen took the one before: a TUI
+   * reads an Escape that arrives with the next key's bytes as one sequence (Escape then Enter
+   * would be Alt+Enter), and a menu's next screen must be drawn before a key meant for it.
+   */
+  async sendKeys(name: string, keys: readonly string[]): Promise<void> {
+    // All checked before the first is pressed.
+    const presses = keys.map((key) => {
+      const how = tmuxKeyOf(key);
+      return "name" in how ? [how.name] : ["-l", "--", how.literal];
+    });
+    for (const [i, press] of presses.entries()) {
+      const last = i === presses.length - 1;
+      const before = last ? null : await this.screenOf(name);
+      await this.command(["send-keys", "-t", `=${name}:`, ...press]);
+      if (!last)
+        await this.drawn(name, before, {
+          settleMs: KEY_SETTLE_MS,
+          quietMs: KEY_QUIET_MS,
+          maxMs: KEY_DRAWN_MS,
+        });
+    }
+  }
+
   private async screenOf(name: string): Promise<string | null> {
     return (await this.captureScreens([name])).get(name) ?? null;
   }
 
   /**
-   * Waits until the application has drawn what was pasted (its screen changed, then held still
-   * for PASTE_SETTLE_MS), at most PASTE_DRAWN_MS. TUIs that tell a paste from typing by timing
-   * take an Enter that arrives with the paste's last bytes as a line break (Gemini CLI 0.61 does,
-   * within about 40 ms): it must come once the paste has been taken.
+   * Waits until the application has drawn what was sent (its screen changed, then held still
+   * for `settleMs`), or the screen stayed as it was for `quietMs`, at most `maxMs`. TUIs that
+   * tell a paste from typing by timing take an Enter that arrives with the paste's last bytes as
+   * a line break (Gemini CLI 0.61 does, within about 40 ms): it must come once the paste has been
+   * taken.
    */
-  private async drawn(name: string, before: string | null): Promise<void> {
-    const deadline = Date.now() + PASTE_DRAWN_MS;
+  private async drawn(
+    name: string,
+    before: string | null,
+    o: { settleMs: number; quietMs: number; maxMs: number } = {
+      settleMs: PASTE_SETTLE_MS,
+      quietMs: Number.POSITIVE_INFINITY,
+      maxMs: PASTE_DRAWN_MS,
+    },
+  ): Promise<void> {
+    const start = Date.now();
     let last = before;
-    let stillSince = Date.now();
-    while (Date.now() < deadline) {
+    let stillSince = start;
+    while (Date.now() - start < o.maxMs) {
       await new Promise((r) => setTimeout(r, PASTE_POLL_MS));
       const now = await this.screenOf(name);
       if (now === null) return;
       if (now !== last) {
         last = now;
         stillSince = Date.now();
-      } else if (now !== before && Date.now() - stillSince >= PASTE_SETTLE_MS) return;
+      } else if (now !== before && Date.now() - stillSince >= o.settleMs) return;
+      else if (now === before && Date.now() - start >= o.quietMs) return;
     }
   }
 

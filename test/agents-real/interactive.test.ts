@@ -86,8 +86,8 @@ async function waitingFor(dir: string, ok: (s: StatusFile) => boolean, what: str
 
 /**
  * The question the CLI asks in every new folder before its input prompt (copilot's folder trust),
- * reported and left alone until the operator answers it with Enter (its first choice, this
- * session only), as a user would.
+ * reported and left alone until the operator answers it with the keys its status names first
+ * (its first choice, this session only), as a user would.
  */
 async function answerFirstQuestion(recipe: CliRecipe, dir: string, runId: string): Promise<void> {
   if (!recipe.asksFirst) return;
@@ -95,17 +95,23 @@ async function answerFirstQuestion(recipe: CliRecipe, dir: string, runId: string
   const asked = await waiting(dir, "the CLI's first question");
   expect(asked.waiting_for).toMatch(recipe.asksFirst);
   expect(modelServer().mainRequests().length).toBe(seen);
-  const answer = await world.termorch(["send", "I", "", "--run", runId]);
+  expect(asked.waiting_answers?.[0]?.keys).toEqual(["1"]);
+  const answer = await world.termorch(["send", "I", "--keys", "1", "--run", runId]);
   expect(answer.exitCode, answer.stderr).toBe(0);
   await waitingFor(dir, (s) => !s.waiting_since, "the answer to be taken");
 }
 
 /**
- * The operator answers the question on screen with Enter (`termorch send` of nothing), waits for
- * the turn's end, and finishes the task; the run then merges it.
+ * The operator answers the question on screen with the keys its status names first (yes, or
+ * allow once), waits for the turn's end, and finishes the task; the run then merges it.
  */
-async function answerAndFinish(dir: string, runId: string, run: ResultPromise): Promise<void> {
-  const answer = await world.termorch(["send", "I", "", "--run", runId]);
+async function answerAndFinish(
+  dir: string,
+  runId: string,
+  run: ResultPromise,
+  keys: readonly string[],
+): Promise<void> {
+  const answer = await world.termorch(["send", "I", "--keys", ...keys, "--run", runId]);
   expect(answer.exitCode, answer.stderr).toBe(0);
   const done = await waitingFor(dir, (s) => /turn is done/.test(s.waiting_for ?? ""), "the turn's end");
   expect(done.waiting_input).toBe(true);
@@ -215,6 +221,72 @@ describe.each(QUESTIONS)("$preset asks about $why", ({ preset, asks, env }) => {
   });
 });
 
+describe("codex's model offer, answered with termorch send --keys", () => {
+  it("status names the keys of each answer; --keys 2 keeps the model, the prompt reaches the model with it, and ~/.codex changes only by codex's note that the offer was seen", async () => {
+    const recipe = RECIPES.codex;
+    modelServer().setScript(perTask);
+    const before = world.cliFiles();
+    const toml = join(world.home, ".codex", "config.toml");
+    const tomlBefore = readFileSync(toml, "utf8");
+    try {
+      const seen = modelServer().mainRequests().length;
+      const { dir, repo, file, config } = prepare(recipe, {});
+      // The agent without the config line that says the user has seen codex's model offer.
+      const entry = recipe.agent(modelServer().url);
+      const args = entry.args!.filter(
+        (a, i, all) => !a.startsWith("notice.") && !all[i + 1]?.startsWith("notice."),
+      );
+      writeFileSync(config, JSON.stringify({ agents: { codex: { ...entry, args } } }));
+      const runId = (JSON.parse(readFileSync(file, "utf8")) as { run_id: string }).run_id;
+      const run = start(recipe, file, config);
+
+      const asked = await waitingFor(
+        dir,
+        (s) => /new model/.test(s.waiting_for ?? ""),
+        "codex's model offer",
+      );
+      expect(asked.waiting_answers?.[0]).toEqual({
+        keys: ["2"],
+        picks: expect.stringMatching(/^2\. Use existing model/),
+      });
+      const shown = await world.termorch(["status", runId]);
+      expect(shown.stdout).toContain(
+        `answer: termorch send I --keys 2 --run ${runId} (2. Use existing model`,
+      );
+      expect(modelServer().mainRequests().length).toBe(seen);
+
+      // What the status line says: codex takes the digit as its choice, at once.
+      const sent = await world.termorch(["send", "I", "--keys", "2", "--run", runId]);
+      expect(sent.exitCode, sent.stderr).toBe(0);
+      const done = await waitingFor(dir, (s) => /turn is done/.test(s.waiting_for ?? ""), "the turn's end");
+      expect(done.waiting_input).toBe(true);
+      // The prompt reached the model, asked of the model the session had.
+      const prompts = modelServer()
+        .mainRequests()
+        .slice(seen)
+        .filter((q) => q.text.includes("WRITE-FILE I"));
+      expect(prompts.length).toBeGreaterThan(0);
+      for (const q of prompts) expect((q.body as { model?: string }).model).toBe("gpt-5.5");
+      expect((await world.termorch(["finish", "I", "--run", runId])).exitCode).toBe(0);
+      const r = await run;
+      expect(r.exitCode, String(r.stderr)).toBe(0);
+      expect(readFileSync(join(repo, "I.txt"), "utf8")).toBe("written for I\n");
+
+      // The user's codex configuration: only what codex itself records on "Use existing model",
+      // that this offer was seen; its model is not rewritten.
+      expect(readFileSync(toml, "utf8")).toBe(
+        `${tomlBefore}\n[notice.model_migrations]\n"gpt-5.5" = "gpt-6-sol"\n`,
+      );
+      const others = (files: Map<string, string>) =>
+        new Map([...files].filter(([path]) => path !== ".codex/config.toml"));
+      expect(others(world.cliFiles())).toEqual(others(before));
+    } finally {
+      // The next test's user has not seen the offer either.
+      writeFileSync(toml, tomlBefore);
+    }
+  });
+});
+
 describe.each(["claude", "codex"] as const)("%s asks permission for a command", (preset) => {
   it("is reported, the operator answers with termorch send, and the work goes on to the merge", async () => {
     const recipe = RECIPES[preset];
@@ -230,15 +302,21 @@ describe.each(["claude", "codex"] as const)("%s asks permission for a command", 
     const run = start(recipe, file, config);
     // Claude Code's PermissionRequest hook names the tool (the screen's pattern would not; the
     // screen may show the question a moment before the hook names it).
+    // The keys come from the question on screen, which its hook names.
     const asks = preset === "claude" ? /asks permission to use Bash/ : /permission/i;
-    const asked = await waitingFor(dir, (s) => asks.test(s.waiting_for ?? ""), "the permission question");
+    const asked = await waitingFor(
+      dir,
+      (s) => asks.test(s.waiting_for ?? "") && (s.waiting_answers ?? []).length > 0,
+      "the permission question and its answers",
+    );
     expect(asked.waiting_input).toBe(true);
+    expect(asked.waiting_answers?.map((a) => a.keys)).toEqual([["1"], ["3"]]);
     // status' last line of a TUI keeps the gaps its cursor moves leave (Claude Code's footer).
     const status = await world.termorch(["status", runId]);
     // Claude Code 2.1 draws its question's footer word by word at columns (ESC [ n G).
     if (preset === "claude") expect(status.stdout).toContain("Esc to cancel · Tab to amend");
-    // Enter: the question's highlighted answer, yes (an empty send is Enter alone).
-    await answerAndFinish(dir, runId, run);
+    // 1: yes, whatever is highlighted.
+    await answerAndFinish(dir, runId, run, ["1"]);
     expect(readFileSync(join(repo, "P.txt"), "utf8")).toBe("approved\n");
     expect(world.cliFiles()).toEqual(before);
   });
@@ -285,8 +363,13 @@ describe.each(["opencode", "kilo"] as const)("%s asks permission to write outsid
     );
     expect(asked.waiting_input).toBe(true);
     expect(existsSync(outside)).toBe(false);
-    // Enter: the question's first answer, allow once.
-    await answerAndFinish(dir, runId, run);
+    // Enter: the question's first answer, allow once (its answers in a row take no digits).
+    const answers = await waitingFor(dir, (s) => Boolean(s.waiting_answers?.length), "its answers");
+    expect(answers.waiting_answers?.map((a) => a.keys)).toEqual([
+      ["Enter"],
+      preset === "opencode" ? ["Escape"] : ["Escape", "Enter"],
+    ]);
+    await answerAndFinish(dir, runId, run, ["Enter"]);
     expect(readFileSync(outside, "utf8")).toBe("approved\n");
     expect(readFileSync(join(repo, "I.txt"), "utf8")).toBe("written for I\n");
     expect(readReport(dir).tasks[0]).toMatchObject({ state_from: "hooks" });

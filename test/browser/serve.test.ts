@@ -1,7 +1,15 @@
 /// <reference lib="dom" />
 // Callbacks of page.$eval run in the browser: their elements are DOM elements.
 import { execFileSync } from "node:child_process";
-import { mkdirSync, readdirSync, readFileSync, readlinkSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { request } from "node:http";
 import { networkInterfaces } from "node:os";
 import { join } from "node:path";
@@ -371,6 +379,102 @@ const hex6 = (h: string): string =>
     expect(String(taken.stderr)).toMatch(/--host.*IP address/);
   }, 60_000);
 
+  it("answers a task waiting for input: its question's keys as buttons, then a line of text; a send without the token, from another site, not JSON or for no such task is refused", async () => {
+    const { dir } = world.workspace();
+    const out = join(dir, "out");
+    const bin = join(dir, "bin");
+    mkdirSync(out);
+    mkdirSync(bin);
+    // The codex preset's CLI is the menu stub, which opens on codex's model offer.
+    symlinkSync(join(ROOT, "test", "fixtures", "agents", "menu-stub"), join(bin, "codex"));
+    const file = writeAssignments(dir, [
+      {
+        id: "ask",
+        agent: "codex",
+        command: undefined,
+        interactive: true,
+        waiting_after_s: 1,
+        expect_changes: false,
+        env: { STUB_OUT: out, STUB_MENU: "codex" },
+      },
+    ] as never);
+    const run = execa(process.execPath, [BIN, "run", file], {
+      reject: false,
+      cwd: ROOT,
+      env: { ...world.env, PATH: `${bin}:${process.env.PATH}` },
+      stdin: "ignore",
+    });
+    const runId = JSON.parse(readFileSync(file, "utf8")).run_id as string;
+    const status = join(dir, "status", "ask.running");
+    await waitFor(
+      () => existsSync(status) && /new model/.test(readFileSync(status, "utf8")),
+      30_000,
+      "the model offer reported",
+    );
+
+    const serve = await startServe();
+    const token = serve.url.searchParams.get("token") ?? "";
+    const base = `http://127.0.0.1:${serve.url.port}`;
+    const sendUrl = (task = "ask", query = `?token=${token}`) =>
+      `${base}/runs/${runId}/tasks/${task}/send${query}`;
+    const keys2 = JSON.stringify({ keys: ["2"] });
+    expect((await post(sendUrl("ask", ""), keys2)).status).toBe(403);
+    expect((await post(sendUrl("ask", "?token=nope"), keys2)).status).toBe(403);
+    expect((await post(sendUrl(), keys2, { "Content-Type": "text/plain" })).status).toBe(415);
+    expect(
+      (await post(sendUrl(), keys2, { "Content-Type": "application/json", Origin: "http://evil.example" }))
+        .status,
+    ).toBe(403);
+    const badKey = await post(sendUrl(), JSON.stringify({ keys: ["C-c"] }));
+    expect(badKey.status).toBe(400);
+    expect(JSON.parse(badKey.body).error).toContain('"C-c" is not a key termorch sends');
+    const both = await post(sendUrl(), JSON.stringify({ text: "2", keys: ["2"] }));
+    expect(both.status).toBe(400);
+    expect(JSON.parse(both.body).error).toContain("text and keys were given");
+    expect((await post(sendUrl("nope"), keys2)).status).toBe(404);
+    expect((await post(sendUrl(), "x".repeat(70_000))).status).toBe(413);
+    expect((await get(sendUrl())).status).toBe(405);
+    // None of those typed anything.
+    expect(existsSync(join(out, "picks.log"))).toBe(false);
+
+    const page = await browser!.newPage();
+    await page.setViewport({ width: 1280, height: 900 });
+    const errors = collectPageErrors(page);
+    await page.goto(serve.url.href);
+    await clickInPage(page, 'tr[data-task="ask"] button.watch');
+    await waitForScreen(page, "Use existing model");
+    await page.waitForSelector('#answer:not([hidden]) button.answer-key[data-keys="2"]', { timeout: 30_000 });
+    expect(await page.$eval("#answer-asks", (el) => el.textContent)).toMatch(/codex offers a new model/);
+    expect(await page.$$eval("button.answer-key", (els) => els.map((b) => b.textContent))).toEqual([
+      expect.stringMatching(/^2 2\. Use existing model/),
+      expect.stringMatching(/^1 1\. Try new model/),
+    ]);
+    await clickInPage(page, 'button.answer-key[data-keys="2"]');
+    await waitFor(() => existsSync(join(out, "picks.log")), 20_000, "the stub's pick");
+    expect(JSON.parse(readFileSync(join(out, "picks.log"), "utf8"))).toEqual({
+      picked: "Use existing model",
+      keys: ["2"],
+    });
+    // Past the question: the prompt goes in, and the agent waits for its next message.
+    await waitFor(() => existsSync(join(out, "prompt.txt")), 20_000, "the prompt pasted");
+    await page.waitForFunction(
+      'document.querySelector("#answer-asks")?.textContent?.includes("has not changed") && !document.querySelector("button.answer-key")',
+      { timeout: 30_000 },
+    );
+    await page.type("#answer-text", "make it blue");
+    await page.click("#answer-form button[type=submit]");
+    await waitFor(() => existsSync(join(out, "messages.log")), 20_000, "the message typed");
+    expect(readFileSync(join(out, "messages.log"), "utf8")).toBe('"make it blue"\n');
+    expect(await page.$eval("#answer-result", (el) => el.textContent)).toBe("sent");
+
+    expect((await world.cli(["finish", "ask", "--run", runId])).exitCode).toBe(0);
+    expect((await run).exitCode).toBe(0);
+    expect(errors.filter((e) => !/\/terminal\?token=/.test(e))).toEqual([]);
+    await page.close();
+    serve.proc.kill("SIGTERM");
+    await serve.proc;
+  }, 120_000);
+
   it("shows a redo under way: the task's redo state, then its conflicted attempt and its redo on the timeline", async () => {
     const { dir, repo } = world.workspace();
     writeFileSync(join(repo, "f.txt"), "line1\nline2\nline3\n");
@@ -415,6 +519,26 @@ const hex6 = (h: string): string =>
     await serve.proc;
   }, 90_000);
 });
+
+/** A POST (node:http: it sends the Host and Origin headers given). */
+function post(
+  url: string,
+  body: string,
+  headers: Record<string, string> = { "Content-Type": "application/json" },
+): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, { method: "POST", headers }, (res) => {
+      let text = "";
+      res.setEncoding("utf8");
+      res.on("data", (d: string) => {
+        text += d;
+      });
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, body: text }));
+    });
+    req.on("error", reject);
+    req.end(body);
+  });
+}
 
 /**
  * Clicks an element the page redraws from its live feed: found and clicked in one turn of the

@@ -1,10 +1,14 @@
 // Interactive tasks through the built CLI with real tmux: the prompt pasted into the agent's
 // terminal as one bracketed paste, waiting-for-input detection, `termorch send`, `termorch finish`
 // and `done_when`. The agent is test/fixtures/agents/interactive-stub, a small raw-mode TUI.
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { execa, type ResultPromise } from "execa";
 import { describe, expect, it } from "vitest";
+import { WaitOutput } from "../../src/contract/mcp.js";
 import { StatusFile } from "../../src/contract/status.js";
 import { StatusView } from "../../src/contract/status-view.js";
 import { describeWith } from "../needs.js";
@@ -82,6 +86,71 @@ function start(
     { reject: false, cwd: ROOT, env: cliEnv(socket), timeout: 120_000 },
   );
   return { dir, repo, out, run, runId };
+}
+
+const MENU_STUB = join(ROOT, "test", "fixtures", "agents", "menu-stub");
+
+/**
+ * Starts `termorch run` of one interactive task `ask` on the menu stub: as an agent of the
+ * user's own (`own`: it takes the prompt, then asks its colour menu), or as the codex preset's
+ * CLI (`codex`: it opens on codex's model offer, which the preset knows).
+ */
+function startMenu(as: "own" | "codex"): Started {
+  const { dir, repo } = workspace();
+  const out = join(dir, "out");
+  mkdirSync(out);
+  writeFileSync(join(repo, "ctx", "task.md"), CONTEXT);
+  git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "context");
+  const bin = join(dir, "bin");
+  mkdirSync(bin);
+  symlinkSync(MENU_STUB, join(bin, "codex"));
+  const runId = `m${Math.random().toString(36).slice(2, 8)}`;
+  writeFileSync(
+    join(dir, "assignments.json"),
+    JSON.stringify({
+      run_id: runId,
+      tasks: [
+        {
+          id: "ask",
+          agent: as === "codex" ? "codex" : "mstub",
+          context_path: "ctx/task.md",
+          interactive: true,
+          waiting_after_s: 1,
+          expect_changes: false,
+          env: { STUB_OUT: out, ...(as === "codex" ? { STUB_MENU: "codex" } : {}) },
+        },
+      ],
+      environment: { workspace_dir: "repo" },
+    }),
+  );
+  writeFileSync(
+    join(dir, "termorch.json"),
+    JSON.stringify({ agents: as === "codex" ? {} : { mstub: { command: [MENU_STUB] } } }),
+  );
+  const run = execa(
+    process.execPath,
+    [BIN, "run", join(dir, "assignments.json"), "--config", join(dir, "termorch.json")],
+    // The agents' PATH is termorch's: the stub is the codex found there.
+    {
+      reject: false,
+      cwd: ROOT,
+      env: cliEnv(socket, { PATH: `${bin}:${process.env.PATH}` }),
+      timeout: 120_000,
+    },
+  );
+  return { dir, repo, out, run, runId };
+}
+
+/** The stub's picks so far, once there are `n`. */
+function picks(out: string, n: number): Promise<Array<{ picked: string; keys: string[] }>> {
+  return waitFor(
+    () => {
+      const all = existsSync(join(out, "picks.log")) ? lines(join(out, "picks.log")) : [];
+      return all.length >= n ? all.map((l) => JSON.parse(l)) : null;
+    },
+    20_000,
+    `pick ${n} of the menu`,
+  );
 }
 
 const ledger = (dir: string): Array<{ type: string; task_id?: string; data: Record<string, unknown> }> =>
@@ -282,6 +351,109 @@ describe("interactive tasks", () => {
       .map((e) => e.type);
     expect(types.filter((t) => t === "task.prompt_pasted")).toHaveLength(2);
     expect(types.filter((t) => t === "task.waiting_input").length).toBeGreaterThanOrEqual(2);
+  });
+});
+
+describe("termorch send --keys: a menu, which takes keys and ignores a paste", () => {
+  it("presses named keys and characters in order, each taken alone; a pasted answer only confirms the highlighted option; a key termorch does not send is refused before any is pressed", async () => {
+    const s = startMenu("own");
+    await waitingStatus(s.dir);
+    expect(readFileSync(join(s.out, "prompt.txt"), "utf8")).toBe(CONTEXT);
+    const send = (...args: string[]) => termorch(["send", "ask", ...args, "--run", s.runId], { socket });
+
+    // The answer as text: the menu ignores the paste, and its Enter confirms the highlighted option.
+    expect((await send("2")).exitCode).toBe(0);
+    expect((await picks(s.out, 1))[0]).toEqual({ picked: "Red", keys: ["paste", "enter"] });
+
+    // A digit picks its option at once.
+    expect((await send("--keys", "2")).exitCode).toBe(0);
+    expect((await picks(s.out, 2))[1]).toEqual({ picked: "Blue", keys: ["2"] });
+
+    // Named keys in order, each read alone: an Escape merged with the key after it would be another key.
+    const moved = await send("--keys", "Down", "Down", "Esc", "Down", "Enter");
+    expect(moved.exitCode, moved.stderr).toBe(0);
+    expect((await picks(s.out, 3))[2]).toEqual({
+      picked: "Blue",
+      keys: ["down", "down", "escape", "down", "enter"],
+    });
+
+    // A key termorch does not send: exit 2, naming it, and nothing pressed (not even the good ones before it).
+    const bad = await send("--keys", "Down", "enter");
+    expect(bad.exitCode).toBe(2);
+    expect(bad.stderr).toContain('key 2: "enter" is not a key termorch sends (did you mean "Enter"?)');
+    const both = await send("blue", "--keys", "2");
+    expect(both.exitCode).toBe(2);
+    expect(both.stderr).toContain(
+      "give one of text (TEXT), a file (--file F) and keys (--keys K...): text and keys were given",
+    );
+    expect((await send("--keys", "3")).exitCode).toBe(0);
+    expect((await picks(s.out, 4))[3]).toEqual({ picked: "Green", keys: ["3"] });
+
+    expect((await termorch(["finish", "ask", "--run", s.runId], { socket })).exitCode).toBe(0);
+    const result = await s.run;
+    expect(result.exitCode, String(result.stderr)).toBe(0);
+  });
+
+  it("a preset's known menu: status and MCP wait name the keys of each answer, MCP send presses them, and the prompt goes in after the answer", async () => {
+    const s = startMenu("codex");
+    const status = await waitingStatus(s.dir);
+    expect(status.waiting_for).toMatch(/codex offers a new model/);
+    expect(status.waiting_answers).toEqual([
+      { keys: ["2"], picks: expect.stringMatching(/^2\. Use existing model/) },
+      { keys: ["1"], picks: expect.stringMatching(/^1\. Try new model/) },
+    ]);
+    // Nothing typed into the question.
+    expect(existsSync(join(s.out, "picks.log"))).toBe(false);
+    const human = await termorch(["status", s.runId], { socket });
+    expect(human.stdout).toContain(
+      `answer: termorch send ask --keys 2 --run ${s.runId} (2. Use existing model (codex notes in ~/.codex/config.toml that you saw the offer)); or: termorch send ask --keys 1 --run ${s.runId} (1. Try new model`,
+    );
+    const view = StatusView.parse(
+      JSON.parse((await termorch(["status", s.runId, "--json"], { socket })).stdout),
+    );
+    expect(view.runs[0]?.tasks[0]?.waiting_answers.map((a) => a.keys)).toEqual([["2"], ["1"]]);
+
+    // An agent orchestrating through MCP hears the same keys, and sends them.
+    const client = new Client({ name: "termorch-test", version: "1" });
+    await client.connect(
+      new StdioClientTransport({
+        command: process.execPath,
+        args: [BIN, "mcp"],
+        cwd: s.dir,
+        env: { ...(process.env as Record<string, string>), ...cliEnv(socket) },
+        stderr: "pipe",
+      }),
+    );
+    try {
+      const call = async (name: string, args: Record<string, unknown>) =>
+        (await client.callTool({ name, arguments: args })) as CallToolResult;
+      const waited = WaitOutput.parse((await call("wait", { run: s.runId, timeout_s: 0 })).structuredContent);
+      expect(waited.waiting_input).toEqual([
+        { task: "ask", asks: status.waiting_for, answers: status.waiting_answers },
+      ]);
+      expect(waited.changes.find((c) => c.event === "task_waiting_input")).toMatchObject({
+        answers: status.waiting_answers,
+      });
+      // Keys termorch does not send, or text and keys at once: refused, nothing typed.
+      expect((await call("send", { task: "ask", run: s.runId, keys: ["C-c"] })).isError).toBe(true);
+      const both = await call("send", { task: "ask", run: s.runId, text: "2", keys: ["2"] });
+      expect(both.isError).toBe(true);
+      expect(JSON.stringify(both.content)).toContain("text and keys were given");
+      const sent = await call("send", { task: "ask", run: s.runId, keys: ["2"] });
+      expect(sent.isError, JSON.stringify(sent.content)).toBeFalsy();
+    } finally {
+      await client.close();
+    }
+    expect(await picks(s.out, 1)).toEqual([{ picked: "Use existing model", keys: ["2"] }]);
+    // Past the question, at its input prompt: the task's prompt is pasted there.
+    await waitFor(() => existsSync(join(s.out, "prompt.txt")), 20_000, "the prompt pasted after the answer");
+    expect(readFileSync(join(s.out, "prompt.txt"), "utf8")).toBe(CONTEXT);
+    const asked = ledger(s.dir).find((e) => e.type === "task.waiting_input");
+    expect(asked?.data.answers).toEqual(status.waiting_answers);
+
+    expect((await termorch(["finish", "ask", "--run", s.runId], { socket })).exitCode).toBe(0);
+    const result = await s.run;
+    expect(result.exitCode, String(result.stderr)).toBe(0);
   });
 });
 

@@ -209,6 +209,47 @@ describe("interactive tasks in the pipeline", () => {
     });
   });
 
+  it("a question its plugin names while the screen still shows the busy turn: waiting until the screen moves on, with the keys of the question on screen", async () => {
+    const { done } = opencodeRun();
+    const a = await run.host.launched("a");
+    const emit = (record: object): void =>
+      appendFileSync(a.spec.env.TERMORCH_AGENT_EVENTS!, `${JSON.stringify(record)}\n`);
+    const status = (): { waiting_for?: string | null; waiting_answers?: unknown } =>
+      JSON.parse(readFileSync(join(run.dir, "status", "a.running"), "utf8"));
+
+    a.screen = "Ask anything… \n";
+    await vi.advanceTimersByTimeAsync(1500);
+    emit({ type: "session.status", session: "s", status: "busy" });
+    a.screen = "┃  Build · model\nesc interrupt\n";
+    await vi.advanceTimersByTimeAsync(1500);
+    // Its question, sampled before its prompt is drawn: the busy footer is the turn's, from before.
+    emit({ type: "permission.asked", session: "s", permission: "external_directory", patterns: ["/x/*"] });
+    a.screen = "┃  Build · model\nesc interrupt \n";
+    await vi.advanceTimersByTimeAsync(1100);
+    expect(status()).toMatchObject({ waiting_for: "opencode asks permission: external_directory (/x/*)" });
+    expect(status().waiting_answers).toBeUndefined();
+    // Its prompt drawn: the plugin's words stay, the prompt's keys come with them.
+    a.screen = "△ Permission required\n  Allow once   Allow always   Reject\n";
+    await vi.advanceTimersByTimeAsync(1100);
+    expect(status()).toMatchObject({
+      waiting_for: "opencode asks permission: external_directory (/x/*)",
+      waiting_answers: [
+        { keys: ["Enter"], picks: expect.stringMatching(/^Allow once/) },
+        { keys: ["Escape"], picks: "Reject" },
+      ],
+    });
+    const asked = run.events().filter((e) => e.type === "task.waiting_input");
+    expect(asked.at(-1)?.data).toMatchObject({ answers: [{ keys: ["Enter"] }, { keys: ["Escape"] }] });
+    // Answered in the pane: busy again, no longer waiting.
+    a.screen = "┃  Build · model\nesc interrupt\n";
+    await vi.advanceTimersByTimeAsync(1100);
+    expect(status()).toMatchObject({ waiting_for: null, waiting_input: false });
+
+    requestFinish("a");
+    await vi.advanceTimersByTimeAsync(1000);
+    expect(run.report(await done).tasks[0]).toMatchObject({ id: "a", status: "success" });
+  });
+
   it("opencode with a config folder of the user's own: it is kept, and the screen decides", async () => {
     const { done } = opencodeRun({ OPENCODE_CONFIG_DIR: "/home/someone/.opencode-work" });
     const a = await run.host.launched("a");

@@ -25,6 +25,7 @@ function task(id: string): TaskView {
     attach: null,
     waiting_since: null,
     waiting_for: null,
+    waiting_answers: [],
     remote: null,
     wave: 1,
     usage: null,

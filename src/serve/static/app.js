@@ -407,14 +407,77 @@
     }
   }
 
-  /** Shows, next to the terminal, the state its task is in now. */
+  /** Shows, next to the terminal, the state its task is in now, and how to answer it when it waits. */
   function updateTerminalState() {
     markSelected();
     if (!terminal || !lastView) return;
     const run = lastView.runs.findLast((r) => r.run_id === terminal.run);
     const task = run?.tasks.find((t) => t.id === terminal.task);
     if (task) $("term-title").textContent = `${task.id} · ${run.run_id} · ${task.state}`;
+    updateAnswer(task);
   }
+
+  // ---- answering a task that waits for input -----------------------------------------------------
+
+  /**
+   * Under the open terminal of a task waiting for input: what it asks, a button for each answer of
+   * a question termorch knows (the keys `termorch send --keys` presses), and a line of text.
+   */
+  function updateAnswer(task) {
+    const bar = $("answer");
+    const waiting = !!task && task.state === "running" && task.session_live && !!task.waiting_since;
+    bar.hidden = !waiting;
+    if (!waiting) return;
+    $("answer-asks").textContent = task.waiting_for ? `waiting: ${task.waiting_for}` : "waiting for input";
+    const answers = task.waiting_answers || [];
+    // Rebuilt only when they change: a click must not land on a button being replaced.
+    const signature = JSON.stringify(answers);
+    if (bar.dataset.answers === signature) return;
+    bar.dataset.answers = signature;
+    $("answer-keys").replaceChildren(
+      ...answers.map((a) =>
+        h(
+          "button",
+          {
+            type: "button",
+            class: "answer-key",
+            "data-keys": a.keys.join(" "),
+            title: `presses ${a.keys.join(", ")}`,
+            onclick: () => void sendAnswer({ keys: a.keys }),
+          },
+          h("kbd", {}, a.keys.join(" ")),
+          " ",
+          a.picks,
+        ),
+      ),
+    );
+  }
+
+  /** Sends an answer to the open terminal's task (the server types it as `termorch send` does). */
+  async function sendAnswer(answer) {
+    if (!terminal) return;
+    const result = $("answer-result");
+    result.textContent = "sending…";
+    try {
+      const res = await fetch(
+        withToken(
+          `/runs/${encodeURIComponent(terminal.run)}/tasks/${encodeURIComponent(terminal.task)}/send`,
+        ),
+        { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(answer) },
+      );
+      const body = await res.json().catch(() => ({}));
+      result.textContent = res.ok ? "sent" : `not sent: ${body.error || res.status}`;
+      if (res.ok && answer.text !== undefined) $("answer-text").value = "";
+    } catch {
+      result.textContent = "not sent: the dashboard cannot be reached";
+    }
+  }
+
+  $("answer-form").addEventListener("submit", (e) => {
+    e.preventDefault();
+    const text = $("answer-text").value;
+    if (text !== "") void sendAnswer({ text });
+  });
 
   $("term-close").addEventListener("click", closeTerminal);
 
