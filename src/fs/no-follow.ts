@@ -79,7 +79,8 @@ export function kindInside(root: string, rel: string): "file" | "folder" | "link
     if (info === undefined) return "missing";
     return info.isSymbolicLink() ? "link" : info.isFile() ? "file" : info.isDirectory() ? "folder" : "other";
   } catch (error) {
-    if (error instanceof Refused) return error.why === "missing" ? "missing" : "link";
+    // A link on the way (or a path leaving the root) is refused as a link; a file on the way is no folder.
+    if (error instanceof Refused) return error.why === "link" || error.why === "outside" ? "link" : "missing";
     throw error;
   }
 }

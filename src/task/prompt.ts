@@ -88,8 +88,10 @@ async function dependencySection(
     if (dep.branch) parts.push(`- Branch: ${dep.branch}`);
     const depPlan = run.plans.get(id);
     const text = depPlan?.handoff ? keptHandoff(depPlan.artifactsDir) : null;
-    const kept = depPlan ? join(depPlan.artifactsDir, "handoff.md") : "";
-    if (text) parts.push("", `Its handoff (${relative(run.runDir, kept)}):`, "", text.trim());
+    if (text && depPlan) {
+      const kept = relative(run.runDir, join(depPlan.artifactsDir, "handoff.md"));
+      parts.push("", `Its handoff (${kept}):`, "", text.trim());
+    }
   }
   return `${parts.join("\n")}\n`;
 }
@@ -112,8 +114,7 @@ async function changedBy(
     : shown;
 }
 
-/** A file's text (a dependency's handoff, redacted when its artifacts were collected), or null. */
-/** A dependency's kept handoff, read through no link its agent could have left there. */
+/** A dependency's kept handoff (redacted as it was kept), read through no link its agent could have left. */
 function keptHandoff(artifactsDir: string): string | null {
   try {
     return readInside(artifactsDir, "handoff.md").toString("utf8");
