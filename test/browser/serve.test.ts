@@ -465,7 +465,10 @@ const hex6 = (h: string): string =>
     await page.click("#answer-form button[type=submit]");
     await waitFor(() => existsSync(join(out, "messages.log")), 20_000, "the message typed");
     expect(readFileSync(join(out, "messages.log"), "utf8")).toBe('"make it blue"\n');
-    expect(await page.$eval("#answer-result", (el) => el.textContent)).toBe("sent");
+    // The page says so once the send's answer is back, which may be after the stub read the message.
+    await page.waitForFunction('document.querySelector("#answer-result")?.textContent === "sent"', {
+      timeout: 20_000,
+    });
 
     expect((await world.cli(["finish", "ask", "--run", runId])).exitCode).toBe(0);
     expect((await run).exitCode).toBe(0);
