@@ -4,9 +4,10 @@ import type { Command } from "commander";
 import { parseWith } from "../contract/parse.js";
 import { Report } from "../contract/report.js";
 import { InputError } from "../errors.js";
+import { REPORT_HTML } from "../fs/names.js";
 import { readJsonFile } from "../input/json-file.js";
 import { findReport } from "../ops/find-report.js";
-import { REPORT_HTML, writeReportHtml } from "../run/report-file.js";
+import { writeReportHtml } from "../run/report-file.js";
 import type { Io } from "./io.js";
 
 /**

@@ -85,12 +85,12 @@ export function kindInside(root: string, rel: string): "file" | "folder" | "link
   }
 }
 
-/** Opens a regular file below `root` for `flags` (O_RDONLY or O_RDWR), refusing any link. */
-export function openInside(root: string, rel: string, flags = constants.O_RDONLY): number {
+/** Opens a regular file below `root` for reading, refusing any link. */
+export function openInside(root: string, rel: string): number {
   const path = walkTo(root, rel, false);
   let fd: number;
   try {
-    fd = openSync(path, flags | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+    fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     if (code === "ELOOP") throw new Refused(rel, "link", rel);

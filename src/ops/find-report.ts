@@ -1,7 +1,7 @@
 import { existsSync } from "node:fs";
 import { isAbsolute, join, resolve } from "node:path";
 import { InputError } from "../errors.js";
-import { resolveRun, unreadableRun } from "./runs.js";
+import { startedRun } from "./runs.js";
 
 type Env = Readonly<Record<string, string | undefined>>;
 
@@ -23,9 +23,8 @@ export async function findReport(ref: string, env: Env, cwd: string): Promise<Re
   let runDir: string;
   let named: string | null = null;
   try {
-    const run = await resolveRun(ref, env, cwd);
     // A registered run whose folder is gone (or now another run's) has no report to find.
-    if (!run.state) throw unreadableRun(run);
+    const run = await startedRun(ref, env, cwd);
     ({ runId, runDir } = run);
     named = run.state.report;
   } catch (error) {

@@ -64,7 +64,6 @@ export async function sendToTask(
 ): Promise<{ state: RunState; task: TaskRun }> {
   if ("file" in input && !statSync(input.file, { throwIfNoEntry: false })?.isFile())
     throw new InputError([{ message: `--file ${input.file}: no such file` }], "Name a readable file.");
-  if ("keys" in input) checkKeys(taskId, input.keys);
   const { state, task, session } = await findTask(taskId, runRef, { ...opts, needSession: true });
   if (task.state !== "running" || !session?.live)
     throw new InputError(

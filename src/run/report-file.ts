@@ -121,5 +121,3 @@ export async function writeReportHtml(
   await writeFileAtomic(out, renderReportHtml(report, timeline, { runDir, outDir: dirname(resolve(out)) }));
   return out;
 }
-
-export { REPORT_HTML };

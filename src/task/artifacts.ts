@@ -1,4 +1,4 @@
-import { readlinkSync, rmSync } from "node:fs";
+import { readdirSync, readlinkSync, rmSync } from "node:fs";
 import { join, relative } from "node:path";
 import { errorText } from "../errors.js";
 import { copyFresh, kindInside, readInside, walkInside, writeFresh } from "../fs/no-follow.js";
@@ -62,15 +62,14 @@ export async function collectArtifacts(
       ports.log.warn({ task: t.id, dropped }, "artifacts not kept");
       writeFresh(artifactsDir, DROPPED_NOTE, `${dropped.map((d) => ports.redactor.redact(d)).join("\n")}\n`);
     }
+    const dir = relative(run.runDir, artifactsDir);
+    if (readdirSync(artifactsDir).length === 0) return [`${dir}/`];
     // Names first: an agent may name what it leaves here after a secret, and the list of
     // artifacts goes into the report and state.json.
-    const { files } = walkInside(artifactsDir);
-    if (files.length === 0) return [`${relative(run.runDir, artifactsDir)}/`];
     await redactNames(artifactsDir, ports.redactor);
     const kept = walkInside(artifactsDir).files;
     // Everything under the run directory is redacted, what the agent put here included.
     for (const f of kept) await redactFile(join(artifactsDir, f), ports.redactor);
-    const dir = relative(run.runDir, artifactsDir);
     return [`${dir}/`, ...kept.map((f) => `${dir}/${f}`)];
   } catch (error) {
     ports.log.warn({ task: t.id, err: errorText(error) }, "collecting artifacts failed");
@@ -84,16 +83,14 @@ export async function collectArtifacts(
  * for each, naming where a link pointed.
  */
 function dropNonFiles(root: string, redactor: Redactor): string[] {
-  const tree = walkInside(root);
-  const lines: string[] = [];
-  for (const rel of [...tree.links, ...tree.others]) {
-    const path = join(root, rel);
-    const link = tree.links.includes(rel);
-    const to = link ? ` to ${redactor.redact(readlinkSync(path))}` : "";
-    rmSync(path, { force: true, recursive: true });
-    lines.push(
-      `${rel}: ${link ? `a symbolic link${to}` : "not a regular file"}, not kept (termorch keeps no link an agent left)`,
-    );
-  }
+  const { links, others } = walkInside(root);
+  const lines = [
+    ...links.map(
+      (rel) =>
+        `${rel}: a symbolic link to ${redactor.redact(readlinkSync(join(root, rel)))}, not kept (termorch keeps no link an agent left)`,
+    ),
+    ...others.map((rel) => `${rel}: not a regular file, not kept`),
+  ];
+  for (const rel of [...links, ...others]) rmSync(join(root, rel), { force: true, recursive: true });
   return lines;
 }

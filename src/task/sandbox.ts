@@ -83,16 +83,7 @@ export interface SandboxedWork {
 export function agentWork(
   p: Pick<
     TaskPlan,
-    | "argv"
-    | "worktree"
-    | "branch"
-    | "cwd"
-    | "artifactsDir"
-    | "handoff"
-    | "prompt"
-    | "interactive"
-    | "env"
-    | "tty"
+    "argv" | "worktree" | "branch" | "cwd" | "artifactsDir" | "handoff" | "prompt" | "interactive" | "env"
   >,
 ): SandboxedWork {
   const events = p.interactive?.events?.file;
