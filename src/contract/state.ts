@@ -2,6 +2,7 @@ import { z } from "zod";
 import { AgentResult, Usage } from "./agent-result.js";
 import { StateSource } from "./agent-state.js";
 import { AttemptHost } from "./attempt-host.js";
+import { AttemptRecord } from "./attempt-record.js";
 import { KeyAnswer } from "./keys.js";
 import { OnConflict } from "./merge-policy.js";
 import { Reason, TaskState } from "./reason.js";
@@ -96,6 +97,8 @@ export const TaskRun = z.strictObject({
   redo: RedoProgress.nullable().default(null),
   /** Its redos that ended, in the report's shape. */
   redone: z.array(Redo).default([]),
+  /** Its attempts, in order (the report's attempt_history). */
+  history: z.array(AttemptRecord).default([]),
 });
 export type TaskRun = z.infer<typeof TaskRun>;
 

@@ -1,13 +1,19 @@
 import { existsSync } from "node:fs";
+import type { AttemptRecord } from "../contract/attempt-record.js";
+import type { FeedbackBlock } from "../contract/feedback-block.js";
 import type { Reason } from "../contract/reason.js";
 import { errorText } from "../errors.js";
 import { taskBranch } from "../fs/names.js";
 import { agentOutcome } from "./agent-output.js";
 import { collectArtifacts } from "./artifacts.js";
 import { type AttemptResult, type AttemptSide, adoptAttempt, runAttempt } from "./attempt.js";
+import { amendedLast, closedHistory, countedAttempts, openRecord } from "./attempt-history.js";
 import { DETACHED, type TaskEnd, type TaskExecutor } from "./executor.js";
+import { keepFailedWork, startNextFrom } from "./failed-work.js";
 import { killPoint, prepareHooks } from "./faults.js";
+import { type GateFindings, writeFeedback } from "./feedback-facts.js";
 import { runGates } from "./gates.js";
+import { type DecisionSeen, type NextStep, nextAttempt } from "./next-attempt.js";
 import { failTask, openTask, type StartMade, type TaskStart } from "./opening.js";
 import { coreGate } from "./outcome.js";
 import type { Ports } from "./ports.js";
@@ -53,12 +59,31 @@ export async function executeTask(
 
   const side = { run, ports, stop, recorder };
   let adopting = resume && t.attemptDir !== null;
+  let next: NextRun = FIRST_RUN;
   for (;;) {
-    const verdict = await attemptAndGate(side, t, p, adopting);
+    const found: GateFindings = {};
+    const verdict = await attemptAndGate(side, t, p, adopting, { next, found });
     adopting = false;
     if (verdict === "detached") return DETACHED;
     const { reason, detail } = verdict;
-    if (reason === null) {
+    const decision: DecisionSeen = { kind: "none" };
+    recorder.note(taskId, {
+      history: closedHistory(t.history, ports.now(), { reason, detail, decision: null }),
+    });
+    const step = nextAttempt(
+      { reason, detail, decision },
+      {
+        counted: countedAttempts(t.history),
+        allowed: p.attempts,
+        agentIndex: 0,
+        agents: 1,
+        retryFrom: p.retryFrom,
+        ending: stop.ending,
+        // A worktree that is gone cannot be reset for another attempt.
+        worktreeGone: p.worktree !== null && !existsSync(p.worktree),
+      },
+    );
+    if (step.kind === "done") {
       const artifacts = await collectArtifacts(run, ports, t, p);
       await recorder.transition(taskId, { to: "success" }, artifacts ? { artifacts } : {});
       await killPoint(run.fault, "kill-after-status", t.id, t.attempts);
@@ -67,18 +92,77 @@ export async function executeTask(
         ports.pool.giveLater(p.worktree, t.startCommit);
       return { kind: "done", ok: true };
     }
-    // A worktree that is gone cannot be reset for another attempt.
-    const gone = p.worktree !== null && !existsSync(p.worktree);
-    if (reason === "cancelled" || stop.ending || t.attempts >= p.attempts || gone) {
+    if (step.kind === "failed" || step.kind === "blocked") {
       const artifacts = await collectArtifacts(run, ports, t, p);
       if (artifacts) recorder.note(taskId, { artifacts });
-      return failTask(run, recorder, taskId, reason, detail);
+      return failTask(run, recorder, taskId, step.reason, step.kind === "failed" ? step.detail : step.detail);
     }
-    recorder.note(taskId, { detail });
-    ports.log.info({ task: taskId, attempt: t.attempts, reason }, "task failed; retrying in a fresh session");
-    await ports.ledger.append("task.retrying", { attempt: t.attempts, reason, detail }, taskId);
-    await ports.runner.close([t.session!]);
+    next = await prepareNext(side, t, p, { reason: reason!, detail, found, decision: null }, step);
   }
+}
+
+/** How the next attempt runs: which agent, from where, told what (its feedback section). */
+interface NextRun {
+  agentIndex: number;
+  from: AttemptRecord["started_from"];
+  escalated: boolean;
+  feedback: string | null;
+}
+
+const FIRST_RUN: NextRun = { agentIndex: 0, from: null, escalated: false, feedback: null };
+
+/**
+ * Carries out a retry or an escalation: the failed attempt's work kept (and its work ref), the
+ * worktree put where the next attempt starts, its feedback section written, its session closed.
+ */
+async function prepareNext(
+  side: AttemptSide,
+  t: Readonly<TaskRun>,
+  p: TaskPlan,
+  failed: { reason: Reason; detail: string | null; found: GateFindings; decision: FeedbackBlock["decision"] },
+  step: Extract<NextStep, { kind: "retry" | "escalate" }>,
+): Promise<NextRun> {
+  const { run, ports, recorder } = side;
+  const failedAgent = p.agent;
+  const startCommit = t.startCommit;
+  let work: { from: string; to: string } | null = null;
+  if (p.worktree !== null && existsSync(p.worktree)) {
+    const w = { worktree: p.worktree, agent: failedAgent, keepInRepo: p.keepInRepo, scratch: p.scratch };
+    const kept = await keepFailedWork(run, ports, recorder, t, w, step.from === "last_commit");
+    if (kept.secrets.length) failed.found.secrets ??= kept.secrets;
+    if (kept.ref) recorder.note(t.id, { history: amendedLast(t.history, { work_ref: kept.ref }) });
+    if (startCommit && kept.commit) work = { from: startCommit, to: kept.commit };
+    await startNextFrom(ports, recorder, t, w, step.from);
+  }
+  const feedback = await writeFeedback(
+    run,
+    ports,
+    p.artifactsDir,
+    { t, agent: failedAgent, timeoutS: p.timeoutS, ...failed, work },
+    { n: t.attempts + 1, from: step.from === "base" ? "base" : "last_work" },
+  );
+  recorder.note(t.id, { detail: failed.detail });
+  ports.log.info(
+    { task: t.id, attempt: t.attempts, reason: failed.reason, from: step.from },
+    step.kind === "escalate"
+      ? "its agent asked for a stronger one"
+      : "task failed; retrying with its feedback",
+  );
+  await ports.ledger.append(
+    "task.retrying",
+    {
+      attempt: t.attempts,
+      reason: failed.reason,
+      detail: failed.detail,
+      agent: failedAgent,
+      from: step.from,
+      escalated: step.kind === "escalate",
+      feedback,
+    },
+    t.id,
+  );
+  await ports.runner.close([t.session!]);
+  return { agentIndex: step.agentIndex, from: step.from, escalated: step.kind === "escalate", feedback };
 }
 
 /** What an attempt came to: null when it passed every gate, else why not. */
@@ -97,6 +181,7 @@ export async function attemptAndGate(
   t: Readonly<TaskRun>,
   p: TaskPlan,
   adopting: boolean,
+  { next = FIRST_RUN, found = {} }: { next?: NextRun; found?: GateFindings } = {},
 ): Promise<Verdict | "detached"> {
   const { run, ports, stop, recorder } = side;
   let attempt: AttemptResult | "detached";
@@ -105,12 +190,17 @@ export async function attemptAndGate(
   } else {
     // The daemon is shutting down: nothing new starts; the task stays as state.json has it.
     if (stop.detaching) return "detached";
-    recorder.note(t.id, { attempts: t.attempts + 1 });
-    if (t.attempts > 1 && run.git && p.worktree !== null && t.startCommit) {
-      // A retry starts from the same base: drop what the failed attempt left in the worktree.
-      await ports.workspace.reset(p.worktree, t.startCommit, p.keepInRepo);
-      recorder.note(t.id, { commit: null });
-    }
+    recorder.note(t.id, {
+      attempts: t.attempts + 1,
+      history: [
+        ...t.history,
+        openRecord(t.attempts + 1, p.agent, ports.now(), {
+          from: next.from,
+          escalated: next.escalated,
+          feedback: next.feedback,
+        }),
+      ],
+    });
     const setup = await runSetup(run, ports, stop, recorder, t, p);
     if (setup === "detached") return "detached";
     attempt = setup ?? (await runAttempt(side, t, p));
@@ -124,7 +214,7 @@ export async function attemptAndGate(
     ({ reason, detail } = said.outcome);
   }
   if (reason === null) {
-    const gated = await runGates({ run, ports, stop, recorder, t, p });
+    const gated = await runGates({ run, ports, stop, recorder, t, p }, found);
     if (gated === "detached") return "detached";
     ({ reason, detail } = gated);
   } else recorder.note(t.id, { gates: [...setupGates(t), coreGate(attempt.record, reason)] });
