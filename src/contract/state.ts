@@ -46,6 +46,16 @@ export const RedoProgress = z.strictObject({
 });
 export type RedoProgress = z.infer<typeof RedoProgress>;
 
+/** How the next attempt of a task runs: which agent of its list, from where, told what. */
+export const NextAttempt = z.strictObject({
+  agentIndex: z.number().int().min(0),
+  from: z.enum(["base", "last_work", "last_commit"]),
+  escalated: z.boolean(),
+  /** Its feedback section, relative to the run directory. */
+  feedback: z.string().nullable(),
+});
+export type NextAttempt = z.infer<typeof NextAttempt>;
+
 /** Everything the run knows about one task; the report and the status files are views of it. */
 export const TaskRun = z.strictObject({
   id: z.string(),
@@ -99,6 +109,11 @@ export const TaskRun = z.strictObject({
   redone: z.array(Redo).default([]),
   /** Its attempts, in order (the report's attempt_history). */
   history: z.array(AttemptRecord).default([]),
+  /**
+   * The attempt that follows the last one, once the policy chose it and before it is counted: a
+   * resume carries it out rather than judging the last attempt again (its worktree may have moved).
+   */
+  next: NextAttempt.nullable().default(null),
 });
 export type TaskRun = z.infer<typeof TaskRun>;
 

@@ -1,5 +1,4 @@
 import { existsSync } from "node:fs";
-import type { AttemptRecord } from "../contract/attempt-record.js";
 import type { FeedbackBlock } from "../contract/feedback-block.js";
 import type { Reason } from "../contract/reason.js";
 import { errorText } from "../errors.js";
@@ -58,11 +57,23 @@ export async function executeTask(
   if (opened !== "go") return opened;
 
   const side = { run, ports, stop, recorder };
-  let adopting = resume && t.attemptDir !== null;
-  let next: NextRun = FIRST_RUN;
+  // The policy had chosen the next attempt when the earlier process died: it is carried out,
+  // the last attempt is not judged again (its worktree may have moved since).
+  let adopting = resume && t.attemptDir !== null && t.next === null;
+  if (resume && t.next) {
+    if (t.session) await ports.runner.close([t.session]);
+    if (p.worktree !== null && existsSync(p.worktree))
+      await startNextFrom(
+        ports,
+        recorder,
+        t,
+        { worktree: p.worktree, keepInRepo: p.keepInRepo },
+        t.next.from,
+      );
+  }
   for (;;) {
     const found: GateFindings = {};
-    const verdict = await attemptAndGate(side, t, p, adopting, { next, found });
+    const verdict = await attemptAndGate(side, t, p, adopting, found);
     adopting = false;
     if (verdict === "detached") return DETACHED;
     const { reason, detail } = verdict;
@@ -97,23 +108,14 @@ export async function executeTask(
       if (artifacts) recorder.note(taskId, { artifacts });
       return failTask(run, recorder, taskId, step.reason, step.kind === "failed" ? step.detail : step.detail);
     }
-    next = await prepareNext(side, t, p, { reason: reason!, detail, found, decision: null }, step);
+    await prepareNext(side, t, p, { reason: reason!, detail, found, decision: null }, step);
   }
 }
 
-/** How the next attempt runs: which agent, from where, told what (its feedback section). */
-interface NextRun {
-  agentIndex: number;
-  from: AttemptRecord["started_from"];
-  escalated: boolean;
-  feedback: string | null;
-}
-
-const FIRST_RUN: NextRun = { agentIndex: 0, from: null, escalated: false, feedback: null };
-
 /**
- * Carries out a retry or an escalation: the failed attempt's work kept (and its work ref), the
- * worktree put where the next attempt starts, its feedback section written, its session closed.
+ * Carries out a retry or an escalation: the failed attempt's work kept (and its work ref), its
+ * feedback section written, the choice recorded (TaskRun.next: a resume carries it out), the
+ * worktree put where the next attempt starts, the failed attempt's session closed.
  */
 async function prepareNext(
   side: AttemptSide,
@@ -121,7 +123,7 @@ async function prepareNext(
   p: TaskPlan,
   failed: { reason: Reason; detail: string | null; found: GateFindings; decision: FeedbackBlock["decision"] },
   step: Extract<NextStep, { kind: "retry" | "escalate" }>,
-): Promise<NextRun> {
+): Promise<void> {
   const { run, ports, recorder } = side;
   const failedAgent = p.agent;
   const startCommit = t.startCommit;
@@ -132,7 +134,6 @@ async function prepareNext(
     if (kept.secrets.length) failed.found.secrets ??= kept.secrets;
     if (kept.ref) recorder.note(t.id, { history: amendedLast(t.history, { work_ref: kept.ref }) });
     if (startCommit && kept.commit) work = { from: startCommit, to: kept.commit };
-    await startNextFrom(ports, recorder, t, w, step.from);
   }
   const feedback = await writeFeedback(
     run,
@@ -141,7 +142,6 @@ async function prepareNext(
     { t, agent: failedAgent, timeoutS: p.timeoutS, ...failed, work },
     { n: t.attempts + 1, from: step.from === "base" ? "base" : "last_work" },
   );
-  recorder.note(t.id, { detail: failed.detail });
   ports.log.info(
     { task: t.id, attempt: t.attempts, reason: failed.reason, from: step.from },
     step.kind === "escalate"
@@ -161,8 +161,18 @@ async function prepareNext(
     },
     t.id,
   );
+  await killPoint(run.fault, "kill-after-feedback", t.id, t.attempts);
+  const next = {
+    agentIndex: step.agentIndex,
+    from: step.from,
+    escalated: step.kind === "escalate",
+    feedback,
+  };
+  recorder.checkpoint(t.id, { detail: failed.detail, next });
+  await killPoint(run.fault, "kill-after-next-chosen", t.id, t.attempts);
+  if (p.worktree !== null && existsSync(p.worktree))
+    await startNextFrom(ports, recorder, t, { worktree: p.worktree, keepInRepo: p.keepInRepo }, step.from);
   await ports.runner.close([t.session!]);
-  return { agentIndex: step.agentIndex, from: step.from, escalated: step.kind === "escalate", feedback };
 }
 
 /** What an attempt came to: null when it passed every gate, else why not. */
@@ -181,7 +191,7 @@ export async function attemptAndGate(
   t: Readonly<TaskRun>,
   p: TaskPlan,
   adopting: boolean,
-  { next = FIRST_RUN, found = {} }: { next?: NextRun; found?: GateFindings } = {},
+  found: GateFindings = {},
 ): Promise<Verdict | "detached"> {
   const { run, ports, stop, recorder } = side;
   let attempt: AttemptResult | "detached";
@@ -190,16 +200,18 @@ export async function attemptAndGate(
   } else {
     // The daemon is shutting down: nothing new starts; the task stays as state.json has it.
     if (stop.detaching) return "detached";
+    const next = t.next;
     recorder.note(t.id, {
       attempts: t.attempts + 1,
       history: [
         ...t.history,
         openRecord(t.attempts + 1, p.agent, ports.now(), {
-          from: next.from,
-          escalated: next.escalated,
-          feedback: next.feedback,
+          from: next?.from ?? null,
+          escalated: next?.escalated ?? false,
+          feedback: next?.feedback ?? null,
         }),
       ],
+      next: null,
     });
     const setup = await runSetup(run, ports, stop, recorder, t, p);
     if (setup === "detached") return "detached";

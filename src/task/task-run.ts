@@ -36,5 +36,6 @@ export function newTaskRun(id: string, agent: string, dependencies: string[], ar
     redo: null,
     redone: [],
     history: [],
+    next: null,
   };
 }
