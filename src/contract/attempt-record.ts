@@ -52,7 +52,7 @@ export const AttemptRecord = z.strictObject({
     .string()
     .nullable()
     .describe(
-      "refs/termorch/<run>/work/<task>/<n>: the commit of its work, kept until `termorch clean`; null when there is none",
+      "refs/termorch/<run>/work/<task>/<n>: the commit of its work, kept until the run merges, or `termorch clean`; null when there is none",
     ),
 });
 export type AttemptRecord = z.infer<typeof AttemptRecord>;

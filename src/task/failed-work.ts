@@ -1,4 +1,5 @@
 import { errorText } from "../errors.js";
+import { workRefOf } from "../fs/names.js";
 import { git } from "../git/repo.js";
 import { commitOnTaskBranch } from "./commit.js";
 import { taskCommitMessage } from "./gates.js";
@@ -8,11 +9,6 @@ import type { TaskRecorder } from "./recorder.js";
 import type { RunPlan } from "./run-plan.js";
 import { secretsGate } from "./secrets-gate.js";
 import type { TaskRun } from "./task-run.js";
-
-/** `refs/termorch/<run>/work/<task>/<n>`: attempt n's work, kept until `termorch clean`. */
-export const workRefsOf = (runId: string): string => `refs/termorch/${runId}/work/`;
-export const workRefOf = (runId: string, taskId: string, n: number): string =>
-  `${workRefsOf(runId)}${taskId}/${n}`;
 
 /** The worktree of a task that failed an attempt, and what termorch leaves in it or commits. */
 export interface FailedWorktree {

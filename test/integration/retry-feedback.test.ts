@@ -39,7 +39,7 @@ describe("failures that teach", () => {
         ),
       },
     ]);
-    const result = await termorch(["run", file], { socket });
+    const result = await termorch(["run", file, "--keep-branches"], { socket });
     expect(result.exitCode, result.stderr).toBe(0);
     const t = readReport(dir).tasks[0]!;
     expect(t).toMatchObject({ status: "success", attempts: 2 });
@@ -71,6 +71,10 @@ describe("failures that teach", () => {
     const patch = readFileSync(join(dir, "artifacts", "fix", "changes.patch"), "utf8");
     expect(patch).toContain("part.txt");
     expect(patch).toContain("done.txt");
+    // `termorch clean` takes the work refs with the branches it keeps.
+    const cleaned = await termorch(["clean", readReport(dir).run_id], { socket });
+    expect(cleaned.exitCode, cleaned.stderr).toBe(0);
+    expect(git(repo, ["for-each-ref", "refs/termorch/"])).toBe("");
   });
 
   it("tests_cmd's failure: its output's end and failure lines, redacted, reach the next attempt", async () => {
@@ -106,6 +110,8 @@ describe("failures that teach", () => {
     expect(readFileSync(join(dir, "artifacts", "tested", "attempt-2", "feedback.md"), "utf8")).not.toContain(
       "s3cr3t-value-991",
     );
+    // Merged: the failed attempt's work ref went with the task branch (its work is in the artifacts).
+    expect(git(join(dir, "repo"), ["for-each-ref", "refs/termorch/"])).toBe("");
   });
 
   it("missing required artifacts and files outside allowed_paths are named for the next attempt", async () => {
@@ -223,7 +229,7 @@ describe("failures that teach", () => {
         ),
       },
     ]);
-    const result = await termorch(["run", file], { socket });
+    const result = await termorch(["run", file, "--keep-branches"], { socket });
     expect(result.exitCode, result.stderr).toBe(0);
     expect(readFileSync(seen, "utf8")).toBe("absent\n");
     const t = readReport(dir).tasks[0]!;
