@@ -72,7 +72,7 @@ describe("failures that teach", () => {
     expect(patch).toContain("part.txt");
     expect(patch).toContain("done.txt");
     // `termorch clean` takes the work refs with the branches it keeps.
-    const cleaned = await termorch(["clean", readReport(dir).run_id], { socket });
+    const cleaned = await termorch(["clean", readReport(dir).run_id!], { socket });
     expect(cleaned.exitCode, cleaned.stderr).toBe(0);
     expect(git(repo, ["for-each-ref", "refs/termorch/"])).toBe("");
   });
