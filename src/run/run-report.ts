@@ -33,7 +33,7 @@ export function runReport(
       outputLogs: new Map(
         tasks.map((t) => [
           t.id,
-          t.logs ? outputLogOf(run.runDir, t.logs, run.plans.get(t.id)?.tty ?? false) : "stderr",
+          t.logs ? outputLogOf(run.runDir, t.logs, run.plans.get(t.id)?.agents[0].tty ?? false) : "stderr",
         ]),
       ),
       merge: { ...o.merge, conflicts: [...recorder.conflicts, ...o.merge.conflicts] },

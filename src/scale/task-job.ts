@@ -316,7 +316,7 @@ async function openJob(
   const recorder: TaskRecorder = new TaskRecorder(
     {
       runId,
-      interactive: (id) => Boolean(run.plans.get(id)?.interactive),
+      interactive: (id) => Boolean(run.plans.get(id)?.agents[0].interactive),
       ledger,
       journal: new TaskJournal(join(run.privateDir, "tasks.jsonl")),
       status: new StatusFiles(join(runDir, "status")),
@@ -326,7 +326,7 @@ async function openJob(
       now: Date.now,
       socket: w.runner.socket,
     },
-    [newTaskRun(only!.task.id, only!.task.agent, [], run.plans.get(only!.task.id)!.argv)],
+    [newTaskRun(only!.task.id, only!.task.agent, [], run.plans.get(only!.task.id)!.agents[0].argv)],
   );
   recorder.placeSessions(w.socketPath);
   return { run, ports, recorder };

@@ -63,12 +63,13 @@ export async function executeTask(
       await recorder.transition(taskId, { to: "success" }, artifacts ? { artifacts } : {});
       await killPoint(run.fault, "kill-after-status", t.id, t.attempts);
       // Its work is on its branch: the worktree can serve the run's next tasks (the warm pool).
-      if (ports.pool && p.worktree !== null && t.startCommit && !run.settings.keep_branches)
-        ports.pool.giveLater(p.worktree, t.startCommit);
+      const { worktree } = p.workspace;
+      if (ports.pool && worktree !== null && t.startCommit && !run.settings.keep_branches)
+        ports.pool.giveLater(worktree, t.startCommit);
       return { kind: "done", ok: true };
     }
     // A worktree that is gone cannot be reset for another attempt.
-    const gone = p.worktree !== null && !existsSync(p.worktree);
+    const gone = p.workspace.worktree !== null && !existsSync(p.workspace.worktree);
     if (reason === "cancelled" || stop.ending || t.attempts >= p.attempts || gone) {
       const artifacts = await collectArtifacts(run, ports, t, p);
       if (artifacts) recorder.note(taskId, { artifacts });
@@ -99,32 +100,34 @@ export async function attemptAndGate(
   adopting: boolean,
 ): Promise<Verdict | "detached"> {
   const { run, ports, stop, recorder } = side;
+  const agent = p.agents[0];
   let attempt: AttemptResult | "detached";
   if (adopting) {
-    attempt = await adoptAttempt(side, t, p);
+    attempt = await adoptAttempt(side, t, p, agent);
   } else {
     // The daemon is shutting down: nothing new starts; the task stays as state.json has it.
     if (stop.detaching) return "detached";
     recorder.note(t.id, { attempts: t.attempts + 1 });
-    if (t.attempts > 1 && run.git && p.worktree !== null && t.startCommit) {
+    const { worktree, keepInRepo } = p.workspace;
+    if (t.attempts > 1 && run.git && worktree !== null && t.startCommit) {
       // A retry starts from the same base: drop what the failed attempt left in the worktree.
-      await ports.workspace.reset(p.worktree, t.startCommit, p.keepInRepo);
+      await ports.workspace.reset(worktree, t.startCommit, keepInRepo);
       recorder.note(t.id, { commit: null });
     }
-    const setup = await runSetup(run, ports, stop, recorder, t, p);
+    const setup = await runSetup(run, ports, stop, recorder, t, p, agent);
     if (setup === "detached") return "detached";
-    attempt = setup ?? (await runAttempt(side, t, p));
+    attempt = setup ?? (await runAttempt(side, t, p, agent));
   }
   if (attempt === "detached") return "detached";
   if (attempt.account) recorder.note(t.id, attempt.account);
   let { reason, detail } = attempt;
-  if (attempt.record && p.output) {
-    const said = agentOutcome(run.runDir, ports.redactor, t, p, p.output, attempt);
+  if (attempt.record && agent.output) {
+    const said = agentOutcome(run.runDir, ports.redactor, t, agent, p.workspace.cwd, agent.output, attempt);
     recorder.note(t.id, said.account);
     ({ reason, detail } = said.outcome);
   }
   if (reason === null) {
-    const gated = await runGates({ run, ports, stop, recorder, t, p });
+    const gated = await runGates({ run, ports, stop, recorder, t, p, agent });
     if (gated === "detached") return "detached";
     ({ reason, detail } = gated);
   } else recorder.note(t.id, { gates: [...setupGates(t), coreGate(attempt.record, reason)] });
@@ -141,23 +144,23 @@ function worktreeStart(
 ): TaskStart {
   const git = run.git;
   return {
-    needed: git !== null && p.worktree !== null && p.branch !== null && !reuse,
+    needed: git !== null && p.workspace.worktree !== null && p.workspace.branch !== null && !reuse,
     startedBefore,
     lost:
-      reuse && p.worktree !== null && !existsSync(p.worktree)
-        ? `its worktree ${p.worktree} vanished while termorch was not running`
+      reuse && p.workspace.worktree !== null && !existsSync(p.workspace.worktree)
+        ? `its worktree ${p.workspace.worktree} vanished while termorch was not running`
         : null,
     make: async (): Promise<StartMade> => {
       const prepared = await ports.workspace
         .prepare({
           repo: git!.root,
-          path: p.worktree!,
-          branch: p.branch!,
+          path: p.workspace.worktree!,
+          branch: p.workspace.branch!,
           base: git!.baseCommit,
-          start: p.startCommit ?? undefined,
+          start: p.workspace.startCommit ?? undefined,
           deps: p.dependencies.map((d) => ({ task: d, branch: taskBranch(run.runId, d) })),
-          include: [...p.includeInRepo],
-          copy: [...p.copyInRepo],
+          include: [...p.workspace.includeInRepo],
+          copy: [...p.workspace.copyInRepo],
           identity: run.identity,
           trailers: trailersOf(run.runId, p.id),
           // An earlier process of this run may have died while preparing this task, before it
@@ -172,18 +175,19 @@ function worktreeStart(
         return {
           ok: true,
           startCommit: prepared.startCommit,
-          branch: p.branch!,
+          branch: p.workspace.branch!,
           event: {
             type: "task.worktree",
             data: {
-              branch: p.branch!,
+              branch: p.workspace.branch!,
               start_commit: prepared.startCommit,
-              path: p.worktree!,
+              path: p.workspace.worktree!,
               reused: prepared.reused,
             },
           },
         };
-      if ("conflict" in prepared) return { ok: false, conflict: prepared.conflict, branch: p.branch };
+      if ("conflict" in prepared)
+        return { ok: false, conflict: prepared.conflict, branch: p.workspace.branch };
       return {
         ok: false,
         branch: null,
