@@ -26,7 +26,7 @@ import { promptText } from "../task/prompt.js";
 import type { TaskRecorder } from "../task/recorder.js";
 import { type RunPlan, trailersOf } from "../task/run-plan.js";
 import type { RunStop } from "../task/stop.js";
-import type { TaskPlan } from "../task/task-plan.js";
+import { agentOf, type TaskPlan } from "../task/task-plan.js";
 import type { TaskRun } from "../task/task-run.js";
 
 /** Beyond the agents' kill grace, how long a cancelled task's worker has to answer before the run goes on without it. */
@@ -230,10 +230,11 @@ async function recordProgress(
     const attempt = t.attempts + 1;
     recorder.note(t.id, {
       attempts: attempt,
+      agentIndex: pr.agent_index,
       attemptStartedAt: ports.now(),
       hosts: [...t.hosts, { attempt, worker: pr.worker, host: pr.host, socket: pr.socket }],
       // Its logs here, under names of this run's, filled as the worker streams them.
-      ...(pr.logs ? { logs: copies.open(pr.logs, p.agents[0].name, ports.now()) } : {}),
+      ...(pr.logs ? { logs: copies.open(pr.logs, agentOf(p, pr.agent_index).name, ports.now()) } : {}),
     });
     await ports.ledger.append(
       "task.launched",
@@ -244,6 +245,7 @@ async function recordProgress(
         worker: pr.worker,
         socket: pr.socket,
         delivery: pr.delivery,
+        agent: agentOf(p, pr.agent_index).name,
         logs: t.logs,
       },
       t.id,
@@ -316,6 +318,8 @@ async function applyResult(
   const unseen = t.hosts.length === 0 && r.attempts > 0;
   recorder.note(t.id, {
     attempts,
+    // A result of a delivery that never ran an attempt says nothing of its agent.
+    ...(r.attempts > 0 ? { agentIndex: r.agent_index } : {}),
     ...(unseen ? { hosts: [{ attempt: attempts, worker: r.worker, host: r.host, socket: r.socket }] } : {}),
     exitCode: r.exit_code,
     gates: r.gates,

@@ -136,7 +136,7 @@ async function launchAndWatch(
       taskId: t.id,
       attempt: t.attempts,
       session: t.session!,
-      argv: t.argv,
+      argv: agent.argv,
       env: attemptEnv(agent, t.attempts),
       cwd: p.workspace.cwd,
       tty: agent.tty,
@@ -165,7 +165,8 @@ async function launchAndWatch(
     {
       attempt: t.attempts,
       session: t.session,
-      argv: t.argv,
+      agent: agent.name,
+      argv: agent.argv,
       cwd: p.workspace.cwd,
       logs: t.logs,
       ...(agent.sandbox

@@ -15,7 +15,7 @@ import type { TaskRecorder } from "./recorder.js";
 import { type RunPlan, trailersOf } from "./run-plan.js";
 import { runSetup, setupGates } from "./setup.js";
 import type { RunStop } from "./stop.js";
-import type { TaskPlan } from "./task-plan.js";
+import { agentOf, type TaskPlan } from "./task-plan.js";
 import type { TaskRun } from "./task-run.js";
 
 /** The local executor: every attempt in this host's task runner (tmux), in a worktree prepared here. */
@@ -53,8 +53,9 @@ export async function executeTask(
 
   const side = { run, ports, stop, recorder };
   let adopting = resume && t.attemptDir !== null;
+  let agentIndex = t.agentIndex;
   for (;;) {
-    const verdict = await attemptAndGate(side, t, p, adopting);
+    const verdict = await attemptAndGate(side, t, p, adopting, agentIndex);
     adopting = false;
     if (verdict === "detached") return DETACHED;
     const { reason, detail } = verdict;
@@ -75,6 +76,8 @@ export async function executeTask(
       if (artifacts) recorder.note(taskId, { artifacts });
       return failTask(run, recorder, taskId, reason, detail);
     }
+    // The next attempt's agent: the next of its escalation list; the last one runs every further attempt.
+    agentIndex = Math.min(t.agentIndex + 1, p.agents.length - 1);
     recorder.note(taskId, { detail });
     ports.log.info({ task: taskId, attempt: t.attempts, reason }, "task failed; retrying in a fresh session");
     await ports.ledger.append("task.retrying", { attempt: t.attempts, reason, detail }, taskId);
@@ -89,25 +92,28 @@ export interface Verdict {
 }
 
 /**
- * One attempt of a task, to its verdict: adopted (`adopting`: an earlier process launched it),
- * or counted, its worktree reset to the task's start when it is not the first, its set-up run
- * and launched; then its agent's output read and its gates run. Retrying is the caller's call.
+ * One attempt of a task, to its verdict: adopted (`adopting`: an earlier process launched it,
+ * with the agent it was launched with), or counted, run by its `agentIndex`th agent, its worktree
+ * reset to the task's start when it is not the first, its set-up run and launched; then its
+ * agent's output read and its gates run. Retrying is the caller's call.
  */
 export async function attemptAndGate(
   side: AttemptSide,
   t: Readonly<TaskRun>,
   p: TaskPlan,
   adopting: boolean,
+  agentIndex = t.agentIndex,
 ): Promise<Verdict | "detached"> {
   const { run, ports, stop, recorder } = side;
-  const agent = p.agents[0];
+  // The daemon is shutting down: nothing new starts; the task stays as state.json has it.
+  if (!adopting && stop.detaching) return "detached";
+  // Journaled with the attempt's folder (runAttempt's checkpoint): a resume adopts it with its agent.
+  if (!adopting) recorder.note(t.id, { attempts: t.attempts + 1, agentIndex });
+  const agent = agentOf(p, t.agentIndex);
   let attempt: AttemptResult | "detached";
   if (adopting) {
     attempt = await adoptAttempt(side, t, p, agent);
   } else {
-    // The daemon is shutting down: nothing new starts; the task stays as state.json has it.
-    if (stop.detaching) return "detached";
-    recorder.note(t.id, { attempts: t.attempts + 1 });
     const { worktree, keepInRepo } = p.workspace;
     if (t.attempts > 1 && run.git && worktree !== null && t.startCommit) {
       // A retry starts from the same base: drop what the failed attempt left in the worktree.

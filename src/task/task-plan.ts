@@ -4,9 +4,10 @@ import { agentEnvironment } from "../agent/environment.js";
 import type { KnownDialog, SessionStore } from "../agent/presets.js";
 import type { OutputFormat } from "../agent/results.js";
 import type { StateEventFormat } from "../agent/state-events.js";
+import type { Task } from "../contract/assignments.js";
 import type { Config } from "../contract/config.js";
 import { runWorktreesDir, taskBranch } from "../fs/names.js";
-import type { ResolvedTask, RunInput } from "../input/assignments-file.js";
+import type { ResolvedTask, RunAgent, RunInput } from "../input/assignments-file.js";
 import type { SandboxSetting } from "../sandbox/policy.js";
 
 /**
@@ -113,6 +114,14 @@ export interface AgentPlan {
   sandbox: SandboxSetting | null;
   /** An attempt that exits 0 having changed nothing and produced none of its required artifacts fails (no_changes). */
   expectChanges: boolean;
+}
+
+/**
+ * The agent of the attempt that runs with `agentIndex` (TaskRun.agentIndex): past the end of
+ * the list (a config changed before a resume), its last one.
+ */
+export function agentOf(p: Pick<TaskPlan, "agents">, agentIndex: number): AgentPlan {
+  return p.agents[Math.min(agentIndex, p.agents.length - 1)] ?? p.agents[0];
 }
 
 /** An interactive task: the agent owns the pane's terminal and its prompt is pasted in. */
@@ -231,7 +240,10 @@ function planTask(input: RunInput, r: ResolvedTask, place: PlanPlace & { worktre
         (task.success_criteria?.git_control_files ?? input.assignments.success_criteria.git_control_files) ===
         "refuse",
     },
-    agents: [planAgent(shared, task.agent, r.agent, 0)],
+    agents: [
+      planAgent(shared, r.agents[0], 0),
+      ...r.agents.slice(1).map((a, i) => planAgent(shared, a, i + 1)),
+    ],
   };
 }
 
@@ -247,7 +259,7 @@ interface AgentPlace extends PlanPlace {
 }
 
 /** The task's `index`th agent (0: its own), as its attempts run it. */
-function planAgent(at: AgentPlace, name: string, agent: ResolvedAgent, index: number): AgentPlan {
+function planAgent(at: AgentPlace, { name, agent }: RunAgent, index: number): AgentPlan {
   const { input, r, workspace, promptFile, handoff } = at;
   const { task } = r;
   const { cwd, worktree, artifactsDir } = workspace;
@@ -354,7 +366,7 @@ function planAgent(at: AgentPlace, name: string, agent: ResolvedAgent, index: nu
 /** A task's timeout; the run's own (for the run-level gates) when no task is given. */
 export function timeoutOf(
   input: { assignments: RunInput["assignments"]; config: Config },
-  r?: Pick<ResolvedTask, "task" | "agent">,
+  r?: { task: Pick<Task, "timeout_s">; agent: Pick<ResolvedAgent, "timeout_s"> },
 ): number | undefined {
   return (
     r?.task.timeout_s ??
