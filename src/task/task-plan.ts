@@ -219,7 +219,7 @@ function planTask(input: RunInput, r: ResolvedTask, place: PlanPlace & { worktre
     workspace,
     promptFile,
     handoff,
-    scratch: inRepo,
+    inRepo,
   };
   return {
     id: task.id,
@@ -254,8 +254,8 @@ interface AgentPlace extends PlanPlace {
   workspace: WorkspacePlan;
   promptFile: string;
   handoff: string | null;
-  /** Workspace-relative globs as repository-relative ones. */
-  scratch: (paths: readonly string[]) => string[];
+  /** Workspace-relative paths as repository-relative ones. */
+  inRepo: (paths: readonly string[]) => string[];
 }
 
 /** The task's `index`th agent (0: its own), as its attempts run it. */
@@ -347,7 +347,7 @@ function planAgent(at: AgentPlace, { name, agent }: RunAgent, index: number): Ag
     output: interactive ? null : agent.output,
     usageFile,
     sessions: agent.sessions,
-    scratch: at.scratch(
+    scratch: at.inRepo(
       handoff && worktree !== null ? [...agent.scratch, HANDOFF_IN_WORKTREE] : agent.scratch,
     ),
     // An interactive agent is a terminal program: it gets the pane's terminal whatever its config says.
