@@ -166,9 +166,9 @@ function barHtml(
     bar.redo === null
       ? ""
       : ` (redo ${bar.redo} of its conflict with ${bar.conflict?.with.join(", ") || "the tasks before it"})`;
-  const title = `${bar.task} attempt ${bar.attempt}${redo}: ${OUTCOME_TEXT[bar.outcome]}${why}, ${duration}${
+  const title = `${bar.task} attempt ${bar.attempt}${bar.agent ? ` (${bar.agent})` : ""}${redo}: ${OUTCOME_TEXT[bar.outcome]}${why}, ${duration}${
     bar.exitCode === null ? "" : `, exit code ${bar.exitCode}`
-  }${bar.host ? `, on ${bar.host}` : ""}`;
+  }${bar.host ? `, on ${bar.host}` : ""}${bar.feedback ? `; it was told what went wrong before: ${bar.feedback}` : ""}`;
   const classes = ["bar", bar.outcome, ...(bar.critical ? ["critical"] : [])].join(" ");
   const note =
     bar.outcome === "success"
