@@ -55,7 +55,7 @@ export async function writeFeedback(
   const facts = await feedbackFacts(run, ports, failed, next.from);
   const dir = attemptArtifactsDir(artifactsDir, next.n);
   mkdirSync(dir, { recursive: true });
-  writeFresh(dir, "feedback.md", feedbackSection(facts));
+  writeFresh(dir, "feedback.md", feedbackSection(facts, { runDir: run.runDir }));
   return relative(run.runDir, join(dir, "feedback.md"));
 }
 

@@ -64,7 +64,10 @@ const STARTS_FROM: Record<FeedbackBlock["next_starts_from"], string> = {
  * Markdown for the agent, then the same facts as a JSON block for tools. Pure: the facts arrive
  * redacted and bounded (feedback-facts.ts).
  */
-export function feedbackSection(f: FeedbackBlock): string {
+export function feedbackSection(f: FeedbackBlock, where: { runDir?: string } = {}): string {
+  // The agent works in its worktree: a log is named where it is, not by the run's relative path.
+  const logs = (paths: readonly string[]): string =>
+    paths.map((l) => (where.runDir ? `${where.runDir}/${l}` : l)).join(", ");
   const out: string[] = [
     "",
     "",
@@ -118,8 +121,8 @@ export function feedbackSection(f: FeedbackBlock): string {
     out.push(
       "",
       t.truncated
-        ? `The end of its output (${t.logs.join(", ")} hold all of it):`
-        : `Its output (${t.logs.join(", ") || "not kept"}):`,
+        ? `The end of its output (${logs(t.logs)} hold all of it):`
+        : `Its output (${logs(t.logs) || "not kept"}):`,
       "",
       ...fenced(t.tail || "(no output)"),
     );
