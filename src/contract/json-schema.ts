@@ -2,6 +2,7 @@ import { z } from "zod";
 import { Assignments } from "./assignments.js";
 import { Config } from "./config.js";
 import { ConflictBlock } from "./conflict-block.js";
+import { DecisionFile } from "./decision.js";
 import { LedgerEntry } from "./ledger-events.js";
 import { NotifyEvent } from "./notify.js";
 import { Report } from "./report.js";
@@ -21,6 +22,8 @@ export const schemas = {
   "ledger-event": LedgerEntry,
   /** The `json termorch-conflict` block of a redo's conflict section. */
   "conflict-block": ConflictBlock,
+  /** What an agent may write at $TERMORCH_DECISION: the ledgerflow decision envelope. */
+  decision: DecisionFile,
 } as const;
 export type SchemaName = keyof typeof schemas;
 

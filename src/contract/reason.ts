@@ -18,6 +18,9 @@ export const Reason = z.enum([
   "setup",
   "no_changes",
   "prompt_not_delivered",
+  "escalated",
+  "blocked",
+  "invalid_decision",
 ]);
 export type Reason = z.infer<typeof Reason>;
 

@@ -106,7 +106,7 @@ export const TaskReport = z.strictObject({
   artifacts: z.array(z.string()),
   exit_code: z.number().int().nullable(),
   reason: Reason.nullable().describe(
-    "Why the task did not succeed; null when it did. `exit_code`, `timeout`, `signal`: how its agent ended; `launch_error`: its agent or worktree could not be started; `validation`: a gate after the agent failed (secrets, commit, required_artifacts, allowed_paths, tests_cmd); `setup`: its `setup_cmd` failed (exit code not 0, timed out, or its exit status was lost), so no agent was started (the `setup` gate names its logs); `dependency_failed`: skipped because a dependency did not succeed; `conflict`: its dependencies' branches conflict; `cancelled`: the run was cancelled or stopped (--fail-fast); `lost`: its session or worktree vanished without an exit record; `agent_error`: its agent's CLI reported an error in its output while exiting 0 (see `agent_result`); `no_changes`: its agent exited 0 having changed nothing in its worktree and produced none of its required_artifacts (the `changes` gate; `expect_changes: false` allows it); `prompt_not_delivered`: an interactive task's prompt was pasted into its agent's input prompt and the agent did not take it (no hook, no busy screen) in time: `detail` quotes its screen",
+    "Why the task did not succeed; null when it did. `exit_code`, `timeout`, `signal`: how its agent ended; `launch_error`: its agent or worktree could not be started; `validation`: a gate after the agent failed (secrets, commit, required_artifacts, allowed_paths, tests_cmd); `setup`: its `setup_cmd` failed (exit code not 0, timed out, or its exit status was lost), so no agent was started (the `setup` gate names its logs); `dependency_failed`: skipped because a dependency did not succeed; `conflict`: its dependencies' branches conflict; `cancelled`: the run was cancelled or stopped (--fail-fast); `lost`: its session or worktree vanished without an exit record; `agent_error`: its agent's CLI reported an error in its output while exiting 0 (see `agent_result`); `no_changes`: its agent exited 0 having changed nothing in its worktree and produced none of its required_artifacts (the `changes` gate; `expect_changes: false` allows it); `prompt_not_delivered`: an interactive task's prompt was pasted into its agent's input prompt and the agent did not take it (no hook, no busy screen) in time: `detail` quotes its screen; `escalated`: its agent decided `escalate_to_max` ($TERMORCH_DECISION) and no stronger agent was left in its escalation list (`detail` gives the agent's reason); `blocked`: its agent decided `blocked`: the task was not retried and its dependents are skipped (`detail` gives the agent's reason; `needs_human` when it asked for a person); `invalid_decision`: its agent left a decision that is not a valid envelope (bad JSON, a status outside the three, confidence outside [0, 1], an empty reason or claim, untyped evidence, an unknown schema_version): treated as blocked, the file quarantined as `artifacts/<task>/attempt-<n>/decision.quarantined.json` and its problems in `detail`",
   ),
   detail: z.string().nullable(),
   attempts: z.number().int().min(0),
@@ -142,6 +142,12 @@ export const TaskReport = z.strictObject({
     .describe(
       "Scale-out runs only (backend bullmq): the worker and host of each attempt, in order; a worker killed mid-task leaves its attempt here and the task's next attempt names the worker that took the job over",
     ),
+  needs_human: z
+    .literal(true)
+    .optional()
+    .describe(
+      'The task is `blocked` and its agent asked for a person (its decision\'s `routing.recommended_next_actor` was "human"): `detail` gives its reason. Absent otherwise',
+    ),
   git_control_files: z
     .array(GitControlFile)
     .optional()
@@ -171,7 +177,7 @@ export const Report = z.strictObject({
     failed_tasks: z
       .array(z.string())
       .describe(
-        "Tasks whose own attempt failed (reason exit_code, timeout, signal, launch_error, validation, setup, conflict, lost, agent_error, no_changes or prompt_not_delivered). Not the skipped or cancelled ones: they have their own lists.",
+        "Tasks whose own attempt failed (reason exit_code, timeout, signal, launch_error, validation, setup, conflict, lost, agent_error, no_changes, prompt_not_delivered, escalated, blocked or invalid_decision). Not the skipped or cancelled ones: they have their own lists.",
       ),
     skipped_tasks: z
       .array(z.string())

@@ -96,6 +96,8 @@ export const TaskRun = z.strictObject({
   redo: RedoProgress.nullable().default(null),
   /** Its redos that ended, in the report's shape. */
   redone: z.array(Redo).default([]),
+  /** Failed (blocked) and its agent asked for a person (its decision's routing.recommended_next_actor "human"). */
+  needsHuman: z.boolean().default(false),
 });
 export type TaskRun = z.infer<typeof TaskRun>;
 

@@ -100,6 +100,8 @@ export const TaskJobResult = z.strictObject({
   state: z.enum(["success", "failed", "skipped"]),
   reason: Reason.nullable(),
   detail: z.string().nullable(),
+  /** Failed blocked, its agent asking for a person (TaskRun's needsHuman). */
+  needs_human: z.boolean().default(false),
   exit_code: z.number().int().nullable(),
   attempts: z.number().int().min(0),
   /** The task branch's tip as pushed to the remote; null when nothing was pushed (it failed before a commit). */
@@ -127,6 +129,7 @@ export function emptyResult(
   return {
     socket: "",
     ...o,
+    needs_human: false,
     exit_code: null,
     attempts: o.attempts ?? 0,
     commit: null,

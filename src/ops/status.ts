@@ -110,6 +110,7 @@ async function taskView(
     remote: remoteView(t),
     wave: waveOf(state, t.id),
     usage: t.usage,
+    needs_human: s === "failed" && t.needsHuman,
     redo: t.redo && {
       n: t.redo.n,
       of: state.options.redo_attempts,

@@ -122,6 +122,7 @@ export function taskReport(t: TaskRun, outputLog: "stdout" | "stderr"): TaskRepo
     usage: t.usage,
     ...(t.stateFrom !== null ? { state_from: t.stateFrom } : {}),
     ...(t.hosts.length > 0 ? { hosts: t.hosts } : {}),
+    ...(t.state === "failed" && t.needsHuman ? { needs_human: true as const } : {}),
     ...(t.gitControls.length > 0 ? { git_control_files: t.gitControls } : {}),
   };
 }

@@ -7,6 +7,7 @@ import { writeFresh } from "../fs/no-follow.js";
 import { cgroupRecordOf } from "../fs/private-dir.js";
 import type { ExitRecord, RunningAttempt } from "../runner/task-runner.js";
 import { type AgentAccount, transcriptAccount } from "./agent-output.js";
+import { clearDecision, decisionPath } from "./decision.js";
 import { killPoint } from "./faults.js";
 import { handoffTemplate } from "./handoff.js";
 import { watchInteractive } from "./interactive.js";
@@ -29,7 +30,7 @@ export interface AttemptResult extends AttemptOutcome {
 
 /** The agent's environment for this attempt. */
 export function attemptEnv(p: TaskPlan, attempt: number): Record<string, string> {
-  return { ...p.env, TERMORCH_ATTEMPT: String(attempt) };
+  return { ...p.env, TERMORCH_ATTEMPT: String(attempt), TERMORCH_DECISION: decisionPath(p) };
 }
 
 /** `<run-dir>/.termorch/<run>/tasks/<task>/<attempt>`: where an attempt's supervisor files and exit record live. */
@@ -85,6 +86,8 @@ async function writeAttemptFiles(
     // Its CLI writes it afresh (copilot's usage): none of an earlier attempt's is counted again.
     mkdirSync(dirname(p.usageFile), { recursive: true, mode: 0o700 });
     rmSync(p.usageFile, { force: true });
+    // No earlier attempt's decision is read as this one's.
+    clearDecision(p);
     // Each attempt fills a fresh template, as it starts from a fresh worktree.
     if (p.handoff) {
       const at = handoffPlace(p);

@@ -8,6 +8,7 @@ import type { Config } from "../contract/config.js";
 import { runWorktreesDir, taskBranch } from "../fs/names.js";
 import type { ResolvedTask, RunInput } from "../input/assignments-file.js";
 import type { SandboxSetting } from "../sandbox/policy.js";
+import { DECISION_IN_WORKTREE } from "./decision.js";
 
 /**
  * Everything one task needs to run, resolved once from the validated input when the run is
@@ -251,7 +252,11 @@ function planTask(input: RunInput, r: ResolvedTask, place: PlanPlace & { worktre
     output: interactive ? null : agent.output,
     usageFile,
     sessions: agent.sessions,
-    scratch: inRepo(handoff && worktree !== null ? [...agent.scratch, HANDOFF_IN_WORKTREE] : agent.scratch),
+    scratch: inRepo(
+      worktree === null
+        ? agent.scratch
+        : [...agent.scratch, DECISION_IN_WORKTREE, ...(handoff ? [HANDOFF_IN_WORKTREE] : [])],
+    ),
     // An interactive agent is a terminal program: it gets the pane's terminal whatever its config says.
     tty: agent.tty || interactive !== null,
     cwd,

@@ -35,5 +35,6 @@ export function newTaskRun(id: string, agent: string, dependencies: string[], ar
     hosts: [],
     redo: null,
     redone: [],
+    needsHuman: false,
   };
 }

@@ -199,6 +199,14 @@
           t.waiting_for ? `waiting: ${t.waiting_for}` : "waiting for input",
         )
       : null;
+    // A blocked task whose agent asked for a person: said as loudly as a wait for input.
+    const human = t.needs_human
+      ? h(
+          "span",
+          { class: "waiting needs-human", title: t.detail || "" },
+          `needs a person: ${t.detail || "(no reason given)"}`,
+        )
+      : null;
     const button = t.session_exists
       ? h(
           "button",
@@ -240,6 +248,7 @@
           ? h("span", { class: "reason muted", title: t.detail || "" }, t.reason)
           : null,
         waiting,
+        human,
         t.remote
           ? h(
               "span",
