@@ -157,6 +157,44 @@ export const TaskReport = z.strictObject({
 });
 export type TaskReport = z.infer<typeof TaskReport>;
 
+/** A share of the run's attempts, 0 to 1 (rounded to 4 places); null when no attempt ran. */
+const Rate = z.number().min(0).max(1).nullable();
+
+/**
+ * The run's attempts and their agents' decisions (the ledgerflow seed's metrics, section 10).
+ * Every rate is over attempts: each attempt of each task counts once, whether or not its agent
+ * left a decision.
+ */
+export const AttemptMetrics = z.strictObject({
+  total: z.number().int().min(0).describe("Attempts run, every task's added up (a merge redo's too)"),
+  with_decision: z
+    .number()
+    .int()
+    .min(0)
+    .describe("Attempts whose agent left a decision at $TERMORCH_DECISION, valid or not"),
+  escalated: z.number().int().min(0).describe("Attempts whose agent decided escalate_to_max"),
+  blocked: z.number().int().min(0).describe("Attempts whose agent decided blocked"),
+  invalid: z.number().int().min(0).describe("Attempts whose agent left an invalid decision (quarantined)"),
+  escalation_rate: Rate.describe("escalated / total"),
+  block_rate: Rate.describe("blocked / total"),
+  invalid_rate: Rate.describe("invalid / total"),
+  per_successful_task: z
+    .number()
+    .min(0)
+    .nullable()
+    .describe(
+      "Attempts per successful task: the successful tasks' attempts added up, divided by their number (rounded to 2 places); null when none succeeded",
+    ),
+  succeeded_after_feedback: z
+    .number()
+    .int()
+    .min(0)
+    .describe(
+      "Successful tasks an earlier attempt of which failed: they succeeded only after being told why (or by a stronger agent)",
+    ),
+});
+export type AttemptMetrics = z.infer<typeof AttemptMetrics>;
+
 export const Metrics = z.strictObject({
   tasks_total: z.number().int(),
   tasks_by_status: z.record(z.string(), z.number().int()),
@@ -168,6 +206,9 @@ export const Metrics = z.strictObject({
   peak_parallelism: z.number().int(),
   /** Sum of task durations divided by wall time. */
   parallelism_achieved: z.number(),
+  attempts: AttemptMetrics.optional().describe(
+    "The run's attempts, the decisions their agents left and the rates of the ledgerflow seed (escalation, block, invalid: each over attempts)",
+  ),
 });
 export type Metrics = z.infer<typeof Metrics>;
 
