@@ -1,5 +1,6 @@
 import type { Task } from "../contract/assignments.js";
 import { type AgentSpec, type Config, PresetName } from "../contract/config.js";
+import type { RetryFrom } from "../contract/retry-from.js";
 import type { Sandbox } from "../contract/sandbox.js";
 import { resolveSandbox, type SandboxNeeds, type SandboxSetting } from "../sandbox/policy.js";
 import { type KnownDialog, PRESETS, presetArgv, type SessionStore } from "./presets.js";
@@ -57,6 +58,8 @@ export interface ResolvedAgent {
   expect_changes?: boolean | undefined;
   /** The config entry's `sandbox`; undefined: not said. */
   sandbox?: Sandbox | undefined;
+  /** The config entry's `retry_from`, the default of its tasks; undefined: not said. */
+  retry_from?: RetryFrom | undefined;
   /** What a preset's CLI needs in a sandbox; null: an agent of the user's own command. */
   sandboxNeeds: SandboxNeeds | null;
   /**
@@ -116,7 +119,7 @@ export function allAgents(config: Config): Map<string, ResolvedAgent> {
  */
 function ownCommand(
   command: string[],
-): Omit<ResolvedAgent, "source" | "tty" | "timeout_s" | "env" | "expect_changes" | "sandbox"> {
+): Omit<ResolvedAgent, "source" | "tty" | "timeout_s" | "env" | "expect_changes" | "sandbox" | "retry_from"> {
   return {
     command,
     sandboxedCommand: command,
@@ -142,12 +145,13 @@ function ownCommand(
 
 function plain(
   spec: AgentSpec | undefined,
-): Pick<ResolvedAgent, "tty" | "timeout_s" | "env" | "expect_changes" | "sandbox"> {
+): Pick<ResolvedAgent, "tty" | "timeout_s" | "env" | "expect_changes" | "sandbox" | "retry_from"> {
   return {
     tty: spec?.tty ?? false,
     env: spec?.env ?? {},
     ...(spec?.expect_changes === undefined ? {} : { expect_changes: spec.expect_changes }),
     ...(spec?.sandbox === undefined ? {} : { sandbox: spec.sandbox }),
+    ...(spec?.retry_from === undefined ? {} : { retry_from: spec.retry_from }),
     ...(spec?.timeout_s ? { timeout_s: spec.timeout_s } : {}),
   };
 }

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { MergePolicy } from "./merge-policy.js";
+import { RetryFrom } from "./retry-from.js";
 import { Sandbox } from "./sandbox.js";
 
 /** Task ids become file names, branch names and tmux session names. */
@@ -58,6 +59,7 @@ export const Task = z.strictObject({
   command: z.array(NoNul).min(1).optional(),
   timeout_s: TimeoutS.optional(),
   retries: z.number().int().min(0).max(20).default(0),
+  retry_from: RetryFrom.optional(),
   env: z.record(z.string().regex(envName, "must be an environment variable name"), NoNul).default({}),
   allowed_paths: z.array(NoNul.min(1)).optional(),
   success_criteria: SuccessCriteria.optional(),

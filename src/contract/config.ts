@@ -2,6 +2,7 @@ import { z } from "zod";
 import { NoNul, TimeoutS } from "./assignments.js";
 import { MergePolicy } from "./merge-policy.js";
 import { NotifyConfig } from "./notify.js";
+import { RetryFrom } from "./retry-from.js";
 import { Sandbox } from "./sandbox.js";
 
 /**
@@ -56,6 +57,7 @@ export const AgentSpec = z.strictObject({
   /** Give the agent the pane's terminal (interactive CLIs). */
   tty: z.boolean().default(false),
   timeout_s: TimeoutS.optional(),
+  retry_from: RetryFrom.optional(),
   env: z
     .record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "must be an environment variable name"), NoNul)
     .default({}),
@@ -85,6 +87,7 @@ export const Config = z.strictObject({
     .strictObject({
       max_parallel: z.number().int().positive().optional(),
       timeout_s: TimeoutS.optional(),
+      retry_from: RetryFrom.optional(),
       max_log_bytes: z
         .number()
         .int()

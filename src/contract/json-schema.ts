@@ -3,6 +3,7 @@ import { Assignments } from "./assignments.js";
 import { Config } from "./config.js";
 import { ConflictBlock } from "./conflict-block.js";
 import { DecisionFile } from "./decision.js";
+import { FeedbackBlock } from "./feedback-block.js";
 import { LedgerEntry } from "./ledger-events.js";
 import { NotifyEvent } from "./notify.js";
 import { Report } from "./report.js";
@@ -22,6 +23,8 @@ export const schemas = {
   "ledger-event": LedgerEntry,
   /** The `json termorch-conflict` block of a redo's conflict section. */
   "conflict-block": ConflictBlock,
+  /** The `json termorch-feedback` block of a feedback section (what went wrong in an attempt). */
+  "feedback-block": FeedbackBlock,
   /** What an agent may write at $TERMORCH_DECISION: the ledgerflow decision envelope. */
   decision: DecisionFile,
 } as const;

@@ -2,6 +2,7 @@ import { z } from "zod";
 import { AgentResult, Usage } from "./agent-result.js";
 import { StateSource } from "./agent-state.js";
 import { AttemptHost } from "./attempt-host.js";
+import { AttemptRecord } from "./attempt-record.js";
 import { OnConflict } from "./merge-policy.js";
 import { Reason, TaskState } from "./reason.js";
 
@@ -135,6 +136,12 @@ export const TaskReport = z.strictObject({
     .optional()
     .describe(
       "Interactive tasks: where termorch learned its agent's state (prompt accepted, waiting for input, turn done): `hooks`, its CLI's own hooks or events, or `screen`, its screen matched against the preset's patterns; absent for other tasks",
+    ),
+  attempt_history: z
+    .array(AttemptRecord)
+    .optional()
+    .describe(
+      "Each attempt of the task, in order: the agent it ran, where it started, the feedback section it was given, the decision its agent wrote, how it ended; absent when it never started",
     ),
   hosts: z
     .array(AttemptHost)

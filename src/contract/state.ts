@@ -2,6 +2,7 @@ import { z } from "zod";
 import { AgentResult, Usage } from "./agent-result.js";
 import { StateSource } from "./agent-state.js";
 import { AttemptHost } from "./attempt-host.js";
+import { AttemptRecord } from "./attempt-record.js";
 import { KeyAnswer } from "./keys.js";
 import { OnConflict } from "./merge-policy.js";
 import { Reason, TaskState } from "./reason.js";
@@ -44,6 +45,16 @@ export const RedoProgress = z.strictObject({
   }),
 });
 export type RedoProgress = z.infer<typeof RedoProgress>;
+
+/** How the next attempt of a task runs: which agent of its list, from where, told what. */
+export const NextAttempt = z.strictObject({
+  agentIndex: z.number().int().min(0),
+  from: z.enum(["base", "last_work", "last_commit"]),
+  escalated: z.boolean(),
+  /** Its feedback section, relative to the run directory. */
+  feedback: z.string().nullable(),
+});
+export type NextAttempt = z.infer<typeof NextAttempt>;
 
 /** Everything the run knows about one task; the report and the status files are views of it. */
 export const TaskRun = z.strictObject({
@@ -96,6 +107,13 @@ export const TaskRun = z.strictObject({
   redo: RedoProgress.nullable().default(null),
   /** Its redos that ended, in the report's shape. */
   redone: z.array(Redo).default([]),
+  /** Its attempts, in order (the report's attempt_history). */
+  history: z.array(AttemptRecord).default([]),
+  /**
+   * The attempt that follows the last one, once the policy chose it and before it is counted: a
+   * resume carries it out rather than judging the last attempt again (its worktree may have moved).
+   */
+  next: NextAttempt.nullable().default(null),
   /** Failed (blocked) and its agent asked for a person (its decision's routing.recommended_next_actor "human"). */
   needsHuman: z.boolean().default(false),
 });

@@ -121,6 +121,7 @@ export function taskReport(t: TaskRun, outputLog: "stdout" | "stderr"): TaskRepo
     agent_result: t.agentResult,
     usage: t.usage,
     ...(t.stateFrom !== null ? { state_from: t.stateFrom } : {}),
+    ...(t.history.length > 0 ? { attempt_history: t.history } : {}),
     ...(t.hosts.length > 0 ? { hosts: t.hosts } : {}),
     ...(t.state === "failed" && t.needsHuman ? { needs_human: true as const } : {}),
     ...(t.gitControls.length > 0 ? { git_control_files: t.gitControls } : {}),

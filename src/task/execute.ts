@@ -1,13 +1,18 @@
 import { existsSync } from "node:fs";
+import type { FeedbackBlock } from "../contract/feedback-block.js";
 import type { Reason } from "../contract/reason.js";
 import { errorText } from "../errors.js";
 import { taskBranch } from "../fs/names.js";
 import { agentOutcome } from "./agent-output.js";
 import { collectArtifacts } from "./artifacts.js";
 import { type AttemptResult, type AttemptSide, adoptAttempt, runAttempt } from "./attempt.js";
+import { amendedLast, closedHistory, countedAttempts, openRecord } from "./attempt-history.js";
 import { DETACHED, type TaskEnd, type TaskExecutor } from "./executor.js";
+import { keepFailedWork, startNextFrom } from "./failed-work.js";
 import { killPoint, prepareHooks } from "./faults.js";
+import { type GateFindings, writeFeedback } from "./feedback-facts.js";
 import { runGates } from "./gates.js";
+import { type DecisionSeen, type NextStep, nextAttempt } from "./next-attempt.js";
 import { failTask, openTask, type StartMade, type TaskStart } from "./opening.js";
 import { coreGate } from "./outcome.js";
 import type { Ports } from "./ports.js";
@@ -52,13 +57,44 @@ export async function executeTask(
   if (opened !== "go") return opened;
 
   const side = { run, ports, stop, recorder };
-  let adopting = resume && t.attemptDir !== null;
+  // The policy had chosen the next attempt when the earlier process died: it is carried out,
+  // the last attempt is not judged again (its worktree may have moved since).
+  let adopting = resume && t.attemptDir !== null && t.next === null;
+  if (resume && t.next) {
+    if (t.session) await ports.runner.close([t.session]);
+    if (p.worktree !== null && existsSync(p.worktree))
+      await startNextFrom(
+        ports,
+        recorder,
+        t,
+        { worktree: p.worktree, keepInRepo: p.keepInRepo },
+        t.next.from,
+      );
+  }
   for (;;) {
-    const verdict = await attemptAndGate(side, t, p, adopting);
+    const found: GateFindings = {};
+    const verdict = await attemptAndGate(side, t, p, adopting, found);
     adopting = false;
     if (verdict === "detached") return DETACHED;
     const { reason, detail } = verdict;
-    if (reason === null) {
+    const decision: DecisionSeen = { kind: "none" };
+    recorder.note(taskId, {
+      history: closedHistory(t.history, ports.now(), { reason, detail, decision: null }),
+    });
+    const step = nextAttempt(
+      { reason, detail, decision },
+      {
+        counted: countedAttempts(t.history),
+        allowed: p.attempts,
+        agentIndex: 0,
+        agents: 1,
+        retryFrom: p.retryFrom,
+        ending: stop.ending,
+        // A worktree that is gone cannot be reset for another attempt.
+        worktreeGone: p.worktree !== null && !existsSync(p.worktree),
+      },
+    );
+    if (step.kind === "done") {
       const artifacts = await collectArtifacts(run, ports, t, p);
       await recorder.transition(taskId, { to: "success" }, artifacts ? { artifacts } : {});
       await killPoint(run.fault, "kill-after-status", t.id, t.attempts);
@@ -67,18 +103,76 @@ export async function executeTask(
         ports.pool.giveLater(p.worktree, t.startCommit);
       return { kind: "done", ok: true };
     }
-    // A worktree that is gone cannot be reset for another attempt.
-    const gone = p.worktree !== null && !existsSync(p.worktree);
-    if (reason === "cancelled" || stop.ending || t.attempts >= p.attempts || gone) {
+    if (step.kind === "failed" || step.kind === "blocked") {
       const artifacts = await collectArtifacts(run, ports, t, p);
       if (artifacts) recorder.note(taskId, { artifacts });
-      return failTask(run, recorder, taskId, reason, detail);
+      return failTask(run, recorder, taskId, step.reason, step.kind === "failed" ? step.detail : step.detail);
     }
-    recorder.note(taskId, { detail });
-    ports.log.info({ task: taskId, attempt: t.attempts, reason }, "task failed; retrying in a fresh session");
-    await ports.ledger.append("task.retrying", { attempt: t.attempts, reason, detail }, taskId);
-    await ports.runner.close([t.session!]);
+    await prepareNext(side, t, p, { reason: reason!, detail, found, decision: null }, step);
   }
+}
+
+/**
+ * Carries out a retry or an escalation: the failed attempt's work kept (and its work ref), its
+ * feedback section written, the choice recorded (TaskRun.next: a resume carries it out), the
+ * worktree put where the next attempt starts, the failed attempt's session closed.
+ */
+async function prepareNext(
+  side: AttemptSide,
+  t: Readonly<TaskRun>,
+  p: TaskPlan,
+  failed: { reason: Reason; detail: string | null; found: GateFindings; decision: FeedbackBlock["decision"] },
+  step: Extract<NextStep, { kind: "retry" | "escalate" }>,
+): Promise<void> {
+  const { run, ports, recorder } = side;
+  const failedAgent = p.agent;
+  const startCommit = t.startCommit;
+  let work: { from: string; to: string } | null = null;
+  if (p.worktree !== null && existsSync(p.worktree)) {
+    const w = { worktree: p.worktree, agent: failedAgent, keepInRepo: p.keepInRepo, scratch: p.scratch };
+    const kept = await keepFailedWork(run, ports, recorder, t, w, step.from === "last_commit");
+    if (kept.secrets.length) failed.found.secrets ??= kept.secrets;
+    if (kept.ref) recorder.note(t.id, { history: amendedLast(t.history, { work_ref: kept.ref }) });
+    if (startCommit && kept.commit) work = { from: startCommit, to: kept.commit };
+  }
+  const feedback = await writeFeedback(
+    run,
+    ports,
+    p.artifactsDir,
+    { t, agent: failedAgent, timeoutS: p.timeoutS, ...failed, work },
+    { n: t.attempts + 1, from: step.from === "base" ? "base" : "last_work" },
+  );
+  ports.log.info(
+    { task: t.id, attempt: t.attempts, reason: failed.reason, from: step.from },
+    step.kind === "escalate"
+      ? "its agent asked for a stronger one"
+      : "task failed; retrying with its feedback",
+  );
+  await ports.ledger.append(
+    "task.retrying",
+    {
+      attempt: t.attempts,
+      reason: failed.reason,
+      detail: failed.detail,
+      agent: failedAgent,
+      from: step.from,
+      escalated: step.kind === "escalate",
+      feedback,
+    },
+    t.id,
+  );
+  await killPoint(run.fault, "kill-after-feedback", t.id, t.attempts);
+  const next = {
+    agentIndex: step.agentIndex,
+    from: step.from,
+    escalated: step.kind === "escalate",
+    feedback,
+  };
+  recorder.checkpoint(t.id, { detail: failed.detail, next });
+  await killPoint(run.fault, "kill-after-next-chosen", t.id, t.attempts);
+  if (p.worktree !== null && existsSync(p.worktree))
+    await startNextFrom(ports, recorder, t, { worktree: p.worktree, keepInRepo: p.keepInRepo }, step.from);
+  await ports.runner.close([t.session!]);
 }
 
 /** What an attempt came to: null when it passed every gate, else why not. */
@@ -97,6 +191,7 @@ export async function attemptAndGate(
   t: Readonly<TaskRun>,
   p: TaskPlan,
   adopting: boolean,
+  found: GateFindings = {},
 ): Promise<Verdict | "detached"> {
   const { run, ports, stop, recorder } = side;
   let attempt: AttemptResult | "detached";
@@ -105,12 +200,19 @@ export async function attemptAndGate(
   } else {
     // The daemon is shutting down: nothing new starts; the task stays as state.json has it.
     if (stop.detaching) return "detached";
-    recorder.note(t.id, { attempts: t.attempts + 1 });
-    if (t.attempts > 1 && run.git && p.worktree !== null && t.startCommit) {
-      // A retry starts from the same base: drop what the failed attempt left in the worktree.
-      await ports.workspace.reset(p.worktree, t.startCommit, p.keepInRepo);
-      recorder.note(t.id, { commit: null });
-    }
+    const next = t.next;
+    recorder.note(t.id, {
+      attempts: t.attempts + 1,
+      history: [
+        ...t.history,
+        openRecord(t.attempts + 1, p.agent, ports.now(), {
+          from: next?.from ?? null,
+          escalated: next?.escalated ?? false,
+          feedback: next?.feedback ?? null,
+        }),
+      ],
+      next: null,
+    });
     const setup = await runSetup(run, ports, stop, recorder, t, p);
     if (setup === "detached") return "detached";
     attempt = setup ?? (await runAttempt(side, t, p));
@@ -124,7 +226,7 @@ export async function attemptAndGate(
     ({ reason, detail } = said.outcome);
   }
   if (reason === null) {
-    const gated = await runGates({ run, ports, stop, recorder, t, p });
+    const gated = await runGates({ run, ports, stop, recorder, t, p }, found);
     if (gated === "detached") return "detached";
     ({ reason, detail } = gated);
   } else recorder.note(t.id, { gates: [...setupGates(t), coreGate(attempt.record, reason)] });

@@ -6,6 +6,7 @@ import { Refused, readInside, writeFresh } from "../fs/no-follow.js";
 import { withTrailers } from "../git/repo.js";
 import { attemptEnv } from "./attempt.js";
 import { commitOnTaskBranch } from "./commit.js";
+import type { GateFindings } from "./feedback-facts.js";
 import { describeGitControls, gitControlFiles } from "./git-controls.js";
 import { checkHandoff } from "./handoff.js";
 import type { AttemptOutcome } from "./outcome.js";
@@ -14,7 +15,7 @@ import type { TaskRecorder } from "./recorder.js";
 import { findRequired } from "./required-artifacts.js";
 import { inWorkspace, type RunPlan, trailersOf } from "./run-plan.js";
 import { agentWork } from "./sandbox.js";
-import { secretsGate } from "./secrets-gate.js";
+import { type SecretsFound, secretsGate } from "./secrets-gate.js";
 import { setupGates } from "./setup.js";
 import type { RunStop } from "./stop.js";
 import { handoffPlace, type TaskPlan } from "./task-plan.js";
@@ -31,6 +32,8 @@ interface GateScope {
   p: TaskPlan;
   /** Failures of earlier gates that do not end the checks at once (a later gate may still be told). */
   failures: readonly string[];
+  /** What the failing gates found, by kind, for the next attempt's feedback section. */
+  found: GateFindings;
 }
 
 /** A gate's verdict: the gates it adds; `end`: the attempt fails here; `failure`: it fails once all ran. */
@@ -57,7 +60,10 @@ const TASK_GATES: readonly GateStep[] = [
 ];
 
 /** Runs the task's gates; answers the failing reason (null: every gate passed) or "detached". */
-export async function runGates(s: Omit<GateScope, "failures">): Promise<AttemptOutcome | "detached"> {
+export async function runGates(
+  s: Omit<GateScope, "failures" | "found">,
+  found: GateFindings,
+): Promise<AttemptOutcome | "detached"> {
   const { recorder, t } = s;
   let gates: Gate[] = [
     ...setupGates(t),
@@ -66,7 +72,7 @@ export async function runGates(s: Omit<GateScope, "failures">): Promise<AttemptO
   recorder.note(t.id, { gates });
   const failures: string[] = [];
   for (const step of TASK_GATES) {
-    const verdict = await step({ ...s, failures });
+    const verdict = await step({ ...s, failures, found });
     if (verdict === "detached") return "detached";
     gates = [...gates, ...verdict.gates];
     recorder.note(t.id, { gates });
@@ -101,7 +107,7 @@ export function taskCommitMessage(
  * The secrets gate, then the commit of what the agent left in its worktree on the task branch:
  * a secret the agent wrote into its work must not reach a commit of termorch's.
  */
-async function commitGate({ run, ports, recorder, t, p }: GateScope): Promise<Verdict> {
+async function commitGate({ run, ports, recorder, t, p, found }: GateScope): Promise<Verdict> {
   if (!run.git || p.worktree === null) return { gates: [] };
   const failed = (name: string, detail: string): Verdict => ({
     gates: [{ name, required: true, passed: false, detail }],
@@ -112,7 +118,7 @@ async function commitGate({ run, ports, recorder, t, p }: GateScope): Promise<Ve
     const detail = `its worktree ${p.worktree} was deleted while the agent ran (by the agent?); its work is lost`;
     return { ...failed("commit", detail), end: { reason: "lost", detail } };
   }
-  let secrets: Gate | null = null;
+  let secrets: SecretsFound | null = null;
   let secretsError: unknown = null;
   if (t.startCommit)
     secrets = await secretsGate(ports, p.worktree, t.startCommit, p.keepInRepo, p.scratch).catch(
@@ -121,9 +127,11 @@ async function commitGate({ run, ports, recorder, t, p }: GateScope): Promise<Ve
         return null;
       },
     );
-  if (secrets && !secrets.passed)
-    return { gates: [secrets], end: { reason: "validation", detail: secrets.detail } };
-  const gates = secrets ? [secrets] : [];
+  if (secrets && !secrets.gate.passed) {
+    found.secrets = secrets.places;
+    return { gates: [secrets.gate], end: { reason: "validation", detail: secrets.gate.detail } };
+  }
+  const gates = secrets ? [secrets.gate] : [];
   try {
     const commit = await commitOnTaskBranch(ports, recorder, run.privateDir, t, p.worktree, {
       message: taskCommitMessage(t, p.agent, run.runId),
@@ -180,7 +188,7 @@ async function changesGate({ run, t, p }: GateScope): Promise<Verdict> {
  * The ALTO handoff the agent filled in: its required sections there, and every file it lists
  * under Files Touched one the task changed (those it left out are named, not held against it).
  */
-async function handoffGate({ run, ports, t, p }: GateScope): Promise<Verdict> {
+async function handoffGate({ run, ports, t, p, found }: GateScope): Promise<Verdict> {
   if (!p.handoff) return { gates: [] };
   const verdict = (passed: boolean | null, detail: string): Verdict => ({
     gates: [{ name: "handoff", required: true, passed, detail }],
@@ -201,7 +209,10 @@ async function handoffGate({ run, ports, t, p }: GateScope): Promise<Verdict> {
   if (at.root !== p.artifactsDir) writeFresh(p.artifactsDir, "handoff.md", ports.redactor.redact(text));
   if (!run.settings.verify) return verdict(null, "skipped (verify: false)");
   const { missing, listed } = checkHandoff(text);
-  if (missing.length) return verdict(false, `its handoff lacks ${missing.join(", ")} (filled in)`);
+  if (missing.length) {
+    found.handoff = { missing_sections: missing, listed_not_changed: [], changed_not_listed: [] };
+    return verdict(false, `its handoff lacks ${missing.join(", ")} (filled in)`);
+  }
   if (!run.git || !t.startCommit || !t.commit)
     return verdict(true, "sections present; Files Touched not checked: no git");
   const changed = inWorkspace(
@@ -211,15 +222,17 @@ async function handoffGate({ run, ports, t, p }: GateScope): Promise<Verdict> {
   const untouched = listed.filter((f) => !changed.includes(f));
   const unlisted = changed.filter((f) => !listed.includes(f));
   const leftOut = unlisted.length ? `; changed but not listed: ${unlisted.join(", ")}` : "";
-  if (untouched.length)
+  if (untouched.length) {
+    found.handoff = { missing_sections: [], listed_not_changed: untouched, changed_not_listed: unlisted };
     return verdict(
       false,
       `its handoff lists files the task did not change: ${untouched.join(", ")}${leftOut}`,
     );
+  }
   return verdict(true, `sections present, ${listed.length} files listed, all changed${leftOut}`);
 }
 
-async function requiredArtifactsGate({ run, p }: GateScope): Promise<Verdict> {
+async function requiredArtifactsGate({ run, p, found }: GateScope): Promise<Verdict> {
   const required = p.criteria.requiredArtifacts;
   const gate = (required: boolean, passed: boolean | null, detail: string): Gate => ({
     name: "required_artifacts",
@@ -239,13 +252,14 @@ async function requiredArtifactsGate({ run, p }: GateScope): Promise<Verdict> {
   if (missing.length === 0) return { gates: [gate(true, true, `present: ${required.join(", ")}`)] };
   // A match that is a link out of the worktree, or no regular file, is named: the agent sees why.
   const why = refused.length ? ` (not taken: ${refused.join("; ")})` : "";
+  found.missingArtifacts = missing;
   return {
     gates: [gate(true, false, `missing: ${missing.join(", ")}${why}`)],
     failure: `required artifacts missing: ${missing.join(", ")}${why}`,
   };
 }
 
-async function allowedPathsGate({ run, ports, t, p }: GateScope): Promise<Verdict> {
+async function allowedPathsGate({ run, ports, t, p, found }: GateScope): Promise<Verdict> {
   const allowed = p.criteria.allowedPaths;
   const gate = (required: boolean, passed: boolean | null, detail: string): Gate => ({
     name: "allowed_paths",
@@ -262,6 +276,7 @@ async function allowedPathsGate({ run, ports, t, p }: GateScope): Promise<Verdic
   );
   const outside = changed.filter((f) => !matchesAny(f, allowed));
   if (outside.length === 0) return { gates: [gate(true, true, `all changes within ${allowed.join(", ")}`)] };
+  found.outsideAllowed = outside;
   return {
     gates: [gate(true, false, `changed outside ${allowed.join(", ")}: ${outside.join(", ")}`)],
     failure: `changed files outside allowed_paths: ${outside.join(", ")}`,
@@ -295,7 +310,15 @@ async function gitControlsGate({ run, ports, recorder, t, p }: GateScope): Promi
   };
 }
 
-async function testsCmdGate({ run, ports, stop, t, p, failures }: GateScope): Promise<Verdict | "detached"> {
+async function testsCmdGate({
+  run,
+  ports,
+  stop,
+  t,
+  p,
+  failures,
+  found,
+}: GateScope): Promise<Verdict | "detached"> {
   const testsCmd = p.criteria.testsCmd;
   if (!testsCmd)
     return { gates: [{ name: "tests_cmd", required: false, passed: null, detail: "none given" }] };
@@ -317,6 +340,9 @@ async function testsCmdGate({ run, ports, stop, t, p, failures }: GateScope): Pr
     taskId: t.id,
     attempt: t.attempts,
     ...(p.sandbox ? { sandbox: { setting: p.sandbox, work: agentWork(p) } } : {}),
+    onEnd: (ran) => {
+      found.tests = ran;
+    },
   });
   if (gate === "detached") return "detached";
   return { gates: [gate], ...(gate.passed ? {} : { failure: `tests_cmd failed (${gate.detail})` }) };

@@ -36,9 +36,13 @@ export async function promptText(
 ): Promise<Buffer> {
   const context = readFileSync(p.prompt.context);
   // A redo of a conflicting result: the conflict, written by the merge (src/merge/redo.ts).
-  const redo = tasks.get(p.id).redo;
+  const t = tasks.get(p.id);
+  const redo = t.redo;
+  // What went wrong in the attempt before (feedback-facts.ts wrote it, redacted, before this one).
+  const feedback = t.history.at(-1)?.feedback;
   const section =
     (p.dependencies.length ? await dependencySection(run, ports, tasks, p) : "") +
+    (feedback ? readFileSync(join(run.runDir, feedback), "utf8") : "") +
     (redo ? readFileSync(redo.section, "utf8") : "") +
     (p.prompt.conflictFile ? `\n\n${readFileSync(p.prompt.conflictFile, "utf8")}` : "") +
     handoffSection(p) +

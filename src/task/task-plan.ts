@@ -5,6 +5,7 @@ import type { KnownDialog, SessionStore } from "../agent/presets.js";
 import type { OutputFormat } from "../agent/results.js";
 import type { StateEventFormat } from "../agent/state-events.js";
 import type { Config } from "../contract/config.js";
+import { DEFAULT_RETRY_FROM, type RetryFrom } from "../contract/retry-from.js";
 import { runWorktreesDir, taskBranch } from "../fs/names.js";
 import type { ResolvedTask, RunInput } from "../input/assignments-file.js";
 import type { SandboxSetting } from "../sandbox/policy.js";
@@ -58,6 +59,8 @@ export interface TaskPlan {
   timeoutS: number | undefined;
   /** Attempts in all (retries + 1). */
   attempts: number;
+  /** Where a retry starts: the task's `retry_from`, else its agent entry's, else the config's default. */
+  retryFrom: RetryFrom;
   /** `worktree_include`, workspace-relative (gates look through them) and repository-relative (git). */
   include: readonly string[];
   includeInRepo: readonly string[];
@@ -271,6 +274,7 @@ function planTask(input: RunInput, r: ResolvedTask, place: PlanPlace & { worktre
     expectChanges: task.expect_changes ?? agent.expect_changes ?? true,
     handoff,
     attempts: task.retries + 1,
+    retryFrom: task.retry_from ?? agent.retry_from ?? input.config.defaults.retry_from ?? DEFAULT_RETRY_FROM,
     include,
     includeInRepo: inRepo(include),
     copyInRepo: inRepo(environment.worktree_copy),

@@ -35,6 +35,8 @@ export function newTaskRun(id: string, agent: string, dependencies: string[], ar
     hosts: [],
     redo: null,
     redone: [],
+    history: [],
+    next: null,
     needsHuman: false,
   };
 }

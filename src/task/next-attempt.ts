@@ -1,0 +1,109 @@
+import type { Reason } from "../contract/reason.js";
+
+/** Where a retry's working tree starts (`retry_from`). */
+export type RetryFrom = "base" | "last_work";
+
+/**
+ * Failures whose worktree holds no work to go on from: torn mid-write (ended by a timeout or a
+ * signal, lost) or no agent ran (its launch or its setup failed, and a setup's leftovers must
+ * go). Their retry starts from the last committed state instead.
+ */
+const NO_WORK_TO_KEEP: ReadonlySet<Reason> = new Set(["timeout", "signal", "lost", "launch_error", "setup"]);
+
+/** What the agent decided itself ($TERMORCH_DECISION), as the policy reads it. */
+export type DecisionSeen =
+  | { kind: "none" }
+  | {
+      kind: "valid";
+      status: "completed" | "escalate_to_max" | "blocked";
+      reason: string;
+      /** routing.recommended_next_actor is "human". */
+      human: boolean;
+    }
+  | { kind: "invalid"; problems: readonly string[] };
+
+/** How an attempt ended, after its gates. */
+export interface AttemptEnded {
+  /** null: it passed every gate. */
+  reason: Reason | null;
+  detail: string | null;
+  decision: DecisionSeen;
+}
+
+/** Where the task stands once that attempt ended. */
+export interface TaskStanding {
+  /** Attempts that count against `retries` (an escalation asked for by the agent does not), this one included. */
+  counted: number;
+  /** retries + 1. */
+  allowed: number;
+  /** The agent this attempt ran, in the task's list `[agent, ...escalation]`, and the list's length. */
+  agentIndex: number;
+  agents: number;
+  retryFrom: RetryFrom;
+  /** The run is ending (cancelled, --fail-fast, a stop): nothing new starts. */
+  ending: boolean;
+  /** Its worktree is gone: it cannot be reset for another attempt. */
+  worktreeGone: boolean;
+}
+
+/**
+ * Where the next attempt starts: the task's start, the failed attempt's work as it left it, or
+ * the last committed state (a torn attempt's work is not trusted, the last commit of it is).
+ */
+export type StartFrom = RetryFrom | "last_commit";
+
+/** What follows an attempt (docs/ARCHITECTURE.md, "What a run does with a failure"). */
+export type NextStep =
+  | { kind: "done" }
+  | { kind: "retry"; agentIndex: number; from: StartFrom }
+  /** The agent asked for a stronger one: the next attempt runs it, and is not counted against retries. */
+  | { kind: "escalate"; agentIndex: number; from: StartFrom }
+  | { kind: "blocked"; reason: "blocked" | "invalid_decision"; detail: string; needsHuman: boolean }
+  | { kind: "failed"; reason: Reason; detail: string | null };
+
+/**
+ * The one place that decides what follows an attempt: done, another attempt (which agent, from
+ * where), or the task's end and why. Pure: the attempt loop (execute.ts) only carries it out.
+ * The order matters: the run's own stop first, then the agent's decision, then the gates.
+ */
+export function nextAttempt(ended: AttemptEnded, s: TaskStanding): NextStep {
+  const { reason, detail, decision } = ended;
+  if (reason === "cancelled") return { kind: "failed", reason, detail };
+  if (decision.kind === "invalid")
+    return {
+      kind: "blocked",
+      reason: "invalid_decision",
+      detail: `its decision ($TERMORCH_DECISION) is invalid, so the task is blocked: ${decision.problems.join("; ")}`,
+      needsHuman: false,
+    };
+  if (decision.kind === "valid" && decision.status === "blocked")
+    return {
+      kind: "blocked",
+      reason: "blocked",
+      detail: `its agent says it is blocked: ${decision.reason}`,
+      needsHuman: decision.human,
+    };
+  const from: StartFrom =
+    s.retryFrom === "last_work" && reason !== null && NO_WORK_TO_KEEP.has(reason)
+      ? "last_commit"
+      : s.retryFrom;
+  if (decision.kind === "valid" && decision.status === "escalate_to_max") {
+    const next = s.agentIndex + 1;
+    if (next >= s.agents)
+      return {
+        kind: "failed",
+        reason: "escalated",
+        detail: `its agent asked for a stronger agent (${decision.reason}), and its escalation list has none left`,
+      };
+    if (s.ending || s.worktreeGone)
+      return {
+        kind: "failed",
+        reason: "escalated",
+        detail: `its agent asked for a stronger agent (${decision.reason}); the run ended before one ran`,
+      };
+    return { kind: "escalate", agentIndex: next, from };
+  }
+  if (reason === null) return { kind: "done" };
+  if (s.ending || s.worktreeGone || s.counted >= s.allowed) return { kind: "failed", reason, detail };
+  return { kind: "retry", agentIndex: Math.min(s.agentIndex + 1, s.agents - 1), from };
+}
