@@ -9,6 +9,7 @@ import {
   exitCodeOfKind,
   type InputProblem,
 } from "../errors.js";
+import { attemptMetrics } from "./attempt-metrics.js";
 
 /** How the merge step ended (filled in by the merge stage; `skipped` until it runs). */
 export interface MergeOutcome {
@@ -169,6 +170,12 @@ export function buildReport(input: ReportInput): Report {
         max_parallel: input.maxParallel,
         peak_parallelism: input.peakParallelism,
         parallelism_achieved: wall > 0 ? Math.round((busy / wall) * 100) / 100 : 0,
+        attempts: attemptMetrics(
+          input.tasks.map((t) => ({
+            succeeded: t.state === "success",
+            attempts: t.history.map((h) => ({ reason: h.reason, decision: h.decision?.status ?? null })),
+          })),
+        ),
       },
     },
     tasks,

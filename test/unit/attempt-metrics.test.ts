@@ -1,6 +1,9 @@
 import { describe, expect, it } from "vitest";
 import { AttemptMetrics } from "../../src/contract/report.js";
 import { attemptMetrics, type TaskAttempts } from "../../src/report/attempt-metrics.js";
+import { buildReport, skippedMerge } from "../../src/report/build.js";
+import { openRecord } from "../../src/task/attempt-history.js";
+import { newTaskRun, type TaskRun } from "../../src/task/task-run.js";
 
 // The ledgerflow seed's metrics (section 10) over a run's attempts (issue 36, item 4).
 
@@ -69,5 +72,70 @@ describe("attemptMetrics", () => {
       succeeded_after_feedback: 0,
     });
     expect(attemptMetrics([{ succeeded: false, attempts: [failed] }]).per_successful_task).toBeNull();
+  });
+});
+
+describe("the report's summary.metrics.attempts", () => {
+  /** An attempt record of the task's history, ended as given. */
+  const record = (
+    n: number,
+    reason: TaskRun["reason"],
+    status: "escalate_to_max" | "blocked" | "invalid" | null,
+  ) => ({
+    ...openRecord(n, "claude", 0, { from: null, escalated: false, feedback: null }),
+    finished_at: new Date(1).toISOString(),
+    reason,
+    decision:
+      status === null
+        ? null
+        : {
+            status,
+            reason: "r",
+            confidence: null,
+            recommended_next_actor: null,
+            file: `artifacts/t/attempt-${n}/d`,
+          },
+  });
+
+  it("are the attempt histories' metrics", () => {
+    const task = (id: string, state: TaskRun["state"], history: TaskRun["history"]): TaskRun => ({
+      ...newTaskRun(id, "claude", [], ["claude"]),
+      state,
+      attempts: history.length,
+      history,
+    });
+    const report = buildReport({
+      runId: "r1",
+      startedAt: 0,
+      finishedAt: 10,
+      dryRun: false,
+      waves: [["A", "B", "C"]],
+      tasks: [
+        task("A", "success", [record(1, "escalated", "escalate_to_max"), record(2, null, null)]),
+        task("B", "failed", [record(1, "blocked", "blocked")]),
+        task("C", "failed", [record(1, "invalid_decision", "invalid")]),
+      ],
+      merge: skippedMerge("test"),
+      validation: "skipped",
+      cancelled: false,
+      error: null,
+      workspace: "/w",
+      tmuxSocket: null,
+      criticalPath: ["A"],
+      maxParallel: 3,
+      peakParallelism: 3,
+    });
+    expect(report.summary.metrics?.attempts).toEqual({
+      total: 4,
+      with_decision: 3,
+      escalated: 1,
+      blocked: 1,
+      invalid: 1,
+      escalation_rate: 0.25,
+      block_rate: 0.25,
+      invalid_rate: 0.25,
+      per_successful_task: 2,
+      succeeded_after_feedback: 1,
+    });
   });
 });
