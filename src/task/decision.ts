@@ -1,9 +1,12 @@
 import { join, relative } from "node:path";
+import type { AttemptRecord } from "../contract/attempt-record.js";
 import { type Decision, parseDecision } from "../contract/decision.js";
+import type { FeedbackBlock } from "../contract/feedback-block.js";
 import { errorText } from "../errors.js";
 import { Refused, readInside, removeInside, writeFresh } from "../fs/no-follow.js";
 import type { Ledger } from "../ledger/ledger.js";
 import type { Redactor } from "../redact/redactor.js";
+import type { DecisionSeen } from "./next-attempt.js";
 
 /**
  * The agent's own decision about an attempt (README, "The agent's decision"): a file at
@@ -75,7 +78,12 @@ export type DecisionRead =
 /** After the attempt's agent ended (and before its worktree is reset): the decision it left, if any. */
 export function readDecision(p: DecisionWhere): DecisionRead {
   const at = decisionPlace(p);
-  const file = join(at.root, at.rel);
+  return readAt(at.root, at.rel);
+}
+
+/** The decision at `rel` below `root`, read through no link. */
+function readAt(root: string, rel: string): DecisionRead {
+  const file = join(root, rel);
   const invalid = (problems: string[], bytes: Buffer | null = null): DecisionRead => ({
     kind: "invalid",
     problems,
@@ -85,7 +93,7 @@ export function readDecision(p: DecisionWhere): DecisionRead {
   let bytes: Buffer;
   try {
     // One byte over the bound tells a file that is too big from one that fits exactly.
-    bytes = readInside(at.root, at.rel, MAX_DECISION_BYTES + 1);
+    bytes = readInside(root, rel, MAX_DECISION_BYTES + 1);
   } catch (error) {
     if (error instanceof Refused && error.why === "missing") return { kind: "none" };
     return invalid([`not read: ${errorText(error)}`]);
@@ -112,9 +120,9 @@ export function keptDecisionRel(attempt: number, kind: "valid" | "invalid"): str
 
 /**
  * Keeps attempt n's decision, redacted, with the task's artifacts (`attempt-<n>/decision.json`,
- * or `attempt-<n>/decision.quarantined.json` for an invalid one's bytes), and records it in the
- * ledger (`task.decision`). Answers where it is kept, relative to the run directory; null when
- * nothing was (no decision, or an invalid one of which no byte was read).
+ * or `attempt-<n>/decision.quarantined.json` for an invalid one's bytes: empty when none could
+ * be read, a link or a fifo), and records it in the ledger (`task.decision`). Answers where it is
+ * kept, relative to the run directory.
  */
 export async function keepDecision(
   o: {
@@ -125,18 +133,17 @@ export async function keepDecision(
     redactor: Redactor;
     ledger: Pick<Ledger, "append">;
   },
-  read: DecisionRead,
-): Promise<string | null> {
-  if (read.kind === "none") return null;
+  read: Exclude<DecisionRead, { kind: "none" }>,
+): Promise<string> {
   const rel = keptDecisionRel(o.attempt, read.kind);
-  let kept: string | null = null;
-  if (read.kind === "valid") {
-    writeFresh(o.artifactsDir, rel, `${JSON.stringify(o.redactor.redactDeep(read.decision), null, 2)}\n`);
-    kept = relative(o.runDir, join(o.artifactsDir, rel));
-  } else if (read.bytes !== null) {
-    writeFresh(o.artifactsDir, rel, o.redactor.redactBytes(read.bytes));
-    kept = relative(o.runDir, join(o.artifactsDir, rel));
-  }
+  writeFresh(
+    o.artifactsDir,
+    rel,
+    read.kind === "valid"
+      ? `${JSON.stringify(o.redactor.redactDeep(read.decision), null, 2)}\n`
+      : o.redactor.redactBytes(read.bytes ?? Buffer.alloc(0)),
+  );
+  const kept = relative(o.runDir, join(o.artifactsDir, rel));
   // The ledger redacts what it records.
   await o.ledger.append(
     "task.decision",
@@ -154,4 +161,92 @@ export async function keepDecision(
     o.taskId,
   );
   return kept;
+}
+
+/** Attempt n's decision as the attempt loop uses it: for the policy, the attempt's record, the next feedback. */
+export interface TakenDecision {
+  /** What the next-attempt policy reads (src/task/next-attempt.ts); its words redacted. */
+  seen: DecisionSeen;
+  /** The attempt record's `decision` (state.json's history, the report's attempt_history); null: none. */
+  record: AttemptRecord["decision"];
+  /** The next attempt's feedback block's `decision`: an escalation's reason and notes; null otherwise. */
+  feedback: FeedbackBlock["decision"];
+}
+
+/**
+ * Once attempt n's agent ended and its gates ran: its decision read (readDecision), kept and
+ * recorded (keepDecision), then removed, so that it is read once and never taken for a later
+ * attempt's (a retry from its work keeps its worktree; a set-up that fails launches no agent).
+ * A process that died after keeping it and before its record finds the kept copy instead.
+ */
+export async function takeDecision(
+  o: Parameters<typeof keepDecision>[0],
+  where: DecisionWhere,
+): Promise<TakenDecision> {
+  const read = readDecision(where);
+  if (read.kind === "none") {
+    const earlier = keptCopy(o);
+    return earlier === null ? NO_DECISION : taken(o.redactor, earlier.read, earlier.kept);
+  }
+  const kept = await keepDecision(o, read);
+  const at = decisionPlace(where);
+  removeInside(at.root, at.rel);
+  return taken(o.redactor, read, kept);
+}
+
+const NO_DECISION: TakenDecision = { seen: { kind: "none" }, record: null, feedback: null };
+
+/** Attempt n's decision as an earlier process kept it, if it did (it died before its record). */
+function keptCopy(o: { runDir: string; artifactsDir: string; attempt: number }): {
+  read: Exclude<DecisionRead, { kind: "none" }>;
+  kept: string;
+} | null {
+  for (const kind of ["valid", "invalid"] as const) {
+    const rel = keptDecisionRel(o.attempt, kind);
+    const read = readAt(o.artifactsDir, rel);
+    if (read.kind === "none") continue;
+    const kept = relative(o.runDir, join(o.artifactsDir, rel));
+    // A quarantine holds what was read: nothing, when the agent's file could not be.
+    if (kind === "invalid" && read.kind === "invalid" && read.bytes?.length === 0)
+      return { read: { ...read, problems: ["not read (a link, a fifo, or no regular file)"] }, kept };
+    return { read, kept };
+  }
+  return null;
+}
+
+function taken(
+  redactor: Redactor,
+  read: Exclude<DecisionRead, { kind: "none" }>,
+  kept: string,
+): TakenDecision {
+  if (read.kind === "invalid") {
+    const problems = read.problems.map((p) => redactor.redact(p));
+    return {
+      seen: { kind: "invalid", problems },
+      record: {
+        status: "invalid",
+        reason: problems.join("; "),
+        confidence: null,
+        recommended_next_actor: null,
+        file: kept,
+      },
+      feedback: null,
+    };
+  }
+  const d = redactor.redactDeep(read.decision);
+  const actor = d.routing?.recommended_next_actor ?? null;
+  return {
+    seen: { kind: "valid", status: d.decision.status, reason: d.decision.reason, human: actor === "human" },
+    record: {
+      status: d.decision.status,
+      reason: d.decision.reason,
+      confidence: d.decision.confidence,
+      recommended_next_actor: actor,
+      file: kept,
+    },
+    feedback:
+      d.decision.status === "escalate_to_max"
+        ? { status: d.decision.status, reason: d.decision.reason, notes: d.result?.notes ?? null }
+        : null,
+  };
 }

@@ -26,6 +26,7 @@ import {
   keepDecision,
   MAX_DECISION_BYTES,
   readDecision,
+  takeDecision,
 } from "../../src/task/decision.js";
 
 // The agent's decision at $TERMORCH_DECISION (issue 36, item 4): the ledgerflow seed's envelope
@@ -326,7 +327,12 @@ describe("keeping a decision", () => {
       },
     };
   };
-  const keep = (t: ReturnType<typeof task>, l: ReturnType<typeof ledger>, read: DecisionRead, attempt = 2) =>
+  const keep = (
+    t: ReturnType<typeof task>,
+    l: ReturnType<typeof ledger>,
+    read: Exclude<DecisionRead, { kind: "none" }>,
+    attempt = 2,
+  ) =>
     keepDecision(
       { runDir: t.runDir, artifactsDir: t.where.artifactsDir, taskId: "t", attempt, redactor, ledger: l },
       read,
@@ -340,7 +346,7 @@ describe("keeping a decision", () => {
     if (!parsed.ok) throw new Error("invalid");
     const kept = await keep(t, l, { kind: "valid", decision: parsed.decision, file: "x" });
     expect(kept).toBe("artifacts/t/attempt-2/decision.json");
-    const text = readFileSync(join(t.runDir, kept!), "utf8");
+    const text = readFileSync(join(t.runDir, kept), "utf8");
     expect(text).not.toContain(SECRET);
     expect(JSON.parse(text).decision.reason).toBe("the key [REDACTED] is revoked");
     expect(l.events).toEqual([
@@ -371,7 +377,7 @@ describe("keeping a decision", () => {
       1,
     );
     expect(kept).toBe("artifacts/t/attempt-1/decision.quarantined.json");
-    expect(readFileSync(join(t.runDir, kept!), "utf8")).toBe('{"status": "maybe", "reason": "[REDACTED]"}');
+    expect(readFileSync(join(t.runDir, kept), "utf8")).toBe('{"status": "maybe", "reason": "[REDACTED]"}');
     expect(l.events).toEqual([
       {
         type: "task.decision",
@@ -392,15 +398,124 @@ describe("keeping a decision", () => {
     expect(readFileSync(t.victim, "utf8")).toBe(JSON.stringify(GOOD));
   });
 
-  it("keeps no file when nothing was read, but records the problems; nothing at all for no decision", async () => {
+  it("keeps an empty quarantine when nothing could be read, and records the problems", async () => {
     const t = task();
     const l = ledger();
-    expect(
-      await keep(t, l, { kind: "invalid", problems: ["not read: a link"], file: "x", bytes: null }),
-    ).toBeNull();
-    expect(existsSync(join(t.where.artifactsDir, "attempt-2"))).toBe(false);
-    expect(l.events).toHaveLength(1);
-    expect(await keep(t, l, { kind: "none" })).toBeNull();
-    expect(l.events).toHaveLength(1);
+    const kept = await keep(t, l, {
+      kind: "invalid",
+      problems: ["not read: a link"],
+      file: "x",
+      bytes: null,
+    });
+    expect(kept).toBe("artifacts/t/attempt-2/decision.quarantined.json");
+    expect(readFileSync(join(t.runDir, kept), "utf8")).toBe("");
+    expect(l.events).toEqual([
+      {
+        type: "task.decision",
+        task: "t",
+        data: { attempt: 2, kind: "invalid", problems: ["not read: a link"], file: kept },
+      },
+    ]);
+  });
+});
+
+describe("taking a decision (what the attempt loop calls once an attempt ended)", () => {
+  const SECRET = "hunter2-very-secret";
+  const redactor = Redactor.from([], [SECRET]);
+  const ledger = () => {
+    const types: string[] = [];
+    return { types, append: async (type: string) => void types.push(type) as never };
+  };
+  const take = (t: ReturnType<typeof task>, l: ReturnType<typeof ledger>, attempt = 1) =>
+    takeDecision(
+      { runDir: t.runDir, artifactsDir: t.where.artifactsDir, taskId: "t", attempt, redactor, ledger: l },
+      t.where,
+    );
+  const write = (t: ReturnType<typeof task>, value: unknown): void => {
+    clearDecision(t.where);
+    writeFileSync(decisionPath(t.where), typeof value === "string" ? value : JSON.stringify(value));
+  };
+
+  it("is none when the agent wrote nothing", async () => {
+    const l = ledger();
+    expect(await take(task(), l)).toEqual({ seen: { kind: "none" }, record: null, feedback: null });
+    expect(l.types).toEqual([]);
+  });
+
+  it("gives the policy, the attempt record and the feedback their parts, redacted, and consumes the file", async () => {
+    const t = task();
+    const l = ledger();
+    write(
+      t,
+      variant((d) => {
+        d.decision.status = "escalate_to_max";
+        d.decision.reason = `needs ${SECRET} rotated`;
+        d.result = { notes: `try ${SECRET}` };
+      }),
+    );
+    expect(await take(t, l, 3)).toEqual({
+      seen: { kind: "valid", status: "escalate_to_max", reason: "needs [REDACTED] rotated", human: true },
+      record: {
+        status: "escalate_to_max",
+        reason: "needs [REDACTED] rotated",
+        confidence: 0.9,
+        recommended_next_actor: "human",
+        file: "artifacts/t/attempt-3/decision.json",
+      },
+      feedback: { status: "escalate_to_max", reason: "needs [REDACTED] rotated", notes: "try [REDACTED]" },
+    });
+    expect(l.types).toEqual(["task.decision"]);
+    // Read once: a later attempt (a retry from this work, a set-up that fails) does not see it.
+    expect(existsSync(decisionPath(t.where))).toBe(false);
+    expect(await take(t, l, 4)).toEqual({ seen: { kind: "none" }, record: null, feedback: null });
+  });
+
+  it("gives an invalid one's problems to the policy and the record, with its quarantine", async () => {
+    const t = task(false);
+    write(
+      t,
+      variant((d) => (d.decision.confidence = 3)),
+    );
+    const taken = await take(t, ledger(), 2);
+    expect(taken).toEqual({
+      seen: { kind: "invalid", problems: ["decision.confidence: Too big: expected number to be <=1"] },
+      record: {
+        status: "invalid",
+        reason: "decision.confidence: Too big: expected number to be <=1",
+        confidence: null,
+        recommended_next_actor: null,
+        file: "artifacts/t/attempt-2/decision.quarantined.json",
+      },
+      feedback: null,
+    });
+    expect(existsSync(decisionPath(t.where))).toBe(false);
+  });
+
+  it("a blocked one that asks for a person is seen as such; feedback only carries an escalation", async () => {
+    const t = task();
+    write(t, GOOD);
+    const taken = await take(t, ledger());
+    expect(taken.seen).toEqual({
+      kind: "valid",
+      status: "blocked",
+      reason: GOOD.decision.reason,
+      human: true,
+    });
+    expect(taken.feedback).toBeNull();
+  });
+
+  it("finds the kept copy when the process that kept it died before the attempt's record", async () => {
+    const t = task();
+    write(t, GOOD);
+    await take(t, ledger(), 5);
+    // Resumed: the file is gone, its copy is there; nothing new is recorded.
+    const l = ledger();
+    const again = await take(t, l, 5);
+    expect(again.seen).toMatchObject({ kind: "valid", status: "blocked", human: true });
+    expect(again.record?.file).toBe("artifacts/t/attempt-5/decision.json");
+    expect(l.types).toEqual([]);
+    write(t, "not json");
+    await take(t, ledger(), 6);
+    expect((await take(t, ledger(), 6)).seen).toMatchObject({ kind: "invalid" });
   });
 });
