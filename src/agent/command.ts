@@ -102,6 +102,36 @@ export function agentFor(task: Pick<Task, "agent" | "command">, config: Config):
   return preset.success ? fromPreset(preset.data, undefined) : undefined;
 }
 
+/** One of the agents a task's attempts run, as its input names it. */
+export interface TaskAgent {
+  name: string;
+  /** undefined: no agent of that name is defined. */
+  agent: ResolvedAgent | undefined;
+  /** null: the task's own `agent`; else its place in the escalation list, the task's own or its agent entry's. */
+  escalation: { index: number; list: "task" | "agent" } | null;
+}
+
+/**
+ * The agents a task's attempts run, in order: its own (with its `command`, when it has one),
+ * then its escalation list (its own, else its agent entry's), each by name alone.
+ */
+export function taskAgents(
+  task: Pick<Task, "agent" | "command" | "escalation">,
+  config: Config,
+): TaskAgent[] {
+  const entry = Object.hasOwn(config.agents, task.agent) ? config.agents[task.agent] : undefined;
+  const list = task.escalation ? "task" : "agent";
+  const names = task.escalation ?? entry?.escalation ?? [];
+  return [
+    { name: task.agent, agent: agentFor(task, config), escalation: null },
+    ...names.map((name, index) => ({
+      name,
+      agent: agentFor({ agent: name }, config),
+      escalation: { index, list } as const,
+    })),
+  ];
+}
+
 /** Every agent a task can name: the presets, and the config's agents (which override presets of their name). */
 export function allAgents(config: Config): Map<string, ResolvedAgent> {
   const out = new Map<string, ResolvedAgent>();

@@ -129,6 +129,12 @@ export const TaskReport = z.strictObject({
     ),
   /** Exact argv the task runs (after placeholder substitution). */
   argv: z.array(z.string()),
+  escalation: z
+    .array(z.strictObject({ agent: z.string(), argv: z.array(z.string()) }))
+    .optional()
+    .describe(
+      "The agents of its escalation list in order, each with the exact argv it runs: attempt 2 runs the first, attempt 3 the second, and the last one every further attempt (`agent` and `argv` are attempt 1's). Absent when it has none",
+    ),
   dependencies: z.array(z.string()),
   agent_result: AgentResult.nullable(),
   usage: Usage.nullable(),

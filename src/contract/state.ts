@@ -84,7 +84,14 @@ export const TaskRun = z.strictObject({
   logs: z.strictObject({ stdout: z.string(), stderr: z.string() }).nullable(),
   artifacts: z.array(z.string()),
   gates: z.array(Gate),
+  /** The argv of its own agent (the report's); an escalated attempt's is its agent's (TaskPlan.agents). */
   argv: z.array(z.string()),
+  /**
+   * Which of its agents (TaskPlan.agents: 0 its own, then its escalation list) runs its current
+   * attempt; a resume adopts that attempt with the agent it was launched with. 0 in a state file
+   * written before escalation existed.
+   */
+  agentIndex: z.number().int().min(0).default(0),
   /** Private folder of the current attempt (supervisor files, exit.json), when one was launched. */
   attemptDir: z.string().nullable(),
   /** When the current attempt was launched (its timeout counts from here, across a resume). */

@@ -55,6 +55,8 @@ export const TaskJobProgress = z.strictObject({
   delivery: z.number().int().min(0),
   /** The worker's own count of attempts in this delivery of the job (a re-delivery starts again at 1). */
   attempt: z.number().int().min(0),
+  /** Which of the task's agents runs that attempt (0: its own, then its escalation list). */
+  agent_index: z.number().int().min(0).default(0),
   state: z.enum(["pending", "running", "success", "failed", "skipped"]),
   waiting_since: z.number().nullable(),
   waiting_for: z.string().nullable().default(null),
@@ -104,6 +106,8 @@ export const TaskJobResult = z.strictObject({
   needs_human: z.boolean().default(false),
   exit_code: z.number().int().nullable(),
   attempts: z.number().int().min(0),
+  /** Which of the task's agents ran its last attempt (0: its own, then its escalation list). */
+  agent_index: z.number().int().min(0).default(0),
   /** The task branch's tip as pushed to the remote; null when nothing was pushed (it failed before a commit). */
   commit: Sha.nullable(),
   /** The attempt's own ref on the remote that holds `commit` (`refs/termorch/<run>/attempts/<task>/<delivery>`). */
@@ -132,6 +136,7 @@ export function emptyResult(
     needs_human: false,
     exit_code: null,
     attempts: o.attempts ?? 0,
+    agent_index: 0,
     commit: null,
     ref: null,
     gates: [],

@@ -18,7 +18,7 @@ import { agentWork } from "./sandbox.js";
 import { type SecretsFound, secretsGate } from "./secrets-gate.js";
 import { setupGates } from "./setup.js";
 import type { RunStop } from "./stop.js";
-import { handoffPlace, type TaskPlan } from "./task-plan.js";
+import { type AgentPlan, handoffPlace, type TaskPlan } from "./task-plan.js";
 import type { TaskRun } from "./task-run.js";
 import { testsGate } from "./tests-gate.js";
 
@@ -30,6 +30,8 @@ interface GateScope {
   recorder: TaskRecorder;
   t: Readonly<TaskRun>;
   p: TaskPlan;
+  /** The agent its attempt ran. */
+  agent: AgentPlan;
   /** Failures of earlier gates that do not end the checks at once (a later gate may still be told). */
   failures: readonly string[];
   /** What the failing gates found, by kind, for the next attempt's feedback section. */
@@ -107,21 +109,22 @@ export function taskCommitMessage(
  * The secrets gate, then the commit of what the agent left in its worktree on the task branch:
  * a secret the agent wrote into its work must not reach a commit of termorch's.
  */
-async function commitGate({ run, ports, recorder, t, p, found }: GateScope): Promise<Verdict> {
-  if (!run.git || p.worktree === null) return { gates: [] };
+async function commitGate({ run, ports, recorder, t, p, agent, found }: GateScope): Promise<Verdict> {
+  const { worktree, keepInRepo } = p.workspace;
+  if (!run.git || worktree === null) return { gates: [] };
   const failed = (name: string, detail: string): Verdict => ({
     gates: [{ name, required: true, passed: false, detail }],
     end: { reason: "validation", detail },
   });
   // Without its worktree there is nothing to commit or check, and git cannot even start there.
-  if (!existsSync(p.worktree)) {
-    const detail = `its worktree ${p.worktree} was deleted while the agent ran (by the agent?); its work is lost`;
+  if (!existsSync(worktree)) {
+    const detail = `its worktree ${worktree} was deleted while the agent ran (by the agent?); its work is lost`;
     return { ...failed("commit", detail), end: { reason: "lost", detail } };
   }
   let secrets: SecretsFound | null = null;
   let secretsError: unknown = null;
   if (t.startCommit)
-    secrets = await secretsGate(ports, p.worktree, t.startCommit, p.keepInRepo, p.scratch).catch(
+    secrets = await secretsGate(ports, worktree, t.startCommit, keepInRepo, agent.scratch).catch(
       (error: unknown) => {
         secretsError = error;
         return null;
@@ -133,10 +136,10 @@ async function commitGate({ run, ports, recorder, t, p, found }: GateScope): Pro
   }
   const gates = secrets ? [secrets.gate] : [];
   try {
-    const commit = await commitOnTaskBranch(ports, recorder, run.privateDir, t, p.worktree, {
-      message: taskCommitMessage(t, p.agent, run.runId),
-      exclude: [...p.keepInRepo],
-      scratch: p.scratch,
+    const commit = await commitOnTaskBranch(ports, recorder, run.privateDir, t, worktree, {
+      message: taskCommitMessage(t, agent.name, run.runId),
+      exclude: [...keepInRepo],
+      scratch: agent.scratch,
       ...(t.startCommit ? { start: t.startCommit } : {}),
       identity: run.identity,
     });
@@ -164,22 +167,22 @@ async function commitGate({ run, ports, recorder, t, p, found }: GateScope): Pro
  * agent whose prompt never arrived) must not pass as done: no diff against its start and no
  * commit, and none of its required artifacts, fails, unless the task says its work is no change.
  */
-async function changesGate({ run, t, p }: GateScope): Promise<Verdict> {
+async function changesGate({ run, t, p, agent }: GateScope): Promise<Verdict> {
   const verdict = (passed: boolean | null, detail: string): Verdict => ({
-    gates: [{ name: "changes", required: p.expectChanges, passed, detail }],
+    gates: [{ name: "changes", required: agent.expectChanges, passed, detail }],
     ...(passed === false ? { end: { reason: "no_changes" as const, detail } } : {}),
   });
-  if (!p.expectChanges) return verdict(null, "not checked: expect_changes is false");
+  if (!agent.expectChanges) return verdict(null, "not checked: expect_changes is false");
   if (!run.git || !t.startCommit || !t.commit)
     return verdict(null, "not checked: the workspace is not a git repository");
   if (t.commit !== t.startCommit) return verdict(true, `committed ${t.commit.slice(0, 12)}`);
-  for (const pattern of p.criteria.requiredArtifacts)
-    if ((await findRequired(p, pattern)).found.length > 0)
+  for (const pattern of p.gates.requiredArtifacts)
+    if ((await findRequired(p.workspace, pattern)).found.length > 0)
       return verdict(true, `no change, but its required artifact ${pattern} is there`);
   return verdict(
     false,
     "its agent exited 0 having changed nothing in its worktree (no diff against its start, no commit)" +
-      (p.criteria.requiredArtifacts.length ? " and produced none of its required artifacts" : "") +
+      (p.gates.requiredArtifacts.length ? " and produced none of its required artifacts" : "") +
       '; if that is its job, give the task or its agent "expect_changes": false',
   );
 }
@@ -189,12 +192,12 @@ async function changesGate({ run, t, p }: GateScope): Promise<Verdict> {
  * under Files Touched one the task changed (those it left out are named, not held against it).
  */
 async function handoffGate({ run, ports, t, p, found }: GateScope): Promise<Verdict> {
-  if (!p.handoff) return { gates: [] };
+  if (!p.gates.handoff) return { gates: [] };
   const verdict = (passed: boolean | null, detail: string): Verdict => ({
     gates: [{ name: "handoff", required: true, passed, detail }],
     ...(passed === false ? { end: { reason: "validation" as const, detail } } : {}),
   });
-  const at = handoffPlace(p);
+  const at = handoffPlace(p.workspace);
   let text: string;
   try {
     // Through no link: the agent may have moved its folder and left a link to a file it cannot see.
@@ -206,7 +209,8 @@ async function handoffGate({ run, ports, t, p, found }: GateScope): Promise<Verd
   }
   // Kept with the artifacts, redacted as it is written (a secret quoted in it never reaches a
   // file of termorch's, whatever comes after): the report points to it and dependents read it.
-  if (at.root !== p.artifactsDir) writeFresh(p.artifactsDir, "handoff.md", ports.redactor.redact(text));
+  const { artifactsDir } = p.workspace;
+  if (at.root !== artifactsDir) writeFresh(artifactsDir, "handoff.md", ports.redactor.redact(text));
   if (!run.settings.verify) return verdict(null, "skipped (verify: false)");
   const { missing, listed } = checkHandoff(text);
   if (missing.length) {
@@ -233,7 +237,7 @@ async function handoffGate({ run, ports, t, p, found }: GateScope): Promise<Verd
 }
 
 async function requiredArtifactsGate({ run, p, found }: GateScope): Promise<Verdict> {
-  const required = p.criteria.requiredArtifacts;
+  const required = p.gates.requiredArtifacts;
   const gate = (required: boolean, passed: boolean | null, detail: string): Gate => ({
     name: "required_artifacts",
     required,
@@ -245,7 +249,7 @@ async function requiredArtifactsGate({ run, p, found }: GateScope): Promise<Verd
   const missing: string[] = [];
   const refused: string[] = [];
   for (const pattern of required) {
-    const matched = await findRequired(p, pattern);
+    const matched = await findRequired(p.workspace, pattern);
     if (matched.found.length === 0) missing.push(pattern);
     refused.push(...matched.refused);
   }
@@ -260,7 +264,7 @@ async function requiredArtifactsGate({ run, p, found }: GateScope): Promise<Verd
 }
 
 async function allowedPathsGate({ run, ports, t, p, found }: GateScope): Promise<Verdict> {
-  const allowed = p.criteria.allowedPaths;
+  const allowed = p.gates.allowedPaths;
   const gate = (required: boolean, passed: boolean | null, detail: string): Gate => ({
     name: "allowed_paths",
     required,
@@ -288,7 +292,7 @@ async function allowedPathsGate({ run, ports, t, p, found }: GateScope): Promise
  * task says so. No gate is shown when there are none and none are refused.
  */
 async function gitControlsGate({ run, ports, recorder, t, p }: GateScope): Promise<Verdict> {
-  const refuse = p.criteria.refuseGitControls;
+  const refuse = p.gates.refuseGitControls;
   const gate = (passed: boolean | null, detail: string): Gate => ({
     name: "git_control_files",
     required: refuse,
@@ -316,10 +320,11 @@ async function testsCmdGate({
   stop,
   t,
   p,
+  agent,
   failures,
   found,
 }: GateScope): Promise<Verdict | "detached"> {
-  const testsCmd = p.criteria.testsCmd;
+  const testsCmd = p.gates.testsCmd;
   if (!testsCmd)
     return { gates: [{ name: "tests_cmd", required: false, passed: null, detail: "none given" }] };
   if (!run.settings.verify)
@@ -333,13 +338,13 @@ async function testsCmdGate({
   const gate = await testsGate(run, ports, stop, {
     name: "tests_cmd",
     command: testsCmd,
-    cwd: p.cwd,
-    env: attemptEnv(p, t.attempts),
-    timeoutS: p.timeoutS,
+    cwd: p.workspace.cwd,
+    env: attemptEnv(agent, t.attempts),
+    timeoutS: agent.timeoutS,
     logName: `tests-${t.id}`,
     taskId: t.id,
     attempt: t.attempts,
-    ...(p.sandbox ? { sandbox: { setting: p.sandbox, work: agentWork(p) } } : {}),
+    ...(agent.sandbox ? { sandbox: { setting: agent.sandbox, work: agentWork(p, agent) } } : {}),
     onEnd: (ran) => {
       found.tests = ran;
     },

@@ -24,7 +24,7 @@ export async function writePrompt(
   mkdirSync(dirname(p.prompt.file), { recursive: true, mode: 0o700 });
   writeFileSync(p.prompt.file, prompt, { mode: 0o600 });
   // Fresh: an earlier attempt's agent could have left a link at that name.
-  writeFresh(p.artifactsDir, "prompt.md", ports.redactor.redactBytes(prompt));
+  writeFresh(p.workspace.artifactsDir, "prompt.md", ports.redactor.redactBytes(prompt));
 }
 
 /** A task's prompt: its context file, and what its dependencies did. */
@@ -52,7 +52,8 @@ export async function promptText(
 
 /** Where the agent leaves its handoff: an LLM reads its prompt, not its environment. */
 function handoffSection(p: TaskPlan): string {
-  if (!p.handoff) return "";
+  const { handoff } = p.gates;
+  if (!handoff) return "";
   return [
     "",
     "",
@@ -60,7 +61,7 @@ function handoffSection(p: TaskPlan): string {
     "",
     "## Your handoff",
     "",
-    `When your work is done, edit the handoff at ${p.handoff} (also in $TERMORCH_HANDOFF): fill in its`,
+    `When your work is done, edit the handoff at ${handoff} (also in $TERMORCH_HANDOFF): fill in its`,
     "Summary, Files Touched (every file you changed, one per line, `- path`) and How to Verify sections.",
     "",
   ].join("\n");
@@ -80,7 +81,7 @@ function decisionSection(p: TaskPlan): string {
     "",
     "## If you cannot finish: your decision",
     "",
-    `You may write a JSON decision about your work to ${decisionPath(p)} (also in $TERMORCH_DECISION); without one, termorch's checks decide. Its \`decision.status\`:`,
+    `You may write a JSON decision about your work to ${decisionPath(p.workspace)} (also in $TERMORCH_DECISION); without one, termorch's checks decide. Its \`decision.status\`:`,
     "- `completed`: you did the work; termorch's checks decide.",
     "- `escalate_to_max`: this needs a stronger agent; the next one takes over with your reason and `result.notes`.",
     '- `blocked`: the task cannot go on; it stops, is not retried, and your reason is reported (`routing.recommended_next_actor: "human"` asks for a person).',
@@ -120,9 +121,9 @@ async function dependencySection(
     );
     if (dep.branch) parts.push(`- Branch: ${dep.branch}`);
     const depPlan = run.plans.get(id);
-    const text = depPlan?.handoff ? keptHandoff(depPlan.artifactsDir) : null;
+    const text = depPlan?.gates.handoff ? keptHandoff(depPlan.workspace.artifactsDir) : null;
     if (text && depPlan) {
-      const kept = relative(run.runDir, join(depPlan.artifactsDir, "handoff.md"));
+      const kept = relative(run.runDir, join(depPlan.workspace.artifactsDir, "handoff.md"));
       parts.push("", `Its handoff (${kept}):`, "", text.trim());
     }
   }
