@@ -203,7 +203,7 @@ export const AttemptMetrics = z.strictObject({
     .int()
     .min(0)
     .describe(
-      "Successful tasks an earlier attempt of which failed: they succeeded only after being told why (or by a stronger agent)",
+      "Successful tasks an earlier attempt of which failed (or asked for a stronger agent): they succeeded only after being told why, or by a stronger agent",
     ),
 });
 export type AttemptMetrics = z.infer<typeof AttemptMetrics>;

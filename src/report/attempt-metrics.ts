@@ -37,10 +37,14 @@ export function attemptMetrics(tasks: readonly TaskAttempts[]): AttemptMetrics {
     block_rate: rate(blocked),
     invalid_rate: rate(invalid),
     per_successful_task: succeeded.length === 0 ? null : round(attemptsOfSucceeded / succeeded.length, 2),
-    // An earlier attempt that failed (a first success redone after a merge conflict is no failure).
-    succeeded_after_feedback: succeeded.filter((t) => t.attempts.slice(0, -1).some((a) => a.reason !== null))
-      .length,
+    // An earlier attempt that failed or handed over (an escalation may pass its gates); a first
+    // success redone after a merge conflict is neither.
+    succeeded_after_feedback: succeeded.filter((t) => t.attempts.slice(0, -1).some(handedOver)).length,
   };
+}
+
+function handedOver(a: AttemptFacts): boolean {
+  return a.reason !== null || (a.decision !== null && a.decision !== "completed");
 }
 
 function round(n: number, places: number): number {

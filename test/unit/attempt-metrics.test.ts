@@ -58,6 +58,11 @@ describe("attemptMetrics", () => {
     expect(attemptMetrics([{ succeeded: true, attempts: [ok, ok] }]).succeeded_after_feedback).toBe(0);
   });
 
+  it("counts a success after an escalation whose attempt passed its gates", () => {
+    const escalated = { reason: null, decision: "escalate_to_max" } as const;
+    expect(attemptMetrics([{ succeeded: true, attempts: [escalated, ok] }]).succeeded_after_feedback).toBe(1);
+  });
+
   it("has no rates without attempts and no mean without a successful task", () => {
     expect(attemptMetrics([])).toEqual({
       total: 0,
