@@ -56,3 +56,14 @@ export const AttemptRecord = z.strictObject({
     ),
 });
 export type AttemptRecord = z.infer<typeof AttemptRecord>;
+
+/** An attempt in a line: its agent (escalated to?), where it started, what it was told and decided. */
+export function attemptSummary(a: AttemptRecord): string {
+  const how = a.escalated ? `escalated to ${a.agent}` : `agent ${a.agent}`;
+  const from = a.started_from ? `, from ${a.started_from.replace("_", " ")}` : "";
+  const told = a.feedback ? `; told what went wrong: ${a.feedback}` : "";
+  const decided = a.decision
+    ? `; it decided ${a.decision.status}${a.decision.reason ? ` (${a.decision.reason})` : ""}`
+    : "";
+  return `attempt ${a.n} (${how}${from})${told}${decided}`;
+}

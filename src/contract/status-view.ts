@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { Usage } from "./agent-result.js";
+import { AttemptRecord } from "./attempt-record.js";
 import { KeyAnswer } from "./keys.js";
 import { Reason, TaskState } from "./reason.js";
 
@@ -43,6 +44,7 @@ export function needsHumanText(t: { detail: string | null }): string {
 /** One task of a run. */
 export const TaskView = z.strictObject({
   id: z.string(),
+  /** The agent of its current (or last) attempt: the task's own, or one of its escalation list. */
   agent: z.string(),
   state: TaskViewState,
   reason: Reason.nullable(),
@@ -81,6 +83,8 @@ export const TaskView = z.strictObject({
   wave: z.number().int().min(1).nullable().default(null),
   /** Tokens and cost its agent's CLI reported so far (all attempts); null when none. */
   usage: Usage.nullable().default(null),
+  /** Its attempts so far (the report's attempt_history): each one's agent, start, feedback section, decision, end. */
+  attempt_history: z.array(AttemptRecord).default([]),
   /** It failed blocked and its agent asked for a person (its decision's recommended_next_actor "human"); `detail` says why. */
   needs_human: z.boolean().default(false),
   /** Its redo under way (state `redo`): which of how many (shown `redo n/of`), and the conflict; null: none. */

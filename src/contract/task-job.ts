@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { AgentResult, Usage } from "./agent-result.js";
 import { RUN_ID_PATTERN, TASK_ID_PATTERN } from "./assignments.js";
+import { AttemptRecord } from "./attempt-record.js";
 import { Reason } from "./reason.js";
 import { Gate } from "./report.js";
 
@@ -108,6 +109,8 @@ export const TaskJobResult = z.strictObject({
   attempts: z.number().int().min(0),
   /** Which of the task's agents ran its last attempt (0: its own, then its escalation list). */
   agent_index: z.number().int().min(0).default(0),
+  /** Its attempts on the worker, each with its agent, start, feedback section and decision (the report's attempt_history). */
+  history: z.array(AttemptRecord).default([]),
   /** The task branch's tip as pushed to the remote; null when nothing was pushed (it failed before a commit). */
   commit: Sha.nullable(),
   /** The attempt's own ref on the remote that holds `commit` (`refs/termorch/<run>/attempts/<task>/<delivery>`). */
@@ -137,6 +140,7 @@ export function emptyResult(
     exit_code: null,
     attempts: o.attempts ?? 0,
     agent_index: 0,
+    history: [],
     commit: null,
     ref: null,
     gates: [],

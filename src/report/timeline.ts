@@ -32,6 +32,10 @@ export interface TimelineBar {
   host: string | null;
   /** Its logs, relative to the run's folder, as task.launched named them. */
   logs: { stdout: string | null; stderr: string | null } | null;
+  /** The agent it ran (task.launched; an escalation's is another than the task's); null: not said. */
+  agent: string | null;
+  /** The feedback section it was given (the attempt before it failed), relative to the run's folder. */
+  feedback: string | null;
   /** This attempt is the task's redo n (merge.on_conflict "redo"); null: an ordinary attempt. */
   redo: number | null;
   /** A redo's conflict, or the conflict of a `conflicted` attempt: the tasks and files. */
@@ -125,6 +129,7 @@ interface AttemptAcc {
   session: string | null;
   host: string | null;
   logs: TimelineBar["logs"];
+  agent: string | null;
   retried: { reason: string | null; detail: string | null } | null;
 }
 
@@ -133,6 +138,8 @@ interface TaskAcc {
   attempts: Map<number, AttemptAcc>;
   /** Attempts that failed before a launch, with when and why. */
   unlaunched: Map<number, { at: number; reason: string | null; detail: string | null }>;
+  /** The feedback section each attempt after a failed one was given (task.retrying names it). */
+  feedback: Map<number, string>;
   /** When the scheduler took it (its status' started_at). */
   takenAt: number | null;
   final: {
@@ -258,6 +265,7 @@ const STEPS: Steps = {
       session: e.data.session ?? null,
       host: e.data.host ?? null,
       logs: logs ? { stdout: logs.stdout, stderr: logs.stderr } : null,
+      agent: typeof e.data.agent === "string" ? e.data.agent : null,
       retried: null,
     });
   },
@@ -273,6 +281,7 @@ const STEPS: Steps = {
     const n = e.data.attempt;
     if (!t || n === undefined) return;
     const why = { reason: e.data.reason ?? null, detail: e.data.detail ?? null };
+    if (e.data.feedback) t.feedback.set(n + 1, e.data.feedback);
     const a = t.attempts.get(n);
     if (a) {
       a.retried = why;
@@ -314,6 +323,7 @@ function taskAccOf(tasks: Map<string, TaskAcc>, id: string): TaskAcc {
       id,
       attempts: new Map(),
       unlaunched: new Map(),
+      feedback: new Map(),
       takenAt: null,
       final: null,
       inputWaits: [],
@@ -638,6 +648,8 @@ function barOf(
     session: a.session,
     host: a.host,
     logs: a.logs,
+    agent: a.agent,
+    feedback: t.feedback.get(a.attempt) ?? null,
     redo: redo?.n ?? null,
     conflict: redo ? { with: redo.with, files: redo.files } : conflicted,
     decision: t.decisions.get(a.attempt) ?? null,

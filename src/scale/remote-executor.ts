@@ -320,6 +320,8 @@ async function applyResult(
     attempts,
     // A result of a delivery that never ran an attempt says nothing of its agent.
     ...(r.attempts > 0 ? { agentIndex: r.agent_index } : {}),
+    // What the worker's attempts were told and ran (its feedback sections come with its artifacts).
+    ...(r.history.length > 0 ? { history: r.history } : {}),
     ...(unseen ? { hosts: [{ attempt: attempts, worker: r.worker, host: r.host, socket: r.socket }] } : {}),
     exitCode: r.exit_code,
     gates: r.gates,

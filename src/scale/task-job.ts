@@ -236,6 +236,7 @@ export async function runTaskJob(job: TaskJob, w: WorkerPlace, d: JobDelivery): 
     exit_code: t.exitCode,
     attempts: t.attempts,
     agent_index: t.agentIndex,
+    history: t.history,
     commit,
     ref,
     gates: t.gates,

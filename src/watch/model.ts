@@ -1,4 +1,5 @@
 import stringWidth from "string-width";
+import { attemptSummary } from "../contract/attempt-record.js";
 import {
   isLive,
   needsHumanText,
@@ -250,6 +251,8 @@ function detailLine(view: StatusView, key: TaskKey | null, width: number, now: n
     parts.push(
       `waiting for input for ${duration(Math.max(0, now - Date.parse(t.waiting_since)))}${t.waiting_for ? `: ${t.waiting_for}` : ""}`,
     );
+  const last = t.attempt_history.at(-1);
+  if (last && last.n > 1) parts.push(attemptSummary(last));
   if (t.redo)
     parts.push(
       `redo ${t.redo.n}/${t.redo.of}: its result conflicted with ${t.redo.with.join(", ")} in ${t.redo.files.join(", ")}`,

@@ -71,6 +71,17 @@ describe("failures that teach", () => {
     const patch = readFileSync(join(dir, "artifacts", "fix", "changes.patch"), "utf8");
     expect(patch).toContain("part.txt");
     expect(patch).toContain("done.txt");
+    // The views show each attempt: status --json (and MCP wait, serve) and report.html.
+    const status = await termorch(["status", readReport(dir).run_id!, "--json"], { socket });
+    const view = JSON.parse(status.stdout) as { runs: { tasks: { attempt_history: unknown[] }[] }[] };
+    expect(view.runs[0]!.tasks[0]!.attempt_history).toEqual(history);
+    const html = readFileSync(join(dir, "report.html"), "utf8");
+    expect(html).toContain('<li data-attempt="2">attempt 2 (agent step, from last work)');
+    expect(html).toContain('href="./artifacts/fix/attempt-2/feedback.md"');
+    // The timeline's bar of attempt 2 names its agent and what it was told.
+    expect(html).toMatch(
+      /title="fix attempt 2 \(step\): [^"]*it was told what went wrong before: artifacts\/fix\/attempt-2\/feedback\.md"/,
+    );
     // `termorch clean` takes the work refs with the branches it keeps.
     const cleaned = await termorch(["clean", readReport(dir).run_id!], { socket });
     expect(cleaned.exitCode, cleaned.stderr).toBe(0);

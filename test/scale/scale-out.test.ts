@@ -282,6 +282,14 @@ suite("termorch run --backend bullmq", () => {
       { agent: "better", argv: ["bash", "-c", "echo better > e.txt; echo better ran"] },
     ]);
     expect(e.logs.stdout).toMatch(/^logs\/better-/);
+    // The worker told attempt 2 what went wrong: its section came back with the artifacts.
+    expect(e.attempt_history!.map((a) => [a.n, a.agent, a.reason, a.feedback])).toEqual([
+      [1, "step", "exit_code", null],
+      [2, "better", null, "artifacts/E/attempt-2/feedback.md"],
+    ]);
+    expect(readFileSync(join(c.dir, "artifacts/E/attempt-2/feedback.md"), "utf8")).toContain(
+      "## What went wrong in attempt 1",
+    );
     expect(readFileSync(join(c.dir, e.logs.stdout!), "utf8")).toContain("better ran");
     expect(readFileSync(join(c.repo, "e.txt"), "utf8")).toBe("better\n");
     expect(git(c.repo, "log", "--format=%s", "-5").split("\n")).toContainEqual(
