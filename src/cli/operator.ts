@@ -4,7 +4,13 @@ import { type Command, InvalidArgumentError } from "commander";
 import { attemptSummary } from "../contract/attempt-record.js";
 import { KEY_NAMES } from "../contract/keys.js";
 import type { RunState } from "../contract/state.js";
-import { isLive, type RunView, type StatusView, type TaskView } from "../contract/status-view.js";
+import {
+  isLive,
+  needsHumanText,
+  type RunView,
+  type StatusView,
+  type TaskView,
+} from "../contract/status-view.js";
 import type { WorkerInfo } from "../contract/task-job.js";
 import { ExitCode, InputError, unreachable } from "../errors.js";
 import { registryDir } from "../fs/names.js";
@@ -544,6 +550,7 @@ function formatStatus(view: StatusView, registry: string | null): string {
           `  ${t.id}: waiting for input since ${t.waiting_since}${t.waiting_for ? ` (${t.waiting_for})` : ""}; answer: ${answers}`,
         );
       }
+    for (const t of run.tasks) if (t.needs_human) lines.push(`  ${t.id}: blocked, ${needsHumanText(t)}`);
     lines.push("");
   }
   for (const q of view.queued)

@@ -18,7 +18,7 @@ line), redrawn as their files change. Keys:
 Plain keys only, no mouse: it works over SSH. NO_COLOR (set, non-empty) turns colours off.
 
 When stdout (or stdin) is not a terminal, it prints plain lines instead, no escapes:
-  <time> <run-id> <task> <state> wave <n> attempt <k>[ reason <r>][ exit <code>]
+  <time> <run-id> <task> <state> wave <n> attempt <k>[ reason <r>][ exit <code>][ needs_human]
 one when the watch starts for every task, then one each time a task's state or attempt
 changes (<state>: pending, running, redo, waiting (for input), success, failed, skipped; <time>:
 when it happened; the view is recomputed at most every 0.15 s, so a task that starts and

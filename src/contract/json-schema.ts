@@ -2,6 +2,7 @@ import { z } from "zod";
 import { Assignments } from "./assignments.js";
 import { Config } from "./config.js";
 import { ConflictBlock } from "./conflict-block.js";
+import { DecisionFile } from "./decision.js";
 import { FeedbackBlock } from "./feedback-block.js";
 import { LedgerEntry } from "./ledger-events.js";
 import { NotifyEvent } from "./notify.js";
@@ -24,6 +25,8 @@ export const schemas = {
   "conflict-block": ConflictBlock,
   /** The `json termorch-feedback` block of a feedback section (what went wrong in an attempt). */
   "feedback-block": FeedbackBlock,
+  /** What an agent may write at $TERMORCH_DECISION: the ledgerflow decision envelope. */
+  decision: DecisionFile,
 } as const;
 export type SchemaName = keyof typeof schemas;
 

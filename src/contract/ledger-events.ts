@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { StateSource } from "./agent-state.js";
+import { DecisionStatus, NextActor } from "./decision.js";
 import { KeyAnswer } from "./keys.js";
 import { Reason } from "./reason.js";
 import { Gate } from "./report.js";
@@ -154,6 +155,20 @@ const EVENTS = {
     host: z.string().optional(),
     worker: z.string().optional(),
     state: z.string().optional(),
+  },
+  /**
+   * The decision its agent left at $TERMORCH_DECISION for an attempt: valid (its verdict) or
+   * invalid (what is wrong; quarantined). `file`: where it is kept, relative to the run directory.
+   */
+  "task.decision": {
+    attempt: z.number(),
+    kind: z.enum(["valid", "invalid"]),
+    status: DecisionStatus.optional(),
+    reason: z.string().optional(),
+    confidence: z.number().optional(),
+    recommended_next_actor: NextActor.nullable().optional(),
+    problems: z.array(z.string()).optional(),
+    file: nullableString,
   },
   "task.retrying": {
     attempt: z.number(),

@@ -193,6 +193,12 @@ export const RunChange = z.discriminatedUnion("event", [
     state: TaskState,
     reason: Reason.nullable(),
     detail: z.string().nullable(),
+    needs_human: z
+      .literal(true)
+      .optional()
+      .describe(
+        'Blocked, and its agent asked for a person (its decision\'s recommended_next_actor "human"): `detail` gives its reason; absent otherwise',
+      ),
   }),
   z
     .strictObject({
@@ -266,6 +272,11 @@ export const WaitOutput = z.strictObject({
     )
     .describe(
       "Tasks whose agent waits for an answer now: answer with `send` (`keys` from `answers` for a known question, else `text`), or end with `finish`",
+    ),
+  needs_human: z
+    .array(z.strictObject({ task: z.string(), reason: z.string().nullable().describe("Its agent's reason") }))
+    .describe(
+      'Tasks that ended blocked because their agent asked for a person (its decision\'s routing.recommended_next_actor "human"): not retried, their dependents skipped; a person must act, then run them again',
     ),
   timed_out: z.boolean().describe("Nothing changed within timeout_s"),
 });

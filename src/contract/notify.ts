@@ -5,7 +5,12 @@ import { Reason } from "./reason.js";
 import { Report } from "./report.js";
 
 /** The events a notification command can be sent. */
-export const NotifyEventName = z.enum(["task.waiting_input", "task.failed", "run.finished"]);
+export const NotifyEventName = z.enum([
+  "task.waiting_input",
+  "task.failed",
+  "task.needs_human",
+  "run.finished",
+]);
 export type NotifyEventName = z.infer<typeof NotifyEventName>;
 
 export const NOTIFY_TIMEOUT_S = 10;
@@ -22,14 +27,14 @@ export const NotifyConfig = z
     events: z
       .array(NotifyEventName)
       .min(1)
-      .default(["task.waiting_input", "task.failed", "run.finished"])
+      .default(["task.waiting_input", "task.failed", "task.needs_human", "run.finished"])
       .describe("The events sent to the command (default: all of them)"),
     timeout_s: TimeoutS.default(NOTIFY_TIMEOUT_S).describe(
       "Seconds one delivery may take; then the command's process group is killed and the failure logged",
     ),
   })
   .describe(
-    "Run a command for each of a run's notable events (a task failed, a task waits for input, the run finished). Its failures are logged (ledger event notify.failed), never fatal, and never change the run's exit code",
+    "Run a command for each of a run's notable events (a task failed, a task waits for input, a task needs a person, the run finished). Its failures are logged (ledger event notify.failed), never fatal, and never change the run's exit code",
   );
 export type NotifyConfig = z.infer<typeof NotifyConfig>;
 
@@ -66,6 +71,17 @@ export const NotifyEvent = z
           "What it waits for, as termorch recognised it (a question of its CLI, its next message, an unrecognised screen)",
         ),
     }),
+    z
+      .strictObject({
+        event: z.literal("task.needs_human"),
+        ...Common,
+        task_id: z.string(),
+        reason: z.string().nullable().describe("Its agent's reason (the report's task `detail`)"),
+        attempts: z.number().int().min(0).describe("Attempts the task made"),
+      })
+      .describe(
+        'A task ended blocked and its agent asked for a person (its decision\'s routing.recommended_next_actor "human"); sent after its task.failed',
+      ),
     z.strictObject({
       event: z.literal("run.finished"),
       ...Common,

@@ -107,7 +107,7 @@ export const TaskReport = z.strictObject({
   artifacts: z.array(z.string()),
   exit_code: z.number().int().nullable(),
   reason: Reason.nullable().describe(
-    "Why the task did not succeed; null when it did. `exit_code`, `timeout`, `signal`: how its agent ended; `launch_error`: its agent or worktree could not be started; `validation`: a gate after the agent failed (secrets, commit, required_artifacts, allowed_paths, tests_cmd); `setup`: its `setup_cmd` failed (exit code not 0, timed out, or its exit status was lost), so no agent was started (the `setup` gate names its logs); `dependency_failed`: skipped because a dependency did not succeed; `conflict`: its dependencies' branches conflict; `cancelled`: the run was cancelled or stopped (--fail-fast); `lost`: its session or worktree vanished without an exit record; `agent_error`: its agent's CLI reported an error in its output while exiting 0 (see `agent_result`); `no_changes`: its agent exited 0 having changed nothing in its worktree and produced none of its required_artifacts (the `changes` gate; `expect_changes: false` allows it); `prompt_not_delivered`: an interactive task's prompt was pasted into its agent's input prompt and the agent did not take it (no hook, no busy screen) in time: `detail` quotes its screen",
+    "Why the task did not succeed; null when it did. `exit_code`, `timeout`, `signal`: how its agent ended; `launch_error`: its agent or worktree could not be started; `validation`: a gate after the agent failed (secrets, commit, required_artifacts, allowed_paths, tests_cmd); `setup`: its `setup_cmd` failed (exit code not 0, timed out, or its exit status was lost), so no agent was started (the `setup` gate names its logs); `dependency_failed`: skipped because a dependency did not succeed; `conflict`: its dependencies' branches conflict; `cancelled`: the run was cancelled or stopped (--fail-fast); `lost`: its session or worktree vanished without an exit record; `agent_error`: its agent's CLI reported an error in its output while exiting 0 (see `agent_result`); `no_changes`: its agent exited 0 having changed nothing in its worktree and produced none of its required_artifacts (the `changes` gate; `expect_changes: false` allows it); `prompt_not_delivered`: an interactive task's prompt was pasted into its agent's input prompt and the agent did not take it (no hook, no busy screen) in time: `detail` quotes its screen; `escalated`: its agent decided `escalate_to_max` ($TERMORCH_DECISION) and no stronger agent was left in its escalation list (`detail` gives the agent's reason); `blocked`: its agent decided `blocked`: the task was not retried and its dependents are skipped (`detail` gives the agent's reason; `needs_human` when it asked for a person); `invalid_decision`: its agent left a decision that is not a valid envelope (bad JSON, a status outside the three, confidence outside [0, 1], an empty reason or claim, untyped evidence, an unknown schema_version): treated as blocked, the file quarantined as `artifacts/<task>/attempt-<n>/decision.quarantined.json` and its problems in `detail`",
   ),
   detail: z.string().nullable(),
   attempts: z.number().int().min(0),
@@ -155,6 +155,12 @@ export const TaskReport = z.strictObject({
     .describe(
       "Scale-out runs only (backend bullmq): the worker and host of each attempt, in order; a worker killed mid-task leaves its attempt here and the task's next attempt names the worker that took the job over",
     ),
+  needs_human: z
+    .literal(true)
+    .optional()
+    .describe(
+      'The task is `blocked` and its agent asked for a person (its decision\'s `routing.recommended_next_actor` was "human"): `detail` gives its reason. Absent otherwise',
+    ),
   git_control_files: z
     .array(GitControlFile)
     .optional()
@@ -163,6 +169,44 @@ export const TaskReport = z.strictObject({
     ),
 });
 export type TaskReport = z.infer<typeof TaskReport>;
+
+/** A share of the run's attempts, 0 to 1 (rounded to 4 places); null when no attempt ran. */
+const Rate = z.number().min(0).max(1).nullable();
+
+/**
+ * The run's attempts and their agents' decisions (the ledgerflow seed's metrics, section 10).
+ * Every rate is over attempts: each attempt of each task counts once, whether or not its agent
+ * left a decision.
+ */
+export const AttemptMetrics = z.strictObject({
+  total: z.number().int().min(0).describe("Attempts run, every task's added up (a merge redo's too)"),
+  with_decision: z
+    .number()
+    .int()
+    .min(0)
+    .describe("Attempts whose agent left a decision at $TERMORCH_DECISION, valid or not"),
+  escalated: z.number().int().min(0).describe("Attempts whose agent decided escalate_to_max"),
+  blocked: z.number().int().min(0).describe("Attempts whose agent decided blocked"),
+  invalid: z.number().int().min(0).describe("Attempts whose agent left an invalid decision (quarantined)"),
+  escalation_rate: Rate.describe("escalated / total"),
+  block_rate: Rate.describe("blocked / total"),
+  invalid_rate: Rate.describe("invalid / total"),
+  per_successful_task: z
+    .number()
+    .min(0)
+    .nullable()
+    .describe(
+      "Attempts per successful task: the successful tasks' attempts added up, divided by their number (rounded to 2 places); null when none succeeded",
+    ),
+  succeeded_after_feedback: z
+    .number()
+    .int()
+    .min(0)
+    .describe(
+      "Successful tasks an earlier attempt of which failed (or asked for a stronger agent): they succeeded only after being told why, or by a stronger agent",
+    ),
+});
+export type AttemptMetrics = z.infer<typeof AttemptMetrics>;
 
 export const Metrics = z.strictObject({
   tasks_total: z.number().int(),
@@ -175,6 +219,9 @@ export const Metrics = z.strictObject({
   peak_parallelism: z.number().int(),
   /** Sum of task durations divided by wall time. */
   parallelism_achieved: z.number(),
+  attempts: AttemptMetrics.optional().describe(
+    "The run's attempts, the decisions their agents left and the rates of the ledgerflow seed (escalation, block, invalid: each over attempts)",
+  ),
 });
 export type Metrics = z.infer<typeof Metrics>;
 
@@ -184,7 +231,7 @@ export const Report = z.strictObject({
     failed_tasks: z
       .array(z.string())
       .describe(
-        "Tasks whose own attempt failed (reason exit_code, timeout, signal, launch_error, validation, setup, conflict, lost, agent_error, no_changes or prompt_not_delivered). Not the skipped or cancelled ones: they have their own lists.",
+        "Tasks whose own attempt failed (reason exit_code, timeout, signal, launch_error, validation, setup, conflict, lost, agent_error, no_changes, prompt_not_delivered, escalated, blocked or invalid_decision). Not the skipped or cancelled ones: they have their own lists.",
       ),
     skipped_tasks: z
       .array(z.string())

@@ -121,6 +121,8 @@ export const TaskRun = z.strictObject({
    * resume carries it out rather than judging the last attempt again (its worktree may have moved).
    */
   next: NextAttempt.nullable().default(null),
+  /** Failed (blocked) and its agent asked for a person (its decision's routing.recommended_next_actor "human"). */
+  needsHuman: z.boolean().default(false),
 });
 export type TaskRun = z.infer<typeof TaskRun>;
 

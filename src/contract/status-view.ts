@@ -36,6 +36,11 @@ export function isLive(state: TaskViewState): boolean {
   return state === "running" || state === "redo";
 }
 
+/** A blocked task whose agent asked for a person, and why (the views say it the same way). */
+export function needsHumanText(t: { detail: string | null }): string {
+  return `needs a person: ${t.detail ?? "(no reason given)"}`;
+}
+
 /** One task of a run. */
 export const TaskView = z.strictObject({
   id: z.string(),
@@ -80,6 +85,8 @@ export const TaskView = z.strictObject({
   usage: Usage.nullable().default(null),
   /** Its attempts so far (the report's attempt_history): each one's agent, start, feedback section, decision, end. */
   attempt_history: z.array(AttemptRecord).default([]),
+  /** It failed blocked and its agent asked for a person (its decision's recommended_next_actor "human"); `detail` says why. */
+  needs_human: z.boolean().default(false),
   /** Its redo under way (state `redo`): which of how many (shown `redo n/of`), and the conflict; null: none. */
   redo: z
     .strictObject({

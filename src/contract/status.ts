@@ -50,6 +50,12 @@ export const StatusFile = z.strictObject({
     .describe(
       "Interactive tasks: what the agent waits for, as termorch recognised it (a question of its CLI: trust, a notice, a permission; its next message after a finished turn; or a screen termorch does not recognise, quoted); null when it does not wait",
     ),
+  needs_human: z
+    .boolean()
+    .optional()
+    .describe(
+      'A failed task whose agent decided `blocked` and asked for a person (its decision\'s routing.recommended_next_actor "human"): `detail` gives its reason; absent otherwise',
+    ),
   waiting_answers: z
     .array(KeyAnswer)
     .optional()

@@ -103,6 +103,8 @@ export const TaskJobResult = z.strictObject({
   state: z.enum(["success", "failed", "skipped"]),
   reason: Reason.nullable(),
   detail: z.string().nullable(),
+  /** Failed blocked, its agent asking for a person (TaskRun's needsHuman). */
+  needs_human: z.boolean().default(false),
   exit_code: z.number().int().nullable(),
   attempts: z.number().int().min(0),
   /** Which of the task's agents ran its last attempt (0: its own, then its escalation list). */
@@ -134,6 +136,7 @@ export function emptyResult(
   return {
     socket: "",
     ...o,
+    needs_human: false,
     exit_code: null,
     attempts: o.attempts ?? 0,
     agent_index: 0,

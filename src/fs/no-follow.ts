@@ -149,6 +149,15 @@ export function writeFresh(root: string, rel: string, data: string | Uint8Array,
   }
 }
 
+/**
+ * Removes whatever stands at `rel` below `root` (a file, a link itself, a folder, a fifo), never
+ * what a link points at; folders on the way are made (0700) or must be real folders, so that a
+ * file can be written there afterwards.
+ */
+export function removeInside(root: string, rel: string): void {
+  rmSync(walkTo(root, rel, true), { recursive: true, force: true });
+}
+
 /** Copies a regular file below `srcRoot` to a fresh file below `dstRoot`, through no link. */
 export function copyFresh(srcRoot: string, srcRel: string, dstRoot: string, dstRel: string): void {
   const src = openInside(srcRoot, srcRel);

@@ -122,6 +122,7 @@ function changeOf(event: LedgerEvent, runDir: string): RunChange | null {
         state,
         reason: reason.success ? reason.data : null,
         detail: entry.data.detail ?? null,
+        ...(entry.data.needs_human === true ? { needs_human: true as const } : {}),
       };
     }
     case "merge.redo_started":
@@ -171,16 +172,20 @@ function changeOf(event: LedgerEvent, runDir: string): RunChange | null {
   }
 }
 
-/** How many tasks are in each state, and who waits for an answer. */
-export function taskSummary(view: RunView | null): Pick<WaitOutput, "tasks" | "waiting_input"> {
+/** How many tasks are in each state, who waits for an answer, and who needs a person. */
+export function taskSummary(
+  view: RunView | null,
+): Pick<WaitOutput, "tasks" | "waiting_input" | "needs_human"> {
   const tasks: Record<string, number> = {};
   const waiting: WaitOutput["waiting_input"] = [];
+  const humans: WaitOutput["needs_human"] = [];
   for (const t of view?.tasks ?? []) {
     const state = t.waiting_since ? "waiting_input" : t.state;
     tasks[state] = (tasks[state] ?? 0) + 1;
     if (t.waiting_since) waiting.push({ task: t.id, asks: t.waiting_for, answers: t.waiting_answers });
+    if (t.needs_human) humans.push({ task: t.id, reason: t.detail });
   }
-  return { tasks, waiting_input: waiting };
+  return { tasks, waiting_input: waiting, needs_human: humans };
 }
 
 /**

@@ -56,7 +56,13 @@ export class Notifier {
     this.events = new Set(o.config?.events ?? []);
   }
 
-  taskFailed(t: { id: string; reason: Reason | null; detail: string | null; attempts: number }): void {
+  taskFailed(t: {
+    id: string;
+    reason: Reason | null;
+    detail: string | null;
+    attempts: number;
+    needsHuman?: boolean;
+  }): void {
     this.send({
       event: "task.failed",
       task_id: t.id,
@@ -64,6 +70,8 @@ export class Notifier {
       detail: t.detail,
       attempts: t.attempts,
     });
+    if (t.needsHuman)
+      this.send({ event: "task.needs_human", task_id: t.id, reason: t.detail, attempts: t.attempts });
   }
 
   taskWaitingInput(taskId: string, since: number, asks: string | null): void {

@@ -111,6 +111,7 @@ async function taskView(
     wave: waveOf(state, t.id),
     usage: t.usage,
     attempt_history: t.history,
+    needs_human: s === "failed" && t.needsHuman,
     redo: t.redo && {
       n: t.redo.n,
       of: state.options.redo_attempts,

@@ -9,6 +9,7 @@ import {
   exitCodeOfKind,
   type InputProblem,
 } from "../errors.js";
+import { attemptMetrics } from "./attempt-metrics.js";
 
 /** How the merge step ended (filled in by the merge stage; `skipped` until it runs). */
 export interface MergeOutcome {
@@ -130,6 +131,7 @@ export function taskReport(
     ...(t.stateFrom !== null ? { state_from: t.stateFrom } : {}),
     ...(t.history.length > 0 ? { attempt_history: t.history } : {}),
     ...(t.hosts.length > 0 ? { hosts: t.hosts } : {}),
+    ...(t.state === "failed" && t.needsHuman ? { needs_human: true as const } : {}),
     ...(t.gitControls.length > 0 ? { git_control_files: t.gitControls } : {}),
   };
 }
@@ -177,6 +179,12 @@ export function buildReport(input: ReportInput): Report {
         max_parallel: input.maxParallel,
         peak_parallelism: input.peakParallelism,
         parallelism_achieved: wall > 0 ? Math.round((busy / wall) * 100) / 100 : 0,
+        attempts: attemptMetrics(
+          input.tasks.map((t) => ({
+            succeeded: t.state === "success",
+            attempts: t.history.map((h) => ({ reason: h.reason, decision: h.decision?.status ?? null })),
+          })),
+        ),
       },
     },
     tasks,

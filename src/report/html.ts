@@ -168,7 +168,11 @@ function barHtml(
       : ` (redo ${bar.redo} of its conflict with ${bar.conflict?.with.join(", ") || "the tasks before it"})`;
   const title = `${bar.task} attempt ${bar.attempt}${bar.agent ? ` (${bar.agent})` : ""}${redo}: ${OUTCOME_TEXT[bar.outcome]}${why}, ${duration}${
     bar.exitCode === null ? "" : `, exit code ${bar.exitCode}`
-  }${bar.host ? `, on ${bar.host}` : ""}${bar.feedback ? `; it was told what went wrong before: ${bar.feedback}` : ""}`;
+  }${bar.host ? `, on ${bar.host}` : ""}${bar.feedback ? `; it was told what went wrong before: ${bar.feedback}` : ""}${
+    bar.decision
+      ? `; its agent decided ${bar.decision.status}${bar.decision.reason ? `: ${bar.decision.reason}` : ""}`
+      : ""
+  }`;
   const classes = ["bar", bar.outcome, ...(bar.critical ? ["critical"] : [])].join(" ");
   const note =
     bar.outcome === "success"
@@ -180,6 +184,7 @@ function barHtml(
     `<div class="${classes}" data-task="${escapeHtml(bar.task)}" data-attempt="${bar.attempt}" data-outcome="${bar.outcome}"` +
     `${bar.critical ? ' data-critical="true"' : ""}${bar.reason ? ` data-reason="${escapeHtml(bar.reason)}"` : ""}` +
     `${bar.redo === null ? "" : ` data-redo="${bar.redo}"`}` +
+    `${bar.decision ? ` data-decision="${escapeHtml(bar.decision.status)}"` : ""}` +
     ` style="${o.pos(bar.start, end)}" title="${escapeHtml(title)}"></div>` +
     `<span class="tl-note" style="left:${o.pct(end).toFixed(3)}%">${escapeHtml(note)}</span>`
   );

@@ -40,6 +40,8 @@ export interface TimelineBar {
   redo: number | null;
   /** A redo's conflict, or the conflict of a `conflicted` attempt: the tasks and files. */
   conflict: { with: string[]; files: string[] } | null;
+  /** What its agent decided ($TERMORCH_DECISION, task.decision): a status, or `invalid`, and why; null: nothing. */
+  decision: { status: string; reason: string | null } | null;
 }
 
 /**
@@ -163,6 +165,8 @@ interface TaskAcc {
   >;
   /** Attempts whose result a redo replaced, with the conflict. */
   conflicted: Map<number, { with: string[]; files: string[] }>;
+  /** What the agent of each attempt decided (task.decision). */
+  decisions: Map<number, NonNullable<TimelineBar["decision"]>>;
 }
 
 /** What the ledger's events say, folded in order: the run's plan and end, and each task's attempts. */
@@ -284,6 +288,16 @@ const STEPS: Steps = {
       a.end ??= at;
     } else t.unlaunched.set(n, { at, ...why });
   },
+  "task.decision": (_f, e, _at, t) => {
+    const n = e.data.attempt;
+    if (!t || n === undefined) return;
+    t.decisions.set(
+      n,
+      e.data.kind === "invalid"
+        ? { status: "invalid", reason: e.data.problems?.join("; ") ?? null }
+        : { status: e.data.status ?? "completed", reason: e.data.reason ?? null },
+    );
+  },
   "task.waiting_input": (_f, e, at, t) => {
     t?.inputWaits.push({
       task: t.id,
@@ -316,6 +330,7 @@ function taskAccOf(tasks: Map<string, TaskAcc>, id: string): TaskAcc {
       lastAttemptSeen: 0,
       redos: new Map(),
       conflicted: new Map(),
+      decisions: new Map(),
     };
     tasks.set(id, t);
   }
@@ -637,6 +652,7 @@ function barOf(
     feedback: t.feedback.get(a.attempt) ?? null,
     redo: redo?.n ?? null,
     conflict: redo ? { with: redo.with, files: redo.files } : conflicted,
+    decision: t.decisions.get(a.attempt) ?? null,
   };
 }
 

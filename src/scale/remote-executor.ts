@@ -397,6 +397,7 @@ async function applyResult(
     t.id,
     r.reason ?? "lost",
     r.detail === null ? null : ports.redactor.redact(r.detail),
+    r.needs_human,
   );
 }
 

@@ -231,6 +231,8 @@ export async function runTaskJob(job: TaskJob, w: WorkerPlace, d: JobDelivery): 
     host: w.host,
     socket: w.socketPath,
     ...ended,
+    // Only the task's own end (blocked) asks for a person, not a lost job's.
+    needs_human: ended.reason === "blocked" && t.needsHuman,
     exit_code: t.exitCode,
     attempts: t.attempts,
     agent_index: t.agentIndex,

@@ -7,6 +7,7 @@ import { writeFresh } from "../fs/no-follow.js";
 import { cgroupRecordOf } from "../fs/private-dir.js";
 import type { ExitRecord, RunningAttempt } from "../runner/task-runner.js";
 import { type AgentAccount, transcriptAccount } from "./agent-output.js";
+import { clearDecision } from "./decision.js";
 import { killPoint } from "./faults.js";
 import { handoffTemplate } from "./handoff.js";
 import { watchInteractive } from "./interactive.js";
@@ -87,6 +88,8 @@ async function writeAttemptFiles(
     // Its CLI writes it afresh (copilot's usage): none of an earlier attempt's is counted again.
     mkdirSync(dirname(agent.usageFile), { recursive: true, mode: 0o700 });
     rmSync(agent.usageFile, { force: true });
+    // No earlier attempt's decision is read as this one's.
+    clearDecision(p.workspace);
     // Each attempt fills a fresh template, as it starts from a fresh worktree.
     if (p.gates.handoff) {
       const at = handoffPlace(p.workspace);

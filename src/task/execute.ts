@@ -7,12 +7,13 @@ import { agentOutcome } from "./agent-output.js";
 import { collectArtifacts } from "./artifacts.js";
 import { type AttemptResult, type AttemptSide, adoptAttempt, runAttempt } from "./attempt.js";
 import { amendedLast, closedHistory, countedAttempts, openRecord } from "./attempt-history.js";
+import { takeDecision } from "./decision.js";
 import { DETACHED, type TaskEnd, type TaskExecutor } from "./executor.js";
 import { keepFailedWork, startNextFrom } from "./failed-work.js";
 import { killPoint, prepareHooks } from "./faults.js";
 import { type GateFindings, writeFeedback } from "./feedback-facts.js";
 import { runGates } from "./gates.js";
-import { type DecisionSeen, type NextStep, nextAttempt } from "./next-attempt.js";
+import { type NextStep, nextAttempt } from "./next-attempt.js";
 import { failTask, openTask, type StartMade, type TaskStart } from "./opening.js";
 import { coreGate } from "./outcome.js";
 import type { Ports } from "./ports.js";
@@ -72,12 +73,18 @@ export async function executeTask(
     adopting = false;
     if (verdict === "detached") return DETACHED;
     const { reason, detail } = verdict;
-    const decision: DecisionSeen = { kind: "none" };
+    // What its agent decided itself ($TERMORCH_DECISION): read once, kept and recorded.
+    const { artifactsDir } = p.workspace;
+    const { redactor, ledger } = ports;
+    const decision = await takeDecision(
+      { runDir: run.runDir, artifactsDir, taskId, attempt: t.attempts, redactor, ledger },
+      p.workspace,
+    );
     recorder.note(taskId, {
-      history: closedHistory(t.history, ports.now(), { reason, detail, decision: null }),
+      history: closedHistory(t.history, ports.now(), { reason, detail, decision: decision.record }),
     });
     const step = nextAttempt(
-      { reason, detail, decision },
+      { reason, detail, decision: decision.seen },
       {
         counted: countedAttempts(t.history),
         allowed: p.attempts,
@@ -101,9 +108,12 @@ export async function executeTask(
     if (step.kind === "failed" || step.kind === "blocked") {
       const artifacts = await collectArtifacts(run, ports, t, p);
       if (artifacts) recorder.note(taskId, { artifacts });
-      return failTask(run, recorder, taskId, step.reason, step.kind === "failed" ? step.detail : step.detail);
+      const needsHuman = step.kind === "blocked" && step.needsHuman;
+      return failTask(run, recorder, taskId, step.reason, step.detail, needsHuman);
     }
-    await prepareNext(side, t, p, { reason: reason!, detail, found, decision: null }, step);
+    // An escalation may follow an attempt that passed its gates: the agent asked all the same.
+    const failed = { reason: reason ?? "escalated", detail, found, decision: decision.feedback };
+    await prepareNext(side, t, p, failed, step);
   }
 }
 

@@ -102,8 +102,9 @@ export async function failTask(
   taskId: string,
   reason: Reason,
   detail: string | null,
+  needsHuman = false,
 ): Promise<TaskEnd> {
-  await recorder.transition(taskId, { to: "failed", reason, detail });
+  await recorder.transition(taskId, { to: "failed", reason, detail, needsHuman });
   await killPoint(run.fault, "kill-after-status", taskId);
   return { kind: "done", ok: false };
 }

@@ -1,6 +1,7 @@
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join, relative } from "node:path";
 import { readInside, writeFresh } from "../fs/no-follow.js";
+import { DECISION_EXAMPLE, decisionPath } from "./decision.js";
 import type { Ports } from "./ports.js";
 import type { TaskRecorder } from "./recorder.js";
 import { inWorkspace, type RunPlan } from "./run-plan.js";
@@ -44,8 +45,9 @@ export async function promptText(
     (feedback ? readFileSync(join(run.runDir, feedback), "utf8") : "") +
     (redo ? readFileSync(redo.section, "utf8") : "") +
     (p.prompt.conflictFile ? `\n\n${readFileSync(p.prompt.conflictFile, "utf8")}` : "") +
-    handoffSection(p);
-  return section ? Buffer.concat([context, Buffer.from(section)]) : context;
+    handoffSection(p) +
+    decisionSection(p);
+  return Buffer.concat([context, Buffer.from(section)]);
 }
 
 /** Where the agent leaves its handoff: an LLM reads its prompt, not its environment. */
@@ -61,6 +63,33 @@ function handoffSection(p: TaskPlan): string {
     "",
     `When your work is done, edit the handoff at ${handoff} (also in $TERMORCH_HANDOFF): fill in its`,
     "Summary, Files Touched (every file you changed, one per line, `- path`) and How to Verify sections.",
+    "",
+  ].join("\n");
+}
+
+/**
+ * Where the agent may leave its decision (src/task/decision.ts), offered to every task: an agent
+ * that cannot finish has a way to say so other than exiting, and one that writes nothing changes
+ * nothing. Short, with an example an agent can copy: prose alone yields envelopes that fail the
+ * schema.
+ */
+function decisionSection(p: TaskPlan): string {
+  return [
+    "",
+    "",
+    "---",
+    "",
+    "## If you cannot finish: your decision",
+    "",
+    `You may write a JSON decision about your work to ${decisionPath(p.workspace)} (also in $TERMORCH_DECISION); without one, termorch's checks decide. Its \`decision.status\`:`,
+    "- `completed`: you did the work; termorch's checks decide.",
+    "- `escalate_to_max`: this needs a stronger agent; the next one takes over with your reason and `result.notes`.",
+    '- `blocked`: the task cannot go on; it stops, is not retried, and your reason is reported (`routing.recommended_next_actor: "human"` asks for a person).',
+    "For example (`reason` and `trace.claim` not empty, `confidence` from 0 to 1, each evidence `type` one of file, text, uri, line_ref):",
+    "",
+    "```json",
+    JSON.stringify(DECISION_EXAMPLE),
+    "```",
     "",
   ].join("\n");
 }

@@ -14,7 +14,13 @@ import type { TaskRun } from "./task-run.js";
 export type TaskTransition =
   | { to: "running" }
   | { to: "success" }
-  | { to: "failed"; reason: Reason; detail: string | null }
+  | {
+      to: "failed";
+      reason: Reason;
+      detail: string | null;
+      /** Blocked, and its agent asked for a person (views, notify and the report say so). */
+      needsHuman?: boolean;
+    }
   | { to: "skipped"; reason: "dependency_failed" | "cancelled"; detail: string };
 
 /** What may change on a task's record besides its state (which only `transition` changes). */
@@ -30,6 +36,7 @@ export type TaskFacts = Partial<
     | "waitingSince"
     | "waitingFor"
     | "waitingAnswers"
+    | "needsHuman"
   >
 >;
 
@@ -134,6 +141,7 @@ export class TaskRecorder {
       t.reason = change.to === "success" ? null : change.reason;
       t.detail = change.to === "success" ? null : change.detail;
     }
+    t.needsHuman = change.to === "failed" && change.needsHuman === true;
     const status = this.statusOf(t, change.to);
     await this.o.ledger.append(
       `task.${status.state}`,
@@ -237,6 +245,7 @@ export class TaskRecorder {
       exit_code: t.exitCode,
       reason: t.reason,
       detail: t.detail === null ? null : redact(t.detail),
+      ...(state === "failed" && t.needsHuman ? { needs_human: true } : {}),
       ...waiting,
     };
   }

@@ -10,6 +10,7 @@ import { DEFAULT_RETRY_FROM, type RetryFrom } from "../contract/retry-from.js";
 import { runWorktreesDir, taskBranch } from "../fs/names.js";
 import type { ResolvedTask, RunAgent, RunInput } from "../input/assignments-file.js";
 import type { SandboxSetting } from "../sandbox/policy.js";
+import { DECISION_IN_WORKTREE, decisionPath } from "./decision.js";
 
 /**
  * Everything one task needs to run, resolved once from the validated input when the run is
@@ -288,6 +289,7 @@ function planAgent(at: AgentPlace, { name, agent }: RunAgent, index: number): Ag
         TERMORCH_PROMPT_FILE: promptFile,
         ...(task.interactive && agent.interactive.events ? { TERMORCH_AGENT_EVENTS: eventsFile } : {}),
         ...(handoff ? { TERMORCH_HANDOFF: handoff } : {}),
+        TERMORCH_DECISION: decisionPath(workspace),
       },
       config: input.config,
     }).env;
@@ -351,7 +353,9 @@ function planAgent(at: AgentPlace, { name, agent }: RunAgent, index: number): Ag
     usageFile,
     sessions: agent.sessions,
     scratch: at.inRepo(
-      handoff && worktree !== null ? [...agent.scratch, HANDOFF_IN_WORKTREE] : agent.scratch,
+      worktree === null
+        ? agent.scratch
+        : [...agent.scratch, DECISION_IN_WORKTREE, ...(handoff ? [HANDOFF_IN_WORKTREE] : [])],
     ),
     // An interactive agent is a terminal program: it gets the pane's terminal whatever its config says.
     tty: agent.tty || interactive !== null,

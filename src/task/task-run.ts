@@ -38,5 +38,6 @@ export function newTaskRun(id: string, agent: string, dependencies: string[], ar
     redone: [],
     history: [],
     next: null,
+    needsHuman: false,
   };
 }

@@ -1,6 +1,12 @@
 import stringWidth from "string-width";
 import { attemptSummary } from "../contract/attempt-record.js";
-import { isLive, type RunView, type StatusView, type TaskView } from "../contract/status-view.js";
+import {
+  isLive,
+  needsHumanText,
+  type RunView,
+  type StatusView,
+  type TaskView,
+} from "../contract/status-view.js";
 
 /**
  * What the dashboard shows, as plain data: lines of styled segments, computed from a StatusView,
@@ -225,7 +231,10 @@ function taskLine(t: TaskView, cols: Columns, selected: boolean, width: number, 
       ].join(" "),
       selected,
     },
-    { text: clip(t.last_line ?? "", cols.last), tone: "muted", selected },
+    // A person is needed: said where the eye goes, instead of its last log line.
+    t.needs_human
+      ? { text: clip(needsHumanText(t), cols.last), tone: "waiting", selected }
+      : { text: clip(t.last_line ?? "", cols.last), tone: "muted", selected },
   ];
   const used = segs.reduce((n, s) => n + s.text.length, 0);
   if (used < width && selected) segs.push({ text: " ".repeat(width - used), selected });
@@ -249,13 +258,20 @@ function detailLine(view: StatusView, key: TaskKey | null, width: number, now: n
       `redo ${t.redo.n}/${t.redo.of}: its result conflicted with ${t.redo.with.join(", ")} in ${t.redo.files.join(", ")}`,
     );
   if (t.reason) parts.push(`${t.reason}${t.exit_code !== null ? ` ${t.exit_code}` : ""}`);
+  if (t.needs_human) parts.push("needs a person");
   if (t.detail) parts.push(t.detail);
   if (t.remote) parts.push(`on ${t.remote.worker}@${t.remote.host}`);
   else if (t.session)
     parts.push(
       `session ${t.session}${t.session_live ? "" : t.session_exists ? " (agent exited)" : " (closed)"}`,
     );
-  return [{ text: clip(parts.join(" · "), width), tone: t.waiting_since ? "waiting" : "muted" }];
+  return [
+    { text: clip(parts.join(" · "), width), tone: t.waiting_since || t.needs_human ? "waiting" : "muted" },
+  ];
+}
+
+function humans(tasks: readonly TaskView[]): number {
+  return tasks.filter((t) => t.needs_human).length;
 }
 
 function titleLine(view: StatusView, width: number, scope: string): Line {
@@ -272,6 +288,7 @@ function titleLine(view: StatusView, width: number, scope: string): Line {
     ...(count("waiting") > 0 ? [`${count("waiting")} waiting`] : []),
     `${count("success")} ok`,
     ...(count("failed") > 0 ? [`${count("failed")} failed`] : []),
+    ...(humans(tasks) > 0 ? [`${humans(tasks)} need a person`] : []),
     ...(costs.length > 0 ? [cost(costs.reduce((a, b) => a + b, 0))] : []),
   ].join(" · ");
   const left = ` termorch watch  ${facts}`;

@@ -33,6 +33,7 @@ export function taskLine(run: RunView, t: TaskView, generatedAt: string): string
   if (t.redo) parts.push("redo", `${t.redo.n}/${t.redo.of}`, "with", t.redo.with.join(",") || "-");
   if (t.reason) parts.push("reason", t.reason);
   if (t.exit_code !== null && !isLive(t.state)) parts.push("exit", String(t.exit_code));
+  if (t.needs_human) parts.push("needs_human");
   return parts.join(" ");
 }
 

@@ -95,6 +95,13 @@ const MENU_STUB = join(ROOT, "test", "fixtures", "agents", "menu-stub");
  * user's own (`own`: it takes the prompt, then asks its colour menu), or as the codex preset's
  * CLI (`codex`: it opens on codex's model offer, which the preset knows).
  */
+/** The task's whole prompt as termorch wrote it (the context file, then its sections): what must be pasted. */
+function promptOf(runDir: string): string {
+  const prompt = readFileSync(join(runDir, "artifacts", "ask", "prompt.md"), "utf8");
+  expect(prompt.startsWith(CONTEXT)).toBe(true);
+  return prompt;
+}
+
 function startMenu(as: "own" | "codex"): Started {
   const { dir, repo } = workspace();
   const out = join(dir, "out");
@@ -181,7 +188,7 @@ describe("interactive tasks", () => {
     expect(Date.parse(status.waiting_since!)).toBeGreaterThan(0);
 
     // The prompt arrived exactly, in one bracketed paste, with nothing typed outside it.
-    expect(readFileSync(join(s.out, "prompt.txt"), "utf8")).toBe(CONTEXT);
+    expect(readFileSync(join(s.out, "prompt.txt"), "utf8")).toBe(promptOf(s.dir));
     expect(JSON.parse(readFileSync(join(s.out, "prompt.meta"), "utf8"))).toEqual({ pastes: 1, outside: "" });
     const types = ledger(s.dir).map((e) => e.type);
     expect(types).toContain("task.prompt_pasted");
@@ -358,7 +365,7 @@ describe("termorch send --keys: a menu, which takes keys and ignores a paste", (
   it("presses named keys and characters in order, each taken alone; a pasted answer only confirms the highlighted option; a key termorch does not send is refused before any is pressed", async () => {
     const s = startMenu("own");
     await waitingStatus(s.dir);
-    expect(readFileSync(join(s.out, "prompt.txt"), "utf8")).toBe(CONTEXT);
+    expect(readFileSync(join(s.out, "prompt.txt"), "utf8")).toBe(promptOf(s.dir));
     const send = (...args: string[]) => termorch(["send", "ask", ...args, "--run", s.runId], { socket });
 
     // The answer as text: the menu ignores the paste, and its Enter confirms the highlighted option.
@@ -447,7 +454,7 @@ describe("termorch send --keys: a menu, which takes keys and ignores a paste", (
     expect(await picks(s.out, 1)).toEqual([{ picked: "Use existing model", keys: ["2"] }]);
     // Past the question, at its input prompt: the task's prompt is pasted there.
     await waitFor(() => existsSync(join(s.out, "prompt.txt")), 20_000, "the prompt pasted after the answer");
-    expect(readFileSync(join(s.out, "prompt.txt"), "utf8")).toBe(CONTEXT);
+    expect(readFileSync(join(s.out, "prompt.txt"), "utf8")).toBe(promptOf(s.dir));
     const asked = ledger(s.dir).find((e) => e.type === "task.waiting_input");
     expect(asked?.data.answers).toEqual(status.waiting_answers);
 
@@ -463,7 +470,7 @@ describeWith("bwrap", "test/integration/interactive.test.ts (sandboxed)")(
     it("gets its prompt pasted, waits, is answered with termorch send, and its work is merged", async () => {
       const s = start({}, {}, true);
       await waitingStatus(s.dir);
-      expect(readFileSync(join(s.out, "prompt.txt"), "utf8")).toBe(CONTEXT);
+      expect(readFileSync(join(s.out, "prompt.txt"), "utf8")).toBe(promptOf(s.dir));
       const sent = await termorch(["send", "ask", "sandboxed answer", "--run", s.runId], { socket });
       expect(sent.exitCode, sent.stderr).toBe(0);
       const result = await s.run;

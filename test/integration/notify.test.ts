@@ -122,6 +122,7 @@ describe("notifications", () => {
     expect(variants.map((v) => v.properties.event?.const).sort()).toEqual([
       "run.finished",
       "task.failed",
+      "task.needs_human",
       "task.waiting_input",
     ]);
     const finished = variants.find((v) => v.properties.event?.const === "run.finished")!;

@@ -105,7 +105,10 @@ describe("agent presets", () => {
       });
       const r = await termorch(["run", file], { socket, env: withStubs() });
       expect(r.exitCode).toBe(0);
-      expect(readFileSync(prompts, "utf8")).toBe(big);
+      // Whole, and followed by termorch's own sections only.
+      const got = readFileSync(prompts, "utf8");
+      expect(got.startsWith(big)).toBe(true);
+      expect(got.slice(big.length)).toMatch(/^\n\n---\n\n## If you cannot finish: your decision\n/);
       for (const argv of argvLog(dir)) expect(Math.max(...argv.map((arg) => arg.length))).toBeLessThan(4096);
     },
   );

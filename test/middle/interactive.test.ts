@@ -21,6 +21,13 @@ function requestFinish(taskId: string): string {
   return finish;
 }
 
+/** The task's prompt as written (its context file, then termorch's sections): what is pasted. */
+function promptOf(taskId: string): string {
+  const prompt = readFileSync(join(run.dir, "artifacts", taskId, "prompt.md"), "utf8");
+  expect(prompt).toMatch(/^# the task\n/);
+  return prompt;
+}
+
 describe("interactive tasks in the pipeline", () => {
   it("paste the prompt once the screen settles, mark waiting and its end, and end as done on finish", async () => {
     run = new MiddleRun([{ id: "a", interactive: true, waiting_after_s: 5 }], {
@@ -44,7 +51,7 @@ describe("interactive tasks in the pipeline", () => {
     expect(a.pasted).toEqual([]);
     a.screen = "stub> ";
     await vi.advanceTimersByTimeAsync(1000);
-    expect(a.pasted).toEqual(["# the task\n"]);
+    expect(a.pasted).toEqual([promptOf("a")]);
 
     a.screen = "stub> # the task\nQuestion?";
     await vi.advanceTimersByTimeAsync(6000);
@@ -97,7 +104,7 @@ describe("interactive tasks in the pipeline", () => {
     const a = await run.host.launched("a");
     a.screen = "stub> ";
     await vi.advanceTimersByTimeAsync(3000);
-    expect(a.pasted).toEqual(["# the task\n"]);
+    expect(a.pasted).toEqual([promptOf("a")]);
     expect(a.stops).toEqual([]);
     // The agent writes it (the task runs in place: the workspace is not a repository).
     const flag = join(run.dir, "ws", "out", "done.flag");
@@ -126,7 +133,7 @@ describe("interactive tasks in the pipeline", () => {
     a.screen = "stub> ";
     await vi.advanceTimersByTimeAsync(3000);
     // The prompt gets pasted and the agent waits for its answer: the tracked file did not end it.
-    expect(a.pasted).toEqual(["# the task\n"]);
+    expect(a.pasted).toEqual([promptOf("a")]);
     a.screen = "stub> # the task\nQuestion?";
     await vi.advanceTimersByTimeAsync(3000);
     expect(JSON.parse(readFileSync(join(run.dir, "status", "a.running"), "utf8"))).toMatchObject({
@@ -179,7 +186,7 @@ describe("interactive tasks in the pipeline", () => {
 
     a.screen = "Ask anything… \n";
     await vi.advanceTimersByTimeAsync(1500);
-    expect(a.pasted).toEqual(["# the task\n"]);
+    expect(a.pasted).toEqual([promptOf("a")]);
     // Taken: its busy status, though the screen shows nothing new.
     emit({ type: "session.status", session: "s", status: "busy" });
     await vi.advanceTimersByTimeAsync(1500);

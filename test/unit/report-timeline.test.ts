@@ -128,6 +128,55 @@ describe("timelineOf", () => {
     expect(tl.end).toBe(T0 + 10_000);
   });
 
+  it("names each attempt's decision: an escalation, then a block; an invalid one by its problems", () => {
+    const events = ledger(
+      accepted([
+        ["a", []],
+        ["b", []],
+      ]),
+      planned([["a", "b"]], ["a"]),
+      launched(1, "a", 1),
+      exited(3, "a", 1, 0, 1),
+      [
+        3,
+        "task.decision",
+        "a",
+        { attempt: 1, kind: "valid", status: "escalate_to_max", reason: "too hard", file: "x" },
+      ],
+      [3, "task.retrying", "a", { attempt: 1, reason: "escalated", detail: null, escalated: true }],
+      launched(4, "a", 2),
+      exited(6, "a", 2, 0, 4),
+      [
+        6,
+        "task.decision",
+        "a",
+        { attempt: 2, kind: "valid", status: "blocked", reason: "needs a person", file: "y" },
+      ],
+      final(6, "a", "failed", 2, "blocked", "its agent says it is blocked: needs a person"),
+      launched(1, "b", 1),
+      exited(2, "b", 1, 0, 1),
+      [
+        2,
+        "task.decision",
+        "b",
+        { attempt: 1, kind: "invalid", problems: ["decision.status: bad", "trace: missing"], file: "z" },
+      ],
+      final(2, "b", "failed", 1, "invalid_decision", "its decision is invalid"),
+      [7, "report.written", undefined, {}],
+    );
+    const tl = timelineOf(events, null, T0 + 60_000);
+    const decided = (task: string, attempt: number) =>
+      tl.bars.find((b) => b.task === task && b.attempt === attempt)?.decision;
+    expect(decided("a", 1)).toEqual({ status: "escalate_to_max", reason: "too hard" });
+    expect(decided("a", 2)).toEqual({ status: "blocked", reason: "needs a person" });
+    expect(decided("b", 1)).toEqual({ status: "invalid", reason: "decision.status: bad; trace: missing" });
+    const { html } = renderTimeline(tl);
+    expect(html).toContain(
+      'data-attempt="2" data-outcome="failed" data-critical="true" data-reason="blocked" data-decision="blocked"',
+    );
+    expect(html).toContain("its agent decided escalate_to_max: too hard");
+  });
+
   it("draws a redo: the attempt whose result conflicted, then the redo's own bar, and the merge from merge.started", () => {
     const redoStarted = (
       s: number,

@@ -30,6 +30,7 @@ function task(id: string): TaskView {
     wave: 1,
     usage: null,
     attempt_history: [],
+    needs_human: false,
     redo: null,
   };
 }

@@ -224,6 +224,14 @@
           t.waiting_for ? `waiting: ${t.waiting_for}` : "waiting for input",
         )
       : null;
+    // A blocked task whose agent asked for a person: said as loudly as a wait for input.
+    const human = t.needs_human
+      ? h(
+          "span",
+          { class: "waiting needs-human", title: t.detail || "" },
+          `needs a person: ${t.detail || "(no reason given)"}`,
+        )
+      : null;
     const button = t.session_exists
       ? h(
           "button",
@@ -266,6 +274,7 @@
           : null,
         waiting,
         lastAttempt(t),
+        human,
         t.remote
           ? h(
               "span",
