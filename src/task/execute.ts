@@ -96,6 +96,9 @@ export async function executeTask(
         worktreeGone: worktree !== null && !existsSync(worktree),
       },
     );
+    // The attempt's record says how it ended for the task: a decision can end one whose gates passed.
+    const ended = attemptEnd(step, reason, detail);
+    if (ended.reason !== reason) recorder.note(taskId, { history: amendedLast(t.history, ended) });
     if (step.kind === "done") {
       const artifacts = await collectArtifacts(run, ports, t, p);
       await recorder.transition(taskId, { to: "success" }, artifacts ? { artifacts } : {});
@@ -112,9 +115,26 @@ export async function executeTask(
       return failTask(run, recorder, taskId, step.reason, step.detail, needsHuman);
     }
     // An escalation may follow an attempt that passed its gates: the agent asked all the same.
-    const failed = { reason: reason ?? "escalated", detail, found, decision: decision.feedback };
+    const failed = {
+      reason: ended.reason ?? "escalated",
+      detail: ended.detail,
+      found,
+      decision: decision.feedback,
+    };
     await prepareNext(side, t, p, failed, step);
   }
+}
+
+/** How an attempt ended for its task: its gates' verdict, or what its agent's decision made of it. */
+function attemptEnd(
+  step: NextStep,
+  reason: Reason | null,
+  detail: string | null,
+): { reason: Reason | null; detail: string | null } {
+  if (step.kind === "blocked" || step.kind === "failed") return { reason: step.reason, detail: step.detail };
+  if (step.kind === "escalate" && reason === null)
+    return { reason: "escalated", detail: "its agent asked for a stronger agent" };
+  return { reason, detail };
 }
 
 /**
