@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { Gate } from "./report.js";
+import { Bisect, Culprit, Gate, Probe } from "./report.js";
 
 /**
  * `<run-dir>/.termorch/<run>/merge-intent.json`: written (and flushed) right before the
@@ -39,3 +39,25 @@ export const RefsSnapshot = z.strictObject({
   refs: z.record(z.string(), z.string()),
 });
 export type RefsSnapshot = z.infer<typeof RefsSnapshot>;
+
+/**
+ * `<run-dir>/.termorch/<run>/bisect.json`: the bisects of a red run-level gate (merge.on_gate_failure
+ * "bisect", "bisect_and_fix"), written after each gate run. A resume finds the bisects that ended
+ * (and the culprit, whose fix may be under way: the report names it), and the verdicts of the one
+ * it interrupted, keyed by the integration's tree, so no probe it judged runs again.
+ */
+export const BisectJournal = z.strictObject({
+  done: z.array(Bisect),
+  culprit: Culprit.nullable(),
+  /** The bisect under way: the tree of the integration it bisects, and what it judged so far. */
+  current: z
+    .strictObject({
+      integration_tree: z.string(),
+      base: Bisect.shape.base.nullable(),
+      probes: z.array(Probe),
+      /** Wall time spent so far (the base's run and the probes), across drivers. */
+      time_ms: z.number().int().min(0),
+    })
+    .nullable(),
+});
+export type BisectJournal = z.infer<typeof BisectJournal>;

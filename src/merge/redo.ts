@@ -147,6 +147,8 @@ async function recordRedo(
   const withIds = [...new Set(c.units.flatMap((u) => u.with))];
   const files = [...new Set(c.units.flatMap((u) => u.paths))].sort();
   const progress: RedoProgress = {
+    cause: "conflict",
+    kept: "redo-1",
     n,
     attempt: t.attempts + 1,
     start: c.start,
@@ -247,6 +249,7 @@ function entryOf(
   const redo = t.redo!;
   return {
     task: t.id,
+    cause: "conflict",
     redo: redo.n,
     attempt: t.attempts,
     conflicted_with: redo.with,
@@ -261,6 +264,7 @@ function entryOf(
     gates: t.gates,
     logs: t.logs,
     conflict_section: `artifacts/${t.id}/redo-${redo.n}/conflict.md`,
+    run_gate: null,
     started_at: new Date(redo.startedAt).toISOString(),
     finished_at: new Date(side.ports.now()).toISOString(),
   };

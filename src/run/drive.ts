@@ -221,7 +221,7 @@ export async function drive(
   await killPoint(run.fault, "kill-after-report");
   await o.stateFile.finish({
     // The run's notices were about it while it ran.
-    ...runStateOf(run, recorder, ports.runner.socket, o.journal.path, []),
+    ...runStateOf(run, recorder, ports.runner.socket, o.journal.path, [], null),
     // A move of the target left unfinished keeps the run open: `termorch resume` finishes it.
     phase: stage.unfinished ? "running" : "reported",
     // Complete now: the task journal is no longer needed.

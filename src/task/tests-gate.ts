@@ -10,6 +10,14 @@ import type { RunPlan } from "./run-plan.js";
 import { endSandbox, type SandboxedWork, sandboxFor } from "./sandbox.js";
 import type { RunStop } from "./stop.js";
 
+/** How a tests_cmd ended, for its feedback: its logs are relative to the run directory. */
+export interface TestsRan {
+  command: string;
+  exitCode: number | null;
+  how: string;
+  logs: [stdout: string, stderr: string];
+}
+
 /**
  * A `tests_cmd` gate (a task's or the run's): runs the command line with `sh -c` in `cwd`,
  * logs to `logs/<logName>-<ts>.out/.err`, and returns the gate. Cancel ends it; a detach (daemon
@@ -35,6 +43,8 @@ export async function testsGate(
     attempt?: number;
     /** Run in this sandbox (a sandboxed task's set-up and tests run where its agent did). */
     sandbox?: { setting: SandboxSetting; work: SandboxedWork };
+    /** Told how the command ended and where its logs are (what a feedback section quotes). */
+    onEnd?: (ran: TestsRan) => void;
   },
 ): Promise<Gate | "detached"> {
   const stem = ports.logNames.next(o.logName, ports.now());
@@ -78,6 +88,12 @@ export async function testsGate(
       : result.signal
         ? `killed by ${result.signal}`
         : `exit code ${result.exitCode}`;
+  o.onEnd?.({
+    command: o.command,
+    exitCode: result.timedOut || result.statusLost !== null || result.signal ? null : result.exitCode,
+    how,
+    logs: [`logs/${stem}.out`, `logs/${stem}.err`],
+  });
   return {
     name: o.name,
     required: true,

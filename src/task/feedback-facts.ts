@@ -1,0 +1,142 @@
+import { closeSync, fstatSync, openSync, readSync } from "node:fs";
+import { join, relative } from "node:path";
+import type { FeedbackBlock } from "../contract/feedback-block.js";
+import type { Reason } from "../contract/reason.js";
+import { writeFresh } from "../fs/no-follow.js";
+import { failureLines, feedbackSection, TAIL_BYTES, tailOf } from "./feedback.js";
+import type { Ports } from "./ports.js";
+import { inWorkspace, type RunPlan } from "./run-plan.js";
+import type { TaskRun } from "./task-run.js";
+import type { TestsRan } from "./tests-gate.js";
+
+/** What the failing gates of an attempt found, by kind: filled in as they run (gates.ts). */
+export interface GateFindings {
+  tests?: TestsRan;
+  missingArtifacts?: string[];
+  handoff?: FeedbackBlock["handoff"];
+  outsideAllowed?: string[];
+  secrets?: string[];
+}
+
+/** How much of a log's beginning is searched for failure lines. */
+const HEAD_BYTES = 256 * 1024;
+
+/** `artifacts/<task>/attempt-<n>/`: what termorch keeps of one attempt. */
+export function attemptArtifactsDir(artifactsDir: string, n: number): string {
+  return join(artifactsDir, `attempt-${n}`);
+}
+
+/** A failed attempt, as its feedback section tells it. */
+export interface FailedAttempt {
+  t: Readonly<TaskRun>;
+  /** The agent it ran, and its timeout (a timeout's "after how long"). */
+  agent: string;
+  timeoutS: number | undefined;
+  reason: Reason;
+  detail: string | null;
+  found: GateFindings;
+  decision: FeedbackBlock["decision"];
+  /** Its work's commits, from the task's start (the files it changed); null: not known. */
+  work: { from: string; to: string } | null;
+}
+
+/**
+ * Writes the feedback section the next attempt is given, redacted, as
+ * `artifacts/<task>/attempt-<next>/feedback.md`, and answers its path relative to the run
+ * directory; the prompt (prompt.ts) appends it after the dependency section.
+ */
+export async function writeFeedback(
+  run: Pick<RunPlan, "runDir" | "git">,
+  ports: Pick<Ports, "workspace" | "redactor">,
+  artifactsDir: string,
+  failed: FailedAttempt,
+  next: { n: number; from: FeedbackBlock["next_starts_from"] },
+): Promise<string> {
+  const facts = await feedbackFacts(run, ports, failed, next.from);
+  const dir = attemptArtifactsDir(artifactsDir, next.n);
+  writeFresh(dir, "feedback.md", feedbackSection(facts));
+  return relative(run.runDir, join(dir, "feedback.md"));
+}
+
+/** The facts of a failed attempt, redacted and bounded. */
+export async function feedbackFacts(
+  run: Pick<RunPlan, "runDir" | "git">,
+  ports: Pick<Ports, "workspace" | "redactor">,
+  f: FailedAttempt,
+  from: FeedbackBlock["next_starts_from"],
+): Promise<FeedbackBlock> {
+  const { t, found, reason, detail } = f;
+  const changed =
+    run.git && f.work && f.work.from !== f.work.to
+      ? inWorkspace(run.git, await ports.workspace.changedFiles(run.git.root, f.work.from, f.work.to))
+      : [];
+  const facts: FeedbackBlock = {
+    schema_version: 1,
+    task: t.id,
+    attempt: t.attempts,
+    agent: f.agent,
+    reason,
+    detail,
+    failed_gates: t.gates.filter((g) => g.passed === false).map((g) => ({ name: g.name, detail: g.detail })),
+    tests: found.tests ? testsTail(run.runDir, found.tests) : null,
+    missing_artifacts: found.missingArtifacts ?? [],
+    handoff: found.handoff ?? null,
+    outside_allowed_paths: found.outsideAllowed ?? [],
+    timeout_s: reason === "timeout" ? (f.timeoutS ?? null) : null,
+    agent_error: reason === "agent_error" ? detail : null,
+    screen: reason === "prompt_not_delivered" ? detail : null,
+    secrets: found.secrets ?? [],
+    decision: f.decision,
+    summary: t.agentResult?.summary ?? null,
+    changed_files: changed,
+    next_starts_from: from,
+  };
+  // Logs and details are redacted already; the agent's summary and the decision's words may not be.
+  return ports.redactor.redactDeep(facts);
+}
+
+/** A failed tests_cmd's failure lines and the end of its output (stdout, then stderr). */
+export function testsTail(runDir: string, ran: TestsRan): NonNullable<FeedbackBlock["tests"]> {
+  const parts = ran.logs.map((log) => readEnds(join(runDir, log)));
+  const head = parts.map((p) => p.head).join("\n");
+  const whole = parts
+    .map((p) => p.tail)
+    .filter(Boolean)
+    .join("\n");
+  const { tail, truncated } = tailOf(whole);
+  return {
+    command: ran.command,
+    exit_code: ran.exitCode,
+    how: ran.how,
+    failure_lines: failureLines(head),
+    tail,
+    truncated: truncated || parts.some((p) => p.cut),
+    logs: ran.logs,
+  };
+}
+
+/** A log's first and last bytes (a log may be huge); empty when it cannot be read. */
+function readEnds(file: string): { head: string; tail: string; cut: boolean } {
+  let fd: number;
+  try {
+    fd = openSync(file, "r");
+  } catch {
+    return { head: "", tail: "", cut: false };
+  }
+  try {
+    const size = fstatSync(fd).size;
+    const read = (at: number, length: number): string => {
+      const buf = Buffer.alloc(length);
+      return buf.subarray(0, readSync(fd, buf, 0, length, at)).toString("utf8");
+    };
+    const head = read(0, Math.min(size, HEAD_BYTES));
+    const tailBytes = Math.min(size, TAIL_BYTES * 2);
+    return {
+      head,
+      tail: size <= HEAD_BYTES ? head : read(size - tailBytes, tailBytes),
+      cut: size > TAIL_BYTES * 2,
+    };
+  } finally {
+    closeSync(fd);
+  }
+}
