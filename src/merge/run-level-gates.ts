@@ -12,7 +12,7 @@ import { inRepo, type RunPlan } from "../task/run-plan.js";
 import type { SandboxedWork } from "../task/sandbox.js";
 import type { RunStop } from "../task/stop.js";
 import { timeoutOf } from "../task/task-plan.js";
-import { testsGate } from "../task/tests-gate.js";
+import { type TestsRan, testsGate } from "../task/tests-gate.js";
 
 /**
  * The run-level tests_cmd runs the merged work of every agent: sandboxed as the config's
@@ -43,6 +43,8 @@ export async function runLevelGates(
   ports: Ports,
   stop: RunStop,
   integration: string,
+  /** Told how tests_cmd ran, when it did (its logs: what a bisect's culprit quotes). */
+  onTests?: (ran: TestsRan) => void,
 ): Promise<Gate[] | "detached"> {
   const criteria = run.input.assignments.success_criteria;
   const gates: Gate[] = [];
@@ -88,7 +90,7 @@ export async function runLevelGates(
           detail: "not run: an earlier gate failed",
         });
       } else {
-        const gate = await testsIn(run, ports, stop, scratch, workspace, "tests");
+        const gate = await testsIn(run, ports, stop, { scratch, workspace, logName: "tests", onTests });
         if (gate === "detached") return gate;
         gates.push(gate);
       }
@@ -107,9 +109,10 @@ export async function runLevelTests(
   stop: RunStop,
   commit: string,
   logName: string,
+  onTests: (ran: TestsRan) => void,
 ): Promise<Gate | "detached"> {
   return inScratch(run, ports, commit, (scratch, workspace) =>
-    testsIn(run, ports, stop, scratch, workspace, logName),
+    testsIn(run, ports, stop, { scratch, workspace, logName, onTests }),
   );
 }
 
@@ -148,10 +151,9 @@ async function testsIn(
   run: RunPlan,
   ports: Ports,
   stop: RunStop,
-  scratch: string,
-  workspace: string,
-  logName: string,
+  o: { scratch: string; workspace: string; logName: string; onTests: ((ran: TestsRan) => void) | undefined },
 ): Promise<Gate | "detached"> {
+  const { scratch, workspace } = o;
   const { env } = agentEnvironment({
     processEnv: run.processEnv,
     envVars: run.input.assignments.environment.env_vars,
@@ -170,7 +172,8 @@ async function testsIn(
     cwd: workspace,
     env,
     timeoutS: timeoutOf(run.input),
-    logName,
+    logName: o.logName,
     ...runSandbox(run, scratch, workspace, env),
+    ...(o.onTests ? { onEnd: o.onTests } : {}),
   });
 }

@@ -83,6 +83,20 @@ export interface ReportInput {
   peakParallelism: number;
 }
 
+/**
+ * "bisect_and_fix": whether the culprit's (last) fix made the run-level gate pass on the merge
+ * with it; null when none ran.
+ */
+function culpritFixed(
+  task: string,
+  tasks: readonly TaskRun[],
+  onGateFailure: OnGateFailure | undefined,
+): boolean | null {
+  if (onGateFailure !== "bisect_and_fix") return null;
+  const last = tasks.find((t) => t.id === task)?.redone.findLast((r) => r.cause === "gate");
+  return last ? last.outcome === "resolved" : null;
+}
+
 const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
 
 /** The exit code of `run`/`resume`, from the outcome (README: Exit codes). */
@@ -187,7 +201,10 @@ export function buildReport(input: ReportInput): Report {
       redone: input.tasks.flatMap((t) => t.redone).sort((a, b) => a.started_at.localeCompare(b.started_at)),
       redo_assignments: input.merge.redoAssignments,
       bisects: input.merge.bisects,
-      culprit: input.merge.culprit,
+      culprit: input.merge.culprit && {
+        ...input.merge.culprit,
+        fixed: culpritFixed(input.merge.culprit.task, input.tasks, input.onGateFailure),
+      },
       reason: input.merge.reason,
       order: input.merge.order,
       base_commit: input.merge.baseCommit,

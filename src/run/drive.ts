@@ -190,7 +190,11 @@ export async function drive(
   if (internal === null) {
     await pausePoint(run.fault, runDir, "pause-before-merge");
     try {
-      const merged = await mergeStage(run, ports, stop, recorder);
+      const merged = await mergeStage(run, ports, stop, recorder, (progress) => {
+        // Where the merge is (a bisect's probe), for the views: state.json's `merge`.
+        o.mergeProgress.current = progress;
+        void o.stateFile.save();
+      });
       if (merged === "detached") return detach(o);
       stage = merged;
     } catch (error) {
