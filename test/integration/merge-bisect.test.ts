@@ -257,4 +257,31 @@ describe("merge.on_gate_failure", () => {
     expect(existsSync(join(ws.dir, "events.jsonl"))).toBe(true);
     expect(events(ws.dir).some((e) => e.type === "merge.probe")).toBe(false);
   });
+
+  it('refuses "bisect_and_fix" with workers (backend bullmq), before anything starts (exit 2); "bisect" is not refused', async () => {
+    const ws = repo();
+    const config = join(ws.dir, "config.json");
+    writeFileSync(config, JSON.stringify({ backend: "bullmq", redis: "redis://127.0.0.1:1" }));
+    const tasks = fourTasks(join(ws.dir, "counter"), FAILURE);
+    const file = writeAssignments(ws.dir, tasks as never, {
+      mode: { merge: { on_gate_failure: "bisect_and_fix" } },
+    });
+    for (const command of ["validate", "run"]) {
+      const r = await termorch([command, file, "--config", config], { socket });
+      expect(r.exitCode).toBe(2);
+      expect(r.stderr).toContain(
+        'field mode.merge.on_gate_failure: on_gate_failure "bisect_and_fix" is not supported with backend bullmq',
+      );
+    }
+    expect(existsSync(join(ws.dir, "state.json"))).toBe(false);
+    expect(git(ws.repo, "branch", "--list", "termorch/*")).toBe("");
+    const bisect = writeAssignments(
+      ws.dir,
+      tasks as never,
+      { mode: { merge: { on_gate_failure: "bisect" } } },
+      "b.json",
+    );
+    const r = await termorch(["validate", bisect, "--config", config], { socket });
+    expect(r.stderr).not.toContain("on_gate_failure");
+  });
 });
