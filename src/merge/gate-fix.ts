@@ -8,7 +8,7 @@ import { writeFresh } from "../fs/no-follow.js";
 import { collectArtifacts } from "../task/artifacts.js";
 import type { AttemptSide } from "../task/attempt.js";
 import { attemptAndGate, type Verdict } from "../task/execute.js";
-import { killPoint } from "../task/faults.js";
+import { killPoint, probePoint } from "../task/faults.js";
 import { feedbackSection } from "../task/feedback.js";
 import { type FailedAttempt, feedbackFacts } from "../task/feedback-facts.js";
 import type { TaskPlan } from "../task/task-plan.js";
@@ -79,6 +79,7 @@ export async function fixTask(side: AttemptSide, taskId: string): Promise<RedoEn
       let gate: Gate | null = null;
       let ran: TestsRan | null = null;
       if (verdict.reason === null) {
+        probePoint(run.fault, "fix", join(run.privateDir, "gates", "fix.json"));
         const judged = await runLevelTests(run, ports, side.stop, t.commit!, "fix", (r) => {
           ran = r;
         });

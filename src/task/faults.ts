@@ -49,8 +49,9 @@ import type { AdvanceTargetOptions } from "../git/advance.js";
  * - `kill-after-redo-restoring[:task]`: SIGKILL once the last redo failed and the putting back
  *   of the earlier result is recorded, before it is done: a resume finishes it and halts.
  * - `kill-in-probe[:k]`: SIGKILL while the run-level tests_cmd runs on a bisect's probe (k tasks
- *   merged; `:0` the base), once its process group is recorded: a resume must leave no probe
- *   behind (no branch, no worktree) and go on with the verdicts already judged.
+ *   merged; `:0` the base; `:fix` its run on the merge with a culprit's fix), once its process
+ *   group is recorded: a resume must leave no probe behind (no branch, no worktree) and go on
+ *   with the verdicts already judged.
  * - `kill-after-fix-recorded[:task]`: SIGKILL once the bisect's culprit is given a fix (its
  *   feedback section written, its earlier result kept, its redo recorded), before its branch
  *   moved: a resume prepares and runs that fix, once.
@@ -132,8 +133,8 @@ export function gatePoint(fault: Fault, taskId: string | undefined, record: stri
   if (armed(fault, "kill-in-gate", taskId, attempt)) dieOnceThere(record);
 }
 
-/** `kill-in-probe`: the same for the gate of a bisect's probe of k tasks. */
-export function probePoint(fault: Fault, k: number, record: string): void {
+/** `kill-in-probe`: the same for the gate of a bisect's probe of k tasks (`fix`: the check of a culprit's fix). */
+export function probePoint(fault: Fault, k: number | "fix", record: string): void {
   if (armed(fault, "kill-in-probe", String(k))) dieOnceThere(record);
 }
 
