@@ -133,7 +133,14 @@ async function mergeTasks(
   let message: string;
   let integration: string;
   for (;;) {
-    progress({ step: "merging", probe: null, culprit: outcome.culprit?.task ?? null, red_on_base: false });
+    // A culprit given a fix is run again in this merge (ordered.ts).
+    const fixing = recorder.all().find((t) => t.redo?.cause === "gate");
+    progress({
+      step: fixing ? "fixing" : "merging",
+      probe: null,
+      culprit: fixing?.id ?? outcome.culprit?.task ?? null,
+      red_on_base: false,
+    });
     const check = await checkTasks(run, ports, stop, recorder);
     if (check === "detached") return check;
     items = check.items;
@@ -362,7 +369,6 @@ async function bisectIfRed(
       ran: ranThere ? testsRanOf(ranThere) : null,
       probeCommit: culprit.probe_commit,
     });
-    progress({ step: "fixing", probe: null, culprit: culprit.task, red_on_base: false });
     return "fix";
   }
   const cost = `${bisect.probes.length} probe${bisect.probes.length === 1 ? "" : "s"}, ${bisect.gate_runs} gate runs`;

@@ -225,7 +225,8 @@ export async function drive(
   await killPoint(run.fault, "kill-after-report");
   await o.stateFile.finish({
     // The run's notices were about it while it ran.
-    ...runStateOf(run, recorder, ports.runner.socket, o.journal.path, [], null),
+    // What a bisect found stays for the views (status shows the culprit of a reported run).
+    ...runStateOf(run, recorder, ports.runner.socket, o.journal.path, [], o.mergeProgress.current),
     // A move of the target left unfinished keeps the run open: `termorch resume` finishes it.
     phase: stage.unfinished ? "running" : "reported",
     // Complete now: the task journal is no longer needed.

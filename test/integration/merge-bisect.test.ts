@@ -1,23 +1,36 @@
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { describe, expect, it } from "vitest";
+import { execa } from "execa";
+import { describe, expect, it, onTestFinished } from "vitest";
 import { FeedbackBlock } from "../../src/contract/feedback-block.js";
 import type { Report } from "../../src/contract/report.js";
+import { type RunView, StatusView } from "../../src/contract/status-view.js";
+import { parseCursor, readChanges, taskSummary } from "../../src/mcp/follow.js";
+import { frame } from "../../src/watch/model.js";
 import {
+  BIN,
+  cliEnv,
   git,
   lines,
   ROOT,
   readReport,
   termorch,
   testFile,
+  waitFor,
   worktreesInUse,
   writeAssignments,
 } from "./harness.js";
 
 const { socket, workspace } = testFile("merge-bisect");
 const AGENT = join(ROOT, "test", "fixtures", "agents", "gate-fix.sh");
-/** The run-level gate: every task's file must not say BROKEN. */
-const CHECK = `for f in *.txt; do
+/**
+ * The run-level gate: every task's file must not say BROKEN. Given a file, the probe of a and b
+ * alone waits for it first (a test looks at the bisect meanwhile).
+ */
+const CHECK = `if [ -n "\${1:-}" ] && [ -e b.txt ] && [ ! -e c.txt ]; then
+  while [ ! -e "$1" ]; do sleep 0.05; done
+fi
+for f in *.txt; do
   if grep -qx BROKEN "$f"; then echo "check failed: $f says BROKEN" >&2; exit 1; fi
 done
 echo "check passed"
@@ -38,7 +51,7 @@ const task = (id: string, env: Record<string, string>, extra: Record<string, unk
   id,
   agent: "gate-fix",
   command: ["sh", AGENT],
-  env: { TEXT: `${id} was here`, ...env },
+  env: { TEXT: `${id} was here`, ...env } as Record<string, string>,
   ...extra,
 });
 
@@ -283,5 +296,133 @@ describe("merge.on_gate_failure", () => {
     );
     const r = await termorch(["validate", bisect, "--config", config], { socket });
     expect(r.stderr).not.toContain("on_gate_failure");
+  });
+
+  it("a bisect under way, and the culprit's fix, are shown by status, watch, MCP wait and report.html", async () => {
+    const ws = repo();
+    const probed = join(ws.dir, "probed");
+    const fixed = join(ws.dir, "fixed");
+    const tasks = fourTasks(join(ws.dir, "counter"), FAILURE);
+    tasks[2]!.env.HOLD = fixed;
+    const file = writeAssignments(ws.dir, tasks as never, {
+      success_criteria: { tests_cmd: `sh check.sh ${probed}` },
+      mode: { merge: { on_gate_failure: "bisect_and_fix" } },
+    });
+    const runId = JSON.parse(readFileSync(file, "utf8")).run_id as string;
+    const run = termorch(["run", file], { socket });
+    // Whatever the test found, the run is let go.
+    onTestFinished(() => {
+      for (const f of [probed, fixed]) writeFileSync(f, "");
+    });
+    const runView = async (): Promise<RunView | null> => {
+      const r = await termorch(["status", runId, "--json"], { socket });
+      // Not registered yet: exit 2.
+      return r.exitCode === 0 ? (StatusView.parse(JSON.parse(r.stdout)).runs[0] ?? null) : null;
+    };
+    // `watch | cat` from the start: a line for each step of the merge it shows.
+    let view: RunView | null = null;
+    for (const deadline = Date.now() + 30_000; view === null && Date.now() < deadline; )
+      view = await runView();
+    const watch = execa(process.execPath, [BIN, "watch", runId], {
+      reject: false,
+      cwd: ROOT,
+      env: cliEnv(socket),
+      stdin: "ignore",
+    });
+    let out = "";
+    watch.stdout?.on("data", (d: Buffer) => {
+      out += d.toString();
+    });
+    // The probe of a and b holds: the second gate run of about three.
+    const probing = (v: RunView | null) => v?.merge?.probe?.k === 2;
+    for (const deadline = Date.now() + 60_000; !probing(view) && Date.now() < deadline; )
+      view = await runView();
+    const line = "bisecting run.tests_cmd: probe 2 of ~3 (the first 2 tasks, up to b)";
+    expect(view!.merge).toEqual({
+      step: "bisecting",
+      probe: { n: 2, of: 3, k: 2, task: "b" },
+      culprit: null,
+      red_on_base: false,
+      line,
+    });
+    expect((await termorch(["status", runId], { socket })).stdout).toContain(`\n  merge: ${line}\n`);
+    const board = frame({
+      view: {
+        schema_version: 1,
+        generated_at: new Date().toISOString(),
+        runs: [view!],
+        problems: [],
+        queued: [],
+      },
+      selected: null,
+      offset: 0,
+      width: 160,
+      height: 12,
+      now: Date.now(),
+      scope: runId,
+      message: null,
+      keys: [],
+    }).lines.map((l) =>
+      l
+        .map((seg) => seg.text)
+        .join("")
+        .trimEnd(),
+    );
+    expect(board, board.join("\n")).toContain(`  merge: ${line}`);
+    expect(taskSummary(view!).merge).toBe(line);
+    await waitFor(() => out.includes(`${runId} - merge ${line}`), 20_000, "watch's probe line");
+    const before = await readChanges(ws.dir, parseCursor(undefined));
+    expect(before.changes.filter((c) => c.event === "merge_probe")).toMatchObject([
+      { k: 0, of: 4, task: null, passed: true },
+    ]);
+
+    // Released: the probe passes, k = 3 fails, c is the culprit and its fix holds.
+    writeFileSync(probed, "");
+    const fixing = (v: RunView | null) => v?.tasks.find((t) => t.id === "c")?.attempts === 2;
+    for (const deadline = Date.now() + 60_000; !fixing(view) && Date.now() < deadline; )
+      view = await runView();
+    expect(view!.tasks.find((t) => t.id === "c")).toMatchObject({
+      state: "redo",
+      redo: { cause: "gate", n: 1, of: 2 },
+    });
+    expect(view!.merge).toMatchObject({
+      step: "fixing",
+      culprit: "c",
+      line: "c's merge turns run.tests_cmd red: fixing it",
+    });
+    const human = (await termorch(["status", runId], { socket })).stdout;
+    expect(human).toContain("  c: fix 1/2, its merge turned run.tests_cmd red");
+    expect(human).toContain("  merge: c's merge turns run.tests_cmd red: fixing it");
+    await waitFor(() => out.includes(`${runId} c redo wave 1 attempt 2 fix 1/2`), 20_000, "watch's fix line");
+    writeFileSync(fixed, "");
+    expect((await run).exitCode).toBe(0);
+    expect((await watch).exitCode).toBe(0);
+
+    // Reported: the culprit stays in the view; MCP wait heard every step.
+    const done = (await runView())!;
+    expect(done.merge).toMatchObject({ culprit: "c", line: "culprit c (c's merge turns run.tests_cmd red)" });
+    const { changes } = await readChanges(ws.dir, parseCursor(undefined));
+    expect(changes.filter((c) => c.event === "merge_probe").map((c) => ("k" in c ? c.k : null))).toEqual([
+      0, 2, 3,
+    ]);
+    expect(changes.find((c) => c.event === "merge_bisected")).toMatchObject({
+      culprit: "c",
+      red_on_base: false,
+      gate_runs: 4,
+    });
+    expect(changes.find((c) => c.event === "task_redo_started")).toMatchObject({ task: "c", cause: "gate" });
+    // report.html: c's first attempt broke the gate, its second is the fix; the probes under the merge.
+    const html = readFileSync(join(ws.dir, "report.html"), "utf8");
+    expect(html).toMatch(/data-task="c" data-attempt="1" data-outcome="broke_gate"/);
+    expect(html).toMatch(/data-task="c" data-attempt="2" data-outcome="success"[^>]*data-redo="1"/);
+    expect(
+      [...html.matchAll(/class="tl-probe (passed|failed)" data-k="(\d+)"/g)].map((m) => [m[2], m[1]]),
+    ).toEqual([
+      ["0", "passed"],
+      ["2", "passed"],
+      ["3", "failed"],
+    ]);
+    expect(html).toContain("culprit: c");
+    expect(html).toContain("<h3>Bisect of the run-level gate</h3>");
   });
 });
