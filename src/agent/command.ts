@@ -1,5 +1,6 @@
 import type { Task } from "../contract/assignments.js";
 import { type AgentSpec, type Config, PresetName } from "../contract/config.js";
+import type { RetryFrom } from "../contract/retry-from.js";
 import type { Sandbox } from "../contract/sandbox.js";
 import { resolveSandbox, type SandboxNeeds, type SandboxSetting } from "../sandbox/policy.js";
 import { type KnownDialog, PRESETS, presetArgv, type SessionStore } from "./presets.js";
@@ -57,6 +58,8 @@ export interface ResolvedAgent {
   expect_changes?: boolean | undefined;
   /** The config entry's `sandbox`; undefined: not said. */
   sandbox?: Sandbox | undefined;
+  /** The config entry's `retry_from`, the default of its tasks; undefined: not said. */
+  retry_from?: RetryFrom | undefined;
   /** What a preset's CLI needs in a sandbox; null: an agent of the user's own command. */
   sandboxNeeds: SandboxNeeds | null;
   /**
@@ -99,6 +102,36 @@ export function agentFor(task: Pick<Task, "agent" | "command">, config: Config):
   return preset.success ? fromPreset(preset.data, undefined) : undefined;
 }
 
+/** One of the agents a task's attempts run, as its input names it. */
+export interface TaskAgent {
+  name: string;
+  /** undefined: no agent of that name is defined. */
+  agent: ResolvedAgent | undefined;
+  /** null: the task's own `agent`; else its place in the escalation list, the task's own or its agent entry's. */
+  escalation: { index: number; list: "task" | "agent" } | null;
+}
+
+/**
+ * The agents a task's attempts run, in order: its own (with its `command`, when it has one),
+ * then its escalation list (its own, else its agent entry's), each by name alone.
+ */
+export function taskAgents(
+  task: Pick<Task, "agent" | "command" | "escalation">,
+  config: Config,
+): TaskAgent[] {
+  const entry = Object.hasOwn(config.agents, task.agent) ? config.agents[task.agent] : undefined;
+  const list = task.escalation ? "task" : "agent";
+  const names = task.escalation ?? entry?.escalation ?? [];
+  return [
+    { name: task.agent, agent: agentFor(task, config), escalation: null },
+    ...names.map((name, index) => ({
+      name,
+      agent: agentFor({ agent: name }, config),
+      escalation: { index, list } as const,
+    })),
+  ];
+}
+
 /** Every agent a task can name: the presets, and the config's agents (which override presets of their name). */
 export function allAgents(config: Config): Map<string, ResolvedAgent> {
   const out = new Map<string, ResolvedAgent>();
@@ -116,7 +149,7 @@ export function allAgents(config: Config): Map<string, ResolvedAgent> {
  */
 function ownCommand(
   command: string[],
-): Omit<ResolvedAgent, "source" | "tty" | "timeout_s" | "env" | "expect_changes" | "sandbox"> {
+): Omit<ResolvedAgent, "source" | "tty" | "timeout_s" | "env" | "expect_changes" | "sandbox" | "retry_from"> {
   return {
     command,
     sandboxedCommand: command,
@@ -142,12 +175,13 @@ function ownCommand(
 
 function plain(
   spec: AgentSpec | undefined,
-): Pick<ResolvedAgent, "tty" | "timeout_s" | "env" | "expect_changes" | "sandbox"> {
+): Pick<ResolvedAgent, "tty" | "timeout_s" | "env" | "expect_changes" | "sandbox" | "retry_from"> {
   return {
     tty: spec?.tty ?? false,
     env: spec?.env ?? {},
     ...(spec?.expect_changes === undefined ? {} : { expect_changes: spec.expect_changes }),
     ...(spec?.sandbox === undefined ? {} : { sandbox: spec.sandbox }),
+    ...(spec?.retry_from === undefined ? {} : { retry_from: spec.retry_from }),
     ...(spec?.timeout_s ? { timeout_s: spec.timeout_s } : {}),
   };
 }

@@ -518,7 +518,15 @@ function summary(result: RunResult): string {
       `termorch: dry run of ${report.run_id}: ${tasksInWaves(report.tasks.length, report.waves.length)} (nothing started)`,
     );
     for (const [i, w] of report.waves.entries()) lines.push(`  wave ${i + 1}: ${w.join(", ")}`);
-    for (const t of report.tasks) lines.push(`  ${t.id}: ${JSON.stringify(t.argv)}`);
+    for (const t of report.tasks) {
+      lines.push(`  ${t.id}: ${JSON.stringify(t.argv)}`);
+      // Each later attempt's, as escalation runs them (the last one for every further attempt).
+      const later = t.escalation ?? [];
+      for (const [i, e] of later.entries())
+        lines.push(
+          `    attempt ${i + 2}${i === later.length - 1 ? " on" : ""} (${e.agent}): ${JSON.stringify(e.argv)}`,
+        );
+    }
   } else {
     lines.push(
       `termorch: run ${report.run_id}: ${ok}/${plural(report.tasks.length, "task")} succeeded in ${(report.summary.metrics?.wall_time_ms ?? 0) / 1000}s; merge ${report.merge.result}${report.merge.reason ? ` (${report.merge.reason})` : ""}`,

@@ -1,9 +1,10 @@
 import { hostname } from "node:os";
 import { resolve } from "node:path";
 import { type Command, InvalidArgumentError } from "commander";
+import { attemptSummary } from "../contract/attempt-record.js";
 import { KEY_NAMES } from "../contract/keys.js";
 import type { RunState } from "../contract/state.js";
-import type { RunView, StatusView, TaskView } from "../contract/status-view.js";
+import { isLive, type RunView, type StatusView, type TaskView } from "../contract/status-view.js";
 import type { WorkerInfo } from "../contract/task-job.js";
 import { ExitCode, InputError, unreachable } from "../errors.js";
 import { registryDir } from "../fs/names.js";
@@ -519,6 +520,12 @@ function formatStatus(view: StatusView, registry: string | null): string {
       if (!t.attach) continue;
       const what = t.session_live ? "live" : run.phase === "reported" ? "kept, agent exited" : "agent exited";
       lines.push(`  ${t.id} (${what}): ${t.attach.termorch}   or: ${t.attach.tmux}`);
+    }
+    for (const t of run.tasks) {
+      // A task told what went wrong: which agent tries now, from where, and what it was told.
+      const last = t.attempt_history.at(-1);
+      if (last && last.n > 1 && (isLive(t.state) || t.state === "failed"))
+        lines.push(`  ${t.id}: ${attemptSummary(last)} (in ${run.run_dir})`);
     }
     for (const t of run.tasks)
       if (t.redo && t.state === "redo")

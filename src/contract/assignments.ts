@@ -24,6 +24,14 @@ export const TimeoutS = z
 /** Arguments and environment values travel through C strings: no NUL bytes. */
 export const NoNul = z.string().refine((v) => !v.includes("\0"), "must not contain a NUL byte");
 
+/** Agents a task's later attempts run, in order (a task's, or an agent entry's in the config). */
+export const Escalation = z
+  .array(z.string().min(1))
+  .refine((names) => new Set(names).size === names.length, "must not name an agent twice")
+  .describe(
+    "Agents (config agents or presets) that run the task's later attempts, in order: attempt 1 runs `agent`, attempt 2 the first of this list, attempt 3 the second...; the last one runs every further attempt (`retries` still counts them all). Each is checked as `agent` is (defined, its CLI on PATH, its sandbox possible). A task's own list wins over its agent entry's; an empty list: no escalation",
+  );
+
 export const SuccessCriteria = z.strictObject({
   /** Paths or globs that must exist after the work is done. */
   required_artifacts: z.array(NoNul.min(1)).default([]),
@@ -53,6 +61,7 @@ export const Task = z.strictObject({
         `"${String(issue.input)}" is reserved: termorch's own ${issue.input === "redo" ? "files use artifacts/redo/" : `branches use termorch/<run>/${String(issue.input)}`}; choose another id`,
     }),
   agent: z.string().min(1),
+  escalation: Escalation.optional(),
   context_path: z.string().min(1),
   dependencies: z.array(z.string()).default([]),
   /** Explicit argv; overrides the agent registry's command. */

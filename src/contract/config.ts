@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { NoNul, TimeoutS } from "./assignments.js";
+import { Escalation, NoNul, TimeoutS } from "./assignments.js";
 import { MergePolicy } from "./merge-policy.js";
 import { NotifyConfig } from "./notify.js";
 import { RetryFrom } from "./retry-from.js";
@@ -62,6 +62,8 @@ export const AgentSpec = z.strictObject({
     .record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "must be an environment variable name"), NoNul)
     .default({}),
   sandbox: Sandbox.optional(),
+  /** The escalation of every task of this agent that has no list of its own. */
+  escalation: Escalation.optional(),
 });
 export type AgentSpec = z.infer<typeof AgentSpec>;
 

@@ -189,7 +189,17 @@ const EVENTS = {
     worker: z.string().optional(),
     state: z.string().optional(),
   },
-  "task.retrying": { attempt: z.number(), reason: Reason, detail: nullableString },
+  "task.retrying": {
+    attempt: z.number(),
+    reason: Reason,
+    detail: nullableString,
+    /** The agent that attempt ran, where the next one starts, and its feedback section (run-dir-relative). */
+    agent: z.string().optional(),
+    from: z.enum(["base", "last_work", "last_commit"]).optional(),
+    escalated: z.boolean().optional(),
+    feedback: nullableString.optional(),
+  },
+  "task.work_not_kept": { attempt: z.number(), why: z.string() },
   "task.setup_started": { attempt: z.number(), cwd: z.string() },
   "task.setup": { attempt: z.number(), passed: z.boolean().nullable(), detail: z.string() },
   "task.head_taken": { from: nullableString, branch: z.string(), commit: z.string() },

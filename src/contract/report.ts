@@ -2,6 +2,7 @@ import { z } from "zod";
 import { AgentResult, Usage } from "./agent-result.js";
 import { StateSource } from "./agent-state.js";
 import { AttemptHost } from "./attempt-host.js";
+import { AttemptRecord } from "./attempt-record.js";
 import { OnConflict, OnGateFailure } from "./merge-policy.js";
 import { Reason, TaskState } from "./reason.js";
 
@@ -212,6 +213,12 @@ export const TaskReport = z.strictObject({
     ),
   /** Exact argv the task runs (after placeholder substitution). */
   argv: z.array(z.string()),
+  escalation: z
+    .array(z.strictObject({ agent: z.string(), argv: z.array(z.string()) }))
+    .optional()
+    .describe(
+      "The agents of its escalation list in order, each with the exact argv it runs: attempt 2 runs the first, attempt 3 the second, and the last one every further attempt (`agent` and `argv` are attempt 1's). Absent when it has none",
+    ),
   dependencies: z.array(z.string()),
   agent_result: AgentResult.nullable(),
   usage: Usage.nullable(),
@@ -219,6 +226,12 @@ export const TaskReport = z.strictObject({
     .optional()
     .describe(
       "Interactive tasks: where termorch learned its agent's state (prompt accepted, waiting for input, turn done): `hooks`, its CLI's own hooks or events, or `screen`, its screen matched against the preset's patterns; absent for other tasks",
+    ),
+  attempt_history: z
+    .array(AttemptRecord)
+    .optional()
+    .describe(
+      "Each attempt of the task, in order: the agent it ran, where it started, the feedback section it was given, the decision its agent wrote, how it ended; absent when it never started",
     ),
   hosts: z
     .array(AttemptHost)

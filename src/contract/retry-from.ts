@@ -4,7 +4,7 @@ import { z } from "zod";
 export const RetryFrom = z
   .enum(["base", "last_work"])
   .describe(
-    'Where a retry starts. "last_work" (the default): from the failed attempt\'s work as it left it (committed to refs/termorch/<run>/attempts/<task>/<n> first, so nothing is lost), for the agent to fix with the feedback section in its prompt; after a timeout or a lost session, from the last committed state instead. "base": from the task\'s start, the failed work dropped (what every retry did before retry_from existed)',
+    'Where a retry starts. "last_work" (the default): from the failed attempt\'s work as it left it (committed to refs/termorch/<run>/work/<task>/<n> first, so nothing is lost until the run merges or is cleaned), for the agent to fix with the feedback section in its prompt; after a timeout or a lost session, from the last committed state instead. "base": from the task\'s start, the failed work dropped (what every retry did before retry_from existed)',
   );
 export type RetryFrom = z.infer<typeof RetryFrom>;
 

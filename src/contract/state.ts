@@ -2,6 +2,7 @@ import { z } from "zod";
 import { AgentResult, Usage } from "./agent-result.js";
 import { StateSource } from "./agent-state.js";
 import { AttemptHost } from "./attempt-host.js";
+import { AttemptRecord } from "./attempt-record.js";
 import { KeyAnswer } from "./keys.js";
 import { DEFAULT_GATE_FIX_ATTEMPTS, OnConflict, OnGateFailure } from "./merge-policy.js";
 import { Reason, TaskState } from "./reason.js";
@@ -72,6 +73,16 @@ export const MergeProgress = z.strictObject({
 });
 export type MergeProgress = z.infer<typeof MergeProgress>;
 
+/** How the next attempt of a task runs: which agent of its list, from where, told what. */
+export const NextAttempt = z.strictObject({
+  agentIndex: z.number().int().min(0),
+  from: z.enum(["base", "last_work", "last_commit"]),
+  escalated: z.boolean(),
+  /** Its feedback section, relative to the run directory. */
+  feedback: z.string().nullable(),
+});
+export type NextAttempt = z.infer<typeof NextAttempt>;
+
 /** Everything the run knows about one task; the report and the status files are views of it. */
 export const TaskRun = z.strictObject({
   id: z.string(),
@@ -100,7 +111,14 @@ export const TaskRun = z.strictObject({
   logs: z.strictObject({ stdout: z.string(), stderr: z.string() }).nullable(),
   artifacts: z.array(z.string()),
   gates: z.array(Gate),
+  /** The argv of its own agent (the report's); an escalated attempt's is its agent's (TaskPlan.agents). */
   argv: z.array(z.string()),
+  /**
+   * Which of its agents (TaskPlan.agents: 0 its own, then its escalation list) runs its current
+   * attempt; a resume adopts that attempt with the agent it was launched with. 0 in a state file
+   * written before escalation existed.
+   */
+  agentIndex: z.number().int().min(0).default(0),
   /** Private folder of the current attempt (supervisor files, exit.json), when one was launched. */
   attemptDir: z.string().nullable(),
   /** When the current attempt was launched (its timeout counts from here, across a resume). */
@@ -123,6 +141,13 @@ export const TaskRun = z.strictObject({
   redo: RedoProgress.nullable().default(null),
   /** Its redos that ended, in the report's shape. */
   redone: z.array(Redo).default([]),
+  /** Its attempts, in order (the report's attempt_history). */
+  history: z.array(AttemptRecord).default([]),
+  /**
+   * The attempt that follows the last one, once the policy chose it and before it is counted: a
+   * resume carries it out rather than judging the last attempt again (its worktree may have moved).
+   */
+  next: NextAttempt.nullable().default(null),
 });
 export type TaskRun = z.infer<typeof TaskRun>;
 

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { Usage } from "./agent-result.js";
+import { AttemptRecord } from "./attempt-record.js";
 import { KeyAnswer } from "./keys.js";
 import { Reason, TaskState } from "./reason.js";
 import { MergeProgress } from "./state.js";
@@ -39,6 +40,7 @@ export function isLive(state: TaskViewState): boolean {
 /** One task of a run. */
 export const TaskView = z.strictObject({
   id: z.string(),
+  /** The agent of its current (or last) attempt: the task's own, or one of its escalation list. */
   agent: z.string(),
   state: TaskViewState,
   reason: Reason.nullable(),
@@ -77,6 +79,8 @@ export const TaskView = z.strictObject({
   wave: z.number().int().min(1).nullable().default(null),
   /** Tokens and cost its agent's CLI reported so far (all attempts); null when none. */
   usage: Usage.nullable().default(null),
+  /** Its attempts so far (the report's attempt_history): each one's agent, start, feedback section, decision, end. */
+  attempt_history: z.array(AttemptRecord).default([]),
   /** Its redo under way (state `redo`): which of how many (shown `redo n/of`), and the conflict; null: none. */
   redo: z
     .strictObject({

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { AgentResult, Usage } from "./agent-result.js";
 import { RUN_ID_PATTERN, TASK_ID_PATTERN } from "./assignments.js";
+import { AttemptRecord } from "./attempt-record.js";
 import { Reason } from "./reason.js";
 import { Gate } from "./report.js";
 
@@ -55,6 +56,8 @@ export const TaskJobProgress = z.strictObject({
   delivery: z.number().int().min(0),
   /** The worker's own count of attempts in this delivery of the job (a re-delivery starts again at 1). */
   attempt: z.number().int().min(0),
+  /** Which of the task's agents runs that attempt (0: its own, then its escalation list). */
+  agent_index: z.number().int().min(0).default(0),
   state: z.enum(["pending", "running", "success", "failed", "skipped"]),
   waiting_since: z.number().nullable(),
   waiting_for: z.string().nullable().default(null),
@@ -102,6 +105,10 @@ export const TaskJobResult = z.strictObject({
   detail: z.string().nullable(),
   exit_code: z.number().int().nullable(),
   attempts: z.number().int().min(0),
+  /** Which of the task's agents ran its last attempt (0: its own, then its escalation list). */
+  agent_index: z.number().int().min(0).default(0),
+  /** Its attempts on the worker, each with its agent, start, feedback section and decision (the report's attempt_history). */
+  history: z.array(AttemptRecord).default([]),
   /** The task branch's tip as pushed to the remote; null when nothing was pushed (it failed before a commit). */
   commit: Sha.nullable(),
   /** The attempt's own ref on the remote that holds `commit` (`refs/termorch/<run>/attempts/<task>/<delivery>`). */
@@ -129,6 +136,8 @@ export function emptyResult(
     ...o,
     exit_code: null,
     attempts: o.attempts ?? 0,
+    agent_index: 0,
+    history: [],
     commit: null,
     ref: null,
     gates: [],

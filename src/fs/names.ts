@@ -32,6 +32,10 @@ export function taskBranch(runId: string, taskId: string): string {
 /** The refs a run's redos keep: each redone task's earlier result (a branch move alone would let gc take it). */
 export const redoRefsOf = (runId: string): string => `refs/termorch/${runId}/redo/`;
 export const redoRefOf = (runId: string, taskId: string): string => `${redoRefsOf(runId)}${taskId}`;
+/** The refs that keep failed attempts' work (retry_from): `<prefix><task>/<n>`. */
+export const workRefsOf = (runId: string): string => `refs/termorch/${runId}/work/`;
+export const workRefOf = (runId: string, taskId: string, n: number): string =>
+  `${workRefsOf(runId)}${taskId}/${n}`;
 /** A halted run's cleanly merged work: the start_commit of its artifacts/redo files. */
 export const redoBaseRefOf = (runId: string): string => `refs/termorch/${runId}/redo-base`;
 

@@ -5,15 +5,16 @@ import type { Config } from "../contract/config.js";
 import type { AgentRow } from "../contract/mcp.js";
 import { InputError, type InputProblem } from "../errors.js";
 import { executableOnPath } from "../fs/executable.js";
-import type { RunInput } from "./assignments-file.js";
+import { agentField, agentLabel, type RunInput } from "./assignments-file.js";
 
 /** Claude Code's permission bypass, which it refuses as root (2.1: "cannot be used with root/sudo privileges"). */
 const CLAUDE_BYPASS = "--dangerously-skip-permissions";
 
 /**
- * Every task whose agent is a preset needs the preset's CLI on the PATH the agent will get (the
- * environment's, or one the assignment or config sets), and a prompt: refused up front with what
- * to install, rather than failing each task at launch with exit 127.
+ * Every task whose agent (or an agent of its escalation) is a preset needs the preset's CLI on
+ * the PATH the agent will get (the environment's, or one the assignment or config sets), and a
+ * prompt: refused up front with what to install, rather than failing each task at launch with
+ * exit 127.
  */
 export function checkAgentBinaries(
   input: RunInput,
@@ -22,45 +23,52 @@ export function checkAgentBinaries(
 ): void {
   const problems: InputProblem[] = [];
   for (const r of input.tasks) {
-    const needs = r.agent.requires;
-    if (!needs) continue;
+    const i = input.assignments.tasks.indexOf(r.task);
+    const preset = r.agents.find((a) => a.agent.requires);
     // A preset's whole prompt is this file (plus what dependencies did): empty, the CLI gets nothing to do.
-    if (r.task.dependencies.length === 0 && statSync(r.contextPath, { throwIfNoEntry: false })?.size === 0)
-      problems.push({
-        file: input.file,
-        field: `tasks[${input.assignments.tasks.indexOf(r.task)}].context_path`,
-        task: r.task.id,
-        message: `the context file ${r.contextPath} is empty: it is the whole prompt of agent "${r.task.agent}"`,
-      });
-    const { env } = agentEnvironment({
-      processEnv,
-      envVars: input.assignments.environment.env_vars,
-      agentEnv: r.agent.env,
-      taskEnv: r.task.env,
-      termorch: {},
-      config: input.config,
-    });
-    // Claude Code refuses its bypass as root (exit 1, every task), unless told it runs in a sandbox.
     if (
-      uid === 0 &&
-      r.agent.preset === "claude" &&
-      !r.task.interactive &&
-      bypasses(r.agent.command) &&
-      env.IS_SANDBOX !== "1"
+      preset &&
+      r.task.dependencies.length === 0 &&
+      statSync(r.contextPath, { throwIfNoEntry: false })?.size === 0
     )
       problems.push({
         file: input.file,
-        field: `tasks[${input.assignments.tasks.indexOf(r.task)}].agent`,
+        field: `tasks[${i}].context_path`,
         task: r.task.id,
-        message: `agent "${r.task.agent}" runs claude with ${CLAUDE_BYPASS}, which Claude Code refuses to run as root; run termorch as another user, drop dangerously_bypass_permissions, or, inside a sandbox or container, give the agent IS_SANDBOX=1 (its env)`,
+        message: `the context file ${r.contextPath} is empty: it is the whole prompt of ${agentLabel(preset, r.task.agent)}`,
       });
-    if (binaryOnPath(needs.binary, env.PATH)) continue;
-    problems.push({
-      file: input.file,
-      field: `tasks[${input.assignments.tasks.indexOf(r.task)}].agent`,
-      task: r.task.id,
-      message: `agent "${r.task.agent}" runs ${needs.binary}, which is not on the agent's PATH (${env.PATH ?? "unset"}); install it (${needs.install}) or give the agent a PATH that has it (environment.env_vars, the task's or the agent's env)`,
-    });
+    for (const a of r.agents) {
+      const { agent } = a;
+      const needs = agent.requires;
+      if (!needs) continue;
+      const at = { file: input.file, field: agentField(i, a), task: r.task.id };
+      const named = agentLabel(a, r.task.agent);
+      const { env } = agentEnvironment({
+        processEnv,
+        envVars: input.assignments.environment.env_vars,
+        agentEnv: agent.env,
+        taskEnv: r.task.env,
+        termorch: {},
+        config: input.config,
+      });
+      // Claude Code refuses its bypass as root (exit 1, every task), unless told it runs in a sandbox.
+      if (
+        uid === 0 &&
+        agent.preset === "claude" &&
+        !r.task.interactive &&
+        bypasses(agent.command) &&
+        env.IS_SANDBOX !== "1"
+      )
+        problems.push({
+          ...at,
+          message: `${named} runs claude with ${CLAUDE_BYPASS}, which Claude Code refuses to run as root; run termorch as another user, drop dangerously_bypass_permissions, or, inside a sandbox or container, give the agent IS_SANDBOX=1 (its env)`,
+        });
+      if (binaryOnPath(needs.binary, env.PATH)) continue;
+      problems.push({
+        ...at,
+        message: `${named} runs ${needs.binary}, which is not on the agent's PATH (${env.PATH ?? "unset"}); install it (${needs.install}) or give the agent a PATH that has it (environment.env_vars, the task's or the agent's env)`,
+      });
+    }
   }
   if (problems.length)
     throw new InputError(

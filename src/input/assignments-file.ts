@@ -1,7 +1,7 @@
 import { lstatSync, statSync } from "node:fs";
 import { basename, dirname, extname, resolve } from "node:path";
-import type { z } from "zod";
-import { agentFor, type ResolvedAgent } from "../agent/command.js";
+import { z } from "zod";
+import { type ResolvedAgent, type TaskAgent, taskAgents } from "../agent/command.js";
 import { Assignments, Environment, RUN_ID_PATTERN, SuccessCriteria, Task } from "../contract/assignments.js";
 import type { Config } from "../contract/config.js";
 import { schemaProblems } from "../contract/parse.js";
@@ -15,11 +15,36 @@ import { readJsonFileWithHash } from "./json-file.js";
 /** A task after validation: everything the runner needs, resolved. */
 export interface ResolvedTask {
   task: Task;
-  agent: ResolvedAgent;
+  /** The agents its attempts run, in order: its own, then its escalation list. */
+  agents: readonly [RunAgent, ...RunAgent[]];
   /** Absolute path of the context file in the workspace. */
   contextPath: string;
   /** Absolute path of its conflict_file, or null. */
   conflictFile: string | null;
+}
+
+/** One of a task's agents, defined. */
+export type RunAgent = TaskAgent & { agent: ResolvedAgent };
+
+/** Where a task's input names one of its agents (`tasks[i].agent`, `tasks[i].escalation[j]`). */
+export function agentField(taskIndex: number, a: Pick<TaskAgent, "escalation">): string {
+  return a.escalation?.list === "task"
+    ? `tasks[${taskIndex}].escalation[${a.escalation.index}]`
+    : `tasks[${taskIndex}].agent`;
+}
+
+/** A task's agent as messages name it: `agent "x"`, or which escalation agent it is. */
+export function agentLabel(a: Pick<TaskAgent, "name" | "escalation">, taskAgent: string): string {
+  if (a.escalation === null) return `agent "${a.name}"`;
+  const whose =
+    a.escalation.list === "task" ? "its escalation" : `agent "${taskAgent}"'s escalation in the config`;
+  return `agent "${a.name}" (attempt ${a.escalation.index + 2}, from ${whose})`;
+}
+
+/** A task's agents when every one of them is defined; null otherwise. */
+export function allDefined(agents: readonly TaskAgent[]): readonly [RunAgent, ...RunAgent[]] | null {
+  const [first, ...rest] = agents.filter((a): a is RunAgent => a.agent !== undefined);
+  return first && rest.length === agents.length - 1 ? [first, ...rest] : null;
 }
 
 /** An assignments file that passed every check of the validate step (docs/ARCHITECTURE.md). */
@@ -123,23 +148,40 @@ export async function loadAssignments(
         ? undefined
         : inside(`tasks[${i}].context_path`, t.label, t.contextPath, true);
     // With a malformed `command` it is unknown whether the registry would be asked at all.
-    const agent =
+    const agents =
       t.agent === undefined || t.commandMalformed
         ? undefined
-        : agentFor({ agent: t.agent, command: t.command }, config);
-    if (t.agent !== undefined && !t.commandMalformed && !agent && configProblems.length === 0) {
-      const known = Object.keys(config.agents);
-      at({
-        field: `tasks[${i}].agent`,
-        task: t.label,
-        message: `unknown agent "${t.agent}" (${
-          known.length
-            ? `defined agents: ${known.join(", ")}`
-            : loaded.file
-              ? `the config file ${loaded.file} defines no agents`
-              : "no config file was found, so no agents are defined: pass --config or set TERMORCH_CONFIG"
-        }); define it in the config's "agents" or give the task an explicit "command"`,
-      });
+        : taskAgents(
+            {
+              agent: t.agent,
+              ...(t.command ? { command: t.command } : {}),
+              ...(t.escalation ? { escalation: t.escalation } : {}),
+            },
+            config,
+          );
+    const known = Object.keys(config.agents);
+    const definedAre = known.length
+      ? `defined agents: ${known.join(", ")}`
+      : loaded.file
+        ? `the config file ${loaded.file} defines no agents`
+        : "no config file was found, so no agents are defined: pass --config or set TERMORCH_CONFIG";
+    for (const a of configProblems.length === 0 ? (agents ?? []) : []) {
+      const field = agentField(i, a);
+      if (a.escalation !== null && a.name === t.agent)
+        at({
+          field,
+          task: t.label,
+          message: `"${a.name}" is the task's own agent: an escalation names other agents; to run it again, raise "retries"`,
+        });
+      else if (!a.agent)
+        at({
+          field,
+          task: t.label,
+          message:
+            a.escalation === null
+              ? `unknown agent "${a.name}" (${definedAre}); define it in the config's "agents" or give the task an explicit "command"`
+              : `unknown agent "${a.name}" in its escalation (${definedAre}); define it in the config's "agents" or name a preset`,
+        });
     }
     for (const [j, p] of (t.allowedPaths ?? []).entries())
       globInside(`tasks[${i}].allowed_paths[${j}]`, t.label, p);
@@ -161,7 +203,9 @@ export async function loadAssignments(
       const problem = conflictFileProblem(conflictFile);
       if (problem) at({ field: `tasks[${i}].conflict_file`, task: t.label, message: problem });
     }
-    if (t.task && contextPath && agent) tasks.push({ task: t.task, agent, contextPath, conflictFile });
+    const defined = agents && allDefined(agents);
+    if (t.task && contextPath && defined)
+      tasks.push({ task: t.task, agents: defined, contextPath, conflictFile });
   }
   const include = view.worktreeInclude;
   if (include && workspace !== undefined) {
@@ -229,6 +273,7 @@ interface TaskView {
   contextPath?: string;
   agent?: string;
   command?: string[];
+  escalation?: string[];
   commandMalformed: boolean;
   allowedPaths?: string[];
   requiredArtifacts?: string[];
@@ -246,6 +291,7 @@ function wholeView(a: Assignments): InputView {
       contextPath: task.context_path,
       agent: task.agent,
       ...(task.command ? { command: task.command } : {}),
+      ...(task.escalation ? { escalation: task.escalation } : {}),
       commandMalformed: false,
       ...(task.allowed_paths ? { allowedPaths: task.allowed_paths } : {}),
       requiredArtifacts: task.success_criteria?.required_artifacts ?? [],
@@ -297,6 +343,8 @@ function partialView(data: unknown): InputView {
     set("contextPath", part(Task.shape.context_path, t.context_path));
     set("agent", part(Task.shape.agent, t.agent));
     set("command", command);
+    // Its names are still checked when the list repeats one (the schema says that).
+    set("escalation", part(z.array(z.string().min(1)), t.escalation));
     set("allowedPaths", part(Task.shape.allowed_paths, t.allowed_paths));
     set(
       "requiredArtifacts",

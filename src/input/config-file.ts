@@ -2,6 +2,7 @@ import { existsSync } from "node:fs";
 import { homedir } from "node:os";
 import { dirname, isAbsolute, join, resolve } from "node:path";
 import { execa } from "execa";
+import { agentFor } from "../agent/command.js";
 import { PRESETS } from "../agent/presets.js";
 import { Config, PresetName, SOCKET_NAME_PATTERN, SOCKET_NAME_RULE } from "../contract/config.js";
 import { parseWith } from "../contract/parse.js";
@@ -99,6 +100,21 @@ function agentProblems(config: Config, file: string): InputProblem[] {
     const at = (message: string): void => {
       problems.push({ file, field: `agents.${name}`, message });
     };
+    (spec.escalation ?? []).forEach((other, j) => {
+      const field = `agents.${name}.escalation[${j}]`;
+      if (other === name)
+        problems.push({
+          file,
+          field,
+          message: `"${other}" is this agent itself: an escalation names other agents; to run it again, raise the tasks' "retries"`,
+        });
+      else if (!agentFor({ agent: other }, config))
+        problems.push({
+          file,
+          field,
+          message: `unknown agent "${other}" (defined agents: ${Object.keys(config.agents).join(", ")}; presets: ${PresetName.options.join(", ")})`,
+        });
+    });
     const preset = spec.preset ?? PresetName.safeParse(name).data;
     if (spec.command) {
       const presetOnly = [

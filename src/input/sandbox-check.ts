@@ -11,7 +11,9 @@ export function checkSandboxes(
   input: RunInput,
   processEnv: Readonly<Record<string, string | undefined>>,
 ): void {
-  const sandboxed = input.tasks.filter((r) => taskSandbox(input.config, r.agent, r.task) !== null);
+  const sandboxed = input.tasks.filter((r) =>
+    r.agents.some(({ agent }) => taskSandbox(input.config, agent, r.task) !== null),
+  );
   if (sandboxed.length === 0) return;
   const tools = sandboxTools(processEnv.PATH);
   if (typeof tools !== "string") return;

@@ -140,7 +140,7 @@ const validate = tool({
         workspace: input.workspace,
         waves,
         critical_path: criticalPath,
-        tasks: input.tasks.map(({ task, agent }) => ({
+        tasks: input.tasks.map(({ task, agents: [{ agent }] }) => ({
           id: task.id,
           agent: task.agent,
           source: agent.source,

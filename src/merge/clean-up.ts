@@ -2,7 +2,7 @@ import { existsSync } from "node:fs";
 import { rmdir } from "node:fs/promises";
 import { boundedWait } from "../concurrency/bounded-wait.js";
 import { errorText } from "../errors.js";
-import { redoRefsOf, runWorktreesDir, taskWorktree } from "../fs/names.js";
+import { redoRefsOf, runWorktreesDir, taskWorktree, workRefsOf } from "../fs/names.js";
 import { deleteRefsUnder } from "../git/merge.js";
 import { deleteRemoteRefsUnder, runRefsOf, shownRemote } from "../git/remote.js";
 import { deleteMergedBranches, isBranch, removeWorktrees } from "../git/worktree.js";
@@ -54,8 +54,10 @@ export async function cleanUpMerged(
       return [...(t.branch ? [t.branch] : []), ...t.refsCreated.filter(isBranch)];
     });
     result.kept_branches = await deleteMergedBranches(root, [...branches, integrationBranch], merged);
-    // The earlier results of redone tasks: superseded (their diffs stay in the artifacts).
+    // The earlier results of redone tasks, and failed attempts' work: superseded by what merged
+    // (their diffs and feedback stay in the artifacts).
     await deleteRefsUnder(root, redoRefsOf(run.runId));
+    await deleteRefsUnder(root, workRefsOf(run.runId));
     if (result.kept_branches.length > 0)
       ports.log.warn({ kept: result.kept_branches }, "branches not contained in the merged target were kept");
   } catch (error) {

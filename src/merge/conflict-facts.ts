@@ -47,8 +47,9 @@ export async function conflictFacts(
   for (const id of withIds) {
     const o = tasks.get(id);
     const plan = run.plans.get(id);
-    const handoffPath = plan?.handoff ? join(plan.artifactsDir, "handoff.md") : null;
-    const handoff = plan?.handoff ? keptHandoff(plan.artifactsDir) : null;
+    const kept = plan?.gates.handoff ? plan.workspace.artifactsDir : null;
+    const handoffPath = kept === null ? null : join(kept, "handoff.md");
+    const handoff = kept === null ? null : keptHandoff(kept);
     others.push({
       id,
       summary: o.agentResult?.summary ?? null,

@@ -7,11 +7,12 @@ import { writeFileAtomic } from "../fs/atomic.js";
 import { writeFresh } from "../fs/no-follow.js";
 import { collectArtifacts } from "../task/artifacts.js";
 import type { AttemptSide } from "../task/attempt.js";
+import { amendedLast, closedHistory } from "../task/attempt-history.js";
 import { attemptAndGate, type Verdict } from "../task/execute.js";
 import { killPoint, probePoint } from "../task/faults.js";
 import { feedbackSection } from "../task/feedback.js";
-import { type FailedAttempt, feedbackFacts } from "../task/feedback-facts.js";
-import type { TaskPlan } from "../task/task-plan.js";
+import { type FailedAttempt, feedbackFacts, type GateFindings } from "../task/feedback-facts.js";
+import { agentOf, type TaskPlan } from "../task/task-plan.js";
 import type { TaskRun } from "../task/task-run.js";
 import type { TestsRan } from "../task/tests-gate.js";
 import { short } from "./recovery.js";
@@ -45,7 +46,7 @@ export async function recordGateFix(side: AttemptSide, taskId: string, fix: NewF
     gate: fix.gate,
     failed: {
       t,
-      agent: t.agent,
+      agent: t.history.at(-1)?.agent ?? t.agent,
       timeoutS: undefined,
       reason: "validation",
       detail: `${fix.gate.name} failed on the merge of the tasks up to ${taskId} (${short(fix.probeCommit)}): ${fix.gate.detail}`,
@@ -74,7 +75,8 @@ export async function fixTask(side: AttemptSide, taskId: string): Promise<RedoEn
       const redo = t.redo!;
       if (redo.step === "restoring") return await giveUp(side, t, p);
       if (redo.step === "recorded") await prepareRedo(side, t, p);
-      const verdict = await attemptAndGate(side, t, p, t.attemptDir !== null);
+      const found: GateFindings = {};
+      const verdict = await attemptAndGate(side, t, p, t.attemptDir !== null, found);
       if (verdict === "detached") return "detached";
       let gate: Gate | null = null;
       let ran: TestsRan | null = null;
@@ -95,6 +97,13 @@ export async function fixTask(side: AttemptSide, taskId: string): Promise<RedoEn
                 reason: "validation",
                 detail: `${gate.name} failed on the merge with its new result: ${gate.detail}`,
               };
+      // Its attempt record: where it started, what it was told, how it ended (the gate included).
+      recorder.note(taskId, {
+        history: amendedLast(closedHistory(t.history, ports.now(), { ...outcome, decision: null }), {
+          started_from: "integration",
+          feedback: feedbackFile(t.id, redo.attempt),
+        }),
+      });
       const ended = entryOf(
         side,
         t,
@@ -130,11 +139,11 @@ export async function fixTask(side: AttemptSide, taskId: string): Promise<RedoEn
         previous: redo,
         failed: {
           t,
-          agent: t.agent,
-          timeoutS: p.timeoutS,
+          agent: agentOf(p, t.agentIndex).name,
+          timeoutS: agentOf(p, t.agentIndex).timeoutS,
           reason: outcome.reason!,
           detail: outcome.detail,
-          found: ran ? { tests: ran } : {},
+          found: ran ? { ...found, tests: ran } : found,
           decision: null,
           work: { from: redo.start, to: t.commit ?? redo.start },
         },
@@ -183,7 +192,7 @@ async function recordFix(
   mkdirSync(dirname(sectionFile), { recursive: true, mode: 0o700 });
   await writeFileAtomic(sectionFile, section, 0o600);
   // The task's artifacts folder, which its agent could write: nothing here follows a link it left.
-  writeFresh(p.artifactsDir, `attempt-${attempt}/feedback.md`, ports.redactor.redact(section));
+  writeFresh(p.workspace.artifactsDir, `attempt-${attempt}/feedback.md`, ports.redactor.redact(section));
   const detail = o.failed.detail ?? o.failed.reason;
   const progress: RedoProgress = {
     cause: "gate",
@@ -220,6 +229,11 @@ async function recordFix(
   await killPoint(run.fault, "kill-after-fix-recorded", t.id);
 }
 
+/** A fix's feedback section, relative to the run directory. */
+function feedbackFile(task: string, attempt: number): string {
+  return `artifacts/${task}/attempt-${attempt}/feedback.md`;
+}
+
 /** A fix's entry for the report (`merge.redone`, cause gate), once its attempt ended. */
 function entryOf(
   side: AttemptSide,
@@ -245,7 +259,7 @@ function entryOf(
     reason_detail: verdict.detail,
     gates: t.gates,
     logs: t.logs,
-    conflict_section: `artifacts/${t.id}/attempt-${redo.attempt}/feedback.md`,
+    conflict_section: feedbackFile(t.id, redo.attempt),
     run_gate: gate,
     started_at: new Date(redo.startedAt).toISOString(),
     finished_at: new Date(side.ports.now()).toISOString(),

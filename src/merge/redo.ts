@@ -119,7 +119,7 @@ async function recordRedo(
   const taskStart = previous?.restore.startCommit ?? t.startCommit ?? run.git!.baseCommit;
   // The task's artifacts folder, which its agent could write: nothing here follows a link it left.
   const dir = `redo-${n}`;
-  const patchFile = join(p.artifactsDir, "redo-1", "before.patch");
+  const patchFile = join(p.workspace.artifactsDir, "redo-1", "before.patch");
   if (n === 1) await keepEarlier(side, t, p, { dir, taskStart, before });
   const { mergedBefore } = c;
   const facts = await conflictFacts(run, recorder, {
@@ -137,7 +137,7 @@ async function recordRedo(
   const sectionFile = join(run.privateDir, "redo", t.id, `${n}.md`);
   mkdirSync(dirname(sectionFile), { recursive: true, mode: 0o700 });
   await writeFileAtomic(sectionFile, section, 0o600);
-  writeFresh(p.artifactsDir, `${dir}/conflict.md`, ports.redactor.redact(section));
+  writeFresh(p.workspace.artifactsDir, `${dir}/conflict.md`, ports.redactor.redact(section));
   const withIds = [...new Set(c.units.flatMap((u) => u.with))];
   const files = [...new Set(c.units.flatMap((u) => u.paths))].sort();
   const progress: RedoProgress = {
@@ -204,8 +204,8 @@ export async function keepEarlier(
   const { run, ports } = side;
   const root = run.git!.root;
   const patch = ports.redactor.redactBytes(await diffPatch(root, o.taskStart, o.before));
-  writeFresh(p.artifactsDir, `${o.dir}/before.patch`, patch);
-  copyIfThere(p.artifactsDir, "handoff.md", `${o.dir}/before-handoff.md`);
+  writeFresh(p.workspace.artifactsDir, `${o.dir}/before.patch`, patch);
+  copyIfThere(p.workspace.artifactsDir, "handoff.md", `${o.dir}/before-handoff.md`);
   await keepRef(root, redoRefOf(run.runId, t.id), o.before, `termorch: ${t.id}'s result before its redo`);
 }
 
@@ -224,27 +224,27 @@ export async function prepareRedo(side: AttemptSide, t: Readonly<TaskRun>, p: Ta
     t.redone.at(-1)?.before_commit === redo.before ? (t.redone.at(-1)?.commit ?? redo.start) : redo.before;
   const moved = await moveTaskBranch(
     root,
-    p.branch!,
+    p.workspace.branch!,
     from,
     redo.start,
     `termorch: redo ${redo.n} of ${t.id}`,
   );
   if (typeof moved === "object")
     throw new Error(
-      `the branch ${p.branch} is at ${moved.elsewhere ?? "nothing"}, not at ${from} where its task left it: it was left alone`,
+      `the branch ${p.workspace.branch} is at ${moved.elsewhere ?? "nothing"}, not at ${from} where its task left it: it was left alone`,
     );
   // The worktree of its earlier attempt (or what the pool left of it): a new one on the moved branch.
-  if (p.worktree !== null) {
-    if (existsSync(p.worktree)) await removeWorktree(root, p.worktree);
+  if (p.workspace.worktree !== null) {
+    if (existsSync(p.workspace.worktree)) await removeWorktree(root, p.workspace.worktree);
     await checkoutTaskWorktree(
       {
         repo: root,
-        path: p.worktree,
-        branch: p.branch!,
-        copy: [...p.copyInRepo],
+        path: p.workspace.worktree,
+        branch: p.workspace.branch!,
+        copy: [...p.workspace.copyInRepo],
         pool: ports.pool ?? undefined,
       },
-      [...p.includeInRepo],
+      [...p.workspace.includeInRepo],
     );
   }
   recorder.checkpoint(t.id, {
@@ -330,17 +330,17 @@ export async function putBack(side: AttemptSide, t: Readonly<TaskRun>, p: TaskPl
   // not termorch's doing, and is left alone.
   const ours = new Set([redo.start, ...t.redone.map((r) => r.commit), t.commit].filter((c) => c !== null));
   const message = `termorch: ${t.id}'s redo put back`;
-  let moved = await moveTaskBranch(root, p.branch!, t.commit ?? redo.start, redo.before, message);
+  let moved = await moveTaskBranch(root, p.workspace.branch!, t.commit ?? redo.start, redo.before, message);
   if (typeof moved === "object" && moved.elsewhere !== null && ours.has(moved.elsewhere))
-    moved = await moveTaskBranch(root, p.branch!, moved.elsewhere, redo.before, message);
+    moved = await moveTaskBranch(root, p.workspace.branch!, moved.elsewhere, redo.before, message);
   if (typeof moved === "object")
     throw new Error(
-      `the branch ${p.branch} is at ${moved.elsewhere ?? "nothing"}: its earlier result was not put back`,
+      `the branch ${p.workspace.branch} is at ${moved.elsewhere ?? "nothing"}: its earlier result was not put back`,
     );
-  if (p.worktree !== null && existsSync(p.worktree))
-    await side.ports.workspace.reset(p.worktree, redo.before, p.keepInRepo);
-  copyIfThere(p.artifactsDir, `${redo.kept}/before.patch`, "changes.patch");
-  copyIfThere(p.artifactsDir, `${redo.kept}/before-handoff.md`, "handoff.md");
+  if (p.workspace.worktree !== null && existsSync(p.workspace.worktree))
+    await side.ports.workspace.reset(p.workspace.worktree, redo.before, p.workspace.keepInRepo);
+  copyIfThere(p.workspace.artifactsDir, `${redo.kept}/before.patch`, "changes.patch");
+  copyIfThere(p.workspace.artifactsDir, `${redo.kept}/before-handoff.md`, "handoff.md");
   const { finishedAt: _finishedAt, ...facts } = redo.restore;
   await recorder.transition(t.id, { to: "success" }, { ...facts, redo: null });
 }

@@ -4,7 +4,14 @@ import { dirname, join, relative } from "node:path";
 import type { Config } from "../contract/config.js";
 import type { RunState } from "../contract/state.js";
 import { errorText } from "../errors.js";
-import { mcpDir, redoBaseRefOf, redoRefsOf, runBranchesPrefix, runWorktreesDir } from "../fs/names.js";
+import {
+  mcpDir,
+  redoBaseRefOf,
+  redoRefsOf,
+  runBranchesPrefix,
+  runWorktreesDir,
+  workRefsOf,
+} from "../fs/names.js";
 import { registeredRuns, unregisterRun } from "../fs/registry.js";
 import { deleteRemoteRefsUnder, runRefsOf, shownRemote } from "../git/remote.js";
 import { git } from "../git/repo.js";
@@ -325,7 +332,7 @@ async function uncommitted(worktree: string): Promise<string[]> {
 
 /**
  * The refs a redo keeps: each redone task's earlier result (superseded, or back on its branch),
- * and a halted run's redo base, the start of its artifacts/redo files, which stays while no
+ * failed attempts' work (retry_from), and a halted run's redo base, the start of its artifacts/redo files, which stays while no
  * branch holds it (--force deletes it).
  */
 async function deleteRedoRefs(
@@ -335,7 +342,13 @@ async function deleteRedoRefs(
   report: CleanReport,
 ): Promise<void> {
   const base = redoBaseRefOf(runId);
-  const r = await git(repo, ["for-each-ref", "--format=%(refname)", redoRefsOf(runId), base]);
+  const r = await git(repo, [
+    "for-each-ref",
+    "--format=%(refname)",
+    redoRefsOf(runId),
+    workRefsOf(runId),
+    base,
+  ]);
   for (const ref of r.stdout.split("\n").filter(Boolean)) {
     if (ref === base && !force) {
       const held = await git(repo, ["for-each-ref", "--count=1", "--contains", ref, "refs/heads/"]);

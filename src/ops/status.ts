@@ -82,7 +82,7 @@ async function taskView(
   const redone = s === "redo";
   return {
     id: t.id,
-    agent: t.agent,
+    agent: t.history.at(-1)?.agent ?? t.agent,
     state: s,
     reason: t.reason,
     detail: t.detail,
@@ -110,6 +110,7 @@ async function taskView(
     remote: remoteView(t),
     wave: waveOf(state, t.id),
     usage: t.usage,
+    attempt_history: t.history,
     redo: t.redo && {
       cause: t.redo.cause,
       n: t.redo.n,

@@ -67,6 +67,8 @@ export interface ReportInput {
   tasks: readonly TaskRun[];
   /** Which of each task's logs holds its output (the runner looks at the files); stderr when not given. */
   outputLogs?: ReadonlyMap<string, "stdout" | "stderr">;
+  /** Each task's escalation agents and their argv (TaskReport.escalation); none when not given. */
+  escalations?: ReadonlyMap<string, NonNullable<TaskReport["escalation"]>>;
   merge: MergeOutcome;
   /** The run's answer to conflicts (its settings); default "halt". */
   onConflict?: OnConflict;
@@ -117,7 +119,11 @@ export function exitCodeOf(
   return Exit.ok;
 }
 
-export function taskReport(t: TaskRun, outputLog: "stdout" | "stderr"): TaskReport {
+export function taskReport(
+  t: TaskRun,
+  outputLog: "stdout" | "stderr",
+  escalation: NonNullable<TaskReport["escalation"]> = [],
+): TaskReport {
   return {
     id: t.id,
     agent: t.agent,
@@ -138,10 +144,12 @@ export function taskReport(t: TaskRun, outputLog: "stdout" | "stderr"): TaskRepo
     refs_created: t.refsCreated,
     gates: t.gates,
     argv: t.argv,
+    ...(escalation.length > 0 ? { escalation } : {}),
     dependencies: t.dependencies,
     agent_result: t.agentResult,
     usage: t.usage,
     ...(t.stateFrom !== null ? { state_from: t.stateFrom } : {}),
+    ...(t.history.length > 0 ? { attempt_history: t.history } : {}),
     ...(t.hosts.length > 0 ? { hosts: t.hosts } : {}),
     ...(t.gitControls.length > 0 ? { git_control_files: t.gitControls } : {}),
   };
@@ -149,7 +157,9 @@ export function taskReport(t: TaskRun, outputLog: "stdout" | "stderr"): TaskRepo
 
 /** Builds execution_report.json: the keys of docs/contract.md exactly, plus the README's additions. */
 export function buildReport(input: ReportInput): Report {
-  const tasks = input.tasks.map((t) => taskReport(t, input.outputLogs?.get(t.id) ?? "stderr"));
+  const tasks = input.tasks.map((t) =>
+    taskReport(t, input.outputLogs?.get(t.id) ?? "stderr", input.escalations?.get(t.id)),
+  );
   const byStatus: Record<string, number> = {};
   for (const t of tasks) byStatus[t.status] = (byStatus[t.status] ?? 0) + 1;
   const wall = Math.max(0, input.finishedAt - input.startedAt);

@@ -1,5 +1,6 @@
 import { relative, resolve, sep } from "node:path";
 import type { Usage } from "../contract/agent-result.js";
+import { type AttemptRecord, attemptSummary } from "../contract/attempt-record.js";
 import type { Gate, Report } from "../contract/report.js";
 import { redoSteps } from "../shell/redo-command.js";
 import { shellWord } from "../shell/word.js";
@@ -200,9 +201,9 @@ function barHtml(
       : bar.redoCause === "gate"
         ? ` (fix ${bar.redo} of the run-level tests_cmd its merge turned red)`
         : ` (redo ${bar.redo} of its conflict with ${bar.conflict?.with.join(", ") || "the tasks before it"})`;
-  const title = `${bar.task} attempt ${bar.attempt}${redo}: ${OUTCOME_TEXT[bar.outcome]}${why}, ${duration}${
+  const title = `${bar.task} attempt ${bar.attempt}${bar.agent ? ` (${bar.agent})` : ""}${redo}: ${OUTCOME_TEXT[bar.outcome]}${why}, ${duration}${
     bar.exitCode === null ? "" : `, exit code ${bar.exitCode}`
-  }${bar.host ? `, on ${bar.host}` : ""}`;
+  }${bar.host ? `, on ${bar.host}` : ""}${bar.feedback ? `; it was told what went wrong before: ${bar.feedback}` : ""}`;
   const classes = ["bar", bar.outcome, ...(bar.critical ? ["critical"] : [])].join(" ");
   const note =
     bar.outcome === "success"
@@ -473,6 +474,24 @@ function summaryHtml(r: Report): string {
   return `<section class="summary"><div class="cards">${cards.join("")}</div>${lists.join("")}</section>`;
 }
 
+/** A task's attempts when there was more than one: agent, start, feedback, decision, end of each. */
+function attemptsHtml(history: readonly AttemptRecord[], link: LinkFn): string {
+  if (history.length < 2) return "";
+  const items = history.map((a) => {
+    const feedback = a.feedback
+      ? ` · ${link(a.feedback, "what went wrong before") || escapeHtml(a.feedback)}`
+      : "";
+    const decision = a.decision
+      ? ` · decided <b>${escapeHtml(a.decision.status)}</b>${a.decision.reason ? `: ${escapeHtml(a.decision.reason)}` : ""}`
+      : "";
+    const end = a.finished_at
+      ? ` → <b>${escapeHtml(a.reason ?? "passed")}</b>${a.detail ? `: ${escapeHtml(a.detail)}` : ""}`
+      : "";
+    return `<li data-attempt="${a.n}">${escapeHtml(attemptSummary({ ...a, feedback: null, decision: null }))}${feedback}${decision}${end}</li>`;
+  });
+  return `<tr class="attempts"><td></td><td colspan="7"><details><summary>${history.length} attempts</summary><ol>${items.join("")}</ol></details></td></tr>`;
+}
+
 function tasksHtml(r: Report, link: LinkFn): string {
   if (r.tasks.length === 0) return "";
   const rows = r.tasks.map((t) => {
@@ -494,7 +513,8 @@ function tasksHtml(r: Report, link: LinkFn): string {
       `</tr>` +
       `<tr class="argv"><td></td><td colspan="7"><details><summary>argv${
         t.dependencies.length ? ` · after ${t.dependencies.map((d) => escapeHtml(d)).join(", ")}` : ""
-      }${t.branch ? ` · ${escapeHtml(t.branch)}` : ""}</summary><code>${t.argv.map((a) => escapeHtml(shellWord(a))).join(" ")}</code></details></td></tr>`
+      }${t.branch ? ` · ${escapeHtml(t.branch)}` : ""}</summary><code>${t.argv.map((a) => escapeHtml(shellWord(a))).join(" ")}</code></details></td></tr>` +
+      attemptsHtml(t.attempt_history ?? [], link)
     );
   });
   return (

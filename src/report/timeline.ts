@@ -40,6 +40,10 @@ export interface TimelineBar {
   host: string | null;
   /** Its logs, relative to the run's folder, as task.launched named them. */
   logs: { stdout: string | null; stderr: string | null } | null;
+  /** The agent it ran (task.launched; an escalation's is another than the task's); null: not said. */
+  agent: string | null;
+  /** The feedback section it was given (the attempt before it failed), relative to the run's folder. */
+  feedback: string | null;
   /** This attempt is the task's redo n (merge.on_conflict "redo", or a gate's fix); null: an ordinary attempt. */
   redo: number | null;
   /** Why it was redone: its result conflicted, or its merge turned the run-level gate red (a fix); null: no redo. */
@@ -151,6 +155,7 @@ interface AttemptAcc {
   session: string | null;
   host: string | null;
   logs: TimelineBar["logs"];
+  agent: string | null;
   retried: { reason: string | null; detail: string | null } | null;
 }
 
@@ -159,6 +164,8 @@ interface TaskAcc {
   attempts: Map<number, AttemptAcc>;
   /** Attempts that failed before a launch, with when and why. */
   unlaunched: Map<number, { at: number; reason: string | null; detail: string | null }>;
+  /** The feedback section each attempt after a failed one was given (task.retrying names it). */
+  feedback: Map<number, string>;
   /** When the scheduler took it (its status' started_at). */
   takenAt: number | null;
   final: {
@@ -305,6 +312,7 @@ const STEPS: Steps = {
       session: e.data.session ?? null,
       host: e.data.host ?? null,
       logs: logs ? { stdout: logs.stdout, stderr: logs.stderr } : null,
+      agent: typeof e.data.agent === "string" ? e.data.agent : null,
       retried: null,
     });
   },
@@ -320,6 +328,7 @@ const STEPS: Steps = {
     const n = e.data.attempt;
     if (!t || n === undefined) return;
     const why = { reason: e.data.reason ?? null, detail: e.data.detail ?? null };
+    if (e.data.feedback) t.feedback.set(n + 1, e.data.feedback);
     const a = t.attempts.get(n);
     if (a) {
       a.retried = why;
@@ -351,6 +360,7 @@ function taskAccOf(tasks: Map<string, TaskAcc>, id: string): TaskAcc {
       id,
       attempts: new Map(),
       unlaunched: new Map(),
+      feedback: new Map(),
       takenAt: null,
       final: null,
       inputWaits: [],
@@ -682,6 +692,8 @@ function barOf(
     session: a.session,
     host: a.host,
     logs: a.logs,
+    agent: a.agent,
+    feedback: t.feedback.get(a.attempt) ?? null,
     redo: redo?.n ?? null,
     redoCause: redo?.cause ?? null,
     conflict: redo

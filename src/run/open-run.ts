@@ -115,7 +115,7 @@ export async function openRun(
   const recorder: TaskRecorder = new TaskRecorder(
     {
       runId,
-      interactive: (id) => Boolean(run.plans.get(id)?.interactive),
+      interactive: (id) => Boolean(run.plans.get(id)?.agents[0].interactive),
       ledger,
       journal,
       status: new StatusFiles(join(runDir, "status")),
@@ -132,7 +132,7 @@ export async function openRun(
       const t = restored.get(task.id);
       return t
         ? withLatestAttempt(run.privateDir, t)
-        : newTaskRun(task.id, task.agent, task.dependencies, run.plans.get(task.id)!.argv);
+        : newTaskRun(task.id, task.agent, task.dependencies, run.plans.get(task.id)!.agents[0].argv);
     }),
   );
   // Transitions that come while a write is in flight are coalesced into the next write.

@@ -4,6 +4,7 @@ import type { Redactor } from "../redact/redactor.js";
 import { buildReport, type MergeOutcome, type RunError } from "../report/build.js";
 import type { TaskRecorder } from "../task/recorder.js";
 import type { RunPlan } from "../task/run-plan.js";
+import { agentOf } from "../task/task-plan.js";
 
 /** The run's report, redacted, from its tasks as recorded and the merge's outcome. */
 export function runReport(
@@ -31,9 +32,16 @@ export function runReport(
       waves: run.waves.waves,
       tasks: [...tasks],
       outputLogs: new Map(
-        tasks.map((t) => [
-          t.id,
-          t.logs ? outputLogOf(run.runDir, t.logs, run.plans.get(t.id)?.tty ?? false) : "stderr",
+        tasks.map((t) => {
+          const plan = run.plans.get(t.id);
+          const tty = plan ? agentOf(plan, t.agentIndex).tty : false;
+          return [t.id, t.logs ? outputLogOf(run.runDir, t.logs, tty) : "stderr"];
+        }),
+      ),
+      escalations: new Map(
+        [...run.plans].map(([id, p]) => [
+          id,
+          p.agents.slice(1).map((a) => ({ agent: a.name, argv: a.argv })),
         ]),
       ),
       merge: { ...o.merge, conflicts: [...recorder.conflicts, ...o.merge.conflicts] },

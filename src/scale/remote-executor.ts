@@ -26,7 +26,7 @@ import { promptText } from "../task/prompt.js";
 import type { TaskRecorder } from "../task/recorder.js";
 import { type RunPlan, trailersOf } from "../task/run-plan.js";
 import type { RunStop } from "../task/stop.js";
-import type { TaskPlan } from "../task/task-plan.js";
+import { agentOf, type TaskPlan } from "../task/task-plan.js";
 import type { TaskRun } from "../task/task-run.js";
 
 /** Beyond the agents' kill grace, how long a cancelled task's worker has to answer before the run goes on without it. */
@@ -74,7 +74,7 @@ async function executeRemoteTask(
   const t = recorder.get(taskId);
   const p = run.plans.get(taskId)!;
   const git = run.git!;
-  if (t.startCommit !== null && t.branch === null) recorder.note(taskId, { branch: p.branch });
+  if (t.startCommit !== null && t.branch === null) recorder.note(taskId, { branch: p.workspace.branch });
   const opened = await openTask(run, ports, stop, recorder, p, {
     needed: t.startCommit === null,
     startedBefore: resume && t.attempts > 0,
@@ -85,7 +85,7 @@ async function executeRemoteTask(
   let prompt: Buffer;
   try {
     prompt = await promptText(run, ports, recorder, p);
-    writeFresh(p.artifactsDir, "prompt.md", ports.redactor.redactBytes(prompt));
+    writeFresh(p.workspace.artifactsDir, "prompt.md", ports.redactor.redactBytes(prompt));
   } catch (error) {
     return failTask(
       run,
@@ -230,10 +230,11 @@ async function recordProgress(
     const attempt = t.attempts + 1;
     recorder.note(t.id, {
       attempts: attempt,
+      agentIndex: pr.agent_index,
       attemptStartedAt: ports.now(),
       hosts: [...t.hosts, { attempt, worker: pr.worker, host: pr.host, socket: pr.socket }],
       // Its logs here, under names of this run's, filled as the worker streams them.
-      ...(pr.logs ? { logs: copies.open(pr.logs, p.agent, ports.now()) } : {}),
+      ...(pr.logs ? { logs: copies.open(pr.logs, agentOf(p, pr.agent_index).name, ports.now()) } : {}),
     });
     await ports.ledger.append(
       "task.launched",
@@ -244,6 +245,7 @@ async function recordProgress(
         worker: pr.worker,
         socket: pr.socket,
         delivery: pr.delivery,
+        agent: agentOf(p, pr.agent_index).name,
         logs: t.logs,
       },
       t.id,
@@ -316,6 +318,10 @@ async function applyResult(
   const unseen = t.hosts.length === 0 && r.attempts > 0;
   recorder.note(t.id, {
     attempts,
+    // A result of a delivery that never ran an attempt says nothing of its agent.
+    ...(r.attempts > 0 ? { agentIndex: r.agent_index } : {}),
+    // What the worker's attempts were told and ran (its feedback sections come with its artifacts).
+    ...(r.history.length > 0 ? { history: r.history } : {}),
     ...(unseen ? { hosts: [{ attempt: attempts, worker: r.worker, host: r.host, socket: r.socket }] } : {}),
     exitCode: r.exit_code,
     gates: r.gates,
@@ -424,7 +430,7 @@ async function writeResultFiles(
 ): Promise<{ renamed: Map<string, string>; artifacts: string[] }> {
   const stems = new Map<string, string>();
   const renamed = new Map<string, string>();
-  const artifacts = relative(runDir, p.artifactsDir).split("\\").join("/");
+  const artifacts = relative(runDir, p.workspace.artifactsDir).split("\\").join("/");
   for (const f of r.files) {
     let rel = f.path;
     const copied = copies.localOf(rel);
@@ -461,7 +467,7 @@ async function writeResultFiles(
     writeFresh(runDir, rel, head ? Buffer.concat([head, data]) : data);
     await redactFile(join(runDir, rel), redactor);
   }
-  if (existsSync(p.artifactsDir)) await redactNames(p.artifactsDir, redactor);
+  if (existsSync(p.workspace.artifactsDir)) await redactNames(p.workspace.artifactsDir, redactor);
   const kept = [
     `${artifacts}/`,
     ...r.files
@@ -491,9 +497,9 @@ async function publishStart(
   const start = await taskStartCommit({
     repo: git.root,
     base: git.baseCommit,
-    start: p.startCommit ?? undefined,
+    start: p.workspace.startCommit ?? undefined,
     deps: p.dependencies.map((d) => ({ task: d, branch: taskBranch(run.runId, d) })),
-    branch: p.branch!,
+    branch: p.workspace.branch!,
     identity: run.identity,
     trailers: trailersOf(run.runId, p.id),
   }).catch((error: unknown) => ({ ok: false as const, error }));
@@ -507,8 +513,8 @@ async function publishStart(
   }
   let branch: string | null = null;
   try {
-    await createTaskBranch(git.root, p.branch!, start.commit, run.resumed, p.worktree!);
-    branch = p.branch;
+    await createTaskBranch(git.root, p.workspace.branch!, start.commit, run.resumed, p.workspace.worktree!);
+    branch = p.workspace.branch;
     await publishCommit(git.root, remote, start.commit, baseRefOf(run.runId, p.id));
   } catch (error) {
     return { ok: false, branch, detail: `could not publish its base: ${redactor.redact(errorText(error))}` };
@@ -516,11 +522,11 @@ async function publishStart(
   return {
     ok: true,
     startCommit: start.commit,
-    branch: p.branch!,
+    branch: p.workspace.branch!,
     event: {
       type: "task.published",
       data: {
-        branch: p.branch!,
+        branch: p.workspace.branch!,
         start_commit: start.commit,
         remote: shownRemote(remote),
         ref: baseRefOf(run.runId, p.id),

@@ -3,7 +3,7 @@ import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { open, readdir, stat } from "node:fs/promises";
 import { join } from "node:path";
 import type { Logger } from "pino";
-import { agentFor } from "../agent/command.js";
+import { taskAgents } from "../agent/command.js";
 import { Assignments } from "../contract/assignments.js";
 import { Config } from "../contract/config.js";
 import {
@@ -31,7 +31,7 @@ import {
 import { serialized } from "../git/worktree.js";
 import { WorktreePool } from "../git/worktree-pool.js";
 import { checkAgentBinaries } from "../input/agent-binaries.js";
-import type { RunInput } from "../input/assignments-file.js";
+import { allDefined, type RunInput } from "../input/assignments-file.js";
 import { checkSandboxes } from "../input/sandbox-check.js";
 import { Ledger } from "../ledger/ledger.js";
 import { Notifier } from "../notify/notifier.js";
@@ -133,8 +133,13 @@ export async function runTaskJob(job: TaskJob, w: WorkerPlace, d: JobDelivery): 
       `the job's ${config.success ? "assignments" : "config"} do not parse here (is this worker's termorch older than the coordinator's?)`,
     );
   const task = assignments.data.tasks.find((t) => t.id === taskId);
-  const agent = task && agentFor(task, config.data);
-  if (!task || !agent) return failed(`its agent "${task?.agent ?? "?"}" is not defined in the job's config`);
+  // The same agents, in the same order, as the coordinator resolved: from the job's task and config.
+  const named = task ? taskAgents(task, config.data) : [];
+  const agents = allDefined(named);
+  if (!task || !agents)
+    return failed(
+      `its agent "${named.find((a) => !a.agent)?.name ?? task?.agent ?? "?"}" is not defined in the job's config`,
+    );
   const contextPath = join(jobDir, "context.md");
   writeFileSync(contextPath, Buffer.from(job.prompt, "base64"), { mode: 0o600 });
   const input: RunInput = {
@@ -144,7 +149,7 @@ export async function runTaskJob(job: TaskJob, w: WorkerPlace, d: JobDelivery): 
     runId,
     assignments: assignments.data,
     workspace: jobDir,
-    tasks: [{ task, agent, contextPath, conflictFile: null }],
+    tasks: [{ task, agents, contextPath, conflictFile: null }],
     // Notifications are the coordinator's.
     config: { ...config.data, notify: undefined },
   };
@@ -164,6 +169,7 @@ export async function runTaskJob(job: TaskJob, w: WorkerPlace, d: JobDelivery): 
       socket: w.socketPath,
       delivery: d.delivery,
       attempt: t.attempts,
+      agent_index: t.agentIndex,
       state: t.state,
       waiting_since: t.waitingSince,
       waiting_for: t.waitingFor,
@@ -227,6 +233,8 @@ export async function runTaskJob(job: TaskJob, w: WorkerPlace, d: JobDelivery): 
     ...ended,
     exit_code: t.exitCode,
     attempts: t.attempts,
+    agent_index: t.agentIndex,
+    history: t.history,
     commit,
     ref,
     gates: t.gates,
@@ -318,7 +326,7 @@ async function openJob(
   const recorder: TaskRecorder = new TaskRecorder(
     {
       runId,
-      interactive: (id) => Boolean(run.plans.get(id)?.interactive),
+      interactive: (id) => Boolean(run.plans.get(id)?.agents[0].interactive),
       ledger,
       journal: new TaskJournal(join(run.privateDir, "tasks.jsonl")),
       status: new StatusFiles(join(runDir, "status")),
@@ -328,7 +336,7 @@ async function openJob(
       now: Date.now,
       socket: w.runner.socket,
     },
-    [newTaskRun(only!.task.id, only!.task.agent, [], run.plans.get(only!.task.id)!.argv)],
+    [newTaskRun(only!.task.id, only!.task.agent, [], run.plans.get(only!.task.id)!.agents[0].argv)],
   );
   recorder.placeSessions(w.socketPath);
   return { run, ports, recorder };

@@ -11,7 +11,7 @@ import { findSession } from "../agent/session-files.js";
 import { type AgentResult, addUsage, type Usage } from "../contract/agent-result.js";
 import type { Redactor } from "../redact/redactor.js";
 import type { AttemptOutcome } from "./outcome.js";
-import type { TaskPlan } from "./task-plan.js";
+import type { AgentPlan } from "./task-plan.js";
 import type { TaskRun } from "./task-run.js";
 
 /** What the agent's CLI said of its work: kept on the task (agent_result, usage summed over attempts). */
@@ -29,20 +29,22 @@ export function agentOutcome(
   runDir: string,
   redactor: Redactor,
   t: Readonly<TaskRun>,
-  p: Pick<TaskPlan, "usageFile" | "sessions" | "env" | "cwd">,
+  agent: Pick<AgentPlan, "usageFile" | "sessions" | "env">,
+  /** Where it ran (its sessions are found by it). */
+  cwd: string,
   format: OutputFormat,
   attempt: AttemptOutcome,
 ): { outcome: AttemptOutcome; account: AgentAccount } {
   let { result, usage } = parseAgentOutput(format, readLogTail(join(runDir, t.logs!.stdout)), {
     // Up to 16 MiB each: only what the CLI's parser reads.
     stderr: SIDE_OUTPUTS[format].includes("stderr") ? readLogTail(join(runDir, t.logs!.stderr)) : "",
-    usageFile: SIDE_OUTPUTS[format].includes("usageFile") ? readLogTail(p.usageFile) : "",
+    usageFile: SIDE_OUTPUTS[format].includes("usageFile") ? readLogTail(agent.usageFile) : "",
   });
   // What its output leaves out (cn prints neither tokens nor a session id), from the session its
   // CLI kept.
   const found =
-    p.sessions !== null && (usage === null || result?.session_id === null)
-      ? findSession(p.sessions, { env: p.env, cwd: p.cwd, since: t.attemptStartedAt ?? 0 })
+    agent.sessions !== null && (usage === null || result?.session_id === null)
+      ? findSession(agent.sessions, { env: agent.env, cwd, since: t.attemptStartedAt ?? 0 })
       : null;
   if (found) {
     const session = parseTranscript(found.format, redactor.redact(readLogTail(found.path)));

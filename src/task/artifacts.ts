@@ -28,7 +28,7 @@ export async function collectArtifacts(
   t: Readonly<TaskRun>,
   p: TaskPlan,
 ): Promise<string[] | null> {
-  const { cwd, artifactsDir } = p;
+  const { cwd, artifactsDir } = p.workspace;
   try {
     const dropped = dropNonFiles(artifactsDir, ports.redactor);
     if (run.git && t.startCommit && t.commit) {
@@ -40,8 +40,8 @@ export async function collectArtifacts(
       // Redacted as bytes: a binary patch stays byte-exact.
       writeFresh(artifactsDir, "changes.patch", ports.redactor.redactBytes(patch));
     }
-    for (const pattern of p.criteria.requiredArtifacts) {
-      const { found, refused } = await findRequired(p, pattern);
+    for (const pattern of p.gates.requiredArtifacts) {
+      const { found, refused } = await findRequired(p.workspace, pattern);
       dropped.push(...refused.map((why) => `required artifact ${why}`));
       for (const f of found) {
         const into = `files/${f.match}`;

@@ -17,7 +17,7 @@ import type { TaskRecorder } from "./recorder.js";
 import type { RunPlan } from "./run-plan.js";
 import { agentWork, endSandbox, sandboxDirOf, sandboxFor } from "./sandbox.js";
 import type { RunStop } from "./stop.js";
-import { handoffPlace, type TaskPlan } from "./task-plan.js";
+import { type AgentPlan, handoffPlace, type TaskPlan } from "./task-plan.js";
 import type { TaskRun } from "./task-run.js";
 
 /** One attempt's end: its exit record (null: it never started) and what it means. */
@@ -28,8 +28,8 @@ export interface AttemptResult extends AttemptOutcome {
 }
 
 /** The agent's environment for this attempt. */
-export function attemptEnv(p: TaskPlan, attempt: number): Record<string, string> {
-  return { ...p.env, TERMORCH_ATTEMPT: String(attempt) };
+export function attemptEnv(agent: Pick<AgentPlan, "env">, attempt: number): Record<string, string> {
+  return { ...agent.env, TERMORCH_ATTEMPT: String(attempt) };
 }
 
 /** `<run-dir>/.termorch/<run>/tasks/<task>/<attempt>`: where an attempt's supervisor files and exit record live. */
@@ -45,25 +45,26 @@ export interface AttemptSide {
   recorder: TaskRecorder;
 }
 
-/** A new attempt: recorded, its prompt and the CLI's files written, launched, watched to its end. */
+/** A new attempt of `agent`: recorded, its prompt and the CLI's files written, launched, watched to its end. */
 export async function runAttempt(
   a: AttemptSide,
   t: Readonly<TaskRun>,
   p: TaskPlan,
+  agent: AgentPlan,
 ): Promise<AttemptResult | "detached"> {
   const { run, ports, recorder } = a;
   // Recorded before the session exists, so an interrupted run knows which session to look for
   // (a resume also finds attempts by their folders, which the launch creates first).
   recorder.checkpoint(t.id, {
-    logs: newLogs(ports, p),
+    logs: newLogs(ports, agent),
     attemptDir: attemptDirOf(run.privateDir, t.id, t.attempts),
     attemptStartedAt: ports.now(),
   });
   await killPoint(run.fault, "kill-after-attempt-recorded", t.id, t.attempts);
   if (t.attempts > 1) await killPoint(run.fault, "kill-after-retry-recorded", t.id);
-  const unwritten = await writeAttemptFiles(a, t, p);
+  const unwritten = await writeAttemptFiles(a, t, p, agent);
   if (unwritten) return unwritten;
-  return launchAndWatch(a, t, p);
+  return launchAndWatch(a, t, p, agent);
 }
 
 /** What an attempt starts from, written before its launch: its prompt, its CLI's files, a fresh handoff template. */
@@ -71,23 +72,24 @@ async function writeAttemptFiles(
   a: AttemptSide,
   t: Readonly<TaskRun>,
   p: TaskPlan,
+  agent: Pick<AgentPlan, "interactive" | "usageFile">,
 ): Promise<AttemptResult | null> {
   const { run, ports, recorder } = a;
   try {
     await writePrompt(run, ports, recorder, p);
     // Each attempt starts from the files termorch gives its CLI (its plugin: opencode's, pi's).
-    const configDir = p.interactive?.events?.configDir;
+    const configDir = agent.interactive?.events?.configDir;
     if (configDir)
       for (const [name, content] of Object.entries(configDir.files)) {
         mkdirSync(dirname(join(configDir.path, name)), { recursive: true, mode: 0o700 });
         await writeFile(join(configDir.path, name), content, { mode: 0o600 });
       }
     // Its CLI writes it afresh (copilot's usage): none of an earlier attempt's is counted again.
-    mkdirSync(dirname(p.usageFile), { recursive: true, mode: 0o700 });
-    rmSync(p.usageFile, { force: true });
+    mkdirSync(dirname(agent.usageFile), { recursive: true, mode: 0o700 });
+    rmSync(agent.usageFile, { force: true });
     // Each attempt fills a fresh template, as it starts from a fresh worktree.
-    if (p.handoff) {
-      const at = handoffPlace(p);
+    if (p.gates.handoff) {
+      const at = handoffPlace(p.workspace);
       writeFresh(at.root, at.rel, handoffTemplate(t.id));
     }
   } catch (error) {
@@ -97,8 +99,11 @@ async function writeAttemptFiles(
   return null;
 }
 
-function newLogs(ports: Pick<Ports, "logNames" | "now">, p: TaskPlan): { stdout: string; stderr: string } {
-  const stem = ports.logNames.next(p.agent, ports.now());
+function newLogs(
+  ports: Pick<Ports, "logNames" | "now">,
+  agent: Pick<AgentPlan, "name">,
+): { stdout: string; stderr: string } {
+  const stem = ports.logNames.next(agent.name, ports.now());
   return { stdout: `logs/${stem}.out`, stderr: `logs/${stem}.err` };
 }
 
@@ -106,17 +111,18 @@ async function launchAndWatch(
   a: AttemptSide,
   t: Readonly<TaskRun>,
   p: TaskPlan,
+  agent: AgentPlan,
 ): Promise<AttemptResult | "detached"> {
   const { run, ports, recorder } = a;
   let running: RunningAttempt;
   let wrap: string[] | undefined;
   try {
-    if (p.sandbox)
+    if (agent.sandbox)
       wrap = await sandboxFor(
         run,
         ports,
-        p.sandbox,
-        agentWork(p),
+        agent.sandbox,
+        agentWork(p, agent),
         sandboxDirOf(run.privateDir, t.id, t.attempts),
       );
   } catch (error) {
@@ -130,17 +136,17 @@ async function launchAndWatch(
       taskId: t.id,
       attempt: t.attempts,
       session: t.session!,
-      argv: t.argv,
-      env: attemptEnv(p, t.attempts),
-      cwd: p.cwd,
-      tty: p.tty,
-      ...(p.prompt.delivery === "stdin" && !p.tty ? { stdin: p.prompt.file } : {}),
+      argv: agent.argv,
+      env: attemptEnv(agent, t.attempts),
+      cwd: p.workspace.cwd,
+      tty: agent.tty,
+      ...(agent.delivery === "stdin" && !agent.tty ? { stdin: p.prompt.file } : {}),
       stdoutLog: join(run.runDir, t.logs!.stdout),
       stderrLog: join(run.runDir, t.logs!.stderr),
       attemptDir: t.attemptDir!,
       redact: [...run.redactSources],
       maxLogBytes: run.maxLogBytes,
-      ...(p.memoryMb ? { memoryMb: p.memoryMb } : {}),
+      ...(agent.memoryMb ? { memoryMb: agent.memoryMb } : {}),
       ...(wrap ? { wrap } : {}),
       killGraceMs: run.killGraceMs,
       // For hosts whose cgroups a manager owns (and to test what works without one).
@@ -159,13 +165,17 @@ async function launchAndWatch(
     {
       attempt: t.attempts,
       session: t.session,
-      argv: t.argv,
-      cwd: p.cwd,
+      agent: agent.name,
+      argv: agent.argv,
+      cwd: p.workspace.cwd,
       logs: t.logs,
-      ...(p.sandbox
+      ...(agent.sandbox
         ? {
             sandbox: {
-              network: typeof p.sandbox.network === "string" ? p.sandbox.network : [...p.sandbox.network],
+              network:
+                typeof agent.sandbox.network === "string"
+                  ? agent.sandbox.network
+                  : [...agent.sandbox.network],
             },
           }
         : {}),
@@ -174,7 +184,7 @@ async function launchAndWatch(
   );
   await recorder.transition(t.id, { to: "running" });
   await killPoint(run.fault, "kill-while-running", t.id, t.attempts);
-  return watchAttempt(a, t, p, running);
+  return watchAttempt(a, t, p, agent, running);
 }
 
 /**
@@ -186,6 +196,7 @@ export async function adoptAttempt(
   a: AttemptSide,
   t: Readonly<TaskRun>,
   p: TaskPlan,
+  agent: AgentPlan,
 ): Promise<AttemptResult | "detached"> {
   const { run, ports, recorder } = a;
   const adopted = await ports.runner.adopt({
@@ -198,13 +209,13 @@ export async function adoptAttempt(
   });
   if (adopted === null) {
     recorder.note(t.id, {
-      logs: t.logs ?? newLogs(ports, p),
+      logs: t.logs ?? newLogs(ports, agent),
       attemptStartedAt: t.attemptStartedAt ?? ports.now(),
     });
     // The process that recorded it may have died before writing them (a redo's prompt differs).
-    const unwritten = await writeAttemptFiles(a, t, p);
+    const unwritten = await writeAttemptFiles(a, t, p, agent);
     if (unwritten) return unwritten;
-    return launchAndWatch(a, t, p);
+    return launchAndWatch(a, t, p, agent);
   }
   const { attempt, finished, live } = adopted;
   await ports.ledger.append(
@@ -213,7 +224,7 @@ export async function adoptAttempt(
     t.id,
   );
   if (t.state !== "running") await recorder.transition(t.id, { to: "running" });
-  return watchAttempt(a, t, p, attempt);
+  return watchAttempt(a, t, p, agent, attempt);
 }
 
 /**
@@ -224,25 +235,26 @@ async function watchAttempt(
   a: AttemptSide,
   t: Readonly<TaskRun>,
   p: TaskPlan,
+  agent: AgentPlan,
   running: RunningAttempt,
 ): Promise<AttemptResult | "detached"> {
   const { run, ports, stop, recorder } = a;
   recorder.announce();
-  const interactive = p.interactive
-    ? watchInteractive(run, ports, recorder, t, { ...p, interactive: p.interactive }, running)
+  const interactive = agent.interactive
+    ? watchInteractive(run, ports, recorder, t, p, { ...agent, interactive: agent.interactive }, running)
     : null;
   let timedOut = false;
   let stopped = false;
   const elapsed = ports.now() - (t.attemptStartedAt ?? ports.now());
   const timer =
-    p.timeoutS === undefined
+    agent.timeoutS === undefined
       ? null
       : setTimeout(
           () => {
             timedOut = true;
             void running.stop(run.killGraceMs);
           },
-          Math.max(0, p.timeoutS * 1000 - elapsed),
+          Math.max(0, agent.timeoutS * 1000 - elapsed),
         );
   let unsubscribe = (): void => {};
   const detached = new Promise<"detached">((resolve) => {
@@ -272,8 +284,8 @@ async function watchAttempt(
       { task: t.id, attempt: t.attempts, processes: left },
       "ended what the attempt left in its cgroup",
     );
-  if (p.sandbox) {
-    const note = await endSandbox(sandboxDirOf(run.privateDir, t.id, t.attempts), p);
+  if (agent.sandbox) {
+    const note = await endSandbox(sandboxDirOf(run.privateDir, t.id, t.attempts), p.workspace);
     if (note) {
       const said = ports.redactor.redact(note);
       ports.log.warn({ task: t.id, attempt: t.attempts }, said);
@@ -292,7 +304,7 @@ async function watchAttempt(
     return { record, reason: failure.reason, detail: ports.redactor.redact(failure.detail), account };
   const outcome = classifyExit(
     record.detail === undefined ? record : { ...record, detail: ports.redactor.redact(record.detail) },
-    { timeoutS: timedOut ? (p.timeoutS ?? null) : null, stopped },
+    { timeoutS: timedOut ? (agent.timeoutS ?? null) : null, stopped },
   );
   return { record, ...outcome, account };
 }

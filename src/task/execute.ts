@@ -1,13 +1,18 @@
 import { existsSync } from "node:fs";
+import type { FeedbackBlock } from "../contract/feedback-block.js";
 import type { Reason } from "../contract/reason.js";
 import { errorText } from "../errors.js";
 import { taskBranch } from "../fs/names.js";
 import { agentOutcome } from "./agent-output.js";
 import { collectArtifacts } from "./artifacts.js";
 import { type AttemptResult, type AttemptSide, adoptAttempt, runAttempt } from "./attempt.js";
+import { amendedLast, closedHistory, countedAttempts, openRecord } from "./attempt-history.js";
 import { DETACHED, type TaskEnd, type TaskExecutor } from "./executor.js";
+import { keepFailedWork, startNextFrom } from "./failed-work.js";
 import { killPoint, prepareHooks } from "./faults.js";
+import { type GateFindings, writeFeedback } from "./feedback-facts.js";
 import { runGates } from "./gates.js";
+import { type DecisionSeen, type NextStep, nextAttempt } from "./next-attempt.js";
 import { failTask, openTask, type StartMade, type TaskStart } from "./opening.js";
 import { coreGate } from "./outcome.js";
 import type { Ports } from "./ports.js";
@@ -15,7 +20,7 @@ import type { TaskRecorder } from "./recorder.js";
 import { type RunPlan, trailersOf } from "./run-plan.js";
 import { runSetup, setupGates } from "./setup.js";
 import type { RunStop } from "./stop.js";
-import type { TaskPlan } from "./task-plan.js";
+import { agentOf, type TaskPlan } from "./task-plan.js";
 import type { TaskRun } from "./task-run.js";
 
 /** The local executor: every attempt in this host's task runner (tmux), in a worktree prepared here. */
@@ -52,33 +57,119 @@ export async function executeTask(
   if (opened !== "go") return opened;
 
   const side = { run, ports, stop, recorder };
-  let adopting = resume && t.attemptDir !== null;
+  // The policy had chosen the next attempt when the earlier process died: it is carried out,
+  // the last attempt is not judged again (its worktree may have moved since).
+  let adopting = resume && t.attemptDir !== null && t.next === null;
+  const { worktree, keepInRepo } = p.workspace;
+  if (resume && t.next) {
+    if (t.session) await ports.runner.close([t.session]);
+    if (worktree !== null && existsSync(worktree))
+      await startNextFrom(ports, recorder, t, { worktree, keepInRepo }, t.next.from);
+  }
   for (;;) {
-    const verdict = await attemptAndGate(side, t, p, adopting);
+    const found: GateFindings = {};
+    const verdict = await attemptAndGate(side, t, p, adopting, found);
     adopting = false;
     if (verdict === "detached") return DETACHED;
     const { reason, detail } = verdict;
-    if (reason === null) {
+    const decision: DecisionSeen = { kind: "none" };
+    recorder.note(taskId, {
+      history: closedHistory(t.history, ports.now(), { reason, detail, decision: null }),
+    });
+    const step = nextAttempt(
+      { reason, detail, decision },
+      {
+        counted: countedAttempts(t.history),
+        allowed: p.attempts,
+        agentIndex: t.agentIndex,
+        agents: p.agents.length,
+        retryFrom: agentOf(p, t.agentIndex).retryFrom,
+        ending: stop.ending,
+        // A worktree that is gone cannot be reset for another attempt.
+        worktreeGone: worktree !== null && !existsSync(worktree),
+      },
+    );
+    if (step.kind === "done") {
       const artifacts = await collectArtifacts(run, ports, t, p);
       await recorder.transition(taskId, { to: "success" }, artifacts ? { artifacts } : {});
       await killPoint(run.fault, "kill-after-status", t.id, t.attempts);
       // Its work is on its branch: the worktree can serve the run's next tasks (the warm pool).
-      if (ports.pool && p.worktree !== null && t.startCommit && !run.settings.keep_branches)
-        ports.pool.giveLater(p.worktree, t.startCommit);
+      if (ports.pool && worktree !== null && t.startCommit && !run.settings.keep_branches)
+        ports.pool.giveLater(worktree, t.startCommit);
       return { kind: "done", ok: true };
     }
-    // A worktree that is gone cannot be reset for another attempt.
-    const gone = p.worktree !== null && !existsSync(p.worktree);
-    if (reason === "cancelled" || stop.ending || t.attempts >= p.attempts || gone) {
+    if (step.kind === "failed" || step.kind === "blocked") {
       const artifacts = await collectArtifacts(run, ports, t, p);
       if (artifacts) recorder.note(taskId, { artifacts });
-      return failTask(run, recorder, taskId, reason, detail);
+      return failTask(run, recorder, taskId, step.reason, step.kind === "failed" ? step.detail : step.detail);
     }
-    recorder.note(taskId, { detail });
-    ports.log.info({ task: taskId, attempt: t.attempts, reason }, "task failed; retrying in a fresh session");
-    await ports.ledger.append("task.retrying", { attempt: t.attempts, reason, detail }, taskId);
-    await ports.runner.close([t.session!]);
+    await prepareNext(side, t, p, { reason: reason!, detail, found, decision: null }, step);
   }
+}
+
+/**
+ * Carries out a retry or an escalation: the failed attempt's work kept (and its work ref), its
+ * feedback section written, the choice recorded (TaskRun.next: a resume carries it out), the
+ * worktree put where the next attempt starts, the failed attempt's session closed.
+ */
+async function prepareNext(
+  side: AttemptSide,
+  t: Readonly<TaskRun>,
+  p: TaskPlan,
+  failed: { reason: Reason; detail: string | null; found: GateFindings; decision: FeedbackBlock["decision"] },
+  step: Extract<NextStep, { kind: "retry" | "escalate" }>,
+): Promise<void> {
+  const { run, ports, recorder } = side;
+  const failed_ = agentOf(p, t.agentIndex);
+  const failedAgent = failed_.name;
+  const { worktree, keepInRepo } = p.workspace;
+  const startCommit = t.startCommit;
+  let work: { from: string; to: string } | null = null;
+  if (worktree !== null && existsSync(worktree)) {
+    const w = { worktree, agent: failedAgent, keepInRepo, scratch: failed_.scratch };
+    const kept = await keepFailedWork(run, ports, recorder, t, w, step.from === "last_commit");
+    if (kept.secrets.length) failed.found.secrets ??= kept.secrets;
+    if (kept.ref) recorder.note(t.id, { history: amendedLast(t.history, { work_ref: kept.ref }) });
+    if (startCommit && kept.commit) work = { from: startCommit, to: kept.commit };
+  }
+  const feedback = await writeFeedback(
+    run,
+    ports,
+    p.workspace.artifactsDir,
+    { t, agent: failedAgent, timeoutS: failed_.timeoutS, ...failed, work },
+    { n: t.attempts + 1, from: step.from === "base" ? "base" : "last_work" },
+  );
+  ports.log.info(
+    { task: t.id, attempt: t.attempts, reason: failed.reason, from: step.from },
+    step.kind === "escalate"
+      ? "its agent asked for a stronger one"
+      : "task failed; retrying with its feedback",
+  );
+  await ports.ledger.append(
+    "task.retrying",
+    {
+      attempt: t.attempts,
+      reason: failed.reason,
+      detail: failed.detail,
+      agent: failedAgent,
+      from: step.from,
+      escalated: step.kind === "escalate",
+      feedback,
+    },
+    t.id,
+  );
+  await killPoint(run.fault, "kill-after-feedback", t.id, t.attempts);
+  const next = {
+    agentIndex: step.agentIndex,
+    from: step.from,
+    escalated: step.kind === "escalate",
+    feedback,
+  };
+  recorder.checkpoint(t.id, { detail: failed.detail, next });
+  await killPoint(run.fault, "kill-after-next-chosen", t.id, t.attempts);
+  if (worktree !== null && existsSync(worktree))
+    await startNextFrom(ports, recorder, t, { worktree, keepInRepo }, step.from);
+  await ports.runner.close([t.session!]);
 }
 
 /** What an attempt came to: null when it passed every gate, else why not. */
@@ -88,43 +179,59 @@ export interface Verdict {
 }
 
 /**
- * One attempt of a task, to its verdict: adopted (`adopting`: an earlier process launched it),
- * or counted, its worktree reset to the task's start when it is not the first, its set-up run
- * and launched; then its agent's output read and its gates run. Retrying is the caller's call.
+ * One attempt of a task, to its verdict: adopted (`adopting`: an earlier process launched it,
+ * with the agent it was launched with), or counted and run by the agent the policy chose for it
+ * (TaskRun.next; the first: the task's own), its set-up run and launched; then its agent's output
+ * read and its gates run, what they found told to `found`. What follows is the caller's call.
  */
 export async function attemptAndGate(
   side: AttemptSide,
   t: Readonly<TaskRun>,
   p: TaskPlan,
   adopting: boolean,
+  found: GateFindings = {},
 ): Promise<Verdict | "detached"> {
   const { run, ports, stop, recorder } = side;
+  // The daemon is shutting down: nothing new starts; the task stays as state.json has it.
+  if (!adopting && stop.detaching) return "detached";
+  // Journaled with the attempt's folder (runAttempt's checkpoint): a resume adopts it with its
+  // agent. What the policy chose for it (TaskRun.next) is done with once it is counted.
+  if (!adopting) {
+    const next = t.next;
+    const agentIndex = next?.agentIndex ?? t.agentIndex;
+    recorder.note(t.id, {
+      attempts: t.attempts + 1,
+      agentIndex,
+      history: [
+        ...t.history,
+        openRecord(t.attempts + 1, agentOf(p, agentIndex).name, ports.now(), {
+          from: next?.from ?? null,
+          escalated: next?.escalated ?? false,
+          feedback: next?.feedback ?? null,
+        }),
+      ],
+      next: null,
+    });
+  }
+  const agent = agentOf(p, t.agentIndex);
   let attempt: AttemptResult | "detached";
   if (adopting) {
-    attempt = await adoptAttempt(side, t, p);
+    attempt = await adoptAttempt(side, t, p, agent);
   } else {
-    // The daemon is shutting down: nothing new starts; the task stays as state.json has it.
-    if (stop.detaching) return "detached";
-    recorder.note(t.id, { attempts: t.attempts + 1 });
-    if (t.attempts > 1 && run.git && p.worktree !== null && t.startCommit) {
-      // A retry starts from the same base: drop what the failed attempt left in the worktree.
-      await ports.workspace.reset(p.worktree, t.startCommit, p.keepInRepo);
-      recorder.note(t.id, { commit: null });
-    }
-    const setup = await runSetup(run, ports, stop, recorder, t, p);
+    const setup = await runSetup(run, ports, stop, recorder, t, p, agent);
     if (setup === "detached") return "detached";
-    attempt = setup ?? (await runAttempt(side, t, p));
+    attempt = setup ?? (await runAttempt(side, t, p, agent));
   }
   if (attempt === "detached") return "detached";
   if (attempt.account) recorder.note(t.id, attempt.account);
   let { reason, detail } = attempt;
-  if (attempt.record && p.output) {
-    const said = agentOutcome(run.runDir, ports.redactor, t, p, p.output, attempt);
+  if (attempt.record && agent.output) {
+    const said = agentOutcome(run.runDir, ports.redactor, t, agent, p.workspace.cwd, agent.output, attempt);
     recorder.note(t.id, said.account);
     ({ reason, detail } = said.outcome);
   }
   if (reason === null) {
-    const gated = await runGates({ run, ports, stop, recorder, t, p });
+    const gated = await runGates({ run, ports, stop, recorder, t, p, agent }, found);
     if (gated === "detached") return "detached";
     ({ reason, detail } = gated);
   } else recorder.note(t.id, { gates: [...setupGates(t), coreGate(attempt.record, reason)] });
@@ -141,23 +248,23 @@ function worktreeStart(
 ): TaskStart {
   const git = run.git;
   return {
-    needed: git !== null && p.worktree !== null && p.branch !== null && !reuse,
+    needed: git !== null && p.workspace.worktree !== null && p.workspace.branch !== null && !reuse,
     startedBefore,
     lost:
-      reuse && p.worktree !== null && !existsSync(p.worktree)
-        ? `its worktree ${p.worktree} vanished while termorch was not running`
+      reuse && p.workspace.worktree !== null && !existsSync(p.workspace.worktree)
+        ? `its worktree ${p.workspace.worktree} vanished while termorch was not running`
         : null,
     make: async (): Promise<StartMade> => {
       const prepared = await ports.workspace
         .prepare({
           repo: git!.root,
-          path: p.worktree!,
-          branch: p.branch!,
+          path: p.workspace.worktree!,
+          branch: p.workspace.branch!,
           base: git!.baseCommit,
-          start: p.startCommit ?? undefined,
+          start: p.workspace.startCommit ?? undefined,
           deps: p.dependencies.map((d) => ({ task: d, branch: taskBranch(run.runId, d) })),
-          include: [...p.includeInRepo],
-          copy: [...p.copyInRepo],
+          include: [...p.workspace.includeInRepo],
+          copy: [...p.workspace.copyInRepo],
           identity: run.identity,
           trailers: trailersOf(run.runId, p.id),
           // An earlier process of this run may have died while preparing this task, before it
@@ -172,18 +279,19 @@ function worktreeStart(
         return {
           ok: true,
           startCommit: prepared.startCommit,
-          branch: p.branch!,
+          branch: p.workspace.branch!,
           event: {
             type: "task.worktree",
             data: {
-              branch: p.branch!,
+              branch: p.workspace.branch!,
               start_commit: prepared.startCommit,
-              path: p.worktree!,
+              path: p.workspace.worktree!,
               reused: prepared.reused,
             },
           },
         };
-      if ("conflict" in prepared) return { ok: false, conflict: prepared.conflict, branch: p.branch };
+      if ("conflict" in prepared)
+        return { ok: false, conflict: prepared.conflict, branch: p.workspace.branch };
       return {
         ok: false,
         branch: null,

@@ -40,6 +40,12 @@ import type { AdvanceTargetOptions } from "../git/advance.js";
  *   is recorded): the gate must not outlive the driver, and a resume runs it again.
  * - `kill-after-status[:task]` [@n]: SIGKILL once the task's final state (success or failed) is
  *   written (status file, journal).
+ * - `kill-after-feedback[:task]` [@n]: SIGKILL once the feedback section for the attempt after a
+ *   failed attempt n is written, before the next attempt is chosen for good: a resume judges
+ *   attempt n again (the same verdict: its worktree has not moved) and goes on.
+ * - `kill-after-next-chosen[:task]` [@n]: SIGKILL once the retry or escalation after attempt n is
+ *   recorded (TaskRun.next), before the worktree moved to its start: a resume carries it out,
+ *   never judging attempt n again nor running it twice.
  * - `kill-after-integration-commit`: SIGKILL once the integration commit and branch exist,
  *   before the target moves.
  * - `kill-after-redo-recorded[:task]`: SIGKILL once a redo is recorded (its conflict section
@@ -81,6 +87,8 @@ export type FaultPoint =
   | "kill-after-exit"
   | "kill-in-gate"
   | "kill-after-status"
+  | "kill-after-feedback"
+  | "kill-after-next-chosen"
   | "kill-after-integration-commit"
   | "kill-after-redo-recorded"
   | "kill-after-redo-prepared"

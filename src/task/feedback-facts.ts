@@ -1,4 +1,4 @@
-import { closeSync, fstatSync, openSync, readSync } from "node:fs";
+import { closeSync, fstatSync, mkdirSync, openSync, readSync } from "node:fs";
 import { join, relative } from "node:path";
 import type { FeedbackBlock } from "../contract/feedback-block.js";
 import type { Reason } from "../contract/reason.js";
@@ -54,6 +54,7 @@ export async function writeFeedback(
 ): Promise<string> {
   const facts = await feedbackFacts(run, ports, failed, next.from);
   const dir = attemptArtifactsDir(artifactsDir, next.n);
+  mkdirSync(dir, { recursive: true });
   writeFresh(dir, "feedback.md", feedbackSection(facts));
   return relative(run.runDir, join(dir, "feedback.md"));
 }

@@ -6,6 +6,7 @@ import { Refused, readInside, writeFresh } from "../fs/no-follow.js";
 import { withTrailers } from "../git/repo.js";
 import { attemptEnv } from "./attempt.js";
 import { commitOnTaskBranch } from "./commit.js";
+import type { GateFindings } from "./feedback-facts.js";
 import { describeGitControls, gitControlFiles } from "./git-controls.js";
 import { checkHandoff } from "./handoff.js";
 import type { AttemptOutcome } from "./outcome.js";
@@ -14,10 +15,10 @@ import type { TaskRecorder } from "./recorder.js";
 import { findRequired } from "./required-artifacts.js";
 import { inWorkspace, type RunPlan, trailersOf } from "./run-plan.js";
 import { agentWork } from "./sandbox.js";
-import { secretsGate } from "./secrets-gate.js";
+import { type SecretsFound, secretsGate } from "./secrets-gate.js";
 import { setupGates } from "./setup.js";
 import type { RunStop } from "./stop.js";
-import { handoffPlace, type TaskPlan } from "./task-plan.js";
+import { type AgentPlan, handoffPlace, type TaskPlan } from "./task-plan.js";
 import type { TaskRun } from "./task-run.js";
 import { testsGate } from "./tests-gate.js";
 
@@ -29,8 +30,12 @@ interface GateScope {
   recorder: TaskRecorder;
   t: Readonly<TaskRun>;
   p: TaskPlan;
+  /** The agent its attempt ran. */
+  agent: AgentPlan;
   /** Failures of earlier gates that do not end the checks at once (a later gate may still be told). */
   failures: readonly string[];
+  /** What the failing gates found, by kind, for the next attempt's feedback section. */
+  found: GateFindings;
 }
 
 /** A gate's verdict: the gates it adds; `end`: the attempt fails here; `failure`: it fails once all ran. */
@@ -57,7 +62,10 @@ const TASK_GATES: readonly GateStep[] = [
 ];
 
 /** Runs the task's gates; answers the failing reason (null: every gate passed) or "detached". */
-export async function runGates(s: Omit<GateScope, "failures">): Promise<AttemptOutcome | "detached"> {
+export async function runGates(
+  s: Omit<GateScope, "failures" | "found">,
+  found: GateFindings,
+): Promise<AttemptOutcome | "detached"> {
   const { recorder, t } = s;
   let gates: Gate[] = [
     ...setupGates(t),
@@ -66,7 +74,7 @@ export async function runGates(s: Omit<GateScope, "failures">): Promise<AttemptO
   recorder.note(t.id, { gates });
   const failures: string[] = [];
   for (const step of TASK_GATES) {
-    const verdict = await step({ ...s, failures });
+    const verdict = await step({ ...s, failures, found });
     if (verdict === "detached") return "detached";
     gates = [...gates, ...verdict.gates];
     recorder.note(t.id, { gates });
@@ -101,34 +109,37 @@ export function taskCommitMessage(
  * The secrets gate, then the commit of what the agent left in its worktree on the task branch:
  * a secret the agent wrote into its work must not reach a commit of termorch's.
  */
-async function commitGate({ run, ports, recorder, t, p }: GateScope): Promise<Verdict> {
-  if (!run.git || p.worktree === null) return { gates: [] };
+async function commitGate({ run, ports, recorder, t, p, agent, found }: GateScope): Promise<Verdict> {
+  const { worktree, keepInRepo } = p.workspace;
+  if (!run.git || worktree === null) return { gates: [] };
   const failed = (name: string, detail: string): Verdict => ({
     gates: [{ name, required: true, passed: false, detail }],
     end: { reason: "validation", detail },
   });
   // Without its worktree there is nothing to commit or check, and git cannot even start there.
-  if (!existsSync(p.worktree)) {
-    const detail = `its worktree ${p.worktree} was deleted while the agent ran (by the agent?); its work is lost`;
+  if (!existsSync(worktree)) {
+    const detail = `its worktree ${worktree} was deleted while the agent ran (by the agent?); its work is lost`;
     return { ...failed("commit", detail), end: { reason: "lost", detail } };
   }
-  let secrets: Gate | null = null;
+  let secrets: SecretsFound | null = null;
   let secretsError: unknown = null;
   if (t.startCommit)
-    secrets = await secretsGate(ports, p.worktree, t.startCommit, p.keepInRepo, p.scratch).catch(
+    secrets = await secretsGate(ports, worktree, t.startCommit, keepInRepo, agent.scratch).catch(
       (error: unknown) => {
         secretsError = error;
         return null;
       },
     );
-  if (secrets && !secrets.passed)
-    return { gates: [secrets], end: { reason: "validation", detail: secrets.detail } };
-  const gates = secrets ? [secrets] : [];
+  if (secrets && !secrets.gate.passed) {
+    found.secrets = secrets.places;
+    return { gates: [secrets.gate], end: { reason: "validation", detail: secrets.gate.detail } };
+  }
+  const gates = secrets ? [secrets.gate] : [];
   try {
-    const commit = await commitOnTaskBranch(ports, recorder, run.privateDir, t, p.worktree, {
-      message: taskCommitMessage(t, p.agent, run.runId),
-      exclude: [...p.keepInRepo],
-      scratch: p.scratch,
+    const commit = await commitOnTaskBranch(ports, recorder, run.privateDir, t, worktree, {
+      message: taskCommitMessage(t, agent.name, run.runId),
+      exclude: [...keepInRepo],
+      scratch: agent.scratch,
       ...(t.startCommit ? { start: t.startCommit } : {}),
       identity: run.identity,
     });
@@ -156,22 +167,22 @@ async function commitGate({ run, ports, recorder, t, p }: GateScope): Promise<Ve
  * agent whose prompt never arrived) must not pass as done: no diff against its start and no
  * commit, and none of its required artifacts, fails, unless the task says its work is no change.
  */
-async function changesGate({ run, t, p }: GateScope): Promise<Verdict> {
+async function changesGate({ run, t, p, agent }: GateScope): Promise<Verdict> {
   const verdict = (passed: boolean | null, detail: string): Verdict => ({
-    gates: [{ name: "changes", required: p.expectChanges, passed, detail }],
+    gates: [{ name: "changes", required: agent.expectChanges, passed, detail }],
     ...(passed === false ? { end: { reason: "no_changes" as const, detail } } : {}),
   });
-  if (!p.expectChanges) return verdict(null, "not checked: expect_changes is false");
+  if (!agent.expectChanges) return verdict(null, "not checked: expect_changes is false");
   if (!run.git || !t.startCommit || !t.commit)
     return verdict(null, "not checked: the workspace is not a git repository");
   if (t.commit !== t.startCommit) return verdict(true, `committed ${t.commit.slice(0, 12)}`);
-  for (const pattern of p.criteria.requiredArtifacts)
-    if ((await findRequired(p, pattern)).found.length > 0)
+  for (const pattern of p.gates.requiredArtifacts)
+    if ((await findRequired(p.workspace, pattern)).found.length > 0)
       return verdict(true, `no change, but its required artifact ${pattern} is there`);
   return verdict(
     false,
     "its agent exited 0 having changed nothing in its worktree (no diff against its start, no commit)" +
-      (p.criteria.requiredArtifacts.length ? " and produced none of its required artifacts" : "") +
+      (p.gates.requiredArtifacts.length ? " and produced none of its required artifacts" : "") +
       '; if that is its job, give the task or its agent "expect_changes": false',
   );
 }
@@ -180,13 +191,13 @@ async function changesGate({ run, t, p }: GateScope): Promise<Verdict> {
  * The ALTO handoff the agent filled in: its required sections there, and every file it lists
  * under Files Touched one the task changed (those it left out are named, not held against it).
  */
-async function handoffGate({ run, ports, t, p }: GateScope): Promise<Verdict> {
-  if (!p.handoff) return { gates: [] };
+async function handoffGate({ run, ports, t, p, found }: GateScope): Promise<Verdict> {
+  if (!p.gates.handoff) return { gates: [] };
   const verdict = (passed: boolean | null, detail: string): Verdict => ({
     gates: [{ name: "handoff", required: true, passed, detail }],
     ...(passed === false ? { end: { reason: "validation" as const, detail } } : {}),
   });
-  const at = handoffPlace(p);
+  const at = handoffPlace(p.workspace);
   let text: string;
   try {
     // Through no link: the agent may have moved its folder and left a link to a file it cannot see.
@@ -198,10 +209,14 @@ async function handoffGate({ run, ports, t, p }: GateScope): Promise<Verdict> {
   }
   // Kept with the artifacts, redacted as it is written (a secret quoted in it never reaches a
   // file of termorch's, whatever comes after): the report points to it and dependents read it.
-  if (at.root !== p.artifactsDir) writeFresh(p.artifactsDir, "handoff.md", ports.redactor.redact(text));
+  const { artifactsDir } = p.workspace;
+  if (at.root !== artifactsDir) writeFresh(artifactsDir, "handoff.md", ports.redactor.redact(text));
   if (!run.settings.verify) return verdict(null, "skipped (verify: false)");
   const { missing, listed } = checkHandoff(text);
-  if (missing.length) return verdict(false, `its handoff lacks ${missing.join(", ")} (filled in)`);
+  if (missing.length) {
+    found.handoff = { missing_sections: missing, listed_not_changed: [], changed_not_listed: [] };
+    return verdict(false, `its handoff lacks ${missing.join(", ")} (filled in)`);
+  }
   if (!run.git || !t.startCommit || !t.commit)
     return verdict(true, "sections present; Files Touched not checked: no git");
   const changed = inWorkspace(
@@ -211,16 +226,18 @@ async function handoffGate({ run, ports, t, p }: GateScope): Promise<Verdict> {
   const untouched = listed.filter((f) => !changed.includes(f));
   const unlisted = changed.filter((f) => !listed.includes(f));
   const leftOut = unlisted.length ? `; changed but not listed: ${unlisted.join(", ")}` : "";
-  if (untouched.length)
+  if (untouched.length) {
+    found.handoff = { missing_sections: [], listed_not_changed: untouched, changed_not_listed: unlisted };
     return verdict(
       false,
       `its handoff lists files the task did not change: ${untouched.join(", ")}${leftOut}`,
     );
+  }
   return verdict(true, `sections present, ${listed.length} files listed, all changed${leftOut}`);
 }
 
-async function requiredArtifactsGate({ run, p }: GateScope): Promise<Verdict> {
-  const required = p.criteria.requiredArtifacts;
+async function requiredArtifactsGate({ run, p, found }: GateScope): Promise<Verdict> {
+  const required = p.gates.requiredArtifacts;
   const gate = (required: boolean, passed: boolean | null, detail: string): Gate => ({
     name: "required_artifacts",
     required,
@@ -232,21 +249,22 @@ async function requiredArtifactsGate({ run, p }: GateScope): Promise<Verdict> {
   const missing: string[] = [];
   const refused: string[] = [];
   for (const pattern of required) {
-    const matched = await findRequired(p, pattern);
+    const matched = await findRequired(p.workspace, pattern);
     if (matched.found.length === 0) missing.push(pattern);
     refused.push(...matched.refused);
   }
   if (missing.length === 0) return { gates: [gate(true, true, `present: ${required.join(", ")}`)] };
   // A match that is a link out of the worktree, or no regular file, is named: the agent sees why.
   const why = refused.length ? ` (not taken: ${refused.join("; ")})` : "";
+  found.missingArtifacts = missing;
   return {
     gates: [gate(true, false, `missing: ${missing.join(", ")}${why}`)],
     failure: `required artifacts missing: ${missing.join(", ")}${why}`,
   };
 }
 
-async function allowedPathsGate({ run, ports, t, p }: GateScope): Promise<Verdict> {
-  const allowed = p.criteria.allowedPaths;
+async function allowedPathsGate({ run, ports, t, p, found }: GateScope): Promise<Verdict> {
+  const allowed = p.gates.allowedPaths;
   const gate = (required: boolean, passed: boolean | null, detail: string): Gate => ({
     name: "allowed_paths",
     required,
@@ -262,6 +280,7 @@ async function allowedPathsGate({ run, ports, t, p }: GateScope): Promise<Verdic
   );
   const outside = changed.filter((f) => !matchesAny(f, allowed));
   if (outside.length === 0) return { gates: [gate(true, true, `all changes within ${allowed.join(", ")}`)] };
+  found.outsideAllowed = outside;
   return {
     gates: [gate(true, false, `changed outside ${allowed.join(", ")}: ${outside.join(", ")}`)],
     failure: `changed files outside allowed_paths: ${outside.join(", ")}`,
@@ -273,7 +292,7 @@ async function allowedPathsGate({ run, ports, t, p }: GateScope): Promise<Verdic
  * task says so. No gate is shown when there are none and none are refused.
  */
 async function gitControlsGate({ run, ports, recorder, t, p }: GateScope): Promise<Verdict> {
-  const refuse = p.criteria.refuseGitControls;
+  const refuse = p.gates.refuseGitControls;
   const gate = (passed: boolean | null, detail: string): Gate => ({
     name: "git_control_files",
     required: refuse,
@@ -295,8 +314,17 @@ async function gitControlsGate({ run, ports, recorder, t, p }: GateScope): Promi
   };
 }
 
-async function testsCmdGate({ run, ports, stop, t, p, failures }: GateScope): Promise<Verdict | "detached"> {
-  const testsCmd = p.criteria.testsCmd;
+async function testsCmdGate({
+  run,
+  ports,
+  stop,
+  t,
+  p,
+  agent,
+  failures,
+  found,
+}: GateScope): Promise<Verdict | "detached"> {
+  const testsCmd = p.gates.testsCmd;
   if (!testsCmd)
     return { gates: [{ name: "tests_cmd", required: false, passed: null, detail: "none given" }] };
   if (!run.settings.verify)
@@ -310,13 +338,16 @@ async function testsCmdGate({ run, ports, stop, t, p, failures }: GateScope): Pr
   const gate = await testsGate(run, ports, stop, {
     name: "tests_cmd",
     command: testsCmd,
-    cwd: p.cwd,
-    env: attemptEnv(p, t.attempts),
-    timeoutS: p.timeoutS,
+    cwd: p.workspace.cwd,
+    env: attemptEnv(agent, t.attempts),
+    timeoutS: agent.timeoutS,
     logName: `tests-${t.id}`,
     taskId: t.id,
     attempt: t.attempts,
-    ...(p.sandbox ? { sandbox: { setting: p.sandbox, work: agentWork(p) } } : {}),
+    ...(agent.sandbox ? { sandbox: { setting: agent.sandbox, work: agentWork(p, agent) } } : {}),
+    onEnd: (ran) => {
+      found.tests = ran;
+    },
   });
   if (gate === "detached") return "detached";
   return { gates: [gate], ...(gate.passed ? {} : { failure: `tests_cmd failed (${gate.detail})` }) };

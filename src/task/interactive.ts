@@ -26,7 +26,7 @@ import type { RunningAttempt } from "../runner/task-runner.js";
 import type { Ports } from "./ports.js";
 import type { TaskRecorder } from "./recorder.js";
 import type { RunPlan } from "./run-plan.js";
-import type { InteractivePlan, TaskPlan } from "./task-plan.js";
+import type { AgentPlan, InteractivePlan, TaskPlan } from "./task-plan.js";
 import type { TaskRun } from "./task-run.js";
 
 /**
@@ -294,10 +294,11 @@ export function watchInteractive(
   ports: Pick<Ports, "runner" | "now" | "log" | "ledger">,
   recorder: TaskRecorder,
   t: Readonly<TaskRun>,
-  p: TaskPlan & { interactive: InteractivePlan },
+  p: Pick<TaskPlan, "prompt" | "workspace">,
+  agent: Pick<AgentPlan, "name" | "env" | "sessions"> & { interactive: InteractivePlan },
   running: RunningAttempt,
 ): InteractiveWatch {
-  const plan = p.interactive;
+  const plan = agent.interactive;
   const pastedMarker = join(t.attemptDir!, "pasted");
   const finishFile = finishFileOf(run.privateDir, t.id);
   const ready = new ReadyDetector(SETTLE_MS, plan.waiting);
@@ -377,7 +378,7 @@ export function watchInteractive(
     if (endedAsDone !== null || failure !== null) return;
     failure = {
       reason: "prompt_not_delivered",
-      detail: `its prompt was pasted into ${p.agent}'s input prompt and the agent did not take it within ${DELIVERY_TIMEOUT_MS / 1000} s (no hook, no busy screen); its screen: ${screenQuote(screen)}`,
+      detail: `its prompt was pasted into ${agent.name}'s input prompt and the agent did not take it within ${DELIVERY_TIMEOUT_MS / 1000} s (no hook, no busy screen); its screen: ${screenQuote(screen)}`,
     };
     void running.stop(run.killGraceMs);
   };
@@ -463,7 +464,7 @@ export function watchInteractive(
       // Still blank: the CLI is starting, it asks nothing yet.
       if (screen.trim() !== "" && at - changedAt >= plan.waitingAfterS * 1000 && !promptRe.test(screen))
         return ask(
-          `a screen termorch does not recognise as ${p.agent}'s input prompt (nothing was typed): ${screenQuote(screen, 4)}`,
+          `a screen termorch does not recognise as ${agent.name}'s input prompt (nothing was typed): ${screenQuote(screen, 4)}`,
           "screen",
           changedAt,
         );
@@ -548,14 +549,18 @@ export function watchInteractive(
       if (plan.events?.format === "opencode-plugin")
         return { format: "opencode-events", path: plan.events.file };
       if (codexThread !== null) {
-        const home = p.env.CODEX_HOME ?? (p.env.HOME ? join(p.env.HOME, ".codex") : null);
+        const home = agent.env.CODEX_HOME ?? (agent.env.HOME ? join(agent.env.HOME, ".codex") : null);
         const path = home ? findRollout(join(home, "sessions"), codexThread) : null;
         return path ? { format: "codex-rollout", path } : null;
       }
       // The session the CLI keeps for its user, found by the worktree it ran in.
-      return p.sessions === null
+      return agent.sessions === null
         ? null
-        : findSession(p.sessions, { env: p.env, cwd: p.cwd, since: t.attemptStartedAt ?? startedAt });
+        : findSession(agent.sessions, {
+            env: agent.env,
+            cwd: p.workspace.cwd,
+            since: t.attemptStartedAt ?? startedAt,
+          });
     },
     dispose() {
       remove();

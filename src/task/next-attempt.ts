@@ -3,8 +3,12 @@ import type { Reason } from "../contract/reason.js";
 /** Where a retry's working tree starts (`retry_from`). */
 export type RetryFrom = "base" | "last_work";
 
-/** Failures that can leave a worktree torn mid-write: their retry starts from the last committed state instead. */
-const TORN: ReadonlySet<Reason> = new Set(["timeout", "signal", "lost", "launch_error"]);
+/**
+ * Failures whose worktree holds no work to go on from: torn mid-write (ended by a timeout or a
+ * signal, lost) or no agent ran (its launch or its setup failed, and a setup's leftovers must
+ * go). Their retry starts from the last committed state instead.
+ */
+const NO_WORK_TO_KEEP: ReadonlySet<Reason> = new Set(["timeout", "signal", "lost", "launch_error", "setup"]);
 
 /** What the agent decided itself ($TERMORCH_DECISION), as the policy reads it. */
 export type DecisionSeen =
@@ -80,7 +84,9 @@ export function nextAttempt(ended: AttemptEnded, s: TaskStanding): NextStep {
       needsHuman: decision.human,
     };
   const from: StartFrom =
-    s.retryFrom === "last_work" && reason !== null && TORN.has(reason) ? "last_commit" : s.retryFrom;
+    s.retryFrom === "last_work" && reason !== null && NO_WORK_TO_KEEP.has(reason)
+      ? "last_commit"
+      : s.retryFrom;
   if (decision.kind === "valid" && decision.status === "escalate_to_max") {
     const next = s.agentIndex + 1;
     if (next >= s.agents)

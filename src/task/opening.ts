@@ -88,8 +88,9 @@ export async function openTask(
   }
   if (!start.startedBefore) {
     // A re-run in the same folder starts from an empty artifacts folder.
-    if (existsSync(p.artifactsDir)) rmSync(p.artifactsDir, { recursive: true, force: true });
-    mkdirSync(p.artifactsDir, { recursive: true });
+    const { artifactsDir } = p.workspace;
+    if (existsSync(artifactsDir)) rmSync(artifactsDir, { recursive: true, force: true });
+    mkdirSync(artifactsDir, { recursive: true });
   }
   return "go";
 }

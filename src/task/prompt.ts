@@ -23,7 +23,7 @@ export async function writePrompt(
   mkdirSync(dirname(p.prompt.file), { recursive: true, mode: 0o700 });
   writeFileSync(p.prompt.file, prompt, { mode: 0o600 });
   // Fresh: an earlier attempt's agent could have left a link at that name.
-  writeFresh(p.artifactsDir, "prompt.md", ports.redactor.redactBytes(prompt));
+  writeFresh(p.workspace.artifactsDir, "prompt.md", ports.redactor.redactBytes(prompt));
 }
 
 /** A task's prompt: its context file, and what its dependencies did. */
@@ -35,9 +35,14 @@ export async function promptText(
 ): Promise<Buffer> {
   const context = readFileSync(p.prompt.context);
   // A redo of a conflicting result: the conflict, written by the merge (src/merge/redo.ts).
-  const redo = tasks.get(p.id).redo;
+  const t = tasks.get(p.id);
+  const redo = t.redo;
+  // What went wrong in the attempt before (feedback-facts.ts wrote it, redacted, before this one);
+  // a bisect's fix has its own in its redo's section (merge/gate-fix.ts).
+  const feedback = redo?.cause === "gate" ? null : t.history.at(-1)?.feedback;
   const section =
     (p.dependencies.length ? await dependencySection(run, ports, tasks, p) : "") +
+    (feedback ? readFileSync(join(run.runDir, feedback), "utf8") : "") +
     (redo ? readFileSync(redo.section, "utf8") : "") +
     (p.prompt.conflictFile ? `\n\n${readFileSync(p.prompt.conflictFile, "utf8")}` : "") +
     handoffSection(p);
@@ -46,7 +51,8 @@ export async function promptText(
 
 /** Where the agent leaves its handoff: an LLM reads its prompt, not its environment. */
 function handoffSection(p: TaskPlan): string {
-  if (!p.handoff) return "";
+  const { handoff } = p.gates;
+  if (!handoff) return "";
   return [
     "",
     "",
@@ -54,7 +60,7 @@ function handoffSection(p: TaskPlan): string {
     "",
     "## Your handoff",
     "",
-    `When your work is done, edit the handoff at ${p.handoff} (also in $TERMORCH_HANDOFF): fill in its`,
+    `When your work is done, edit the handoff at ${handoff} (also in $TERMORCH_HANDOFF): fill in its`,
     "Summary, Files Touched (every file you changed, one per line, `- path`) and How to Verify sections.",
     "",
   ].join("\n");
@@ -87,9 +93,9 @@ async function dependencySection(
     );
     if (dep.branch) parts.push(`- Branch: ${dep.branch}`);
     const depPlan = run.plans.get(id);
-    const text = depPlan?.handoff ? keptHandoff(depPlan.artifactsDir) : null;
+    const text = depPlan?.gates.handoff ? keptHandoff(depPlan.workspace.artifactsDir) : null;
     if (text && depPlan) {
-      const kept = relative(run.runDir, join(depPlan.artifactsDir, "handoff.md"));
+      const kept = relative(run.runDir, join(depPlan.workspace.artifactsDir, "handoff.md"));
       parts.push("", `Its handoff (${kept}):`, "", text.trim());
     }
   }

@@ -1,6 +1,6 @@
 import { findMatches } from "../fs/find-files.js";
 import { kindInside, Refused, resolveInside } from "../fs/no-follow.js";
-import type { TaskPlan } from "./task-plan.js";
+import type { WorkspacePlan } from "./task-plan.js";
 
 /** A required artifact found in a task's workspace: where the pattern matched, and where it really is. */
 export interface FoundArtifact {
@@ -15,7 +15,7 @@ export interface FoundArtifact {
  * file it could not see (`~/.aws/credentials`) neither satisfies the gate nor is copied out.
  */
 export async function findRequired(
-  p: Pick<TaskPlan, "cwd" | "include">,
+  p: Pick<WorkspacePlan, "cwd" | "include">,
   pattern: string,
 ): Promise<{ found: FoundArtifact[]; refused: string[] }> {
   const found: FoundArtifact[] = [];

@@ -15,7 +15,9 @@ export function runRedaction(
     [
       ...input.assignments.environment.env_vars,
       ...input.assignments.tasks.flatMap((t) => Object.entries(t.env).map(([k, v]) => `${k}=${v}`)),
-      ...input.tasks.flatMap((r) => Object.entries(r.agent.env).map(([k, v]) => `${k}=${v}`)),
+      ...input.tasks.flatMap((r) =>
+        r.agents.flatMap(({ agent }) => Object.entries(agent.env).map(([k, v]) => `${k}=${v}`)),
+      ),
     ],
     input.config,
   );

@@ -46,7 +46,7 @@ import { sandboxTools } from "../sandbox/probe.js";
 import { seccompFilter } from "../sandbox/seccomp.js";
 import type { Ports } from "./ports.js";
 import type { RunPlan } from "./run-plan.js";
-import type { TaskPlan } from "./task-plan.js";
+import type { AgentPlan, TaskPlan } from "./task-plan.js";
 
 const SHIM = fileURLToPath(new URL("../sandbox/sandbox.pl", import.meta.url));
 
@@ -81,27 +81,27 @@ export interface SandboxedWork {
 
 /** An agent's work in its sandbox; its task's set-up and tests_cmd run in the same one. */
 export function agentWork(
-  p: Pick<
-    TaskPlan,
-    "argv" | "worktree" | "branch" | "cwd" | "artifactsDir" | "handoff" | "prompt" | "interactive" | "env"
-  >,
+  p: Pick<TaskPlan, "workspace" | "gates" | "prompt">,
+  agent: Pick<AgentPlan, "argv" | "interactive" | "env">,
 ): SandboxedWork {
-  const events = p.interactive?.events?.file;
+  const { worktree, branch, cwd, artifactsDir } = p.workspace;
+  const { handoff } = p.gates;
+  const events = agent.interactive?.events?.file;
   return {
-    worktree: p.worktree,
-    branch: p.branch,
-    cwd: p.cwd,
-    home: p.env.HOME ?? "/",
+    worktree,
+    branch,
+    cwd,
+    home: agent.env.HOME ?? "/",
     writable: {
-      folders: [p.artifactsDir],
-      files: [...(p.handoff ? [p.handoff] : []), ...(events ? [events] : [])],
+      folders: [artifactsDir],
+      files: [...(handoff ? [handoff] : []), ...(events ? [events] : [])],
     },
     readable: [
       p.prompt.context,
       p.prompt.file,
-      ...(p.interactive?.events?.configDir ? [p.interactive.events.configDir.path] : []),
+      ...(agent.interactive?.events?.configDir ? [agent.interactive.events.configDir.path] : []),
       // Files its command line names (its program, a script), wherever they are (a /tmp checkout).
-      ...p.argv.filter((a) => a.startsWith("/") && kindOf(a) === "file"),
+      ...agent.argv.filter((a) => a.startsWith("/") && kindOf(a) === "file"),
     ],
   };
 }
@@ -137,7 +137,9 @@ const objectsOf = (run: Pick<RunPlan, "privateDir">): string => join(run.private
  * before it (an unsandboxed task committed meanwhile), which a sandboxed agent must not read.
  */
 export async function snapshotRunObjects(run: Pick<RunPlan, "git" | "privateDir" | "plans">): Promise<void> {
-  if (!run.git || ![...run.plans.values()].some((p) => p.sandbox !== null && p.worktree !== null)) return;
+  const sandboxed = (p: TaskPlan): boolean =>
+    p.workspace.worktree !== null && p.agents.some((a) => a.sandbox !== null);
+  if (!run.git || ![...run.plans.values()].some(sandboxed)) return;
   const dest = objectsOf(run);
   if (snapshots.has(dest) || existsSync(dest)) return;
   const made = snapshotRepoObjects(run.git.root, dest);

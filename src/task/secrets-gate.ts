@@ -7,6 +7,12 @@ const CHUNK = 8 * 1024 * 1024;
 /** Names of the places shown in the gate's detail at most. */
 const MAX_NAMED = 10;
 
+/** The secrets gate and where it found a secret's value (redacted names, never the value). */
+export interface SecretsFound {
+  gate: Gate;
+  places: string[];
+}
+
 /**
  * The secrets gate, run before termorch commits a task's work: a secret value the run passed to
  * its agents (an environment variable whose name looks secret, in any encoding redaction knows)
@@ -25,7 +31,7 @@ export async function secretsGate(
   start: string,
   exclude: readonly string[],
   scratch: readonly string[],
-): Promise<Gate | null> {
+): Promise<SecretsFound | null> {
   const finder = ports.secretFinder;
   if (!finder) return null;
   // What would be committed only: the handoff (and a CLI's scratch files) left in the worktree
@@ -52,15 +58,21 @@ export async function secretsGate(
   // Its name would be recorded (state.json) and reported as a ref the agent created.
   if (finder.finds(head)) found.push("the name of the branch it checked out");
   if (found.length === 0)
-    return { name: "secrets", required: true, passed: true, detail: "no secret value in its changes" };
+    return {
+      gate: { name: "secrets", required: true, passed: true, detail: "no secret value in its changes" },
+      places: [],
+    };
   const named =
     found.slice(0, MAX_NAMED).join(", ") +
     (found.length > MAX_NAMED ? ` and ${found.length - MAX_NAMED} more` : "");
   return {
-    name: "secrets",
-    required: true,
-    passed: false,
-    detail: `its changes hold the value of a secret environment variable, in: ${named}; nothing was committed (remove the secret from the task's output, or stop passing it to the agent)`,
+    gate: {
+      name: "secrets",
+      required: true,
+      passed: false,
+      detail: `its changes hold the value of a secret environment variable, in: ${named}; nothing was committed (remove the secret from the task's output, or stop passing it to the agent)`,
+    },
+    places: found,
   };
 }
 

@@ -1,11 +1,12 @@
 import type { Gate } from "../contract/report.js";
+import { attemptEnv } from "./attempt.js";
 import type { AttemptOutcome } from "./outcome.js";
 import type { Ports } from "./ports.js";
 import type { TaskRecorder } from "./recorder.js";
 import type { RunPlan } from "./run-plan.js";
 import { agentWork } from "./sandbox.js";
 import type { RunStop } from "./stop.js";
-import type { TaskPlan } from "./task-plan.js";
+import type { AgentPlan, TaskPlan } from "./task-plan.js";
 import type { TaskRun } from "./task-run.js";
 import { testsGate } from "./tests-gate.js";
 
@@ -28,17 +29,20 @@ export async function runSetup(
   recorder: TaskRecorder,
   t: Readonly<TaskRun>,
   p: TaskPlan,
+  agent: AgentPlan,
 ): Promise<SetupFailure | null | "detached"> {
-  if (p.setupCmd === null) return null;
-  await ports.ledger.append("task.setup_started", { attempt: t.attempts, cwd: p.cwd }, t.id);
+  const { cmd } = p.setup;
+  if (cmd === null) return null;
+  const { cwd } = p.workspace;
+  await ports.ledger.append("task.setup_started", { attempt: t.attempts, cwd }, t.id);
   const gate = await testsGate(run, ports, stop, {
     name: "setup",
-    command: p.setupCmd,
-    cwd: p.cwd,
-    env: { ...p.env, TERMORCH_ATTEMPT: String(t.attempts) },
-    timeoutS: p.setupTimeoutS,
+    command: cmd,
+    cwd,
+    env: attemptEnv(agent, t.attempts),
+    timeoutS: p.setup.timeoutS ?? agent.timeoutS,
     logName: `setup-${t.id}`,
-    ...(p.sandbox ? { sandbox: { setting: p.sandbox, work: agentWork(p) } } : {}),
+    ...(agent.sandbox ? { sandbox: { setting: agent.sandbox, work: agentWork(p, agent) } } : {}),
   });
   if (gate === "detached") return "detached";
   recorder.note(t.id, { gates: [gate] });

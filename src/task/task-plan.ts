@@ -1,39 +1,99 @@
 import { join, posix } from "node:path";
-import { substitute, taskSandbox } from "../agent/command.js";
+import { type ResolvedAgent, substitute, taskSandbox } from "../agent/command.js";
 import { agentEnvironment } from "../agent/environment.js";
 import type { KnownDialog, SessionStore } from "../agent/presets.js";
 import type { OutputFormat } from "../agent/results.js";
 import type { StateEventFormat } from "../agent/state-events.js";
+import type { Task } from "../contract/assignments.js";
 import type { Config } from "../contract/config.js";
+import { DEFAULT_RETRY_FROM, type RetryFrom } from "../contract/retry-from.js";
 import { runWorktreesDir, taskBranch } from "../fs/names.js";
-import type { ResolvedTask, RunInput } from "../input/assignments-file.js";
+import type { ResolvedTask, RunAgent, RunInput } from "../input/assignments-file.js";
 import type { SandboxSetting } from "../sandbox/policy.js";
 
 /**
  * Everything one task needs to run, resolved once from the validated input when the run is
- * built: executing a task reads its plan, never the assignments or the config again.
+ * built: executing a task reads its plan, never the assignments or the config again. Grouped by
+ * concern, so that a feature adds to one group; what depends on which agent runs is an AgentPlan.
  */
 export interface TaskPlan {
   id: string;
-  /** The agent's name, as the assignment gave it (log names, commit messages). */
-  agent: string;
   dependencies: readonly string[];
-  /** The argv it runs, placeholders substituted (also what a dry run reports). */
-  argv: string[];
+  /** Attempts in all (retries + 1). */
+  attempts: number;
+  prompt: PromptPlan;
+  workspace: WorkspacePlan;
+  setup: SetupPlan;
+  gates: GatesPlan;
   /**
-   * Its prompt: the context file followed by what its dependencies did, written to `file` before
-   * each attempt and delivered on standard input, as `{prompt_file}`, or not at all (the agent
-   * reads `{context_path}` itself; the file is there for it all the same).
+   * The agents its attempts run, in order: its own agent, then its escalation list; the last one
+   * runs every further attempt.
    */
-  prompt: {
-    delivery: "stdin" | "file" | "none" | "paste";
-    file: string;
-    context: string;
-    /** The task's conflict_file, appended after the dependency section; null: none. */
-    conflictFile: string | null;
-  };
+  agents: readonly [AgentPlan, ...AgentPlan[]];
+}
+
+/**
+ * Its prompt: the context file followed by what its dependencies did, written to `file` before
+ * each attempt and delivered as its agent takes it (AgentPlan.delivery).
+ */
+export interface PromptPlan {
+  file: string;
+  context: string;
+  /** The task's conflict_file, appended after the dependency section; null: none. */
+  conflictFile: string | null;
+}
+
+/** Where it works. */
+export interface WorkspacePlan {
+  /** Where the agent runs: its worktree (at the workspace's place in it), or the workspace itself. */
+  cwd: string;
+  /** Its worktree and branch; null when the workspace is not a git repository. */
+  worktree: string | null;
+  branch: string | null;
   /** Its `start_commit`: what it starts from instead of the run's base; null: the base. */
   startCommit: string | null;
+  artifactsDir: string;
+  /** `worktree_include`, workspace-relative (gates look through them) and repository-relative (git). */
+  include: readonly string[];
+  includeInRepo: readonly string[];
+  /** `worktree_copy`, repository-relative: copied into the worktree (not linked). */
+  copyInRepo: readonly string[];
+  /** What git leaves alone in the worktree (repository-relative): include links and copies are never committed and survive a retry's reset. */
+  keepInRepo: readonly string[];
+}
+
+/** Its set-up before each attempt. */
+export interface SetupPlan {
+  /** The task's `setup_cmd`, else the environment's; null: none. */
+  cmd: string | null;
+  /** `environment.setup_timeout_s`; undefined: the attempt's agent's timeout. */
+  timeoutS: number | undefined;
+}
+
+/** What its gates check (beyond the agent's own `expect_changes`, AgentPlan.expectChanges). */
+export interface GatesPlan {
+  /**
+   * Where its ALTO handoff is pre-created for the agent to fill (`success_criteria.handoff`),
+   * `$TERMORCH_HANDOFF`; its gate keeps it as `artifacts/<id>/handoff.md`. null: none asked.
+   */
+  handoff: string | null;
+  /** Empty: none required. */
+  requiredArtifacts: readonly string[];
+  /** null: no restriction. */
+  allowedPaths: readonly string[] | null;
+  testsCmd: string | null;
+  /** Whether files of its changes that steer git fail it (`success_criteria.git_control_files`). */
+  refuseGitControls: boolean;
+}
+
+/** One agent of the task, as an attempt runs it. */
+export interface AgentPlan {
+  /** The agent's name, as the assignment gave it (log names, commit messages). */
+  name: string;
+  /** The argv it runs, placeholders substituted (also what a dry run reports). */
+  argv: string[];
+  /** How it gets the prompt: on standard input, as `{prompt_file}`, pasted, or not at all (it reads `{context_path}` itself). */
+  delivery: "stdin" | "file" | "none" | "paste";
   /** `"interactive": true`: how its screen is watched and when it is ended (src/run/interactive.ts); null otherwise. */
   interactive: InteractivePlan | null;
   /** Which of its stdout termorch parses into the report (a preset's JSON); null: none. */
@@ -45,49 +105,26 @@ export interface TaskPlan {
   /** Globs (repository-relative) of files its CLI writes for itself: never committed. */
   scratch: readonly string[];
   tty: boolean;
-  /** Where the agent runs: its worktree (at the workspace's place in it), or the workspace itself. */
-  cwd: string;
-  /** Its worktree and branch; null when the workspace is not a git repository. */
-  worktree: string | null;
-  branch: string | null;
-  artifactsDir: string;
   /** The agent's whole environment but TERMORCH_ATTEMPT, which each attempt adds (built when first read). */
   env: Readonly<Record<string, string>>;
   /** Seconds, by precedence: the task's, its agent's, the assignment's resource limit, the config's default. */
   timeoutS: number | undefined;
-  /** Attempts in all (retries + 1). */
-  attempts: number;
-  /** `worktree_include`, workspace-relative (gates look through them) and repository-relative (git). */
-  include: readonly string[];
-  includeInRepo: readonly string[];
-  /** `worktree_copy`, repository-relative: copied into the worktree (not linked). */
-  copyInRepo: readonly string[];
-  /** What git leaves alone in the worktree (repository-relative): include links and copies are never committed and survive a retry's reset. */
-  keepInRepo: readonly string[];
-  /** The task's `setup_cmd`, else the environment's; null: none. */
-  setupCmd: string | null;
-  /** The setup's timeout: `environment.setup_timeout_s`, else the task's timeout. */
-  setupTimeoutS: number | undefined;
+  /** Where a retry after its attempt starts: the task's `retry_from`, else this agent entry's, else the config's default. */
+  retryFrom: RetryFrom;
   /** Address-space limit per agent process, in MiB. */
   memoryMb: number | undefined;
   /** Its sandbox (README, "Sandboxing agents"); null: off. */
   sandbox: SandboxSetting | null;
   /** An attempt that exits 0 having changed nothing and produced none of its required artifacts fails (no_changes). */
   expectChanges: boolean;
-  /**
-   * Where its ALTO handoff is pre-created for the agent to fill (`success_criteria.handoff`),
-   * `$TERMORCH_HANDOFF`; its gate keeps it as `artifacts/<id>/handoff.md`. null: none asked.
-   */
-  handoff: string | null;
-  criteria: {
-    /** Empty: none required. */
-    requiredArtifacts: readonly string[];
-    /** null: no restriction. */
-    allowedPaths: readonly string[] | null;
-    testsCmd: string | null;
-    /** Whether files of its changes that steer git fail it (`success_criteria.git_control_files`). */
-    refuseGitControls: boolean;
-  };
+}
+
+/**
+ * The agent of the attempt that runs with `agentIndex` (TaskRun.agentIndex): past the end of
+ * the list (a config changed before a resume), its last one.
+ */
+export function agentOf(p: Pick<TaskPlan, "agents">, agentIndex: number): AgentPlan {
+  return p.agents[Math.min(agentIndex, p.agents.length - 1)] ?? p.agents[0];
 }
 
 /** An interactive task: the agent owns the pane's terminal and its prompt is pasted in. */
@@ -131,13 +168,13 @@ export const HANDOFF_IN_WORKTREE = ".termorch/handoff.md";
  * The handoff as a folder termorch made and a path below it that the agent could replace: read
  * and written there through no link (src/fs/no-follow.ts).
  */
-export function handoffPlace(p: Pick<TaskPlan, "worktree" | "cwd" | "artifactsDir">): {
+export function handoffPlace(w: Pick<WorkspacePlan, "worktree" | "cwd" | "artifactsDir">): {
   root: string;
   rel: string;
 } {
-  return p.worktree === null
-    ? { root: p.artifactsDir, rel: "handoff.md" }
-    : { root: p.cwd, rel: HANDOFF_IN_WORKTREE };
+  return w.worktree === null
+    ? { root: w.artifactsDir, rel: "handoff.md" }
+    : { root: w.cwd, rel: HANDOFF_IN_WORKTREE };
 }
 
 /** Resolves every task's plan; pure (names and paths only, nothing is touched). */
@@ -148,7 +185,7 @@ export function planTasks(input: RunInput, place: PlanPlace): Map<string, TaskPl
 }
 
 function planTask(input: RunInput, r: ResolvedTask, place: PlanPlace & { worktreesDir: string }): TaskPlan {
-  const { task, agent } = r;
+  const { task } = r;
   const { environment } = input.assignments;
   const worktree = place.gitPrefix === null ? null : join(place.worktreesDir, task.id);
   const cwd = worktree === null ? input.workspace : join(worktree, place.gitPrefix ?? "");
@@ -159,7 +196,6 @@ function planTask(input: RunInput, r: ResolvedTask, place: PlanPlace & { worktre
   const promptFile = join(place.runDir, ".termorch", place.runId, "prompts", `${task.id}.md`);
   const inRepo = (paths: readonly string[]): string[] =>
     prefix ? paths.map((p) => posix.join(prefix, p)) : [...paths];
-  const timeoutS = timeoutOf(input, r);
   // In the worktree, where every CLI's edit mode lets its agent write (claude and codex refuse
   // paths outside it); never committed. A workspace that is no repository keeps it in the artifacts.
   const wantsHandoff = task.success_criteria?.handoff ?? input.assignments.success_criteria.handoff ?? false;
@@ -168,19 +204,83 @@ function planTask(input: RunInput, r: ResolvedTask, place: PlanPlace & { worktre
     : worktree === null
       ? join(artifactsDir, "handoff.md")
       : join(cwd, HANDOFF_IN_WORKTREE);
-  const usageFile = join(place.runDir, ".termorch", place.runId, "usage", `${task.id}.json`);
+  const workspace: WorkspacePlan = {
+    cwd,
+    worktree,
+    branch: worktree === null ? null : taskBranch(place.runId, task.id),
+    startCommit: task.start_commit ?? null,
+    artifactsDir,
+    include,
+    includeInRepo: inRepo(include),
+    copyInRepo: inRepo(environment.worktree_copy),
+    keepInRepo: inRepo([...include, ...environment.worktree_copy]),
+  };
+  const shared: AgentPlace = {
+    ...place,
+    input,
+    r,
+    workspace,
+    promptFile,
+    handoff,
+    inRepo,
+  };
+  return {
+    id: task.id,
+    dependencies: task.dependencies,
+    attempts: task.retries + 1,
+    prompt: { file: promptFile, context: r.contextPath, conflictFile: r.conflictFile },
+    workspace,
+    setup: {
+      cmd: task.setup_cmd ?? environment.setup_cmd ?? null,
+      timeoutS: environment.setup_timeout_s,
+    },
+    gates: {
+      handoff,
+      requiredArtifacts: task.success_criteria?.required_artifacts ?? [],
+      allowedPaths: task.allowed_paths ?? null,
+      testsCmd: task.success_criteria?.tests_cmd || null,
+      refuseGitControls:
+        (task.success_criteria?.git_control_files ?? input.assignments.success_criteria.git_control_files) ===
+        "refuse",
+    },
+    agents: [
+      planAgent(shared, r.agents[0], 0),
+      ...r.agents.slice(1).map((a, i) => planAgent(shared, a, i + 1)),
+    ],
+  };
+}
+
+/** What planning one of a task's agents reads, the same for each of them. */
+interface AgentPlace extends PlanPlace {
+  input: RunInput;
+  r: ResolvedTask;
+  workspace: WorkspacePlan;
+  promptFile: string;
+  handoff: string | null;
+  /** Workspace-relative paths as repository-relative ones. */
+  inRepo: (paths: readonly string[]) => string[];
+}
+
+/** The task's `index`th agent (0: its own), as its attempts run it. */
+function planAgent(at: AgentPlace, { name, agent }: RunAgent, index: number): AgentPlan {
+  const { input, r, workspace, promptFile, handoff } = at;
+  const { task } = r;
+  const { cwd, worktree, artifactsDir } = workspace;
+  const { environment } = input.assignments;
+  const timeoutS = timeoutOf(input, { task, agent });
+  const usageFile = join(at.runDir, ".termorch", at.runId, "usage", `${task.id}.json`);
   // Private too: what the agent's hooks record may quote its prompt.
-  const eventsFile = join(place.runDir, ".termorch", place.runId, "events", `${task.id}.jsonl`);
+  const eventsFile = join(at.runDir, ".termorch", at.runId, "events", `${task.id}.jsonl`);
   // Built when first read (at launch): a dry run or a plan of thousands of tasks needs none of it.
   const buildEnv = (): Record<string, string> =>
     agentEnvironment({
-      processEnv: place.processEnv,
+      processEnv: at.processEnv,
       envVars: environment.env_vars,
       agentEnv: task.interactive ? { ...agent.interactive.env, ...agent.env } : agent.env,
       taskEnv: task.env,
       termorch: {
-        TERMORCH_RUN_ID: place.runId,
-        TERMORCH_RUN_DIR: place.runDir,
+        TERMORCH_RUN_ID: at.runId,
+        TERMORCH_RUN_DIR: at.runDir,
         TERMORCH_TASK_ID: task.id,
         TERMORCH_CONTEXT_PATH: r.contextPath,
         TERMORCH_WORKSPACE: cwd,
@@ -193,8 +293,15 @@ function planTask(input: RunInput, r: ResolvedTask, place: PlanPlace & { worktre
     }).env;
   // The task's own configuration folder for its CLI, holding termorch's plugin (opencode's, pi's)
   // and named for this invocation; a folder the agent's environment names already is the
-  // user's, and stays theirs: then the screen decides.
-  const agentConfig = join(place.runDir, ".termorch", place.runId, "agent-config", task.id);
+  // user's, and stays theirs: then the screen decides. Each of its agents has its own (no
+  // plugin of one CLI is left in another's); "." is in no task id.
+  const agentConfig = join(
+    at.runDir,
+    ".termorch",
+    at.runId,
+    "agent-config",
+    index === 0 ? task.id : `${task.id}.${index}`,
+  );
   const via = task.interactive ? agent.interactive.eventsConfig : null;
   let env: Record<string, string> | null = via?.env ? buildEnv() : null;
   const configDir =
@@ -217,9 +324,7 @@ function planTask(input: RunInput, r: ResolvedTask, place: PlanPlace & { worktre
       }
     : null;
   return {
-    id: task.id,
-    agent: task.agent,
-    dependencies: task.dependencies,
+    name,
     argv: substitute(
       interactive
         ? sandbox
@@ -233,62 +338,39 @@ function planTask(input: RunInput, r: ResolvedTask, place: PlanPlace & { worktre
         context_path: r.contextPath,
         workspace: cwd,
         artifacts_dir: artifactsDir,
-        run_id: place.runId,
+        run_id: at.runId,
         prompt_file: promptFile,
         usage_file: usageFile,
         agent_config: agentConfig,
       },
     ),
-    prompt: {
-      delivery: interactive ? "paste" : agent.prompt,
-      file: promptFile,
-      context: r.contextPath,
-      conflictFile: r.conflictFile,
-    },
-    startCommit: task.start_commit ?? null,
+    delivery: interactive ? "paste" : agent.prompt,
     interactive,
     // A terminal transcript is not the CLI's JSON.
     output: interactive ? null : agent.output,
     usageFile,
     sessions: agent.sessions,
-    scratch: inRepo(handoff && worktree !== null ? [...agent.scratch, HANDOFF_IN_WORKTREE] : agent.scratch),
+    scratch: at.inRepo(
+      handoff && worktree !== null ? [...agent.scratch, HANDOFF_IN_WORKTREE] : agent.scratch,
+    ),
     // An interactive agent is a terminal program: it gets the pane's terminal whatever its config says.
     tty: agent.tty || interactive !== null,
-    cwd,
-    worktree,
-    branch: worktree === null ? null : taskBranch(place.runId, task.id),
-    artifactsDir,
     get env() {
       env ??= buildEnv();
       return env;
     },
     timeoutS,
-    expectChanges: task.expect_changes ?? agent.expect_changes ?? true,
-    handoff,
-    attempts: task.retries + 1,
-    include,
-    includeInRepo: inRepo(include),
-    copyInRepo: inRepo(environment.worktree_copy),
-    keepInRepo: inRepo([...include, ...environment.worktree_copy]),
-    setupCmd: task.setup_cmd ?? environment.setup_cmd ?? null,
-    setupTimeoutS: environment.setup_timeout_s ?? timeoutS,
+    retryFrom: task.retry_from ?? agent.retry_from ?? input.config.defaults.retry_from ?? DEFAULT_RETRY_FROM,
     memoryMb: environment.resource_limits.memory_mb || undefined,
     sandbox,
-    criteria: {
-      requiredArtifacts: task.success_criteria?.required_artifacts ?? [],
-      allowedPaths: task.allowed_paths ?? null,
-      testsCmd: task.success_criteria?.tests_cmd || null,
-      refuseGitControls:
-        (task.success_criteria?.git_control_files ?? input.assignments.success_criteria.git_control_files) ===
-        "refuse",
-    },
+    expectChanges: task.expect_changes ?? agent.expect_changes ?? true,
   };
 }
 
 /** A task's timeout; the run's own (for the run-level gates) when no task is given. */
 export function timeoutOf(
   input: { assignments: RunInput["assignments"]; config: Config },
-  r?: Pick<ResolvedTask, "task" | "agent">,
+  r?: { task: Pick<Task, "timeout_s">; agent: Pick<ResolvedAgent, "timeout_s"> },
 ): number | undefined {
   return (
     r?.task.timeout_s ??

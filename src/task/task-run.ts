@@ -24,6 +24,7 @@ export function newTaskRun(id: string, agent: string, dependencies: string[], ar
     artifacts: [],
     gates: [],
     argv,
+    agentIndex: 0,
     attemptDir: null,
     attemptStartedAt: null,
     agentResult: null,
@@ -35,5 +36,7 @@ export function newTaskRun(id: string, agent: string, dependencies: string[], ar
     hosts: [],
     redo: null,
     redone: [],
+    history: [],
+    next: null,
   };
 }

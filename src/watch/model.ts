@@ -1,4 +1,5 @@
 import stringWidth from "string-width";
+import { attemptSummary } from "../contract/attempt-record.js";
 import { isLive, type RunView, type StatusView, type TaskView } from "../contract/status-view.js";
 
 /**
@@ -241,6 +242,8 @@ function detailLine(view: StatusView, key: TaskKey | null, width: number, now: n
     parts.push(
       `waiting for input for ${duration(Math.max(0, now - Date.parse(t.waiting_since)))}${t.waiting_for ? `: ${t.waiting_for}` : ""}`,
     );
+  const last = t.attempt_history.at(-1);
+  if (last && last.n > 1) parts.push(attemptSummary(last));
   if (t.redo)
     parts.push(
       t.redo.cause === "gate"

@@ -120,10 +120,10 @@ describe("run lifecycle", () => {
     expect(readFileSync(join(dir, "artifacts", "A", "handoff.md"), "utf8")).toBe("# handoff [REDACTED]\n");
   });
 
-  it("retries a failed task in a fresh session from the same base", async () => {
+  it('retry_from "base": retries a failed task in a fresh session from the same base', async () => {
     const { dir } = workspace();
     const counter = join(dir, "count");
-    const file = writeAssignments(dir, [{ id: "flaky", retries: 2 }]);
+    const file = writeAssignments(dir, [{ id: "flaky", retries: 2, retry_from: "base" }]);
     const a = JSON.parse(readFileSync(file, "utf8"));
     // Fails the first time (leaving a stray file behind), succeeds the second.
     a.tasks[0].command = [

@@ -51,6 +51,8 @@ const POINTS = [
   ["kill-after-retry-recorded", "B"],
   ["kill-while-running", "A"],
   ["kill-after-exit", "B"],
+  ["kill-after-feedback", "B"],
+  ["kill-after-next-chosen", "B"],
   ["kill-in-gate", "C"],
   ["kill-after-status", "A"],
   ["kill-after-status", "D"],
@@ -92,6 +94,7 @@ function planTrials(opts) {
     // A handful covering a task point, a gate, a redo, the merge and the report, by both drivers.
     for (const f of [
       "kill-after-exit:B",
+      "kill-after-next-chosen:B",
       "kill-in-gate:C",
       "kill-while-running:E@2",
       "kill-after-ref-update",

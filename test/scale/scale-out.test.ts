@@ -264,6 +264,49 @@ suite("termorch run --backend bullmq", () => {
     },
   );
 
+  it("runs a task's escalated attempt on the worker with the next agent, and names it here", async () => {
+    const w = await worker("esc1");
+    const c = cluster();
+    // The coordinator's config travels with the job: the worker resolves the same agents.
+    const config = JSON.parse(readFileSync(c.config, "utf8"));
+    config.agents = { better: { command: ["bash", "-c", "echo better > e.txt; echo better ran"] } };
+    writeFileSync(c.config, JSON.stringify(config));
+    const file = writeAssignments(c.dir, [
+      { ...task("E", "echo first try; exit 1"), retries: 1, escalation: ["better"] },
+    ] as never);
+    const r = await termorch(["run", file, "--config", c.config], { socket });
+    expect(r.exitCode, r.stderr).toBe(0);
+    const e = readReport(c.dir).tasks[0]!;
+    expect(e).toMatchObject({ status: "success", attempts: 2, agent: "step" });
+    expect(e.escalation).toEqual([
+      { agent: "better", argv: ["bash", "-c", "echo better > e.txt; echo better ran"] },
+    ]);
+    expect(e.logs.stdout).toMatch(/^logs\/better-/);
+    // The worker told attempt 2 what went wrong: its section came back with the artifacts.
+    expect(e.attempt_history!.map((a) => [a.n, a.agent, a.reason, a.feedback])).toEqual([
+      [1, "step", "exit_code", null],
+      [2, "better", null, "artifacts/E/attempt-2/feedback.md"],
+    ]);
+    expect(readFileSync(join(c.dir, "artifacts/E/attempt-2/feedback.md"), "utf8")).toContain(
+      "## What went wrong in attempt 1",
+    );
+    expect(readFileSync(join(c.dir, e.logs.stdout!), "utf8")).toContain("better ran");
+    expect(readFileSync(join(c.repo, "e.txt"), "utf8")).toBe("better\n");
+    expect(git(c.repo, "log", "--format=%s", "-5").split("\n")).toContainEqual(
+      expect.stringMatching(/^termorch: task E \(agent better, run \S+, attempt 2\)$/),
+    );
+    const launched = readFileSync(join(c.dir, "events.jsonl"), "utf8")
+      .split("\n")
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as { type: string; data: { attempt: number; agent?: string } })
+      .filter((l) => l.type === "task.launched");
+    expect(launched.map((l) => [l.data.attempt, l.data.agent])).toEqual([
+      [1, "step"],
+      [2, "better"],
+    ]);
+    await w.dispose();
+  });
+
   it("fails the task with a clear reason when a worker's git remote is wrong", async () => {
     const c = cluster();
     const wrong = join(c.dir, "no-such-remote.git");

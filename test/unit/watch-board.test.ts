@@ -29,6 +29,7 @@ function task(id: string): TaskView {
     remote: null,
     wave: 1,
     usage: null,
+    attempt_history: [],
     redo: null,
   };
 }

@@ -192,6 +192,31 @@
     }
   }
 
+  /** An attempt in a line: its agent, where it started, what it was told and decided (as `status` says it). */
+  function attemptText(a) {
+    const how = a.escalated ? `escalated to ${a.agent}` : `agent ${a.agent}`;
+    const from = a.started_from ? `, from ${a.started_from.replace("_", " ")}` : "";
+    const told = a.feedback ? `; told what went wrong: ${a.feedback}` : "";
+    const decided = a.decision ? `; it decided ${a.decision.status}` : "";
+    const end = a.finished_at ? ` → ${a.reason || "passed"}` : "";
+    return `attempt ${a.n} (${how}${from})${told}${decided}${end}`;
+  }
+
+  /** A retry told what went wrong, or an escalation, is shown by the task's state. */
+  function lastAttempt(t) {
+    const last = (t.attempt_history || []).at(-1);
+    if (!last || last.n < 2) return null;
+    return h(
+      "span",
+      { class: "attempt muted", "data-attempt": String(last.n), title: attemptText(last) },
+      last.escalated
+        ? `escalated to ${last.agent}`
+        : last.feedback
+          ? "told what went wrong"
+          : `attempt ${last.n}`,
+    );
+  }
+
   function taskRow(run, t) {
     const open = terminal && terminal.run === run.run_id && terminal.task === t.id;
     // A redo (run again because its result conflicted in the merge) is as live as a first run.
@@ -252,6 +277,7 @@
           ? h("span", { class: "reason muted", title: t.detail || "" }, t.reason)
           : null,
         waiting,
+        lastAttempt(t),
         t.remote
           ? h(
               "span",
@@ -266,7 +292,11 @@
         { class: "num time", "data-elapsed": running ? String(t.elapsed_ms ?? "") : null },
         duration(time),
       ),
-      h("td", { class: "num" }, t.attempts || ""),
+      h(
+        "td",
+        { class: "num attempts", title: (t.attempt_history || []).map(attemptText).join("\n") },
+        t.attempts || "",
+      ),
       h("td", { class: "num" }, cost(t.usage)),
       h("td", { class: "last-line", title: t.last_line || "" }, t.last_line || ""),
       h("td", { class: "actions" }, button),
