@@ -159,6 +159,11 @@ describe("merge.on_gate_failure", () => {
       conflict_section: "artifacts/c/attempt-2/feedback.md",
       run_gate: { name: "run.tests_cmd", passed: true },
     });
+    // Its attempt record: from the integration, told what went wrong.
+    expect(report.tasks.find((t) => t.id === "c")!.attempt_history).toMatchObject([
+      { n: 1, started_from: null, feedback: null, reason: null },
+      { n: 2, started_from: "integration", feedback: "artifacts/c/attempt-2/feedback.md", reason: null },
+    ]);
     // Its start: the integration of a and b (the green probe before it).
     expect(fix.start_commit).toBe(report.merge.bisects[0]!.probes[0]!.commit);
     // Merged: c's fix, and d's own work replayed on it (d carried c's broken result).
@@ -217,6 +222,13 @@ describe("merge.on_gate_failure", () => {
     expect(report.merge.redone.map((r) => [r.task, r.cause, r.redo, r.outcome, r.reason])).toEqual([
       ["c", "gate", 1, "failed", "validation"],
       ["c", "gate", 2, "failed", "validation"],
+    ]);
+    expect(
+      report.tasks.find((t) => t.id === "c")!.attempt_history!.map((a) => [a.n, a.started_from, a.reason]),
+    ).toEqual([
+      [1, null, null],
+      [2, "integration", "validation"],
+      [3, "integration", "validation"],
     ]);
     // The second fix was told how the first went.
     const second = readFileSync(join(ws.dir, "artifacts", "c", "attempt-3", "feedback.md"), "utf8");
