@@ -40,10 +40,14 @@ export async function mergeInOrder(side: AttemptSide): Promise<OrderedMerge | "d
     const t = recorder.get(id);
     const resolved = t.redone.findLast((r) => r.outcome === "resolved");
     if (t.redo === null && resolved && resolved.commit === t.commit) {
-      // A resume after its redo resolved: its result already holds the merge before it.
       replaced.push(resolved.before_commit);
-      fold.adopt(itemOf(t));
-      continue;
+      // Its redo resolved (a resume, or a merge taken again for a bisect's fix): its result holds
+      // the merge before it, unless that changed since (a fix before it); then its own work is
+      // merged onto the new one, as a dependent's is.
+      if ((await treeOf(root, resolved.start_commit)) === (await fold.tree())) {
+        fold.adopt(itemOf(t));
+        continue;
+      }
     }
     const replay = await replayFrom(root, t, replaced);
     if (t.redo?.cause === "gate") {

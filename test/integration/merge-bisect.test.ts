@@ -204,6 +204,29 @@ describe("merge.on_gate_failure", () => {
     ).toEqual([["c", "gate"]]);
   });
 
+  it("bisect_and_fix with conflicts redone: a task redone before the fix is merged again on the fixed merge, not with the culprit's old result", async () => {
+    // a and e both write line 2 of shared.txt: e, merged last, is redone on top of a. Then the
+    // gate is red, c is fixed, and the merge is taken again: e's redo held c's broken result.
+    const ws = repo({ "shared.txt": "one\ntwo\nthree\n" });
+    const counter = join(ws.dir, "counter");
+    const [a, b, c, d] = fourTasks(counter, FAILURE);
+    const { exitCode, report } = await run(
+      ws,
+      [{ ...a!, env: { ...a!.env, SHARED: "1" } }, b!, c!, d!, task("e", { COUNTER: counter, SHARED: "1" })],
+      { on_conflict: "redo", on_gate_failure: "bisect_and_fix" },
+    );
+    expect(exitCode).toBe(0);
+    expect(report.merge.redone.map((r) => [r.task, r.cause, r.outcome])).toEqual([
+      ["e", "conflict", "resolved"],
+      ["c", "gate", "resolved"],
+    ]);
+    const at = (path: string) => git(ws.repo, "show", `HEAD:${path}`);
+    expect(at("c.txt")).toBe("c was fixed\n");
+    expect(at("shared.txt")).toBe("one\na\nthree\ne\n");
+    expect(report.merge.bisects).toHaveLength(1);
+    expect(lines(counter).sort()).toEqual(["a 1", "b 1", "c 1", "c 2", "d 1", "e 1", "e 2"]);
+  });
+
   it("bisect_and_fix whose fixes run out: the culprit's earlier result is back and the run halts naming it", async () => {
     const ws = repo();
     const counter = join(ws.dir, "counter");
