@@ -59,9 +59,13 @@ async function writeBisects(run: Pick<RunPlan, "privateDir">, journal: BisectJou
  * until the first task whose merge turns it red is found (bisect-search.ts). Each gate run is
  * written to bisect.json before the next, and to the ledger (`merge.probe`); a resume of the
  * same integration goes on from what was judged, and one that ended is answered at once.
- * Answers the ended round: its bisect, the culprit and where its fix starts.
+ * Answers the ended round: its bisect, the culprit and where its fix starts; "stopped" when the
+ * run was cancelled meanwhile.
  */
-export async function bisectGate(side: BisectSide, red: RedIntegration): Promise<BisectRound | "detached"> {
+export async function bisectGate(
+  side: BisectSide,
+  red: RedIntegration,
+): Promise<BisectRound | "detached" | "stopped"> {
   const { run, ports, stop } = side;
   const { root, baseCommit } = run.git!;
   const journal = await readBisects(run);
@@ -92,6 +96,8 @@ export async function bisectGate(side: BisectSide, red: RedIntegration): Promise
     judged: verdicts.size,
   });
   for (;;) {
+    // Cancelled (or --fail-fast): no further probe, and none cut short counts as red.
+    if (stop.ending) return "stopped";
     const step = n === 0 ? { kind: "red_on_base" as const } : nextBisectStep(n, verdicts);
     if (step.kind !== "probe") return finish(side, journal, round, red, step);
     const { k } = step;
@@ -110,6 +116,7 @@ export async function bisectGate(side: BisectSide, red: RedIntegration): Promise
       ran = r;
     });
     if (gate === "detached") return gate;
+    if (stop.ending) return "stopped";
     const duration_ms = Math.max(0, ports.now() - started);
     const passed = gate.passed === true;
     round.time_ms += duration_ms;

@@ -183,9 +183,19 @@ async function mergeTasks(
   progress({ step: "validating", probe: null, culprit: outcome.culprit?.task ?? null, red_on_base: false });
 
   let validation: Report["summary"]["validation"] = "skipped";
+  const stopped = (when: string): MergeStageResult => ({
+    merge: {
+      ...outcome,
+      result: "skipped",
+      reason: `the run was stopped ${when}; nothing was merged (the result is on ${integrationBranch})`,
+    },
+    validation: "skipped",
+  });
   const validate = async (commit: string, what: string): Promise<MergeStageResult | "detached" | null> => {
     const gates = judged.get(commit) ?? (await runLevelGates(run, ports, stop, commit));
     if (gates === "detached") return gates;
+    // Cancelled meanwhile: a gate cut short says nothing about the work.
+    if (stop.ending) return stopped("during its run-level gates");
     outcome.gates = gates;
     outcome.validatedCommit = gates.some((g) => g.passed !== null) ? commit : null;
     const failed = gates.filter((g) => g.required && g.passed === false);
@@ -263,6 +273,8 @@ async function mergeTasks(
       if (invalid) return invalid;
       validated = next;
     }
+    // A cancel heard by now: the user's branch does not move.
+    if (stop.ending) return stopped("before its branch moved");
     const advanced = await advanceTarget(root, {
       ref: targetRef,
       expectedOld: expected,
@@ -338,6 +350,8 @@ async function bisectIfRed(
   });
   if (gates === "detached") return gates;
   judged.set(integration, gates);
+  // Cancelled meanwhile: validate() says so (with these gates), and nothing is bisected.
+  if (stop.ending) return "merge";
   const failed = gates.filter((g) => g.required && g.passed === false);
   const tests = failed.find((g) => g.name === "run.tests_cmd");
   if (!tests || failed.length > 1) return "merge";
@@ -346,12 +360,16 @@ async function bisectIfRed(
     { commit: integration, gate: tests, ran, items: check.items, steps: check.steps },
   );
   if (round === "detached") return round;
-  await noteBisects(run, outcome);
-  const bisect = round.bisect!;
   const halted = (reason: string): MergeStageResult => ({
     merge: { ...outcome, gates, validatedCommit: integration, result: "skipped", reason },
     validation: "failed",
   });
+  if (round === "stopped")
+    return halted(
+      `run-level validation failed on the integration commit ${short(integration)} (run.tests_cmd), and the run was stopped during its bisect; nothing was merged`,
+    );
+  await noteBisects(run, outcome);
+  const bisect = round.bisect!;
   const { culprit } = round;
   if (bisect.outcome === "red_on_base" || culprit === null)
     return halted(

@@ -460,4 +460,41 @@ describe("merge.on_gate_failure", () => {
     expect(html).toContain("culprit: c");
     expect(html).toContain("<h3>Bisect of the run-level gate</h3>");
   });
+
+  it("cancelled during a probe: the bisect stops there, the probe cut short is no verdict, nothing is merged", async () => {
+    const ws = repo();
+    const probed = join(ws.dir, "probed");
+    const file = writeAssignments(ws.dir, fourTasks(join(ws.dir, "counter"), FAILURE) as never, {
+      success_criteria: { tests_cmd: `sh check.sh ${probed}` },
+      mode: { merge: { on_gate_failure: "bisect_and_fix" } },
+    });
+    const runId = JSON.parse(readFileSync(file, "utf8")).run_id as string;
+    const head = git(ws.repo, "rev-parse", "HEAD");
+    const run = termorch(["run", file], { socket });
+    onTestFinished(() => writeFileSync(probed, ""));
+    // The probe of a and b holds (the gate waits for a file that never comes): cancel then.
+    const probing = (): boolean => {
+      try {
+        return JSON.parse(readFileSync(join(ws.dir, "state.json"), "utf8")).merge?.probe?.k === 2;
+      } catch {
+        return false;
+      }
+    };
+    await waitFor(probing, 60_000, "the probe of the first 2 tasks");
+    const cancel = await termorch(["cancel", runId], { socket });
+    expect(cancel.exitCode, cancel.stderr + cancel.stdout).toBe(0);
+    const { exitCode } = await run;
+    expect(exitCode).toBe(130);
+    const report = readReport(ws.dir);
+    expect(report.merge.result).toBe("skipped");
+    expect(report.merge.reason).toContain("the run was stopped during its bisect");
+    expect(report.merge.culprit).toBeNull();
+    expect(
+      events(ws.dir)
+        .filter((e) => e.type === "merge.probe")
+        .map((e) => [e.data.k, e.data.passed]),
+    ).toEqual([[0, true]]);
+    expect(git(ws.repo, "rev-parse", "HEAD")).toBe(head);
+    expect(worktreesInUse(ws.repo).filter((w) => w.includes("integration"))).toEqual([]);
+  });
 });
