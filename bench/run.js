@@ -21,6 +21,7 @@ export const BENCHES = [
   "views",
   "sandbox",
   "redo",
+  "bisect",
 ];
 /** Run only when named: the scale-out simulation takes minutes (a private redis-server, 20 workers). */
 export const OPT_IN = ["scale"];

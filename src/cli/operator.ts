@@ -514,6 +514,7 @@ function formatStatus(view: StatusView, registry: string | null): string {
     if (run.report) lines.push(`  report: ${run.report}`);
     if (run.phase === "interrupted" && run.hint) lines.push(`  ${run.hint}`);
     if (run.phase === "running") for (const notice of run.notices) lines.push(`  ${notice}`);
+    if (run.merge) lines.push(`  merge: ${run.merge.line}`);
     const rows = [["TASK", "STATE", "REASON", "ATTEMPTS", "TIME", "LAST LINE"]];
     for (const t of run.tasks)
       rows.push([t.id, t.state, t.reason ?? "-", String(t.attempts), taskTime(t), t.last_line ?? ""]);
@@ -535,7 +536,9 @@ function formatStatus(view: StatusView, registry: string | null): string {
     for (const t of run.tasks)
       if (t.redo && t.state === "redo")
         lines.push(
-          `  ${t.id}: redo ${t.redo.n}/${t.redo.of}, its result conflicted with ${t.redo.with.join(", ")} in ${t.redo.files.join(", ")}`,
+          t.redo.cause === "gate"
+            ? `  ${t.id}: fix ${t.redo.n}/${t.redo.of}, its merge turned run.tests_cmd red`
+            : `  ${t.id}: redo ${t.redo.n}/${t.redo.of}, its result conflicted with ${t.redo.with.join(", ")} in ${t.redo.files.join(", ")}`,
         );
     for (const t of run.tasks)
       if (t.waiting_since) {

@@ -92,9 +92,42 @@ const EVENTS = {
   "merge.skipped": MergeData,
   "merge.rolled_back": MergeData,
   "merge.interrupted_update": { ref: z.string(), old: z.string(), new: z.string(), outcome: z.string() },
-  "merge.started": { on_conflict: z.enum(["halt", "redo"]), order: z.array(z.string()) },
-  /** A conflicting task's redo begins (task_id set): the conflict it is to resolve, where it starts. */
+  "merge.started": {
+    on_conflict: z.enum(["halt", "redo"]),
+    on_gate_failure: z.enum(["halt", "bisect", "bisect_and_fix"]).optional(),
+    order: z.array(z.string()),
+  },
+  /** The run-level gate is red on the integration: a bisect begins (or goes on, `judged` gate runs in). */
+  "merge.bisect_started": {
+    gate: z.string(),
+    integration: z.string(),
+    tasks: z.number(),
+    judged: z.number(),
+  },
+  /** One gate run of a bisect: on the merge of the first k of `of` tasks (k = 0: the base; `task` the k-th). */
+  "merge.probe": {
+    k: z.number(),
+    of: z.number(),
+    task: nullableString,
+    commit: z.string(),
+    passed: z.boolean(),
+    duration_ms: z.number(),
+    detail: z.string(),
+  },
+  /** A bisect ended: the culprit it found, or the gate red on the base (culprit null). */
+  "merge.bisect_finished": {
+    outcome: z.enum(["culprit", "red_on_base"]),
+    culprit: nullableString,
+    probes: z.number(),
+    gate_runs: z.number(),
+    time_ms: z.number(),
+  },
+  /**
+   * A task's redo begins (task_id set): the conflict it is to resolve (cause conflict), or the red
+   * run-level gate its merge caused (cause gate, a bisect's fix), and where it starts.
+   */
   "merge.redo_started": {
+    cause: z.enum(["conflict", "gate"]).optional(),
     redo: z.number(),
     attempt: z.number(),
     conflicted_with: z.array(z.string()),
@@ -105,6 +138,7 @@ const EVENTS = {
   },
   /** A redo ended (task_id set); `restored`: its earlier result was put back (no redo resolved it). */
   "merge.redo_finished": {
+    cause: z.enum(["conflict", "gate"]).optional(),
     redo: z.number(),
     attempt: z.number(),
     outcome: z.enum(["resolved", "failed", "cancelled"]),

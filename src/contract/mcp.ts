@@ -205,22 +205,47 @@ export const RunChange = z.discriminatedUnion("event", [
       event: z.literal("task_redo_started"),
       at: z.string(),
       task: z.string(),
+      cause: z.enum(["conflict", "gate"]).default("conflict"),
       attempt: z.number().int(),
       redo: z.number().int(),
       conflicted_with: z.array(z.string()),
       files: z.array(z.string()),
     })
     .describe(
-      'merge.on_conflict "redo": the task\'s result conflicted with the tasks merged before it, and it runs again (this attempt) from their integration, its prompt carrying the conflict; its task_started and task_ended follow',
+      'The task runs again (this attempt) in the merge, from the integration of the tasks merged before it: cause conflict, its result conflicted with them (merge.on_conflict "redo"), its prompt carrying the conflict; cause gate, a bisect found that its merge turns the run-level tests_cmd red (merge.on_gate_failure "bisect_and_fix"), its prompt carrying what the gate printed. Its task_started and task_ended follow',
     ),
   z.strictObject({
     event: z.literal("task_redo_finished"),
     at: z.string(),
     task: z.string(),
+    cause: z.enum(["conflict", "gate"]).default("conflict"),
     redo: z.number().int(),
     outcome: z.enum(["resolved", "failed", "cancelled"]),
     reason: Reason.nullable(),
   }),
+  z
+    .strictObject({
+      event: z.literal("merge_probe"),
+      at: z.string(),
+      k: z.number().int().describe("Tasks (in merge order) the probe merged; 0: the base"),
+      of: z.number().int(),
+      task: z.string().nullable().describe("The k-th task; null for the base"),
+      passed: z.boolean(),
+      duration_ms: z.number(),
+    })
+    .describe(
+      'merge.on_gate_failure "bisect": the run-level tests_cmd ran on the merge of the first k tasks (a probe of the bisect of a red integration)',
+    ),
+  z
+    .strictObject({
+      event: z.literal("merge_bisected"),
+      at: z.string(),
+      culprit: z.string().nullable().describe("The first task whose merge turns the gate red"),
+      red_on_base: z.boolean().describe("The gate is red on the base itself: no task broke it"),
+      gate_runs: z.number().int(),
+      time_ms: z.number(),
+    })
+    .describe("A bisect of the red run-level tests_cmd ended: what it found, and what it cost"),
   z.strictObject({
     event: z.literal("merge"),
     at: z.string(),
@@ -256,7 +281,14 @@ export const WaitOutput = z.strictObject({
   tasks: z
     .record(z.string(), z.number().int())
     .describe(
-      "How many tasks are in each state now (pending, running, redo, waiting_input, success, failed, skipped; redo: run again because its result conflicted in the merge)",
+      "How many tasks are in each state now (pending, running, redo, waiting_input, success, failed, skipped; redo: run again in the merge, because its result conflicted or, a bisect's fix, because its merge turned the run-level tests_cmd red)",
+    ),
+  merge: z
+    .string()
+    .nullable()
+    .default(null)
+    .describe(
+      "Where its merge is, in words (`bisecting run.tests_cmd: probe 2 of ~3 …`, `culprit c (…)`); null when there is nothing to say",
     ),
   waiting_input: z
     .array(

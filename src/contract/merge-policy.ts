@@ -4,6 +4,18 @@ import { z } from "zod";
 export const OnConflict = z.enum(["halt", "redo"]);
 export type OnConflict = z.infer<typeof OnConflict>;
 
+/**
+ * What the merge does when the run-level `tests_cmd` fails on the integration: "halt" stops
+ * there; "bisect" finds the first task (in merge order) whose merge turns it red; "bisect_and_fix"
+ * also gives that task new attempts on top of what merged before it.
+ */
+export const OnGateFailure = z.enum(["halt", "bisect", "bisect_and_fix"]);
+export type OnGateFailure = z.infer<typeof OnGateFailure>;
+
+export const DEFAULT_GATE_FIX_ATTEMPTS = 2;
+/** A bound on the agents' time one red gate may cost. */
+export const MAX_GATE_FIX_ATTEMPTS = 10;
+
 export const DEFAULT_REDO_ATTEMPTS = 1;
 /** A bound on the agents' time one conflict may cost. */
 export const MAX_REDO_ATTEMPTS = 10;
@@ -23,8 +35,22 @@ export const MergePolicy = z
       .describe(
         `"redo": how many new attempts one task's conflict may get (default ${DEFAULT_REDO_ATTEMPTS}). When the last one fails its gates, the task's earlier result is put back and the run halts as "halt" would; the report's \`merge.redone\` says what was tried`,
       ),
+    on_gate_failure: OnGateFailure.optional().describe(
+      'What happens when the run-level `tests_cmd` fails on the integration of every task. "halt" (the default): nothing is merged and the run fails its validation. "bisect": the gate runs on the base (red there: said at once, no task is blamed), then on the merge of the first k tasks in merge order, halving until it finds the first task whose merge turns it red; the report names it (`merge.culprit`) and nothing is merged. "bisect_and_fix": that task also gets new attempts from the integration of the tasks before it, its prompt carrying the gate\'s output, until the gate passes on the merge with it or `gate_fix_attempts` run out; then the merge goes on with the rest (README: A red integration)',
+    ),
+    gate_fix_attempts: z
+      .number()
+      .int()
+      .min(1)
+      .max(MAX_GATE_FIX_ATTEMPTS)
+      .optional()
+      .describe(
+        `"bisect_and_fix": how many new attempts the task that broke the gate may get (default ${DEFAULT_GATE_FIX_ATTEMPTS}). When the last one leaves the gate red, its earlier result is put back and the run halts as "halt" would, the culprit named; the report's \`merge.redone\` says what was tried`,
+      ),
   })
-  .describe("How the merge answers conflicts between the tasks' changes (README: Conflicts)");
+  .describe(
+    "How the merge answers conflicts between the tasks' changes and a red run-level gate (README: Conflicts; A red integration)",
+  );
 export type MergePolicy = z.infer<typeof MergePolicy>;
 
 /** A halted merge's way on for one task it left out (README: Conflicts: halt or redo). */

@@ -3,7 +3,7 @@ import { AgentResult, Usage } from "./agent-result.js";
 import { StateSource } from "./agent-state.js";
 import { AttemptHost } from "./attempt-host.js";
 import { AttemptRecord } from "./attempt-record.js";
-import { OnConflict } from "./merge-policy.js";
+import { OnConflict, OnGateFailure } from "./merge-policy.js";
 import { Reason, TaskState } from "./reason.js";
 
 /** A set of tasks whose changes collide. */
@@ -23,9 +23,19 @@ export const Gate = z.strictObject({
 });
 export type Gate = z.infer<typeof Gate>;
 
-/** One redo of a conflicting task (merge.on_conflict "redo"): what it was asked to resolve, and how it ended. */
+/**
+ * One redo of a task in the merge, what it was asked to resolve, and how it ended: of a
+ * conflicting task (merge.on_conflict "redo"), or of the task that turned the run-level gate red
+ * (merge.on_gate_failure "bisect_and_fix").
+ */
 export const Redo = z.strictObject({
   task: z.string(),
+  cause: z
+    .enum(["conflict", "gate"])
+    .default("conflict")
+    .describe(
+      'conflict: its result conflicted with the tasks merged before it (on_conflict "redo"). gate: the bisect found that its merge turns the run-level tests_cmd red (on_gate_failure "bisect_and_fix"); `run_gate` is that gate on the merge with its new result',
+    ),
   redo: z.number().int().min(1).describe("Which of the task's redos this was (1 up to merge.redo_attempts)"),
   attempt: z
     .number()
@@ -54,11 +64,85 @@ export const Redo = z.strictObject({
   conflict_section: z
     .string()
     .nullable()
-    .describe("The conflict section its prompt carried (redacted), relative to the run directory"),
+    .describe(
+      "The section its prompt carried (redacted), relative to the run directory: the conflict (artifacts/<task>/redo-<n>/conflict.md), or for a gate's fix what went wrong (artifacts/<task>/attempt-<n>/feedback.md)",
+    ),
+  run_gate: Gate.nullable()
+    .default(null)
+    .describe(
+      "cause gate: the run-level tests_cmd on the merge with its new result (null when its own gates failed first, so it was not run)",
+    ),
   started_at: z.string(),
   finished_at: z.string().nullable(),
 });
 export type Redo = z.infer<typeof Redo>;
+
+/** One run of the run-level gate on the merge of the first k tasks (merge.on_gate_failure "bisect"). */
+export const Probe = z.strictObject({
+  k: z.number().int().min(1).describe("How many tasks (in merge order) the probe holds"),
+  task: z.string().describe("The k-th task: the last one merged into the probe"),
+  commit: z
+    .string()
+    .describe("The probe: an unreferenced commit of the integration's first k tasks (never a branch)"),
+  passed: z.boolean(),
+  duration_ms: z.number().int().min(0),
+  detail: z.string().describe("The gate's detail: how it ended, and its logs"),
+});
+export type Probe = z.infer<typeof Probe>;
+
+/** A bisect of a red run-level tests_cmd: the base, the probes, and what they found. */
+export const Bisect = z.strictObject({
+  gate: z.string().describe("The gate bisected: run.tests_cmd"),
+  integration: z.string().describe("The integration it was red on"),
+  outcome: z
+    .enum(["culprit", "red_on_base"])
+    .describe(
+      "culprit: the first task whose merge turns the gate red was found (`culprit`). red_on_base: the gate fails on the base commit itself, before any task: no task broke it, and no probe ran",
+    ),
+  base: z
+    .strictObject({
+      commit: z.string(),
+      passed: z.boolean(),
+      duration_ms: z.number().int().min(0),
+      detail: z.string(),
+    })
+    .describe("The gate on the base commit (no task merged), run first"),
+  probes: z.array(Probe).describe("The probes in the order they ran (binary search over k)"),
+  culprit: z.string().nullable(),
+  gate_runs: z
+    .number()
+    .int()
+    .describe("Runs of the gate this bisect cost: the integration's, the base's and each probe's"),
+  time_ms: z.number().int().min(0).describe("Wall time of the base's run and the probes"),
+});
+export type Bisect = z.infer<typeof Bisect>;
+
+/** The task whose merge turned the run-level tests_cmd red, as the (last) bisect found it. */
+export const Culprit = z.strictObject({
+  task: z.string(),
+  commit: z.string().describe("Its result as merged when the bisect found it"),
+  probe_commit: z
+    .string()
+    .describe("The first red probe: the merge of the tasks up to it (the integration when it is the last)"),
+  gate: z.string(),
+  detail: z.string().describe("The gate's detail on that probe: how it ended, and its logs"),
+  output_tail: z
+    .string()
+    .describe("The end of the gate's output on that probe (stdout, then stderr), redacted and bounded"),
+  probes: z.number().int().describe("Probes its bisect ran (the base not counted)"),
+  gate_runs: z
+    .number()
+    .int()
+    .describe("Runs of the gate its bisect cost, the integration's and the base's included"),
+  time_ms: z.number().int().min(0),
+  fixed: z
+    .boolean()
+    .nullable()
+    .describe(
+      '"bisect_and_fix": true when a new attempt of it made the gate pass (see `merge.redone`), false when its attempts ran out (its earlier result was put back); null under "bisect"',
+    ),
+});
+export type Culprit = z.infer<typeof Culprit>;
 
 /** A ref of the user's repository that changed during the run (termorch's own branches aside). */
 export const RefChange = z.strictObject({
@@ -256,10 +340,24 @@ export const Report = z.strictObject({
     result: z.enum(["success", "conflict", "failed", "skipped", "rolled_back"]),
     conflicts: z.array(Conflict),
     on_conflict: OnConflict.describe("What a conflict was answered with (mode.merge.on_conflict)"),
+    on_gate_failure: OnGateFailure.default("halt").describe(
+      "What a red run-level tests_cmd was answered with (mode.merge.on_gate_failure)",
+    ),
     redone: z
       .array(Redo)
       .describe(
-        'Each redo of a conflicting task, in the order they ran (on_conflict "redo"); empty when none ran',
+        'Each redo of a task in the merge, in the order they ran: of a conflicting task (on_conflict "redo", cause conflict) or of the task that broke the run-level gate (on_gate_failure "bisect_and_fix", cause gate); empty when none ran',
+      ),
+    bisects: z
+      .array(Bisect)
+      .default([])
+      .describe(
+        'Each bisect of a red run-level tests_cmd (on_gate_failure "bisect" or "bisect_and_fix"), in order: more than one when the merge with a fixed culprit was red again further on; empty when none ran',
+      ),
+    culprit: Culprit.nullable()
+      .default(null)
+      .describe(
+        "The task whose merge turned the run-level tests_cmd red, as the last bisect found it; null when no bisect found one",
       ),
     redo_assignments: z
       .array(z.string())

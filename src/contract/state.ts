@@ -4,17 +4,22 @@ import { StateSource } from "./agent-state.js";
 import { AttemptHost } from "./attempt-host.js";
 import { AttemptRecord } from "./attempt-record.js";
 import { KeyAnswer } from "./keys.js";
-import { OnConflict } from "./merge-policy.js";
+import { DEFAULT_GATE_FIX_ATTEMPTS, OnConflict, OnGateFailure } from "./merge-policy.js";
 import { Reason, TaskState } from "./reason.js";
 import { Gate, GitControlFile, Redo } from "./report.js";
 
 /**
- * A redo in progress (merge.on_conflict "redo"): what a resume needs to go on at the right
- * step. recorded: the conflict is known and its prompt section written, the task branch not yet
- * moved; prepared: the branch and worktree are at `start`, the attempt goes (adopted when
- * `attemptDir` is set); restoring: the last redo failed, the earlier result is being put back.
+ * A redo in progress (merge.on_conflict "redo", or a gate's fix under on_gate_failure
+ * "bisect_and_fix"): what a resume needs to go on at the right step. recorded: the conflict (or
+ * the red gate) is known and its prompt section written, the task branch not yet moved;
+ * prepared: the branch and worktree are at `start`, the attempt goes (adopted when `attemptDir`
+ * is set); restoring: the last redo failed, the earlier result is being put back.
  */
 export const RedoProgress = z.strictObject({
+  /** conflict: its result conflicted; gate: its merge turned the run-level tests_cmd red. */
+  cause: z.enum(["conflict", "gate"]).default("conflict"),
+  /** The task's artifacts folder that keeps its earlier result (before.patch, before-handoff.md). */
+  kept: z.string().default("redo-1"),
   n: z.number().int().min(1),
   attempt: z.number().int().min(1),
   start: z.string(),
@@ -45,6 +50,28 @@ export const RedoProgress = z.strictObject({
   }),
 });
 export type RedoProgress = z.infer<typeof RedoProgress>;
+
+/**
+ * The merge stage while it runs, for the views: which step, and during a bisect of a red
+ * run-level gate, the probe under way and what the bisect found.
+ */
+export const MergeProgress = z.strictObject({
+  step: z.enum(["merging", "validating", "bisecting", "fixing"]),
+  /** The probe under way: the n-th gate run of the bisect (the base's is 1) of about `of`; k tasks merged, the last `task`. */
+  probe: z
+    .strictObject({
+      n: z.number().int().min(1),
+      of: z.number().int().min(1),
+      k: z.number().int().min(0),
+      task: z.string().nullable(),
+    })
+    .nullable(),
+  /** The task the bisect found; null while none is found. */
+  culprit: z.string().nullable(),
+  /** The gate is red on the base itself. */
+  red_on_base: z.boolean(),
+});
+export type MergeProgress = z.infer<typeof MergeProgress>;
 
 /** How the next attempt of a task runs: which agent of its list, from where, told what. */
 export const NextAttempt = z.strictObject({
@@ -166,6 +193,8 @@ export const RunState = z.strictObject({
     backend: z.enum(["local", "bullmq"]).default("local"),
     on_conflict: OnConflict.default("halt"),
     redo_attempts: z.number().int().min(1).default(1),
+    on_gate_failure: OnGateFailure.default("halt"),
+    gate_fix_attempts: z.number().int().min(1).default(DEFAULT_GATE_FIX_ATTEMPTS),
   }),
   git: z
     .strictObject({
@@ -183,6 +212,8 @@ export const RunState = z.strictObject({
   task_journal: z.string().nullable().default(null),
   /** What the driver wants the operator to know while the run goes on (e.g. no worker takes its jobs). */
   notices: z.array(z.string()).default([]),
+  /** Where the merge stage is while it runs (the views' merge line); null before it and once reported. */
+  merge: MergeProgress.nullable().default(null),
   /** Path of the report once written. */
   report: z.string().nullable(),
   exit_code: z.number().int().nullable(),

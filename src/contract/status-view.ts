@@ -3,6 +3,7 @@ import { Usage } from "./agent-result.js";
 import { AttemptRecord } from "./attempt-record.js";
 import { KeyAnswer } from "./keys.js";
 import { Reason, TaskState } from "./reason.js";
+import { MergeProgress } from "./state.js";
 
 /**
  * What `termorch status --json` prints: a view over state.json, the status files, the logs and
@@ -90,6 +91,8 @@ export const TaskView = z.strictObject({
   /** Its redo under way (state `redo`): which of how many (shown `redo n/of`), and the conflict; null: none. */
   redo: z
     .strictObject({
+      /** conflict: its result conflicted; gate: a bisect found its merge turns the run-level tests_cmd red (a fix). */
+      cause: z.enum(["conflict", "gate"]).default("conflict"),
       n: z.number().int().min(1),
       of: z.number().int().min(1),
       with: z.array(z.string()),
@@ -122,6 +125,11 @@ export const RunView = z.strictObject({
   hint: z.string().nullable(),
   /** What the run's driver says while it runs (e.g. that no worker is there to take its tasks). */
   notices: z.array(z.string()).default([]),
+  /**
+   * Where its merge is (while it runs: a bisect's probe under way, the culprit being fixed) and,
+   * once reported, the culprit a bisect found; `line` says it in words. null: nothing to say.
+   */
+  merge: MergeProgress.extend({ line: z.string() }).nullable().default(null),
   tasks: z.array(TaskView),
 });
 export type RunView = z.infer<typeof RunView>;

@@ -26,6 +26,8 @@ export interface FoldResult {
   tree: string;
   /** Items merged cleanly, in order. */
   merged: FoldItem[];
+  /** After each merged item (same order): a commit whose tree is the merge so far (a bisect's probes). */
+  steps: string[];
   /** Items left out because they conflicted, in order. */
   skipped: FoldItem[];
   conflicts: Conflict[];
@@ -95,6 +97,7 @@ export class MergeFold {
   private acc: string;
   private accTree: string | null = null;
   private readonly merged: FoldItem[] = [];
+  private readonly stepCommits: string[] = [];
   private skipped: FoldItem[] = [];
   private readonly conflicts: Conflict[] = [];
   private readonly reported = new Set<string>();
@@ -118,6 +121,11 @@ export class MergeFold {
     return this.merged;
   }
 
+  /** After each merged item: a commit whose tree is the merge of it and those before it. */
+  get steps(): readonly string[] {
+    return this.stepCommits;
+  }
+
   /**
    * Merges `item` onto the fold. `replayFrom`: the commit the item's own work starts from, used
    * as the merge base, so only that work is applied (a dependent of a task whose result was
@@ -126,6 +134,7 @@ export class MergeFold {
   async step(item: FoldItem, replayFrom?: string): Promise<FoldStep> {
     if (item.commit === this.acc) {
       this.merged.push(item);
+      this.stepCommits.push(this.acc);
       return { clean: true };
     }
     const ours =
@@ -154,6 +163,7 @@ export class MergeFold {
       );
       this.accTree = r.tree;
       this.merged.push(item);
+      this.stepCommits.push(this.acc);
       return { clean: true };
     }
     const found: Conflict[] = [];
@@ -177,6 +187,7 @@ export class MergeFold {
     this.acc = item.commit;
     this.accTree = null;
     this.merged.push(item);
+    this.stepCommits.push(item.commit);
   }
 
   /** The merged tree so far. */
@@ -190,6 +201,7 @@ export class MergeFold {
       commit: this.acc,
       tree: await this.tree(),
       merged: [...this.merged],
+      steps: [...this.stepCommits],
       skipped: [...this.skipped],
       conflicts: [...this.conflicts],
     };

@@ -20,6 +20,8 @@ export interface MergeCheck {
   parents: string[];
   /** Tasks merged cleanly, in order. */
   merged: string[];
+  /** After each task merged: a commit whose tree is the merge so far (FoldResult.steps). */
+  steps: string[];
   /** The tree of what merged cleanly (`tree` itself when nothing conflicts). */
   mergedTree: string;
   /** Tasks left out by a conflict (their own, or one they carry), in order. */
@@ -52,6 +54,7 @@ export async function checkMerge(
     tree: fold.conflicts.length > 0 ? null : fold.tree,
     parents,
     merged: fold.merged.map((m) => m.task),
+    steps: fold.steps,
     mergedTree: fold.tree,
     leftOut: fold.skipped.map((m) => m.task),
     conflicts: [...fold.conflicts, ...hidden],

@@ -130,6 +130,7 @@ function changeOf(event: LedgerEvent, runDir: string): RunChange | null {
         event: "task_redo_started",
         at,
         task,
+        cause: entry.data.cause ?? "conflict",
         attempt: entry.data.attempt ?? 1,
         redo: entry.data.redo ?? 1,
         conflicted_with: entry.data.conflicted_with ?? [],
@@ -141,11 +142,31 @@ function changeOf(event: LedgerEvent, runDir: string): RunChange | null {
         event: "task_redo_finished",
         at,
         task,
+        cause: entry.data.cause ?? "conflict",
         redo: entry.data.redo ?? 1,
         outcome: entry.data.outcome ?? "failed",
         reason: reason.success ? reason.data : null,
       };
     }
+    case "merge.probe":
+      return {
+        event: "merge_probe",
+        at,
+        k: entry.data.k ?? 0,
+        of: entry.data.of ?? 0,
+        task: entry.data.task ?? null,
+        passed: entry.data.passed ?? false,
+        duration_ms: entry.data.duration_ms ?? 0,
+      };
+    case "merge.bisect_finished":
+      return {
+        event: "merge_bisected",
+        at,
+        culprit: entry.data.culprit ?? null,
+        red_on_base: entry.data.outcome === "red_on_base",
+        gate_runs: entry.data.gate_runs ?? 0,
+        time_ms: entry.data.time_ms ?? 0,
+      };
     case "merge.success":
     case "merge.conflict":
     case "merge.failed":
@@ -172,10 +193,10 @@ function changeOf(event: LedgerEvent, runDir: string): RunChange | null {
   }
 }
 
-/** How many tasks are in each state, who waits for an answer, and who needs a person. */
+/** How many tasks are in each state, who waits for an answer, who needs a person, and where the merge is. */
 export function taskSummary(
   view: RunView | null,
-): Pick<WaitOutput, "tasks" | "waiting_input" | "needs_human"> {
+): Pick<WaitOutput, "tasks" | "waiting_input" | "needs_human" | "merge"> {
   const tasks: Record<string, number> = {};
   const waiting: WaitOutput["waiting_input"] = [];
   const humans: WaitOutput["needs_human"] = [];
@@ -185,7 +206,7 @@ export function taskSummary(
     if (t.waiting_since) waiting.push({ task: t.id, asks: t.waiting_for, answers: t.waiting_answers });
     if (t.needs_human) humans.push({ task: t.id, reason: t.detail });
   }
-  return { tasks, waiting_input: waiting, needs_human: humans };
+  return { tasks, waiting_input: waiting, needs_human: humans, merge: view?.merge?.line ?? null };
 }
 
 /**

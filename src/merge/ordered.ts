@@ -4,6 +4,7 @@ import { partialIntegration } from "../git/merge.js";
 import { isAncestor, treeOf } from "../git/repo.js";
 import type { AttemptSide } from "../task/attempt.js";
 import type { TaskRun } from "../task/task-run.js";
+import { fixTask } from "./gate-fix.js";
 import { gaveUp, type NewRedo, redoTask } from "./redo.js";
 
 /** The merge taken task by task: its tree and the tasks' commits, or why it halted and every conflict. */
@@ -12,12 +13,15 @@ export interface OrderedMerge {
   /** Each task's commit as merged (a redone task's new result). */
   items: FoldItem[];
   conflicts: Conflict[];
+  /** After each merged item: a commit whose tree is the merge so far (a bisect's probes). */
+  steps: string[];
   /** Why the merge halted (a redo gave up, the run was stopped); null when it did not. */
   halted: string | null;
 }
 
 /**
- * merge.on_conflict "redo": the tasks' results merged one by one in dependency order, in memory.
+ * merge.on_conflict "redo" (and a bisect's fix, merge.on_gate_failure "bisect_and_fix"): the
+ * tasks' results merged one by one in dependency order, in memory.
  * A task whose result conflicts with the merge so far is redone from it (redo.ts) and the merge
  * goes on with its new result. A dependent of a redone task carries the replaced result, so its
  * own work alone is merged (replayed from its start); if that conflicts, it is redone the same
@@ -36,24 +40,57 @@ export async function mergeInOrder(side: AttemptSide): Promise<OrderedMerge | "d
     const t = recorder.get(id);
     const resolved = t.redone.findLast((r) => r.outcome === "resolved");
     if (t.redo === null && resolved && resolved.commit === t.commit) {
-      // A resume after its redo resolved: its result already holds the merge before it.
       replaced.push(resolved.before_commit);
-      fold.adopt(itemOf(t));
-      continue;
+      // Its redo resolved (a resume, or a merge taken again for a bisect's fix): its result holds
+      // the merge before it, unless that changed since (a fix before it); then its own work is
+      // merged onto the new one, as a dependent's is.
+      if ((await treeOf(root, resolved.start_commit)) === (await fold.tree())) {
+        fold.adopt(itemOf(t));
+        continue;
+      }
     }
     const replay = await replayFrom(root, t, replaced);
+    if (t.redo?.cause === "gate") {
+      // The bisect's culprit, given a fix (gate-fix.ts): run here, on the merge before it.
+      if ((await treeOf(root, t.redo.start)) !== (await fold.tree()))
+        throw new Error(`the merge before ${id} is not the one its fix started from (${t.redo.start})`);
+      const end = await fixTask(side, id);
+      if (end === "detached") return end;
+      if (end.kind === "resolved") {
+        replaced.push(end.before);
+        fold.adopt({ task: id, commit: end.commit, start: end.start });
+        continue;
+      }
+      // Its earlier result is back and merges as before: the run-level gate judges the
+      // integration again, and the bisect, which knows it, names it.
+      const again = await fold.step(itemOf(recorder.get(id)), replay);
+      if (!again.clean) {
+        conflicts.push(...again.conflicts);
+        halted ??= end.why;
+      }
+      continue;
+    }
     let redo: NewRedo | null = null;
     let first: Conflicting | null = null;
     if (t.redo === null) {
       const step = await fold.step(itemOf(t), replay);
       if (step.clean) continue;
       first = step;
-      if (halted !== null || stop.ending || t.redone.length >= run.settings.redo_attempts) {
+      const redos = t.redone.filter((r) => r.cause === "conflict").length;
+      if (
+        halted !== null ||
+        stop.ending ||
+        run.settings.on_conflict !== "redo" ||
+        redos >= run.settings.redo_attempts
+      ) {
         conflicts.push(...first.conflicts);
-        // Past its redos (a resume after its earlier result was put back), or stopped.
+        // "halt" (the merge goes task by task for a gate's fix), past its redos (a resume after
+        // its earlier result was put back), or stopped.
         halted ??= stop.ending
           ? "the run was stopped during the merge"
-          : gaveUp(t, run.settings.redo_attempts);
+          : run.settings.on_conflict !== "redo"
+            ? "the tasks' changes conflict"
+            : gaveUp(t, run.settings.redo_attempts);
         continue;
       }
       const merged = fold.mergedItems;
@@ -91,7 +128,7 @@ export async function mergeInOrder(side: AttemptSide): Promise<OrderedMerge | "d
   // Halted: every pair, as "halt" lists them (a left-out task against those merged after it).
   if (halted !== null)
     conflicts.push(...(await hiddenConflicts(root, await fold.result(), { base: baseCommit })));
-  return { tree: await fold.tree(), items: [...fold.mergedItems], conflicts, halted };
+  return { tree: await fold.tree(), items: [...fold.mergedItems], steps: [...fold.steps], conflicts, halted };
 }
 
 type Conflicting = Extract<FoldStep, { clean: false }>;

@@ -57,7 +57,7 @@ export async function redoTask(
     for (;;) {
       const redo = t.redo!;
       if (redo.step === "restoring") return await restore(side, t, p);
-      if (redo.step === "recorded") await prepare(side, t, p);
+      if (redo.step === "recorded") await prepareRedo(side, t, p);
       const verdict = await attemptAndGate(side, t, p, t.attemptDir !== null);
       if (verdict === "detached") return "detached";
       const ended = entryOf(
@@ -68,7 +68,7 @@ export async function redoTask(
       );
       if (verdict.reason === null) {
         const artifacts = await collectArtifacts(run, side.ports, t, p);
-        await finished(side, t, ended, false);
+        await redoFinished(side, t, ended, false);
         await recorder.transition(
           taskId,
           { to: "success" },
@@ -82,7 +82,7 @@ export async function redoTask(
         return { kind: "resolved", commit: t.commit!, start: redo.start, before: redo.before };
       }
       const last = redo.n >= run.settings.redo_attempts || ended.outcome === "cancelled";
-      await finished(side, t, ended, last);
+      await redoFinished(side, t, ended, last);
       if (t.session) await side.ports.runner.close([t.session]);
       if (last) {
         recorder.checkpoint(taskId, { redone: [...t.redone, ended], redo: { ...redo, step: "restoring" } });
@@ -115,18 +115,12 @@ async function recordRedo(
   previous?: RedoProgress,
 ): Promise<void> {
   const { run, ports, recorder } = side;
-  const root = run.git!.root;
   const before = previous?.before ?? t.commit!;
   const taskStart = previous?.restore.startCommit ?? t.startCommit ?? run.git!.baseCommit;
   // The task's artifacts folder, which its agent could write: nothing here follows a link it left.
   const dir = `redo-${n}`;
   const patchFile = join(p.workspace.artifactsDir, "redo-1", "before.patch");
-  if (n === 1) {
-    const patch = ports.redactor.redactBytes(await diffPatch(root, taskStart, before));
-    writeFresh(p.workspace.artifactsDir, "redo-1/before.patch", patch);
-    copyIfThere(p.workspace.artifactsDir, "handoff.md", `${dir}/before-handoff.md`);
-    await keepRef(root, redoRefOf(run.runId, t.id), before, `termorch: ${t.id}'s result before its redo`);
-  }
+  if (n === 1) await keepEarlier(side, t, p, { dir, taskStart, before });
   const { mergedBefore } = c;
   const facts = await conflictFacts(run, recorder, {
     task: t.id,
@@ -147,6 +141,8 @@ async function recordRedo(
   const withIds = [...new Set(c.units.flatMap((u) => u.with))];
   const files = [...new Set(c.units.flatMap((u) => u.paths))].sort();
   const progress: RedoProgress = {
+    cause: "conflict",
+    kept: "redo-1",
     n,
     attempt: t.attempts + 1,
     start: c.start,
@@ -159,22 +155,12 @@ async function recordRedo(
     units: c.units,
     section: sectionFile,
     startedAt: ports.now(),
-    restore: previous?.restore ?? {
-      startCommit: t.startCommit,
-      commit: before,
-      gates: t.gates,
-      logs: t.logs,
-      artifacts: t.artifacts,
-      agentResult: t.agentResult,
-      exitCode: t.exitCode,
-      attemptDir: t.attemptDir,
-      attemptStartedAt: t.attemptStartedAt,
-      finishedAt: t.finishedAt,
-    },
+    restore: previous?.restore ?? earlierResult(t, before),
   };
   await ports.ledger.append(
     "merge.redo_started",
     {
+      cause: "conflict",
       redo: n,
       attempt: progress.attempt,
       conflicted_with: withIds,
@@ -189,11 +175,46 @@ async function recordRedo(
   await killPoint(run.fault, "kill-after-redo-recorded", t.id);
 }
 
+/** What putBack restores of a task's record: its result before its first redo. */
+export function earlierResult(t: Readonly<TaskRun>, before: string): RedoProgress["restore"] {
+  return {
+    startCommit: t.startCommit,
+    commit: before,
+    gates: t.gates,
+    logs: t.logs,
+    artifacts: t.artifacts,
+    agentResult: t.agentResult,
+    exitCode: t.exitCode,
+    attemptDir: t.attemptDir,
+    attemptStartedAt: t.attemptStartedAt,
+    finishedAt: t.finishedAt,
+  };
+}
+
+/**
+ * The task's result before its first redo, kept: its diff (redacted) and handoff in `dir` of its
+ * artifacts, where putBack finds them, and its commit on a ref, so nothing of it is lost.
+ */
+export async function keepEarlier(
+  side: Pick<AttemptSide, "run" | "ports">,
+  t: Readonly<TaskRun>,
+  p: TaskPlan,
+  o: { dir: string; taskStart: string; before: string },
+): Promise<void> {
+  const { run, ports } = side;
+  const root = run.git!.root;
+  const patch = ports.redactor.redactBytes(await diffPatch(root, o.taskStart, o.before));
+  writeFresh(p.workspace.artifactsDir, `${o.dir}/before.patch`, patch);
+  copyIfThere(p.workspace.artifactsDir, "handoff.md", `${o.dir}/before-handoff.md`);
+  await keepRef(root, redoRefOf(run.runId, t.id), o.before, `termorch: ${t.id}'s result before its redo`);
+}
+
 /**
  * Step 2: the task's branch moved (compare-and-swap) from where it is to the redo's start, a
- * fresh worktree checked out on it, the session of its earlier attempt closed.
+ * fresh worktree checked out on it, the session of its earlier attempt closed. A gate's fix
+ * (gate-fix.ts) takes the same step.
  */
-async function prepare(side: AttemptSide, t: Readonly<TaskRun>, p: TaskPlan): Promise<void> {
+export async function prepareRedo(side: AttemptSide, t: Readonly<TaskRun>, p: TaskPlan): Promise<void> {
   const { run, ports, recorder } = side;
   const redo = t.redo!;
   const root = run.git!.root;
@@ -247,6 +268,7 @@ function entryOf(
   const redo = t.redo!;
   return {
     task: t.id,
+    cause: "conflict",
     redo: redo.n,
     attempt: t.attempts,
     conflicted_with: redo.with,
@@ -261,15 +283,23 @@ function entryOf(
     gates: t.gates,
     logs: t.logs,
     conflict_section: `artifacts/${t.id}/redo-${redo.n}/conflict.md`,
+    run_gate: null,
     started_at: new Date(redo.startedAt).toISOString(),
     finished_at: new Date(side.ports.now()).toISOString(),
   };
 }
 
-async function finished(side: AttemptSide, t: Readonly<TaskRun>, e: Redo, restored: boolean): Promise<void> {
+/** The ledger's `merge.redo_finished` of a redo (of either cause) that ended. */
+export async function redoFinished(
+  side: Pick<AttemptSide, "ports">,
+  t: Readonly<TaskRun>,
+  e: Redo,
+  restored: boolean,
+): Promise<void> {
   await side.ports.ledger.append(
     "merge.redo_finished",
     {
+      cause: e.cause,
       redo: e.redo,
       attempt: e.attempt,
       outcome: e.outcome,
@@ -287,6 +317,12 @@ async function finished(side: AttemptSide, t: Readonly<TaskRun>, e: Redo, restor
  * record go back to the task's earlier result, as if no redo had run, and the merge halts.
  */
 async function restore(side: AttemptSide, t: Readonly<TaskRun>, p: TaskPlan): Promise<RedoEnd> {
+  await putBack(side, t, p);
+  return { kind: "gave_up", why: gaveUp(t, side.run.settings.redo_attempts) };
+}
+
+/** The branch, worktree, artifacts and record of a task mid-redo back at its earlier result. */
+export async function putBack(side: AttemptSide, t: Readonly<TaskRun>, p: TaskPlan): Promise<void> {
   const { run, recorder } = side;
   const redo = t.redo!;
   const root = run.git!.root;
@@ -303,11 +339,10 @@ async function restore(side: AttemptSide, t: Readonly<TaskRun>, p: TaskPlan): Pr
     );
   if (p.workspace.worktree !== null && existsSync(p.workspace.worktree))
     await side.ports.workspace.reset(p.workspace.worktree, redo.before, p.workspace.keepInRepo);
-  copyIfThere(p.workspace.artifactsDir, "redo-1/before.patch", "changes.patch");
-  copyIfThere(p.workspace.artifactsDir, "redo-1/before-handoff.md", "handoff.md");
+  copyIfThere(p.workspace.artifactsDir, `${redo.kept}/before.patch`, "changes.patch");
+  copyIfThere(p.workspace.artifactsDir, `${redo.kept}/before-handoff.md`, "handoff.md");
   const { finishedAt: _finishedAt, ...facts } = redo.restore;
   await recorder.transition(t.id, { to: "success" }, { ...facts, redo: null });
-  return { kind: "gave_up", why: gaveUp(t, run.settings.redo_attempts) };
 }
 
 /** Why the merge halted after a task's redos: what the last one came to. */
@@ -322,7 +357,7 @@ export function gaveUp(t: Readonly<TaskRun>, of: number): string {
 }
 
 /** `from` copied to `to` in a task's artifacts folder (`to` removed when `from` is not there), through no link. */
-function copyIfThere(artifactsDir: string, from: string, to: string): void {
+export function copyIfThere(artifactsDir: string, from: string, to: string): void {
   if (kindInside(artifactsDir, from) === "file") copyFresh(artifactsDir, from, artifactsDir, to);
   else rmSync(join(artifactsDir, to), { force: true, recursive: true });
 }

@@ -1,4 +1,4 @@
-import type { Conflict, RefChange, Report } from "../contract/report.js";
+import type { Conflict, Gate, RefChange, Report } from "../contract/report.js";
 import { errorText, unreachable } from "../errors.js";
 import type { FoldItem } from "../git/fold.js";
 import {
@@ -18,6 +18,9 @@ import type { TaskRecorder } from "../task/recorder.js";
 import { recordCreatedRefs, refChanges, refsAtStart } from "../task/ref-watch.js";
 import type { RunPlan } from "../task/run-plan.js";
 import type { RunStop } from "../task/stop.js";
+import type { TestsRan } from "../task/tests-gate.js";
+import { bisectGate, type MergeProgressSink, readBisects, testsRanOf } from "./bisect.js";
+import { fixGaveUp, recordGateFix } from "./gate-fix.js";
 import { type HaltedMerge, writeRedoAssignments } from "./halt-files.js";
 import { integrationMessage } from "./integration-message.js";
 import { clearMergeIntent, readMergeIntent, recordMergeIntent } from "./intent.js";
@@ -32,6 +35,7 @@ import {
 import { runLevelGates } from "./run-level-gates.js";
 import { answerForeignMove, foreignTargetMove } from "./target-guard.js";
 
+export type { MergeProgressSink } from "./bisect.js";
 export type { MergeStageResult } from "./recovery.js";
 
 /**
@@ -46,6 +50,7 @@ export async function mergeStage(
   ports: Ports,
   stop: RunStop,
   recorder: TaskRecorder,
+  progress: MergeProgressSink = () => {},
 ): Promise<MergeStageResult | "detached"> {
   const { order } = run;
   if (!run.git)
@@ -76,7 +81,7 @@ export async function mergeStage(
     const merged = stop.ending
       ? // A detach here still merges: the tasks are done, and the run can be finished now.
         ({ merge: skippedMerge("the run was stopped before the merge"), validation: "skipped" } as const)
-      : await mergeTasks(run, ports, stop, recorder, refsChanged, foreign);
+      : await mergeTasks({ run, ports, stop, recorder, progress }, refsChanged, foreign);
     // The run-level gates were interrupted by a detach: the resumed run merges.
     if (merged === "detached") return merged;
     stage = merged;
@@ -86,14 +91,21 @@ export async function mergeStage(
   return { ...stage, merge: { ...stage.merge, refsChanged } };
 }
 
+/** What the merge of the tasks works with. */
+interface MergeSide {
+  run: RunPlan;
+  ports: Ports;
+  stop: RunStop;
+  recorder: TaskRecorder;
+  progress: MergeProgressSink;
+}
+
 async function mergeTasks(
-  run: RunPlan,
-  ports: Ports,
-  stop: RunStop,
-  recorder: TaskRecorder,
+  side: MergeSide,
   refsChanged: readonly RefChange[],
   foreign: string | null,
 ): Promise<MergeStageResult | "detached"> {
+  const { run, ports, stop, recorder, progress } = side;
   const { order } = run;
   const tasks = order.map((id) => recorder.get(id));
   // A task mid-redo (a resume) is done: the merge goes on with its redo.
@@ -108,46 +120,82 @@ async function mergeTasks(
   }
   const { root, baseCommit, targetRef } = run.git!;
   const outcome: MergeOutcome = { ...skippedMerge(""), order: [...order], baseCommit, target: targetRef };
-  await ports.ledger.append("merge.started", { on_conflict: run.settings.on_conflict, order: [...order] });
-  const check = await checkTasks(run, ports, stop, recorder);
-  if (check === "detached") return check;
-  const { items } = check;
-  if (check.tree === null) {
-    const redoAssignments = await writeRedoAssignments(run, ports, recorder, check.rest);
-    return {
-      merge: {
-        ...outcome,
-        result: "conflict",
-        reason: check.halted,
-        conflicts: check.conflicts,
-        redoAssignments,
-      },
-      validation: "skipped",
-    };
-  }
-  const integrationBranch = integrationBranchOf(run);
-  const message = integrationMessage(
-    run.runId,
-    items.map((i) => {
-      const t = recorder.get(i.task);
-      return { id: i.task, attempt: t.attempts, commit: i.commit, redone: t.redone };
-    }),
-    await carriersOf(root, items, recorder),
-  );
-  const integration = await createIntegrationCommit(root, {
-    tree: check.tree,
-    parents: check.parents,
-    message,
-    branch: integrationBranch,
-    identity: run.identity,
+  await noteBisects(run, outcome);
+  await ports.ledger.append("merge.started", {
+    on_conflict: run.settings.on_conflict,
+    on_gate_failure: run.settings.on_gate_failure,
+    order: [...order],
   });
-  outcome.resultCommit = integration;
-  await killPoint(run.fault, "kill-after-integration-commit");
+  const integrationBranch = integrationBranchOf(run);
+  // The gates of a commit already judged (the integration, before its bisect): not run twice.
+  const judged = new Map<string, Gate[]>();
+  let items: MergeItem[];
+  let message: string;
+  let integration: string;
+  for (;;) {
+    // A culprit given a fix is run again in this merge (ordered.ts).
+    const fixing = recorder.all().find((t) => t.redo?.cause === "gate");
+    progress({
+      step: fixing ? "fixing" : "merging",
+      probe: null,
+      culprit: fixing?.id ?? outcome.culprit?.task ?? null,
+      red_on_base: false,
+    });
+    const check = await checkTasks(run, ports, stop, recorder);
+    if (check === "detached") return check;
+    items = check.items;
+    if (check.tree === null) {
+      const redoAssignments = await writeRedoAssignments(run, ports, recorder, check.rest);
+      return {
+        merge: {
+          ...outcome,
+          result: "conflict",
+          reason: check.halted,
+          conflicts: check.conflicts,
+          redoAssignments,
+        },
+        validation: "skipped",
+      };
+    }
+    message = integrationMessage(
+      run.runId,
+      items.map((i) => {
+        const t = recorder.get(i.task);
+        return { id: i.task, attempt: t.attempts, commit: i.commit, redone: t.redone };
+      }),
+      await carriersOf(root, items, recorder),
+    );
+    integration = await createIntegrationCommit(root, {
+      tree: check.tree,
+      parents: check.parents,
+      message,
+      branch: integrationBranch,
+      identity: run.identity,
+    });
+    outcome.resultCommit = integration;
+    await killPoint(run.fault, "kill-after-integration-commit");
+    if (run.settings.on_gate_failure === "halt") break;
+    const next = await bisectIfRed(side, outcome, judged, { integration, check });
+    if (next === "merge") break;
+    if (next === "fix") continue;
+    return next;
+  }
+  progress({ step: "validating", probe: null, culprit: outcome.culprit?.task ?? null, red_on_base: false });
 
   let validation: Report["summary"]["validation"] = "skipped";
+  const stopped = (when: string): MergeStageResult => ({
+    merge: {
+      ...outcome,
+      result: "skipped",
+      reason: `the run was stopped ${when}; nothing was merged (the result is on ${integrationBranch})`,
+    },
+    validation: "skipped",
+  });
   const validate = async (commit: string, what: string): Promise<MergeStageResult | "detached" | null> => {
-    const gates = await runLevelGates(run, ports, stop, commit);
+    const gates = judged.get(commit) ?? (await runLevelGates(run, ports, stop, commit));
     if (gates === "detached") return gates;
+    // Cancelled meanwhile: a gate cut short says nothing about the work.
+    if (stop.ending) return stopped("during its run-level gates");
     outcome.gates = gates;
     outcome.validatedCommit = gates.some((g) => g.passed !== null) ? commit : null;
     const failed = gates.filter((g) => g.required && g.passed === false);
@@ -225,6 +273,8 @@ async function mergeTasks(
       if (invalid) return invalid;
       validated = next;
     }
+    // A cancel heard by now: the user's branch does not move.
+    if (stop.ending) return stopped("before its branch moved");
     const advanced = await advanceTarget(root, {
       ref: targetRef,
       expectedOld: expected,
@@ -278,12 +328,88 @@ async function mergeTasks(
   };
 }
 
+/**
+ * merge.on_gate_failure "bisect" / "bisect_and_fix": the integration is judged by the run-level
+ * gates first. Green (or red by another gate than tests_cmd): "merge", and the merge goes on
+ * with that verdict. Red by tests_cmd: bisected (bisect.ts). The gate red on the base, or a
+ * culprit that is not to be fixed (or whose fixes are spent): the merge ends here, the culprit
+ * named. A culprit to fix: its fix is recorded, and "fix" has the merge taken again, task by
+ * task, the fix run at its place (ordered.ts).
+ */
+async function bisectIfRed(
+  side: MergeSide,
+  outcome: MergeOutcome,
+  judged: Map<string, Gate[]>,
+  { integration, check }: { integration: string; check: TasksCheck },
+): Promise<MergeStageResult | "detached" | "merge" | "fix"> {
+  const { run, ports, stop, recorder, progress } = side;
+  progress({ step: "validating", probe: null, culprit: outcome.culprit?.task ?? null, red_on_base: false });
+  let ran: TestsRan | null = null;
+  const gates = await runLevelGates(run, ports, stop, integration, (r) => {
+    ran = r;
+  });
+  if (gates === "detached") return gates;
+  judged.set(integration, gates);
+  // Cancelled meanwhile: validate() says so (with these gates), and nothing is bisected.
+  if (stop.ending) return "merge";
+  const failed = gates.filter((g) => g.required && g.passed === false);
+  const tests = failed.find((g) => g.name === "run.tests_cmd");
+  if (!tests || failed.length > 1) return "merge";
+  const round = await bisectGate(
+    { run, ports, stop, progress },
+    { commit: integration, gate: tests, ran, items: check.items, steps: check.steps },
+  );
+  if (round === "detached") return round;
+  const halted = (reason: string): MergeStageResult => ({
+    merge: { ...outcome, gates, validatedCommit: integration, result: "skipped", reason },
+    validation: "failed",
+  });
+  if (round === "stopped")
+    return halted(
+      `run-level validation failed on the integration commit ${short(integration)} (run.tests_cmd), and the run was stopped during its bisect; nothing was merged`,
+    );
+  await noteBisects(run, outcome);
+  const bisect = round.bisect!;
+  const { culprit } = round;
+  if (bisect.outcome === "red_on_base" || culprit === null)
+    return halted(
+      `run-level validation failed: run.tests_cmd fails on the base commit ${short(bisect.base.commit)} itself, before any task merged (${bisect.base.detail}); no task broke it, so nothing was bisected; nothing was merged`,
+    );
+  const t = recorder.get(culprit.task);
+  const k = check.items.findIndex((i) => i.task === culprit.task) + 1;
+  const fixed = t.redone.some((r) => r.cause === "gate");
+  if (run.settings.on_gate_failure === "bisect_and_fix" && !fixed && k > 0) {
+    const ranThere = round.runs[String(k)];
+    await recordGateFix({ run, ports, stop, recorder }, culprit.task, {
+      start: round.start!,
+      mergedBefore: check.items.slice(0, k - 1).map((i) => i.task),
+      gate: { name: culprit.gate, required: true, passed: false, detail: culprit.detail },
+      ran: ranThere ? testsRanOf(ranThere) : null,
+      probeCommit: culprit.probe_commit,
+    });
+    return "fix";
+  }
+  const cost = `${bisect.probes.length} probe${bisect.probes.length === 1 ? "" : "s"}, ${bisect.gate_runs} gate runs`;
+  return halted(
+    `run-level validation failed on the integration commit ${short(integration)} (run.tests_cmd): the bisect found that ${culprit.task}'s merge turns it red (${cost})${fixed ? `; ${fixGaveUp(t, run.settings.gate_fix_attempts)}` : ""}; nothing was merged`,
+  );
+}
+
+/** The report's bisects and culprit, as bisect.json has them (a resume's included). */
+async function noteBisects(run: Pick<RunPlan, "privateDir">, outcome: MergeOutcome): Promise<void> {
+  const { rounds } = await readBisects(run);
+  outcome.bisects = rounds.flatMap((r) => (r.bisect ? [r.bisect] : []));
+  outcome.culprit = rounds.findLast((r) => r.bisect !== null)?.culprit ?? null;
+}
+
 /** The merge computed in memory: its tree and parents, or (tree null) why not and every conflict. */
 type TasksCheck = {
   tree: string | null;
   parents: string[];
   /** The tasks' results as merged (a redone task's new one). */
   items: MergeItem[];
+  /** After each item: a commit whose tree is the merge so far. */
+  steps: string[];
   conflicts: Conflict[];
   halted: string;
   /** When it halted: what merged cleanly, and what was left out. */
@@ -323,8 +449,10 @@ async function checkTasks(
 ): Promise<TasksCheck | "detached"> {
   const { root, baseCommit } = run.git!;
   const nothing = "the tasks' changes conflict; nothing was merged";
-  if (run.settings.on_conflict === "redo") {
-    ports.log.info({ tasks: run.order.length }, "merging task by task (conflicts are redone)");
+  // A bisect's fix runs at its task's place in the merge, as a redo does.
+  const fixing = recorder.all().some((t) => t.redo !== null || t.redone.some((r) => r.cause === "gate"));
+  if (run.settings.on_conflict === "redo" || fixing) {
+    ports.log.info({ tasks: run.order.length }, "merging task by task");
     const ordered = await mergeInOrder({ run, ports, stop, recorder });
     if (ordered === "detached") return ordered;
     const parents = await integrationParents(
@@ -338,6 +466,7 @@ async function checkTasks(
       tree: halted ? null : ordered.tree,
       parents,
       items: ordered.items,
+      steps: ordered.steps,
       conflicts: ordered.conflicts,
       halted: ordered.halted ? `${ordered.halted}; nothing was merged` : nothing,
       rest: {
@@ -358,6 +487,7 @@ async function checkTasks(
     tree: check.conflicts.length > 0 ? null : check.tree,
     parents: check.parents,
     items,
+    steps: check.steps,
     conflicts: check.conflicts,
     halted: nothing,
     rest: {

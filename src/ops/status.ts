@@ -1,7 +1,7 @@
 import { readdir } from "node:fs/promises";
 import { isAbsolute, join } from "node:path";
 import type { TaskState } from "../contract/reason.js";
-import type { RunState, TaskRun } from "../contract/state.js";
+import type { MergeProgress, RunState, TaskRun } from "../contract/state.js";
 import { isLive, type RunView, type StatusView, type TaskView } from "../contract/status-view.js";
 import { lastLogLine } from "./last-line.js";
 import { driverAlive } from "./liveness.js";
@@ -113,8 +113,9 @@ async function taskView(
     attempt_history: t.history,
     needs_human: s === "failed" && t.needsHuman,
     redo: t.redo && {
+      cause: t.redo.cause,
       n: t.redo.n,
-      of: state.options.redo_attempts,
+      of: t.redo.cause === "gate" ? state.options.gate_fix_attempts : state.options.redo_attempts,
       with: t.redo.with,
       files: t.redo.files,
       started_at: new Date(t.redo.startedAt).toISOString(),
@@ -173,8 +174,32 @@ export async function runView(
     exit_code: state.exit_code,
     hint,
     notices: state.notices,
+    merge: mergeView(state.merge, phase !== "running"),
     tasks,
   };
+}
+
+/** The run's merge line: where the merge is while it runs; once it ended, only what a bisect found. */
+export function mergeView(m: MergeProgress | null, ended: boolean): RunView["merge"] {
+  if (m === null) return null;
+  const line = mergeLine(m, ended);
+  return line === null ? null : { ...m, line };
+}
+
+function mergeLine(m: MergeProgress, ended: boolean): string | null {
+  if (m.red_on_base) return "run.tests_cmd is red on the base itself: no task broke it";
+  if (m.culprit !== null) {
+    const what = `${m.culprit}'s merge turns run.tests_cmd red`;
+    return m.step === "fixing" && !ended ? `${what}: fixing it` : `culprit ${m.culprit} (${what})`;
+  }
+  if (ended) return null;
+  if (m.step === "bisecting" && m.probe) {
+    const { n, of, k, task } = m.probe;
+    const merged =
+      k === 0 ? "the base, no task merged" : `the first ${k} task${k === 1 ? "" : "s"}, up to ${task}`;
+    return `bisecting run.tests_cmd: probe ${n} of ~${of} (${merged})`;
+  }
+  return m.step === "merging" ? "merging the tasks" : "running the run-level gates";
 }
 
 /**

@@ -1,6 +1,6 @@
 import { addUsage } from "../contract/agent-result.js";
-import type { OnConflict } from "../contract/merge-policy.js";
-import type { Conflict, Gate, RefChange, Report, TaskReport } from "../contract/report.js";
+import type { OnConflict, OnGateFailure } from "../contract/merge-policy.js";
+import type { Bisect, Conflict, Culprit, Gate, RefChange, Report, TaskReport } from "../contract/report.js";
 import type { TaskRun } from "../contract/state.js";
 import {
   type ErrorKind,
@@ -28,6 +28,9 @@ export interface MergeOutcome {
   refsChanged: RefChange[];
   /** A halted merge's assignments files (artifacts/redo/<task>.json), relative to the run directory. */
   redoAssignments: string[];
+  /** The bisects of a red run-level tests_cmd, and the task the last one found. */
+  bisects: Bisect[];
+  culprit: Culprit | null;
 }
 
 export function skippedMerge(reason: string): MergeOutcome {
@@ -44,6 +47,8 @@ export function skippedMerge(reason: string): MergeOutcome {
     targetMovedTo: null,
     refsChanged: [],
     redoAssignments: [],
+    bisects: [],
+    culprit: null,
   };
 }
 
@@ -68,6 +73,8 @@ export interface ReportInput {
   merge: MergeOutcome;
   /** The run's answer to conflicts (its settings); default "halt". */
   onConflict?: OnConflict;
+  /** Its answer to a red run-level tests_cmd; default "halt". */
+  onGateFailure?: OnGateFailure;
   /** Run-level validation, when it ran. */
   validation: "passed" | "failed" | "skipped";
   cancelled: boolean;
@@ -77,6 +84,20 @@ export interface ReportInput {
   criticalPath: string[];
   maxParallel: number;
   peakParallelism: number;
+}
+
+/**
+ * "bisect_and_fix": whether the culprit's (last) fix made the run-level gate pass on the merge
+ * with it; null when none ran.
+ */
+function culpritFixed(
+  task: string,
+  tasks: readonly TaskRun[],
+  onGateFailure: OnGateFailure | undefined,
+): boolean | null {
+  if (onGateFailure !== "bisect_and_fix") return null;
+  const last = tasks.find((t) => t.id === task)?.redone.findLast((r) => r.cause === "gate");
+  return last ? last.outcome === "resolved" : null;
 }
 
 const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
@@ -193,9 +214,15 @@ export function buildReport(input: ReportInput): Report {
       result: input.merge.result,
       conflicts,
       on_conflict: input.onConflict ?? "halt",
+      on_gate_failure: input.onGateFailure ?? "halt",
       // Each task keeps its own; the run's are in the order they started.
       redone: input.tasks.flatMap((t) => t.redone).sort((a, b) => a.started_at.localeCompare(b.started_at)),
       redo_assignments: input.merge.redoAssignments,
+      bisects: input.merge.bisects,
+      culprit: input.merge.culprit && {
+        ...input.merge.culprit,
+        fixed: culpritFixed(input.merge.culprit.task, input.tasks, input.onGateFailure),
+      },
       reason: input.merge.reason,
       order: input.merge.order,
       base_commit: input.merge.baseCommit,

@@ -39,6 +39,7 @@ const OUTCOME_TEXT: Record<TimelineBar["outcome"], string> = {
   failed: "failed",
   retried: "failed, retried",
   conflicted: "succeeded, conflicted in the merge, redone",
+  broke_gate: "succeeded, its merge turned the run-level tests_cmd red, run again to fix it",
   cancelled: "cancelled",
   running: "running",
 };
@@ -99,7 +100,9 @@ export function renderTimeline(timeline: Timeline): HtmlFragment {
     parts.push(
       `<div class="tl-wave tl-merge-group"><div class="tl-row"><div class="tl-label"><span class="tl-name">merge</span></div>` +
         `<div class="tl-track"><div class="tl-span merge merge-${escapeHtml(m.result ?? "running")}" style="${pos(m.start, end)}" title="${escapeHtml(title)}"></div>` +
-        `<span class="tl-note" style="left:${pct(end).toFixed(3)}%">${escapeHtml(m.result ?? "merging…")}</span></div></div></div>`,
+        `<span class="tl-note" style="left:${pct(end).toFixed(3)}%">${escapeHtml(m.result ?? "merging…")}</span></div></div>` +
+        bisectRowHtml(m, { pos, pct }) +
+        "</div>",
     );
   }
 
@@ -118,6 +121,33 @@ export function renderTimeline(timeline: Timeline): HtmlFragment {
   return { html, css: TIMELINE_CSS };
 }
 
+/**
+ * The bisects' gate runs under the merge: each probe where it ran (green passed, red failed;
+ * its title says how many tasks it merged), and what they found.
+ */
+function bisectRowHtml(
+  m: NonNullable<Timeline["merge"]>,
+  o: { pos: (start: number, end: number) => string; pct: (t: number) => number },
+): string {
+  if (m.probes.length === 0) return "";
+  const marks = m.probes.map((p) => {
+    const merged =
+      p.k === 0 ? "the base (no task merged)" : `the first ${p.k} of ${p.of} tasks, up to ${p.task}`;
+    const title = `probe of ${merged}: run.tests_cmd ${p.passed ? "passed" : "failed"} (${formatDuration(p.durationMs)})`;
+    return `<div class="tl-probe ${p.passed ? "passed" : "failed"}" data-k="${p.k}" style="${o.pos(p.at - p.durationMs, p.at)}" title="${escapeHtml(title)}"></div>`;
+  });
+  const last = m.probes.at(-1)!.at;
+  const found = m.redOnBase
+    ? "red on the base: no task broke it"
+    : m.culprit
+      ? `culprit: ${m.culprit}`
+      : "bisecting…";
+  return (
+    `<div class="tl-row tl-bisect"><div class="tl-label"><span class="tl-name">bisect</span> <span class="tl-attempt">${m.probes.length} runs</span></div>` +
+    `<div class="tl-track">${marks.join("")}<span class="tl-note" style="left:${o.pct(last).toFixed(3)}%">${escapeHtml(found)}</span></div></div>`
+  );
+}
+
 function rowHtml(
   row: TimelineRow,
   o: {
@@ -129,9 +159,12 @@ function rowHtml(
   const name = `<span class="tl-name">${escapeHtml(row.task)}</span>`;
   const attempt =
     row.bar?.redo != null
-      ? ` <span class="tl-attempt tl-redo">redo ${row.bar.redo}</span>`
+      ? ` <span class="tl-attempt tl-redo">${row.bar.redoCause === "gate" ? "fix" : "redo"} ${row.bar.redo}</span>`
       : row.attempt !== null &&
-          (row.attempt > 1 || row.bar?.outcome === "retried" || row.bar?.outcome === "conflicted")
+          (row.attempt > 1 ||
+            row.bar?.outcome === "retried" ||
+            row.bar?.outcome === "conflicted" ||
+            row.bar?.outcome === "broke_gate")
         ? ` <span class="tl-attempt">#${row.attempt}</span>`
         : "";
   const star = row.critical
@@ -165,7 +198,9 @@ function barHtml(
   const redo =
     bar.redo === null
       ? ""
-      : ` (redo ${bar.redo} of its conflict with ${bar.conflict?.with.join(", ") || "the tasks before it"})`;
+      : bar.redoCause === "gate"
+        ? ` (fix ${bar.redo} of the run-level tests_cmd its merge turned red)`
+        : ` (redo ${bar.redo} of its conflict with ${bar.conflict?.with.join(", ") || "the tasks before it"})`;
   const title = `${bar.task} attempt ${bar.attempt}${bar.agent ? ` (${bar.agent})` : ""}${redo}: ${OUTCOME_TEXT[bar.outcome]}${why}, ${duration}${
     bar.exitCode === null ? "" : `, exit code ${bar.exitCode}`
   }${bar.host ? `, on ${bar.host}` : ""}${bar.feedback ? `; it was told what went wrong before: ${bar.feedback}` : ""}${
@@ -179,7 +214,9 @@ function barHtml(
       ? duration
       : bar.outcome === "conflicted"
         ? `${duration} · conflicted with ${bar.conflict?.with.join(", ") ?? "?"}`
-        : `${duration} · ${bar.outcome === "retried" ? "retried" : bar.outcome}${bar.reason && bar.outcome !== "running" ? `: ${bar.reason}` : ""}`;
+        : bar.outcome === "broke_gate"
+          ? `${duration} · its merge turned the gate red`
+          : `${duration} · ${bar.outcome === "retried" ? "retried" : bar.outcome}${bar.reason && bar.outcome !== "running" ? `: ${bar.reason}` : ""}`;
   return (
     `<div class="${classes}" data-task="${escapeHtml(bar.task)}" data-attempt="${bar.attempt}" data-outcome="${bar.outcome}"` +
     `${bar.critical ? ' data-critical="true"' : ""}${bar.reason ? ` data-reason="${escapeHtml(bar.reason)}"` : ""}` +
@@ -230,6 +267,7 @@ function legendHtml(): string {
     item(`<i class="sw sw-failed"></i>`, "failed") +
     item(`<i class="sw sw-retried"></i>`, "failed, then retried") +
     item(`<i class="sw sw-conflicted"></i>`, "conflicted in the merge, then redone") +
+    item(`<i class="sw sw-broke_gate"></i>`, "its merge turned the run-level gate red, then fixed") +
     item(`<i class="sw sw-cancelled"></i>`, "cancelled") +
     item(`<i class="sw sw-running"></i>`, "running") +
     item(`<i class="sw sw-success sw-critical"></i>`, "critical path ★ (the longest chain of dependencies)") +
@@ -267,6 +305,10 @@ const TIMELINE_CSS = `
 .tl .bar.failed,.tl .sw-failed{background:#cf222e}
 .tl .bar.retried,.tl .sw-retried{background:repeating-linear-gradient(135deg,#fb8f44 0 6px,#e16f24 6px 12px)}
 .tl .bar.conflicted,.tl .sw-conflicted{background:repeating-linear-gradient(135deg,#2da44e 0 6px,#8250df 6px 12px)}
+.tl .bar.broke_gate,.tl .sw-broke_gate{background:repeating-linear-gradient(135deg,#2da44e 0 6px,#bf8700 6px 12px)}
+.tl .tl-probe{position:absolute;top:4px;height:12px;min-width:3px;border-radius:2px}
+.tl .tl-probe.passed{background:#2da44e}
+.tl .tl-probe.failed{background:#cf222e}
 .tl .bar.cancelled,.tl .sw-cancelled{background:#8c959f}
 .tl-redo{color:#8250df;font-weight:600}
 .tl .bar.running,.tl .sw-running{background:repeating-linear-gradient(135deg,#54aeff 0 6px,#218bff 6px 12px)}
@@ -503,6 +545,7 @@ function mergeHtml(r: Report, link: LinkFn, runDir: string): string {
     ["Result", `<span class="status ${escapeHtml(m.result)}">${escapeHtml(m.result)}</span>`],
     ...(m.reason ? [["Reason", escapeHtml(m.reason)]] : []),
     ["On conflict", escapeHtml(m.on_conflict)],
+    ["On gate failure", escapeHtml(m.on_gate_failure)],
     ...(m.target ? [["Target", `<code>${escapeHtml(m.target)}</code>`]] : []),
     ...(m.base_commit ? [["Base", `<code>${escapeHtml(m.base_commit.slice(0, 12))}</code>`]] : []),
     ...(m.result_commit
@@ -514,11 +557,29 @@ function mergeHtml(r: Report, link: LinkFn, runDir: string): string {
   ];
   const redone = m.redone.map(
     (x) =>
-      `<li><b>${escapeHtml(x.task)}</b> redo ${x.redo} (attempt ${x.attempt}): <span class="status ${x.outcome === "resolved" ? "success" : "failed"}">${escapeHtml(x.outcome)}</span>` +
-      ` — conflicted with ${escapeHtml(x.conflicted_with.join(", ") || "the tasks before it")} in ${x.files.map((f) => `<code>${escapeHtml(f)}</code>`).join(", ")}` +
+      `<li><b>${escapeHtml(x.task)}</b> ${x.cause === "gate" ? "fix" : "redo"} ${x.redo} (attempt ${x.attempt}): <span class="status ${x.outcome === "resolved" ? "success" : "failed"}">${escapeHtml(x.outcome)}</span>` +
+      (x.cause === "gate"
+        ? ` — its merge turned the run-level tests_cmd red${x.run_gate ? `; on the merge with this attempt it ${x.run_gate.passed ? "passed" : "failed"}` : ""}`
+        : ` — conflicted with ${escapeHtml(x.conflicted_with.join(", ") || "the tasks before it")} in ${x.files.map((f) => `<code>${escapeHtml(f)}</code>`).join(", ")}`) +
       `${x.reason ? `<div class="muted">${escapeHtml(x.reason)}${x.reason_detail ? `: ${detailHtml(x.reason_detail, link)}` : ""}</div>` : ""}` +
-      `<div>${link(x.conflict_section, "its conflict section")}${x.logs ? ` · ${link(x.logs.stdout, "stdout")} · ${link(x.logs.stderr, "stderr")}` : ""}</div></li>`,
+      `<div>${link(x.conflict_section, x.cause === "gate" ? "what it was told" : "its conflict section")}${x.logs ? ` · ${link(x.logs.stdout, "stdout")} · ${link(x.logs.stderr, "stderr")}` : ""}</div></li>`,
   );
+  const bisects = m.bisects.map((b) => {
+    const runs = [
+      `base ${b.base.passed ? "✓" : "✗"}`,
+      ...b.probes.map((p) => `${p.k} (${escapeHtml(p.task)}) ${p.passed ? "✓" : "✗"}`),
+    ].join(" · ");
+    const found =
+      b.outcome === "red_on_base"
+        ? "red on the base itself: no task broke it"
+        : `culprit <b>${escapeHtml(b.culprit ?? "?")}</b>`;
+    return `<li>${found} — ${b.gate_runs} gate runs, ${escapeHtml(formatDuration(b.time_ms))}<div class="muted">${runs}</div></li>`;
+  });
+  const culprit = m.culprit
+    ? `<p><b>${escapeHtml(m.culprit.task)}</b>'s merge turns <code>${escapeHtml(m.culprit.gate)}</code> red${
+        m.culprit.fixed === true ? " (fixed)" : m.culprit.fixed === false ? " (its fixes did not pass)" : ""
+      }: ${detailHtml(m.culprit.detail, link)}</p><pre class="tail">${escapeHtml(m.culprit.output_tail)}</pre>`
+    : "";
   const redoFiles = redoSteps(runDir, m.redo_assignments).map(
     (step, i) =>
       `<li>${link(m.redo_assignments[i]!, step.task)}: <code>${escapeHtml(step.command)}</code></li>`,
@@ -536,6 +597,7 @@ function mergeHtml(r: Report, link: LinkFn, runDir: string): string {
       m.gates.length ? gatesHtml(m.gates, true, link) : `<p class="muted">None ran.</p>`
     }</div></div>` +
     `${conflictRows.length ? `<h3>Conflicts</h3><ul class="conflicts">${conflictRows.join("")}</ul>` : ""}` +
+    `${bisects.length ? `<h3>Bisect of the run-level gate</h3><ul class="bisects">${bisects.join("")}</ul>${culprit}` : ""}` +
     `${redone.length ? `<h3>Redone</h3><ul class="redone">${redone.join("")}</ul>` : ""}` +
     `${redoFiles.length ? `<h3>To redo them</h3><ul>${redoFiles.join("")}</ul>` : ""}` +
     `${refs.length ? `<h3>Refs changed during the run</h3><ul>${refs.join("")}</ul>` : ""}</section>`
@@ -681,6 +743,7 @@ table.tasks details summary{cursor:pointer;color:#57606a;font-size:12px}
 table.tasks details code{display:block;white-space:pre-wrap;word-break:break-all;background:#f6f8fa;padding:6px 8px;border-radius:6px;margin-top:4px}
 .logs{white-space:nowrap}
 .logs a{margin-right:8px}
+pre.tail{white-space:pre-wrap;word-break:break-all;background:#f6f8fa;padding:6px 8px;border-radius:6px;font-size:12px;max-height:320px;overflow:auto}
 a{color:#0969da;text-decoration:none}
 a:hover{text-decoration:underline}
 .muted{color:#6e7781}

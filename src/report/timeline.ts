@@ -6,10 +6,18 @@ import type { LedgerEvent } from "../ledger/ledger.js";
  * How one attempt ended. `retried`: it failed and another attempt followed (task.retrying, or a
  * later attempt launched without an exit record of this one: a worker lost mid-task);
  * `conflicted`: it succeeded, but its result conflicted with the tasks merged before it, and the
- * task was redone (merge.redo_started); `cancelled`: the run's cancellation ended it; `running`:
- * no end yet (a live run).
+ * task was redone (merge.redo_started); `broke_gate`: it succeeded, but a bisect found that its
+ * merge turns the run-level tests_cmd red, and the task ran again to fix it; `cancelled`: the
+ * run's cancellation ended it; `running`: no end yet (a live run).
  */
-export type AttemptOutcome = "success" | "failed" | "retried" | "conflicted" | "cancelled" | "running";
+export type AttemptOutcome =
+  | "success"
+  | "failed"
+  | "retried"
+  | "conflicted"
+  | "broke_gate"
+  | "cancelled"
+  | "running";
 
 /** One attempt of one task: a bar of the Gantt chart. Times are epoch milliseconds. */
 export interface TimelineBar {
@@ -36,8 +44,10 @@ export interface TimelineBar {
   agent: string | null;
   /** The feedback section it was given (the attempt before it failed), relative to the run's folder. */
   feedback: string | null;
-  /** This attempt is the task's redo n (merge.on_conflict "redo"); null: an ordinary attempt. */
+  /** This attempt is the task's redo n (merge.on_conflict "redo", or a gate's fix); null: an ordinary attempt. */
   redo: number | null;
+  /** Why it was redone: its result conflicted, or its merge turned the run-level gate red (a fix); null: no redo. */
+  redoCause: "conflict" | "gate" | null;
   /** A redo's conflict, or the conflict of a `conflicted` attempt: the tasks and files. */
   conflict: { with: string[]; files: string[] } | null;
   /** What its agent decided ($TERMORCH_DECISION, task.decision): a status, or `invalid`, and why; null: nothing. */
@@ -97,6 +107,24 @@ export interface TimelineMerge {
   result: string | null;
   /** Redos the merge ran (their attempts are bars of their tasks). */
   redos: number;
+  /** The run-level gate's runs of bisects (merge.probe), in order: k tasks merged (0: the base). */
+  probes: TimelineProbe[];
+  /** The task the last bisect found; null when none did. */
+  culprit: string | null;
+  /** A bisect found the gate red on the base itself. */
+  redOnBase: boolean;
+}
+
+/** One run of the run-level gate in a bisect: on the merge of the first k of `of` tasks. */
+export interface TimelineProbe {
+  k: number;
+  of: number;
+  /** The k-th task; null for the base. */
+  task: string | null;
+  passed: boolean;
+  /** When it ended, and how long it took. */
+  at: number;
+  durationMs: number;
 }
 
 /** A run's timeline, from its ledger and (once it ended) its report. */
@@ -151,11 +179,12 @@ interface TaskAcc {
   } | null;
   inputWaits: TimelineWait[];
   lastAttemptSeen: number;
-  /** Redos by the attempt they ran as: which, the conflict, and how they ended (null: not yet). */
+  /** Redos by the attempt they ran as: which, why, the conflict, and how they ended (null: not yet). */
   redos: Map<
     number,
     {
       n: number;
+      cause: "conflict" | "gate";
       with: string[];
       files: string[];
       outcome: string | null;
@@ -163,8 +192,8 @@ interface TaskAcc {
       detail: string | null;
     }
   >;
-  /** Attempts whose result a redo replaced, with the conflict. */
-  conflicted: Map<number, { with: string[]; files: string[] }>;
+  /** Attempts whose result a redo replaced, with why (its conflict, or the red gate). */
+  conflicted: Map<number, { cause: "conflict" | "gate"; with: string[]; files: string[] }>;
   /** What the agent of each attempt decided (task.decision). */
   decisions: Map<number, NonNullable<TimelineBar["decision"]>>;
 }
@@ -185,6 +214,9 @@ interface Fold {
   merge: { result: string; at: number } | null;
   /** When the merge stage began (merge.started; the last one, after a resume). */
   mergeStartedAt: number | null;
+  probes: TimelineProbe[];
+  culprit: string | null;
+  redOnBase: boolean;
   tasks: Map<string, TaskAcc>;
 }
 
@@ -237,10 +269,29 @@ const STEPS: Steps = {
   "merge.started": (f, _e, at) => {
     f.mergeStartedAt = at;
   },
+  "merge.probe": (f, e, at) => {
+    if (e.data.k === undefined) return;
+    f.probes.push({
+      k: e.data.k,
+      of: e.data.of ?? 0,
+      task: e.data.task ?? null,
+      passed: e.data.passed ?? false,
+      at,
+      durationMs: e.data.duration_ms ?? 0,
+    });
+  },
+  "merge.bisect_finished": (f, e) => {
+    f.culprit = e.data.culprit ?? null;
+    f.redOnBase = e.data.outcome === "red_on_base";
+  },
   "merge.redo_started": (_f, e, _at, t) => {
     const n = e.data.attempt;
     if (!t || n === undefined) return;
-    const conflict = { with: e.data.conflicted_with ?? [], files: e.data.files ?? [] };
+    const conflict = {
+      cause: e.data.cause ?? ("conflict" as const),
+      with: e.data.conflicted_with ?? [],
+      files: e.data.files ?? [],
+    };
     t.redos.set(n, { n: e.data.redo ?? 1, ...conflict, outcome: null, reason: null, detail: null });
     // The attempt whose result conflicted: the latest before it that is not itself a failed redo.
     const before = [...t.attempts.keys()].filter((a) => a < n && !t.redos.has(a)).sort((a, b) => b - a)[0];
@@ -367,6 +418,9 @@ export function timelineOf(events: readonly LedgerEvent[], report: Report | null
     reported: false,
     merge: null,
     mergeStartedAt: null,
+    probes: [],
+    culprit: null,
+    redOnBase: false,
     tasks: new Map(),
   });
   const { planned, tasks } = fold;
@@ -560,9 +614,10 @@ export function timelineOf(events: readonly LedgerEvent[], report: Report | null
   if (merged || fold.mergeStartedAt !== null || (!ended && tasks.size > 0 && !finals.includes(null))) {
     // A redone task's final state comes after the merge began: merge.started says when it did.
     const mergeStart = fold.mergeStartedAt ?? maxOf(finals) ?? plannedAt;
+    const bisect = { probes: fold.probes, culprit: fold.culprit, redOnBase: fold.redOnBase };
     merge = merged
-      ? { start: Math.min(mergeStart, merged.at), end: merged.at, result: merged.result, redos }
-      : { start: mergeStart, end: null, result: null, redos };
+      ? { start: Math.min(mergeStart, merged.at), end: merged.at, result: merged.result, redos, ...bisect }
+      : { start: mergeStart, end: null, result: null, redos, ...bisect };
   }
 
   return {
@@ -601,7 +656,11 @@ function barOf(
   let end = a.end;
   const redo = t.redos.get(a.attempt) ?? null;
   const conflicted = t.conflicted.get(a.attempt) ?? null;
-  if (conflicted) {
+  if (conflicted?.cause === "gate") {
+    outcome = "broke_gate";
+    reason = "validation";
+    detail = "a bisect found that its merge turns the run-level tests_cmd red; run again to fix it";
+  } else if (conflicted) {
     outcome = "conflicted";
     reason = "conflict";
     detail = `its result conflicted with ${conflicted.with.join(", ") || "the tasks merged before it"} in ${conflicted.files.join(", ")}; redone`;
@@ -651,7 +710,10 @@ function barOf(
     agent: a.agent,
     feedback: t.feedback.get(a.attempt) ?? null,
     redo: redo?.n ?? null,
-    conflict: redo ? { with: redo.with, files: redo.files } : conflicted,
+    redoCause: redo?.cause ?? null,
+    conflict: redo
+      ? { with: redo.with, files: redo.files }
+      : conflicted && { with: conflicted.with, files: conflicted.files },
     decision: t.decisions.get(a.attempt) ?? null,
   };
 }

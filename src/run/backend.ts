@@ -25,28 +25,42 @@ export function backendKindOf(
 }
 
 /**
- * merge.on_conflict "redo" runs the redo's attempts on this host, in the merge stage: not yet
- * with workers (refused before anything starts, exit 2).
+ * merge.on_conflict "redo" and on_gate_failure "bisect_and_fix" run new attempts of finished
+ * tasks on this host, in the merge stage, in the task's local worktree: not yet with workers,
+ * whose tasks run in theirs (refused before anything starts, exit 2). "bisect" runs only the
+ * run-level gate, here, as the run-level gates always do: allowed.
  */
 export function checkMergePolicy(
   input: Pick<RunInput, "config" | "configFile" | "file" | "assignments">,
   kind: BackendKind,
 ): void {
   if (kind !== "bullmq") return;
-  const fromAssignments = input.assignments.mode.merge?.on_conflict;
-  const onConflict = fromAssignments ?? input.config.merge?.on_conflict;
-  if (onConflict !== "redo") return;
-  throw new InputError(
-    [
-      {
-        file: fromAssignments ? input.file : (input.configFile ?? input.file),
-        field: fromAssignments ? "mode.merge.on_conflict" : "merge.on_conflict",
-        message:
-          'on_conflict "redo" is not supported with backend bullmq yet (a redo runs on the coordinator\'s host)',
-      },
-    ],
-    'Use on_conflict "halt" with workers (then run the artifacts/redo/<task>.json files it writes), or run locally.',
-  );
+  const refused = [
+    {
+      key: "on_conflict",
+      value: "redo",
+      instead: 'on_conflict "halt" (then run the artifacts/redo/<task>.json files it writes)',
+    },
+    {
+      key: "on_gate_failure",
+      value: "bisect_and_fix",
+      instead: 'on_gate_failure "bisect" (it names the task to fix)',
+    },
+  ] as const;
+  const problems = [];
+  const instead = [];
+  for (const r of refused) {
+    const fromAssignments = input.assignments.mode.merge?.[r.key];
+    if ((fromAssignments ?? input.config.merge?.[r.key]) !== r.value) continue;
+    problems.push({
+      file: fromAssignments ? input.file : (input.configFile ?? input.file),
+      field: `${fromAssignments ? "mode.merge" : "merge"}.${r.key}`,
+      message: `${r.key} "${r.value}" is not supported with backend bullmq yet (its new attempts run on the coordinator's host)`,
+    });
+    instead.push(r.instead);
+  }
+  if (problems.length === 0) return;
+  throw new InputError(problems, `Use ${instead.join(" and ")} with workers, or run locally.`);
 }
 
 /**

@@ -179,24 +179,36 @@ export async function drive(
   } catch (error) {
     internal = internalError(error);
     ports.log.error({ err: internal.message }, "run stopped by an internal error");
-  } finally {
-    cancelWatch?.close();
   }
 
   let stage: MergeStageResult = {
     merge: skippedMerge("the run stopped before the merge"),
     validation: "skipped",
   };
-  if (internal === null) {
-    await pausePoint(run.fault, runDir, "pause-before-merge");
-    try {
-      const merged = await mergeStage(run, ports, stop, recorder);
-      if (merged === "detached") return detach(o);
-      stage = merged;
-    } catch (error) {
-      internal = { kind: "internal", message: `merge failed: ${errorText(error)}`, hint: null, problems: [] };
-      stage = { merge: { ...skippedMerge(internal.message), result: "failed" }, validation: "skipped" };
+  // A cancel is heard in the merge stage too: its gates, a bisect's probes and a redo can take long.
+  try {
+    if (internal === null) {
+      await pausePoint(run.fault, runDir, "pause-before-merge");
+      try {
+        const merged = await mergeStage(run, ports, stop, recorder, (progress) => {
+          // Where the merge is (a bisect's probe), for the views: state.json's `merge`.
+          o.mergeProgress.current = progress;
+          void o.stateFile.save();
+        });
+        if (merged === "detached") return detach(o);
+        stage = merged;
+      } catch (error) {
+        internal = {
+          kind: "internal",
+          message: `merge failed: ${errorText(error)}`,
+          hint: null,
+          problems: [],
+        };
+        stage = { merge: { ...skippedMerge(internal.message), result: "failed" }, validation: "skipped" };
+      }
     }
+  } finally {
+    cancelWatch?.close();
   }
   await ledger.append(`merge.${stage.merge.result}`, { ...stage.merge, validation: stage.validation });
   const report = runReport(run, recorder, ports.redactor, {
@@ -221,7 +233,8 @@ export async function drive(
   await killPoint(run.fault, "kill-after-report");
   await o.stateFile.finish({
     // The run's notices were about it while it ran.
-    ...runStateOf(run, recorder, ports.runner.socket, o.journal.path, []),
+    // What a bisect found stays for the views (status shows the culprit of a reported run).
+    ...runStateOf(run, recorder, ports.runner.socket, o.journal.path, [], o.mergeProgress.current),
     // A move of the target left unfinished keeps the run open: `termorch resume` finishes it.
     phase: stage.unfinished ? "running" : "reported",
     // Complete now: the task journal is no longer needed.

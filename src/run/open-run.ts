@@ -2,7 +2,7 @@ import { readdirSync } from "node:fs";
 import { join } from "node:path";
 import type { Logger } from "pino";
 import { agentEnvironment } from "../agent/environment.js";
-import type { RunState } from "../contract/state.js";
+import type { MergeProgress, RunState } from "../contract/state.js";
 import { errorText } from "../errors.js";
 import { LogNames } from "../fs/log-names.js";
 import { TaskJournal } from "../fs/run-state-file.js";
@@ -35,6 +35,8 @@ export interface OpenRun {
   stateFile: SnapshotWriter<RunState>;
   /** What state.json tells the operator while the run goes on (`termorch status`). */
   notices: string[];
+  /** Where the merge stage is (state.json's `merge`, for the views); null outside it. */
+  mergeProgress: { current: MergeProgress | null };
 }
 
 /**
@@ -135,10 +137,11 @@ export async function openRun(
   );
   // Transitions that come while a write is in flight are coalesced into the next write.
   const notices: string[] = [];
+  const mergeProgress: OpenRun["mergeProgress"] = { current: null };
   const stateFile = new SnapshotWriter(join(runDir, "state.json"), () =>
-    runStateOf(run, recorder, o.runner.socket, journal.path, notices),
+    runStateOf(run, recorder, o.runner.socket, journal.path, notices, mergeProgress.current),
   );
-  return { run, ports, stop, recorder, journal, stateFile, notices };
+  return { run, ports, stop, recorder, journal, stateFile, notices, mergeProgress };
 }
 
 /**

@@ -46,6 +46,7 @@ export function runReport(
       ),
       merge: { ...o.merge, conflicts: [...recorder.conflicts, ...o.merge.conflicts] },
       onConflict: run.settings.on_conflict,
+      onGateFailure: run.settings.on_gate_failure,
       validation: o.validation,
       cancelled: o.cancelled,
       error: o.error,

@@ -1,4 +1,4 @@
-import type { RunState } from "../contract/state.js";
+import type { MergeProgress, RunState } from "../contract/state.js";
 import type { TaskRecorder } from "../task/recorder.js";
 import type { RunPlan } from "../task/run-plan.js";
 
@@ -9,6 +9,7 @@ export function runStateOf(
   socket: string,
   taskJournal: string,
   notices: readonly string[],
+  merge: MergeProgress | null,
 ): RunState {
   return {
     schema_version: 1,
@@ -39,6 +40,7 @@ export function runStateOf(
     tasks: [...recorder.all()],
     task_journal: taskJournal,
     notices: [...notices],
+    merge,
     report: null,
     exit_code: null,
   };

@@ -3,7 +3,7 @@ import { dirname, join, resolve } from "node:path";
 import type PQueue from "p-queue";
 import pino, { type Logger } from "pino";
 import { Config } from "../contract/config.js";
-import { DEFAULT_REDO_ATTEMPTS } from "../contract/merge-policy.js";
+import { DEFAULT_GATE_FIX_ATTEMPTS, DEFAULT_REDO_ATTEMPTS } from "../contract/merge-policy.js";
 import type { RunState } from "../contract/state.js";
 import { InputError, LockedError, TermorchError } from "../errors.js";
 import { acquireLock, type WorkspaceLock } from "../fs/lock.js";
@@ -334,6 +334,8 @@ function settingsOf(
     backend,
     on_conflict: merge.on_conflict ?? config.on_conflict ?? "halt",
     redo_attempts: merge.redo_attempts ?? config.redo_attempts ?? DEFAULT_REDO_ATTEMPTS,
+    on_gate_failure: merge.on_gate_failure ?? config.on_gate_failure ?? "halt",
+    gate_fix_attempts: merge.gate_fix_attempts ?? config.gate_fix_attempts ?? DEFAULT_GATE_FIX_ATTEMPTS,
   };
 }
 

@@ -281,6 +281,8 @@ async function openJob(
       backend: "local",
       on_conflict: "halt",
       redo_attempts: 1,
+      on_gate_failure: "halt",
+      gate_fix_attempts: 1,
     },
     identity: job.identity,
     env: w.env,

@@ -54,6 +54,13 @@ import type { AdvanceTargetOptions } from "../git/advance.js";
  *   redo's start, before its attempt: a resume launches the attempt.
  * - `kill-after-redo-restoring[:task]`: SIGKILL once the last redo failed and the putting back
  *   of the earlier result is recorded, before it is done: a resume finishes it and halts.
+ * - `kill-in-probe[:k]`: SIGKILL while the run-level tests_cmd runs on a bisect's probe (k tasks
+ *   merged; `:0` the base; `:fix` its run on the merge with a culprit's fix), once its process
+ *   group is recorded: a resume must leave no probe behind (no branch, no worktree) and go on
+ *   with the verdicts already judged.
+ * - `kill-after-fix-recorded[:task]`: SIGKILL once the bisect's culprit is given a fix (its
+ *   feedback section written, its earlier result kept, its redo recorded), before its branch
+ *   moved: a resume prepares and runs that fix, once.
  * - `kill-after-worktree-update`: SIGKILL once ref, index and work tree all moved, before the
  *   driver knows: a resume must report the merge, not merge again.
  * - `kill-before-report`: SIGKILL once the ledger says report.written, before the file is.
@@ -86,6 +93,8 @@ export type FaultPoint =
   | "kill-after-redo-recorded"
   | "kill-after-redo-prepared"
   | "kill-after-redo-restoring"
+  | "kill-in-probe"
+  | "kill-after-fix-recorded"
   | "kill-after-worktree-update"
   | "kill-before-report"
   | "kill-after-report"
@@ -129,7 +138,15 @@ export async function killPoint(
  * started (the file appears), so the gate is cut off mid-run rather than before it began.
  */
 export function gatePoint(fault: Fault, taskId: string | undefined, record: string, attempt?: number): void {
-  if (!armed(fault, "kill-in-gate", taskId, attempt)) return;
+  if (armed(fault, "kill-in-gate", taskId, attempt)) dieOnceThere(record);
+}
+
+/** `kill-in-probe`: the same for the gate of a bisect's probe of k tasks (`fix`: the check of a culprit's fix). */
+export function probePoint(fault: Fault, k: number | "fix", record: string): void {
+  if (armed(fault, "kill-in-probe", String(k))) dieOnceThere(record);
+}
+
+function dieOnceThere(record: string): void {
   const poll = setInterval(() => {
     if (existsSync(record)) {
       clearInterval(poll);

@@ -38,8 +38,9 @@ export async function promptText(
   // A redo of a conflicting result: the conflict, written by the merge (src/merge/redo.ts).
   const t = tasks.get(p.id);
   const redo = t.redo;
-  // What went wrong in the attempt before (feedback-facts.ts wrote it, redacted, before this one).
-  const feedback = t.history.at(-1)?.feedback;
+  // What went wrong in the attempt before (feedback-facts.ts wrote it, redacted, before this one);
+  // a bisect's fix has its own in its redo's section (merge/gate-fix.ts).
+  const feedback = redo?.cause === "gate" ? null : t.history.at(-1)?.feedback;
   const section =
     (p.dependencies.length ? await dependencySection(run, ports, tasks, p) : "") +
     (feedback ? readFileSync(join(run.runDir, feedback), "utf8") : "") +

@@ -255,7 +255,9 @@ function detailLine(view: StatusView, key: TaskKey | null, width: number, now: n
   if (last && last.n > 1) parts.push(attemptSummary(last));
   if (t.redo)
     parts.push(
-      `redo ${t.redo.n}/${t.redo.of}: its result conflicted with ${t.redo.with.join(", ")} in ${t.redo.files.join(", ")}`,
+      t.redo.cause === "gate"
+        ? `fix ${t.redo.n}/${t.redo.of}: its merge turned run.tests_cmd red`
+        : `redo ${t.redo.n}/${t.redo.of}: its result conflicted with ${t.redo.with.join(", ")} in ${t.redo.files.join(", ")}`,
     );
   if (t.reason) parts.push(`${t.reason}${t.exit_code !== null ? ` ${t.exit_code}` : ""}`);
   if (t.needs_human) parts.push("needs a person");
@@ -343,6 +345,15 @@ export function frame(f: FrameInput): Screen {
   const body: { line: Line; task: boolean; selected: boolean }[] = [];
   for (const run of f.view.runs) {
     body.push({ line: runLine(run, width, f.now), task: false, selected: false });
+    // Where its merge is (a bisect's probe, the culprit), under the run's line.
+    if (run.merge)
+      body.push({
+        line: [
+          { text: clip(`  merge: ${run.merge.line}`, width), tone: run.merge.culprit ? "waiting" : "muted" },
+        ],
+        task: false,
+        selected: false,
+      });
     for (const t of run.tasks) {
       const selected = f.selected?.run === run.run_id && f.selected.task === t.id;
       body.push({ line: taskLine(t, cols, selected, width, f.now), task: true, selected });

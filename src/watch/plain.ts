@@ -30,7 +30,12 @@ export function taskLine(run: RunView, t: TaskView, generatedAt: string): string
     "attempt",
     String(t.attempts),
   ];
-  if (t.redo) parts.push("redo", `${t.redo.n}/${t.redo.of}`, "with", t.redo.with.join(",") || "-");
+  if (t.redo)
+    parts.push(
+      ...(t.redo.cause === "gate"
+        ? ["fix", `${t.redo.n}/${t.redo.of}`]
+        : ["redo", `${t.redo.n}/${t.redo.of}`, "with", t.redo.with.join(",") || "-"]),
+    );
   if (t.reason) parts.push("reason", t.reason);
   if (t.exit_code !== null && !isLive(t.state)) parts.push("exit", String(t.exit_code));
   if (t.needs_human) parts.push("needs_human");
@@ -46,7 +51,8 @@ export function runLine(run: RunView): string {
 
 /**
  * watch when stdout is not a terminal: one line per change of a task's state (its state, attempt,
- * or waiting for input), one per run once nobody drives it any more, until every run of the
+ * or waiting for input), one per step of a run's merge it shows (`<time> <run> - merge <what>`: a
+ * bisect's probe, the culprit it found), one per run once nobody drives it any more, until every run of the
  * scope is settled ("done") or `signal` aborts ("aborted").
  */
 export function plainWatch(
@@ -55,6 +61,7 @@ export function plainWatch(
   signal: AbortSignal,
 ): Promise<"done" | "aborted"> {
   const seen = new Map<string, string>();
+  const mergeSeen = new Map<string, string>();
   const settledRuns = new Set<string>();
   const problems = new Set<string>();
   const queued = new Set<string>();
@@ -82,6 +89,12 @@ export function plainWatch(
           if (seen.get(key) === now) continue;
           seen.set(key, now);
           write(taskLine(run, t, view.generated_at));
+        }
+        // Its merge's steps: each probe of a bisect, and the culprit it found.
+        const merge = run.merge?.line ?? null;
+        if (merge !== null && mergeSeen.get(run.run_id) !== merge) {
+          mergeSeen.set(run.run_id, merge);
+          write(`${view.generated_at} ${run.run_id} - merge ${merge}`);
         }
         // The view reads a run's state again before it calls it interrupted (ops/status.ts).
         if (run.phase !== "running" && !settledRuns.has(run.run_id)) {

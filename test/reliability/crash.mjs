@@ -1,7 +1,9 @@
 // Campaign 1 of RELIABILITY.md: crash injection. `termorch run` and `termorch daemon` are
 // SIGKILLed at each named lifecycle point (src/task/faults.ts, through the fault-injecting CLI)
 // and at seeded random moments, and the tmux server is SIGKILLed mid-run, also inside the redo of
-// a task whose result conflicts in the merge (merge.on_conflict "redo"); then the run is
+// a task whose result conflicts in the merge (merge.on_conflict "redo") and, in the "bisect"
+// flavour, inside the bisect of a red run-level gate and the fix of its culprit
+// (merge.on_gate_failure "bisect_and_fix"); then the run is
 // recovered (`termorch resume`, or the daemon started again on its home) and checked:
 // nothing ran beyond its attempts nor any attempt twice, the report is there, whole and in
 // agreement with state.json, the user's branch is either untouched or fully merged (with the
@@ -78,6 +80,18 @@ const HALT_POINTS = [
   ["kill-while-running", "E@2"],
   ["kill-after-redo-restoring", "E"],
 ];
+/**
+ * The points of the "bisect" flavour, where C's result turns the run-level gate red: the bisect
+ * finds it and C is fixed on the integration before it. A probe cut off, the fix chosen, its
+ * branch moved, its attempt, the gate on the merge with it.
+ */
+const BISECT_POINTS = [
+  ["kill-in-probe", null],
+  ["kill-after-fix-recorded", "C"],
+  ["kill-after-redo-prepared", "C"],
+  ["kill-while-running", "C@2"],
+  ["kill-in-probe", "fix"],
+];
 const TASK_IDS = ["A", "B", "C", "D", "E"];
 
 /**
@@ -90,6 +104,7 @@ function planTrials(opts) {
   const plan = [];
   const ids = (points) => points.map(([p, t]) => (t ? `${p}:${t}` : p));
   const halt = "redo-halt";
+  const bisect = "bisect";
   if (smoke) {
     // A handful covering a task point, a gate, a redo, the merge and the report, by both drivers.
     for (const f of [
@@ -102,6 +117,7 @@ function planTrials(opts) {
     ])
       plan.push({ kind: "point", driver: "run", fault: f });
     plan.push({ kind: "point", driver: "daemon", fault: "kill-after-merge" });
+    plan.push({ kind: "point", driver: "run", fault: "kill-after-fix-recorded:C", flavour: bisect });
     plan.push({ kind: "random", driver: "run" });
     plan.push({ kind: "tmux", driver: "run", alsoDriver: true });
   } else {
@@ -109,6 +125,8 @@ function planTrials(opts) {
     for (const f of ids(POINTS)) plan.push({ kind: "point", driver: "daemon", fault: f });
     for (const driver of ["run", "daemon"])
       for (const f of ids(HALT_POINTS)) plan.push({ kind: "point", driver, fault: f, flavour: halt });
+    for (const driver of ["run", "daemon"])
+      for (const f of ids(BISECT_POINTS)) plan.push({ kind: "point", driver, fault: f, flavour: bisect });
     for (let i = 0; i < 60; i++)
       plan.push({
         kind: "random",
@@ -126,6 +144,9 @@ function planTrials(opts) {
     // The tmux server killed once E's redo runs: that attempt is lost, and its result put back.
     for (let i = 0; i < 4; i++)
       plan.push({ kind: "tmux", driver: "run", alsoDriver: i % 2 === 1, at: "redo" });
+    // Random kills near the merge of the "bisect" flavour: in a probe, the fix, the merge after it.
+    for (let i = 0; i < 8; i++)
+      plan.push({ kind: "random", at: "merge", driver: i % 3 === 2 ? "daemon" : "run", flavour: bisect });
   }
   return plan;
 }
@@ -135,7 +156,10 @@ function planTrials(opts) {
  * gated by tests_cmd. A and E write line 2 of shared.txt: E, merged after A (dependency order,
  * ids breaking ties), conflicts and is redone (merge.on_conflict "redo"); the run's tests_cmd
  * wants both lines. Flavour "redo-halt": E's redo overwrites A's line and its own gate, from its
- * second attempt on, wants A's line: the redo fails and the merge halts.
+ * second attempt on, wants A's line: the redo fails and the merge halts. Flavour "bisect": C
+ * writes BROKEN, the run's tests_cmd refuses it (and checks nothing else, so that a probe of the
+ * first k tasks is red only once C is in), the bisect finds C, and C's fix (on_gate_failure
+ * "bisect_and_fix") writes its file right: merged.
  */
 function assignmentsOf(runId, trialDir, repo, rnd, flavour) {
   const counterDir = join(trialDir, "counter");
@@ -152,6 +176,7 @@ function assignmentsOf(runId, trialDir, repo, rnd, flavour) {
   });
   const gate = { success_criteria: { tests_cmd: `bash ${GATE}` } };
   const halt = flavour === "redo-halt";
+  const bisect = flavour === "bisect";
   const eGate = halt
     ? { success_criteria: { tests_cmd: '{ [ "$TERMORCH_ATTEMPT" = 1 ] || grep -qx A shared.txt; }' } }
     : {};
@@ -160,27 +185,33 @@ function assignmentsOf(runId, trialDir, repo, rnd, flavour) {
     tasks: [
       task("A", [], {}, { SHARED: "1" }),
       task("B", ["A"], { retries: 1 }, { FAIL_ATTEMPTS: "1" }),
-      task("C", ["A"], gate, { GATE_SLEEP: sleep() }),
+      task("C", ["A"], gate, { GATE_SLEEP: sleep(), ...(bisect ? { BREAK: "1" } : {}) }),
       task("D", ["B", "C"], { ...gate, retries: 1 }, { GATE_SLEEP: sleep() }),
       task("E", [], eGate, { SHARED: "1", ...(halt ? { RESOLVE: "wrong" } : {}) }),
     ],
     environment: { workspace_dir: repo, resource_limits: { max_parallel: 2 } },
-    success_criteria: { tests_cmd: "grep -qx A shared.txt && grep -qx E shared.txt" },
-    mode: { merge: { on_conflict: "redo" } },
+    success_criteria: {
+      tests_cmd: bisect
+        ? "if grep -qx BROKEN out-*.txt 2>/dev/null; then echo 'gate failed: a task wrote BROKEN'; exit 1; fi"
+        : "grep -qx A shared.txt && grep -qx E shared.txt",
+    },
+    mode: { merge: { on_conflict: "redo", ...(bisect ? { on_gate_failure: "bisect_and_fix" } : {}) } },
   };
 }
 
 /**
  * Max attempts per task, as the assignments say: retries + 1, and with on_conflict "redo" the
- * redo_attempts (default 1) a conflict may add in the merge stage.
+ * redo_attempts (default 1) a conflict may add in the merge stage, and with on_gate_failure
+ * "bisect_and_fix" the gate_fix_attempts (default 2) of a culprit.
  */
 function maxAttemptsOf(body) {
   const merge = body.mode?.merge ?? {};
   const redos = merge.on_conflict === "redo" ? (merge.redo_attempts ?? 1) : 0;
-  return Object.fromEntries(body.tasks.map((t) => [t.id, (t.retries ?? 0) + 1 + redos]));
+  const fixes = merge.on_gate_failure === "bisect_and_fix" ? (merge.gate_fix_attempts ?? 2) : 0;
+  return Object.fromEntries(body.tasks.map((t) => [t.id, (t.retries ?? 0) + 1 + redos + fixes]));
 }
 
-/** The starts each task's agent counted: [{attempt, redo}] in the order they began. */
+/** The starts each task's agent counted: [{attempt, redo}] in the order they began (a fix is a redo too). */
 const starts = (dir) =>
   Object.fromEntries(
     TASK_IDS.map((id) => {
@@ -190,7 +221,7 @@ const starts = (dir) =>
         id,
         lines.map((l) => {
           const [attempt, , kind] = l.split(" ");
-          return { attempt: Number(attempt), redo: kind === "redo" };
+          return { attempt: Number(attempt), redo: kind === "redo" || kind === "fix", fix: kind === "fix" };
         }),
       ];
     }),
@@ -466,9 +497,9 @@ async function check(box, repo, base, runDir, body, recovered, spec) {
       if (twice.length) why.push(`attempt ${[...new Set(twice)].join(", ")} ran more than once`);
       for (const s of seen[id]) {
         if (s.attempt > reported) why.push(`attempt ${s.attempt} ran, beyond the ${reported} reported`);
-        // Beyond retries + 1, only a redo may run, and the report must know it (merge.redone).
+        // Beyond retries + 1, only a redo (or a fix) may run, and the report must know it (merge.redone).
         if (!s.redo && s.attempt > firstOnly[id])
-          why.push(`attempt ${s.attempt} ran without a conflict section`);
+          why.push(`attempt ${s.attempt} ran without a conflict or fix section`);
         if (s.redo && report && !report.merge.redone.some((r) => r.task === id && r.attempt === s.attempt))
           why.push(`attempt ${s.attempt} ran as a redo the report's merge.redone lacks`);
       }
@@ -527,7 +558,9 @@ async function check(box, repo, base, runDir, body, recovered, spec) {
   // The redo: E, merged after A, conflicts with it. Merged, E's redo resolved it and both lines
   // are there; in "redo-halt", E's redo failed, its earlier result is back and nothing merged.
   const mergeProblems = [];
-  const redone = report?.merge.redone ?? [];
+  const allRedone = report?.merge.redone ?? [];
+  const redone = allRedone.filter((r) => r.cause !== "gate");
+  const fixes = allRedone.filter((r) => r.cause === "gate");
   const e = report?.tasks.find((t) => t.id === "E");
   if (merged) {
     const lines = git(repo, "show", "HEAD:shared.txt").split("\n");
@@ -549,7 +582,9 @@ async function check(box, repo, base, runDir, body, recovered, spec) {
   // either way, and a halt on the conflict is checked as any other.
   const halt = spec.flavour === "redo-halt";
   if (report && spec.kind !== "tmux" && !halt && !merged)
-    mergeProblems.push(`the merge did not succeed: ${report.merge.result} (exit ${report.exit_code})`);
+    mergeProblems.push(
+      `the merge did not succeed: ${report.merge.result} (exit ${report.exit_code}): ${report.merge.reason}`,
+    );
   if (report && (report.merge.result === "conflict" || (halt && spec.kind !== "tmux"))) {
     const r = redone[0];
     if (report.merge.result !== "conflict" || report.exit_code !== 3)
@@ -572,11 +607,27 @@ async function check(box, repo, base, runDir, body, recovered, spec) {
     )
       mergeProblems.push(`artifacts/redo/E.json missing (redo_assignments ${report.merge.redo_assignments})`);
   }
+  // The bisect: C's BROKEN turns the run's gate red; found, fixed once, merged with its fix. The
+  // tmux server's death may cost C's fix (a lost attempt): then its earlier result is back and
+  // the run halts naming it, which is checked too.
+  const bisect = spec.flavour === "bisect";
+  if (report && bisect) {
+    const culprit = report.merge.culprit;
+    if (culprit?.task !== "C") mergeProblems.push(`the culprit is ${culprit?.task ?? "none"}, not C`);
+    if (merged) {
+      if (git(repo, "show", "HEAD:out-C.txt").trim() !== "C") mergeProblems.push("merged with C's BROKEN");
+      const fixed = fixes.at(-1);
+      if (!fixed || fixed.task !== "C" || fixed.outcome !== "resolved" || culprit?.fixed !== true)
+        mergeProblems.push(`merged, but the fixes are ${JSON.stringify(fixes).slice(0, 400)}`);
+    } else if (spec.kind === "tmux" && report.summary.validation === "failed" && culprit?.fixed !== false)
+      mergeProblems.push(`halted on the gate, but the culprit's fixed is ${culprit?.fixed}`);
+  } else if (fixes.length)
+    mergeProblems.push(`fixes without a bisect: ${JSON.stringify(fixes).slice(0, 200)}`);
   if (mergeProblems.length) {
     f.mergeBad = 1;
     problems.push(...mergeProblems);
   }
-  f.redone = redone.map((r) => `${r.task}@${r.attempt} ${r.outcome}`).join(",") || "none";
+  f.redone = allRedone.map((r) => `${r.task}@${r.attempt} ${r.cause} ${r.outcome}`).join(",") || "none";
 
   // A task branch holding commits no other ref holds: plain `clean` keeps it by design (README:
   // never a branch with unmerged commits unless --force), that of a task that did not succeed,
@@ -701,6 +752,7 @@ async function main(opts) {
     notes: [
       "DAG per trial: A → (B, C) → D, and E; B fails its first attempt (retries 1), C and D run a tests_cmd gate; E conflicts with A and is redone in the merge (on_conflict redo), the run's tests_cmd wants both lines",
       "flavour redo-halt: E's redo drops A's line and its gate stops it; the merge halts (conflict, exit 3) with E's earlier result put back",
+      "flavour bisect: C writes BROKEN, the run's tests_cmd refuses it; the bisect (on_gate_failure bisect_and_fix) finds C, C is fixed on the integration before it, and the run merges",
       "point trials: SIGKILL at a named point (src/task/faults.ts) by `termorch run` then `termorch resume`, or by the daemon then a restarted daemon",
       "random trials: SIGKILL of `termorch run` or the daemon after a seeded delay (@merge: counted from D's start, so as to land in the merge stage and E's redo); tmux trials: SIGKILL of the tmux server once an agent runs (@redo: once E's redo runs; +driver: and of the driver, then resume)",
     ],

@@ -124,7 +124,15 @@ describe("timelineOf", () => {
       wave: 1,
     });
     expect(tl.bars[1]!.logs).toEqual({ stdout: "logs/a-2.out", stderr: "logs/a-2.err" });
-    expect(tl.merge).toEqual({ start: T0 + 9000, end: T0 + 10_000, result: "success", redos: 0 });
+    expect(tl.merge).toEqual({
+      start: T0 + 9000,
+      end: T0 + 10_000,
+      result: "success",
+      redos: 0,
+      probes: [],
+      culprit: null,
+      redOnBase: false,
+    });
     expect(tl.end).toBe(T0 + 10_000);
   });
 
@@ -246,11 +254,112 @@ describe("timelineOf", () => {
     ]);
     expect(tl.bars[1]!.conflict).toEqual({ with: ["a"], files: ["f.txt"] });
     expect(tl.bars[2]!.end).toBe(T0 + 8000);
-    expect(tl.merge).toEqual({ start: T0 + 5000, end: T0 + 12_000, result: "success", redos: 2 });
+    expect(tl.merge).toEqual({
+      start: T0 + 5000,
+      end: T0 + 12_000,
+      result: "success",
+      redos: 2,
+      probes: [],
+      culprit: null,
+      redOnBase: false,
+    });
     const { html } = renderTimeline(tl);
     expect(html).toContain('data-outcome="conflicted"');
     expect(html).toContain('data-redo="2"');
     expect(html).toContain("redo 1");
+  });
+
+  it("draws a bisect: its probes under the merge, the culprit's attempt that broke the gate, and its fix", () => {
+    const probe = (s: number, k: number, task: string | null, passed: boolean) =>
+      [
+        s,
+        "merge.probe",
+        undefined,
+        { k, of: 3, task, commit: `p${k}`, passed, duration_ms: 1000, detail: "" },
+      ] as [number, string, undefined, Record<string, unknown>];
+    const events = ledger(
+      accepted([
+        ["a", []],
+        ["b", []],
+        ["c", []],
+      ]),
+      planned([["a", "b", "c"]], ["a"]),
+      ...["a", "b", "c"].flatMap((t) => [
+        launched(1, t, 1),
+        exited(2, t, 1, 0, 1),
+        final(2, t, "success", 1),
+      ]),
+      [
+        3,
+        "merge.started",
+        undefined,
+        { on_conflict: "halt", on_gate_failure: "bisect_and_fix", order: ["a", "b", "c"] },
+      ],
+      probe(5, 0, null, true),
+      probe(6, 1, "a", true),
+      probe(7, 2, "b", false),
+      [
+        7,
+        "merge.bisect_finished",
+        undefined,
+        { outcome: "culprit", culprit: "b", probes: 2, gate_runs: 4, time_ms: 3000 },
+      ],
+      [
+        8,
+        "merge.redo_started",
+        "b",
+        {
+          cause: "gate",
+          redo: 1,
+          attempt: 2,
+          conflicted_with: [],
+          files: [],
+          detail: "red",
+          start_commit: "s",
+          before_commit: "c",
+        },
+      ],
+      launched(8, "b", 2),
+      exited(9, "b", 2, 0, 8),
+      final(10, "b", "success", 2),
+      [
+        10,
+        "merge.redo_finished",
+        "b",
+        {
+          cause: "gate",
+          redo: 1,
+          attempt: 2,
+          outcome: "resolved",
+          reason: null,
+          detail: null,
+          commit: "f",
+          restored: false,
+        },
+      ],
+      [12, "merge.success", undefined, {}],
+      [12, "report.written", undefined, {}],
+    );
+    const tl = timelineOf(events, null, T0 + 60_000);
+    expect(tl.bars.map((b) => [b.task, b.attempt, b.outcome, b.redo, b.redoCause])).toEqual([
+      ["a", 1, "success", null, null],
+      ["b", 1, "broke_gate", null, null],
+      ["c", 1, "success", null, null],
+      ["b", 2, "success", 1, "gate"],
+    ]);
+    expect(tl.merge).toMatchObject({ culprit: "b", redOnBase: false, redos: 1 });
+    expect(tl.merge!.probes).toEqual([
+      { k: 0, of: 3, task: null, passed: true, at: T0 + 5000, durationMs: 1000 },
+      { k: 1, of: 3, task: "a", passed: true, at: T0 + 6000, durationMs: 1000 },
+      { k: 2, of: 3, task: "b", passed: false, at: T0 + 7000, durationMs: 1000 },
+    ]);
+    const { html } = renderTimeline(tl);
+    expect(html).toContain('data-outcome="broke_gate"');
+    expect(html).toContain(">fix 1</span>");
+    expect(
+      [...html.matchAll(/class="tl-probe (passed|failed)" data-k="(\d)"/g)].map((m) => `${m[2]} ${m[1]}`),
+    ).toEqual(["0 passed", "1 passed", "2 failed"]);
+    expect(html).toContain("culprit: b");
   });
 
   it("marks a failure, and the dependent it skipped without a bar", () => {

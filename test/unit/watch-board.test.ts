@@ -56,6 +56,7 @@ const view: StatusView = {
       exit_code: null,
       hint: null,
       notices: [],
+      merge: null,
       tasks: [task("A"), task("B"), task("C")],
     },
   ],

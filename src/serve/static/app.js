@@ -169,12 +169,21 @@
         `started ${clock(run.started_at)} · ${run.workspace}`,
       ),
       run.hint ? h("div", { class: "hint" }, run.hint) : null,
+      // Where its merge is: a bisect's probe under way, the culprit it found.
+      run.merge
+        ? h(
+            "div",
+            { class: "merge-line", "data-culprit": run.merge.culprit || "" },
+            `merge: ${run.merge.line}`,
+          )
+        : null,
     );
     entry.head.replaceChildren(...head.childNodes);
     entry.tbody.replaceChildren(...run.tasks.map((t) => taskRow(run, t)));
     const signature = JSON.stringify([
       run.phase,
       run.report,
+      run.merge?.line ?? null,
       run.tasks.map((t) => [t.state, t.attempts, t.waiting_since, t.redo?.n ?? null]),
     ]);
     if (signature !== entry.signature) {
@@ -264,9 +273,12 @@
               {
                 class: "state state-redo",
                 "data-redo": String(t.redo.n),
-                title: `its result conflicted with ${t.redo.with.join(", ")} in ${t.redo.files.join(", ")}`,
+                title:
+                  t.redo.cause === "gate"
+                    ? "a bisect found that its merge turns run.tests_cmd red: it runs again to fix it"
+                    : `its result conflicted with ${t.redo.with.join(", ")} in ${t.redo.files.join(", ")}`,
               },
-              `redo ${t.redo.n}/${t.redo.of}`,
+              `${t.redo.cause === "gate" ? "fix" : "redo"} ${t.redo.n}/${t.redo.of}`,
             )
           : h("span", { class: `state state-${t.state}` }, t.state),
         t.reason && t.state !== "success"
