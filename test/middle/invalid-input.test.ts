@@ -49,7 +49,6 @@ async function refused(
     env: { ...options.env, ...opts.env },
   });
   const report = run.report(result);
-  expect(result.exitCode).toBe(2);
   expect(report.exit_code).toBe(2);
   expect(report.error?.kind).toBe("invalid_input");
   for (const re of expected) expect(report.error?.message).toMatch(re);
