@@ -165,6 +165,23 @@ describe("invalid assignments: exit 2, the problem named where it is, nothing st
   });
 });
 
+describe("interactive-only settings: exit 2 naming the place", () => {
+  for (const [what, task, message] of [
+    ["done_when without interactive", { done_when: "x" }, /tasks\[0\]\.done_when/],
+    ["waiting_after_s without interactive", { waiting_after_s: 3 }, /applies to interactive tasks only/],
+    [
+      "a done_when outside the worktree",
+      { interactive: true, done_when: "../x" },
+      /must be a path relative to the worktree/,
+    ],
+  ] as const) {
+    it(what, async () => {
+      run = new MiddleRun(one(task));
+      await refused([message]);
+    });
+  }
+});
+
 describe("input that is not what it seems: exit 2 naming the place", () => {
   it("invalid UTF-8 in an assignments file, instead of running a changed command", async () => {
     run = new MiddleRun(one({ success_criteria: { tests_cmd: "trXue" } }));
