@@ -36,6 +36,8 @@ export interface DaemonOptions {
   log: Logger;
   /** How long an inbox file's size must stay unchanged before it is taken. */
   stableMs?: number;
+  /** Where every run's attempts run, and its workspace's git side; default: tmux and git. Tests inject fakes. */
+  drive?: Pick<DriveOptions, "runner" | "workspace">;
 }
 
 /** How long an unparseable inbox file must stay untouched before it is taken as invalid. */
@@ -204,6 +206,7 @@ export class Daemon {
       },
       ...(this.opts.fault ? { fault: this.opts.fault } : {}),
       ...(this.opts.backend ? { backend: this.opts.backend } : {}),
+      ...this.opts.drive,
       wait: true,
       detach: this.detach.signal,
       hostQueue: this.hostQueue,

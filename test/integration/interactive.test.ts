@@ -245,31 +245,6 @@ describe("interactive tasks", () => {
     expect((await termorch(["finish", "ask", "--run", s.runId], { socket })).exitCode).toBe(2);
   });
 
-  it("done_when and waiting_after_s need interactive, and done_when stays inside the worktree: exit 2", async () => {
-    const { dir } = workspace();
-    const check = async (task: Record<string, unknown>, message: string): Promise<void> => {
-      writeFileSync(
-        join(dir, "assignments.json"),
-        JSON.stringify({
-          tasks: [{ id: "t", agent: "istub", context_path: "ctx/task.md", ...task }],
-          environment: { workspace_dir: "repo" },
-        }),
-      );
-      writeFileSync(join(dir, "termorch.json"), JSON.stringify({ agents: { istub: { command: [STUB] } } }));
-      const r = await termorch(
-        ["run", join(dir, "assignments.json"), "--config", join(dir, "termorch.json")],
-        {
-          socket,
-        },
-      );
-      expect(r.exitCode).toBe(2);
-      expect(r.stderr).toContain(message);
-    };
-    await check({ done_when: "x" }, "tasks[0].done_when");
-    await check({ waiting_after_s: 3 }, "applies to interactive tasks only");
-    await check({ interactive: true, done_when: "../x" }, "must be a path relative to the worktree");
-  });
-
   it("termorch agents shows each agent's interactive command line (a preset's with the config's model)", async () => {
     const { dir } = workspace();
     const config = join(dir, "termorch.json");

@@ -140,50 +140,6 @@ describe("run lifecycle", () => {
     expect(readFileSync(join(dir, "repo", "done.txt"), "utf8")).toBe("ok\n");
   });
 
-  it("--fail-fast stops everything at the first failure", async () => {
-    const { dir, stamps } = workspace();
-    const file = writeAssignments(
-      dir,
-      [
-        // Fails only once `long` runs: before its launch, a stopped run skips it instead.
-        { id: "boom", env: { EXIT: "1", WAIT_FILE: join(dir, "go") } },
-        { id: "long", env: { SLEEP: "30", STAMPS: stamps } },
-        { id: "queued", env: { STAMPS: stamps } },
-      ],
-      { environment: { workspace_dir: "repo", resource_limits: { max_parallel: 2 } } },
-    );
-    const started = Date.now();
-    const run = termorch(["run", file, "--fail-fast", "--clean"], { socket });
-    await waitFor(() => existsSync(join(dir, "status", "long.running")), 20_000, "long to run");
-    writeFileSync(join(dir, "go"), "");
-    expect((await run).exitCode).toBe(1);
-    expect(Date.now() - started).toBeLessThan(25_000);
-    const byId = Object.fromEntries(readReport(dir).tasks.map((t) => [t.id, t]));
-    expect(byId.boom?.reason).toBe("exit_code");
-    expect(byId.long).toMatchObject({ status: "failed", reason: "cancelled" });
-    expect(byId.queued?.status).toBe("skipped");
-  });
-
-  it("runs tasks in place in a non-git workspace and says why nothing was merged", async () => {
-    const { dir, repo } = workspace({ git: false });
-    const file = writeAssignments(dir, [
-      { id: "one", env: { WRITE: "one.txt=1" }, allowed_paths: ["one.txt"] },
-      { id: "two", env: { WRITE: "two.txt=2" } },
-    ]);
-    expect((await termorch(["run", file], { socket })).exitCode).toBe(0);
-    expect(readFileSync(join(repo, "one.txt"), "utf8")).toBe("1\n");
-    const report = readReport(dir);
-    expect(report.merge).toMatchObject({
-      result: "skipped",
-      reason: expect.stringMatching(/not a git repository/),
-    });
-    expect(report.tasks[0]!.gates.find((g) => g.name === "allowed_paths")).toMatchObject({
-      passed: null,
-      detail: expect.stringMatching(/not a git repository/),
-    });
-    expect(report.tasks[0]!.branch).toBeNull();
-  });
-
   it("fails a task whose changes leave allowed_paths, and one whose tests_cmd fails", async () => {
     const { dir, repo } = workspace();
     const file = writeAssignments(dir, [

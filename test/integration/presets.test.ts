@@ -1,6 +1,8 @@
 // The built-in agent presets, through the built CLI, with the stand-in CLIs of
 // test/fixtures/agents/ first on PATH: each accepts exactly its preset's flags, reads the prompt
-// where the real CLI would, edits the worktree and prints the real CLI's documented output.
+// where the real CLI would, edits the worktree and prints the real CLI's documented output. How
+// what a CLI prints decides its task's outcome (agent_error, an error kept in agent_result) is
+// the middle tier's: test/middle/agent-result.test.ts.
 import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { delimiter, join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
@@ -112,31 +114,6 @@ describe("agent presets", () => {
       for (const argv of argvLog(dir)) expect(Math.max(...argv.map((arg) => arg.length))).toBeLessThan(4096);
     },
   );
-
-  it("fails a task whose CLI reports an error in its JSON while exiting 0, with reason agent_error", async () => {
-    const { dir } = workspace();
-    const file = assignments(dir, [{ id: "t", agent: "claude" }], { STUB_ERROR: "1" });
-    const r = await termorch(["run", file], { socket, env: withStubs() });
-    expect(r.exitCode).toBe(1);
-    expect(readReport(dir).tasks[0]).toMatchObject({
-      status: "failed",
-      reason: "agent_error",
-      exit_code: 0,
-      agent_result: { is_error: true },
-    });
-  });
-
-  it("keeps the error a CLI reports with a failing exit (gemini's, on stderr) in agent_result", async () => {
-    const { dir } = workspace();
-    const file = assignments(dir, [{ id: "t", agent: "gemini" }], { STUB_ERROR: "1" });
-    const r = await termorch(["run", file], { socket, env: withStubs() });
-    expect(r.exitCode).toBe(1);
-    expect(readReport(dir).tasks[0]).toMatchObject({
-      status: "failed",
-      reason: "exit_code",
-      agent_result: { is_error: true, summary: expect.any(String) },
-    });
-  });
 
   it("refuses a preset whose CLI is not on PATH, saying what to install, and starts nothing", async () => {
     const { dir } = workspace();

@@ -28,55 +28,24 @@ const windowNames = (session: string): string[] =>
     .split("\n")
     .filter(Boolean);
 
-describe("the run's summary", () => {
-  it("lists failed, skipped and cancelled tasks apart, and names a skipped task's root failure", async () => {
-    const { dir } = workspace();
-    // "alpha" sorts before "mid", which it depends on: the skip batch is not in dependency order.
-    const file = writeAssignments(dir, [
-      { id: "bad", env: { EXIT: "7" } },
-      { id: "mid", dependencies: ["bad"] },
-      { id: "alpha", dependencies: ["mid"] },
-      { id: "free" },
-    ]);
-    const result = await termorch(["run", file], { socket });
-    expect(result.exitCode).toBe(1);
-    const report = readReport(dir);
-    expect(report.summary).toMatchObject({
-      failed_tasks: ["bad"],
-      skipped_tasks: ["mid", "alpha"],
-      cancelled_tasks: [],
-    });
-    const byId = Object.fromEntries(report.tasks.map((t) => [t.id, t]));
-    expect(byId.alpha!.detail).toBe("a dependency failed: bad (exit_code) via mid");
-    expect(byId.mid!.detail).toBe("a dependency failed: bad (exit_code)");
-    expect(result.stderr).toContain(
-      "alpha: skipped (dependency_failed: a dependency failed: bad (exit_code) via mid)",
-    );
-    expect(result.stderr).not.toContain("()");
-  });
-
-  it("documents each list in the report's JSON Schema", async () => {
-    const result = await termorch(["schema", "report"], { socket });
-    const summary = JSON.parse(result.stdout).properties.summary;
-    expect(summary.required).toEqual(
-      expect.arrayContaining(["failed_tasks", "skipped_tasks", "cancelled_tasks"]),
-    );
-    expect(summary.properties.failed_tasks.description).toMatch(
-      /own attempt failed.*not the skipped or cancelled/is,
-    );
-    expect(summary.properties.skipped_tasks.description).toMatch(/dependency/);
-    expect(summary.properties.cancelled_tasks.description).toMatch(/cancel/);
-  });
-});
-
 describe("kept for inspection", () => {
-  it("names the live session of a failed task, whose window is named after the task", async () => {
+  it("names the live session of a failed task, whose window is named after the task, and a skipped task's root failure", async () => {
     const { dir } = workspace();
-    const file = writeAssignments(dir, [{ id: "broken", env: { EXIT: "3", SAY: "x" } }]);
+    // The summary's lists and details are the middle tier's (test/middle/summary.test.ts); here
+    // the CLI's lines, and the session tmux keeps.
+    const file = writeAssignments(dir, [
+      { id: "broken", env: { EXIT: "3", SAY: "x" } },
+      { id: "mid", dependencies: ["broken"] },
+      { id: "alpha", dependencies: ["mid"] },
+    ]);
     const result = await termorch(["run", file], { socket });
     expect(result.exitCode).toBe(1);
     const session = readReport(dir).tasks[0]!.session!;
     expect(result.stderr).toContain(`kept for inspection: tmux -L ${socket} attach -t =${session}`);
+    expect(result.stderr).toContain(
+      "alpha: skipped (dependency_failed: a dependency failed: broken (exit_code) via mid)",
+    );
+    expect(result.stderr).not.toContain("()");
     expect(tmuxSessions(socket)).toContain(session);
     // Not `perl` (the pane supervisor) nor whatever the agent ran last.
     expect(windowNames(session)).toEqual(["broken"]);

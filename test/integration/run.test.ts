@@ -85,40 +85,6 @@ describe("termorch run", () => {
     expect(tmuxSessions(socket).filter((s) => s.includes(report.run_id!))).toEqual([]);
   });
 
-  it("marks dependents of a failed task skipped, runs independent tasks, keeps the failed session", async () => {
-    const { dir, stamps } = workspace();
-    const file = writeAssignments(dir, [
-      { id: "bad", env: { EXIT: "7", WARN: "it broke" } },
-      { id: "child", dependencies: ["bad"], env: { STAMPS: stamps } },
-      { id: "grandchild", dependencies: ["child"], env: { STAMPS: stamps } },
-      { id: "free", env: { STAMPS: stamps } },
-    ]);
-    const result = await termorch(["run", file], { socket });
-    expect(result.exitCode).toBe(1);
-    const report = readReport(dir);
-    const byId = Object.fromEntries(report.tasks.map((t) => [t.id, t]));
-    expect(byId.bad).toMatchObject({ status: "failed", reason: "exit_code", exit_code: 7 });
-    expect(byId.child).toMatchObject({ status: "skipped", reason: "dependency_failed" });
-    expect(byId.grandchild).toMatchObject({ status: "skipped", reason: "dependency_failed" });
-    expect(byId.free).toMatchObject({ status: "success" });
-    expect(existsSync(join(stamps, "child.start"))).toBe(false);
-    expect(existsSync(join(stamps, "free.end"))).toBe(true);
-    expect(report.summary).toMatchObject({
-      completed: false,
-      failed_tasks: ["bad"],
-      skipped_tasks: ["child", "grandchild"],
-      cancelled_tasks: [],
-    });
-    expect(readdirSync(join(dir, "status")).sort()).toEqual([
-      "bad.failed",
-      "child.skipped",
-      "free.success",
-      "grandchild.skipped",
-    ]);
-    expect(tmuxSessions(socket)).toContain(byId.bad!.session);
-    expect(tmuxSessions(socket)).not.toContain(byId.free!.session);
-  });
-
   it("ends a timed-out agent's whole process tree", async () => {
     const { dir } = workspace();
     const pidFile = join(dir, "sleeper.pid");
