@@ -85,6 +85,8 @@ async function freshProbe(ws: ReturnType<typeof poolWorkspace>, commit: string, 
   const path = join(ws.dir, `fresh-${runId}-${task}`);
   git(ws.repo, "worktree", "add", "-q", "-b", `fresh/${runId}/${task}`, path, commit);
   symlinkSync(join(ws.repo, "node_modules"), join(path, "node_modules"));
+  // What termorch adds to every task's worktree: the (empty) folder of $TERMORCH_DECISION.
+  mkdirSync(join(path, ".termorch"));
   const probe = join(ws.dir, `fresh-probe-${runId}-${task}`);
   mkdirSync(probe);
   await execa("bash", [PROBE_SH], {
