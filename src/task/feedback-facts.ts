@@ -1,4 +1,4 @@
-import { closeSync, fstatSync, mkdirSync, openSync, readSync } from "node:fs";
+import { closeSync, fstatSync, lstatSync, openSync, readSync, rmSync } from "node:fs";
 import { join, relative } from "node:path";
 import type { FeedbackBlock } from "../contract/feedback-block.js";
 import type { Reason } from "../contract/reason.js";
@@ -20,11 +20,6 @@ export interface GateFindings {
 
 /** How much of a log's beginning is searched for failure lines. */
 const HEAD_BYTES = 256 * 1024;
-
-/** `artifacts/<task>/attempt-<n>/`: what termorch keeps of one attempt. */
-export function attemptArtifactsDir(artifactsDir: string, n: number): string {
-  return join(artifactsDir, `attempt-${n}`);
-}
 
 /** A failed attempt, as its feedback section tells it. */
 export interface FailedAttempt {
@@ -53,10 +48,13 @@ export async function writeFeedback(
   next: { n: number; from: FeedbackBlock["next_starts_from"] },
 ): Promise<string> {
   const facts = await feedbackFacts(run, ports, failed, next.from);
-  const dir = attemptArtifactsDir(artifactsDir, next.n);
-  mkdirSync(dir, { recursive: true });
-  writeFresh(dir, "feedback.md", feedbackSection(facts, { runDir: run.runDir }));
-  return relative(run.runDir, join(dir, "feedback.md"));
+  // Through no link: the agent can write in its artifacts folder, and may have left one there
+  // (a link or a file where the attempt's folder goes is removed; the folder is termorch's).
+  const folder = join(artifactsDir, `attempt-${next.n}`);
+  if (lstatSync(folder, { throwIfNoEntry: false })?.isDirectory() === false) rmSync(folder, { force: true });
+  const rel = `attempt-${next.n}/feedback.md`;
+  writeFresh(artifactsDir, rel, feedbackSection(facts, { runDir: run.runDir }));
+  return relative(run.runDir, join(artifactsDir, rel));
 }
 
 /** The facts of a failed attempt, redacted and bounded. */

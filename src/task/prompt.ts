@@ -43,7 +43,7 @@ export async function promptText(
   const feedback = redo?.cause === "gate" ? null : t.history.at(-1)?.feedback;
   const section =
     (p.dependencies.length ? await dependencySection(run, ports, tasks, p) : "") +
-    (feedback ? readFileSync(join(run.runDir, feedback), "utf8") : "") +
+    (feedback ? readInside(run.runDir, feedback).toString("utf8") : "") +
     (redo ? readFileSync(redo.section, "utf8") : "") +
     (p.prompt.conflictFile ? `\n\n${readFileSync(p.prompt.conflictFile, "utf8")}` : "") +
     handoffSection(p) +

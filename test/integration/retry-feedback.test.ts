@@ -1,7 +1,7 @@
 // A retry is told what went wrong (its feedback section) and, by default, goes on from the
 // failed attempt's work: real tmux, real git, stand-in agents that read their prompt.
 import { execFileSync } from "node:child_process";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { FeedbackBlock } from "../../src/contract/feedback-block.js";
@@ -223,6 +223,26 @@ describe("failures that teach", () => {
     expect(t.attempt_history![0]!.work_ref).toBeNull();
     const repo = join(dir, "repo");
     expect(git(repo, ["log", "--all", "-p"])).not.toContain("k-0123456789-secret");
+  });
+
+  it("a link the agent left where the next feedback goes is not followed", async () => {
+    const { dir } = workspace();
+    const outside = join(dir, "outside");
+    mkdirSync(outside);
+    const file = writeAssignments(dir, [
+      {
+        id: "planted",
+        retries: 1,
+        expect_changes: true,
+        command: agent(`ln -s ${outside} "$TERMORCH_ARTIFACTS_DIR/attempt-2"; exit 1`, "echo ok > ok.txt"),
+      },
+    ]);
+    const result = await termorch(["run", file], { socket });
+    expect(result.exitCode, result.stderr).toBe(0);
+    expect(readdirSync(outside)).toEqual([]);
+    const kept = join(dir, "artifacts", "planted", "attempt-2");
+    expect(lstatSync(kept).isDirectory()).toBe(true);
+    expect(readFileSync(join(kept, "feedback.md"), "utf8")).toContain("## What went wrong in attempt 1");
   });
 
   it('retry_from "base": the failed work is kept at its ref, and the retry starts without it', async () => {
