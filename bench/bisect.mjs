@@ -28,7 +28,8 @@ const AGENT = [
   "-c",
   'if grep -q "check failed" "$TERMORCH_PROMPT_FILE"; then echo fixed > "$TERMORCH_TASK_ID.txt"; else echo "$TEXT" > "$TERMORCH_TASK_ID.txt"; fi',
 ];
-const CHECK = 'for f in *.txt; do if grep -qx BROKEN "$f"; then echo "check failed: $f" >&2; exit 1; fi; done';
+const CHECK =
+  'for f in *.txt; do if grep -qx BROKEN "$f"; then echo "check failed: $f" >&2; exit 1; fi; done';
 
 async function once(n, broken) {
   const dir = tempDir("bisect");
@@ -62,9 +63,12 @@ async function once(n, broken) {
   const found = report.merge.culprit;
   const expected = broken ? `t${String(culprit).padStart(2, "0")}` : null;
   const ok =
-    report.merge.result === "success" && (found?.task ?? null) === expected && (!broken || found.fixed === true);
+    report.merge.result === "success" &&
+    (found?.task ?? null) === expected &&
+    (!broken || found.fixed === true);
   removeTemp(dir);
-  if (!ok) throw new Error(`merge ${report.merge.result}, culprit ${found?.task ?? "none"} (expected ${expected})`);
+  if (!ok)
+    throw new Error(`merge ${report.merge.result}, culprit ${found?.task ?? "none"} (expected ${expected})`);
   return { ...r, gateRuns: found?.gate_runs ?? 1, bisectMs: found?.time_ms ?? 0, probes: found?.probes ?? 0 };
 }
 
@@ -94,7 +98,11 @@ export async function run(opts = {}) {
       ),
       row(`bisect ${n} tasks: the bisect's time (base and probes)`, bisectMs, "ms"),
       row(`bisect ${n} tasks: per probe`, bisectMs / Math.max(1, gateRuns - 1), "ms"),
-      row(`bisect ${n} tasks: what finding and fixing adds to the run's wall, (b) - (a)`, (B - A) * 1000, "ms"),
+      row(
+        `bisect ${n} tasks: what finding and fixing adds to the run's wall, (b) - (a)`,
+        (B - A) * 1000,
+        "ms",
+      ),
       row(`bisect ${n} tasks: culprit found and fixed`, `${red.length}/${red.length}`, "", {
         met: true,
         check: true,
