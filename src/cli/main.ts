@@ -546,6 +546,12 @@ function summary(result: RunResult): string {
       );
     for (const c of report.summary.conflicts)
       lines.push(`  conflict between ${c.tasks.join(", ")} in ${c.files.join(", ")}: ${c.detail}`);
+    // What a bisect of the red run-level gate found, and what the gate said there.
+    const culprit = report.merge.culprit;
+    if (culprit)
+      lines.push(
+        `  ${culprit.task}'s merge turned ${culprit.gate} red (bisect: ${culprit.gate_runs} gate runs)${culprit.fixed === true ? "; a new attempt of it fixed that" : culprit.fixed === false ? "; its new attempts did not fix it" : ""}${culprit.fixed === true ? "" : `; the gate's output ends: ${lastLine(culprit.output_tail)}`}`,
+      );
     // What a halt leaves to do: each left-out task's file and the command that redoes it.
     for (const step of redoSteps(result.runDir, report.merge.redo_assignments))
       lines.push(
@@ -626,4 +632,15 @@ const MAX_LINE = 2000;
 
 function resolvePath(cwd: string, p: string): string {
   return p.startsWith("/") ? p : `${cwd}/${p}`;
+}
+
+/** The last non-empty line of a text (a gate's output tail), for a one-line summary. */
+function lastLine(text: string): string {
+  return (
+    text
+      .split("\n")
+      .map((l) => l.trim())
+      .filter(Boolean)
+      .at(-1) ?? "(nothing)"
+  );
 }

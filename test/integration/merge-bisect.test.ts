@@ -69,13 +69,13 @@ async function run(
   ws: ReturnType<typeof repo>,
   tasks: ReturnType<typeof task>[],
   merge: Record<string, unknown>,
-): Promise<{ exitCode: number; report: Report; stdout: string }> {
+): Promise<{ exitCode: number; report: Report; stderr: string }> {
   const file = writeAssignments(ws.dir, tasks as never, {
     success_criteria: { tests_cmd: "sh check.sh" },
     mode: { merge },
   });
   const r = await termorch(["run", file], { socket });
-  return { exitCode: r.exitCode, report: readReport(ws.dir), stdout: r.stdout };
+  return { exitCode: r.exitCode, report: readReport(ws.dir), stderr: r.stderr };
 }
 
 const events = (dir: string) =>
@@ -88,10 +88,13 @@ describe("merge.on_gate_failure", () => {
   it("bisect: four tasks, the third breaks the run-level gate: the report names it, nothing is merged", async () => {
     const ws = repo();
     const head = git(ws.repo, "rev-parse", "HEAD");
-    const { exitCode, report } = await run(ws, fourTasks(join(ws.dir, "counter"), FAILURE), {
+    const { exitCode, report, stderr } = await run(ws, fourTasks(join(ws.dir, "counter"), FAILURE), {
       on_gate_failure: "bisect",
     });
     expect(exitCode).toBe(1);
+    expect(stderr).toContain(
+      `\n  c's merge turned run.tests_cmd red (bisect: 4 gate runs); the gate's output ends: ${FAILURE}\n`,
+    );
     expect(report.summary.validation).toBe("failed");
     expect(report.merge).toMatchObject({ result: "skipped", on_gate_failure: "bisect", redone: [] });
     expect(report.merge.reason).toContain("the bisect found that c's merge turns it red");
@@ -141,10 +144,13 @@ describe("merge.on_gate_failure", () => {
   it("bisect_and_fix: the culprit's fix sees the gate's output, the rest merges after it, and the gate ends green", async () => {
     const ws = repo();
     const counter = join(ws.dir, "counter");
-    const { exitCode, report } = await run(ws, fourTasks(counter, FAILURE), {
+    const { exitCode, report, stderr } = await run(ws, fourTasks(counter, FAILURE), {
       on_gate_failure: "bisect_and_fix",
     });
     expect(exitCode).toBe(0);
+    expect(stderr).toContain(
+      "\n  c's merge turned run.tests_cmd red (bisect: 4 gate runs); a new attempt of it fixed that\n",
+    );
     expect(report.summary.validation).toBe("passed");
     expect(report.merge).toMatchObject({ result: "success", on_gate_failure: "bisect_and_fix" });
     expect(report.merge.culprit).toMatchObject({ task: "c", fixed: true });

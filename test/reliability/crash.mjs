@@ -617,7 +617,7 @@ async function check(box, repo, base, runDir, body, recovered, spec) {
     if (merged) {
       if (git(repo, "show", "HEAD:out-C.txt").trim() !== "C") mergeProblems.push("merged with C's BROKEN");
       const fixed = fixes.at(-1);
-      if (!fixed || fixed.task !== "C" || fixed.outcome !== "resolved" || culprit?.fixed !== true)
+      if (fixed?.task !== "C" || fixed.outcome !== "resolved" || culprit?.fixed !== true)
         mergeProblems.push(`merged, but the fixes are ${JSON.stringify(fixes).slice(0, 400)}`);
     } else if (spec.kind === "tmux" && report.summary.validation === "failed" && culprit?.fixed !== false)
       mergeProblems.push(`halted on the gate, but the culprit's fixed is ${culprit?.fixed}`);

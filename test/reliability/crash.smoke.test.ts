@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { runSmoke } from "./smoke.js";
 
 // CI's share of the crash campaign (test/reliability/crash.mjs --smoke): SIGKILLs at a task
-// point, in a gate, inside a merge-stage redo, mid-merge, after the report (by `termorch run`,
+// point, in a gate, inside a merge-stage redo and a bisect's fix, mid-merge, after the report (by `termorch run`,
 // then resume), once in the daemon, once at random, and of the tmux server; every figure that
 // must be 0 is.
 describe("crash campaign (smoke)", () => {
