@@ -134,6 +134,19 @@ describe("checkMerge", () => {
     await expectUnchanged(s);
   });
 
+  it("reports a binary add/add conflict once (git tells it twice: it cannot merge binary files, and add/add)", async () => {
+    const s = await setup({});
+    const items = await tasks(s, [
+      { task: "A", files: { "bin.dat": "A\0A" } },
+      { task: "B", files: { "bin.dat": "B\0B" } },
+    ]);
+    const res = await checkMerge(s.r.root, s.base, items);
+    expect(res.conflicts).toEqual([
+      { tasks: ["A", "B"], files: ["bin.dat"], detail: "B conflicts with A: add/add (binary) in bin.dat" },
+    ]);
+    await expectUnchanged(s);
+  });
+
   it("reports a modify/delete conflict", async () => {
     const s = await setup({ "old.txt": "old\n" });
     const items = await tasks(s, [

@@ -233,28 +233,6 @@ describe("run lifecycle", () => {
     ).toBe(true);
   });
 
-  it("finds a registry agent's script relative to the config file", async () => {
-    const { dir } = workspace();
-    mkdirSync(join(dir, "conf", "agents"), { recursive: true });
-    writeFileSync(
-      join(dir, "conf", "agents", "hello.sh"),
-      'echo "hello from $TERMORCH_TASK_ID" > hello.txt\n',
-    );
-    writeFileSync(
-      join(dir, "conf", "c.json"),
-      JSON.stringify({ agents: { hello: { command: ["bash", "agents/hello.sh", "{context_path}"] } } }),
-    );
-    const file = writeAssignments(dir, [{ id: "greet" }]);
-    const a = JSON.parse(readFileSync(file, "utf8"));
-    delete a.tasks[0].command;
-    a.tasks[0].agent = "hello";
-    writeFileSync(file, JSON.stringify(a));
-    const result = await termorch(["run", file, "--config", join(dir, "conf", "c.json")], { socket });
-    expect(result.exitCode).toBe(0);
-    expect(readReport(dir).tasks[0]!.argv[1]).toBe(join(dir, "conf", "agents", "hello.sh"));
-    expect(readFileSync(join(dir, "repo", "hello.txt"), "utf8")).toBe("hello from greet\n");
-  });
-
   it("records every decision in a hash-chained ledger that verify-ledger checks", async () => {
     const { dir } = workspace();
     const file = writeAssignments(dir, [{ id: "A" }, { id: "B", dependencies: ["A"] }]);

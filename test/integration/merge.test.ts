@@ -65,12 +65,10 @@ describe("merge", () => {
     );
   });
 
+  // Each kind of conflict (content, add/add, modify/delete, rename/delete, a binary file's) is named
+  // by checkMerge in test/integration/git-merge.test.ts, in-process; here one kind through the CLI.
   for (const [kind, a, b, files] of [
     ["content", sh("echo A > README.md"), sh("echo B > README.md"), ["README.md"]],
-    ["add/add", sh("echo A > new.txt"), sh("echo B > new.txt"), ["new.txt"]],
-    ["modify/delete", sh("echo A > README.md"), sh("rm README.md"), ["README.md"]],
-    // git tells a binary file's conflict twice (cannot merge binary files; add/add): one detail.
-    ["add/add (binary)", sh("printf 'A\\0A' > bin.dat"), sh("printf 'B\\0B' > bin.dat"), ["bin.dat"]],
   ] as const) {
     it(`reports a ${kind} conflict with its files and tasks, exits 3 and changes nothing`, async () => {
       const { dir, repo } = workspace();

@@ -3,6 +3,8 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { git, readReport, STEP, termorch, testFile, waitFor, writeAssignments } from "./harness.js";
 
+// A folder that holds another run's files (a second run refused, a dry run not written over it) is
+// the middle tier's (test/middle/run-dir.test.ts); here, the folders a git work tree decides.
 const { socket, workspace } = testFile("rundir");
 const cli = (args: string[]) => termorch(args, { socket });
 
@@ -86,46 +88,6 @@ describe("the run directory", () => {
     expect(r.stderr).toContain("git status");
     expect(readdirSync(join(repo, "ctx"))).toEqual(["task.md"]);
     expect(git(repo, "branch", "--list", "termorch/*")).toBe("");
-  });
-
-  it("refuses a second run into a folder that holds another run's files, and changes nothing", async () => {
-    const { dir } = workspace();
-    // The second run writes what the first merged already: no change, and that is fine here.
-    const file = writeAssignments(dir, [{ id: "A", env: { WRITE: "a.txt=A" }, expect_changes: false }]);
-    const first = await cli(["run", file]);
-    expect(first.exitCode, first.stderr).toBe(0);
-    const runId = readReport(dir).run_id;
-    const before = readFileSync(join(dir, "execution_report.json"), "utf8");
-    const logs = readdirSync(join(dir, "logs")).sort();
-
-    const second = await cli(["run", file]);
-    expect(second.exitCode).toBe(2);
-    expect(second.stderr).toContain(`holds the files of run ${runId} (finished)`);
-    expect(second.stderr).toContain("--out");
-    expect(readFileSync(join(dir, "execution_report.json"), "utf8")).toBe(before);
-    expect(readdirSync(join(dir, "logs")).sort()).toEqual(logs);
-
-    // With a folder of its own it runs.
-    const out = join(dir, "second");
-    mkdirSync(out);
-    const third = await cli(["run", file, "--out", out]);
-    expect(third.exitCode, third.stderr).toBe(0);
-    expect(readFileSync(join(dir, "execution_report.json"), "utf8")).toBe(before);
-  });
-
-  it("never lets a dry run overwrite a real run's report", async () => {
-    const { dir } = workspace();
-    const file = writeAssignments(dir, [{ id: "A" }]);
-    expect((await cli(["run", file])).exitCode).toBe(0);
-    const before = readFileSync(join(dir, "execution_report.json"), "utf8");
-    const dry = await cli(["run", file, "--dry-run"]);
-    expect(dry.exitCode).toBe(0);
-    expect(dry.stderr).toContain("not written");
-    expect(readFileSync(join(dir, "execution_report.json"), "utf8")).toBe(before);
-    // --json still hands the dry run's report to the caller.
-    const json = await cli(["run", file, "--dry-run", "--json"]);
-    expect(JSON.parse(json.stdout).dry_run).toBe(true);
-    expect(readFileSync(join(dir, "execution_report.json"), "utf8")).toBe(before);
   });
 
   it("uses a folder git ignores, also when its path goes through a symlink", async () => {

@@ -264,7 +264,7 @@ describe("termorch watch without a terminal", () => {
 });
 
 describe("termorch watch, the README's picture", () => {
-  it("renders a representative run (8 tasks, 3 waves: done with costs, running, waiting for input, failed, pending) to a PNG", async () => {
+  it("renders a representative run (8 tasks, 3 waves: done with costs, running, waiting for input, failed, pending), drawn to a PNG on request", async () => {
     const { dir } = workspace();
     const gate = join(dir, "gate");
     const slow = (say: string) => ({ SAY: say, WAIT_FILE: gate });
@@ -335,9 +335,14 @@ describe("termorch watch, the README's picture", () => {
       (s) => /review \(istub\) of \S+ · waiting for input for \d/.test(s),
       "review's details",
     );
-    // Its picture for the README (a real browser draws the screen with xterm.js).
-    if (has("chromium", "the watch picture in test/integration/watch.test.ts")) {
-      const { launchChromium, screenshot } = await import("../browser/chromium.js");
+    // Its picture for the README (a real browser draws the screen with xterm.js), drawn only when
+    // the pictures of docs/img/ are refreshed (UPDATE_DOCS_IMG=1): it asserts nothing of
+    // termorch's, and a browser's start took seconds of CPU from every test run.
+    if (
+      process.env.UPDATE_DOCS_IMG === "1" &&
+      has("chromium", "the watch picture in test/integration/watch.test.ts")
+    ) {
+      const { keepForDocs, launchChromium, screenshot } = await import("../browser/chromium.js");
       const browser = await launchChromium();
       try {
         const page = await browser.newPage();
@@ -377,6 +382,7 @@ describe("termorch watch, the README's picture", () => {
         await page.setViewport(box);
         const png = await screenshot(page, "watch");
         expect(readFileSync(png).subarray(1, 4).toString()).toBe("PNG");
+        keepForDocs(png, "watch");
       } finally {
         await browser.close();
       }

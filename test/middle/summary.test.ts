@@ -1,9 +1,9 @@
 // What a run's report and status files say of its tasks, driven through runAssignments with the
 // fake runner: the summary's lists, a skipped task's root failure, one status file per task, and a
-// workspace that is not a repository (tasks run in it; nothing to merge). These used to take a
-// real run each (test/integration/run, run-summary, lifecycle); those keep the tmux sessions kept
-// for inspection and the CLI's own lines.
-import { readdirSync } from "node:fs";
+// workspace that is not a repository (tasks run in it; nothing to merge), and status files an
+// agent forged. These used to take a real run each (test/integration/run, run-summary, lifecycle,
+// status-forged); those keep the tmux sessions kept for inspection and the CLI's own lines.
+import { readdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { jsonSchemaOf } from "../../src/contract/json-schema.js";
@@ -69,6 +69,24 @@ describe("the run's summary", () => {
     );
     expect(summary.properties.skipped_tasks?.description).toMatch(/dependency/);
     expect(summary.properties.cancelled_tasks?.description).toMatch(/cancel/);
+  });
+});
+
+describe("status files an agent forged in the run directory", () => {
+  it("do not outlive the task's real final state: each task ends with one status file", async () => {
+    run = new MiddleRun([{ id: "A" }, { id: "B", dependencies: ["A"] }]);
+    run.host.onLaunch = (attempt) => {
+      if (attempt.spec.taskId === "A") {
+        // The run directory is two folders up from the agent's artifacts folder.
+        const status = join(attempt.spec.env.TERMORCH_ARTIFACTS_DIR!, "..", "..", "status");
+        writeFileSync(join(status, "B.failed"), "{}\n");
+        writeFileSync(join(status, "B.skipped"), "{}\n");
+      }
+      attempt.exit(0);
+    };
+    const report = run.report(await runAssignments({ assignmentsFile: run.file, ...run.options() }));
+    expect(report.tasks.map((t) => t.status)).toEqual(["success", "success"]);
+    expect(readdirSync(join(run.dir, "status")).sort()).toEqual(["A.success", "B.success"]);
   });
 });
 
