@@ -72,6 +72,11 @@ export const ValidateOutput = z.strictObject({
       agent: z.string().describe("The agent's name (a preset, a config entry) or `command`"),
       source: z.enum(["preset", "config", "task"]),
       argv: z.array(z.string()).describe("What the task runs, placeholders unsubstituted"),
+      escalation: z
+        .array(z.strictObject({ agent: z.string(), argv: z.array(z.string()) }))
+        .describe(
+          "The agents of its escalation list in order, each with what it runs: attempt 2 runs the first, and the last one every further attempt; empty when it has none",
+        ),
       interactive: z.boolean(),
       dependencies: z.array(z.string()),
     }),

@@ -140,14 +140,18 @@ const validate = tool({
         workspace: input.workspace,
         waves,
         critical_path: criticalPath,
-        tasks: input.tasks.map(({ task, agents: [{ agent }] }) => ({
-          id: task.id,
-          agent: task.agent,
-          source: agent.source,
-          argv: task.interactive ? agent.interactive.command : agent.command,
-          interactive: task.interactive ?? false,
-          dependencies: task.dependencies,
-        })),
+        tasks: input.tasks.map(({ task, agents: [{ agent }, ...later] }) => {
+          const argvOf = (a: typeof agent) => (task.interactive ? a.interactive.command : a.command);
+          return {
+            id: task.id,
+            agent: task.agent,
+            source: agent.source,
+            argv: argvOf(agent),
+            escalation: later.map((e) => ({ agent: e.name, argv: argvOf(e.agent) })),
+            interactive: task.interactive ?? false,
+            dependencies: task.dependencies,
+          };
+        }),
       };
     } catch (error) {
       if (!(error instanceof InputError)) throw error;

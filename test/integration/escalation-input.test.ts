@@ -4,7 +4,9 @@ import { execFileSync } from "node:child_process";
 import { chmodSync, mkdirSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
+import { ValidateOutput } from "../../src/contract/mcp.js";
 import { Report } from "../../src/contract/report.js";
+import { TOOLS } from "../../src/mcp/tools.js";
 import {
   killServer,
   listFiles,
@@ -155,6 +157,26 @@ describe("escalation: dry run", () => {
       `    attempt 2 (mid): ${JSON.stringify(["bash", STEP, context, "mid", "A"])}`,
       `    attempt 3 on (top): ${JSON.stringify(["bash", STEP, context, "top", "A"])}`,
     ]);
+
+    // MCP's validate names them too, placeholders unsubstituted.
+    const validate = TOOLS.find((t) => t.name === "validate")!;
+    const answer = ValidateOutput.parse(
+      await validate.call({ path: file, config } as never, {
+        env: process.env,
+        cwd: dir,
+        home: null,
+        signal: new AbortController().signal,
+        progress: async () => {},
+      }),
+    );
+    expect(answer.valid).toBe(true);
+    const mcpA = answer.tasks.find((t) => t.id === "A")!;
+    expect(mcpA.argv).toEqual(["bash", STEP, "{context_path}", "base"]);
+    expect(mcpA.escalation).toEqual([
+      { agent: "mid", argv: ["bash", STEP, "{context_path}", "mid", "{task_id}"] },
+      { agent: "top", argv: ["bash", STEP, "{context_path}", "top", "{task_id}"] },
+    ]);
+    expect(answer.tasks.find((t) => t.id === "C")!.escalation).toEqual([]);
     expect(tmuxSessions(socket)).toEqual([]);
   });
 });
