@@ -16,7 +16,7 @@ export const AttemptRecord = z.strictObject({
     .enum(["base", "last_work", "last_commit", "integration"])
     .nullable()
     .describe(
-      "Where its working tree started: null for the first attempt (the task's start); `base`: the task's start again (retry_from base); `last_work`: the failed attempt's work as it left it; `last_commit`: the last committed state (after a timeout or a lost session, whose worktree may be torn); `integration`: the run's integration before the task (a bisect's fix)",
+      "Where its working tree started: null for the first attempt (the task's start); `base`: the task's start again (retry_from base); `last_work`: the failed attempt's work as it left it; `last_commit`: the last committed state (after a timeout or a lost session, whose worktree may be torn); `integration`: the run's integration of the tasks merged before it (a merge redo after a conflict, or a bisect's fix)",
     ),
   escalated: z
     .boolean()

@@ -1,13 +1,12 @@
 import { mkdirSync } from "node:fs";
 import { dirname, join } from "node:path";
-import type { Gate, Redo } from "../contract/report.js";
+import type { Gate } from "../contract/report.js";
 import type { RedoProgress } from "../contract/state.js";
 import { errorText } from "../errors.js";
 import { writeFileAtomic } from "../fs/atomic.js";
 import { writeFresh } from "../fs/no-follow.js";
 import { collectArtifacts } from "../task/artifacts.js";
 import type { AttemptSide } from "../task/attempt.js";
-import { amendedLast, closedHistory } from "../task/attempt-history.js";
 import { attemptAndGate, type Verdict } from "../task/execute.js";
 import { killPoint, probePoint } from "../task/faults.js";
 import { feedbackSection } from "../task/feedback.js";
@@ -16,7 +15,15 @@ import { agentOf, type TaskPlan } from "../task/task-plan.js";
 import type { TaskRun } from "../task/task-run.js";
 import type { TestsRan } from "../task/tests-gate.js";
 import { short } from "./recovery.js";
-import { earlierResult, keepEarlier, prepareRedo, putBack, type RedoEnd, redoFinished } from "./redo.js";
+import {
+  earlierResult,
+  endRedoAttempt,
+  keepEarlier,
+  prepareRedo,
+  putBack,
+  type RedoEnd,
+  redoFinished,
+} from "./redo.js";
 import { runLevelTests } from "./run-level-gates.js";
 
 /** The culprit a bisect found, for its first fix. */
@@ -97,20 +104,8 @@ export async function fixTask(side: AttemptSide, taskId: string): Promise<RedoEn
                 reason: "validation",
                 detail: `${gate.name} failed on the merge with its new result: ${gate.detail}`,
               };
-      // Its attempt record: where it started, what it was told, how it ended (the gate included).
-      recorder.note(taskId, {
-        history: amendedLast(closedHistory(t.history, ports.now(), { ...outcome, decision: null }), {
-          started_from: "integration",
-          feedback: feedbackFile(t.id, redo.attempt),
-        }),
-      });
-      const ended = entryOf(
-        side,
-        t,
-        outcome.reason === null ? "resolved" : side.stop.ending ? "cancelled" : "failed",
-        outcome,
-        gate,
-      );
+      // Its attempt record and its entry: how it ended, the run-level gate included.
+      const ended = endRedoAttempt(side, t, outcome, gate);
       if (outcome.reason === null) {
         const artifacts = await collectArtifacts(run, ports, t, p);
         await redoFinished(side, t, ended, false);
@@ -227,43 +222,6 @@ async function recordFix(
   );
   recorder.checkpoint(t.id, { redo: progress });
   await killPoint(run.fault, "kill-after-fix-recorded", t.id);
-}
-
-/** A fix's feedback section, relative to the run directory. */
-function feedbackFile(task: string, attempt: number): string {
-  return `artifacts/${task}/attempt-${attempt}/feedback.md`;
-}
-
-/** A fix's entry for the report (`merge.redone`, cause gate), once its attempt ended. */
-function entryOf(
-  side: AttemptSide,
-  t: Readonly<TaskRun>,
-  outcome: Redo["outcome"],
-  verdict: Verdict,
-  gate: Gate | null,
-): Redo {
-  const redo = t.redo!;
-  return {
-    task: t.id,
-    cause: "gate",
-    redo: redo.n,
-    attempt: t.attempts,
-    conflicted_with: [],
-    files: [],
-    detail: redo.detail,
-    start_commit: redo.start,
-    before_commit: redo.before,
-    commit: t.commit,
-    outcome,
-    reason: verdict.reason,
-    reason_detail: verdict.detail,
-    gates: t.gates,
-    logs: t.logs,
-    conflict_section: feedbackFile(t.id, redo.attempt),
-    run_gate: gate,
-    started_at: new Date(redo.startedAt).toISOString(),
-    finished_at: new Date(side.ports.now()).toISOString(),
-  };
 }
 
 /** The fixes did not make the gate pass: the earlier result is back, and the merge goes on with it. */

@@ -1,6 +1,6 @@
 import { existsSync, mkdirSync, rmSync } from "node:fs";
 import { dirname, join, relative } from "node:path";
-import type { Redo } from "../contract/report.js";
+import type { Gate, Redo } from "../contract/report.js";
 import type { RedoProgress } from "../contract/state.js";
 import { errorText } from "../errors.js";
 import { writeFileAtomic } from "../fs/atomic.js";
@@ -11,6 +11,7 @@ import { keepRef } from "../git/merge.js";
 import { checkoutTaskWorktree, moveTaskBranch, removeWorktree } from "../git/worktree.js";
 import { collectArtifacts } from "../task/artifacts.js";
 import type { AttemptSide } from "../task/attempt.js";
+import { amendedLast, closedHistory } from "../task/attempt-history.js";
 import { attemptAndGate } from "../task/execute.js";
 import { killPoint } from "../task/faults.js";
 import type { TaskPlan } from "../task/task-plan.js";
@@ -60,12 +61,7 @@ export async function redoTask(
       if (redo.step === "recorded") await prepareRedo(side, t, p);
       const verdict = await attemptAndGate(side, t, p, t.attemptDir !== null);
       if (verdict === "detached") return "detached";
-      const ended = entryOf(
-        side,
-        t,
-        verdict.reason === null ? "resolved" : side.stop.ending ? "cancelled" : "failed",
-        verdict,
-      );
+      const ended = endRedoAttempt(side, t, verdict);
       if (verdict.reason === null) {
         const artifacts = await collectArtifacts(run, side.ports, t, p);
         await redoFinished(side, t, ended, false);
@@ -258,17 +254,37 @@ export async function prepareRedo(side: AttemptSide, t: Readonly<TaskRun>, p: Ta
   await killPoint(run.fault, "kill-after-redo-prepared", t.id);
 }
 
-/** A redo's entry for the report, once its attempt ended. */
-function entryOf(
-  side: AttemptSide,
+/** What a redo's prompt was told, relative to the run directory: its conflict section, or a fix's feedback section. */
+export function redoSectionFile(t: Readonly<TaskRun>): string {
+  const redo = t.redo!;
+  return redo.cause === "gate"
+    ? `artifacts/${t.id}/attempt-${redo.attempt}/feedback.md`
+    : `artifacts/${t.id}/redo-${redo.n}/conflict.md`;
+}
+
+/**
+ * A redo's attempt ended (a conflict's, or a gate fix's): its attempt record closed (it started
+ * on the integration before the task, told what its section says), and its entry for the
+ * report's `merge.redone`. `runGate`: a fix's run-level gate on the merge with its result.
+ */
+export function endRedoAttempt(
+  side: Pick<AttemptSide, "ports" | "recorder" | "stop">,
   t: Readonly<TaskRun>,
-  outcome: Redo["outcome"],
   verdict: { reason: Redo["reason"]; detail: string | null },
+  runGate: Gate | null = null,
 ): Redo {
   const redo = t.redo!;
+  const now = side.ports.now();
+  const section = redoSectionFile(t);
+  side.recorder.note(t.id, {
+    history: amendedLast(closedHistory(t.history, now, { ...verdict, decision: null }), {
+      started_from: "integration",
+      feedback: section,
+    }),
+  });
   return {
     task: t.id,
-    cause: "conflict",
+    cause: redo.cause,
     redo: redo.n,
     attempt: t.attempts,
     conflicted_with: redo.with,
@@ -277,15 +293,15 @@ function entryOf(
     start_commit: redo.start,
     before_commit: redo.before,
     commit: t.commit,
-    outcome,
+    outcome: verdict.reason === null ? "resolved" : side.stop.ending ? "cancelled" : "failed",
     reason: verdict.reason,
     reason_detail: verdict.detail,
     gates: t.gates,
     logs: t.logs,
-    conflict_section: `artifacts/${t.id}/redo-${redo.n}/conflict.md`,
-    run_gate: null,
+    conflict_section: section,
+    run_gate: runGate,
     started_at: new Date(redo.startedAt).toISOString(),
-    finished_at: new Date(side.ports.now()).toISOString(),
+    finished_at: new Date(now).toISOString(),
   };
 }
 
