@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import { mkdirSync, rmSync, writeFileSync } from "node:fs";
-import { open, readdir, stat } from "node:fs/promises";
+import { readdir, stat } from "node:fs/promises";
 import { join } from "node:path";
 import type { Logger } from "pino";
 import { taskAgents } from "../agent/command.js";
@@ -15,6 +15,7 @@ import {
   type TaskJobResult,
 } from "../contract/task-job.js";
 import { errorText } from "../errors.js";
+import { readRange } from "../fs/file-range.js";
 import { LogNames } from "../fs/log-names.js";
 import { sessionName, taskBranch } from "../fs/names.js";
 import { TaskJournal } from "../fs/run-state-file.js";
@@ -423,20 +424,6 @@ function streamLogs(
       await passing;
     },
   };
-}
-
-/** `bytes` of a file from `from`; the end of the file when `from` is omitted. */
-async function readRange(path: string, from: number | null, bytes: number): Promise<Buffer> {
-  const fh = await open(path, "r");
-  try {
-    const size = (await fh.stat()).size;
-    const start = from ?? Math.max(0, size - bytes);
-    const buf = Buffer.alloc(Math.max(0, Math.min(bytes, size - start)));
-    await fh.read(buf, 0, buf.length, start);
-    return buf;
-  } finally {
-    await fh.close();
-  }
 }
 
 /** Regular files under `root`, relative, sorted; links and others are not carried. */

@@ -1,4 +1,3 @@
-import { closeSync, openSync, readFileSync, readSync, statSync } from "node:fs";
 import { join } from "node:path";
 import {
   type OutputFormat,
@@ -9,6 +8,7 @@ import {
 } from "../agent/results.js";
 import { findSession } from "../agent/session-files.js";
 import { type AgentResult, addUsage, type Usage } from "../contract/agent-result.js";
+import { readPartsSync } from "../fs/file-range.js";
 import type { Redactor } from "../redact/redactor.js";
 import type { AttemptOutcome } from "./outcome.js";
 import type { AgentPlan } from "./task-plan.js";
@@ -79,19 +79,5 @@ export function transcriptAccount(
 
 /** A log's text, or its last 16 MiB (a CLI's final result is at its end). */
 function readLogTail(path: string): string {
-  const MAX = 16 * 1024 * 1024;
-  try {
-    const size = statSync(path).size;
-    if (size <= MAX) return readFileSync(path, "utf8");
-    const fd = openSync(path, "r");
-    try {
-      const buf = Buffer.alloc(MAX);
-      readSync(fd, buf, 0, MAX, size - MAX);
-      return buf.toString("utf8");
-    } finally {
-      closeSync(fd);
-    }
-  } catch {
-    return "";
-  }
+  return readPartsSync(path, [{ from: null, bytes: 16 * 1024 * 1024 }])?.parts[0]!.toString("utf8") ?? "";
 }

@@ -1,7 +1,8 @@
-import { closeSync, fstatSync, lstatSync, openSync, readSync, rmSync } from "node:fs";
+import { lstatSync, rmSync } from "node:fs";
 import { join, relative } from "node:path";
 import type { FeedbackBlock } from "../contract/feedback-block.js";
 import type { Reason } from "../contract/reason.js";
+import { readPartsSync } from "../fs/file-range.js";
 import { writeFresh } from "../fs/no-follow.js";
 import { failureLines, feedbackSection, TAIL_BYTES, tailOf } from "./feedback.js";
 import type { Ports } from "./ports.js";
@@ -116,26 +117,11 @@ export function testsTail(runDir: string, ran: TestsRan): NonNullable<FeedbackBl
 
 /** A log's first and last bytes (a log may be huge); empty when it cannot be read. */
 function readEnds(file: string): { head: string; tail: string; cut: boolean } {
-  let fd: number;
-  try {
-    fd = openSync(file, "r");
-  } catch {
-    return { head: "", tail: "", cut: false };
-  }
-  try {
-    const size = fstatSync(fd).size;
-    const read = (at: number, length: number): string => {
-      const buf = Buffer.alloc(length);
-      return buf.subarray(0, readSync(fd, buf, 0, length, at)).toString("utf8");
-    };
-    const head = read(0, Math.min(size, HEAD_BYTES));
-    const tailBytes = Math.min(size, TAIL_BYTES * 2);
-    return {
-      head,
-      tail: size <= HEAD_BYTES ? head : read(size - tailBytes, tailBytes),
-      cut: size > TAIL_BYTES * 2,
-    };
-  } finally {
-    closeSync(fd);
-  }
+  const read = readPartsSync(file, [
+    { from: 0, bytes: HEAD_BYTES },
+    { from: null, bytes: TAIL_BYTES * 2 },
+  ]);
+  if (!read) return { head: "", tail: "", cut: false };
+  const [head, tail] = read.parts.map((b) => b.toString("utf8")) as [string, string];
+  return { head, tail, cut: read.size > TAIL_BYTES * 2 };
 }

@@ -113,11 +113,11 @@ describe("merge.on_conflict", () => {
     });
     expect(b).toMatchObject({ status: "success", attempts: 2 });
     // Its attempt record is closed, saying where it started and what it was told.
-    expect(b.attempt_history.map((h) => [h.n, h.started_from, h.feedback, h.reason])).toEqual([
+    expect(b.attempt_history!.map((h) => [h.n, h.started_from, h.feedback, h.reason])).toEqual([
       [1, null, null, null],
       [2, "integration", "artifacts/B/redo-1/conflict.md", null],
     ]);
-    expect(b.attempt_history.every((h) => h.finished_at !== null)).toBe(true);
+    expect(b.attempt_history!.every((h) => h.finished_at !== null)).toBe(true);
     // The redo started from A's result; its earlier result is superseded, and no ref keeps it.
     expect(redo.start_commit).toBe(report.tasks.find((t) => t.id === "A")!.commit);
     expect(git(repo, "for-each-ref", "refs/termorch/")).toBe("");
