@@ -20,7 +20,7 @@ export interface FailedWorktree {
 
 /** What keeping a failed attempt's work came to. */
 export interface KeptWork {
-  /** Its commit (the task branch's tip), also at its work ref; null: nothing could be committed. */
+  /** The commit of its work, at its work ref (not on the task branch); null: nothing could be committed. */
   commit: string | null;
   ref: string | null;
   /** Where the secrets gate found a secret's value: then nothing was committed, the worktree is left as it is. */
@@ -29,8 +29,8 @@ export interface KeptWork {
 
 /**
  * Keeps what a failed attempt left in its worktree, so nothing is lost and a retry can go on
- * from it: committed on the task branch (after the secrets gate: a secret is never committed)
- * and pointed at by its work ref. A torn attempt (timed out, lost) is not committed: its retry
+ * from it: committed (after the secrets gate: a secret is never committed) and pointed at by
+ * its work ref, the worktree left as it was. A torn attempt (timed out, lost) is not committed: its retry
  * starts from the last committed state instead.
  */
 export async function keepFailedWork(
@@ -44,9 +44,11 @@ export async function keepFailedWork(
   const none: KeptWork = { commit: null, ref: null, secrets: [] };
   if (!run.git || !t.startCommit) return none;
   let commit = t.commit;
+  let tipBefore: string | null = null;
   if (!torn) {
     const secrets = await secretsGate(ports, w.worktree, t.startCommit, w.keepInRepo, w.scratch);
     if (secrets && !secrets.gate.passed) return { ...none, secrets: secrets.places };
+    tipBefore = (await git(w.worktree, ["rev-parse", "--verify", "-q", "HEAD"])).stdout.trim() || null;
     commit = await commitOnTaskBranch(ports, recorder, run.privateDir, t, w.worktree, {
       message: taskCommitMessage(t, w.agent, run.runId),
       exclude: [...w.keepInRepo],
@@ -66,6 +68,10 @@ export async function keepFailedWork(
   if (!commit) return none;
   const ref = workRefOf(run.runId, t.id, t.attempts);
   await git(run.git.root, ["update-ref", "-m", "termorch: keep an attempt's work", ref, commit]);
+  // The branch goes back to where the attempt left it, its work staying in the worktree as
+  // uncommitted changes: the next attempt goes on with them, and its own commit holds the
+  // task's whole change, so a failed attempt never reaches the merged history (its ref keeps it).
+  if (tipBefore && commit !== tipBefore) await git(w.worktree, ["reset", "-q", tipBefore]);
   return { commit, ref, secrets: [] };
 }
 

@@ -68,6 +68,13 @@ describe("failures that teach", () => {
     const repo = join(dir, "repo");
     expect(git(repo, ["show", `${history[0]!.work_ref}:part.txt`])).toBe("half");
     expect(readFileSync(join(repo, "part.txt"), "utf8")).toBe("half\n");
+    // The failed attempt's commit stays at its ref only: the merged history has the task's one commit.
+    const failedCommit = git(repo, ["rev-parse", history[0]!.work_ref!]).trim();
+    expect(git(repo, ["rev-list", "HEAD"]).split("\n")).not.toContain(failedCommit);
+    expect(git(repo, ["rev-list", "--count", `${t.commit}^..${t.commit}`]).trim()).toBe("1");
+    expect(git(repo, ["rev-parse", `${t.commit}^`]).trim()).toBe(
+      git(repo, ["rev-parse", `${failedCommit}^`]).trim(),
+    );
     const patch = readFileSync(join(dir, "artifacts", "fix", "changes.patch"), "utf8");
     expect(patch).toContain("part.txt");
     expect(patch).toContain("done.txt");
