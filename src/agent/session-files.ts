@@ -1,5 +1,6 @@
-import { closeSync, openSync, readdirSync, readFileSync, readSync, realpathSync, statSync } from "node:fs";
+import { readdirSync, readFileSync, realpathSync, statSync } from "node:fs";
 import { join } from "node:path";
+import { readPartsSync } from "../fs/file-range.js";
 import type { SessionStore } from "./presets.js";
 import type { TranscriptFormat } from "./results.js";
 
@@ -135,21 +136,12 @@ function realOrSame(path: string): string {
 
 /** A JSONL file's first record (its first 64 KiB suffice: sessions open with a short header). */
 function firstRecord(path: string): Json | null {
-  let fd: number;
+  const head = readPartsSync(path, [{ from: 0, bytes: 64 * 1024 }])?.parts[0];
+  if (!head) return null;
   try {
-    fd = openSync(path, "r");
-  } catch {
-    return null;
-  }
-  try {
-    const buf = Buffer.alloc(64 * 1024);
-    const n = readSync(fd, buf, 0, buf.length, 0);
-    const line = buf.subarray(0, n).toString("utf8").split("\n")[0] ?? "";
-    const value: unknown = JSON.parse(line);
+    const value: unknown = JSON.parse(head.toString("utf8").split("\n")[0] ?? "");
     return isObject(value) ? value : null;
   } catch {
     return null;
-  } finally {
-    closeSync(fd);
   }
 }
