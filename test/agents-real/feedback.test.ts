@@ -165,9 +165,13 @@ function expectLearned(dir: string, repo: string, before: number, agents: [strin
   expect(prompt).toContain("\nchecking greeting.txt\n");
   expect(prompt).toContain("```json termorch-feedback");
   // The CLI passed the prompt on whole (pasted or on stdin): one message of the request is exactly
-  // attempt 2's prompt, the task's context followed by the section, byte for byte.
+  // attempt 2's prompt, the task's context followed by the section (then the decision section
+  // every prompt ends with), byte for byte.
   const kept = readFileSync(join(dir, "artifacts", "F", "prompt.md"), "utf8");
-  expect(kept).toBe(CONTEXT + section);
+  expect(kept.slice(0, CONTEXT.length + section.length)).toBe(CONTEXT + section);
+  expect(kept.slice(CONTEXT.length + section.length)).toMatch(
+    /^\n\n---\n\n## If you cannot finish: your decision\n/,
+  );
   expect(stringsIn(second[0]!.text)).toContain(kept);
   // The key went to the CLI (the server saw it) and into no file of the run.
   expect(second.at(-1)!.auth).toContain(SECRET);

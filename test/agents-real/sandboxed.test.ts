@@ -1,7 +1,7 @@
 // The real CLIs headless inside termorch's sandbox (issue 25): bubblewrap, the network an
 // allowlist that names only the scripted model server on loopback. Each makes its edit through
 // its own tools, and the edit is merged.
-import { readFileSync, writeFileSync } from "node:fs";
+import { readFileSync, realpathSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { expect, it } from "vitest";
 import { describeWith } from "../needs.js";
@@ -31,7 +31,9 @@ describeWith("bwrap", "test/agents-real/sandboxed.test.ts").each([
           sandbox: {
             network: [`${url.hostname}:${url.port}`],
             // The pinned CLIs live in this checkout, which may be under /tmp (the sandbox's own).
-            filesystem: { allow_read: [join(ROOT, "test", "agents-real", "node_modules")] },
+            // Its real path: a worktree may link it to another checkout's, and bwrap follows an
+            // absolute link at a mount's destination outside the new root (no such file).
+            filesystem: { allow_read: [realpathSync(join(ROOT, "test", "agents-real", "node_modules"))] },
           },
         },
       }),
