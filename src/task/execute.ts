@@ -51,8 +51,8 @@ export async function executeTask(
   const p = run.plans.get(taskId)!;
   const start = worktreeStart(run, ports, p, {
     // An earlier process made its start (or there is none to make): its worktree is taken as it is.
-    reuse: resume && (t.startCommit !== null || !run.git),
-    startedBefore: resume && t.attemptDir !== null,
+    reuse: resume && (t.git.startCommit !== null || !run.git),
+    startedBefore: resume && t.current.dir !== null,
   });
   const opened = await openTask(run, ports, stop, recorder, p, start);
   if (opened !== "go") return opened;
@@ -60,10 +60,10 @@ export async function executeTask(
   const side = { run, ports, stop, recorder };
   // The policy had chosen the next attempt when the earlier process died: it is carried out,
   // the last attempt is not judged again (its worktree may have moved since).
-  let adopting = resume && t.attemptDir !== null && t.next === null;
+  let adopting = resume && t.current.dir !== null && t.next === null;
   const { worktree, keepInRepo } = p.workspace;
   if (resume && t.next) {
-    if (t.session) await ports.runner.close([t.session]);
+    if (t.current.session) await ports.runner.close([t.current.session]);
     if (worktree !== null && existsSync(worktree))
       await startNextFrom(ports, recorder, t, { worktree, keepInRepo }, t.next.from);
   }
@@ -88,9 +88,9 @@ export async function executeTask(
       {
         counted: countedAttempts(t.history),
         allowed: p.attempts,
-        agentIndex: t.agentIndex,
+        agentIndex: t.current.agentIndex,
         agents: p.agents.length,
-        retryFrom: agentOf(p, t.agentIndex).retryFrom,
+        retryFrom: agentOf(p, t.current.agentIndex).retryFrom,
         ending: stop.ending,
         // A worktree that is gone cannot be reset for another attempt.
         worktreeGone: worktree !== null && !existsSync(worktree),
@@ -101,16 +101,16 @@ export async function executeTask(
     if (ended.reason !== reason) recorder.note(taskId, { history: amendedLast(t.history, ended) });
     if (step.kind === "done") {
       const artifacts = await collectArtifacts(run, ports, t, p);
-      await recorder.transition(taskId, { to: "success" }, artifacts ? { artifacts } : {});
+      await recorder.transition(taskId, { to: "success" }, artifacts ? { result: { artifacts } } : {});
       await killPoint(run.fault, "kill-after-status", t.id, t.attempts);
       // Its work is on its branch: the worktree can serve the run's next tasks (the warm pool).
-      if (ports.pool && worktree !== null && t.startCommit && !run.settings.keep_branches)
-        ports.pool.giveLater(worktree, t.startCommit);
+      if (ports.pool && worktree !== null && t.git.startCommit && !run.settings.keep_branches)
+        ports.pool.giveLater(worktree, t.git.startCommit);
       return { kind: "done", ok: true };
     }
     if (step.kind === "failed" || step.kind === "blocked") {
       const artifacts = await collectArtifacts(run, ports, t, p);
-      if (artifacts) recorder.note(taskId, { artifacts });
+      if (artifacts) recorder.note(taskId, { result: { artifacts } });
       const needsHuman = step.kind === "blocked" && step.needsHuman;
       return failTask(run, recorder, taskId, step.reason, step.detail, needsHuman);
     }
@@ -150,10 +150,10 @@ async function prepareNext(
   step: Extract<NextStep, { kind: "retry" | "escalate" }>,
 ): Promise<void> {
   const { run, ports, recorder } = side;
-  const failed_ = agentOf(p, t.agentIndex);
+  const failed_ = agentOf(p, t.current.agentIndex);
   const failedAgent = failed_.name;
   const { worktree, keepInRepo } = p.workspace;
-  const startCommit = t.startCommit;
+  const startCommit = t.git.startCommit;
   let work: { from: string; to: string } | null = null;
   if (worktree !== null && existsSync(worktree)) {
     const w = { worktree, agent: failedAgent, keepInRepo, scratch: failed_.scratch };
@@ -199,7 +199,7 @@ async function prepareNext(
   await killPoint(run.fault, "kill-after-next-chosen", t.id, t.attempts);
   if (worktree !== null && existsSync(worktree))
     await startNextFrom(ports, recorder, t, { worktree, keepInRepo }, step.from);
-  await ports.runner.close([t.session!]);
+  await ports.runner.close([t.current.session!]);
 }
 
 /** What an attempt came to: null when it passed every gate, else why not. */
@@ -228,10 +228,10 @@ export async function attemptAndGate(
   // agent. What the policy chose for it (TaskRun.next) is done with once it is counted.
   if (!adopting) {
     const next = t.next;
-    const agentIndex = next?.agentIndex ?? t.agentIndex;
+    const agentIndex = next?.agentIndex ?? t.current.agentIndex;
     recorder.note(t.id, {
       attempts: t.attempts + 1,
-      agentIndex,
+      current: { agentIndex },
       history: [
         ...t.history,
         openRecord(t.attempts + 1, agentOf(p, agentIndex).name, ports.now(), {
@@ -243,7 +243,7 @@ export async function attemptAndGate(
       next: null,
     });
   }
-  const agent = agentOf(p, t.agentIndex);
+  const agent = agentOf(p, t.current.agentIndex);
   let attempt: AttemptResult | "detached";
   if (adopting) {
     attempt = await adoptAttempt(side, t, p, agent);
@@ -253,19 +253,19 @@ export async function attemptAndGate(
     attempt = setup ?? (await runAttempt(side, t, p, agent));
   }
   if (attempt === "detached") return "detached";
-  if (attempt.account) recorder.note(t.id, attempt.account);
+  if (attempt.account) recorder.note(t.id, { result: attempt.account });
   let { reason, detail } = attempt;
   if (attempt.record && agent.output) {
     const said = agentOutcome(run.runDir, ports.redactor, t, agent, p.workspace.cwd, agent.output, attempt);
-    recorder.note(t.id, said.account);
+    recorder.note(t.id, { result: said.account });
     ({ reason, detail } = said.outcome);
   }
   if (reason === null) {
     const gated = await runGates({ run, ports, stop, recorder, t, p, agent }, found);
     if (gated === "detached") return "detached";
     ({ reason, detail } = gated);
-  } else recorder.note(t.id, { gates: [...setupGates(t), coreGate(attempt.record, reason)] });
-  recorder.note(t.id, { exitCode: attempt.record?.exit_code ?? null });
+  } else recorder.note(t.id, { result: { gates: [...setupGates(t), coreGate(attempt.record, reason)] } });
+  recorder.note(t.id, { result: { exitCode: attempt.record?.exit_code ?? null } });
   return { reason, detail };
 }
 

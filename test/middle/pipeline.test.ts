@@ -4,7 +4,9 @@
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it, vi } from "vitest";
+import { readRunStateFile } from "../../src/fs/run-state-file.js";
 import { resumeRun, runAssignments } from "../../src/run/runner.js";
+import { flatTaskRun } from "../fixtures/flat-task-run.js";
 import { FakeRunner } from "./fake-runner.js";
 import { MiddleRun, middleTier } from "./harness.js";
 
@@ -268,6 +270,33 @@ describe("resume", () => {
     ]);
   });
 
+  it("resumes a run whose state.json and task journal an earlier version wrote (flat task records)", async () => {
+    run = new MiddleRun([
+      { id: "a", timeout_s: 60 },
+      { id: "b", dependencies: ["a"] },
+    ]);
+    const runDir = await run.detachedAt("a");
+    const read = readRunStateFile(runDir);
+    if (!read.ok) throw new Error(read.problem);
+    const { state } = read;
+    const flat = state.tasks.map(flatTaskRun);
+    writeFileSync(join(runDir, "state.json"), JSON.stringify({ ...state, tasks: flat }));
+    writeFileSync(state.task_journal!, flat.map((t) => `${JSON.stringify(t)}\n`).join(""));
+    const runner = new FakeRunner(run.host);
+    const resumed = resumeRun({ runDir, ...run.options({ runner }) });
+    await run.running("a");
+    const a = run.host.of("a")[0]!;
+    // Its live attempt is found by the session and folder the flat record names: adopted, not launched again.
+    expect(runner.adopted).toEqual([a]);
+    a.exit(0);
+    (await run.host.launched("b")).exit(0);
+    const report = run.report(await resumed);
+    expect(report.tasks.map((t) => [t.id, t.status, t.attempts])).toEqual([
+      ["a", "success", 1],
+      ["b", "success", 1],
+    ]);
+  });
+
   it("fails an attempt recorded as running whose session vanished as lost, without launching it again", async () => {
     run = new MiddleRun([{ id: "a" }]);
     const runDir = await run.detachedAt("a");
@@ -293,8 +322,8 @@ describe("resume", () => {
     const again = await run.host.launched("a");
     expect(again.spec).toMatchObject({
       attempt: 1,
-      attemptDir: recorded.attemptDir,
-      session: recorded.session,
+      attemptDir: recorded.current.dir,
+      session: recorded.current.session,
     });
     again.exit(0);
     const report = run.report(await resumed);
