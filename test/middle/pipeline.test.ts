@@ -19,7 +19,11 @@ const ids = (attempts: { spec: { taskId: string } }[]): string[] => attempts.map
 describe("dispatch", () => {
   it("runs independent tasks in parallel up to max_parallel and a dependent once its dependency succeeded", async () => {
     run = new MiddleRun([{ id: "a" }, { id: "b" }, { id: "c" }, { id: "d", dependencies: ["a"] }]);
-    const done = runAssignments({ assignmentsFile: run.file, ...run.options(), maxParallel: 2 });
+    const done = runAssignments({
+      assignmentsFile: run.file,
+      ...run.options(),
+      overrides: { maxParallel: 2 },
+    });
     const [a, b] = await Promise.all([run.host.launched("a"), run.host.launched("b")]);
     // Two slots: c waits for one of them.
     expect(ids(run.host.attempts)).toEqual(["a", "b"]);
@@ -143,7 +147,11 @@ describe("timeouts", () => {
 describe("stopping a run", () => {
   it("--fail-fast stops the running tasks and skips the pending ones once a task failed", async () => {
     run = new MiddleRun([{ id: "a" }, { id: "b" }, { id: "c", dependencies: ["b"] }]);
-    const done = runAssignments({ assignmentsFile: run.file, ...run.options(), failFast: true });
+    const done = runAssignments({
+      assignmentsFile: run.file,
+      ...run.options(),
+      overrides: { failFast: true },
+    });
     const [a, b] = await Promise.all([run.host.launched("a"), run.host.launched("b")]);
     await run.running("b");
     a.exit(2);
@@ -199,7 +207,7 @@ describe("stop reasons that come together", () => {
     const done = runAssignments({
       assignmentsFile: run.file,
       ...run.options({ signal: cancel.signal }),
-      failFast: true,
+      overrides: { failFast: true },
     });
     const [a, b] = await Promise.all([run.host.launched("a"), run.host.launched("b")]);
     b.onTerm = "ignore";
@@ -245,7 +253,7 @@ describe("resume", () => {
     const runDir = await run.detachedAt("a");
     await vi.advanceTimersByTimeAsync(30_000);
     const runner = new FakeRunner(run.host);
-    const resumed = resumeRun({ runDir, ...run.options({ runner }) });
+    const resumed = resumeRun({ runDir, ...run.options({ seams: { runner } }) });
     await run.running("a");
     const a = run.host.of("a")[0]!;
     expect(runner.adopted).toEqual([a]);
@@ -283,7 +291,7 @@ describe("resume", () => {
     writeFileSync(join(runDir, "state.json"), JSON.stringify({ ...state, tasks: flat }));
     writeFileSync(state.task_journal!, flat.map((t) => `${JSON.stringify(t)}\n`).join(""));
     const runner = new FakeRunner(run.host);
-    const resumed = resumeRun({ runDir, ...run.options({ runner }) });
+    const resumed = resumeRun({ runDir, ...run.options({ seams: { runner } }) });
     await run.running("a");
     const a = run.host.of("a")[0]!;
     // Its live attempt is found by the session and folder the flat record names: adopted, not launched again.
