@@ -375,14 +375,16 @@ async function runCommand(file: string, o: RunFlags, io: Io): Promise<number> {
       ...(o.config ? { configFile: o.config } : {}),
       ...(o.out ? { outDir: o.out } : {}),
       ...(o.baseDir ? { baseDir: o.baseDir } : {}),
-      ...(o.dryRun ? { dryRun: true } : {}),
-      ...(o.verify === false ? { verify: false } : {}),
-      ...(o.maxParallel ? { maxParallel: o.maxParallel } : {}),
-      schedule: o.schedule,
-      failFast: o.failFast ?? false,
-      sessions: o.keepSessions ? "keep" : o.clean ? "clean" : "default",
-      keepBranches: o.keepBranches ?? false,
-      allowDirty: o.allowDirty ?? false,
+      overrides: {
+        ...(o.dryRun ? { dryRun: true } : {}),
+        ...(o.verify === false ? { verify: false } : {}),
+        ...(o.maxParallel ? { maxParallel: o.maxParallel } : {}),
+        schedule: o.schedule,
+        failFast: o.failFast ?? false,
+        sessions: o.keepSessions ? "keep" : o.clean ? "clean" : "default",
+        keepBranches: o.keepBranches ?? false,
+        allowDirty: o.allowDirty ?? false,
+      },
     }),
   );
 }
@@ -428,27 +430,29 @@ async function drive(
       signal: controller.signal,
       env: io.env,
       cwd: io.cwd,
-      ...(io.fault ? { fault: io.fault } : {}),
+      ...(io.fault ? { seams: { fault: io.fault } } : {}),
       backend: backend.choice,
       logger,
-      onNotice: (message) => io.stderr.write(`termorch: warning: ${message}\n`),
-      onStart: (info) => {
-        run = info.redactor;
-        if (!o.json) io.stderr.write(startBanner(info));
-        if (o.startedFile) {
-          const started: DriverStarted = {
-            run_id: info.runId,
-            run_dir: info.runDir,
-            pid: process.pid,
-            tasks: info.tasks,
-          };
-          writeFileAtomicSync(resolvePath(io.cwd, o.startedFile), JSON.stringify(started), 0o600, false);
-        }
-      },
-      onProgress: (tasks, elapsed) => {
-        if (!tty) return;
-        lastLine = progressLine(tasks, elapsed);
-        io.stderr.write(`\r\x1b[2K${lastLine}`);
+      hooks: {
+        onNotice: (message) => io.stderr.write(`termorch: warning: ${message}\n`),
+        onStart: (info) => {
+          run = info.redactor;
+          if (!o.json) io.stderr.write(startBanner(info));
+          if (o.startedFile) {
+            const started: DriverStarted = {
+              run_id: info.runId,
+              run_dir: info.runDir,
+              pid: process.pid,
+              tasks: info.tasks,
+            };
+            writeFileAtomicSync(resolvePath(io.cwd, o.startedFile), JSON.stringify(started), 0o600, false);
+          }
+        },
+        onProgress: (tasks, elapsed) => {
+          if (!tty) return;
+          lastLine = progressLine(tasks, elapsed);
+          io.stderr.write(`\r\x1b[2K${lastLine}`);
+        },
       },
     });
     if (tty && lastLine) io.stderr.write("\n");

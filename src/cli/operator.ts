@@ -56,7 +56,7 @@ async function runningOnWorker(
     () => null,
   );
   const last = found?.task.hosts.at(-1);
-  if (!found || !last || found.task.state !== "running" || !found.task.session) return null;
+  if (!found || !last || found.task.state !== "running" || !found.task.current.session) return null;
   if (last.host !== hostname())
     throw new InputError(
       [
@@ -64,7 +64,7 @@ async function runningOnWorker(
           message: `task ${taskId} of run ${found.state.run_id} runs on worker ${last.worker}, host ${last.host}, not here`,
         },
       ],
-      `Watch it there: ${remoteAttachHint(last.host, last.socket, found.task.session)}`,
+      `Watch it there: ${remoteAttachHint(last.host, last.socket, found.task.current.session)}`,
     );
   return { ...found, socket: last.socket };
 }
@@ -141,7 +141,7 @@ export function registerOperatorCommands(program: Command, io: Io, setCode: (cod
       const target =
         onWorker ?? (await findTask(taskId, o.run, { env: io.env, cwd: io.cwd, needSession: true }));
       const { state, task } = target;
-      const session = task.session!;
+      const session = task.current.session!;
       const socket = onWorker ? onWorker.socket : state.socket;
       const socketPath = onWorker
         ? onWorker.socket

@@ -83,74 +83,155 @@ export const NextAttempt = z.strictObject({
 });
 export type NextAttempt = z.infer<typeof NextAttempt>;
 
-/** Everything the run knows about one task; the report and the status files are views of it. */
-export const TaskRun = z.strictObject({
-  id: z.string(),
-  agent: z.string(),
-  dependencies: z.array(z.string()),
-  /** `pending` until the task starts or is skipped. */
-  state: z.union([TaskState, z.literal("pending")]),
-  reason: Reason.nullable(),
-  detail: z.string().nullable(),
-  exitCode: z.number().int().nullable(),
-  attempts: z.number().int().min(0),
-  /** Epoch ms. */
-  startedAt: z.number().nullable(),
-  finishedAt: z.number().nullable(),
-  session: z.string().nullable(),
+/** Its git side: the task branch, where it started, its work's commit, what it did to the repository's refs. */
+export const TaskGit = z.strictObject({
   branch: z.string().nullable(),
   /** The commit the task's worktree started from. */
   startCommit: z.string().nullable(),
   /** The task branch's tip after its work was committed. */
   commit: z.string().nullable(),
   /** Refs the agent created in the user's repository (reported, and removed with the task branch). */
-  refsCreated: z.array(z.string()).default([]),
+  refsCreated: z.array(z.string()),
   /** What of its changes steers git (the git_control_files gate); empty: none, or not looked at. */
-  gitControls: z.array(GitControlFile).default([]),
+  controls: z.array(GitControlFile),
+});
+export type TaskGit = z.infer<typeof TaskGit>;
+
+/** The attempt that runs now, or ran last: a resume adopts it with the agent it was launched with. */
+export const CurrentAttempt = z.strictObject({
+  /**
+   * Which of its agents (TaskPlan.agents: 0 its own, then its escalation list) runs it; 0 in a
+   * state file written before escalation existed.
+   */
+  agentIndex: z.number().int().min(0),
+  /** Its private folder (supervisor files, exit.json), once it was launched. */
+  dir: z.string().nullable(),
+  /** When it was launched (its timeout counts from here, across a resume). */
+  startedAt: z.number().nullable(),
+  /** Its tmux session (each attempt has a fresh one). */
+  session: z.string().nullable(),
+});
+export type CurrentAttempt = z.infer<typeof CurrentAttempt>;
+
+/** An interactive task's agent: whether, since when and for what it waits for input. */
+export const TaskWaiting = z.strictObject({
+  /** Since when it waits (ms since the epoch); null: it does not. */
+  since: z.number().nullable(),
+  /** What it waits for (StatusFile's waiting_for); null when it does not. */
+  for: z.string().nullable(),
+  /** The keys that answer what it waits for, when termorch knows the question (StatusFile's waiting_answers). */
+  answers: z.array(KeyAnswer),
+  /** Where its agent's state came from (its CLI's hooks, or its screen); null: not yet known. */
+  stateFrom: StateSource.nullable(),
+});
+export type TaskWaiting = z.infer<typeof TaskWaiting>;
+
+/** What its (last) attempt left: its exit, logs, gates, collected artifacts, its agent's own result. */
+export const TaskResult = z.strictObject({
+  exitCode: z.number().int().nullable(),
   /** Log paths relative to the run directory. */
   logs: z.strictObject({ stdout: z.string(), stderr: z.string() }).nullable(),
   artifacts: z.array(z.string()),
   gates: z.array(Gate),
+  /** The agent's own result, from its CLI's output (the last attempt's). */
+  agentResult: AgentResult.nullable(),
+  /** Tokens and cost its CLI reported, all attempts added up. */
+  usage: Usage.nullable(),
+});
+export type TaskResult = z.infer<typeof TaskResult>;
+
+/** Its redos after the merge (merge.on_conflict "redo", a gate's fix under on_gate_failure "bisect_and_fix"). */
+export const TaskRedo = z.strictObject({
+  /** The redo under way; null when none is. */
+  progress: RedoProgress.nullable(),
+  /** Its redos that ended, in the report's shape. */
+  done: z.array(Redo),
+});
+export type TaskRedo = z.infer<typeof TaskRedo>;
+
+/** Everything the run knows about one task, grouped by concern; the report and the status files are views of it. */
+const TaskRunShape = z.strictObject({
+  id: z.string(),
+  agent: z.string(),
+  dependencies: z.array(z.string()),
   /** The argv of its own agent (the report's); an escalated attempt's is its agent's (TaskPlan.agents). */
   argv: z.array(z.string()),
-  /**
-   * Which of its agents (TaskPlan.agents: 0 its own, then its escalation list) runs its current
-   * attempt; a resume adopts that attempt with the agent it was launched with. 0 in a state file
-   * written before escalation existed.
-   */
-  agentIndex: z.number().int().min(0).default(0),
-  /** Private folder of the current attempt (supervisor files, exit.json), when one was launched. */
-  attemptDir: z.string().nullable(),
-  /** When the current attempt was launched (its timeout counts from here, across a resume). */
-  attemptStartedAt: z.number().nullable(),
-  /** The agent's own result, from its CLI's output (the last attempt's). */
-  agentResult: AgentResult.nullable().default(null),
-  /** Tokens and cost its CLI reported, all attempts added up. */
-  usage: Usage.nullable().default(null),
-  /** An interactive task's agent waits for input since then (ms since the epoch); null: it does not. */
-  waitingSince: z.number().nullable().default(null),
-  /** Interactive tasks: where its agent's state came from (its CLI's hooks, or its screen); null: not yet known. */
-  stateFrom: StateSource.nullable().default(null),
-  /** What it waits for (StatusFile's waiting_for); null when it does not. */
-  waitingFor: z.string().nullable().default(null),
-  /** The keys that answer what it waits for, when termorch knows the question (StatusFile's waiting_answers). */
-  waitingAnswers: z.array(KeyAnswer).default([]),
+  /** `pending` until the task starts or is skipped. */
+  state: z.union([TaskState, z.literal("pending")]),
+  reason: Reason.nullable(),
+  detail: z.string().nullable(),
+  /** Failed (blocked) and its agent asked for a person (its decision's routing.recommended_next_actor "human"). */
+  needsHuman: z.boolean(),
+  attempts: z.number().int().min(0),
+  /** Epoch ms. */
+  startedAt: z.number().nullable(),
+  finishedAt: z.number().nullable(),
+  git: TaskGit,
+  current: CurrentAttempt,
+  waiting: TaskWaiting,
+  result: TaskResult,
   /** Scale-out: the worker and host of each attempt (empty in a local run). */
-  hosts: z.array(AttemptHost).default([]),
-  /** A redo of its conflicting result under way; null when none is. */
-  redo: RedoProgress.nullable().default(null),
-  /** Its redos that ended, in the report's shape. */
-  redone: z.array(Redo).default([]),
+  hosts: z.array(AttemptHost),
+  redo: TaskRedo,
   /** Its attempts, in order (the report's attempt_history). */
-  history: z.array(AttemptRecord).default([]),
+  history: z.array(AttemptRecord),
   /**
    * The attempt that follows the last one, once the policy chose it and before it is counted: a
    * resume carries it out rather than judging the last attempt again (its worktree may have moved).
    */
-  next: NextAttempt.nullable().default(null),
-  /** Failed (blocked) and its agent asked for a person (its decision's routing.recommended_next_actor "human"). */
-  needsHuman: z.boolean().default(false),
+  next: NextAttempt.nullable(),
 });
+
+/**
+ * A task record as an earlier termorch wrote it (state.json, task journal): one flat object of
+ * 35 fields, some of them added later (absent in older files). Read into the groups, so a run
+ * interrupted before an upgrade still resumes.
+ */
+function fromFlat(raw: unknown): unknown {
+  if (typeof raw !== "object" || raw === null || "git" in raw) return raw;
+  const {
+    branch = null,
+    startCommit = null,
+    commit = null,
+    refsCreated = [],
+    gitControls = [],
+    agentIndex = 0,
+    attemptDir = null,
+    attemptStartedAt = null,
+    session = null,
+    waitingSince = null,
+    waitingFor = null,
+    waitingAnswers = [],
+    stateFrom = null,
+    exitCode = null,
+    logs = null,
+    artifacts = [],
+    gates = [],
+    agentResult = null,
+    usage = null,
+    redo = null,
+    redone = [],
+    hosts = [],
+    history = [],
+    next = null,
+    needsHuman = false,
+    ...rest
+  } = raw as Record<string, unknown>;
+  return {
+    ...rest,
+    needsHuman,
+    git: { branch, startCommit, commit, refsCreated, controls: gitControls },
+    current: { agentIndex, dir: attemptDir, startedAt: attemptStartedAt, session },
+    waiting: { since: waitingSince, for: waitingFor, answers: waitingAnswers, stateFrom },
+    result: { exitCode, logs, artifacts, gates, agentResult, usage },
+    hosts,
+    redo: { progress: redo, done: redone },
+    history,
+    next,
+  };
+}
+
+export const TaskRun = z.preprocess(fromFlat, TaskRunShape);
 export type TaskRun = z.infer<typeof TaskRun>;
 
 /**

@@ -15,6 +15,7 @@ import {
   type DriveOptions,
   internalError,
   type RunResult,
+  type RunSeams,
   readState,
   resumeRun,
   runAssignments,
@@ -37,7 +38,7 @@ export interface DaemonOptions {
   /** How long an inbox file's size must stay unchanged before it is taken. */
   stableMs?: number;
   /** Where every run's attempts run, and its workspace's git side; default: tmux and git. Tests inject fakes. */
-  drive?: Pick<DriveOptions, "runner" | "workspace">;
+  drive?: Pick<RunSeams, "runner" | "workspace">;
 }
 
 /** How long an unparseable inbox file must stay untouched before it is taken as invalid. */
@@ -200,13 +201,14 @@ export class Daemon {
    */
   private driveOptions(runId: string): DriveOptions {
     return {
-      onReport: async (result) => {
-        await this.answer(runId, result.report);
-        this.answered.add(runId);
+      hooks: {
+        onReport: async (result) => {
+          await this.answer(runId, result.report);
+          this.answered.add(runId);
+        },
       },
-      ...(this.opts.fault ? { fault: this.opts.fault } : {}),
+      seams: { ...(this.opts.fault ? { fault: this.opts.fault } : {}), ...this.opts.drive },
       ...(this.opts.backend ? { backend: this.opts.backend } : {}),
-      ...this.opts.drive,
       wait: true,
       detach: this.detach.signal,
       hostQueue: this.hostQueue,

@@ -51,7 +51,7 @@ export async function cleanUpMerged(
     // lost). Only branches: a tag or a remote-tracking ref is never termorch's to delete.
     const branches = order.flatMap((id) => {
       const t = task(id);
-      return [...(t.branch ? [t.branch] : []), ...t.refsCreated.filter(isBranch)];
+      return [...(t.git.branch ? [t.git.branch] : []), ...t.git.refsCreated.filter(isBranch)];
     });
     result.kept_branches = await deleteMergedBranches(root, [...branches, integrationBranch], merged);
     // The earlier results of redone tasks, and failed attempts' work: superseded by what merged

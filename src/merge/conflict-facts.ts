@@ -52,14 +52,15 @@ export async function conflictFacts(
     const handoff = kept === null ? null : keptHandoff(kept);
     others.push({
       id,
-      summary: o.agentResult?.summary ?? null,
-      changes: o.startCommit && o.commit ? await fileChanges(root, o.startCommit, o.commit) : [],
+      summary: o.result.agentResult?.summary ?? null,
+      changes:
+        o.git.startCommit && o.git.commit ? await fileChanges(root, o.git.startCommit, o.git.commit) : [],
       handoff: handoff === null ? null : { path: relative(run.runDir, handoffPath!), text: handoff },
     });
   }
   const previous = tasks
     .get(c.task)
-    .redone.filter((r) => r.before_commit === c.before)
+    .redo.done.filter((r) => r.before_commit === c.before)
     .map((r) => ({ redo: r.redo, reason: r.reason, detail: r.reason_detail, gates: r.gates }));
   return {
     task: c.task,

@@ -44,8 +44,8 @@ export interface NewFix {
  */
 export async function recordGateFix(side: AttemptSide, taskId: string, fix: NewFix): Promise<void> {
   const t = side.recorder.get(taskId);
-  const before = t.commit!;
-  const taskStart = t.startCommit ?? side.run.git!.baseCommit;
+  const before = t.git.commit!;
+  const taskStart = t.git.startCommit ?? side.run.git!.baseCommit;
   await recordFix(side, t, side.run.plans.get(taskId)!, {
     n: 1,
     start: fix.start,
@@ -79,17 +79,17 @@ export async function fixTask(side: AttemptSide, taskId: string): Promise<RedoEn
   const of = run.settings.gate_fix_attempts;
   try {
     for (;;) {
-      const redo = t.redo!;
+      const redo = t.redo.progress!;
       if (redo.step === "restoring") return await giveUp(side, t, p);
       if (redo.step === "recorded") await prepareRedo(side, t, p);
       const found: GateFindings = {};
-      const verdict = await attemptAndGate(side, t, p, t.attemptDir !== null, found);
+      const verdict = await attemptAndGate(side, t, p, t.current.dir !== null, found);
       if (verdict === "detached") return "detached";
       let gate: Gate | null = null;
       let ran: TestsRan | null = null;
       if (verdict.reason === null) {
         probePoint(run.fault, "fix", join(run.privateDir, "gates", "fix.json"));
-        const judged = await runLevelTests(run, ports, side.stop, t.commit!, "fix", (r) => {
+        const judged = await runLevelTests(run, ports, side.stop, t.git.commit!, "fix", (r) => {
           ran = r;
         });
         if (judged === "detached") return "detached";
@@ -112,20 +112,25 @@ export async function fixTask(side: AttemptSide, taskId: string): Promise<RedoEn
         await recorder.transition(
           taskId,
           { to: "success" },
-          { redo: null, redone: [...t.redone, ended], ...(artifacts ? { artifacts } : {}) },
+          {
+            redo: { progress: null, done: [...t.redo.done, ended] },
+            ...(artifacts ? { result: { artifacts } } : {}),
+          },
         );
         await killPoint(run.fault, "kill-after-status", taskId, t.attempts);
-        return { kind: "resolved", commit: t.commit!, start: redo.start, before: redo.before };
+        return { kind: "resolved", commit: t.git.commit!, start: redo.start, before: redo.before };
       }
       const last = redo.n >= of || ended.outcome === "cancelled";
       await redoFinished(side, t, ended, last);
-      if (t.session) await ports.runner.close([t.session]);
+      if (t.current.session) await ports.runner.close([t.current.session]);
       if (last) {
-        recorder.checkpoint(taskId, { redone: [...t.redone, ended], redo: { ...redo, step: "restoring" } });
+        recorder.checkpoint(taskId, {
+          redo: { progress: { ...redo, step: "restoring" }, done: [...t.redo.done, ended] },
+        });
         await killPoint(run.fault, "kill-after-redo-restoring", taskId);
         return await giveUp(side, t, p);
       }
-      recorder.note(taskId, { redone: [...t.redone, ended], redo: null });
+      recorder.note(taskId, { redo: { progress: null, done: [...t.redo.done, ended] } });
       await recordFix(side, t, p, {
         n: redo.n + 1,
         start: redo.start,
@@ -134,19 +139,19 @@ export async function fixTask(side: AttemptSide, taskId: string): Promise<RedoEn
         previous: redo,
         failed: {
           t,
-          agent: agentOf(p, t.agentIndex).name,
-          timeoutS: agentOf(p, t.agentIndex).timeoutS,
+          agent: agentOf(p, t.current.agentIndex).name,
+          timeoutS: agentOf(p, t.current.agentIndex).timeoutS,
           reason: outcome.reason!,
           detail: outcome.detail,
           found: ran ? { ...found, tests: ran } : found,
           decision: null,
-          work: { from: redo.start, to: t.commit ?? redo.start },
+          work: { from: redo.start, to: t.git.commit ?? redo.start },
         },
       });
     }
   } catch (error) {
     // The record never stays mid-fix: the earlier result is put back, then the error goes on.
-    if (t.redo !== null && t.redo.step !== "recorded")
+    if (t.redo.progress !== null && t.redo.progress.step !== "recorded")
       await putBack(side, t, p).catch((e: unknown) =>
         ports.log.warn({ task: taskId, err: errorText(e) }, "could not put back the task's earlier result"),
       );
@@ -176,8 +181,8 @@ async function recordFix(
 ): Promise<void> {
   const { run, ports, recorder } = side;
   const attempt = t.attempts + 1;
-  const before = o.previous?.before ?? t.commit!;
-  const taskStart = o.previous?.restore.startCommit ?? t.startCommit ?? run.git!.baseCommit;
+  const before = o.previous?.before ?? t.git.commit!;
+  const taskStart = o.previous?.restore.startCommit ?? t.git.startCommit ?? run.git!.baseCommit;
   const kept = o.previous?.kept ?? `attempt-${attempt}`;
   if (o.n === 1) await keepEarlier(side, t, p, { dir: kept, taskStart, before });
   const facts = await feedbackFacts(run, ports, o.failed, "integration");
@@ -220,7 +225,7 @@ async function recordFix(
     },
     t.id,
   );
-  recorder.checkpoint(t.id, { redo: progress });
+  recorder.checkpoint(t.id, { redo: { progress } });
   await killPoint(run.fault, "kill-after-fix-recorded", t.id);
 }
 
@@ -232,7 +237,7 @@ async function giveUp(side: AttemptSide, t: Readonly<TaskRun>, p: TaskPlan): Pro
 
 /** Why the merge halted after a culprit's fixes: what the last one came to. */
 export function fixGaveUp(t: Readonly<TaskRun>, of: number): string {
-  const last = t.redone.findLast((r) => r.cause === "gate");
+  const last = t.redo.done.findLast((r) => r.cause === "gate");
   if (!last) return `${t.id}'s fix was stopped`;
   const how =
     last.outcome === "cancelled"

@@ -38,8 +38,8 @@ export async function mergeInOrder(side: AttemptSide): Promise<OrderedMerge | "d
   let halted: string | null = null;
   for (const id of run.order) {
     const t = recorder.get(id);
-    const resolved = t.redone.findLast((r) => r.outcome === "resolved");
-    if (t.redo === null && resolved && resolved.commit === t.commit) {
+    const resolved = t.redo.done.findLast((r) => r.outcome === "resolved");
+    if (t.redo.progress === null && resolved && resolved.commit === t.git.commit) {
       replaced.push(resolved.before_commit);
       // Its redo resolved (a resume, or a merge taken again for a bisect's fix): its result holds
       // the merge before it, unless that changed since (a fix before it); then its own work is
@@ -50,10 +50,12 @@ export async function mergeInOrder(side: AttemptSide): Promise<OrderedMerge | "d
       }
     }
     const replay = await replayFrom(root, t, replaced);
-    if (t.redo?.cause === "gate") {
+    if (t.redo.progress?.cause === "gate") {
       // The bisect's culprit, given a fix (gate-fix.ts): run here, on the merge before it.
-      if ((await treeOf(root, t.redo.start)) !== (await fold.tree()))
-        throw new Error(`the merge before ${id} is not the one its fix started from (${t.redo.start})`);
+      if ((await treeOf(root, t.redo.progress.start)) !== (await fold.tree()))
+        throw new Error(
+          `the merge before ${id} is not the one its fix started from (${t.redo.progress.start})`,
+        );
       const end = await fixTask(side, id);
       if (end === "detached") return end;
       if (end.kind === "resolved") {
@@ -72,11 +74,11 @@ export async function mergeInOrder(side: AttemptSide): Promise<OrderedMerge | "d
     }
     let redo: NewRedo | null = null;
     let first: Conflicting | null = null;
-    if (t.redo === null) {
+    if (t.redo.progress === null) {
       const step = await fold.step(itemOf(t), replay);
       if (step.clean) continue;
       first = step;
-      const redos = t.redone.filter((r) => r.cause === "conflict").length;
+      const redos = t.redo.done.filter((r) => r.cause === "conflict").length;
       if (
         halted !== null ||
         stop.ending ||
@@ -106,8 +108,10 @@ export async function mergeInOrder(side: AttemptSide): Promise<OrderedMerge | "d
         units: step.units.map((u) => ({ ...u, with: withFor(step, u.paths, id) })),
         detail: first.conflicts.map((c) => c.detail).join("; "),
       };
-    } else if ((await treeOf(root, t.redo.start)) !== (await fold.tree())) {
-      throw new Error(`the merge before ${id} is not the one its redo started from (${t.redo.start})`);
+    } else if ((await treeOf(root, t.redo.progress.start)) !== (await fold.tree())) {
+      throw new Error(
+        `the merge before ${id} is not the one its redo started from (${t.redo.progress.start})`,
+      );
     }
     const end = await redoTask(side, id, redo);
     if (end === "detached") return end;
@@ -134,7 +138,7 @@ export async function mergeInOrder(side: AttemptSide): Promise<OrderedMerge | "d
 type Conflicting = Extract<FoldStep, { clean: false }>;
 
 function itemOf(t: Readonly<TaskRun>): FoldItem {
-  return { task: t.id, commit: t.commit!, ...(t.startCommit ? { start: t.startCommit } : {}) };
+  return { task: t.id, commit: t.git.commit!, ...(t.git.startCommit ? { start: t.git.startCommit } : {}) };
 }
 
 /** A task built on a replaced result is merged from its own start: only its own work is applied. */
@@ -143,8 +147,9 @@ async function replayFrom(
   t: Readonly<TaskRun>,
   replaced: readonly string[],
 ): Promise<string | undefined> {
-  if (!t.startCommit) return undefined;
-  for (const before of replaced) if (await isAncestor(root, before, t.startCommit)) return t.startCommit;
+  if (!t.git.startCommit) return undefined;
+  for (const before of replaced)
+    if (await isAncestor(root, before, t.git.startCommit)) return t.git.startCommit;
   return undefined;
 }
 

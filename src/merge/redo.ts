@@ -50,16 +50,16 @@ export async function redoTask(
   const { run, recorder } = side;
   const t = recorder.get(taskId);
   const p = run.plans.get(taskId)!;
-  if (t.redo === null) {
+  if (t.redo.progress === null) {
     if (conflict === null) throw new Error(`task ${taskId} has no redo to go on with`);
     await recordRedo(side, t, p, conflict, 1);
   }
   try {
     for (;;) {
-      const redo = t.redo!;
+      const redo = t.redo.progress!;
       if (redo.step === "restoring") return await restore(side, t, p);
       if (redo.step === "recorded") await prepareRedo(side, t, p);
-      const verdict = await attemptAndGate(side, t, p, t.attemptDir !== null);
+      const verdict = await attemptAndGate(side, t, p, t.current.dir !== null);
       if (verdict === "detached") return "detached";
       const ended = endRedoAttempt(side, t, verdict);
       if (verdict.reason === null) {
@@ -69,28 +69,29 @@ export async function redoTask(
           taskId,
           { to: "success" },
           {
-            redo: null,
-            redone: [...t.redone, ended],
-            ...(artifacts ? { artifacts } : {}),
+            redo: { progress: null, done: [...t.redo.done, ended] },
+            ...(artifacts ? { result: { artifacts } } : {}),
           },
         );
         await killPoint(run.fault, "kill-after-status", taskId, t.attempts);
-        return { kind: "resolved", commit: t.commit!, start: redo.start, before: redo.before };
+        return { kind: "resolved", commit: t.git.commit!, start: redo.start, before: redo.before };
       }
       const last = redo.n >= run.settings.redo_attempts || ended.outcome === "cancelled";
       await redoFinished(side, t, ended, last);
-      if (t.session) await side.ports.runner.close([t.session]);
+      if (t.current.session) await side.ports.runner.close([t.current.session]);
       if (last) {
-        recorder.checkpoint(taskId, { redone: [...t.redone, ended], redo: { ...redo, step: "restoring" } });
+        recorder.checkpoint(taskId, {
+          redo: { progress: { ...redo, step: "restoring" }, done: [...t.redo.done, ended] },
+        });
         await killPoint(run.fault, "kill-after-redo-restoring", taskId);
         return await restore(side, t, p);
       }
-      recorder.note(taskId, { redone: [...t.redone, ended], redo: null });
+      recorder.note(taskId, { redo: { progress: null, done: [...t.redo.done, ended] } });
       await recordRedo(side, t, p, redo, redo.n + 1, redo);
     }
   } catch (error) {
     // The record never stays mid-redo: the earlier result is put back, then the error goes on.
-    if (t.redo !== null && t.redo.step !== "recorded")
+    if (t.redo.progress !== null && t.redo.progress.step !== "recorded")
       await restore(side, t, p).catch((e: unknown) =>
         side.ports.log.warn(
           { task: taskId, err: errorText(e) },
@@ -111,8 +112,8 @@ async function recordRedo(
   previous?: RedoProgress,
 ): Promise<void> {
   const { run, ports, recorder } = side;
-  const before = previous?.before ?? t.commit!;
-  const taskStart = previous?.restore.startCommit ?? t.startCommit ?? run.git!.baseCommit;
+  const before = previous?.before ?? t.git.commit!;
+  const taskStart = previous?.restore.startCommit ?? t.git.startCommit ?? run.git!.baseCommit;
   // The task's artifacts folder, which its agent could write: nothing here follows a link it left.
   const dir = `redo-${n}`;
   const patchFile = join(p.workspace.artifactsDir, "redo-1", "before.patch");
@@ -167,22 +168,22 @@ async function recordRedo(
     },
     t.id,
   );
-  recorder.checkpoint(t.id, { redo: progress });
+  recorder.checkpoint(t.id, { redo: { progress } });
   await killPoint(run.fault, "kill-after-redo-recorded", t.id);
 }
 
 /** What putBack restores of a task's record: its result before its first redo. */
 export function earlierResult(t: Readonly<TaskRun>, before: string): RedoProgress["restore"] {
   return {
-    startCommit: t.startCommit,
+    startCommit: t.git.startCommit,
     commit: before,
-    gates: t.gates,
-    logs: t.logs,
-    artifacts: t.artifacts,
-    agentResult: t.agentResult,
-    exitCode: t.exitCode,
-    attemptDir: t.attemptDir,
-    attemptStartedAt: t.attemptStartedAt,
+    gates: t.result.gates,
+    logs: t.result.logs,
+    artifacts: t.result.artifacts,
+    agentResult: t.result.agentResult,
+    exitCode: t.result.exitCode,
+    attemptDir: t.current.dir,
+    attemptStartedAt: t.current.startedAt,
     finishedAt: t.finishedAt,
   };
 }
@@ -212,12 +213,14 @@ export async function keepEarlier(
  */
 export async function prepareRedo(side: AttemptSide, t: Readonly<TaskRun>, p: TaskPlan): Promise<void> {
   const { run, ports, recorder } = side;
-  const redo = t.redo!;
+  const redo = t.redo.progress!;
   const root = run.git!.root;
   await ports.pool?.settled();
-  if (t.session) await ports.runner.close([t.session]);
+  if (t.current.session) await ports.runner.close([t.current.session]);
   const from =
-    t.redone.at(-1)?.before_commit === redo.before ? (t.redone.at(-1)?.commit ?? redo.start) : redo.before;
+    t.redo.done.at(-1)?.before_commit === redo.before
+      ? (t.redo.done.at(-1)?.commit ?? redo.start)
+      : redo.before;
   const moved = await moveTaskBranch(
     root,
     p.workspace.branch!,
@@ -244,19 +247,17 @@ export async function prepareRedo(side: AttemptSide, t: Readonly<TaskRun>, p: Ta
     );
   }
   recorder.checkpoint(t.id, {
-    startCommit: redo.start,
-    commit: null,
-    attemptDir: null,
-    attemptStartedAt: null,
-    gates: [],
-    redo: { ...redo, step: "prepared" },
+    git: { startCommit: redo.start, commit: null },
+    current: { dir: null, startedAt: null },
+    result: { gates: [] },
+    redo: { progress: { ...redo, step: "prepared" } },
   });
   await killPoint(run.fault, "kill-after-redo-prepared", t.id);
 }
 
 /** What a redo's prompt was told, relative to the run directory: its conflict section, or a fix's feedback section. */
 export function redoSectionFile(t: Readonly<TaskRun>): string {
-  const redo = t.redo!;
+  const redo = t.redo.progress!;
   return redo.cause === "gate"
     ? `artifacts/${t.id}/attempt-${redo.attempt}/feedback.md`
     : `artifacts/${t.id}/redo-${redo.n}/conflict.md`;
@@ -273,7 +274,7 @@ export function endRedoAttempt(
   verdict: { reason: Redo["reason"]; detail: string | null },
   runGate: Gate | null = null,
 ): Redo {
-  const redo = t.redo!;
+  const redo = t.redo.progress!;
   const now = side.ports.now();
   const section = redoSectionFile(t);
   side.recorder.note(t.id, {
@@ -292,12 +293,12 @@ export function endRedoAttempt(
     detail: redo.detail,
     start_commit: redo.start,
     before_commit: redo.before,
-    commit: t.commit,
+    commit: t.git.commit,
     outcome: verdict.reason === null ? "resolved" : side.stop.ending ? "cancelled" : "failed",
     reason: verdict.reason,
     reason_detail: verdict.detail,
-    gates: t.gates,
-    logs: t.logs,
+    gates: t.result.gates,
+    logs: t.result.logs,
     conflict_section: section,
     run_gate: runGate,
     started_at: new Date(redo.startedAt).toISOString(),
@@ -340,13 +341,21 @@ async function restore(side: AttemptSide, t: Readonly<TaskRun>, p: TaskPlan): Pr
 /** The branch, worktree, artifacts and record of a task mid-redo back at its earlier result. */
 export async function putBack(side: AttemptSide, t: Readonly<TaskRun>, p: TaskPlan): Promise<void> {
   const { run, recorder } = side;
-  const redo = t.redo!;
+  const redo = t.redo.progress!;
   const root = run.git!.root;
   // Wherever a redo left it: its start, or what one of its attempts committed. Anything else is
   // not termorch's doing, and is left alone.
-  const ours = new Set([redo.start, ...t.redone.map((r) => r.commit), t.commit].filter((c) => c !== null));
+  const ours = new Set(
+    [redo.start, ...t.redo.done.map((r) => r.commit), t.git.commit].filter((c) => c !== null),
+  );
   const message = `termorch: ${t.id}'s redo put back`;
-  let moved = await moveTaskBranch(root, p.workspace.branch!, t.commit ?? redo.start, redo.before, message);
+  let moved = await moveTaskBranch(
+    root,
+    p.workspace.branch!,
+    t.git.commit ?? redo.start,
+    redo.before,
+    message,
+  );
   if (typeof moved === "object" && moved.elsewhere !== null && ours.has(moved.elsewhere))
     moved = await moveTaskBranch(root, p.workspace.branch!, moved.elsewhere, redo.before, message);
   if (typeof moved === "object")
@@ -357,13 +366,28 @@ export async function putBack(side: AttemptSide, t: Readonly<TaskRun>, p: TaskPl
     await side.ports.workspace.reset(p.workspace.worktree, redo.before, p.workspace.keepInRepo);
   copyIfThere(p.workspace.artifactsDir, `${redo.kept}/before.patch`, "changes.patch");
   copyIfThere(p.workspace.artifactsDir, `${redo.kept}/before-handoff.md`, "handoff.md");
-  const { finishedAt: _finishedAt, ...facts } = redo.restore;
-  await recorder.transition(t.id, { to: "success" }, { ...facts, redo: null });
+  const r = redo.restore;
+  await recorder.transition(
+    t.id,
+    { to: "success" },
+    {
+      git: { startCommit: r.startCommit, commit: r.commit },
+      current: { dir: r.attemptDir, startedAt: r.attemptStartedAt },
+      result: {
+        gates: r.gates,
+        logs: r.logs,
+        artifacts: r.artifacts,
+        agentResult: r.agentResult,
+        exitCode: r.exitCode,
+      },
+      redo: { progress: null },
+    },
+  );
 }
 
 /** Why the merge halted after a task's redos: what the last one came to. */
 export function gaveUp(t: Readonly<TaskRun>, of: number): string {
-  const last = t.redone.at(-1);
+  const last = t.redo.done.at(-1);
   if (!last) return `${t.id}'s redo was stopped`;
   const how =
     last.outcome === "cancelled"

@@ -109,7 +109,7 @@ async function mergeTasks(
   const { order } = run;
   const tasks = order.map((id) => recorder.get(id));
   // A task mid-redo (a resume) is done: the merge goes on with its redo.
-  const unfinished = tasks.filter((t) => t.state !== "success" && t.redo === null);
+  const unfinished = tasks.filter((t) => t.state !== "success" && t.redo.progress === null);
   if (unfinished.length > 0) {
     return {
       merge: skippedMerge(
@@ -134,7 +134,7 @@ async function mergeTasks(
   let integration: string;
   for (;;) {
     // A culprit given a fix is run again in this merge (ordered.ts).
-    const fixing = recorder.all().find((t) => t.redo?.cause === "gate");
+    const fixing = recorder.all().find((t) => t.redo.progress?.cause === "gate");
     progress({
       step: fixing ? "fixing" : "merging",
       probe: null,
@@ -161,7 +161,7 @@ async function mergeTasks(
       run.runId,
       items.map((i) => {
         const t = recorder.get(i.task);
-        return { id: i.task, attempt: t.attempts, commit: i.commit, redone: t.redone };
+        return { id: i.task, attempt: t.attempts, commit: i.commit, redone: t.redo.done };
       }),
       await carriersOf(root, items, recorder),
     );
@@ -377,7 +377,7 @@ async function bisectIfRed(
     );
   const t = recorder.get(culprit.task);
   const k = check.items.findIndex((i) => i.task === culprit.task) + 1;
-  const fixed = t.redone.some((r) => r.cause === "gate");
+  const fixed = t.redo.done.some((r) => r.cause === "gate");
   if (run.settings.on_gate_failure === "bisect_and_fix" && !fixed && k > 0) {
     const ranThere = round.runs[String(k)];
     await recordGateFix({ run, ports, stop, recorder }, culprit.task, {
@@ -431,7 +431,7 @@ async function carriersOf(
 ): Promise<Map<string, string[]>> {
   const out = new Map<string, string[]>();
   for (const { task } of items) {
-    const before = recorder.get(task).redone[0]?.before_commit;
+    const before = recorder.get(task).redo.done[0]?.before_commit;
     if (!before) continue;
     const by: string[] = [];
     for (const other of items)
@@ -450,7 +450,9 @@ async function checkTasks(
   const { root, baseCommit } = run.git!;
   const nothing = "the tasks' changes conflict; nothing was merged";
   // A bisect's fix runs at its task's place in the merge, as a redo does.
-  const fixing = recorder.all().some((t) => t.redo !== null || t.redone.some((r) => r.cause === "gate"));
+  const fixing = recorder
+    .all()
+    .some((t) => t.redo.progress !== null || t.redo.done.some((r) => r.cause === "gate"));
   if (run.settings.on_conflict === "redo" || fixing) {
     ports.log.info({ tasks: run.order.length }, "merging task by task");
     const ordered = await mergeInOrder({ run, ports, stop, recorder });
@@ -479,7 +481,7 @@ async function checkTasks(
   }
   const items = run.order.map((id) => {
     const t = recorder.get(id);
-    return { task: t.id, commit: t.commit!, ...(t.startCommit ? { start: t.startCommit } : {}) };
+    return { task: t.id, commit: t.git.commit!, ...(t.git.startCommit ? { start: t.git.startCommit } : {}) };
   });
   ports.log.info({ tasks: items.length }, "pre-merge check");
   const check = await checkMerge(root, baseCommit, items);

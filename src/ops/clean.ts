@@ -141,7 +141,7 @@ export async function cleanRun(
     await removeWorktrees(repo, runId, ownRoot, opts.force, report);
     // Refs the run's agents created go first, while the task branches still hold their commits.
     // Only branches: a run of an older termorch may have recorded other refs.
-    const agentRefs = (run.state?.tasks ?? []).flatMap((t) => t.refsCreated.filter(isBranch));
+    const agentRefs = (run.state?.tasks ?? []).flatMap((t) => t.git.refsCreated.filter(isBranch));
     // Before the branches: a redone task's earlier result would otherwise count as held elsewhere.
     await deleteRedoRefs(repo, runId, opts.force, report);
     await deleteBranches(repo, runId, opts.force, report, agentRefs);
@@ -229,7 +229,9 @@ async function repoOfWorktrees(ownRoot: string): Promise<string | null> {
 
 async function closeSessions(run: OpsRun, socket: string, env: Env, report: CleanReport): Promise<void> {
   const server = serverFor(socket, env);
-  const names = new Set((run.state?.tasks ?? []).flatMap((t) => (t.session ? [t.session] : [])));
+  const names = new Set(
+    (run.state?.tasks ?? []).flatMap((t) => (t.current.session ? [t.current.session] : [])),
+  );
   let panes: Awaited<ReturnType<typeof server.listPanes>>;
   try {
     panes = await server.listPanes();

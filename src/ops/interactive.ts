@@ -82,11 +82,11 @@ export async function sendToTask(
     );
   const server = serverFor(state.socket, opts.env);
   if ("keys" in input) {
-    await server.sendKeys(task.session!, input.keys);
+    await server.sendKeys(task.current.session!, input.keys);
     return { state, task };
   }
   if ("file" in input) {
-    await server.pasteFile(task.session!, input.file);
+    await server.pasteFile(task.current.session!, input.file);
     return { state, task };
   }
   // A private file: the answer may hold what the operator would not leave lying around.
@@ -94,7 +94,7 @@ export async function sendToTask(
   try {
     const file = join(dir, "text");
     writeFileSync(file, input.text, { mode: 0o600 });
-    await server.pasteFile(task.session!, file);
+    await server.pasteFile(task.current.session!, file);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

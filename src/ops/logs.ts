@@ -24,7 +24,7 @@ const CHUNK = 64 * 1024;
 
 /** Absolute path of a task's log, or null before its first attempt. */
 export function logPathOf(state: RunState, task: TaskRun, stream: LogStream): string | null {
-  const rel = task.logs?.[stream];
+  const rel = task.result.logs?.[stream];
   if (!rel) return null;
   return isAbsolute(rel) ? rel : join(state.run_dir, rel);
 }

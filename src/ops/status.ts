@@ -55,7 +55,7 @@ async function statusFileStates(runDir: string): Promise<Map<string, TaskState>>
  * the attempt starts); else state.json for finished tasks, else its status file, else pending.
  */
 export function effectiveState(t: TaskRun, fromFile: TaskState | undefined): TaskView["state"] {
-  if (t.redo) return "redo";
+  if (t.redo.progress) return "redo";
   if (FINAL.includes(t.state)) return t.state;
   return fromFile ?? t.state;
 }
@@ -73,8 +73,10 @@ async function taskView(
 ): Promise<TaskView> {
   const s = effectiveState(t, fileState);
   const abs = (p: string): string => (isAbsolute(p) ? p : join(state.run_dir, p));
-  const logs = t.logs ? { stdout: abs(t.logs.stdout), stderr: abs(t.logs.stderr) } : null;
-  const session = t.session ? sessions.get(t.session) : undefined;
+  const logs = t.result.logs
+    ? { stdout: abs(t.result.logs.stdout), stderr: abs(t.result.logs.stderr) }
+    : null;
+  const session = t.current.session ? sessions.get(t.current.session) : undefined;
   // A session of the same name from another run is not this task's.
   const own = session && (session.run === null || session.run === state.run_id) ? session : undefined;
   const finished = FINAL.includes(s);
@@ -87,7 +89,7 @@ async function taskView(
     reason: t.reason,
     detail: t.detail,
     attempts: t.attempts,
-    exit_code: redone ? null : t.exitCode,
+    exit_code: redone ? null : t.result.exitCode,
     started_at: iso(t.startedAt),
     finished_at: redone ? null : iso(t.finishedAt),
     elapsed_ms: isLive(s) && t.startedAt !== null ? Math.max(0, now - t.startedAt) : null,
@@ -97,28 +99,28 @@ async function taskView(
         : null,
     last_line: logs ? await lastLogLine(logs.stdout) : null,
     logs,
-    session: t.session,
+    session: t.current.session,
     session_exists: own !== undefined,
     session_live: own?.live ?? false,
     attach:
-      own && t.session
-        ? { termorch: attachHint(state.run_id, t.id), tmux: rawAttachHint(state.socket, t.session) }
+      own && t.current.session
+        ? { termorch: attachHint(state.run_id, t.id), tmux: rawAttachHint(state.socket, t.current.session) }
         : null,
-    waiting_since: isLive(s) ? iso(t.waitingSince) : null,
-    waiting_for: isLive(s) && t.waitingSince !== null ? t.waitingFor : null,
-    waiting_answers: isLive(s) && t.waitingSince !== null ? t.waitingAnswers : [],
+    waiting_since: isLive(s) ? iso(t.waiting.since) : null,
+    waiting_for: isLive(s) && t.waiting.since !== null ? t.waiting.for : null,
+    waiting_answers: isLive(s) && t.waiting.since !== null ? t.waiting.answers : [],
     remote: remoteView(t),
     wave: waveOf(state, t.id),
-    usage: t.usage,
+    usage: t.result.usage,
     attempt_history: t.history,
     needs_human: s === "failed" && t.needsHuman,
-    redo: t.redo && {
-      cause: t.redo.cause,
-      n: t.redo.n,
-      of: t.redo.cause === "gate" ? state.options.gate_fix_attempts : state.options.redo_attempts,
-      with: t.redo.with,
-      files: t.redo.files,
-      started_at: new Date(t.redo.startedAt).toISOString(),
+    redo: t.redo.progress && {
+      cause: t.redo.progress.cause,
+      n: t.redo.progress.n,
+      of: t.redo.progress.cause === "gate" ? state.options.gate_fix_attempts : state.options.redo_attempts,
+      with: t.redo.progress.with,
+      files: t.redo.progress.files,
+      started_at: new Date(t.redo.progress.startedAt).toISOString(),
     },
   };
 }
@@ -131,11 +133,11 @@ function waveOf(state: RunState, id: string): number | null {
 /** Where a task of a scale-out run runs (its last attempt's worker), and the line that watches it there. */
 function remoteView(t: TaskRun): TaskView["remote"] {
   const last = t.hosts.at(-1);
-  if (!last || !t.session) return null;
+  if (!last || !t.current.session) return null;
   return {
     worker: last.worker,
     host: last.host,
-    attach: remoteAttachHint(last.host, last.socket, t.session),
+    attach: remoteAttachHint(last.host, last.socket, t.current.session),
   };
 }
 

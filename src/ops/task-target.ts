@@ -15,7 +15,7 @@ export interface TaskTarget {
 }
 
 function sessionOf(state: RunState, task: TaskRun, sessions: Map<string, SessionInfo>): SessionInfo | null {
-  const s = task.session ? sessions.get(task.session) : undefined;
+  const s = task.current.session ? sessions.get(task.current.session) : undefined;
   // A session of that name tagged with another run is not this task's.
   return s && (s.run === null || s.run === state.run_id) ? s : null;
 }
@@ -81,7 +81,7 @@ export async function findTask(
     if (session?.live) return { state, task, session };
     if (session) {
       fallback ??= { state, task, session };
-      looked.push(`${run.runId}: session ${task.session} kept, its agent has exited`);
+      looked.push(`${run.runId}: session ${task.current.session} kept, its agent has exited`);
     } else looked.push(`${run.runId}: ${noSessionWhy(task)}`);
   }
   if (fallback) return fallback;
@@ -107,7 +107,8 @@ function listed(lines: string[]): string {
 }
 
 function noSessionWhy(task: TaskRun): string {
-  if (!task.session || task.attempts === 0) return `no tmux session (task ${task.state}: it never started)`;
-  if (task.state === "success") return `its session ${task.session} was closed after it succeeded`;
-  return `its session ${task.session} is gone (task ${task.state}; closed, cleaned, or the tmux server stopped)`;
+  if (!task.current.session || task.attempts === 0)
+    return `no tmux session (task ${task.state}: it never started)`;
+  if (task.state === "success") return `its session ${task.current.session} was closed after it succeeded`;
+  return `its session ${task.current.session} is gone (task ${task.state}; closed, cleaned, or the tmux server stopped)`;
 }

@@ -96,7 +96,7 @@ function culpritFixed(
   onGateFailure: OnGateFailure | undefined,
 ): boolean | null {
   if (onGateFailure !== "bisect_and_fix") return null;
-  const last = tasks.find((t) => t.id === task)?.redone.findLast((r) => r.cause === "gate");
+  const last = tasks.find((t) => t.id === task)?.redo.done.findLast((r) => r.cause === "gate");
   return last ? last.outcome === "resolved" : null;
 }
 
@@ -129,31 +129,31 @@ export function taskReport(
     id: t.id,
     agent: t.agent,
     status: t.state === "pending" ? "skipped" : t.state,
-    logs: { stdout: t.logs?.stdout ?? null, stderr: t.logs?.stderr ?? null },
-    output_log: t.logs?.[outputLog] ?? null,
-    artifacts: t.artifacts,
-    exit_code: t.exitCode,
+    logs: { stdout: t.result.logs?.stdout ?? null, stderr: t.result.logs?.stderr ?? null },
+    output_log: t.result.logs?.[outputLog] ?? null,
+    artifacts: t.result.artifacts,
+    exit_code: t.result.exitCode,
     reason: t.state === "pending" ? "cancelled" : t.reason,
     detail: t.detail,
     attempts: t.attempts,
     started_at: iso(t.startedAt),
     finished_at: iso(t.finishedAt),
     duration_ms: t.startedAt !== null && t.finishedAt !== null ? t.finishedAt - t.startedAt : null,
-    session: t.session,
-    branch: t.branch,
-    commit: t.commit,
-    refs_created: t.refsCreated,
-    gates: t.gates,
+    session: t.current.session,
+    branch: t.git.branch,
+    commit: t.git.commit,
+    refs_created: t.git.refsCreated,
+    gates: t.result.gates,
     argv: t.argv,
     ...(escalation.length > 0 ? { escalation } : {}),
     dependencies: t.dependencies,
-    agent_result: t.agentResult,
-    usage: t.usage,
-    ...(t.stateFrom !== null ? { state_from: t.stateFrom } : {}),
+    agent_result: t.result.agentResult,
+    usage: t.result.usage,
+    ...(t.waiting.stateFrom !== null ? { state_from: t.waiting.stateFrom } : {}),
     ...(t.history.length > 0 ? { attempt_history: t.history } : {}),
     ...(t.hosts.length > 0 ? { hosts: t.hosts } : {}),
     ...(t.state === "failed" && t.needsHuman ? { needs_human: true as const } : {}),
-    ...(t.gitControls.length > 0 ? { git_control_files: t.gitControls } : {}),
+    ...(t.git.controls.length > 0 ? { git_control_files: t.git.controls } : {}),
   };
 }
 
@@ -216,7 +216,9 @@ export function buildReport(input: ReportInput): Report {
       on_conflict: input.onConflict ?? "halt",
       on_gate_failure: input.onGateFailure ?? "halt",
       // Each task keeps its own; the run's are in the order they started.
-      redone: input.tasks.flatMap((t) => t.redone).sort((a, b) => a.started_at.localeCompare(b.started_at)),
+      redone: input.tasks
+        .flatMap((t) => t.redo.done)
+        .sort((a, b) => a.started_at.localeCompare(b.started_at)),
       redo_assignments: input.merge.redoAssignments,
       bisects: input.merge.bisects,
       culprit: input.merge.culprit && {

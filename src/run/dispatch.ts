@@ -45,10 +45,10 @@ export async function dispatch(
   const adopt = new Set<string>();
   for (const t of recorder.all()) {
     // Mid-redo: its task was done, and the merge stage goes on with its redo.
-    if (t.redo !== null) sched.restore(t.id, "success");
+    if (t.redo.progress !== null) sched.restore(t.id, "success");
     else if (t.state === "success" || t.state === "failed" || t.state === "skipped")
       sched.restore(t.id, t.state);
-    else if (t.state === "running" || t.attemptDir !== null || t.startCommit !== null) adopt.add(t.id);
+    else if (t.state === "running" || t.current.dir !== null || t.git.startCommit !== null) adopt.add(t.id);
   }
   for (const t of recorder.all()) {
     if ((t.state === "failed" || t.state === "skipped") && !adopt.has(t.id)) {

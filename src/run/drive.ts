@@ -330,10 +330,10 @@ async function closeSessions(
   const tasks = recorder.all();
   if (policy !== "keep") {
     const closing = tasks.filter(
-      (t) => t.session && t.attempts > 0 && (policy === "clean" || t.state === "success"),
+      (t) => t.current.session && t.attempts > 0 && (policy === "clean" || t.state === "success"),
     );
     await ports.runner
-      .close(closing.map((t) => t.session!))
+      .close(closing.map((t) => t.current.session!))
       .catch((error: unknown) =>
         ports.log.warn({ err: errorText(error) }, "could not close the task sessions"),
       );
@@ -347,5 +347,5 @@ async function closeSessions(
     .catch((error: unknown) =>
       ports.log.warn({ err: errorText(error) }, "could not stop the idle tmux server"),
     );
-  return tasks.flatMap((t) => (t.session && live.has(t.session) ? [t.session] : []));
+  return tasks.flatMap((t) => (t.current.session && live.has(t.current.session) ? [t.current.session] : []));
 }

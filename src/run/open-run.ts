@@ -186,11 +186,11 @@ function withLatestAttempt(privateDir: string, t: TaskRun): TaskRun {
       if (/^\d+$/.test(name)) latest = Math.max(latest, Number(name));
     }
   } catch {}
-  if (latest === t.attempts && (latest === 0 || t.attemptDir !== null)) return t;
+  if (latest === t.attempts && (latest === 0 || t.current.dir !== null)) return t;
   return {
     ...t,
     attempts: latest,
-    attemptDir: attemptDirOf(privateDir, t.id, latest),
-    logs: latest === t.attempts ? t.logs : null,
+    current: { ...t.current, dir: attemptDirOf(privateDir, t.id, latest) },
+    result: { ...t.result, logs: latest === t.attempts ? t.result.logs : null },
   };
 }

@@ -34,8 +34,8 @@ export function runReport(
       outputLogs: new Map(
         tasks.map((t) => {
           const plan = run.plans.get(t.id);
-          const tty = plan ? agentOf(plan, t.agentIndex).tty : false;
-          return [t.id, t.logs ? outputLogOf(run.runDir, t.logs, tty) : "stderr"];
+          const tty = plan ? agentOf(plan, t.current.agentIndex).tty : false;
+          return [t.id, t.result.logs ? outputLogOf(run.runDir, t.result.logs, tty) : "stderr"];
         }),
       ),
       escalations: new Map(

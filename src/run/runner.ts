@@ -36,7 +36,14 @@ import {
   checkRemote,
   connectBackend,
 } from "./backend.js";
-import { type DetachedResult, drive, internalError, type StartInfo, startInfo } from "./drive.js";
+import {
+  type DetachedResult,
+  type DriveHooks,
+  drive,
+  internalError,
+  type StartInfo,
+  startInfo,
+} from "./drive.js";
 import { type OpenRun, openRun } from "./open-run.js";
 import { errorOf, notWrittenNote, type RunResult, writeErrorReport, writeReport } from "./report-file.js";
 import { looseReportBlocker, planRunDir, prepareRunDir, type RunDirPlan, runDirOf } from "./run-dir.js";
@@ -48,6 +55,34 @@ export type { RunSettings } from "../task/run-plan.js";
 export type { DetachedResult, StartInfo } from "./drive.js";
 export { internalError } from "./drive.js";
 export type { RunResult } from "./report-file.js";
+
+/** What the caller of a run hears of it, besides its result. */
+export interface RunHooks {
+  /** Warnings about the input that do not stop the run (e.g. a removed config key); default: the logger's warn. */
+  onNotice?: (message: string) => void;
+  /** Called once the run is planned, before anything starts. */
+  onStart?: (info: StartInfo) => void;
+  /** Called on every task state change with the current tasks (progress display). */
+  onProgress?: (tasks: readonly Readonly<TaskRun>[], elapsedMs: number) => void;
+  /**
+   * Called once the report is written, before the clean-up after the merge (worktrees into the
+   * pool, branches deleted): the daemon answers in its outbox here, so the answer never waits
+   * for the clean-up.
+   */
+  onReport?: (result: RunResult) => Promise<void>;
+}
+
+/** The parts a test (or the daemon) puts in place of the real ones. */
+export interface RunSeams {
+  /** Where attempts run; default: the local tmux runner on the run's socket. Tests inject a fake. */
+  runner?: TaskRunner;
+  /** The git operations on the workspace; default: git's. Tests inject one without processes. */
+  workspace?: TaskWorkspace;
+  /** Where the config's `notify` events go; default: its command. Tests inject a recorder. */
+  notify?: NotifyDelivery;
+  /** A crash-test fault (faults.ts): injected by tests, never taken from the environment. */
+  fault?: string | null;
+}
 
 /** What the caller of a run can observe and steer (both `run` and `resume`). */
 export interface DriveOptions {
@@ -62,28 +97,25 @@ export interface DriveOptions {
   logger?: Logger;
   /** Wait for another run's workspace lock instead of failing with exit 4. */
   wait?: boolean;
-  /** Warnings about the input that do not stop the run (e.g. a removed config key); default: the logger's warn. */
-  onNotice?: (message: string) => void;
-  /** Where attempts run; default: the local tmux runner on the run's socket. Tests inject a fake. */
-  runner?: TaskRunner;
   /** Scale-out: the backend chosen on the command line, and how to reach its workers (docs/SCALING.md). */
   backend?: BackendChoice;
-  /** The git operations on the workspace; default: git's. Tests inject one without processes. */
-  workspace?: TaskWorkspace;
-  /** Where the config's `notify` events go; default: its command. Tests inject a recorder. */
-  notify?: NotifyDelivery;
-  /** A crash-test fault (faults.ts): injected by tests, never taken from the environment. */
-  fault?: string | null;
-  /** Called once the run is planned, before anything starts. */
-  onStart?: (info: StartInfo) => void;
-  /** Called on every task state change with the current tasks (progress display). */
-  onProgress?: (tasks: readonly Readonly<TaskRun>[], elapsedMs: number) => void;
-  /**
-   * Called once the report is written, before the clean-up after the merge (worktrees into the
-   * pool, branches deleted): the daemon answers in its outbox here, so the answer never waits
-   * for the clean-up.
-   */
-  onReport?: (result: RunResult) => Promise<void>;
+  hooks?: RunHooks;
+  seams?: RunSeams;
+}
+
+/** What the command line sets over the assignments file's `mode` and the run's defaults. */
+export interface RunOverrides {
+  /** Overrides the assignment's `mode.dry_run` when set. */
+  dryRun?: boolean;
+  /** Overrides the assignment's `mode.verify` when set. */
+  verify?: boolean;
+  maxParallel?: number;
+  schedule?: ScheduleMode;
+  failFast?: boolean;
+  /** After the report: close successful sessions and keep failed ones (default), keep all, or close all. */
+  sessions?: "default" | "keep" | "clean";
+  keepBranches?: boolean;
+  allowDirty?: boolean;
 }
 
 export interface RunOptions extends DriveOptions {
@@ -98,17 +130,7 @@ export interface RunOptions extends DriveOptions {
   baseDir?: string;
   /** Run id to use instead of the file's `run_id` (the daemon names runs by their folder). */
   runId?: string;
-  /** Overrides the assignment's `mode.dry_run` when set. */
-  dryRun?: boolean;
-  /** Overrides the assignment's `mode.verify` when set. */
-  verify?: boolean;
-  maxParallel?: number;
-  schedule?: ScheduleMode;
-  failFast?: boolean;
-  /** After the report: close successful sessions and keep failed ones (default), keep all, or close all. */
-  sessions?: "default" | "keep" | "clean";
-  keepBranches?: boolean;
-  allowDirty?: boolean;
+  overrides?: RunOverrides;
 }
 
 /** What preparing a new run found before anything of it starts. */
@@ -181,13 +203,13 @@ export async function runAssignments(opts: RunOptions): Promise<RunResult | Deta
         env,
         redactSources: redaction.redactor.sources,
         startedAt,
-        fault: opts.fault ?? null,
+        fault: opts.seams?.fault ?? null,
         resumed: false,
       }),
       { ...openOptions(opts, runner, log), redaction, restored: null },
     );
     if (dryRun) {
-      opts.onStart?.(startInfo(o, remote, { dryRun: true, resumed: false, keptApartFrom: null }));
+      opts.hooks?.onStart?.(startInfo(o, remote, { dryRun: true, resumed: false, keptApartFrom: null }));
       const report = runReport(o.run, o.recorder, o.ports.redactor, {
         merge: skippedMerge("dry run"),
         validation: "skipped",
@@ -212,7 +234,7 @@ export async function runAssignments(opts: RunOptions): Promise<RunResult | Deta
       o,
       remote,
       executorOf(o, remote),
-      opts,
+      driveHooks(opts),
       false,
       dir?.kind === "apart" ? dir.requested : null,
     );
@@ -259,7 +281,7 @@ async function prepareNewRun(
     checkSandboxes(input, env);
   }
   notice(opts, at.log, input);
-  const dryRun = opts.dryRun ?? input.assignments.mode.dry_run;
+  const dryRun = opts.overrides?.dryRun ?? input.assignments.mode.dry_run;
   // Before anything starts: an unreachable Redis or a missing remote is an error of the input (exit 2).
   const remote = dryRun ? null : await connectBackend(input, backend, opts.backend);
   try {
@@ -285,10 +307,10 @@ async function prepareConnected(
   if (!dryRun) held.lock = await lockWorkspace(input.workspace, input.runId, at.requestedDir, opts);
   // A dry run writes its report only where that harms nothing; a real run needs a folder of its own.
   const dir = dryRun ? null : await planRunDir(at.requestedDir, opts.outDir !== undefined);
-  const git = await (opts.workspace ?? gitWorkspace).inspect(
+  const git = await (opts.seams?.workspace ?? gitWorkspace).inspect(
     input.workspace,
     input.assignments.environment.worktree_include,
-    opts.allowDirty ?? false,
+    opts.overrides?.allowDirty ?? false,
     dryRun,
     input.file,
     input.assignments.environment.worktree_copy,
@@ -315,22 +337,23 @@ function settingsOf(
   backend: BackendKind,
   remote: RemoteBackend | null,
 ): RunSettings {
+  const over = opts.overrides ?? {};
   // Key by key: an assignments file that names only the mode keeps the config's bound.
   const merge = input.assignments.mode.merge ?? {};
   const config = input.config.merge ?? {};
   return {
     max_parallel:
-      opts.maxParallel ??
+      over.maxParallel ??
       input.assignments.environment.resource_limits.max_parallel ??
       input.config.defaults.max_parallel ??
       // Workers bound their own parallelism: every ready task is queued for them.
       (remote ? Math.max(1, input.assignments.tasks.length) : availableParallelism()),
-    schedule: opts.schedule ?? "eager",
-    fail_fast: opts.failFast ?? false,
-    verify: opts.verify ?? input.assignments.mode.verify,
-    sessions: opts.sessions ?? "default",
-    keep_branches: opts.keepBranches ?? false,
-    allow_dirty: opts.allowDirty ?? false,
+    schedule: over.schedule ?? "eager",
+    fail_fast: over.failFast ?? false,
+    verify: over.verify ?? input.assignments.mode.verify,
+    sessions: over.sessions ?? "default",
+    keep_branches: over.keepBranches ?? false,
+    allow_dirty: over.allowDirty ?? false,
     backend,
     on_conflict: merge.on_conflict ?? config.on_conflict ?? "halt",
     redo_attempts: merge.redo_attempts ?? config.redo_attempts ?? DEFAULT_REDO_ATTEMPTS,
@@ -346,15 +369,19 @@ function executorOf(o: OpenRun, remote: RemoteBackend | null): TaskExecutor {
     : localExecutor(o.run, o.ports, o.stop, o.recorder);
 }
 
+function driveHooks(opts: DriveOptions): DriveHooks {
+  return { ...opts.hooks, ...(opts.hostQueue ? { hostQueue: opts.hostQueue } : {}) };
+}
+
 function openOptions(opts: DriveOptions, runner: TaskRunner, log: Logger) {
   return {
     runner,
     log,
-    ...(opts.workspace ? { workspace: opts.workspace } : {}),
-    ...(opts.notify ? { notify: opts.notify } : {}),
+    ...(opts.seams?.workspace ? { workspace: opts.seams.workspace } : {}),
+    ...(opts.seams?.notify ? { notify: opts.seams.notify } : {}),
     ...(opts.signal ? { signal: opts.signal } : {}),
     ...(opts.detach ? { detach: opts.detach } : {}),
-    ...(opts.onProgress ? { onProgress: opts.onProgress } : {}),
+    ...(opts.hooks?.onProgress ? { onProgress: opts.hooks.onProgress } : {}),
   };
 }
 
@@ -434,7 +461,7 @@ export async function resumeRun(opts: ResumeOptions): Promise<RunResult | Detach
         env,
         redactSources: redaction.redactor.sources,
         startedAt: state.started_at,
-        fault: opts.fault ?? null,
+        fault: opts.seams?.fault ?? null,
         resumed: true,
       }),
       { ...openOptions(opts, runner, log), redaction, restored: state.tasks },
@@ -443,7 +470,7 @@ export async function resumeRun(opts: ResumeOptions): Promise<RunResult | Detach
       pid: process.pid,
       tasks: state.tasks.map((t) => ({ id: t.id, state: t.state, attempts: t.attempts })),
     });
-    return await drive(o, remote, executorOf(o, remote), opts, true);
+    return await drive(o, remote, executorOf(o, remote), driveHooks(opts), true);
   } finally {
     await lock.release();
   }
@@ -467,12 +494,12 @@ export async function readState(runDir: string): Promise<RunState> {
 
 function notice(opts: DriveOptions, log: Logger, input: RunInput): void {
   for (const message of removedSettings(input.config, input.configFile))
-    opts.onNotice ? opts.onNotice(message) : log.warn(message);
+    opts.hooks?.onNotice ? opts.hooks.onNotice(message) : log.warn(message);
 }
 
 function runnerFor(socket: string, input: RunInput, opts: DriveOptions): TaskRunner {
   return (
-    opts.runner ??
+    opts.seams?.runner ??
     new TmuxRunner(
       new TmuxServer({
         socket,

@@ -74,9 +74,10 @@ async function executeRemoteTask(
   const t = recorder.get(taskId);
   const p = run.plans.get(taskId)!;
   const git = run.git!;
-  if (t.startCommit !== null && t.branch === null) recorder.note(taskId, { branch: p.workspace.branch });
+  if (t.git.startCommit !== null && t.git.branch === null)
+    recorder.note(taskId, { git: { branch: p.workspace.branch } });
   const opened = await openTask(run, ports, stop, recorder, p, {
-    needed: t.startCommit === null,
+    needed: t.git.startCommit === null,
     startedBefore: resume && t.attempts > 0,
     lost: null,
     make: () => publishStart(run, ports.redactor, backend.remote, p),
@@ -102,7 +103,7 @@ async function executeRemoteTask(
     task_id: taskId,
     remote: backend.remote,
     base_ref: baseRefOf(run.runId, taskId),
-    start_commit: t.startCommit!,
+    start_commit: t.git.startCommit!,
     prefix: git.prefix,
     identity: { name: run.identity.name, email: run.identity.email },
     assignments: oneTask(run, taskId),
@@ -230,30 +231,31 @@ async function recordProgress(
     const attempt = t.attempts + 1;
     recorder.note(t.id, {
       attempts: attempt,
-      agentIndex: pr.agent_index,
-      attemptStartedAt: ports.now(),
+      current: { agentIndex: pr.agent_index, startedAt: ports.now() },
       hosts: [...t.hosts, { attempt, worker: pr.worker, host: pr.host, socket: pr.socket }],
       // Its logs here, under names of this run's, filled as the worker streams them.
-      ...(pr.logs ? { logs: copies.open(pr.logs, agentOf(p, pr.agent_index).name, ports.now()) } : {}),
+      ...(pr.logs
+        ? { result: { logs: copies.open(pr.logs, agentOf(p, pr.agent_index).name, ports.now()) } }
+        : {}),
     });
     await ports.ledger.append(
       "task.launched",
       {
         attempt: t.attempts,
-        session: t.session,
+        session: t.current.session,
         host: pr.host,
         worker: pr.worker,
         socket: pr.socket,
         delivery: pr.delivery,
         agent: agentOf(p, pr.agent_index).name,
-        logs: t.logs,
+        logs: t.result.logs,
       },
       t.id,
     );
     await recorder.transition(t.id, { to: "running" });
     return;
   }
-  if (t.state === "running" && (pr.waiting_since !== t.waitingSince || pr.waiting_for !== t.waitingFor))
+  if (t.state === "running" && (pr.waiting_since !== t.waiting.since || pr.waiting_for !== t.waiting.for))
     await recorder.markWaiting(t.id, pr.waiting_since, pr.waiting_for);
 }
 
@@ -319,31 +321,30 @@ async function applyResult(
   recorder.note(t.id, {
     attempts,
     // A result of a delivery that never ran an attempt says nothing of its agent.
-    ...(r.attempts > 0 ? { agentIndex: r.agent_index } : {}),
+    ...(r.attempts > 0 ? { current: { agentIndex: r.agent_index } } : {}),
     // What the worker's attempts were told and ran (its feedback sections come with its artifacts).
     ...(r.history.length > 0 ? { history: r.history } : {}),
     ...(unseen ? { hosts: [{ attempt: attempts, worker: r.worker, host: r.host, socket: r.socket }] } : {}),
-    exitCode: r.exit_code,
-    gates: r.gates,
-    agentResult: r.agent_result,
-    usage: r.usage,
+    result: { exitCode: r.exit_code, gates: r.gates, agentResult: r.agent_result, usage: r.usage },
   });
   recorder.stopWaiting(t.id);
   const { renamed, artifacts } = await writeResultFiles(run.runDir, ports.redactor, p, r, copies);
   recorder.note(t.id, {
-    artifacts,
-    logs: r.logs
-      ? {
-          stdout: renamed.get(r.logs.stdout) ?? r.logs.stdout,
-          stderr: renamed.get(r.logs.stderr) ?? r.logs.stderr,
-        }
-      : t.logs,
+    result: {
+      artifacts,
+      logs: r.logs
+        ? {
+            stdout: renamed.get(r.logs.stdout) ?? r.logs.stdout,
+            stderr: renamed.get(r.logs.stderr) ?? r.logs.stderr,
+          }
+        : t.result.logs,
+    },
   });
   // The ledger names the host of every attempt: one seen only in its result is launched here.
   if (unseen)
     await ports.ledger.append(
       "task.launched",
-      { attempt: attempts, session: t.session, host: r.host, worker: r.worker, logs: t.logs },
+      { attempt: attempts, session: t.current.session, host: r.host, worker: r.worker, logs: t.result.logs },
       t.id,
     );
   await ports.ledger.append(
@@ -367,12 +368,12 @@ async function applyResult(
     try {
       if (r.ref === null || !r.ref.startsWith(attemptRefsOf(run.runId, t.id)))
         throw new Error(`its worker names no attempt ref of this task (${r.ref ?? "none"})`);
-      const tip = await fetchInto(git.root, backend.remote, r.ref, branchRef(t.branch!));
+      const tip = await fetchInto(git.root, backend.remote, r.ref, branchRef(t.git.branch!));
       if (tip !== r.commit)
         throw new Error(`the remote's ${r.ref} is at ${tip}, not at the worker's ${r.commit}`);
-      if (!(await isAncestor(git.root, t.startCommit!, tip)))
-        throw new Error(`${t.branch} at ${tip} does not build on the task's start ${t.startCommit}`);
-      recorder.note(t.id, { commit: tip });
+      if (!(await isAncestor(git.root, t.git.startCommit!, tip)))
+        throw new Error(`${t.git.branch} at ${tip} does not build on the task's start ${t.git.startCommit}`);
+      recorder.note(t.id, { git: { commit: tip } });
       await dropAttemptRefs(run, ports, backend.remote, t.id);
     } catch (error) {
       return failTask(
@@ -385,7 +386,7 @@ async function applyResult(
     }
   }
   if (r.state === "success") {
-    if (t.commit === null)
+    if (t.git.commit === null)
       return failTask(run, recorder, t.id, "lost", "its worker reported success but pushed no commit");
     await recorder.transition(t.id, { to: "success" });
     await killPoint(run.fault, "kill-after-status", t.id);

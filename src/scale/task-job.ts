@@ -170,11 +170,11 @@ export async function runTaskJob(job: TaskJob, w: WorkerPlace, d: JobDelivery): 
       socket: w.socketPath,
       delivery: d.delivery,
       attempt: t.attempts,
-      agent_index: t.agentIndex,
+      agent_index: t.current.agentIndex,
       state: t.state,
-      waiting_since: t.waitingSince,
-      waiting_for: t.waitingFor,
-      logs: t.logs,
+      waiting_since: t.waiting.since,
+      waiting_for: t.waiting.for,
+      logs: t.result.logs,
     };
     const key = JSON.stringify(now);
     if (key !== sent) {
@@ -193,7 +193,7 @@ export async function runTaskJob(job: TaskJob, w: WorkerPlace, d: JobDelivery): 
   // Never "detached": nothing here asks the pipeline to detach.
   await executeTask(run, ports, stop, recorder, taskId).finally(() => streaming.stop());
   await ports.pool?.settled();
-  let commit = t.commit;
+  let commit = t.git.commit;
   let ended: Pick<TaskJobResult, "state" | "reason" | "detail"> = {
     state: t.state === "success" ? "success" : t.state === "skipped" ? "skipped" : "failed",
     reason: t.reason,
@@ -208,7 +208,7 @@ export async function runTaskJob(job: TaskJob, w: WorkerPlace, d: JobDelivery): 
   } else if (commit !== null) {
     try {
       ref = attemptRefOf(runId, taskId, d.delivery);
-      await pushAttempt(repo, remote, t.branch!, ref);
+      await pushAttempt(repo, remote, t.git.branch!, ref);
     } catch (error) {
       ref = null;
       if (t.state === "success")
@@ -224,7 +224,7 @@ export async function runTaskJob(job: TaskJob, w: WorkerPlace, d: JobDelivery): 
   await w.runner.close([session]);
   // The worktree went to the warm pool on success; else it goes now, with the branch (the remote
   // has it, when it was pushed).
-  await dropWorkerTask(repo, join(worktreesDir, taskId), t.branch ?? taskBranch(runId, taskId));
+  await dropWorkerTask(repo, join(worktreesDir, taskId), t.git.branch ?? taskBranch(runId, taskId));
   await dropRef(repo, job.base_ref);
   rmSync(jobDir, { recursive: true, force: true });
   return {
@@ -234,16 +234,16 @@ export async function runTaskJob(job: TaskJob, w: WorkerPlace, d: JobDelivery): 
     ...ended,
     // Only the task's own end (blocked) asks for a person, not a lost job's.
     needs_human: ended.reason === "blocked" && t.needsHuman,
-    exit_code: t.exitCode,
+    exit_code: t.result.exitCode,
     attempts: t.attempts,
-    agent_index: t.agentIndex,
+    agent_index: t.current.agentIndex,
     history: t.history,
     commit,
     ref,
-    gates: t.gates,
-    agent_result: t.agentResult,
-    usage: t.usage,
-    logs: t.logs,
+    gates: t.result.gates,
+    agent_result: t.result.agentResult,
+    usage: t.result.usage,
+    logs: t.result.logs,
     files,
     files_key: null,
   };
@@ -357,7 +357,7 @@ async function resultFiles(
   max: number,
 ): Promise<ResultFile[]> {
   const logs = (await readdir(join(jobDir, "logs")).catch(() => [] as string[])).map((n) => `logs/${n}`);
-  const last = t.logs ? [t.logs.stdout, t.logs.stderr] : [];
+  const last = t.result.logs ? [t.result.logs.stdout, t.result.logs.stderr] : [];
   const artifacts = (await walk(join(jobDir, "artifacts", taskId))).map((r) => `artifacts/${taskId}/${r}`);
   const ordered = [...last.filter((l) => logs.includes(l)), ...logs.filter((l) => !last.includes(l)).sort()];
   let left = max;
@@ -404,8 +404,8 @@ function streamLogs(
 ): { stop: () => Promise<void> } {
   const sent = new Map<string, number>();
   const pass = async (): Promise<void> => {
-    if (t.state !== "running" || !t.logs) return;
-    for (const log of [t.logs.stdout, t.logs.stderr]) {
+    if (t.state !== "running" || !t.result.logs) return;
+    for (const log of [t.result.logs.stdout, t.result.logs.stderr]) {
       const size = (await stat(join(jobDir, log)).catch(() => null))?.size ?? 0;
       const offset = sent.get(log) ?? 0;
       if (size <= offset) continue;

@@ -35,16 +35,16 @@ export function agentOutcome(
   format: OutputFormat,
   attempt: AttemptOutcome,
 ): { outcome: AttemptOutcome; account: AgentAccount } {
-  let { result, usage } = parseAgentOutput(format, readLogTail(join(runDir, t.logs!.stdout)), {
+  let { result, usage } = parseAgentOutput(format, readLogTail(join(runDir, t.result.logs!.stdout)), {
     // Up to 16 MiB each: only what the CLI's parser reads.
-    stderr: SIDE_OUTPUTS[format].includes("stderr") ? readLogTail(join(runDir, t.logs!.stderr)) : "",
+    stderr: SIDE_OUTPUTS[format].includes("stderr") ? readLogTail(join(runDir, t.result.logs!.stderr)) : "",
     usageFile: SIDE_OUTPUTS[format].includes("usageFile") ? readLogTail(agent.usageFile) : "",
   });
   // What its output leaves out (cn prints neither tokens nor a session id), from the session its
   // CLI kept.
   const found =
     agent.sessions !== null && (usage === null || result?.session_id === null)
-      ? findSession(agent.sessions, { env: agent.env, cwd, since: t.attemptStartedAt ?? 0 })
+      ? findSession(agent.sessions, { env: agent.env, cwd, since: t.current.startedAt ?? 0 })
       : null;
   if (found) {
     const session = parseTranscript(found.format, redactor.redact(readLogTail(found.path)));
@@ -52,7 +52,7 @@ export function agentOutcome(
     if (result && result.session_id === null)
       result = { ...result, session_id: session.result?.session_id ?? null };
   }
-  const account = { agentResult: result, usage: addUsage([t.usage, usage]) };
+  const account = { agentResult: result, usage: addUsage([t.result.usage, usage]) };
   if (attempt.reason !== null || !result?.is_error) return { outcome: attempt, account };
   return {
     outcome: {
@@ -74,7 +74,7 @@ export function transcriptAccount(
 ): AgentAccount | null {
   if (!transcript) return null;
   const { result, usage } = parseTranscript(transcript.format, redactor.redact(readLogTail(transcript.path)));
-  return { agentResult: result ?? t.agentResult, usage: addUsage([t.usage, usage]) };
+  return { agentResult: result ?? t.result.agentResult, usage: addUsage([t.result.usage, usage]) };
 }
 
 /** A log's text, or its last 16 MiB (a CLI's final result is at its end). */

@@ -31,12 +31,12 @@ export async function collectArtifacts(
   const { cwd, artifactsDir } = p.workspace;
   try {
     const dropped = dropNonFiles(artifactsDir, ports.redactor);
-    if (run.git && t.startCommit && t.commit) {
+    if (run.git && t.git.startCommit && t.git.commit) {
       // No commit of its own: the patch is empty, and no git process is needed to say so.
       const patch =
-        t.commit === t.startCommit
+        t.git.commit === t.git.startCommit
           ? Buffer.alloc(0)
-          : await ports.workspace.diffPatch(run.git.root, t.startCommit, t.commit);
+          : await ports.workspace.diffPatch(run.git.root, t.git.startCommit, t.git.commit);
       // Redacted as bytes: a binary patch stays byte-exact.
       writeFresh(artifactsDir, "changes.patch", ports.redactor.redactBytes(patch));
     }

@@ -57,9 +57,8 @@ export async function runAttempt(
   // Recorded before the session exists, so an interrupted run knows which session to look for
   // (a resume also finds attempts by their folders, which the launch creates first).
   recorder.checkpoint(t.id, {
-    logs: newLogs(ports, agent),
-    attemptDir: attemptDirOf(run.privateDir, t.id, t.attempts),
-    attemptStartedAt: ports.now(),
+    result: { logs: newLogs(ports, agent) },
+    current: { dir: attemptDirOf(run.privateDir, t.id, t.attempts), startedAt: ports.now() },
   });
   await killPoint(run.fault, "kill-after-attempt-recorded", t.id, t.attempts);
   if (t.attempts > 1) await killPoint(run.fault, "kill-after-retry-recorded", t.id);
@@ -130,7 +129,10 @@ async function launchAndWatch(
       );
   } catch (error) {
     const detail = `could not set up its sandbox: ${ports.redactor.redact(errorText(error))}`;
-    await writeFile(join(run.runDir, t.logs!.stderr), `termorch: ${detail}\n`, { flag: "a", mode: 0o600 });
+    await writeFile(join(run.runDir, t.result.logs!.stderr), `termorch: ${detail}\n`, {
+      flag: "a",
+      mode: 0o600,
+    });
     return { record: null, reason: "launch_error", detail };
   }
   try {
@@ -138,15 +140,15 @@ async function launchAndWatch(
       runId: run.runId,
       taskId: t.id,
       attempt: t.attempts,
-      session: t.session!,
+      session: t.current.session!,
       argv: agent.argv,
       env: attemptEnv(agent, t.attempts),
       cwd: p.workspace.cwd,
       tty: agent.tty,
       ...(agent.delivery === "stdin" && !agent.tty ? { stdin: p.prompt.file } : {}),
-      stdoutLog: join(run.runDir, t.logs!.stdout),
-      stderrLog: join(run.runDir, t.logs!.stderr),
-      attemptDir: t.attemptDir!,
+      stdoutLog: join(run.runDir, t.result.logs!.stdout),
+      stderrLog: join(run.runDir, t.result.logs!.stderr),
+      attemptDir: t.current.dir!,
       redact: [...run.redactSources],
       maxLogBytes: run.maxLogBytes,
       ...(agent.memoryMb ? { memoryMb: agent.memoryMb } : {}),
@@ -160,18 +162,21 @@ async function launchAndWatch(
     });
   } catch (error) {
     const detail = `could not start its tmux session: ${ports.redactor.redact(errorText(error))}`;
-    await writeFile(join(run.runDir, t.logs!.stderr), `termorch: ${detail}\n`, { flag: "a", mode: 0o600 });
+    await writeFile(join(run.runDir, t.result.logs!.stderr), `termorch: ${detail}\n`, {
+      flag: "a",
+      mode: 0o600,
+    });
     return { record: null, reason: "launch_error", detail };
   }
   await ports.ledger.append(
     "task.launched",
     {
       attempt: t.attempts,
-      session: t.session,
+      session: t.current.session,
       agent: agent.name,
       argv: agent.argv,
       cwd: p.workspace.cwd,
-      logs: t.logs,
+      logs: t.result.logs,
       ...(agent.sandbox
         ? {
             sandbox: {
@@ -203,8 +208,8 @@ export async function adoptAttempt(
 ): Promise<AttemptResult | "detached"> {
   const { run, ports, recorder } = a;
   const adopted = await ports.runner.adopt({
-    session: t.session!,
-    attemptDir: t.attemptDir!,
+    session: t.current.session!,
+    attemptDir: t.current.dir!,
     runId: run.runId,
     taskId: t.id,
     attempt: t.attempts,
@@ -212,8 +217,8 @@ export async function adoptAttempt(
   });
   if (adopted === null) {
     recorder.note(t.id, {
-      logs: t.logs ?? newLogs(ports, agent),
-      attemptStartedAt: t.attemptStartedAt ?? ports.now(),
+      result: { logs: t.result.logs ?? newLogs(ports, agent) },
+      current: { startedAt: t.current.startedAt ?? ports.now() },
     });
     // The process that recorded it may have died before writing them (a redo's prompt differs).
     const unwritten = await writeAttemptFiles(a, t, p, agent);
@@ -223,7 +228,7 @@ export async function adoptAttempt(
   const { attempt, finished, live } = adopted;
   await ports.ledger.append(
     "task.adopted",
-    { attempt: t.attempts, session: t.session, finished, live },
+    { attempt: t.attempts, session: t.current.session, finished, live },
     t.id,
   );
   if (t.state !== "running") await recorder.transition(t.id, { to: "running" });
@@ -248,7 +253,7 @@ async function watchAttempt(
     : null;
   let timedOut = false;
   let stopped = false;
-  const elapsed = ports.now() - (t.attemptStartedAt ?? ports.now());
+  const elapsed = ports.now() - (t.current.startedAt ?? ports.now());
   const timer =
     agent.timeoutS === undefined
       ? null
@@ -292,7 +297,10 @@ async function watchAttempt(
     if (note) {
       const said = ports.redactor.redact(note);
       ports.log.warn({ task: t.id, attempt: t.attempts }, said);
-      await writeFile(join(run.runDir, t.logs!.stderr), `termorch: ${said}\n`, { flag: "a", mode: 0o600 });
+      await writeFile(join(run.runDir, t.result.logs!.stderr), `termorch: ${said}\n`, {
+        flag: "a",
+        mode: 0o600,
+      });
     }
   }
   await ports.ledger.append("task.exited", { attempt: t.attempts, ...record }, t.id);

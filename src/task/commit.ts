@@ -20,15 +20,15 @@ export async function commitOnTaskBranch(
   o: Omit<CommitTaskChangesOptions, "branch">,
 ): Promise<string> {
   const { workspace } = ports;
-  const branch = t.branch;
+  const branch = t.git.branch;
   if (branch === null) return workspace.commit(wt, o);
   try {
     return await workspace.commit(wt, { ...o, branch });
   } catch (error) {
     const head = await workspace.takeHead(wt, branch, (ref) => createdDuringRun({ privateDir }, ref));
     if (!head.moved) throw error;
-    if (head.from !== null && !t.refsCreated.includes(head.from))
-      recorder.note(t.id, { refsCreated: [...t.refsCreated, head.from] });
+    if (head.from !== null && !t.git.refsCreated.includes(head.from))
+      recorder.note(t.id, { git: { refsCreated: [...t.git.refsCreated, head.from] } });
     await ports.ledger.append("task.head_taken", { from: head.from, branch, commit: head.commit }, t.id);
     return workspace.commit(wt, { ...o, branch });
   }

@@ -7,7 +7,7 @@ import { agentOutcome } from "./agent-output.js";
 import { collectArtifacts } from "./artifacts.js";
 import { type AttemptResult, type AttemptSide, adoptAttempt, runAttempt } from "./attempt.js";
 import { amendedLast, closedHistory, countedAttempts, openRecord } from "./attempt-history.js";
-import { takeDecision } from "./decision.js";
+import { type TakenDecision, takeDecision } from "./decision.js";
 import { DETACHED, type TaskEnd, type TaskExecutor } from "./executor.js";
 import { keepFailedWork, startNextFrom } from "./failed-work.js";
 import { killPoint, prepareHooks } from "./faults.js";
@@ -51,155 +51,150 @@ export async function executeTask(
   const p = run.plans.get(taskId)!;
   const start = worktreeStart(run, ports, p, {
     // An earlier process made its start (or there is none to make): its worktree is taken as it is.
-    reuse: resume && (t.startCommit !== null || !run.git),
-    startedBefore: resume && t.attemptDir !== null,
+    reuse: resume && (t.git.startCommit !== null || !run.git),
+    startedBefore: resume && t.current.dir !== null,
   });
   const opened = await openTask(run, ports, stop, recorder, p, start);
   if (opened !== "go") return opened;
 
   const side = { run, ports, stop, recorder };
+  const { worktree, keepInRepo } = p.workspace;
   // The policy had chosen the next attempt when the earlier process died: it is carried out,
   // the last attempt is not judged again (its worktree may have moved since).
-  let adopting = resume && t.attemptDir !== null && t.next === null;
-  const { worktree, keepInRepo } = p.workspace;
   if (resume && t.next) {
-    if (t.session) await ports.runner.close([t.session]);
+    if (t.current.session) await ports.runner.close([t.current.session]);
     if (worktree !== null && existsSync(worktree))
       await startNextFrom(ports, recorder, t, { worktree, keepInRepo }, t.next.from);
   }
+  let adopting = resume && t.current.dir !== null && t.next === null;
   for (;;) {
     const found: GateFindings = {};
     const verdict = await attemptAndGate(side, t, p, adopting, found);
     adopting = false;
     if (verdict === "detached") return DETACHED;
-    const { reason, detail } = verdict;
-    // What its agent decided itself ($TERMORCH_DECISION): read once, kept and recorded.
-    const { artifactsDir } = p.workspace;
-    const { redactor, ledger } = ports;
-    const decision = await takeDecision(
-      { runDir: run.runDir, artifactsDir, taskId, attempt: t.attempts, redactor, ledger },
-      p.workspace,
-    );
-    recorder.note(taskId, {
-      history: closedHistory(t.history, ports.now(), { reason, detail, decision: decision.record }),
-    });
-    const step = nextAttempt(
-      { reason, detail, decision: decision.seen },
-      {
-        counted: countedAttempts(t.history),
-        allowed: p.attempts,
-        agentIndex: t.agentIndex,
-        agents: p.agents.length,
-        retryFrom: agentOf(p, t.agentIndex).retryFrom,
-        ending: stop.ending,
-        // A worktree that is gone cannot be reset for another attempt.
-        worktreeGone: worktree !== null && !existsSync(worktree),
-      },
-    );
-    // The attempt's record says how it ended for the task: a decision can end one whose gates passed.
-    const ended = attemptEnd(step, reason, detail);
-    if (ended.reason !== reason) recorder.note(taskId, { history: amendedLast(t.history, ended) });
+    const { step, decision, worktreeHere } = await judgeAttempt(side, t, p, verdict);
     if (step.kind === "done") {
       const artifacts = await collectArtifacts(run, ports, t, p);
-      await recorder.transition(taskId, { to: "success" }, artifacts ? { artifacts } : {});
+      await recorder.transition(taskId, { to: "success" }, artifacts ? { result: { artifacts } } : {});
       await killPoint(run.fault, "kill-after-status", t.id, t.attempts);
       // Its work is on its branch: the worktree can serve the run's next tasks (the warm pool).
-      if (ports.pool && worktree !== null && t.startCommit && !run.settings.keep_branches)
-        ports.pool.giveLater(worktree, t.startCommit);
+      if (ports.pool && worktree !== null && t.git.startCommit && !run.settings.keep_branches)
+        ports.pool.giveLater(worktree, t.git.startCommit);
       return { kind: "done", ok: true };
     }
     if (step.kind === "failed" || step.kind === "blocked") {
       const artifacts = await collectArtifacts(run, ports, t, p);
-      if (artifacts) recorder.note(taskId, { artifacts });
+      if (artifacts) recorder.note(taskId, { result: { artifacts } });
       const needsHuman = step.kind === "blocked" && step.needsHuman;
       return failTask(run, recorder, taskId, step.reason, step.detail, needsHuman);
     }
-    // An escalation may follow an attempt that passed its gates: the agent asked all the same.
-    const failed = {
-      reason: ended.reason ?? "escalated",
-      detail: ended.detail,
+    await prepareNextAttempt(side, t, p, step, {
       found,
       decision: decision.feedback,
-    };
-    await prepareNext(side, t, p, failed, step);
+      worktree: worktreeHere,
+    });
   }
 }
 
-/** How an attempt ended for its task: its gates' verdict, or what its agent's decision made of it. */
-function attemptEnd(
-  step: NextStep,
-  reason: Reason | null,
-  detail: string | null,
-): { reason: Reason | null; detail: string | null } {
-  if (step.kind === "blocked" || step.kind === "failed") return { reason: step.reason, detail: step.detail };
-  if (step.kind === "escalate" && reason === null)
-    return { reason: "escalated", detail: "its agent asked for a stronger agent" };
-  return { reason, detail };
+/**
+ * What follows an attempt, as the policy (nextAttempt) decides it from the attempt's verdict and
+ * its agent's own decision ($TERMORCH_DECISION: read once, kept, and recorded in the attempt's
+ * record, which then says how the attempt ended for the task). The worktree is looked at once
+ * here: `worktreeHere` is it when it is there, else null.
+ */
+async function judgeAttempt(
+  side: AttemptSide,
+  t: Readonly<TaskRun>,
+  p: TaskPlan,
+  verdict: Verdict,
+): Promise<{ step: NextStep; decision: TakenDecision; worktreeHere: string | null }> {
+  const { run, ports, stop, recorder } = side;
+  const { worktree, artifactsDir } = p.workspace;
+  const decision = await takeDecision(
+    {
+      runDir: run.runDir,
+      artifactsDir,
+      taskId: t.id,
+      attempt: t.attempts,
+      redactor: ports.redactor,
+      ledger: ports.ledger,
+    },
+    p.workspace,
+  );
+  recorder.note(t.id, {
+    history: closedHistory(t.history, ports.now(), { ...verdict, decision: decision.record }),
+  });
+  const worktreeHere = worktree !== null && existsSync(worktree) ? worktree : null;
+  const step = nextAttempt(
+    { ...verdict, decision: decision.seen },
+    {
+      counted: countedAttempts(t.history),
+      allowed: p.attempts,
+      agentIndex: t.current.agentIndex,
+      agents: p.agents.length,
+      retryFrom: agentOf(p, t.current.agentIndex).retryFrom,
+      ending: stop.ending,
+      // A worktree that is gone cannot be reset for another attempt.
+      worktreeGone: worktree !== null && worktreeHere === null,
+    },
+  );
+  // A decision can end an attempt whose gates passed, or block one that failed them.
+  if (step.kind !== "done" && step.reason !== verdict.reason)
+    recorder.note(t.id, { history: amendedLast(t.history, { reason: step.reason, detail: step.detail }) });
+  return { step, decision, worktreeHere };
 }
 
 /**
  * Carries out a retry or an escalation: the failed attempt's work kept (and its work ref), its
  * feedback section written, the choice recorded (TaskRun.next: a resume carries it out), the
- * worktree put where the next attempt starts, the failed attempt's session closed.
+ * worktree (`worktree`: there, else null) put where the next attempt starts, the failed
+ * attempt's session closed.
  */
-async function prepareNext(
-  side: AttemptSide,
+async function prepareNextAttempt(
+  side: Pick<AttemptSide, "run" | "ports" | "recorder">,
   t: Readonly<TaskRun>,
   p: TaskPlan,
-  failed: { reason: Reason; detail: string | null; found: GateFindings; decision: FeedbackBlock["decision"] },
   step: Extract<NextStep, { kind: "retry" | "escalate" }>,
+  seen: { found: GateFindings; decision: FeedbackBlock["decision"]; worktree: string | null },
 ): Promise<void> {
   const { run, ports, recorder } = side;
-  const failed_ = agentOf(p, t.agentIndex);
-  const failedAgent = failed_.name;
-  const { worktree, keepInRepo } = p.workspace;
-  const startCommit = t.startCommit;
+  const { worktree, found } = seen;
+  const { keepInRepo } = p.workspace;
+  const agent = agentOf(p, t.current.agentIndex);
   let work: { from: string; to: string } | null = null;
-  if (worktree !== null && existsSync(worktree)) {
-    const w = { worktree, agent: failedAgent, keepInRepo, scratch: failed_.scratch };
+  if (worktree !== null) {
+    const w = { worktree, agent: agent.name, keepInRepo, scratch: agent.scratch };
     const kept = await keepFailedWork(run, ports, recorder, t, w, step.from === "last_commit");
-    if (kept.secrets.length) failed.found.secrets ??= kept.secrets;
+    if (kept.secrets.length) found.secrets ??= kept.secrets;
     if (kept.ref) recorder.note(t.id, { history: amendedLast(t.history, { work_ref: kept.ref }) });
-    if (startCommit && kept.commit) work = { from: startCommit, to: kept.commit };
+    if (t.git.startCommit && kept.commit) work = { from: t.git.startCommit, to: kept.commit };
   }
+  const { reason, detail } = step;
   const feedback = await writeFeedback(
     run,
     ports,
     p.workspace.artifactsDir,
-    { t, agent: failedAgent, timeoutS: failed_.timeoutS, ...failed, work },
+    { t, agent: agent.name, timeoutS: agent.timeoutS, reason, detail, found, decision: seen.decision, work },
     { n: t.attempts + 1, from: step.from === "base" ? "base" : "last_work" },
   );
+  const escalated = step.kind === "escalate";
   ports.log.info(
-    { task: t.id, attempt: t.attempts, reason: failed.reason, from: step.from },
-    step.kind === "escalate"
-      ? "its agent asked for a stronger one"
-      : "task failed; retrying with its feedback",
+    { task: t.id, attempt: t.attempts, reason, from: step.from },
+    escalated ? "its agent asked for a stronger one" : "task failed; retrying with its feedback",
   );
   await ports.ledger.append(
     "task.retrying",
-    {
-      attempt: t.attempts,
-      reason: failed.reason,
-      detail: failed.detail,
-      agent: failedAgent,
-      from: step.from,
-      escalated: step.kind === "escalate",
-      feedback,
-    },
+    { attempt: t.attempts, reason, detail, agent: agent.name, from: step.from, escalated, feedback },
     t.id,
   );
   await killPoint(run.fault, "kill-after-feedback", t.id, t.attempts);
-  const next = {
-    agentIndex: step.agentIndex,
-    from: step.from,
-    escalated: step.kind === "escalate",
-    feedback,
-  };
-  recorder.checkpoint(t.id, { detail: failed.detail, next });
+  recorder.checkpoint(t.id, {
+    detail,
+    next: { agentIndex: step.agentIndex, from: step.from, escalated, feedback },
+  });
   await killPoint(run.fault, "kill-after-next-chosen", t.id, t.attempts);
-  if (worktree !== null && existsSync(worktree))
-    await startNextFrom(ports, recorder, t, { worktree, keepInRepo }, step.from);
-  await ports.runner.close([t.session!]);
+  if (worktree !== null) await startNextFrom(ports, recorder, t, { worktree, keepInRepo }, step.from);
+  await ports.runner.close([t.current.session!]);
 }
 
 /** What an attempt came to: null when it passed every gate, else why not. */
@@ -222,51 +217,57 @@ export async function attemptAndGate(
   found: GateFindings = {},
 ): Promise<Verdict | "detached"> {
   const { run, ports, stop, recorder } = side;
-  // The daemon is shutting down: nothing new starts; the task stays as state.json has it.
-  if (!adopting && stop.detaching) return "detached";
-  // Journaled with the attempt's folder (runAttempt's checkpoint): a resume adopts it with its
-  // agent. What the policy chose for it (TaskRun.next) is done with once it is counted.
   if (!adopting) {
-    const next = t.next;
-    const agentIndex = next?.agentIndex ?? t.agentIndex;
-    recorder.note(t.id, {
-      attempts: t.attempts + 1,
-      agentIndex,
-      history: [
-        ...t.history,
-        openRecord(t.attempts + 1, agentOf(p, agentIndex).name, ports.now(), {
-          from: next?.from ?? null,
-          escalated: next?.escalated ?? false,
-          feedback: next?.feedback ?? null,
-        }),
-      ],
-      next: null,
-    });
+    // The daemon is shutting down: nothing new starts; the task stays as state.json has it.
+    if (stop.detaching) return "detached";
+    countAttempt(recorder, t, p, ports.now());
   }
-  const agent = agentOf(p, t.agentIndex);
+  const agent = agentOf(p, t.current.agentIndex);
   let attempt: AttemptResult | "detached";
-  if (adopting) {
-    attempt = await adoptAttempt(side, t, p, agent);
-  } else {
+  if (adopting) attempt = await adoptAttempt(side, t, p, agent);
+  else {
     const setup = await runSetup(run, ports, stop, recorder, t, p, agent);
     if (setup === "detached") return "detached";
     attempt = setup ?? (await runAttempt(side, t, p, agent));
   }
   if (attempt === "detached") return "detached";
-  if (attempt.account) recorder.note(t.id, attempt.account);
+  if (attempt.account) recorder.note(t.id, { result: attempt.account });
   let { reason, detail } = attempt;
   if (attempt.record && agent.output) {
     const said = agentOutcome(run.runDir, ports.redactor, t, agent, p.workspace.cwd, agent.output, attempt);
-    recorder.note(t.id, said.account);
+    recorder.note(t.id, { result: said.account });
     ({ reason, detail } = said.outcome);
   }
   if (reason === null) {
     const gated = await runGates({ run, ports, stop, recorder, t, p, agent }, found);
     if (gated === "detached") return "detached";
     ({ reason, detail } = gated);
-  } else recorder.note(t.id, { gates: [...setupGates(t), coreGate(attempt.record, reason)] });
-  recorder.note(t.id, { exitCode: attempt.record?.exit_code ?? null });
+  } else recorder.note(t.id, { result: { gates: [...setupGates(t), coreGate(attempt.record, reason)] } });
+  recorder.note(t.id, { result: { exitCode: attempt.record?.exit_code ?? null } });
   return { reason, detail };
+}
+
+/**
+ * Counts a new attempt, run by the agent the policy chose for it (TaskRun.next; the first: the
+ * task's own), and opens its record. Journaled with the attempt's folder (runAttempt's
+ * checkpoint): a resume adopts it with its agent. The policy's choice is done with once counted.
+ */
+function countAttempt(recorder: TaskRecorder, t: Readonly<TaskRun>, p: TaskPlan, now: number): void {
+  const next = t.next;
+  const agentIndex = next?.agentIndex ?? t.current.agentIndex;
+  recorder.note(t.id, {
+    attempts: t.attempts + 1,
+    current: { agentIndex },
+    history: [
+      ...t.history,
+      openRecord(t.attempts + 1, agentOf(p, agentIndex).name, now, {
+        from: next?.from ?? null,
+        escalated: next?.escalated ?? false,
+        feedback: next?.feedback ?? null,
+      }),
+    ],
+    next: null,
+  });
 }
 
 /** The local start: the task's branch and worktree, from the base commit merged with its dependencies' branches. */

@@ -42,18 +42,18 @@ export async function keepFailedWork(
   torn: boolean,
 ): Promise<KeptWork> {
   const none: KeptWork = { commit: null, ref: null, secrets: [] };
-  if (!run.git || !t.startCommit) return none;
-  let commit = t.commit;
+  if (!run.git || !t.git.startCommit) return none;
+  let commit = t.git.commit;
   let tipBefore: string | null = null;
   if (!torn) {
-    const secrets = await secretsGate(ports, w.worktree, t.startCommit, w.keepInRepo, w.scratch);
+    const secrets = await secretsGate(ports, w.worktree, t.git.startCommit, w.keepInRepo, w.scratch);
     if (secrets && !secrets.gate.passed) return { ...none, secrets: secrets.places };
     tipBefore = (await git(w.worktree, ["rev-parse", "--verify", "-q", "HEAD"])).stdout.trim() || null;
     commit = await commitOnTaskBranch(ports, recorder, run.privateDir, t, w.worktree, {
       message: taskCommitMessage(t, w.agent, run.runId),
       exclude: [...w.keepInRepo],
       scratch: w.scratch,
-      start: t.startCommit,
+      start: t.git.startCommit,
       identity: run.identity,
     }).catch((error: unknown) => {
       // An agent that left its worktree unmergeable: its retry starts from its last commit.
@@ -62,7 +62,7 @@ export async function keepFailedWork(
         { attempt: t.attempts, why: ports.redactor.redact(errorText(error)) },
         t.id,
       );
-      return t.commit;
+      return t.git.commit;
     });
   }
   if (!commit) return none;
@@ -86,11 +86,11 @@ export async function startNextFrom(
   w: Pick<FailedWorktree, "worktree" | "keepInRepo">,
   from: StartFrom,
 ): Promise<void> {
-  if (!t.startCommit || from === "last_work") return;
+  if (!t.git.startCommit || from === "last_work") return;
   if (from === "base") {
-    await ports.workspace.reset(w.worktree, t.startCommit, w.keepInRepo);
-    recorder.note(t.id, { commit: null });
+    await ports.workspace.reset(w.worktree, t.git.startCommit, w.keepInRepo);
+    recorder.note(t.id, { git: { commit: null } });
     return;
   }
-  await ports.workspace.reset(w.worktree, t.commit ?? t.startCommit, w.keepInRepo);
+  await ports.workspace.reset(w.worktree, t.git.commit ?? t.git.startCommit, w.keepInRepo);
 }

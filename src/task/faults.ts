@@ -6,7 +6,7 @@ import type { AdvanceTargetOptions } from "../git/advance.js";
  * Fault injection for crash tests: a test names one point, where the driver fails or dies on
  * purpose, so that recovery (rollback, `termorch resume`) is tested at the exact moment that
  * matters rather than by racing a kill against the run. The fault is injected
- * (DriveOptions.fault; the test CLI test/fixtures/cli-with-fault.mjs takes it from its
+ * (DriveOptions.seams.fault; the test CLI test/fixtures/cli-with-fault.mjs takes it from its
  * `$TERMORCH_FAULT`): production code never reads that variable. Unset: every hook is a no-op.
  *
  * The points (`:<task>` after a task point limits it to that task; `:<task>@<n>` to its attempt

@@ -77,7 +77,9 @@ export async function feedbackFacts(
     agent: f.agent,
     reason,
     detail,
-    failed_gates: t.gates.filter((g) => g.passed === false).map((g) => ({ name: g.name, detail: g.detail })),
+    failed_gates: t.result.gates
+      .filter((g) => g.passed === false)
+      .map((g) => ({ name: g.name, detail: g.detail })),
     tests: found.tests ? testsTail(run.runDir, found.tests) : null,
     missing_artifacts: found.missingArtifacts ?? [],
     handoff: found.handoff ?? null,
@@ -87,7 +89,7 @@ export async function feedbackFacts(
     screen: reason === "prompt_not_delivered" ? detail : null,
     secrets: found.secrets ?? [],
     decision: f.decision,
-    summary: t.agentResult?.summary ?? null,
+    summary: t.result.agentResult?.summary ?? null,
     changed_files: changed,
     next_starts_from: from,
   };

@@ -71,13 +71,13 @@ export async function runGates(
     ...setupGates(t),
     { name: "core", required: true, passed: true, detail: "exit code 0" },
   ];
-  recorder.note(t.id, { gates });
+  recorder.note(t.id, { result: { gates } });
   const failures: string[] = [];
   for (const step of TASK_GATES) {
     const verdict = await step({ ...s, failures, found });
     if (verdict === "detached") return "detached";
     gates = [...gates, ...verdict.gates];
-    recorder.note(t.id, { gates });
+    recorder.note(t.id, { result: { gates } });
     if (verdict.end) return verdict.end;
     if (verdict.failure) failures.push(verdict.failure);
   }
@@ -95,13 +95,13 @@ export function taskCommitMessage(
   agent: string,
   runId: string,
 ): string {
-  const redo = t.redo
-    ? `: redo ${t.redo.n} of its conflict with ${t.redo.with.join(", ") || "the tasks before it"}`
+  const redo = t.redo.progress
+    ? `: redo ${t.redo.progress.n} of its conflict with ${t.redo.progress.with.join(", ") || "the tasks before it"}`
     : "";
   return withTrailers(`termorch: task ${t.id} (agent ${agent}, run ${runId}, attempt ${t.attempts}${redo})`, {
     ...trailersOf(runId, t.id),
     "Termorch-Attempt": String(t.attempts),
-    ...(t.redo ? { "Termorch-Redo": String(t.redo.n) } : {}),
+    ...(t.redo.progress ? { "Termorch-Redo": String(t.redo.progress.n) } : {}),
   });
 }
 
@@ -123,8 +123,8 @@ async function commitGate({ run, ports, recorder, t, p, agent, found }: GateScop
   }
   let secrets: SecretsFound | null = null;
   let secretsError: unknown = null;
-  if (t.startCommit)
-    secrets = await secretsGate(ports, worktree, t.startCommit, keepInRepo, agent.scratch).catch(
+  if (t.git.startCommit)
+    secrets = await secretsGate(ports, worktree, t.git.startCommit, keepInRepo, agent.scratch).catch(
       (error: unknown) => {
         secretsError = error;
         return null;
@@ -140,10 +140,10 @@ async function commitGate({ run, ports, recorder, t, p, agent, found }: GateScop
       message: taskCommitMessage(t, agent.name, run.runId),
       exclude: [...keepInRepo],
       scratch: agent.scratch,
-      ...(t.startCommit ? { start: t.startCommit } : {}),
+      ...(t.git.startCommit ? { start: t.git.startCommit } : {}),
       identity: run.identity,
     });
-    recorder.note(t.id, { commit });
+    recorder.note(t.id, { git: { commit } });
   } catch (error) {
     const failure = failed(
       "commit",
@@ -173,9 +173,9 @@ async function changesGate({ run, t, p, agent }: GateScope): Promise<Verdict> {
     ...(passed === false ? { end: { reason: "no_changes" as const, detail } } : {}),
   });
   if (!agent.expectChanges) return verdict(null, "not checked: expect_changes is false");
-  if (!run.git || !t.startCommit || !t.commit)
+  if (!run.git || !t.git.startCommit || !t.git.commit)
     return verdict(null, "not checked: the workspace is not a git repository");
-  if (t.commit !== t.startCommit) return verdict(true, `committed ${t.commit.slice(0, 12)}`);
+  if (t.git.commit !== t.git.startCommit) return verdict(true, `committed ${t.git.commit.slice(0, 12)}`);
   for (const pattern of p.gates.requiredArtifacts)
     if ((await findRequired(p.workspace, pattern)).found.length > 0)
       return verdict(true, `no change, but its required artifact ${pattern} is there`);
@@ -217,11 +217,11 @@ async function handoffGate({ run, ports, t, p, found }: GateScope): Promise<Verd
     found.handoff = { missing_sections: missing, listed_not_changed: [], changed_not_listed: [] };
     return verdict(false, `its handoff lacks ${missing.join(", ")} (filled in)`);
   }
-  if (!run.git || !t.startCommit || !t.commit)
+  if (!run.git || !t.git.startCommit || !t.git.commit)
     return verdict(true, "sections present; Files Touched not checked: no git");
   const changed = inWorkspace(
     run.git,
-    await ports.workspace.changedFiles(run.git.root, t.startCommit, t.commit),
+    await ports.workspace.changedFiles(run.git.root, t.git.startCommit, t.git.commit),
   );
   const untouched = listed.filter((f) => !changed.includes(f));
   const unlisted = changed.filter((f) => !listed.includes(f));
@@ -272,11 +272,11 @@ async function allowedPathsGate({ run, ports, t, p, found }: GateScope): Promise
     detail,
   });
   if (!allowed) return { gates: [gate(false, null, "no restriction")] };
-  if (!run.git || !t.startCommit || !t.commit)
+  if (!run.git || !t.git.startCommit || !t.git.commit)
     return { gates: [gate(true, null, "skipped: the workspace is not a git repository")] };
   const changed = inWorkspace(
     run.git,
-    await ports.workspace.changedFiles(run.git.root, t.startCommit, t.commit),
+    await ports.workspace.changedFiles(run.git.root, t.git.startCommit, t.git.commit),
   );
   const outside = changed.filter((f) => !matchesAny(f, allowed));
   if (outside.length === 0) return { gates: [gate(true, true, `all changes within ${allowed.join(", ")}`)] };
@@ -299,12 +299,14 @@ async function gitControlsGate({ run, ports, recorder, t, p }: GateScope): Promi
     passed,
     detail,
   });
-  if (!run.git || !t.startCommit || !t.commit || t.commit === t.startCommit) {
-    if (t.gitControls.length > 0) recorder.note(t.id, { gitControls: [] });
+  if (!run.git || !t.git.startCommit || !t.git.commit || t.git.commit === t.git.startCommit) {
+    if (t.git.controls.length > 0) recorder.note(t.id, { git: { controls: [] } });
     return { gates: refuse ? [gate(null, "not checked: no commit of its changes")] : [] };
   }
-  const found = gitControlFiles(await ports.workspace.changedEntries(run.git.root, t.startCommit, t.commit));
-  recorder.note(t.id, { gitControls: found });
+  const found = gitControlFiles(
+    await ports.workspace.changedEntries(run.git.root, t.git.startCommit, t.git.commit),
+  );
+  recorder.note(t.id, { git: { controls: found } });
   if (found.length === 0) return { gates: refuse ? [gate(true, "none in its changes")] : [] };
   const named = describeGitControls(found);
   if (!refuse) return { gates: [gate(null, `named in the report, merged like any file: ${named}`)] };

@@ -299,7 +299,7 @@ export function watchInteractive(
   running: RunningAttempt,
 ): InteractiveWatch {
   const plan = agent.interactive;
-  const pastedMarker = join(t.attemptDir!, "pasted");
+  const pastedMarker = join(t.current.dir!, "pasted");
   const finishFile = finishFileOf(run.privateDir, t.id);
   const ready = new ReadyDetector(SETTLE_MS, plan.waiting);
   const waiting = new WaitingDetector({
@@ -348,8 +348,8 @@ export function watchInteractive(
   };
 
   const decided = (by: StateSource): void => {
-    if (t.stateFrom === "hooks" || t.stateFrom === by) return;
-    recorder.note(t.id, { stateFrom: by });
+    if (t.waiting.stateFrom === "hooks" || t.waiting.stateFrom === by) return;
+    recorder.stateFrom(t.id, by);
   };
   const ask = (asks: string, by: StateSource, since: number, answers: readonly KeyAnswer[] = []): void => {
     if (asked?.asks === asks && JSON.stringify(asked.answers) === JSON.stringify(answers)) return;
@@ -529,7 +529,7 @@ export function watchInteractive(
     onScreen(screen, at) {
       if (endedAsDone !== null || failure !== null || screen === null) return;
       if (existsSync(finishFile)) return end("finish");
-      if (plan.doneWhen !== null && doneWhenAppeared(plan.doneWhen, t.attemptStartedAt ?? startedAt))
+      if (plan.doneWhen !== null && doneWhenAppeared(plan.doneWhen, t.current.startedAt ?? startedAt))
         return end("done_when");
       onScreen(screen, at);
     },
@@ -559,7 +559,7 @@ export function watchInteractive(
         : findSession(agent.sessions, {
             env: agent.env,
             cwd: p.workspace.cwd,
-            since: t.attemptStartedAt ?? startedAt,
+            since: t.current.startedAt ?? startedAt,
           });
     },
     dispose() {

@@ -52,12 +52,22 @@ export interface TaskStanding {
  */
 export type StartFrom = RetryFrom | "last_commit";
 
+/**
+ * How the attempt ended for its task when another one follows: the failure the next attempt's
+ * feedback section tells, or `escalated` when it passed its gates and its agent asked for a
+ * stronger one all the same.
+ */
+export interface EndedAs {
+  reason: Reason;
+  detail: string | null;
+}
+
 /** What follows an attempt (docs/ARCHITECTURE.md, "What a run does with a failure"). */
 export type NextStep =
   | { kind: "done" }
-  | { kind: "retry"; agentIndex: number; from: StartFrom }
+  | ({ kind: "retry"; agentIndex: number; from: StartFrom } & EndedAs)
   /** The agent asked for a stronger one: the next attempt runs it, and is not counted against retries. */
-  | { kind: "escalate"; agentIndex: number; from: StartFrom }
+  | ({ kind: "escalate"; agentIndex: number; from: StartFrom } & EndedAs)
   | { kind: "blocked"; reason: "blocked" | "invalid_decision"; detail: string; needsHuman: boolean }
   | { kind: "failed"; reason: Reason; detail: string | null };
 
@@ -101,9 +111,13 @@ export function nextAttempt(ended: AttemptEnded, s: TaskStanding): NextStep {
         reason: "escalated",
         detail: `its agent asked for a stronger agent (${decision.reason}); the run ended before one ran`,
       };
-    return { kind: "escalate", agentIndex: next, from };
+    const endedAs: EndedAs =
+      reason === null
+        ? { reason: "escalated", detail: "its agent asked for a stronger agent" }
+        : { reason, detail };
+    return { kind: "escalate", agentIndex: next, from, ...endedAs };
   }
   if (reason === null) return { kind: "done" };
   if (s.ending || s.worktreeGone || s.counted >= s.allowed) return { kind: "failed", reason, detail };
-  return { kind: "retry", agentIndex: Math.min(s.agentIndex + 1, s.agents - 1), from };
+  return { kind: "retry", agentIndex: Math.min(s.agentIndex + 1, s.agents - 1), from, reason, detail };
 }

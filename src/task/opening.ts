@@ -52,14 +52,17 @@ export async function openTask(
   start: TaskStart,
 ): Promise<"go" | TaskEnd> {
   const t = recorder.get(p.id);
-  recorder.note(p.id, { startedAt: t.startedAt ?? ports.now(), session: sessionName(run.runId, p.id) });
+  recorder.note(p.id, {
+    startedAt: t.startedAt ?? ports.now(),
+    current: { session: sessionName(run.runId, p.id) },
+  });
   if (stop.detaching) return DETACHED;
   if (start.lost !== null) return failTask(run, recorder, p.id, "lost", start.lost);
   if (start.needed) {
     const made = await start.make();
     if (!made.ok) {
       // The branch a failed start leaves (its prepared worktree's, or one it created) is reported.
-      recorder.note(p.id, { session: null, branch: made.branch });
+      recorder.note(p.id, { current: { session: null }, git: { branch: made.branch } });
       if ("conflict" in made) {
         recorder.foundConflict(made.conflict);
         return failTask(
@@ -72,7 +75,7 @@ export async function openTask(
       }
       return failTask(run, recorder, p.id, "launch_error", made.detail);
     }
-    recorder.note(p.id, { branch: made.branch, startCommit: made.startCommit });
+    recorder.note(p.id, { git: { branch: made.branch, startCommit: made.startCommit } });
     await ports.ledger.record(made.event, p.id);
     recorder.checkpoint(p.id);
   }

@@ -37,7 +37,7 @@ export async function promptText(
   const context = readFileSync(p.prompt.context);
   // A redo of a conflicting result: the conflict, written by the merge (src/merge/redo.ts).
   const t = tasks.get(p.id);
-  const redo = t.redo;
+  const redo = t.redo.progress;
   // What went wrong in the attempt before (feedback-facts.ts wrote it, redacted, before this one);
   // a bisect's fix has its own in its redo's section (merge/gate-fix.ts).
   const feedback = redo?.cause === "gate" ? null : t.history.at(-1)?.feedback;
@@ -116,11 +116,11 @@ async function dependencySection(
   for (const id of p.dependencies) {
     const dep = tasks.get(id);
     parts.push("", `### ${id}`, "");
-    parts.push(`- Result: ${oneBlock(dep.agentResult?.summary) ?? "(its agent reported no summary)"}`);
+    parts.push(`- Result: ${oneBlock(dep.result.agentResult?.summary) ?? "(its agent reported no summary)"}`);
     parts.push(
       `- Files changed: ${(await changedBy(run.git, ports, dep)) ?? "(not known: the workspace is not a git repository)"}`,
     );
-    if (dep.branch) parts.push(`- Branch: ${dep.branch}`);
+    if (dep.git.branch) parts.push(`- Branch: ${dep.git.branch}`);
     const depPlan = run.plans.get(id);
     const text = depPlan?.gates.handoff ? keptHandoff(depPlan.workspace.artifactsDir) : null;
     if (text && depPlan) {
@@ -138,14 +138,17 @@ async function changedBy(
   ports: Pick<Ports, "workspace">,
   dep: Readonly<TaskRun>,
 ): Promise<string | null> {
-  if (!git || !dep.startCommit || !dep.commit) return null;
-  if (dep.startCommit === dep.commit) return "none";
-  const files = inWorkspace(git, await ports.workspace.changedFiles(git.root, dep.startCommit, dep.commit));
+  if (!git || !dep.git.startCommit || !dep.git.commit) return null;
+  if (dep.git.startCommit === dep.git.commit) return "none";
+  const files = inWorkspace(
+    git,
+    await ports.workspace.changedFiles(git.root, dep.git.startCommit, dep.git.commit),
+  );
   if (files.length === 0) return "none";
   // A dependency that generated thousands of files must not bury the task's own context.
   const shown = files.slice(0, MAX_FILES_NAMED).join(", ");
   return files.length > MAX_FILES_NAMED
-    ? `${shown} … and ${files.length - MAX_FILES_NAMED} more (git diff ${dep.startCommit}..${dep.commit})`
+    ? `${shown} … and ${files.length - MAX_FILES_NAMED} more (git diff ${dep.git.startCommit}..${dep.git.commit})`
     : shown;
 }
 

@@ -23,22 +23,29 @@ export type TaskTransition =
     }
   | { to: "skipped"; reason: "dependency_failed" | "cancelled"; detail: string };
 
-/** What may change on a task's record besides its state (which only `transition` changes). */
+/** The groups of a task's record: a fact names only the fields of a group it changes. */
+type Group = "git" | "current" | "result" | "redo";
+
+/**
+ * What may change on a task's record besides its state (which only `transition` changes) and
+ * its wait for input (`markWaiting`): top-level fields replaced, a group's fields merged into it.
+ */
 export type TaskFacts = Partial<
   Omit<
     TaskRun,
-    | "id"
-    | "agent"
-    | "dependencies"
-    | "state"
-    | "reason"
-    | "finishedAt"
-    | "waitingSince"
-    | "waitingFor"
-    | "waitingAnswers"
-    | "needsHuman"
+    "id" | "agent" | "dependencies" | "state" | "reason" | "finishedAt" | "needsHuman" | "waiting" | Group
   >
->;
+> & { [G in Group]?: Partial<TaskRun[G]> };
+
+/** Facts into a record: top-level fields replaced, each group's named fields replaced in it. */
+function apply(t: TaskRun, facts: TaskFacts): void {
+  const { git, current, result, redo, ...top } = facts;
+  Object.assign(t, top);
+  if (git) t.git = { ...t.git, ...git };
+  if (current) t.current = { ...t.current, ...current };
+  if (result) t.result = { ...t.result, ...result };
+  if (redo) t.redo = { ...t.redo, ...redo };
+}
 
 /** Who hears of a task's changes besides the files: failures and waits (the notifier), every change (progress). */
 export interface TaskListeners {
@@ -113,13 +120,13 @@ export class TaskRecorder {
 
   /** Facts about the task kept in memory; the journal has them with the next checkpoint or change of state. */
   note(taskId: string, facts: TaskFacts): void {
-    Object.assign(this.mutable(taskId), facts);
+    apply(this.mutable(taskId), facts);
   }
 
   /** Facts a resume must find (a prepared worktree, an attempt about to launch): into the journal now. */
   checkpoint(taskId: string, facts: TaskFacts = {}): void {
     const t = this.mutable(taskId);
-    Object.assign(t, facts);
+    apply(t, facts);
     this.o.journal.write(t);
   }
 
@@ -130,12 +137,12 @@ export class TaskRecorder {
   /** The one way a task changes state. */
   async transition(taskId: string, change: TaskTransition, facts: TaskFacts = {}): Promise<void> {
     const t = this.mutable(taskId);
-    Object.assign(t, facts);
+    apply(t, facts);
     t.state = change.to;
     // Running again (a redo of a finished task): its earlier end is no longer its end.
     if (change.to === "running") {
       t.finishedAt = null;
-      t.exitCode = null;
+      t.result.exitCode = null;
     } else {
       t.finishedAt = this.o.now();
       t.reason = change.to === "success" ? null : change.reason;
@@ -145,7 +152,12 @@ export class TaskRecorder {
     const status = this.statusOf(t, change.to);
     await this.o.ledger.append(
       `task.${status.state}`,
-      { ...status, gates: change.to === "running" ? [] : t.gates, branch: t.branch, commit: t.commit },
+      {
+        ...status,
+        gates: change.to === "running" ? [] : t.result.gates,
+        branch: t.git.branch,
+        commit: t.git.commit,
+      },
       t.id,
     );
     this.o.journal.write(t);
@@ -168,9 +180,12 @@ export class TaskRecorder {
     answers: readonly KeyAnswer[] = [],
   ): Promise<void> {
     const t = this.mutable(taskId);
-    t.waitingSince = since;
-    t.waitingFor = since === null ? null : asks;
-    t.waitingAnswers = since === null ? [] : [...answers];
+    t.waiting = {
+      ...t.waiting,
+      since,
+      for: since === null ? null : asks,
+      answers: since === null ? [] : [...answers],
+    };
     await this.o.ledger.append(
       since === null ? "task.input_resumed" : "task.waiting_input",
       {
@@ -187,12 +202,16 @@ export class TaskRecorder {
     this.o.listeners.changed();
   }
 
+  /** Where an interactive task's agent's state comes from (kept in memory, like `note`). */
+  stateFrom(taskId: string, by: StateSource): void {
+    const t = this.mutable(taskId);
+    t.waiting = { ...t.waiting, stateFrom: by };
+  }
+
   /** An attempt ended: whatever it waited for is over (no ledger event: its exit says so). */
   stopWaiting(taskId: string): void {
     const t = this.mutable(taskId);
-    t.waitingSince = null;
-    t.waitingFor = null;
-    t.waitingAnswers = [];
+    t.waiting = { ...t.waiting, since: null, for: null, answers: [] };
   }
 
   /** A new run starts with no status files of an earlier run in the same folder. */
@@ -221,11 +240,11 @@ export class TaskRecorder {
     const waiting =
       state === "running" && this.o.interactive(t.id)
         ? {
-            waiting_input: t.waitingSince !== null,
-            waiting_since: t.waitingSince === null ? null : new Date(t.waitingSince).toISOString(),
-            waiting_for: t.waitingFor === null ? null : redact(t.waitingFor),
-            ...(t.waitingSince !== null && t.waitingAnswers.length > 0
-              ? { waiting_answers: t.waitingAnswers }
+            waiting_input: t.waiting.since !== null,
+            waiting_since: t.waiting.since === null ? null : new Date(t.waiting.since).toISOString(),
+            waiting_for: t.waiting.for === null ? null : redact(t.waiting.for),
+            ...(t.waiting.since !== null && t.waiting.answers.length > 0
+              ? { waiting_answers: t.waiting.answers }
               : {}),
           }
         : {};
@@ -235,14 +254,14 @@ export class TaskRecorder {
       task_id: t.id,
       state,
       run_id: this.o.runId,
-      session: t.session,
+      session: t.current.session,
       socket: remote ? basename(remote.socket) : this.socket.name,
       socket_path: remote ? remote.socket : this.socket.path,
       ...(remote ? { host: remote.host, worker: remote.worker } : {}),
       attempt: t.attempts,
       started_at: t.startedAt === null ? null : new Date(t.startedAt).toISOString(),
       finished_at: t.finishedAt === null ? null : new Date(t.finishedAt).toISOString(),
-      exit_code: t.exitCode,
+      exit_code: t.result.exitCode,
       reason: t.reason,
       detail: t.detail === null ? null : redact(t.detail),
       ...(state === "failed" && t.needsHuman ? { needs_human: true } : {}),

@@ -133,11 +133,11 @@ export function recordCreatedRefs(
 ): void {
   for (const { change, createdBy } of found) {
     const task = createdBy === null ? undefined : recorder.get(createdBy);
-    if (!task || task.refsCreated.includes(change.ref)) continue;
+    if (!task || task.git.refsCreated.includes(change.ref)) continue;
     // A ref named after a secret is reported (redacted) but not recorded: state.json would hold
     // the secret. It stays the agent's, in the user's repository, for the user to delete.
     if (redactor.redact(change.ref) !== change.ref) continue;
-    recorder.checkpoint(task.id, { refsCreated: [...task.refsCreated, change.ref] });
+    recorder.checkpoint(task.id, { git: { refsCreated: [...task.git.refsCreated, change.ref] } });
   }
 }
 
@@ -154,7 +154,7 @@ async function attribute(
   m: RefMove,
   checkedOutIn: string | null,
 ): Promise<{ task: Readonly<TaskRun>; sure: boolean } | null> {
-  const byRecord = tasks.find((t) => t.refsCreated.includes(m.ref));
+  const byRecord = tasks.find((t) => t.git.refsCreated.includes(m.ref));
   if (byRecord) return { task: byRecord, sure: true };
   if (checkedOutIn !== null) {
     // git lists worktrees by their real path; $TMPDIR may be a symlink (macOS).
@@ -168,10 +168,10 @@ async function attribute(
   const root = run.git!.root;
   const contains = (commit: string, tip: string): Promise<boolean> => isAncestor(root, commit, tip);
   for (const t of tasks) {
-    if (t.startCommit === null) continue;
-    const tip = t.commit ?? t.branch;
+    if (t.git.startCommit === null) continue;
+    const tip = t.git.commit ?? t.git.branch;
     if (tip === null) continue;
-    if ((await contains(m.new, tip)) && !(await contains(m.new, t.startCommit)))
+    if ((await contains(m.new, tip)) && !(await contains(m.new, t.git.startCommit)))
       return { task: t, sure: false };
   }
   return null;

@@ -35,7 +35,7 @@ export interface RunPlan {
   readonly processEnv: Readonly<Record<string, string | undefined>>;
   /** Redaction pattern sources handed to the runner for the agents' logs. */
   readonly redactSources: readonly string[];
-  /** A fault injected by crash tests (DriveOptions.fault); the points are listed in faults.ts. */
+  /** A fault injected by crash tests (DriveOptions.seams.fault); the points are listed in faults.ts. */
   readonly fault: string | null;
   /** The run was interrupted and is being resumed: leftovers of its own earlier process may exist. */
   readonly resumed: boolean;

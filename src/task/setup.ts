@@ -45,7 +45,7 @@ export async function runSetup(
     ...(agent.sandbox ? { sandbox: { setting: agent.sandbox, work: agentWork(p, agent) } } : {}),
   });
   if (gate === "detached") return "detached";
-  recorder.note(t.id, { gates: [gate] });
+  recorder.note(t.id, { result: { gates: [gate] } });
   await ports.ledger.append(
     "task.setup",
     { attempt: t.attempts, passed: gate.passed, detail: gate.detail },
@@ -65,5 +65,5 @@ export async function runSetup(
 
 /** The set-up gate of the attempt, to stay first in its gates: none when no setup_cmd ran. */
 export function setupGates(t: Readonly<TaskRun>): Gate[] {
-  return t.gates.filter((g) => g.name === "setup");
+  return t.result.gates.filter((g) => g.name === "setup");
 }

@@ -26,9 +26,8 @@ describe("a detach between the tasks and the merge", () => {
     const before = git(ws.repo, "rev-parse", "HEAD").trim();
     const done = runAssignments({
       assignmentsFile: file,
-      runner,
+      seams: { runner, fault: "pause-before-merge" },
       detach: detach.signal,
-      fault: "pause-before-merge",
       env: { ...process.env, TERMORCH_CONFIG: "", TERMORCH_REGISTRY: join(ws.dir, "registry") },
       cwd: ws.dir,
     });

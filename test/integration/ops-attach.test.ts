@@ -86,7 +86,7 @@ async function startTalkRun() {
   const run = world.start(["run", file, "--config", config]);
   await waitForStatus(dir, "talk", "running");
   await waitFor(() => logText(dir, "talk").includes("ready-marker"), 20_000, "the agent's marker in its log");
-  const session = stateOf(dir)!.tasks[0]!.session!;
+  const session = stateOf(dir)!.tasks[0]!.current.session!;
   // Keys that arrive together are a paste to tmux, and a paste never triggers key bindings
   // (assume-paste-time, 1 ms): the test types faster than a person, so it is turned off on
   // this file's own server, letting C-b d detach even right after other keys.

@@ -47,7 +47,7 @@ describe("resume after SIGKILL", () => {
       const state = stateOf(dir)!;
       expect(state.phase).toBe("running");
       expect(existsSync(join(dir, "execution_report.json"))).toBe(false);
-      const session = state.tasks.find((t) => t.id === "B")!.session!;
+      const session = state.tasks.find((t) => t.id === "B")!.current.session!;
       expect(tmuxSessions(socket)).toContain(session);
 
       if (when === "finishes while termorch is down") {
@@ -142,7 +142,7 @@ describe("resume after SIGKILL", () => {
     first.kill("SIGKILL");
     await first;
     const state = stateOf(dir)!;
-    await execa("tmux", ["-L", socket, "kill-session", "-t", `=${state.tasks[0]!.session}`], {
+    await execa("tmux", ["-L", socket, "kill-session", "-t", `=${state.tasks[0]!.current.session}`], {
       env: { TMUX: "" },
     });
     const resumed = await termorch(["resume", dir], { socket });

@@ -179,7 +179,7 @@ describe("secrets in what a task hands over", () => {
     expect(task).toMatchObject({ status: "failed", reason: "validation" });
     expect(task.detail).toContain("in: the name of the branch it checked out;");
     const state = JSON.parse(readFileSync(join(dir, "state.json"), "utf8"));
-    expect(state.tasks.find((t: { id: string }) => t.id === "agent").refsCreated).toEqual([]);
+    expect(state.tasks.find((t: { id: string }) => t.id === "agent").git.refsCreated).toEqual([]);
     expect(leaks(dir)).toEqual([]);
     // The agent's branch is left to the user (termorch deletes only what it recorded).
     expect(git(repo, "branch", "--list", "own-*").trim()).toMatch(/own-/);

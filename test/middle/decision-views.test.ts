@@ -60,7 +60,10 @@ describe("the agent's decision in the pipeline", () => {
       },
     );
     const notify = recordNotify();
-    const done = runAssignments({ assignmentsFile: run.file, ...run.options({ notify: notify.deliver }) });
+    const done = runAssignments({
+      assignmentsFile: run.file,
+      ...run.options({ seams: { notify: notify.deliver } }),
+    });
     const a = await run.host.launched("a");
     // The workspace is no repository: the decision is in the task's artifacts folder.
     expect(a.spec.env.TERMORCH_DECISION).toBe(join(run.dir, "artifacts", "a", "decision.json"));

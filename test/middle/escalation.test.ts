@@ -93,7 +93,7 @@ describe("escalation", () => {
     if (!("detached" in detached)) throw new Error("the run did not detach");
     const second = run.host.of("a")[1]!;
     expect(second.spec.argv[0]).toBe("mid-agent");
-    expect(run.state(detached.runDir).tasks[0]).toMatchObject({ attempts: 2, agentIndex: 1 });
+    expect(run.state(detached.runDir).tasks[0]).toMatchObject({ attempts: 2, current: { agentIndex: 1 } });
 
     const resumed = resumeRun({ runDir: detached.runDir, ...run.options() });
     // Adopted, not launched again, and watched as its agent's: mid's timeout ends it (the task's

@@ -77,10 +77,11 @@ export class MiddleRun {
   }
 
   /** What runAssignments/resumeRun need besides the file: the fake runner, the plain workspace, a private registry. */
+  /** The fake runner and workspace, this run's config and env; `extra`'s seams and hooks are merged in. */
   options(extra: DriveOptions = {}): DriveOptions & { configFile: string } {
+    const { seams, hooks, ...rest } = extra;
     return {
-      runner: new FakeRunner(this.host),
-      workspace: PLAIN_WORKSPACE,
+      seams: { runner: new FakeRunner(this.host), workspace: PLAIN_WORKSPACE, ...seams },
       configFile: this.configFile,
       env: {
         PATH: process.env.PATH,
@@ -89,15 +90,18 @@ export class MiddleRun {
         TERMORCH_REGISTRY: join(this.dir, "registry"),
       },
       cwd: this.dir,
-      onProgress: (tasks) => {
-        for (const w of [...this.watchers]) {
-          if (w.check(tasks)) {
-            this.watchers.splice(this.watchers.indexOf(w), 1);
-            w.resolve();
+      hooks: {
+        onProgress: (tasks) => {
+          for (const w of [...this.watchers]) {
+            if (w.check(tasks)) {
+              this.watchers.splice(this.watchers.indexOf(w), 1);
+              w.resolve();
+            }
           }
-        }
+        },
+        ...hooks,
       },
-      ...extra,
+      ...rest,
     };
   }
 

@@ -37,9 +37,11 @@ describe("interactive tasks in the pipeline", () => {
     const done = runAssignments({
       assignmentsFile: run.file,
       ...run.options({
-        notify: async (e) => {
-          events.push(e);
-          return null;
+        seams: {
+          notify: async (e) => {
+            events.push(e);
+            return null;
+          },
         },
       }),
     });

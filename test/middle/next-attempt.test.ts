@@ -45,6 +45,8 @@ describe("the next-attempt policy", () => {
       kind: "retry",
       agentIndex: 0,
       from: "last_work",
+      reason: "validation",
+      detail: "it ended: validation",
     });
   });
 
@@ -66,6 +68,8 @@ describe("the next-attempt policy", () => {
       kind: "retry",
       agentIndex: 0,
       from,
+      reason,
+      detail: `it ended: ${reason}`,
     });
   });
 
@@ -112,6 +116,22 @@ describe("the next-attempt policy", () => {
       kind: "escalate",
       agentIndex: 1,
       from: "last_work",
+      // It passed its gates: the next attempt is told its agent asked for a stronger one.
+      reason: "escalated",
+      detail: "its agent asked for a stronger agent",
+    });
+    // It failed them: the next attempt is told how.
+    expect(
+      nextAttempt(
+        ended("validation", said("escalate_to_max")),
+        standing({ agents: 2, counted: 1, allowed: 1 }),
+      ),
+    ).toEqual({
+      kind: "escalate",
+      agentIndex: 1,
+      from: "last_work",
+      reason: "validation",
+      detail: "it ended: validation",
     });
     expect(
       nextAttempt(ended("exit_code", said("escalate_to_max")), standing({ agents: 2, agentIndex: 1 })),

@@ -1,4 +1,4 @@
-// The config's `notify` settings in the pipeline, with an injected delivery (DriveOptions.notify)
+// The config's `notify` settings in the pipeline, with an injected delivery (DriveOptions.seams.notify)
 // that records each event: only the events the config names go out, and a delivery that fails
 // changes nothing in the run's outcome but is recorded in its ledger, per event. What the
 // notification command itself sees (its environment, its exit, its timeout) is
@@ -23,9 +23,11 @@ describe("the config's notify settings", () => {
       await runAssignments({
         assignmentsFile: run.file,
         ...run.options({
-          notify: async (event) => {
-            sent.push(event);
-            return null;
+          seams: {
+            notify: async (event) => {
+              sent.push(event);
+              return null;
+            },
           },
         }),
       }),
@@ -44,7 +46,7 @@ describe("the config's notify settings", () => {
       await runAssignments({
         assignmentsFile: run.file,
         ...run.options({
-          notify: async () => ({ kind: "failed", detail: "the webhook refused the event" }),
+          seams: { notify: async () => ({ kind: "failed", detail: "the webhook refused the event" }) },
         }),
       }),
     );

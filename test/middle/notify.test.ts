@@ -1,4 +1,4 @@
-// Notifications in the pipeline, with an injected delivery (DriveOptions.notify) that records
+// Notifications in the pipeline, with an injected delivery (DriveOptions.seams.notify) that records
 // each event and answers when the test says: failed tasks are told without holding up the run,
 // the run's end is awaited, and a run that stops on an internal error still says it finished.
 import { describe, expect, it, vi } from "vitest";
@@ -42,12 +42,13 @@ describe("notifications in the pipeline", () => {
     run = new MiddleRun([{ id: "a" }, { id: "b", dependencies: ["a"] }, { id: "x" }], { config: NOTIFY });
     const rec = new Recorder();
     let returned = false;
-    const done = runAssignments({ assignmentsFile: run.file, ...run.options({ notify: rec.deliver }) }).then(
-      (result) => {
-        returned = true;
-        return result;
-      },
-    );
+    const done = runAssignments({
+      assignmentsFile: run.file,
+      ...run.options({ seams: { notify: rec.deliver } }),
+    }).then((result) => {
+      returned = true;
+      return result;
+    });
     const [a, x] = await Promise.all([run.host.launched("a"), run.host.launched("x")]);
     a.exit(3);
     // Its delivery is not answered, yet the run goes on: x finishes, b is skipped.
@@ -88,14 +89,18 @@ describe("notifications in the pipeline", () => {
     const result = runAssignments({
       assignmentsFile: run.file,
       ...run.options({
-        notify: async (event, line) => {
-          const answer = rec.deliver(event, line);
-          rec.answerAll();
-          return answer;
+        seams: {
+          notify: async (event, line) => {
+            const answer = rec.deliver(event, line);
+            rec.answerAll();
+            return answer;
+          },
         },
       }),
-      onProgress: (tasks) => {
-        if (tasks.some((t) => t.state === "success")) throw new Error("the progress display broke");
+      hooks: {
+        onProgress: (tasks) => {
+          if (tasks.some((t) => t.state === "success")) throw new Error("the progress display broke");
+        },
       },
     });
     const report = run.report(await result);
@@ -114,7 +119,7 @@ describe("notifications in the pipeline", () => {
     const rec = new Recorder();
     run.host.onLaunch = (attempt) => attempt.exit(3);
     const report = run.report(
-      await runAssignments({ assignmentsFile: run.file, ...run.options({ notify: rec.deliver }) }),
+      await runAssignments({ assignmentsFile: run.file, ...run.options({ seams: { notify: rec.deliver } }) }),
     );
     expect(report.exit_code).toBe(1);
     expect(rec.events).toEqual([]);

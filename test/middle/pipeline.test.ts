@@ -4,7 +4,9 @@
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it, vi } from "vitest";
+import { readRunStateFile } from "../../src/fs/run-state-file.js";
 import { resumeRun, runAssignments } from "../../src/run/runner.js";
+import { flatTaskRun } from "../fixtures/flat-task-run.js";
 import { FakeRunner } from "./fake-runner.js";
 import { MiddleRun, middleTier } from "./harness.js";
 
@@ -17,7 +19,11 @@ const ids = (attempts: { spec: { taskId: string } }[]): string[] => attempts.map
 describe("dispatch", () => {
   it("runs independent tasks in parallel up to max_parallel and a dependent once its dependency succeeded", async () => {
     run = new MiddleRun([{ id: "a" }, { id: "b" }, { id: "c" }, { id: "d", dependencies: ["a"] }]);
-    const done = runAssignments({ assignmentsFile: run.file, ...run.options(), maxParallel: 2 });
+    const done = runAssignments({
+      assignmentsFile: run.file,
+      ...run.options(),
+      overrides: { maxParallel: 2 },
+    });
     const [a, b] = await Promise.all([run.host.launched("a"), run.host.launched("b")]);
     // Two slots: c waits for one of them.
     expect(ids(run.host.attempts)).toEqual(["a", "b"]);
@@ -141,7 +147,11 @@ describe("timeouts", () => {
 describe("stopping a run", () => {
   it("--fail-fast stops the running tasks and skips the pending ones once a task failed", async () => {
     run = new MiddleRun([{ id: "a" }, { id: "b" }, { id: "c", dependencies: ["b"] }]);
-    const done = runAssignments({ assignmentsFile: run.file, ...run.options(), failFast: true });
+    const done = runAssignments({
+      assignmentsFile: run.file,
+      ...run.options(),
+      overrides: { failFast: true },
+    });
     const [a, b] = await Promise.all([run.host.launched("a"), run.host.launched("b")]);
     await run.running("b");
     a.exit(2);
@@ -197,7 +207,7 @@ describe("stop reasons that come together", () => {
     const done = runAssignments({
       assignmentsFile: run.file,
       ...run.options({ signal: cancel.signal }),
-      failFast: true,
+      overrides: { failFast: true },
     });
     const [a, b] = await Promise.all([run.host.launched("a"), run.host.launched("b")]);
     b.onTerm = "ignore";
@@ -243,7 +253,7 @@ describe("resume", () => {
     const runDir = await run.detachedAt("a");
     await vi.advanceTimersByTimeAsync(30_000);
     const runner = new FakeRunner(run.host);
-    const resumed = resumeRun({ runDir, ...run.options({ runner }) });
+    const resumed = resumeRun({ runDir, ...run.options({ seams: { runner } }) });
     await run.running("a");
     const a = run.host.of("a")[0]!;
     expect(runner.adopted).toEqual([a]);
@@ -265,6 +275,33 @@ describe("resume", () => {
       .map((line) => JSON.parse(line) as { data: Record<string, unknown> });
     expect(adopted.map((e) => e.data)).toEqual([
       { attempt: 1, session: a.spec.session, finished: false, live: true },
+    ]);
+  });
+
+  it("resumes a run whose state.json and task journal an earlier version wrote (flat task records)", async () => {
+    run = new MiddleRun([
+      { id: "a", timeout_s: 60 },
+      { id: "b", dependencies: ["a"] },
+    ]);
+    const runDir = await run.detachedAt("a");
+    const read = readRunStateFile(runDir);
+    if (!read.ok) throw new Error(read.problem);
+    const { state } = read;
+    const flat = state.tasks.map(flatTaskRun);
+    writeFileSync(join(runDir, "state.json"), JSON.stringify({ ...state, tasks: flat }));
+    writeFileSync(state.task_journal!, flat.map((t) => `${JSON.stringify(t)}\n`).join(""));
+    const runner = new FakeRunner(run.host);
+    const resumed = resumeRun({ runDir, ...run.options({ seams: { runner } }) });
+    await run.running("a");
+    const a = run.host.of("a")[0]!;
+    // Its live attempt is found by the session and folder the flat record names: adopted, not launched again.
+    expect(runner.adopted).toEqual([a]);
+    a.exit(0);
+    (await run.host.launched("b")).exit(0);
+    const report = run.report(await resumed);
+    expect(report.tasks.map((t) => [t.id, t.status, t.attempts])).toEqual([
+      ["a", "success", 1],
+      ["b", "success", 1],
     ]);
   });
 
@@ -293,8 +330,8 @@ describe("resume", () => {
     const again = await run.host.launched("a");
     expect(again.spec).toMatchObject({
       attempt: 1,
-      attemptDir: recorded.attemptDir,
-      session: recorded.session,
+      attemptDir: recorded.current.dir,
+      session: recorded.current.session,
     });
     again.exit(0);
     const report = run.report(await resumed);

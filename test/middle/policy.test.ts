@@ -28,7 +28,7 @@ describe("schedule", () => {
     const done = runAssignments({
       assignmentsFile: run.file,
       ...run.options({ hostQueue }),
-      schedule: "waves",
+      overrides: { schedule: "waves" },
     });
     const [fast, slow] = await Promise.all([run.host.launched("fast"), run.host.launched("slow")]);
     expect(started).toBe(2);
@@ -92,7 +92,11 @@ describe("--fail-fast", () => {
       ],
       { assignment: { environment: { workspace_dir: "ws", resource_limits: { max_parallel: 2 } } } },
     );
-    const done = runAssignments({ assignmentsFile: run.file, ...run.options(), failFast: true });
+    const done = runAssignments({
+      assignmentsFile: run.file,
+      ...run.options(),
+      overrides: { failFast: true },
+    });
     const [bad] = await Promise.all([run.host.launched("bad"), run.host.launched("slow")]);
     // Fails once "slow" is running, so --fail-fast finds it running.
     await run.running("slow");
@@ -118,7 +122,11 @@ describe("--fail-fast, a task waiting for a slot", () => {
     run = new MiddleRun([{ id: "a-bad" }, { id: "b-slow" }, { id: "c-queued" }], {
       assignment: { environment: { workspace_dir: "ws", resource_limits: { max_parallel: 2 } } },
     });
-    const done = runAssignments({ assignmentsFile: run.file, ...run.options(), failFast: true });
+    const done = runAssignments({
+      assignmentsFile: run.file,
+      ...run.options(),
+      overrides: { failFast: true },
+    });
     const [bad] = await Promise.all([run.host.launched("a-bad"), run.host.launched("b-slow")]);
     // Released in id order: the third waits for a slot.
     await run.running("b-slow");

@@ -52,7 +52,11 @@ describe("a folder that holds another run's files", () => {
       0,
     );
     const before = reportText();
-    const dry = await runAssignments({ assignmentsFile: run.file, ...run.options(), dryRun: true });
+    const dry = await runAssignments({
+      assignmentsFile: run.file,
+      ...run.options(),
+      overrides: { dryRun: true },
+    });
     if ("detached" in dry) throw new Error("a dry run never detaches");
     expect(dry.exitCode).toBe(0);
     expect(dry.reportPath).toBeNull();

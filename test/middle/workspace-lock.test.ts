@@ -97,7 +97,7 @@ describe("a workspace a live run holds", () => {
     const order: string[] = [];
     const waiting = runAssignments({
       assignmentsFile: second,
-      ...run.options({ wait: true, onStart: () => order.push("second started") }),
+      ...run.options({ wait: true, hooks: { onStart: () => order.push("second started") } }),
     });
     hold.exit(0);
     expect(run.report(await first).exit_code).toBe(0);

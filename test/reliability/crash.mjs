@@ -247,10 +247,11 @@ const readJson = (file) => {
 function redoStep(runDir) {
   const read = existsSync(join(runDir, "state.json")) ? readRunStateFile(runDir) : null;
   if (!read?.ok || read.state.phase !== "running") return null;
-  const t = read.state.tasks.find((x) => x.redo);
+  const t = read.state.tasks.find((x) => x.redo.progress);
   if (!t) return null;
-  const launched = t.redo.step === "prepared" && t.attemptDir !== null ? ", its attempt recorded" : "";
-  return `${t.id}'s redo ${t.redo.n} ${t.redo.step}${launched}`;
+  const redo = t.redo.progress;
+  const launched = redo.step === "prepared" && t.current.dir !== null ? ", its attempt recorded" : "";
+  return `${t.id}'s redo ${redo.n} ${redo.step}${launched}`;
 }
 
 /**

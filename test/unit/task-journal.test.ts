@@ -13,6 +13,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import type { RunState, TaskRun } from "../../src/contract/state.js";
 import { JournalReader, JournalReaders, readRunStateFile, TaskJournal } from "../../src/fs/run-state-file.js";
 import { newTaskRun } from "../../src/task/task-run.js";
+import { flatTaskRun } from "../fixtures/flat-task-run.js";
 import { runStateFixture } from "../fixtures/run-state.js";
 
 const dir = mkdtempSync(join(tmpdir(), "termorch-journal-"));
@@ -32,7 +33,7 @@ describe("state.json with the task journal", () => {
 
     const journal = new TaskJournal(journalPath);
     journal.write({ ...a, state: "running", attempts: 1 });
-    journal.write({ ...a, state: "success", attempts: 1, exitCode: 0 });
+    journal.write({ ...a, state: "success", attempts: 1, result: { ...a.result, exitCode: 0 } });
     journal.close();
     // A crash in the middle of the next append leaves half a line.
     appendFileSync(journalPath, '{"id":"B","state":"runn');
@@ -128,5 +129,91 @@ describe("a journal read as it grows (JournalReader)", () => {
     writeFileSync(path, `${JSON.stringify({ ...a, state: "failed", attempts: 2 })}\n`);
     expect(reader.read().get("A")?.state).toBe("failed");
     journal.close();
+  });
+});
+
+describe("state.json and the task journal of an earlier version (flat task records)", () => {
+  const grouped = (): TaskRun => ({
+    ...newTaskRun("A", "x", [], ["true"]),
+    state: "running",
+    attempts: 2,
+    startedAt: 10,
+    git: {
+      branch: "termorch/r1/A",
+      startCommit: "a".repeat(40),
+      commit: null,
+      refsCreated: ["refs/x"],
+      controls: [],
+    },
+    current: { agentIndex: 1, dir: "/run/.termorch/tasks/A/2", startedAt: 20, session: "termorch-r1-A" },
+    waiting: { since: 30, for: "a question", answers: [], stateFrom: "screen" },
+    result: {
+      exitCode: null,
+      logs: { stdout: "logs/A.out", stderr: "logs/A.err" },
+      artifacts: [],
+      gates: [],
+      agentResult: null,
+      usage: null,
+    },
+  });
+
+  it("reads a flat record of state.json and of the journal into the groups", () => {
+    const runDir = mkdtempSync(join(dir, "run-"));
+    const journalPath = join(runDir, "tasks.jsonl");
+    const a = grouped();
+    const b = { ...newTaskRun("B", "x", ["A"], ["true"]), git: { ...a.git, branch: "termorch/r1/B" } };
+    const state = { ...runState(runDir, [], journalPath), tasks: [flatTaskRun(a), flatTaskRun(b)] };
+    writeFileSync(join(runDir, "state.json"), JSON.stringify(state));
+    writeFileSync(journalPath, `${JSON.stringify(flatTaskRun({ ...a, attempts: 3 }))}\n`);
+
+    const read = readRunStateFile(runDir);
+    if (!read.ok) throw new Error(read.problem);
+    expect(read.state.tasks).toEqual([{ ...a, attempts: 3 }, b]);
+  });
+
+  it("reads a flat record without the fields added later with their defaults", () => {
+    const runDir = mkdtempSync(join(dir, "run-"));
+    const {
+      refsCreated: _r,
+      gitControls: _g,
+      agentIndex: _i,
+      waitingSince: _s,
+      waitingFor: _f,
+      waitingAnswers: _w,
+      stateFrom: _b,
+      agentResult: _a,
+      usage: _u,
+      redo: _d,
+      redone: _e,
+      hosts: _h,
+      history: _y,
+      next: _n,
+      needsHuman: _m,
+      ...oldest
+    } = flatTaskRun(grouped());
+    writeFileSync(
+      join(runDir, "state.json"),
+      JSON.stringify({ ...runState(runDir, [], null), tasks: [oldest] }),
+    );
+    const read = readRunStateFile(runDir);
+    if (!read.ok) throw new Error(read.problem);
+    expect(read.state.tasks[0]).toEqual({
+      ...grouped(),
+      git: { ...grouped().git, refsCreated: [] },
+      current: { ...grouped().current, agentIndex: 0 },
+      waiting: { since: null, for: null, answers: [], stateFrom: null },
+    });
+  });
+
+  it("names the file and the field of a record it cannot read", () => {
+    const runDir = mkdtempSync(join(dir, "run-"));
+    const broken = { ...flatTaskRun(grouped()), attempts: "two" };
+    writeFileSync(
+      join(runDir, "state.json"),
+      JSON.stringify({ ...runState(runDir, [], null), tasks: [broken] }),
+    );
+    const read = readRunStateFile(runDir);
+    expect(read).toMatchObject({ ok: false, path: join(runDir, "state.json") });
+    expect(read.ok ? "" : read.problem).toMatch(/^unreadable: tasks\.0\.attempts: /);
   });
 });

@@ -57,9 +57,10 @@ describe("TaskRecorder", () => {
     const { recorder, said } = recorded();
     recorder.note("A", { attempts: 1 });
     expect(said).toEqual([]);
-    recorder.checkpoint("A", { attemptDir: "/x/1" });
+    recorder.checkpoint("A", { current: { dir: "/x/1" } });
     expect(said).toEqual(["journal pending"]);
-    expect(recorder.get("A")).toMatchObject({ attempts: 1, attemptDir: "/x/1" });
+    // A group's facts merge into it: the rest of the group stays.
+    expect(recorder.get("A")).toMatchObject({ attempts: 1, current: { dir: "/x/1", agentIndex: 0 } });
   });
 
   it("marks an interactive task waiting and resumed, the wait notified once", async () => {
@@ -79,6 +80,6 @@ describe("TaskRecorder", () => {
       "status running",
       "changed",
     ]);
-    expect(recorder.get("A")).toMatchObject({ waitingSince: null, waitingFor: null });
+    expect(recorder.get("A")).toMatchObject({ waiting: { since: null, for: null } });
   });
 });
