@@ -79,5 +79,5 @@ export function transcriptAccount(
 
 /** A log's text, or its last 16 MiB (a CLI's final result is at its end). */
 function readLogTail(path: string): string {
-  return readPartsSync(path, [{ from: null, bytes: 16 * 1024 * 1024 }])?.parts[0]!.toString("utf8") ?? "";
+  return readPartsSync(path, [{ from: null, bytes: 16 * 1024 * 1024 }])?.parts[0]?.toString("utf8") ?? "";
 }
