@@ -79,6 +79,8 @@ export interface InteractiveAgent {
   waiting: string | null;
   /** Regex source matching the screen while it is busy (then it is not waiting); null: none known. */
   busy: string | null;
+  /** Regex source matching the screen while its pasted prompt sits in its input box unsent; null: none known. */
+  pasteHeld: string | null;
   /** Questions its CLI asks, recognised on the screen (never answered by termorch). */
   dialogs: readonly KnownDialog[];
   /** How to read the state events its CLI appends to `$TERMORCH_AGENT_EVENTS`; null: it sends none. */
@@ -165,6 +167,7 @@ function ownCommand(
       sandboxedCommand: command,
       waiting: null,
       busy: null,
+      pasteHeld: null,
       dialogs: [],
       events: null,
       eventsConfig: null,
@@ -224,6 +227,7 @@ function fromPreset(name: PresetName, spec: AgentSpec | undefined): ResolvedAgen
       sandboxedCommand: interactiveArgv(replaceRun(p.interactive.argv, p.edit_mode, p.sandbox.edit_mode)),
       waiting: p.interactive.waiting,
       busy: p.interactive.busy,
+      pasteHeld: p.interactive.pasteHeld ?? null,
       dialogs: p.interactive.dialogs,
       events: p.interactive.events?.format ?? null,
       eventsConfig: p.interactive.events?.files

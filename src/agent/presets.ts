@@ -69,6 +69,12 @@ export interface InteractiveForm {
   waiting: string | null;
   /** A regular expression matching the screen while the CLI is busy (so it is not waiting), or null. */
   busy: string | null;
+  /**
+   * A regular expression matching the screen while a paste sits in the CLI's input box unsent,
+   * folded into a placeholder (gemini's `[Pasted Text: 17 lines]`): the Enter after it was taken as
+   * a line break. termorch then presses Enter once more, finishing its own paste; absent: never.
+   */
+  pasteHeld?: string;
   /** The questions the CLI may ask before or while it works. */
   dialogs: readonly KnownDialog[];
   /**
@@ -510,6 +516,10 @@ export const PRESETS: Readonly<Record<PresetName, AgentPreset>> = {
       // The empty input box's placeholder.
       waiting: "Type your message or @path/to/file",
       busy: null,
+      // For about 40 ms after a paste, gemini takes Enter as a line break (InputPrompt's
+      // recentUnsafePasteTime); starved of CPU, it may still be in that window when termorch's
+      // Enter comes, well after the paste was drawn: the folded paste stays in the input box.
+      pasteHeld: "> \\[Pasted Text: \\d+ lines?\\]",
       dialogs: [],
       events: null,
     },

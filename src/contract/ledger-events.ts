@@ -221,6 +221,8 @@ const EVENTS = {
   "task.finish_requested": { attempt: z.number(), by: z.string() },
   "task.prompt_delivered": { attempt: z.number(), by: StateSource },
   "task.prompt_pasted": { attempt: z.number(), screen_ready: z.boolean() },
+  /** Its pasted prompt sat in the CLI's input box unsent (the Enter taken as a line break): Enter again. */
+  "task.prompt_resubmitted": { attempt: z.number(), n: z.number() },
 } as const;
 type Events = typeof EVENTS;
 

@@ -135,6 +135,8 @@ export interface TaskRunner {
    * interactive agent's prompt, an operator's answer). Rejects when the session is gone.
    */
   paste(session: string, file: string): Promise<void>;
+  /** Presses Enter in a tty attempt's terminal: a pasted prompt its CLI took as text but did not send. */
+  submit(session: string): Promise<void>;
   /** What the terminals of these tty attempts show now (the visible screen); null for one that is gone. */
   capture(sessions: readonly string[]): Promise<Map<string, string | null>>;
   /** Lets go of what the runner holds once nothing runs any more (tmux: the server, when idle). */

@@ -206,6 +206,12 @@ function doneWhenAppeared(path: string, since: number): boolean {
   return st?.isFile() === true && st.mtimeMs >= since;
 }
 
+/**
+ * How long a screen whose input box still holds the folded paste (InteractivePlan.pasteHeld)
+ * must stay unchanged before Enter is pressed again, and how many times at most.
+ */
+const RESUBMIT_AFTER_MS = 2000;
+const MAX_RESUBMITS = 2;
 /** The longest wait, after the prompt's Enter, for the agent to show it took the prompt. */
 export const DELIVERY_TIMEOUT_MS = 60_000;
 
@@ -308,6 +314,7 @@ export function watchInteractive(
     busy: plan.busy,
   });
   const busyRe = plan.busy === null ? null : new RegExp(plan.busy);
+  const heldRe = plan.pasteHeld === null ? null : new RegExp(plan.pasteHeld);
   const promptRe = plan.waiting === null ? null : new RegExp(plan.waiting);
   const dialogs = plan.dialogs.map((d) => ({ re: new RegExp(d.screen), asks: d.asks, answers: d.answers }));
   const events = plan.events ? new EventsReader(plan.events.file, plan.events.format) : null;
@@ -321,6 +328,7 @@ export function watchInteractive(
   let pasting = false;
   let enterAt = 0;
   let screenAtEnter = "";
+  let resubmits = 0;
   let endedAsDone: string | null = null;
   let failure: InteractiveWatch["failure"] = null;
   /** What the task is marked waiting for now (null: not waiting), whether hooks said so, and the keys that answer it. */
@@ -423,6 +431,18 @@ export function watchInteractive(
     });
   };
 
+  /** termorch's paste is still in the input box, unsent: Enter again, which finishes it (never an answer of the user's). */
+  const resubmit = (screen: string): void => {
+    resubmits += 1;
+    enterAt = ports.now();
+    screenAtEnter = screen;
+    const n = resubmits;
+    queue(async () => {
+      await ports.runner.submit(running.session);
+      await ports.ledger.append("task.prompt_resubmitted", { attempt: t.attempts, n }, t.id);
+    });
+  };
+
   /** What shows that the agent took its prompt: a hook, its busy screen or a question of its, or its input prompt back on a changed screen; null: nothing yet. */
   const deliveredBy = (
     news: AgentEvent[],
@@ -474,7 +494,12 @@ export function watchInteractive(
     if (phase === "delivering") {
       const by = deliveredBy(news, screen, dialog !== null, at);
       if (by === null) {
-        if (at - enterAt >= DELIVERY_TIMEOUT_MS) undelivered(screen);
+        const held =
+          heldRe?.test(screen) &&
+          resubmits < MAX_RESUBMITS &&
+          Math.min(at - changedAt, at - enterAt) >= RESUBMIT_AFTER_MS;
+        if (held) resubmit(screen);
+        else if (at - enterAt >= DELIVERY_TIMEOUT_MS) undelivered(screen);
         return;
       }
       delivered(by);

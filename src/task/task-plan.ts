@@ -135,6 +135,8 @@ export interface InteractivePlan {
   /** The preset's screen patterns (regex sources), or null. */
   waiting: string | null;
   busy: string | null;
+  /** Its pasted prompt sits in its input box unsent: Enter again (InteractiveForm.pasteHeld). */
+  pasteHeld: string | null;
   /** Questions its CLI asks, recognised on the screen. */
   dialogs: readonly KnownDialog[];
   /**
@@ -317,6 +319,7 @@ function planAgent(at: AgentPlace, { name, agent }: RunAgent, index: number): Ag
         waitingAfterS: task.waiting_after_s ?? input.config.defaults.waiting_after_s,
         waiting: agent.interactive.waiting,
         busy: agent.interactive.busy,
+        pasteHeld: agent.interactive.pasteHeld,
         dialogs: agent.interactive.dialogs,
         events:
           agent.interactive.events === null || (via !== null && configDir === null)

@@ -69,6 +69,10 @@ export class TmuxRunner implements TaskRunner {
     return this.server.pasteFile(session, file);
   }
 
+  submit(session: string): Promise<void> {
+    return this.server.sendKeys(session, ["Enter"]);
+  }
+
   capture(sessions: readonly string[]): Promise<Map<string, string | null>> {
     return this.server.captureScreens(sessions);
   }

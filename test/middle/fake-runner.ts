@@ -30,6 +30,8 @@ export class FakeAttempt {
   screen = "";
   /** Every text pasted into its terminal, in order (read from the file at paste time). */
   readonly pasted: string[] = [];
+  /** Enters pressed again after a paste (runner.submit). */
+  submits = 0;
 
   constructor(readonly spec: AttemptSpec) {
     this.exited = new Promise((resolve) => {
@@ -173,6 +175,12 @@ export class FakeRunner implements TaskRunner {
     const attempt = this.live(session);
     if (!attempt) throw new Error(`no live session ${session}`);
     attempt.pasted.push(readFileSync(file, "utf8"));
+  }
+
+  async submit(session: string): Promise<void> {
+    const attempt = this.live(session);
+    if (!attempt) throw new Error(`no live session ${session}`);
+    attempt.submits += 1;
   }
 
   async capture(sessions: readonly string[]): Promise<Map<string, string | null>> {

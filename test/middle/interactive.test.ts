@@ -152,17 +152,20 @@ describe("interactive tasks in the pipeline", () => {
     });
   });
 
-  /** opencode's preset, its binary a file on the agent's PATH (the fake runner starts nothing). */
-  function opencodeRun(env: Record<string, string> = {}): { done: ReturnType<typeof runAssignments> } {
+  /** A preset's run, its binary a file on the agent's PATH (the fake runner starts nothing). */
+  function presetRun(
+    preset: "opencode" | "gemini",
+    env: Record<string, string> = {},
+  ): { done: ReturnType<typeof runAssignments> } {
     run = new MiddleRun(
-      [{ id: "a", agent: "opencode", command: undefined, interactive: true, expect_changes: false }],
+      [{ id: "a", agent: preset, command: undefined, interactive: true, expect_changes: false }],
       {
-        config: { agents: { opencode: { preset: "opencode", env } } },
+        config: { agents: { [preset]: { preset, env } } },
       },
     );
     const bin = join(run.dir, "bin");
     mkdirSync(bin);
-    writeFileSync(join(bin, "opencode"), "#!/bin/sh\n", { mode: 0o755 });
+    writeFileSync(join(bin, preset), "#!/bin/sh\n", { mode: 0o755 });
     const options = run.options();
     return {
       done: runAssignments({
@@ -174,7 +177,7 @@ describe("interactive tasks in the pipeline", () => {
   }
 
   it("opencode's plugin: written before its launch, named for it; its events deliver, name its question and keep a failed turn's words", async () => {
-    const { done } = opencodeRun();
+    const { done } = presetRun("opencode");
     const a = await run.host.launched("a");
     const configDir = a.spec.env.OPENCODE_CONFIG_DIR!;
     expect(configDir).toBe(join(privateDirOf(run.dir, "middle"), "agent-config", "a"));
@@ -219,7 +222,7 @@ describe("interactive tasks in the pipeline", () => {
   });
 
   it("a question its plugin names while the screen still shows the busy turn: waiting until the screen moves on, with the keys of the question on screen", async () => {
-    const { done } = opencodeRun();
+    const { done } = presetRun("opencode");
     const a = await run.host.launched("a");
     const emit = (record: object): void =>
       appendFileSync(a.spec.env.TERMORCH_AGENT_EVENTS!, `${JSON.stringify(record)}\n`);
@@ -260,7 +263,7 @@ describe("interactive tasks in the pipeline", () => {
   });
 
   it("opencode with a config folder of the user's own: it is kept, and the screen decides", async () => {
-    const { done } = opencodeRun({ OPENCODE_CONFIG_DIR: "/home/someone/.opencode-work" });
+    const { done } = presetRun("opencode", { OPENCODE_CONFIG_DIR: "/home/someone/.opencode-work" });
     const a = await run.host.launched("a");
     expect(a.spec.env.OPENCODE_CONFIG_DIR).toBe("/home/someone/.opencode-work");
     expect(existsSync(join(privateDirOf(run.dir, "middle"), "agent-config", "a"))).toBe(false);
@@ -274,6 +277,50 @@ describe("interactive tasks in the pipeline", () => {
       id: "a",
       status: "success",
       state_from: "screen",
+    });
+  });
+
+  it("gemini's paste left unsent in its input box (its Enter taken as a line break): Enter once more, then delivered", async () => {
+    const { done } = presetRun("gemini");
+    const a = await run.host.launched("a");
+    const empty = "│ > Type your message or @path/to/file │\n";
+    const held = "│ > [Pasted Text: 17 lines]             │\n│                                     │\n";
+    a.screen = empty;
+    await vi.advanceTimersByTimeAsync(1500);
+    expect(a.pasted).toEqual([promptOf("a")]);
+    // Drawn, then held: only after the screen stayed so is Enter pressed again, once.
+    a.screen = held;
+    await vi.advanceTimersByTimeAsync(1000);
+    expect(a.submits).toBe(0);
+    await vi.advanceTimersByTimeAsync(1500);
+    expect(a.submits).toBe(1);
+    // Taken: the empty input box is back on a new screen.
+    a.screen = `✦ working on it\n${empty}`;
+    await vi.advanceTimersByTimeAsync(1500);
+    await vi.advanceTimersByTimeAsync(10_000);
+    expect(a.submits).toBe(1);
+    requestFinish("a");
+    await vi.advanceTimersByTimeAsync(1000);
+    expect(run.report(await done).tasks[0]).toMatchObject({ id: "a", status: "success" });
+    const types = run.events().map((e) => e.type);
+    expect(types.filter((t) => t.startsWith("task.prompt_"))).toEqual([
+      "task.prompt_pasted",
+      "task.prompt_resubmitted",
+      "task.prompt_delivered",
+    ]);
+  });
+
+  it("a held paste is pressed at most twice, then the task fails as prompt_not_delivered", async () => {
+    const { done } = presetRun("gemini");
+    const a = await run.host.launched("a");
+    a.screen = "│ > Type your message or @path/to/file │\n";
+    await vi.advanceTimersByTimeAsync(1500);
+    a.screen = "│ > [Pasted Text: 17 lines]             │\n";
+    await vi.advanceTimersByTimeAsync(65_000);
+    expect(a.submits).toBe(2);
+    expect(run.report(await done).tasks[0]).toMatchObject({
+      status: "failed",
+      reason: "prompt_not_delivered",
     });
   });
 });
