@@ -122,7 +122,11 @@ suite("a coordinator of a bullmq run", () => {
   });
 
   it("says when no worker is there to take its tasks, and a cancel withdraws the jobs nobody took", async () => {
+    // A Redis of its own: the file's keeps a SIGKILLed worker's announcement ~15 s, which the
+    // warning would wait out.
+    const own = await RedisServer.start();
     const c = cluster();
+    writeFileSync(c.config, JSON.stringify({ backend: "bullmq", redis: own.url, git: { remote: c.remote } }));
     const file = writeAssignments(c.dir, [bashTask("N", "echo N > n.txt")] as never);
     const coordinator = coordinate(file, c);
     let said = "";
@@ -141,10 +145,11 @@ suite("a coordinator of a bullmq run", () => {
     expect(n.status).toBe("skipped");
     expect(n.reason).toBe("cancelled");
     // The job was withdrawn: a worker started now finds nothing of this run to take.
-    const w = await worker("late");
+    const w = track(new WorkerProcess(`late-${process.pid}`, own.url));
+    await w.start();
     const keys = execFileSync(
       "redis-cli",
-      ["-p", String(redis().port), "--scan", "--pattern", `bull:*${readReport(c.dir).run_id}*`],
+      ["-p", String(own.port), "--scan", "--pattern", `bull:*${readReport(c.dir).run_id}*`],
       {
         encoding: "utf8",
       },
@@ -152,6 +157,7 @@ suite("a coordinator of a bullmq run", () => {
     expect(keys.trim()).toBe("");
     expect(w.output).not.toContain("took a task");
     await w.dispose();
+    await own.dispose();
   });
 
   it("still reports when cancelled while its Redis is gone (the task fails as cancelled, saying why)", async () => {
