@@ -188,17 +188,17 @@ describe("checkMerge", () => {
     expect(merged.conflicts).toEqual([]);
     expect(merged.merged).toEqual(["A", "B"]);
     expect(await s.r.git("show", `${merged.tree}:settings.txt`)).toContain("B5\n");
-    const t = await setup({ "config.txt": config });
-    const same = await tasks(t, [
-      { task: "A", files: { "config.txt": null, "settings.txt": edited(1, "A1") } },
-      { task: "B", files: { "config.txt": edited(1, "B1") } },
+    // The same repository: other tasks, from the same base.
+    const same = await tasks(s, [
+      { task: "C", files: { "config.txt": null, "settings.txt": edited(1, "C1") } },
+      { task: "D", files: { "config.txt": edited(1, "D1") } },
     ]);
-    const res = await checkMerge(t.r.root, t.base, same);
-    // B changed only config.txt: it is named though git reports the conflict in the new name.
+    const res = await checkMerge(s.r.root, s.base, same);
+    // D changed only config.txt: it is named though git reports the conflict in the new name.
     expect(res.conflicts).toEqual([
-      { tasks: ["A", "B"], files: ["settings.txt"], detail: "B conflicts with A: content in settings.txt" },
+      { tasks: ["C", "D"], files: ["settings.txt"], detail: "D conflicts with C: content in settings.txt" },
     ]);
-    await expectUnchanged(t);
+    await expectUnchanged(s);
   });
 
   it("names a dependent that changed the same line again with the chain it carries", async () => {
