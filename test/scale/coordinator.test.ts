@@ -253,8 +253,13 @@ suite("a coordinator of a bullmq run", () => {
   });
 
   it("ends the agent of a SIGKILLed worker by itself once the worker has been gone --takeover-s, with no worker coming back", async () => {
-    const w = await worker("orphan", ["--takeover-s", "2"]);
+    // A Redis of its own, gone with the test: the run's job, left there by its killed coordinator,
+    // is never taken by a later test's worker.
+    const own = await RedisServer.start();
+    const w = track(new WorkerProcess(`orphan-${process.pid}`, own.url, ["--takeover-s", "2"]));
+    await w.start();
     const c = cluster();
+    writeFileSync(c.config, JSON.stringify({ backend: "bullmq", redis: own.url, git: { remote: c.remote } }));
     const script = `echo $$ > "$MARKS/agent.pid"; while :; do sleep 0.05; done`;
     const file = writeAssignments(c.dir, [bashTask("O", script, [], c.marks)] as never);
     const coordinator = coordinate(file, c);
@@ -274,6 +279,7 @@ suite("a coordinator of a bullmq run", () => {
     coordinator.kill("SIGKILL");
     await coordinator;
     await w.dispose();
+    await own.dispose();
   });
 
   it("termorch clean removes what a killed coordinator's run left on the git remote and in Redis", async () => {
