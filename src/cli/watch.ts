@@ -1,7 +1,6 @@
 import type { Command } from "commander";
 import { ExitCode, InputError } from "../errors.js";
 import { RunFeed, runScope } from "../ops/run-feed.js";
-import { plainWatch } from "../watch/plain.js";
 import type { Io } from "./io.js";
 import { stopSignal } from "./stop-signal.js";
 
@@ -66,6 +65,7 @@ export function registerWatchCommand(program: Command, io: Io, setCode: (code: n
         }
         const stop = stopSignal(io, { readerGone: true });
         try {
+          const { plainWatch } = await import("../watch/plain.js");
           const end = await plainWatch(feed, (line) => io.stdout.write(`${line}\n`), stop.signal);
           setCode(end === "done" || stop.cause() === "reader-gone" ? ExitCode.ok : ExitCode.interrupted);
         } finally {

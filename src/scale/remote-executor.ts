@@ -28,15 +28,7 @@ import { type RunPlan, trailersOf } from "../task/run-plan.js";
 import type { RunStop } from "../task/stop.js";
 import { agentOf, type TaskPlan } from "../task/task-plan.js";
 import type { TaskRun } from "../task/task-run.js";
-
-/** Beyond the agents' kill grace, how long a cancelled task's worker has to answer before the run goes on without it. */
-const CANCEL_ANSWER_MS = 30_000;
-/**
- * Beyond the kill grace, how long the cancel itself may take to reach Redis: one that has not
- * by then reaches no worker either, and waiting the whole answer bound for it only held the
- * cancelled run's report back (30 s with Redis gone).
- */
-const CANCEL_DELIVERY_MS = 5000;
+import { boundStoppedWait } from "./cancel-bound.js";
 
 /** Default cap of what one task's result carries back through Redis (logs and artifacts). */
 export const RESULT_MAX_BYTES = 16 * 1024 * 1024;
@@ -127,36 +119,20 @@ async function executeRemoteTask(
     later(() => recordProgress(ports, recorder, t, p, pr, seen, copies));
   const onLog = (chunk: LogChunk): void => later(() => copies.append(chunk));
   // A detach (the daemon stopping) leaves the job to the workers; a cancel or --fail-fast ends it
-  // there, and is not waited for past a bound: its worker, or Redis, may never answer.
+  // there, and is not waited for past a bound.
   const stopWaiting = new AbortController();
-  const timers: NodeJS.Timeout[] = [];
   let unanswered = "";
-  const giveUp = (why: string): void => {
-    unanswered = why;
-    stopWaiting.abort();
-  };
-  const follow = (): void => {
-    if (stop.detaching) stopWaiting.abort();
-    else if (stop.ending && timers.length === 0) {
-      let delivered = false;
-      backend.hosts.cancel(run.runId).then(
-        () => {
-          delivered = true;
-        },
-        (error: unknown) => ports.log.warn({ err: errorText(error) }, "could not tell the workers to cancel"),
-      );
-      const undeliveredMs = run.killGraceMs + CANCEL_DELIVERY_MS;
-      const answerMs = run.killGraceMs + CANCEL_ANSWER_MS;
-      timers.push(
-        setTimeout(() => {
-          if (!delivered) giveUp(`the cancel did not reach Redis within ${seconds(undeliveredMs)} s`);
-        }, undeliveredMs),
-        setTimeout(() => giveUp(`not within ${seconds(answerMs)} s`), answerMs),
-      );
-    }
-  };
-  const unsubscribe = stop.onChange(follow);
-  follow();
+  const release = boundStoppedWait({
+    stop,
+    killGraceMs: run.killGraceMs,
+    cancel: () => backend.hosts.cancel(run.runId),
+    onCancelError: (error) =>
+      ports.log.warn({ err: errorText(error) }, "could not tell the workers to cancel"),
+    leave: (why) => {
+      if (why !== null) unanswered = why;
+      stopWaiting.abort();
+    },
+  });
   let result: TaskJobResult | "detached";
   try {
     result = await backend.hosts.run(jobIdOf(run, taskId), job, {
@@ -165,8 +141,7 @@ async function executeRemoteTask(
       detach: stopWaiting.signal,
     });
   } finally {
-    unsubscribe();
-    for (const timer of timers) clearTimeout(timer);
+    release();
   }
   await progressed;
   if (result === "detached" && stop.detaching) return DETACHED;
@@ -188,10 +163,6 @@ async function executeRemoteTask(
       ports.log.warn({ task: taskId, err: errorText(error) }, "could not drop the task's job"),
     );
   return end;
-}
-
-function seconds(ms: number): number {
-  return Math.round(ms / 1000);
 }
 
 /** One job per task of a run: the run's start time keeps a re-run under the same run id from finding an old job. */

@@ -42,9 +42,10 @@ function gateCommand(dir: string): string {
   ].join("\n");
 }
 
-async function killedDuringGate(dir: string): Promise<{ file: string; pids: number[] }> {
+/** `graceS`: the kill grace, which a resume started at once must find the first gate still in. */
+async function killedDuringGate(dir: string, graceS: number): Promise<{ file: string; pids: number[] }> {
   const config = join(dir, "config.json");
-  writeFileSync(config, JSON.stringify({ defaults: { kill_grace_s: 4 } }));
+  writeFileSync(config, JSON.stringify({ defaults: { kill_grace_s: graceS } }));
   const file = writeAssignments(dir, [{ id: "A" }], {
     success_criteria: { tests_cmd: gateCommand(dir) },
   });
@@ -68,8 +69,8 @@ async function killedDuringGate(dir: string): Promise<{ file: string; pids: numb
 describe("a run-level tests_cmd whose driver is SIGKILLed", () => {
   it("does not outlive its driver", async () => {
     const { dir } = workspace();
-    const { pids } = await killedDuringGate(dir);
-    // Even the part that ignores TERM: KILL follows after kill_grace_s (4 s).
+    const { pids } = await killedDuringGate(dir, 1);
+    // Even the part that ignores TERM: KILL follows after kill_grace_s (1 s).
     await waitFor(() => pids.every((p) => !running(p)), 15_000, "the gate's processes to end");
     const resumed = await termorch(["resume", dir], { socket });
     expect(resumed.exitCode).toBe(0);
@@ -80,8 +81,8 @@ describe("a run-level tests_cmd whose driver is SIGKILLed", () => {
 
   it("is never running twice: resume ends what is left of it before starting it again", async () => {
     const { dir } = workspace();
-    const { pids } = await killedDuringGate(dir);
-    // At once, while the first gate may still be dying.
+    const { pids } = await killedDuringGate(dir, 4);
+    // At once, while the first gate may still be dying (4 s of grace).
     const resumed = await termorch(["resume", dir], { socket });
     expect(resumed.exitCode).toBe(0);
     expect(readReport(dir).summary.validation).toBe("passed");

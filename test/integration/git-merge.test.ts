@@ -175,6 +175,52 @@ describe("checkMerge", () => {
     await expectUnchanged(s);
   });
 
+  // merge-redo.test runs these shapes with on_conflict "redo"; what halt would report is decided here.
+  it("merges an edit of a renamed file into its new name, and reports a rename that changed the same line as a content conflict", async () => {
+    const config = Array.from({ length: 8 }, (_, i) => `key${i + 1}\n`).join("");
+    const edited = (n: number, text: string) => config.replace(`key${n}\n`, `${text}\n`);
+    const s = await setup({ "config.txt": config });
+    const pure = await tasks(s, [
+      { task: "A", files: { "config.txt": null, "settings.txt": config } },
+      { task: "B", files: { "config.txt": edited(5, "B5") } },
+    ]);
+    const merged = await checkMerge(s.r.root, s.base, pure);
+    expect(merged.conflicts).toEqual([]);
+    expect(merged.merged).toEqual(["A", "B"]);
+    expect(await s.r.git("show", `${merged.tree}:settings.txt`)).toContain("B5\n");
+    // The same repository: other tasks, from the same base.
+    const same = await tasks(s, [
+      { task: "C", files: { "config.txt": null, "settings.txt": edited(1, "C1") } },
+      { task: "D", files: { "config.txt": edited(1, "D1") } },
+    ]);
+    const res = await checkMerge(s.r.root, s.base, same);
+    // D changed only config.txt: it is named though git reports the conflict in the new name.
+    expect(res.conflicts).toEqual([
+      { tasks: ["C", "D"], files: ["settings.txt"], detail: "D conflicts with C: content in settings.txt" },
+    ]);
+    await expectUnchanged(s);
+  });
+
+  it("names a dependent that changed the same line again with the chain it carries", async () => {
+    // c1 -> c2 -> c3; b0 merges before c1 and conflicts with it; c2 changed c1's line, c3 only added a file.
+    const chain = Array.from({ length: 6 }, (_, i) => `line${i + 1}\n`).join("");
+    const at2 = (text: string) => chain.replace("line2\n", `${text}\n`);
+    const s = await setup({ "chain.txt": chain });
+    const items = await tasks(s, [
+      { task: "b0", files: { "chain.txt": at2("b0") } },
+      { task: "c1", files: { "chain.txt": at2("c1") } },
+      { task: "c2", from: "c1", files: { "chain.txt": at2("c1 c2") } },
+      { task: "c3", from: "c2", files: { "c3.txt": "c3\n" } },
+    ]);
+    const res = await checkMerge(s.r.root, s.base, items);
+    expect(res.conflicts.map((c) => c.tasks)).toEqual([
+      ["b0", "c1"],
+      ["b0", "c1", "c2"],
+    ]);
+    expect(res.merged).toEqual(["b0"]);
+    await expectUnchanged(s);
+  });
+
   it("goes on past a conflict and reports every one, with the right task pairs", async () => {
     const s = await setup({ "f.txt": "f\n", "g.txt": "g\n" });
     const items = await tasks(s, [

@@ -122,7 +122,11 @@ suite("a coordinator of a bullmq run", () => {
   });
 
   it("says when no worker is there to take its tasks, and a cancel withdraws the jobs nobody took", async () => {
+    // A Redis of its own: the file's keeps a SIGKILLed worker's announcement ~15 s, which the
+    // warning would wait out.
+    const own = await RedisServer.start();
     const c = cluster();
+    writeFileSync(c.config, JSON.stringify({ backend: "bullmq", redis: own.url, git: { remote: c.remote } }));
     const file = writeAssignments(c.dir, [bashTask("N", "echo N > n.txt")] as never);
     const coordinator = coordinate(file, c);
     let said = "";
@@ -141,10 +145,11 @@ suite("a coordinator of a bullmq run", () => {
     expect(n.status).toBe("skipped");
     expect(n.reason).toBe("cancelled");
     // The job was withdrawn: a worker started now finds nothing of this run to take.
-    const w = await worker("late");
+    const w = track(new WorkerProcess(`late-${process.pid}`, own.url));
+    await w.start();
     const keys = execFileSync(
       "redis-cli",
-      ["-p", String(redis().port), "--scan", "--pattern", `bull:*${readReport(c.dir).run_id}*`],
+      ["-p", String(own.port), "--scan", "--pattern", `bull:*${readReport(c.dir).run_id}*`],
       {
         encoding: "utf8",
       },
@@ -152,6 +157,7 @@ suite("a coordinator of a bullmq run", () => {
     expect(keys.trim()).toBe("");
     expect(w.output).not.toContain("took a task");
     await w.dispose();
+    await own.dispose();
   });
 
   it("still reports when cancelled while its Redis is gone (the task fails as cancelled, saying why)", async () => {
@@ -247,8 +253,13 @@ suite("a coordinator of a bullmq run", () => {
   });
 
   it("ends the agent of a SIGKILLed worker by itself once the worker has been gone --takeover-s, with no worker coming back", async () => {
-    const w = await worker("orphan", ["--takeover-s", "2"]);
+    // A Redis of its own, gone with the test: the run's job, left there by its killed coordinator,
+    // is never taken by a later test's worker.
+    const own = await RedisServer.start();
+    const w = track(new WorkerProcess(`orphan-${process.pid}`, own.url, ["--takeover-s", "2"]));
+    await w.start();
     const c = cluster();
+    writeFileSync(c.config, JSON.stringify({ backend: "bullmq", redis: own.url, git: { remote: c.remote } }));
     const script = `echo $$ > "$MARKS/agent.pid"; while :; do sleep 0.05; done`;
     const file = writeAssignments(c.dir, [bashTask("O", script, [], c.marks)] as never);
     const coordinator = coordinate(file, c);
@@ -263,9 +274,12 @@ suite("a coordinator of a bullmq run", () => {
     await w.kill();
     // 2 s of takeover, then TERM: the agent is gone within seconds, though no worker came back.
     await waitFor(() => !isAlive(agent), 30_000, "the orphaned agent's end");
-    coordinator.kill("SIGINT");
-    expect((await coordinator).exitCode).toBe(130);
+    // Its coordinator goes too: cancelled, it would wait 35 s for the dead worker's answer
+    // (test/unit/cancel-bound.test.ts asserts that bound).
+    coordinator.kill("SIGKILL");
+    await coordinator;
     await w.dispose();
+    await own.dispose();
   });
 
   it("termorch clean removes what a killed coordinator's run left on the git remote and in Redis", async () => {
