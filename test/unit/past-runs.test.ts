@@ -13,7 +13,9 @@ process.env.TMPDIR = join(root, "tmp");
 mkdirSync(process.env.TMPDIR);
 const env = { TERMORCH_REGISTRY: join(root, "registry") };
 afterAll(() => {
-  process.env.TMPDIR = saved;
+  // Unset before: unset again (assigning undefined would set the string "undefined").
+  if (saved === undefined) delete process.env.TMPDIR;
+  else process.env.TMPDIR = saved;
   rmSync(root, { recursive: true, force: true });
 });
 
