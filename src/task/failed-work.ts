@@ -30,8 +30,8 @@ export interface KeptWork {
 /**
  * Keeps what a failed attempt left in its worktree, so nothing is lost and a retry can go on
  * from it: committed (after the secrets gate: a secret is never committed) and pointed at by
- * its work ref, the worktree left as it was. A torn attempt (timed out, lost) is not committed: its retry
- * starts from the last committed state instead.
+ * its work ref, the worktree left as it was. A torn attempt (timed out, lost) is not
+ * committed: its retry starts from the last committed state instead.
  */
 export async function keepFailedWork(
   run: Pick<RunPlan, "git" | "runId" | "privateDir" | "identity">,

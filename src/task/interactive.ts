@@ -212,6 +212,7 @@ function doneWhenAppeared(path: string, since: number): boolean {
  */
 const RESUBMIT_AFTER_MS = 2000;
 const MAX_RESUBMITS = 2;
+
 /** The longest wait, after the prompt's Enter, for the agent to show it took the prompt. */
 export const DELIVERY_TIMEOUT_MS = 60_000;
 
