@@ -447,6 +447,13 @@ describe("termorch mcp over stdio", () => {
           ...(seen ? { cursor: seen.cursor } : {}),
         }),
       );
+    // task_started is its launch; its move to running (journal, status file) follows, and would
+    // write into the folder moved away: the folder is moved once that is done.
+    await waitFor(
+      () => existsSync(join(started.run_dir, "status", "a.running")),
+      20_000,
+      "task a's running status file",
+    );
     const waiting = call(client, "wait", { run: started.run_id, cursor: seen.cursor, timeout_s: 45 });
     const moved = `${started.run_dir}-moved`;
     renameSync(started.run_dir, moved);
