@@ -1,4 +1,5 @@
 #!/usr/bin/env node
-import { main } from "../dist/cli/bundle.js";
+import { createRequire } from "node:module";
 
+const { main } = createRequire(import.meta.url)("./load-cli.cjs").loadCli();
 process.exitCode = await main(process.argv);
