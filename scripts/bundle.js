@@ -56,7 +56,10 @@ const externalImport = new RegExp(
 );
 const script = readFileSync(CJS, "utf8").replace(externalImport, "__termorchImport($1)");
 const left = /\bimport\(\s*["'`]/.exec(script);
-if (left) throw new Error(`${CJS}: an import() the loader cannot serve: ${script.slice(left.index, left.index + 80)}`);
+if (left)
+  throw new Error(
+    `${CJS}: an import() the loader cannot serve: ${script.slice(left.index, left.index + 80)}`,
+  );
 writeFileSync(CJS, script);
 
 // The code cache of the script as it stands once its top level has run: what every command compiles.
