@@ -92,7 +92,7 @@ const LOCK_ATTEMPTS = 8;
 
 /** Runs `git <args>` in `cwd` without a shell; throws GitError unless the exit code is allowed. */
 export async function git(cwd: string, args: readonly string[], opts: GitOptions = {}): Promise<GitResult> {
-  const r = await run(cwd, args, opts, false);
+  const r = await run(cwd, args, opts);
   return { stdout: r.stdout.toString("utf8"), stderr: r.stderr, exitCode: r.exitCode };
 }
 
@@ -102,15 +102,10 @@ export async function gitBuffer(
   args: readonly string[],
   opts: GitOptions = {},
 ): Promise<GitBufferResult> {
-  return run(cwd, args, opts, true);
+  return run(cwd, args, opts);
 }
 
-async function run(
-  cwd: string,
-  args: readonly string[],
-  opts: GitOptions,
-  binary: boolean,
-): Promise<GitBufferResult> {
+async function run(cwd: string, args: readonly string[], opts: GitOptions): Promise<GitBufferResult> {
   const allow = opts.allowExit ?? [0];
   for (let attempt = 1; ; attempt++) {
     const r = await spawnGit(cwd, [...CONFIG_ARGS, ...args], opts);
