@@ -28,7 +28,9 @@ export const FAULTY_BIN = join(ROOT, "test", "fixtures", "cli-with-fault.mjs");
  */
 export const TEST_TMP = mkdtempSync(join(tmpdir(), "termorch-tmp-"));
 export const REGISTRY = join(TEST_TMP, "registry");
-process.on("exit", () => rmSync(TEST_TMP, { recursive: true, force: true }));
+// Once the file's tests are done (its own afterAll hooks, registered later, run before this one).
+// Not on process exit: vitest ends its workers with a signal, which left every file's folder.
+afterAll(() => rmSync(TEST_TMP, { recursive: true, force: true }));
 
 /** termorch's warm worktree pool of this test file (its per-user folder is inside TEST_TMP). */
 export const POOL_DIR = join(TEST_TMP, `termorch-${process.getuid?.() ?? "user"}`, "pool");
