@@ -1,3 +1,4 @@
+import "./zod-jitless.js";
 import { existsSync } from "node:fs";
 import { Writable } from "node:stream";
 import { Argument, Command, CommanderError, Option } from "commander";
