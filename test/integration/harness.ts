@@ -204,19 +204,45 @@ export function readReport(dir: string): Report {
   return JSON.parse(readFileSync(join(dir, "execution_report.json"), "utf8")) as Report;
 }
 
-/** Polls a condition with a bounded timeout (for files and states produced by other processes). */
+type Checked<T> = T | undefined | false | null;
+
+/**
+ * Polls a condition with a bounded timeout (for files and states produced by other processes).
+ * An asynchronous check is awaited: its promise is not the answer. One that starts a process
+ * (a `termorch status`) is given an interval to match, so that the wait does not keep a core busy.
+ */
 export async function waitFor<T>(
-  check: () => T | undefined | false | null,
+  check: () => Checked<T> | Promise<Checked<T>>,
   timeoutMs = 20_000,
   what = "condition",
+  intervalMs = 25,
 ): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const value = check();
+    const value = await check();
     if (value) return value;
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
+    await new Promise((r) => setTimeout(r, intervalMs));
   }
+}
+
+/**
+ * Asks another process (a `termorch status`) until `done` holds or `timeoutMs` passes, with a
+ * pause between asks; returns the last answer either way, for the caller's expect to show.
+ */
+export async function lastAnswer<T>(
+  ask: () => Promise<T>,
+  done: (answer: T) => boolean,
+  timeoutMs: number,
+  intervalMs = 200,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let answer = await ask();
+  while (!done(answer) && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, intervalMs));
+    answer = await ask();
+  }
+  return answer;
 }
 
 export function isAlive(pid: number): boolean {

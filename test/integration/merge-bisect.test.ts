@@ -11,6 +11,7 @@ import {
   BIN,
   cliEnv,
   git,
+  lastAnswer,
   lines,
   ROOT,
   readReport,
@@ -361,9 +362,7 @@ describe("merge.on_gate_failure", () => {
       return r.exitCode === 0 ? (StatusView.parse(JSON.parse(r.stdout)).runs[0] ?? null) : null;
     };
     // `watch | cat` from the start: a line for each step of the merge it shows.
-    let view: RunView | null = null;
-    for (const deadline = Date.now() + 30_000; view === null && Date.now() < deadline; )
-      view = await runView();
+    let view = await lastAnswer(runView, (v) => v !== null, 30_000);
     const watch = execa(process.execPath, [BIN, "watch", runId], {
       reject: false,
       cwd: ROOT,
@@ -376,8 +375,7 @@ describe("merge.on_gate_failure", () => {
     });
     // The probe of a and b holds: the second gate run of about three.
     const probing = (v: RunView | null) => v?.merge?.probe?.k === 2;
-    for (const deadline = Date.now() + 60_000; !probing(view) && Date.now() < deadline; )
-      view = await runView();
+    view = await lastAnswer(runView, probing, 60_000);
     const line = "bisecting run.tests_cmd: probe 2 of ~3 (the first 2 tasks, up to b)";
     expect(view!.merge).toEqual({
       step: "bisecting",
@@ -420,8 +418,7 @@ describe("merge.on_gate_failure", () => {
     // Released: the probe passes, k = 3 fails, c is the culprit and its fix holds.
     writeFileSync(probed, "");
     const fixing = (v: RunView | null) => v?.tasks.find((t) => t.id === "c")?.attempts === 2;
-    for (const deadline = Date.now() + 60_000; !fixing(view) && Date.now() < deadline; )
-      view = await runView();
+    view = await lastAnswer(runView, fixing, 60_000);
     expect(view!.tasks.find((t) => t.id === "c")).toMatchObject({
       state: "redo",
       redo: { cause: "gate", n: 1, of: 2 },

@@ -13,6 +13,7 @@ import {
   BIN,
   cliEnv,
   git,
+  lastAnswer,
   lines as logLines,
   ROOT,
   readReport,
@@ -484,8 +485,7 @@ describe("merge.on_conflict", () => {
       if (r.exitCode !== 0) return null;
       return StatusView.parse(JSON.parse(r.stdout)).runs[0]?.tasks.find((t) => t.id === "B") ?? null;
     };
-    let b: TaskView | null = null;
-    for (const deadline = Date.now() + 30_000; b === null && Date.now() < deadline; ) b = await taskB();
+    let b = await lastAnswer(taskB, (t) => t !== null, 30_000);
     // `watch | cat` from before the redo: it prints a line for each state the task goes through.
     const watch = execa(process.execPath, [BIN, "watch", runId], {
       reject: false,
@@ -499,7 +499,7 @@ describe("merge.on_conflict", () => {
     });
     // Its redo's attempt started (its agent holds on): attempt 2.
     const redoing = (t: TaskView | null): boolean => t?.state === "redo" && t.attempts === 2;
-    for (const deadline = Date.now() + 30_000; !redoing(b) && Date.now() < deadline; ) b = await taskB();
+    b = await lastAnswer(taskB, redoing, 30_000);
     // One state: `redo` in the JSON, its redo's facts beside it; running again, so not finished.
     expect(b).toMatchObject({
       state: "redo",
