@@ -1,15 +1,19 @@
+import { execFile } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
 import { mkdir, readdir, readFile, realpath, rm, rmdir, writeFile } from "node:fs/promises";
 import { homedir } from "node:os";
 import path from "node:path";
-import { execa } from "execa";
+import { promisify } from "node:util";
 import { z } from "zod";
 import { readJsonRecord } from "../fs/json-record.js";
 import { acquireLockFile } from "../fs/lock.js";
 import { poolLockPath, poolRoot, repoPoolDir } from "../fs/names.js";
 import { git } from "./repo.js";
 import { type Checkout, fillWorktree, listWorktrees, removeWorktree, serialized } from "./worktree.js";
+
+// node:child_process rather than execa, as for git (src/git/repo.ts): these run for every task.
+const execFileAsync = promisify(execFile);
 
 /** How much the pool keeps: worktrees per repository, and disk for the pools of all repositories. */
 export interface PoolLimits {
@@ -75,6 +79,8 @@ export class WorktreePool {
   given = 0;
   /** The disk one of the repository's worktrees uses, once measured. */
   private entryBytes: number | undefined;
+  /** The repository's git folders (its own and the common one), asked once: they do not move. */
+  private gitDirs: Promise<GitDirs> | undefined;
 
   constructor(
     private readonly repo: string,
@@ -92,7 +98,8 @@ export class WorktreePool {
    * exist, and the caller adds a new worktree).
    */
   async take(dest: string, to: Checkout): Promise<boolean> {
-    if (this.limits.maxWorktrees === 0 || (await copiesMoreThanFiles(this.repo))) return false;
+    if (this.limits.maxWorktrees === 0 || (await copiesMoreThanFiles(this.repo, await this.dirs())))
+      return false;
     await mkdir(path.dirname(dest), { recursive: true });
     for (;;) {
       const claimed = await this.claim(dest);
@@ -117,7 +124,10 @@ export class WorktreePool {
         // A checkout rewrites only the files whose stat data changed: when the rules its files
         // were written by changed (attributes, filters, line endings), every file is written
         // again, as in a new worktree.
-        if (claimed.rules !== (await checkoutRules(this.repo)) || (await attributesDiffer(dest, from)))
+        if (
+          claimed.rules !== (await checkoutRules(this.repo, await this.dirs())) ||
+          (await attributesDiffer(dest, from))
+        )
           await rm(path.join(admin, "index"), { force: true });
         await fillWorktree(dest);
         // Empty folders: a checkout leaves them, and git status does not show them.
@@ -156,6 +166,11 @@ export class WorktreePool {
     while (this.giving.size > 0) await Promise.all(this.giving);
   }
 
+  private dirs(): Promise<GitDirs> {
+    this.gitDirs ??= gitDirsOf(this.repo);
+    return this.gitDirs;
+  }
+
   private async put(wt: string, checkedOut: string): Promise<boolean> {
     try {
       // Detached where it is (the files stay as they are; its branch can then be deleted).
@@ -163,7 +178,7 @@ export class WorktreePool {
       await git(wt, ["clean", "-q", "-ffdx"]);
       if (!(await asWrittenByCheckout(wt, checkedOut))) return false;
       if (!(await reusable(wt, "giving"))) return false;
-      const rules = await checkoutRules(this.repo);
+      const rules = await checkoutRules(this.repo, await this.dirs());
       // Worktrees of one repository at nearby commits are about the same size: measured once.
       this.entryBytes ??= await diskUsage(wt);
       const bytes = this.entryBytes;
@@ -318,7 +333,7 @@ async function reusable(wt: string, check: "taking" | "giving"): Promise<boolean
 async function asCheckedOut(wt: string): Promise<boolean> {
   const umask = processUmask();
   const perm = (mode: number): string => (mode & ~umask).toString(8);
-  const r = await execa(
+  const r = await execFileAsync(
     "find",
     [
       ".",
@@ -327,9 +342,9 @@ async function asCheckedOut(wt: string): Promise<boolean> {
       ...["(", "-type", "f", "(", "-links", "+1", "-o", "(", "!", "-perm", perm(0o666)],
       ...["!", "-perm", perm(0o777), ")", ")", "-print", ")"],
     ],
-    { cwd: wt, reject: false },
-  );
-  return r.exitCode === 0 && r.stdout === "";
+    { cwd: wt },
+  ).catch(() => null);
+  return r?.stdout === "";
 }
 
 /** This process's umask, read without changing it (Linux), else through process.umask(). */
@@ -346,7 +361,7 @@ function processUmask(): number {
  * line-ending and attribute settings and its own attributes file. A pooled worktree written
  * under other rules has every file written again when it is taken.
  */
-async function checkoutRules(repo: string): Promise<string> {
+async function checkoutRules(repo: string, dirs: GitDirs): Promise<string> {
   const config = await git(
     repo,
     [
@@ -356,8 +371,7 @@ async function checkoutRules(repo: string): Promise<string> {
     ],
     { allowExit: [0, 1] },
   );
-  const common = (await git(repo, ["rev-parse", "--git-common-dir"])).stdout.trim();
-  const info = await readFile(path.resolve(repo, common, "info", "attributes"), "utf8").catch(() => "");
+  const info = await readFile(path.join(dirs.common, "info", "attributes"), "utf8").catch(() => "");
   const global = /^core\.attributesfile (.*)$/m.exec(config.stdout)?.[1];
   const globalText = global
     ? await readFile(global.replace(/^~(?=\/)/, homedir()), "utf8").catch(() => "")
@@ -401,11 +415,27 @@ async function asWrittenByCheckout(wt: string, checkedOut: string): Promise<bool
  * the sparse-checkout patterns and the worktree's own config (`config.worktree`) it copies from
  * the worktree it runs in. A pooled worktree has neither, so none is taken.
  */
-async function copiesMoreThanFiles(repo: string): Promise<boolean> {
+async function copiesMoreThanFiles(repo: string, dirs: GitDirs): Promise<boolean> {
   const sparse = await git(repo, ["config", "--bool", "core.sparseCheckout"], { allowExit: [0, 1] });
   if (sparse.stdout.trim() === "true") return true;
-  const gitDir = (await git(repo, ["rev-parse", "--absolute-git-dir"])).stdout.trim();
-  return existsSync(path.join(gitDir, "config.worktree"));
+  return existsSync(path.join(dirs.own, "config.worktree"));
+}
+
+/** A repository's git folder (`.git`, or a linked worktree's own) and the common one, absolute. */
+interface GitDirs {
+  own: string;
+  common: string;
+}
+
+async function gitDirsOf(repo: string): Promise<GitDirs> {
+  const r = await git(repo, [
+    "rev-parse",
+    "--path-format=absolute",
+    "--absolute-git-dir",
+    "--git-common-dir",
+  ]);
+  const [own = "", common = ""] = r.stdout.trim().split("\n");
+  return { own, common };
 }
 
 /** A linked worktree's administrative folder, from its `.git` file (`gitdir: <path>`). */
@@ -418,9 +448,9 @@ async function adminDir(wt: string): Promise<string> {
 
 /** Disk used by a folder, in bytes (`du`: what the pool really costs, blocks included). */
 async function diskUsage(dir: string): Promise<number> {
-  const r = await execa("du", ["-sk", dir], { reject: false });
+  const r = await execFileAsync("du", ["-sk", dir]);
   const kib = Number.parseInt(r.stdout, 10);
-  if (r.exitCode !== 0 || !Number.isFinite(kib)) throw new Error(`du ${dir} failed: ${r.stderr}`);
+  if (!Number.isFinite(kib)) throw new Error(`du ${dir} printed no size: ${r.stderr}`);
   return kib * 1024;
 }
 
