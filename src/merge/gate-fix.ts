@@ -187,7 +187,7 @@ async function recordFix(
   if (o.n === 1) await keepEarlier(side, t, p, { dir: kept, taskStart, before });
   const facts = await feedbackFacts(run, ports, o.failed, "integration");
   if (o.gate) facts.failed_gates.push({ name: o.gate.name, detail: ports.redactor.redact(o.gate.detail) });
-  const section = feedbackSection(facts);
+  const section = feedbackSection(facts, { runDir: run.runDir });
   const sectionFile = join(run.privateDir, "redo", t.id, `attempt-${attempt}.md`);
   mkdirSync(dirname(sectionFile), { recursive: true, mode: 0o700 });
   await writeFileAtomic(sectionFile, section, 0o600);

@@ -65,9 +65,11 @@ const STARTS_FROM: Record<FeedbackBlock["next_starts_from"], string> = {
  * redacted and bounded (feedback-facts.ts).
  */
 export function feedbackSection(f: FeedbackBlock, where: { runDir?: string } = {}): string {
-  // The agent works in its worktree: a log is named where it is, not by the run's relative path.
-  const logs = (paths: readonly string[]): string =>
-    paths.map((l) => (where.runDir ? `${where.runDir}/${l}` : l)).join(", ");
+  // The agent works in its worktree: a log is named where it is, not by the run's relative path
+  // (the JSON block keeps the report's relative paths, as its schema says).
+  const at = (path: string): string => (where.runDir ? `${where.runDir}/${path}` : path);
+  const logs = (paths: readonly string[]): string => paths.map(at).join(", ");
+  const logsIn = (text: string): string => text.replace(/(?<=^|[\s(])logs\//g, () => at("logs/"));
   const out: string[] = [
     "",
     "",
@@ -75,7 +77,7 @@ export function feedbackSection(f: FeedbackBlock, where: { runDir?: string } = {
     "",
     `## What went wrong in attempt ${f.attempt}`,
     "",
-    `(Written by termorch.) Attempt ${f.attempt} of this task ran ${f.agent} and failed: \`${f.reason}\`${f.detail ? `: ${f.detail}` : "."}`,
+    `(Written by termorch.) Attempt ${f.attempt} of this task ran ${f.agent} and failed: \`${f.reason}\`${f.detail ? `: ${logsIn(f.detail)}` : "."}`,
     "",
     STARTS_FROM[f.next_starts_from],
   ];
@@ -153,7 +155,7 @@ export function feedbackSection(f: FeedbackBlock, where: { runDir?: string } = {
       "",
       "### Other gates that failed",
       "",
-      ...list(others.map((g) => `${g.name}: ${g.detail ?? "failed"}`)),
+      ...list(others.map((g) => `${g.name}: ${g.detail ? logsIn(g.detail) : "failed"}`)),
     );
   out.push(
     "",
