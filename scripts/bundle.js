@@ -9,8 +9,8 @@
 // a cache another V8 made is rejected and the script compiled as before).
 //
 // It lives next to dist/cli/main.js so that paths taken relative to the module (package.json,
-// tmux/supervisor.pl) resolve the same from both. dist/cli/bundle.js, the same as an ES module,
-// is kept for tools that import the CLI's main (test/reliability/input.mjs).
+// tmux/supervisor.pl) resolve the same from both. Tools that call the CLI's main in-process
+// (test/reliability/input-worker.mjs) load it through bin/load-cli.cjs too.
 import { readFileSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { build } from "esbuild";
@@ -21,28 +21,14 @@ import { build } from "esbuild";
  * (serve's terminals) finds its native addon relative to its own files: loaded from node_modules.
  */
 const external = ["bullmq", "ioredis", "ink", "react", "node-pty", "@modelcontextprotocol/sdk"];
-const common = {
+const CJS = "dist/cli/bundle.cjs";
+await build({
   entryPoints: ["dist/cli/main.js"],
   bundle: true,
   platform: "node",
   target: "node20",
   logLevel: "warning",
   external,
-};
-
-await build({
-  ...common,
-  outfile: "dist/cli/bundle.js",
-  format: "esm",
-  // CommonJS dependencies call require(); an ES module bundle has none of its own.
-  banner: {
-    js: "import { createRequire as __termorchRequire } from 'node:module'; const require = __termorchRequire(import.meta.url);",
-  },
-});
-
-const CJS = "dist/cli/bundle.cjs";
-await build({
-  ...common,
   outfile: CJS,
   format: "cjs",
   define: { "import.meta.url": "__termorchUrl" },

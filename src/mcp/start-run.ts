@@ -63,7 +63,7 @@ export function runFlags(o: RunInput, cwd: string): string[] {
   return flags;
 }
 
-/** The CLI's entry point beside this bundle (dist/cli/bundle.js → bin/termorch.js). */
+/** The CLI's entry point, from this module or the bundle beside it (dist/cli/ → bin/termorch.js). */
 function termorchBin(): string {
   return fileURLToPath(new URL("../../bin/termorch.js", import.meta.url));
 }

@@ -4,14 +4,7 @@ import { execa } from "execa";
 import * as pty from "node-pty";
 import { afterAll, describe, expect, it } from "vitest";
 import { attachPlan } from "../../src/ops/attach.js";
-import {
-  editAssignments,
-  logText,
-  opsWorld,
-  stateOf,
-  waitForStatus,
-  waitUntil,
-} from "../fixtures/ops-helpers.js";
+import { editAssignments, logText, opsWorld, stateOf, waitForStatus } from "../fixtures/ops-helpers.js";
 import { BIN, isAlive, ROOT, tmuxSessions, uniqueSocket, waitFor, writeAssignments } from "./harness.js";
 
 const world = opsWorld(uniqueSocket("ops-attach"));
@@ -161,10 +154,11 @@ describe("termorch attach", () => {
       out += d;
     });
     const exited = new Promise<number>((resolve) => term.onExit((e) => resolve(e.exitCode)));
-    await waitUntil(
+    await waitFor(
       async () => (await tmux("list-clients", "-F", "#{client_session}")).includes("operator"),
       20_000,
       "the operator's client",
+      50,
     );
     // Typed into the shell inside tmux, where $TMUX names termorch's server.
     term.write(
@@ -173,10 +167,11 @@ describe("termorch attach", () => {
     await waitFor(() => out.includes("ready-marker"), 20_000, "the switched client to show the agent");
     const clients = async () =>
       (await tmux("list-clients", "-F", "#{client_session} #{client_readonly}")).split("\n");
-    await waitUntil(
+    await waitFor(
       async () => (await clients()).includes(`${session} 1`),
       20_000,
       "the client on the task, read-only",
+      50,
     );
     // The same client, switched: none is left on the operator's session, none nested in a pane.
     const ours = (await clients()).filter((c) => c.startsWith("operator ") || c.startsWith(`${session} `));

@@ -2,7 +2,6 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { execa } from "execa";
 import { afterAll, describe, expect, it } from "vitest";
-import { waitUntil } from "../fixtures/ops-helpers.js";
 import { PtyScreen } from "../fixtures/pty-screen.js";
 import { has } from "../needs.js";
 import { BIN, cliEnv, ROOT, readReport, termorch, testFile, waitFor, writeAssignments } from "./harness.js";
@@ -91,10 +90,11 @@ describe("termorch watch on a terminal", () => {
       (s) => !s.includes("LAST LOG LINE") && s.includes("alpha-says-hello"),
       "the agent's pane on the terminal",
     );
-    await waitUntil(
+    await waitFor(
       async () => (await tmux("list-clients", "-F", "#{client_session}")).includes(`termorch-${runId}-a`),
       20_000,
       "a tmux client on a's session",
+      50,
     );
     screen.write("\x02d");
     await screen.until(

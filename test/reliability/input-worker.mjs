@@ -3,10 +3,11 @@
 // thousands of inputs do not each pay for a Node start. The parent kills it on a hang. Anything
 // that escapes main (a throw, an unhandled rejection, an uncaught exception) is reported with
 // the input it happened during: the real binary would have printed a stack trace for it.
+import { createRequire } from "node:module";
 import { Writable } from "node:stream";
-import { pathToFileURL } from "node:url";
 
-const { main } = await import(pathToFileURL(process.argv[2]).href);
+// process.argv[2]: bin/load-cli.cjs, which loads the CLI as bin/termorch.js does.
+const { main } = createRequire(import.meta.url)(process.argv[2]).loadCli();
 
 let current = null;
 const escaped = (kind) => (error) => {

@@ -40,7 +40,7 @@ import {
 } from "./lib.mjs";
 
 const WORKER = join(ROOT, "test", "reliability", "input-worker.mjs");
-const ENTRY = join(ROOT, "dist", "cli", "bundle.js");
+const ENTRY = join(ROOT, "bin", "load-cli.cjs");
 
 /** Inputs per category: the long version makes > 10,000 files and configs. */
 const SIZES = {
