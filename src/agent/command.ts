@@ -60,6 +60,8 @@ export interface ResolvedAgent {
   sandbox?: Sandbox | undefined;
   /** The config entry's `retry_from`, the default of its tasks; undefined: not said. */
   retry_from?: RetryFrom | undefined;
+  /** The config entry's `model` (a preset passes it to its CLI; `prices` may name it); null: not said. */
+  model: string | null;
   /** What a preset's CLI needs in a sandbox; null: an agent of the user's own command. */
   sandboxNeeds: SandboxNeeds | null;
   /**
@@ -151,7 +153,10 @@ export function allAgents(config: Config): Map<string, ResolvedAgent> {
  */
 function ownCommand(
   command: string[],
-): Omit<ResolvedAgent, "source" | "tty" | "timeout_s" | "env" | "expect_changes" | "sandbox" | "retry_from"> {
+): Omit<
+  ResolvedAgent,
+  "source" | "tty" | "timeout_s" | "env" | "expect_changes" | "sandbox" | "retry_from" | "model"
+> {
   return {
     command,
     sandboxedCommand: command,
@@ -178,9 +183,10 @@ function ownCommand(
 
 function plain(
   spec: AgentSpec | undefined,
-): Pick<ResolvedAgent, "tty" | "timeout_s" | "env" | "expect_changes" | "sandbox" | "retry_from"> {
+): Pick<ResolvedAgent, "tty" | "timeout_s" | "env" | "expect_changes" | "sandbox" | "retry_from" | "model"> {
   return {
     tty: spec?.tty ?? false,
+    model: spec?.model ?? null,
     env: spec?.env ?? {},
     ...(spec?.expect_changes === undefined ? {} : { expect_changes: spec.expect_changes }),
     ...(spec?.sandbox === undefined ? {} : { sandbox: spec.sandbox }),

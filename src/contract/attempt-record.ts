@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { Usage } from "./agent-result.js";
 import { Reason } from "./reason.js";
 
 /**
@@ -53,6 +54,11 @@ export const AttemptRecord = z.strictObject({
     .nullable()
     .describe(
       "refs/termorch/<run>/work/<task>/<n>: the commit of its work, kept until the run merges, or `termorch clean`; null when there is none",
+    ),
+  usage: Usage.nullable()
+    .default(null)
+    .describe(
+      "Its agent's tokens and cost (the task's `usage` adds them up); null when its CLI reported none",
     ),
 });
 export type AttemptRecord = z.infer<typeof AttemptRecord>;

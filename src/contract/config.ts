@@ -67,6 +67,23 @@ export const AgentSpec = z.strictObject({
 });
 export type AgentSpec = z.infer<typeof AgentSpec>;
 
+const PerMillion = z.number().min(0).max(1_000_000);
+
+/** What an agent's tokens cost, in USD per million. */
+export const Price = z
+  .strictObject({
+    input: PerMillion.describe("USD per million input tokens read neither from nor into the cache"),
+    output: PerMillion.describe("USD per million output tokens"),
+    cache_read: PerMillion.optional().describe(
+      "USD per million input tokens read from the cache (default: input)",
+    ),
+    cache_write: PerMillion.optional().describe(
+      "USD per million input tokens written to the cache (default: input)",
+    ),
+  })
+  .describe("What an agent's tokens cost, in USD per million tokens");
+export type Price = z.infer<typeof Price>;
+
 // git rejects or strips `<`, `>` and newlines in names and addresses.
 const GitName = z
   .string()
@@ -77,6 +94,12 @@ const GitName = z
 export const Config = z.strictObject({
   $schema: z.string().optional(),
   agents: z.record(z.string().min(1), AgentSpec).default({}),
+  prices: z
+    .record(NoNul.min(1), Price)
+    .default({})
+    .describe(
+      "What tokens cost, by agent name (an entry of `agents`, or a preset's name) or by model (an agent entry's `model`); the agent's name is looked up first. An attempt whose CLI reports tokens but no cost (gemini, qwen, copilot, cn, codex) gets its cost from here; the report's `usage.cost_source` says which way each cost was known",
+    ),
   /** Extra redaction patterns (JavaScript/Perl regex syntax; a leading `(?i)` makes one case-insensitive). */
   redact: z.array(NoNul).default([]),
   /** Environment variable names whose values are always secret, whatever they are called. */

@@ -463,7 +463,7 @@ function summaryHtml(r: Report): string {
     card("Exit code", String(r.exit_code), "", r.exit_code === 0 ? "ok" : "bad"),
   );
   const u = r.summary.usage;
-  if (u) cards.push(card("Cost", u.cost_usd === null ? "–" : formatCost(u.cost_usd), usageText(u)));
+  if (u) cards.push(card("Cost", costText(u) || "–", usageText(u)));
   const lists = [
     ["Failed", r.summary.failed_tasks],
     ["Skipped", r.summary.skipped_tasks],
@@ -492,7 +492,8 @@ function attemptsHtml(history: readonly AttemptRecord[], link: LinkFn): string {
     const end = a.finished_at
       ? ` → <b>${escapeHtml(a.reason ?? "passed")}</b>${a.detail ? `: ${escapeHtml(a.detail)}` : ""}`
       : "";
-    return `<li data-attempt="${a.n}">${escapeHtml(attemptSummary({ ...a, feedback: null, decision: null }))}${feedback}${decision}${end}</li>`;
+    const spent = a.usage ? ` · ${usageCell(a.usage)}` : "";
+    return `<li data-attempt="${a.n}">${escapeHtml(attemptSummary({ ...a, feedback: null, decision: null }))}${feedback}${decision}${end}${spent}</li>`;
   });
   return `<tr class="attempts"><td></td><td colspan="7"><details><summary>${history.length} attempts</summary><ol>${items.join("")}</ol></details></td></tr>`;
 }
@@ -666,8 +667,14 @@ function usageCell(u: Usage): string {
   const tokens = [u.input_tokens, u.output_tokens].some((t) => t !== null)
     ? `${formatCount(u.input_tokens ?? 0)} / ${formatCount(u.output_tokens ?? 0)} tok`
     : "";
-  const cost = u.cost_usd === null ? "" : formatCost(u.cost_usd);
-  return escapeHtml([cost, tokens].filter(Boolean).join(" · ") || "–");
+  return escapeHtml([costText(u), tokens].filter(Boolean).join(" · ") || "–");
+}
+
+/** The cost, and whether termorch computed it from the config's prices rather than the CLI's report. */
+function costText(u: Usage): string {
+  if (u.cost_usd === null) return "";
+  const how = { cli: "", prices: " from prices", mixed: " partly from prices" }[u.cost_source ?? "cli"];
+  return `${formatCost(u.cost_usd)}${how}`;
 }
 
 function formatCost(usd: number): string {

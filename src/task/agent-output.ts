@@ -1,4 +1,5 @@
 import { join } from "node:path";
+import { withCost } from "../agent/pricing.js";
 import {
   type OutputFormat,
   parseAgentOutput,
@@ -7,14 +8,17 @@ import {
   type TranscriptFormat,
 } from "../agent/results.js";
 import { findSession } from "../agent/session-files.js";
-import { type AgentResult, addUsage, type Usage } from "../contract/agent-result.js";
+import type { AgentResult, Usage } from "../contract/agent-result.js";
 import { readPartsSync } from "../fs/file-range.js";
 import type { Redactor } from "../redact/redactor.js";
 import type { AttemptOutcome } from "./outcome.js";
 import type { AgentPlan } from "./task-plan.js";
 import type { TaskRun } from "./task-run.js";
 
-/** What the agent's CLI said of its work: kept on the task (agent_result, usage summed over attempts). */
+/**
+ * What the agent's CLI said of one attempt's work: its result, and its usage with the cost known
+ * where it can be (kept on the attempt's record, and added to the task's).
+ */
 export interface AgentAccount {
   agentResult: AgentResult | null;
   usage: Usage | null;
@@ -29,7 +33,7 @@ export function agentOutcome(
   runDir: string,
   redactor: Redactor,
   t: Readonly<TaskRun>,
-  agent: Pick<AgentPlan, "usageFile" | "sessions" | "env">,
+  agent: Pick<AgentPlan, "usageFile" | "sessions" | "env" | "price">,
   /** Where it ran (its sessions are found by it). */
   cwd: string,
   format: OutputFormat,
@@ -52,7 +56,7 @@ export function agentOutcome(
     if (result && result.session_id === null)
       result = { ...result, session_id: session.result?.session_id ?? null };
   }
-  const account = { agentResult: result, usage: addUsage([t.result.usage, usage]) };
+  const account = { agentResult: result, usage: withCost(usage, agent.price) };
   if (attempt.reason !== null || !result?.is_error) return { outcome: attempt, account };
   return {
     outcome: {
@@ -71,10 +75,11 @@ export function transcriptAccount(
   redactor: Redactor,
   t: Readonly<TaskRun>,
   transcript: { format: TranscriptFormat; path: string } | null,
+  agent: Pick<AgentPlan, "price">,
 ): AgentAccount | null {
   if (!transcript) return null;
   const { result, usage } = parseTranscript(transcript.format, redactor.redact(readLogTail(transcript.path)));
-  return { agentResult: result ?? t.result.agentResult, usage: addUsage([t.result.usage, usage]) };
+  return { agentResult: result ?? t.result.agentResult, usage: withCost(usage, agent.price) };
 }
 
 /** A log's text, or its last 16 MiB (a CLI's final result is at its end). */

@@ -24,6 +24,7 @@ export function openRecord(
     detail: null,
     decision: null,
     work_ref: null,
+    usage: null,
   };
 }
 

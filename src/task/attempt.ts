@@ -305,7 +305,7 @@ async function watchAttempt(
   }
   await ports.ledger.append("task.exited", { attempt: t.attempts, ...record }, t.id);
   await killPoint(run.fault, "kill-after-exit", t.id, t.attempts);
-  const account = interactive ? transcriptAccount(ports.redactor, t, interactive.transcript()) : null;
+  const account = interactive ? transcriptAccount(ports.redactor, t, interactive.transcript(), agent) : null;
   // Ended by termorch as done (`termorch finish`, done_when): its exit counts as exit 0.
   const done = interactive?.endedAsDone && !timedOut && !stopped && !record.launch_failed;
   if (done) return { record, reason: null, detail: null, account };

@@ -1,9 +1,10 @@
 import { existsSync } from "node:fs";
+import { addUsage } from "../contract/agent-result.js";
 import type { FeedbackBlock } from "../contract/feedback-block.js";
 import type { Reason } from "../contract/reason.js";
 import { errorText } from "../errors.js";
 import { taskBranch } from "../fs/names.js";
-import { agentOutcome } from "./agent-output.js";
+import { type AgentAccount, agentOutcome } from "./agent-output.js";
 import { collectArtifacts } from "./artifacts.js";
 import { type AttemptResult, type AttemptSide, adoptAttempt, runAttempt } from "./attempt.js";
 import { amendedLast, closedHistory, countedAttempts, openRecord } from "./attempt-history.js";
@@ -231,11 +232,11 @@ export async function attemptAndGate(
     attempt = setup ?? (await runAttempt(side, t, p, agent));
   }
   if (attempt === "detached") return "detached";
-  if (attempt.account) recorder.note(t.id, { result: attempt.account });
+  if (attempt.account) noteAccount(recorder, t, attempt.account);
   let { reason, detail } = attempt;
   if (attempt.record && agent.output) {
     const said = agentOutcome(run.runDir, ports.redactor, t, agent, p.workspace.cwd, agent.output, attempt);
-    recorder.note(t.id, { result: said.account });
+    noteAccount(recorder, t, said.account);
     ({ reason, detail } = said.outcome);
   }
   if (reason === null) {
@@ -245,6 +246,14 @@ export async function attemptAndGate(
   } else recorder.note(t.id, { result: { gates: [...setupGates(t), coreGate(attempt.record, reason)] } });
   recorder.note(t.id, { result: { exitCode: attempt.record?.exit_code ?? null } });
   return { reason, detail };
+}
+
+/** An attempt's account: its usage on its record, and added to the task's. */
+function noteAccount(recorder: TaskRecorder, t: Readonly<TaskRun>, account: AgentAccount): void {
+  recorder.note(t.id, {
+    result: { agentResult: account.agentResult, usage: addUsage([t.result.usage, account.usage]) },
+    history: amendedLast(t.history, { usage: account.usage }),
+  });
 }
 
 /**

@@ -2,10 +2,11 @@ import { join, posix } from "node:path";
 import { type ResolvedAgent, substitute, taskSandbox } from "../agent/command.js";
 import { agentEnvironment } from "../agent/environment.js";
 import type { KnownDialog, SessionStore } from "../agent/presets.js";
+import { priceOf } from "../agent/pricing.js";
 import type { OutputFormat } from "../agent/results.js";
 import type { StateEventFormat } from "../agent/state-events.js";
 import type { Task } from "../contract/assignments.js";
-import type { Config } from "../contract/config.js";
+import type { Config, Price } from "../contract/config.js";
 import { DEFAULT_RETRY_FROM, type RetryFrom } from "../contract/retry-from.js";
 import { runWorktreesDir, taskBranch } from "../fs/names.js";
 import type { ResolvedTask, RunAgent, RunInput } from "../input/assignments-file.js";
@@ -118,6 +119,8 @@ export interface AgentPlan {
   sandbox: SandboxSetting | null;
   /** An attempt that exits 0 having changed nothing and produced none of its required artifacts fails (no_changes). */
   expectChanges: boolean;
+  /** What its tokens cost (the config's `prices`), for a CLI that reports no cost; null: unknown. */
+  price: Price | null;
 }
 
 /**
@@ -371,6 +374,7 @@ function planAgent(at: AgentPlace, { name, agent }: RunAgent, index: number): Ag
     memoryMb: environment.resource_limits.memory_mb || undefined,
     sandbox,
     expectChanges: task.expect_changes ?? agent.expect_changes ?? true,
+    price: priceOf(input.config.prices, { name, model: agent.model }),
   };
 }
 

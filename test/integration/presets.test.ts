@@ -115,6 +115,49 @@ describe("agent presets", () => {
     },
   );
 
+  it("prices a CLI that reports tokens but no cost; an escalation's costs add up, each said how it was known", async () => {
+    const { dir } = workspace();
+    const config = join(dir, "termorch.json");
+    // gemini's stand-in reports tokens only; claude's reports its cost (issue 37's prices).
+    writeFileSync(
+      config,
+      JSON.stringify({ prices: { gemini: { input: 1.25, output: 10, cache_read: 0.31 } } }),
+    );
+    // The first attempt (gemini) fails its tests; the second, escalated to claude, passes them.
+    const once = join(dir, "failed-once");
+    const file = assignments(dir, [
+      {
+        id: "t",
+        agent: "gemini",
+        escalation: ["claude"],
+        retries: 1,
+        success_criteria: { tests_cmd: `test -e ${once} || { touch ${once}; exit 1; }` },
+      },
+    ]);
+    const r = await termorch(["run", file], { socket, env: { ...withStubs(), TERMORCH_CONFIG: config } });
+    expect(r.exitCode).toBe(0);
+    const task = readReport(dir).tasks[0]!;
+    const [first, second] = task.attempt_history ?? [];
+    expect(first).toMatchObject({ agent: "gemini", reason: "validation", usage: { cost_source: "prices" } });
+    expect(second).toMatchObject({ agent: "claude", reason: null, usage: { cost_source: "cli" } });
+    const u = first!.usage!;
+    const fresh = u.input_tokens! - (u.cache_read_tokens ?? 0) - (u.cache_write_tokens ?? 0);
+    const priced =
+      (fresh * 1.25 +
+        (u.cache_read_tokens ?? 0) * 0.31 +
+        (u.cache_write_tokens ?? 0) * 1.25 +
+        u.output_tokens! * 10) /
+      1e6;
+    expect(u.cost_usd).toBeCloseTo(priced, 6);
+    expect(u.cost_usd).toBeGreaterThan(0);
+    expect(task.usage).toMatchObject({ cost_source: "mixed" });
+    expect(task.usage!.cost_usd).toBeCloseTo(u.cost_usd! + second!.usage!.cost_usd!, 6);
+    expect(task.usage!.input_tokens).toBe(u.input_tokens! + second!.usage!.input_tokens!);
+    const page = readFileSync(join(dir, "report.html"), "utf8");
+    expect(page).toContain("partly from prices");
+    expect(page).toMatch(/data-attempt="1">[^<]*gemini.*from prices/);
+  });
+
   it("refuses a preset whose CLI is not on PATH, saying what to install, and starts nothing", async () => {
     const { dir } = workspace();
     const file = assignments(dir, [{ id: "t", agent: "codex" }]);
