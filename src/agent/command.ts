@@ -1,4 +1,4 @@
-import type { Task } from "../contract/assignments.js";
+import type { Budget, Task } from "../contract/assignments.js";
 import { type AgentSpec, type Config, PresetName } from "../contract/config.js";
 import type { RetryFrom } from "../contract/retry-from.js";
 import type { Sandbox } from "../contract/sandbox.js";
@@ -62,6 +62,8 @@ export interface ResolvedAgent {
   retry_from?: RetryFrom | undefined;
   /** The config entry's `model` (a preset passes it to its CLI; `prices` may name it); null: not said. */
   model: string | null;
+  /** The config entry's `budget`, each of its tasks' that has none of its own; undefined: none. */
+  budget?: Budget | undefined;
   /** What a preset's CLI needs in a sandbox; null: an agent of the user's own command. */
   sandboxNeeds: SandboxNeeds | null;
   /**
@@ -155,7 +157,7 @@ function ownCommand(
   command: string[],
 ): Omit<
   ResolvedAgent,
-  "source" | "tty" | "timeout_s" | "env" | "expect_changes" | "sandbox" | "retry_from" | "model"
+  "source" | "tty" | "timeout_s" | "env" | "expect_changes" | "sandbox" | "retry_from" | "model" | "budget"
 > {
   return {
     command,
@@ -183,10 +185,14 @@ function ownCommand(
 
 function plain(
   spec: AgentSpec | undefined,
-): Pick<ResolvedAgent, "tty" | "timeout_s" | "env" | "expect_changes" | "sandbox" | "retry_from" | "model"> {
+): Pick<
+  ResolvedAgent,
+  "tty" | "timeout_s" | "env" | "expect_changes" | "sandbox" | "retry_from" | "model" | "budget"
+> {
   return {
     tty: spec?.tty ?? false,
     model: spec?.model ?? null,
+    ...(spec?.budget === undefined ? {} : { budget: spec.budget }),
     env: spec?.env ?? {},
     ...(spec?.expect_changes === undefined ? {} : { expect_changes: spec.expect_changes }),
     ...(spec?.sandbox === undefined ? {} : { sandbox: spec.sandbox }),

@@ -52,6 +52,26 @@ export const SuccessCriteria = z.strictObject({
 });
 export type SuccessCriteria = z.infer<typeof SuccessCriteria>;
 
+const MaxCostUsd = z
+  .number()
+  .positive()
+  .describe(
+    "USD its agents may spend, as their CLIs report it or the config's `prices` compute it; at it, no new attempt starts (`validate` refuses it over an agent whose cost is neither reported nor priced)",
+  );
+const MaxTokens = z
+  .number()
+  .int()
+  .positive()
+  .describe("Tokens (input and output) its agents may use; at it, no new attempt starts");
+
+/** A spending limit: a task's, an agent entry's (for each of its tasks), or the run's (resource_limits). */
+export const Budget = z
+  .strictObject({ max_cost_usd: MaxCostUsd.optional(), max_tokens: MaxTokens.optional() })
+  .describe(
+    "A budget: once its agents have spent it, no new attempt starts, and a task that would need one fails with reason `budget`",
+  );
+export type Budget = z.infer<typeof Budget>;
+
 export const Task = z.strictObject({
   id: z
     .string()
@@ -69,6 +89,7 @@ export const Task = z.strictObject({
   timeout_s: TimeoutS.optional(),
   retries: z.number().int().min(0).max(20).default(0),
   retry_from: RetryFrom.optional(),
+  budget: Budget.optional().describe("This task's budget (its agent entry's otherwise), besides the run's"),
   env: z.record(z.string().regex(envName, "must be an environment variable name"), NoNul).default({}),
   allowed_paths: z.array(NoNul.min(1)).optional(),
   success_criteria: SuccessCriteria.optional(),
@@ -119,6 +140,12 @@ export type Task = z.infer<typeof Task>;
 
 export const ResourceLimits = z.strictObject({
   max_parallel: z.number().int().positive().optional(),
+  max_cost_usd: MaxCostUsd.optional().describe(
+    "USD the whole run's agents may spend (every task and attempt); at it, no new attempt starts and the tasks that would need one fail with reason `budget`",
+  ),
+  max_tokens: MaxTokens.optional().describe(
+    "Tokens (input and output) the whole run's agents may use; at it, no new attempt starts",
+  ),
   timeout_s: TimeoutS.optional(),
   memory_mb: z.number().int().positive().optional(),
   max_log_bytes: z.number().int().positive().optional(),

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { Escalation, NoNul, TimeoutS } from "./assignments.js";
+import { Budget, Escalation, NoNul, TimeoutS } from "./assignments.js";
 import { MergePolicy } from "./merge-policy.js";
 import { NotifyConfig } from "./notify.js";
 import { RetryFrom } from "./retry-from.js";
@@ -64,6 +64,7 @@ export const AgentSpec = z.strictObject({
   sandbox: Sandbox.optional(),
   /** The escalation of every task of this agent that has no list of its own. */
   escalation: Escalation.optional(),
+  budget: Budget.optional().describe("The budget of each task of this agent that has none of its own"),
 });
 export type AgentSpec = z.infer<typeof AgentSpec>;
 

@@ -21,6 +21,7 @@ export const Reason = z.enum([
   "escalated",
   "blocked",
   "invalid_decision",
+  "budget",
 ]);
 export type Reason = z.infer<typeof Reason>;
 

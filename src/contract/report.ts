@@ -191,7 +191,7 @@ export const TaskReport = z.strictObject({
   artifacts: z.array(z.string()),
   exit_code: z.number().int().nullable(),
   reason: Reason.nullable().describe(
-    "Why the task did not succeed; null when it did. `exit_code`, `timeout`, `signal`: how its agent ended; `launch_error`: its agent or worktree could not be started; `validation`: a gate after the agent failed (secrets, commit, required_artifacts, allowed_paths, tests_cmd); `setup`: its `setup_cmd` failed (exit code not 0, timed out, or its exit status was lost), so no agent was started (the `setup` gate names its logs); `dependency_failed`: skipped because a dependency did not succeed; `conflict`: its dependencies' branches conflict; `cancelled`: the run was cancelled or stopped (--fail-fast); `lost`: its session or worktree vanished without an exit record; `agent_error`: its agent's CLI reported an error in its output while exiting 0 (see `agent_result`); `no_changes`: its agent exited 0 having changed nothing in its worktree and produced none of its required_artifacts (the `changes` gate; `expect_changes: false` allows it); `prompt_not_delivered`: an interactive task's prompt was pasted into its agent's input prompt and the agent did not take it (no hook, no busy screen) in time: `detail` quotes its screen; `escalated`: its agent decided `escalate_to_max` ($TERMORCH_DECISION) and no stronger agent was left in its escalation list (`detail` gives the agent's reason); `blocked`: its agent decided `blocked`: the task was not retried and its dependents are skipped (`detail` gives the agent's reason; `needs_human` when it asked for a person); `invalid_decision`: its agent left a decision that is not a valid envelope (bad JSON, a status outside the three, confidence outside [0, 1], an empty reason or claim, untyped evidence, an unknown schema_version): treated as blocked, the file quarantined as `artifacts/<task>/attempt-<n>/decision.quarantined.json` and its problems in `detail`",
+    "Why the task did not succeed; null when it did. `exit_code`, `timeout`, `signal`: how its agent ended; `launch_error`: its agent or worktree could not be started; `validation`: a gate after the agent failed (secrets, commit, required_artifacts, allowed_paths, tests_cmd); `setup`: its `setup_cmd` failed (exit code not 0, timed out, or its exit status was lost), so no agent was started (the `setup` gate names its logs); `dependency_failed`: skipped because a dependency did not succeed; `conflict`: its dependencies' branches conflict; `cancelled`: the run was cancelled or stopped (--fail-fast); `lost`: its session or worktree vanished without an exit record; `agent_error`: its agent's CLI reported an error in its output while exiting 0 (see `agent_result`); `no_changes`: its agent exited 0 having changed nothing in its worktree and produced none of its required_artifacts (the `changes` gate; `expect_changes: false` allows it); `prompt_not_delivered`: an interactive task's prompt was pasted into its agent's input prompt and the agent did not take it (no hook, no busy screen) in time: `detail` quotes its screen; `escalated`: its agent decided `escalate_to_max` ($TERMORCH_DECISION) and no stronger agent was left in its escalation list (`detail` gives the agent's reason); `blocked`: its agent decided `blocked`: the task was not retried and its dependents are skipped (`detail` gives the agent's reason; `needs_human` when it asked for a person); `invalid_decision`: its agent left a decision that is not a valid envelope (bad JSON, a status outside the three, confidence outside [0, 1], an empty reason or claim, untyped evidence, an unknown schema_version): treated as blocked, the file quarantined as `artifacts/<task>/attempt-<n>/decision.quarantined.json` and its problems in `detail`; `budget`: a budget (the run's, the task's or its agent entry's) was spent, so the attempt it needed never started; its detail names the budget and the spend",
   ),
   detail: z.string().nullable(),
   attempts: z.number().int().min(0),
@@ -315,7 +315,7 @@ export const Report = z.strictObject({
     failed_tasks: z
       .array(z.string())
       .describe(
-        "Tasks whose own attempt failed (reason exit_code, timeout, signal, launch_error, validation, setup, conflict, lost, agent_error, no_changes, prompt_not_delivered, escalated, blocked or invalid_decision). Not the skipped or cancelled ones: they have their own lists.",
+        "Tasks whose own attempt failed (reason exit_code, timeout, signal, launch_error, validation, setup, conflict, lost, agent_error, no_changes, prompt_not_delivered, escalated, blocked or invalid_decision), or that a spent budget kept from another attempt (budget). Not the skipped or cancelled ones: they have their own lists.",
       ),
     skipped_tasks: z
       .array(z.string())
@@ -332,6 +332,18 @@ export const Report = z.strictObject({
     usage: Usage.nullable().describe(
       "Tokens and cost of the whole run: the tasks' `usage` added up (a field stays null when no task reported it); null when no agent reported any",
     ),
+    budget: z
+      .strictObject({
+        max_cost_usd: z.number().nullable().describe("resource_limits.max_cost_usd; null: none"),
+        max_tokens: z.number().int().nullable().describe("resource_limits.max_tokens; null: none"),
+        spent_usd: z.number().describe("USD the run's agents spent, as reported or computed from prices"),
+        spent_tokens: z.number().int().describe("Input and output tokens the run's agents used"),
+        exhausted: z
+          .boolean()
+          .describe("The run's budget was reached: no attempt started after it (its tasks: reason `budget`)"),
+      })
+      .optional()
+      .describe("The run's budget and its spend; absent when resource_limits sets none"),
     metrics: Metrics.optional(),
   }),
   tasks: z.array(TaskReport),

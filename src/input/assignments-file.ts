@@ -2,13 +2,21 @@ import { lstatSync, statSync } from "node:fs";
 import { basename, dirname, extname, resolve } from "node:path";
 import { z } from "zod";
 import { type ResolvedAgent, type TaskAgent, taskAgents } from "../agent/command.js";
-import { Assignments, Environment, RUN_ID_PATTERN, SuccessCriteria, Task } from "../contract/assignments.js";
+import {
+  Assignments,
+  type Budget,
+  Environment,
+  RUN_ID_PATTERN,
+  SuccessCriteria,
+  Task,
+} from "../contract/assignments.js";
 import type { Config } from "../contract/config.js";
 import { schemaProblems } from "../contract/parse.js";
 import { InputError, type InputProblem } from "../errors.js";
 import { compactTimestamp } from "../fs/log-names.js";
 import { resolveInside } from "../fs/paths.js";
 import { graphProblems, type PlanNode } from "../plan/graph.js";
+import { costKnown, priceOf } from "../spend/pricing.js";
 import type { LoadedConfig } from "./config-file.js";
 import { readJsonFileWithHash } from "./json-file.js";
 
@@ -224,6 +232,7 @@ export async function loadAssignments(
   (view.requiredArtifacts ?? []).forEach((p, j) => {
     globInside(`success_criteria.required_artifacts[${j}]`, undefined, p);
   });
+  if (parsed.success) usdBudgetProblems(parsed.data.environment.resource_limits, tasks, config).forEach(at);
   if (!parsed.success || workspace === undefined || problems.length > 0) {
     throw new InputError(problems, undefined, view.runId ?? null);
   }
@@ -386,4 +395,40 @@ function exists(path: string): boolean {
   } catch {
     return false;
   }
+}
+
+/**
+ * A budget in USD over an agent whose cost termorch cannot know (its CLI reports none, and the
+ * config's `prices` have none for it or its model) could never be kept: refused, naming the
+ * budget, the agent and what to add.
+ */
+function usdBudgetProblems(
+  run: Budget,
+  tasks: readonly ResolvedTask[],
+  config: Config,
+): Omit<InputProblem, "file">[] {
+  const found: Omit<InputProblem, "file">[] = [];
+  for (const [i, r] of tasks.entries()) {
+    const own = r.task.budget ?? r.agents[0].agent.budget;
+    // The budget that asks for it: the task's own, its agent entry's, or the run's.
+    const field =
+      r.task.budget?.max_cost_usd !== undefined
+        ? `tasks[${i}].budget.max_cost_usd`
+        : own?.max_cost_usd !== undefined
+          ? `tasks[${i}].agent (its config entry's budget.max_cost_usd)`
+          : run.max_cost_usd !== undefined
+            ? "environment.resource_limits.max_cost_usd"
+            : null;
+    if (field === null) continue;
+    for (const a of r.agents) {
+      const price = priceOf(config.prices, { name: a.name, model: a.agent.model });
+      if (costKnown({ output: a.agent.output, interactive: r.task.interactive === true }, price)) continue;
+      found.push({
+        field,
+        task: r.task.id,
+        message: `a budget in USD cannot be kept: ${agentLabel(a, r.task.agent)} reports no cost${r.task.interactive ? " in an interactive session" : ""} and the config's "prices" have none for "${a.name}"${a.agent.model ? ` or its model "${a.agent.model}"` : ""}; add "prices": {"${a.name}": {"input": <USD per million>, "output": <USD per million>}} to the config, or give the budget in max_tokens`,
+      });
+    }
+  }
+  return found;
 }

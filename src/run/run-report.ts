@@ -55,6 +55,7 @@ export function runReport(
       criticalPath: run.waves.criticalPath,
       maxParallel: run.settings.max_parallel,
       peakParallelism: o.peak,
+      budget: run.input.assignments.environment.resource_limits,
     }),
   );
 }

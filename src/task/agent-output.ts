@@ -1,5 +1,4 @@
 import { join } from "node:path";
-import { withCost } from "../agent/pricing.js";
 import {
   type OutputFormat,
   parseAgentOutput,
@@ -11,6 +10,7 @@ import { findSession } from "../agent/session-files.js";
 import type { AgentResult, Usage } from "../contract/agent-result.js";
 import { readPartsSync } from "../fs/file-range.js";
 import type { Redactor } from "../redact/redactor.js";
+import { withCost } from "../spend/pricing.js";
 import type { AttemptOutcome } from "./outcome.js";
 import type { AgentPlan } from "./task-plan.js";
 import type { TaskRun } from "./task-run.js";

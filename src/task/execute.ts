@@ -15,7 +15,7 @@ import { killPoint, prepareHooks } from "./faults.js";
 import { type GateFindings, writeFeedback } from "./feedback-facts.js";
 import { runGates } from "./gates.js";
 import { type NextStep, nextAttempt } from "./next-attempt.js";
-import { failTask, openTask, type StartMade, type TaskStart } from "./opening.js";
+import { failTask, openTask, outOfBudget, type StartMade, type TaskStart } from "./opening.js";
 import { coreGate } from "./outcome.js";
 import type { Ports } from "./ports.js";
 import type { TaskRecorder } from "./recorder.js";
@@ -137,6 +137,7 @@ async function judgeAttempt(
       ending: stop.ending,
       // A worktree that is gone cannot be reset for another attempt.
       worktreeGone: worktree !== null && worktreeHere === null,
+      budgetSpent: outOfBudget(run, recorder, p),
     },
   );
   // A decision can end an attempt whose gates passed, or block one that failed them.

@@ -44,6 +44,8 @@ export interface TaskStanding {
   ending: boolean;
   /** Its worktree is gone: it cannot be reset for another attempt. */
   worktreeGone: boolean;
+  /** Why a budget (the task's or the run's) allows no new attempt; null: it allows one. */
+  budgetSpent: string | null;
 }
 
 /**
@@ -111,6 +113,12 @@ export function nextAttempt(ended: AttemptEnded, s: TaskStanding): NextStep {
         reason: "escalated",
         detail: `its agent asked for a stronger agent (${decision.reason}); the run ended before one ran`,
       };
+    if (s.budgetSpent !== null)
+      return {
+        kind: "failed",
+        reason: "budget",
+        detail: `${s.budgetSpent}; its agent asked for a stronger agent (${decision.reason})`,
+      };
     const endedAs: EndedAs =
       reason === null
         ? { reason: "escalated", detail: "its agent asked for a stronger agent" }
@@ -119,5 +127,12 @@ export function nextAttempt(ended: AttemptEnded, s: TaskStanding): NextStep {
   }
   if (reason === null) return { kind: "done" };
   if (s.ending || s.worktreeGone || s.counted >= s.allowed) return { kind: "failed", reason, detail };
+  // Another try could fix it, but nothing is left to pay for one.
+  if (s.budgetSpent !== null)
+    return {
+      kind: "failed",
+      reason: "budget",
+      detail: `${s.budgetSpent}; its attempt failed: ${reason}${detail ? ` (${detail})` : ""}`,
+    };
   return { kind: "retry", agentIndex: Math.min(s.agentIndex + 1, s.agents - 1), from, reason, detail };
 }

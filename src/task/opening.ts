@@ -3,6 +3,7 @@ import type { LedgerEntry } from "../contract/ledger-events.js";
 import type { Reason } from "../contract/reason.js";
 import type { Conflict } from "../contract/report.js";
 import { sessionName } from "../fs/names.js";
+import { budgetSpent, spentOf } from "../spend/budget.js";
 import { DETACHED, type TaskEnd } from "./executor.js";
 import { killPoint } from "./faults.js";
 import type { Ports } from "./ports.js";
@@ -44,7 +45,7 @@ export interface TaskStart {
  * the attempts may begin, else how the task ended.
  */
 export async function openTask(
-  run: Pick<RunPlan, "runId" | "fault">,
+  run: Pick<RunPlan, "runId" | "fault" | "input">,
   ports: Pick<Ports, "ledger" | "now">,
   stop: RunStop,
   recorder: TaskRecorder,
@@ -58,6 +59,13 @@ export async function openTask(
   });
   if (stop.detaching) return DETACHED;
   if (start.lost !== null) return failTask(run, recorder, p.id, "lost", start.lost);
+  // The scheduler never starts an attempt the budget cannot pay for (a task already under way
+  // goes on: the policy stops it between attempts).
+  const broke = start.startedBefore ? null : outOfBudget(run, recorder, p);
+  if (broke !== null) {
+    recorder.note(p.id, { current: { session: null } });
+    return failTask(run, recorder, p.id, "budget", `${broke}; it did not start`);
+  }
   if (start.needed) {
     const made = await start.make();
     if (!made.ok) {
@@ -99,6 +107,18 @@ export async function openTask(
 }
 
 /** A task that ran (or tried to) and failed: its reason and detail. */
+/**
+ * Why no new attempt of the task may start for lack of budget: the run's (every task's spend so
+ * far), then the task's own; null when one may.
+ */
+export function outOfBudget(run: Pick<RunPlan, "input">, recorder: TaskRecorder, p: TaskPlan): string | null {
+  const spentByRun = spentOf(recorder.all().map((t) => t.result.usage));
+  return (
+    budgetSpent(run.input.assignments.environment.resource_limits, spentByRun, "the run's") ??
+    budgetSpent(p.budget, spentOf([recorder.get(p.id).result.usage]), "the task's")
+  );
+}
+
 export async function failTask(
   run: Pick<RunPlan, "fault">,
   recorder: TaskRecorder,

@@ -2,15 +2,15 @@ import { join, posix } from "node:path";
 import { type ResolvedAgent, substitute, taskSandbox } from "../agent/command.js";
 import { agentEnvironment } from "../agent/environment.js";
 import type { KnownDialog, SessionStore } from "../agent/presets.js";
-import { priceOf } from "../agent/pricing.js";
 import type { OutputFormat } from "../agent/results.js";
 import type { StateEventFormat } from "../agent/state-events.js";
-import type { Task } from "../contract/assignments.js";
+import type { Budget, Task } from "../contract/assignments.js";
 import type { Config, Price } from "../contract/config.js";
 import { DEFAULT_RETRY_FROM, type RetryFrom } from "../contract/retry-from.js";
 import { runWorktreesDir, taskBranch } from "../fs/names.js";
 import type { ResolvedTask, RunAgent, RunInput } from "../input/assignments-file.js";
 import type { SandboxSetting } from "../sandbox/policy.js";
+import { priceOf } from "../spend/pricing.js";
 import { DECISION_IN_WORKTREE, decisionPath } from "./decision.js";
 
 /**
@@ -23,6 +23,8 @@ export interface TaskPlan {
   dependencies: readonly string[];
   /** Attempts in all (retries + 1). */
   attempts: number;
+  /** Its own budget (its `budget`, else its agent entry's), besides the run's; undefined: none. */
+  budget: Budget | undefined;
   prompt: PromptPlan;
   workspace: WorkspacePlan;
   setup: SetupPlan;
@@ -234,6 +236,7 @@ function planTask(input: RunInput, r: ResolvedTask, place: PlanPlace & { worktre
     id: task.id,
     dependencies: task.dependencies,
     attempts: task.retries + 1,
+    budget: task.budget ?? r.agents[0].agent.budget,
     prompt: { file: promptFile, context: r.contextPath, conflictFile: r.conflictFile },
     workspace,
     setup: {

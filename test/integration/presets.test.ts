@@ -158,6 +158,70 @@ describe("agent presets", () => {
     expect(page).toMatch(/data-attempt="1">[^<]*gemini.*from prices/);
   });
 
+  /** The file with `environment.resource_limits` set. */
+  const limited = (file: string, limits: object): string => {
+    const a = JSON.parse(readFileSync(file, "utf8")) as { environment: Record<string, unknown> };
+    a.environment.resource_limits = limits;
+    writeFileSync(file, JSON.stringify(a));
+    return file;
+  };
+
+  it("refuses a budget in USD over an agent whose cost nobody reports, naming it and what to add; prices make it keepable", async () => {
+    const { dir } = workspace();
+    const file = limited(
+      assignments(dir, [{ id: "t", agent: "gemini", escalation: ["claude"], retries: 1 }]),
+      {
+        max_cost_usd: 1,
+      },
+    );
+    const r = await termorch(["validate", file], { socket, env: withStubs() });
+    expect(r.exitCode).toBe(2);
+    expect(r.stderr).toMatch(
+      /environment\.resource_limits\.max_cost_usd.*a budget in USD cannot be kept: agent "gemini" reports no cost and the config's "prices" have none for "gemini"; add "prices": \{"gemini"/,
+    );
+    // claude, its escalation, reports its cost: only gemini is named.
+    expect(r.stderr).not.toMatch(/"claude" reports no cost/);
+    expect(existsSync(join(dir, "status"))).toBe(false);
+    const config = join(dir, "termorch.json");
+    writeFileSync(config, JSON.stringify({ prices: { gemini: { input: 1.25, output: 10 } } }));
+    const priced = await termorch(["validate", file, "--config", config], { socket, env: withStubs() });
+    expect(priced.stderr).toBe("");
+    expect(priced.exitCode).toBe(0);
+    // A budget in tokens needs no price.
+    limited(file, { max_tokens: 1000 });
+    expect((await termorch(["validate", file], { socket, env: withStubs() })).exitCode).toBe(0);
+  });
+
+  it("stops starting tasks at the run's budget: the rest fail with reason budget, as any failure does", async () => {
+    const { dir, repo } = workspace();
+    const file = limited(
+      assignments(dir, [
+        { id: "a", agent: "claude" },
+        { id: "b", agent: "claude", dependencies: ["a"] },
+        { id: "c", agent: "claude", dependencies: ["b"] },
+      ]),
+      { max_tokens: 1 },
+    );
+    const r = await termorch(["run", file], { socket, env: withStubs() });
+    expect(r.exitCode).toBe(1);
+    const report = readReport(dir);
+    expect(report.tasks.map((t) => [t.id, t.status, t.reason])).toEqual([
+      ["a", "success", null],
+      ["b", "failed", "budget"],
+      ["c", "skipped", "dependency_failed"],
+    ]);
+    expect(report.tasks[1]!.detail).toMatch(
+      /^the run's budget of 1 tokens is spent: [\d,]+; it did not start$/,
+    );
+    expect(report.summary.budget).toMatchObject({ max_tokens: 1, max_cost_usd: null, exhausted: true });
+    expect(report.summary.budget!.spent_tokens).toBe(
+      report.tasks[0]!.usage!.input_tokens! + report.tasks[0]!.usage!.output_tokens!,
+    );
+    // As with any failed task: nothing merged, a's work kept on its branch.
+    expect(report.merge.result).toBe("skipped");
+    expect(git(repo, "show", `${report.tasks[0]!.branch}:STUB_EDITS.md`)).toContain("a");
+  });
+
   it("refuses a preset whose CLI is not on PATH, saying what to install, and starts nothing", async () => {
     const { dir } = workspace();
     const file = assignments(dir, [{ id: "t", agent: "codex" }]);

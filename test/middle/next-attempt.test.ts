@@ -19,6 +19,7 @@ const standing = (over: Partial<TaskStanding> = {}): TaskStanding => ({
   retryFrom: "last_work",
   ending: false,
   worktreeGone: false,
+  budgetSpent: null,
   ...over,
 });
 const none: DecisionSeen = { kind: "none" };
@@ -35,6 +36,36 @@ const ended = (reason: Reason | null, decision: DecisionSeen = none): AttemptEnd
 });
 
 describe("the next-attempt policy", () => {
+  it("a spent budget ends a task that would try again, with reason budget, naming the budget and the failure", () => {
+    const spent = "the run's budget of $2.00 is spent: $2.13";
+    expect(nextAttempt(ended("validation"), standing({ budgetSpent: spent }))).toEqual({
+      kind: "failed",
+      reason: "budget",
+      detail: `${spent}; its attempt failed: validation (it ended: validation)`,
+    });
+    expect(
+      nextAttempt(ended(null, said("escalate_to_max")), standing({ agents: 2, budgetSpent: spent })),
+    ).toEqual({
+      kind: "failed",
+      reason: "budget",
+      detail: `${spent}; its agent asked for a stronger agent (because)`,
+    });
+  });
+
+  it("a spent budget does not undo work that passed, nor outrank the agent's own block or a task out of attempts", () => {
+    const s = standing({ budgetSpent: "the task's budget of 1,000 tokens is spent: 1,200" });
+    expect(nextAttempt(ended(null), s)).toEqual({ kind: "done" });
+    expect(nextAttempt(ended("exit_code", said("blocked")), s)).toMatchObject({
+      kind: "blocked",
+      reason: "blocked",
+    });
+    expect(nextAttempt(ended("exit_code"), { ...s, counted: 3 })).toMatchObject({
+      kind: "failed",
+      reason: "exit_code",
+    });
+    expect(nextAttempt(ended("cancelled"), s)).toMatchObject({ kind: "failed", reason: "cancelled" });
+  });
+
   it("passing gates with no decision, or `completed`, is done", () => {
     expect(nextAttempt(ended(null), standing())).toEqual({ kind: "done" });
     expect(nextAttempt(ended(null, said("completed")), standing())).toEqual({ kind: "done" });
@@ -181,6 +212,7 @@ describe("the next-attempt policy", () => {
       retryFrom: fc.constantFrom("base" as const, "last_work" as const),
       ending: fc.boolean(),
       worktreeGone: fc.boolean(),
+      budgetSpent: fc.constantFrom(null, "the run's budget of $1.0000 is spent: $1.2000"),
     })
     .chain((s) =>
       fc.record({
@@ -191,6 +223,7 @@ describe("the next-attempt policy", () => {
         retryFrom: fc.constant(s.retryFrom),
         ending: fc.constant(s.ending),
         worktreeGone: fc.constant(s.worktreeGone),
+        budgetSpent: fc.constant(s.budgetSpent),
       }),
     );
 
@@ -203,6 +236,8 @@ describe("the next-attempt policy", () => {
           expect(step.agentIndex).toBeGreaterThanOrEqual(0);
           expect(step.agentIndex).toBeLessThan(s.agents);
           if (step.kind === "retry") expect(s.counted).toBeLessThan(s.allowed);
+          // Nothing is left to pay for another attempt: none starts.
+          expect(s.budgetSpent).toBeNull();
           if (step.kind === "escalate") expect(step.agentIndex).toBe(s.agentIndex + 1);
         }
         if (step.kind === "done") expect(reason).toBeNull();

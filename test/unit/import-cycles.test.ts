@@ -83,6 +83,7 @@ const LAYERS = [
   "notify",
   "agent",
   "ledger",
+  "spend",
   "input",
   "report",
   "task",

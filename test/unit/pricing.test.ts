@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { priceOf, withCost } from "../../src/agent/pricing.js";
 import { addUsage, type Usage } from "../../src/contract/agent-result.js";
+import { priceOf, withCost } from "../../src/spend/pricing.js";
 
 const tokens = (over: Partial<Usage> = {}): Usage => ({
   input_tokens: 1000,

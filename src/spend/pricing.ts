@@ -1,5 +1,21 @@
+import type { OutputFormat } from "../agent/results.js";
 import { roundCost, type Usage } from "../contract/agent-result.js";
 import type { Price } from "../contract/config.js";
+
+/**
+ * The headless outputs that carry a cost (docs/agents.md): Claude Code's `total_cost_usd`,
+ * opencode's and kilo's per-step `cost`, pi's `cost.total`. The others report tokens only, and
+ * interactive transcripts are not counted on: their cost comes from `prices`.
+ */
+const COST_REPORTED: ReadonlySet<OutputFormat> = new Set(["claude-json", "opencode-jsonl", "pi-jsonl"]);
+
+/** Whether an agent's cost will be known: its CLI reports it, or the config prices its tokens. */
+export function costKnown(
+  agent: { output: OutputFormat | null; interactive: boolean },
+  price: Price | null,
+): boolean {
+  return price !== null || (!agent.interactive && agent.output !== null && COST_REPORTED.has(agent.output));
+}
 
 /** An agent's price in the config's `prices`: by its own name first, then by its model; null: none. */
 export function priceOf(

@@ -1,0 +1,35 @@
+import type { Usage } from "../contract/agent-result.js";
+import type { Budget } from "../contract/assignments.js";
+
+/** What agents have spent: USD as known (reported, or computed from prices), and tokens in and out. */
+export interface Spent {
+  usd: number;
+  tokens: number;
+}
+
+/** The sum of what the usages say was spent (a figure nobody reported counts as nothing). */
+export function spentOf(usages: readonly (Usage | null)[]): Spent {
+  let usd = 0;
+  let tokens = 0;
+  for (const u of usages) {
+    if (u === null) continue;
+    usd += u.cost_usd ?? 0;
+    tokens += (u.input_tokens ?? 0) + (u.output_tokens ?? 0);
+  }
+  return { usd, tokens };
+}
+
+/**
+ * Why a budget allows no new attempt, naming the budget and the spend ("the run's budget of
+ * $2.00 is spent: $2.13"); null while it allows one, or when there is no budget.
+ */
+export function budgetSpent(budget: Budget | undefined, spent: Spent, whose: string): string | null {
+  if (budget?.max_cost_usd !== undefined && spent.usd >= budget.max_cost_usd)
+    return `${whose} budget of ${usd(budget.max_cost_usd)} is spent: ${usd(spent.usd)}`;
+  if (budget?.max_tokens !== undefined && spent.tokens >= budget.max_tokens)
+    return `${whose} budget of ${count(budget.max_tokens)} tokens is spent: ${count(spent.tokens)}`;
+  return null;
+}
+
+const usd = (n: number): string => `$${n.toFixed(n < 1 ? 4 : 2)}`;
+const count = (n: number): string => n.toLocaleString("en-US");
