@@ -28,6 +28,7 @@ import { remoteAttachHint, sendHint } from "../ops/status.js";
 import { ageMs, sweepRemote } from "../ops/sweep-remote.js";
 import { findTask } from "../ops/task-target.js";
 import { isRemote } from "../run/backend.js";
+import { count, usd } from "../spend/budget.js";
 import type { Io } from "./io.js";
 import { listWorkers } from "./scale.js";
 import { stopSignal } from "./stop-signal.js";
@@ -504,6 +505,15 @@ function table(rows: string[][]): string[] {
   );
 }
 
+/** "$0.0250 of $0.0200, 3,300 tokens of 1,000: exhausted" */
+function budgetLine(b: NonNullable<RunView["budget"]>): string {
+  const parts = [
+    ...(b.max_cost_usd === null ? [] : [`${usd(b.spent_usd)} of ${usd(b.max_cost_usd)}`]),
+    ...(b.max_tokens === null ? [] : [`${count(b.spent_tokens)} tokens of ${count(b.max_tokens)}`]),
+  ];
+  return `${parts.join(", ")} spent${b.exhausted ? ": exhausted, no new attempt starts" : ""}`;
+}
+
 function formatStatus(view: StatusView, registry: string | null): string {
   const lines: string[] = [];
   if (view.runs.length === 0 && view.problems.length === 0 && view.queued.length === 0)
@@ -515,6 +525,7 @@ function formatStatus(view: StatusView, registry: string | null): string {
     if (run.phase === "interrupted" && run.hint) lines.push(`  ${run.hint}`);
     if (run.phase === "running") for (const notice of run.notices) lines.push(`  ${notice}`);
     if (run.merge) lines.push(`  merge: ${run.merge.line}`);
+    if (run.budget) lines.push(`  budget: ${budgetLine(run.budget)}`);
     const rows = [["TASK", "STATE", "REASON", "ATTEMPTS", "TIME", "LAST LINE"]];
     for (const t of run.tasks)
       rows.push([t.id, t.state, t.reason ?? "-", String(t.attempts), taskTime(t), t.last_line ?? ""]);

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { RUN_ID_PATTERN, TASK_ID_PATTERN } from "./assignments.js";
+import { BudgetStanding } from "./budget.js";
 import { KeyAnswer } from "./keys.js";
 import { RedoStep } from "./merge-policy.js";
 import { Reason, TaskState } from "./reason.js";
@@ -314,6 +315,11 @@ export const WaitOutput = z.strictObject({
     .array(z.strictObject({ task: z.string(), reason: z.string().nullable().describe("Its agent's reason") }))
     .describe(
       'Tasks that ended blocked because their agent asked for a person (its decision\'s routing.recommended_next_actor "human"): not retried, their dependents skipped; a person must act, then run them again',
+    ),
+  budget: BudgetStanding.nullable()
+    .default(null)
+    .describe(
+      "The run's budget against its agents' spend so far (counted as attempts end); null: it has none",
     ),
   timed_out: z.boolean().describe("Nothing changed within timeout_s"),
 });

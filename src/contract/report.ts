@@ -3,6 +3,7 @@ import { AgentResult, Usage } from "./agent-result.js";
 import { StateSource } from "./agent-state.js";
 import { AttemptHost } from "./attempt-host.js";
 import { AttemptRecord } from "./attempt-record.js";
+import { BudgetStanding } from "./budget.js";
 import { OnConflict, OnGateFailure } from "./merge-policy.js";
 import { Reason, TaskState } from "./reason.js";
 
@@ -332,18 +333,9 @@ export const Report = z.strictObject({
     usage: Usage.nullable().describe(
       "Tokens and cost of the whole run: the tasks' `usage` added up (a field stays null when no task reported it); null when no agent reported any",
     ),
-    budget: z
-      .strictObject({
-        max_cost_usd: z.number().nullable().describe("resource_limits.max_cost_usd; null: none"),
-        max_tokens: z.number().int().nullable().describe("resource_limits.max_tokens; null: none"),
-        spent_usd: z.number().describe("USD the run's agents spent, as reported or computed from prices"),
-        spent_tokens: z.number().int().describe("Input and output tokens the run's agents used"),
-        exhausted: z
-          .boolean()
-          .describe("The run's budget was reached: no attempt started after it (its tasks: reason `budget`)"),
-      })
-      .optional()
-      .describe("The run's budget and its spend; absent when resource_limits sets none"),
+    budget: BudgetStanding.optional().describe(
+      "The run's budget and its spend; absent when resource_limits sets none",
+    ),
     metrics: Metrics.optional(),
   }),
   tasks: z.array(TaskReport),

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { AgentResult, Usage } from "./agent-result.js";
 import { StateSource } from "./agent-state.js";
+import { Budget } from "./assignments.js";
 import { AttemptHost } from "./attempt-host.js";
 import { AttemptRecord } from "./attempt-record.js";
 import { KeyAnswer } from "./keys.js";
@@ -295,6 +296,8 @@ export const RunState = z.strictObject({
   notices: z.array(z.string()).default([]),
   /** Where the merge stage is while it runs (the views' merge line); null before it and once reported. */
   merge: MergeProgress.nullable().default(null),
+  /** The run's budget (resource_limits.max_cost_usd, max_tokens), for the views; null: none. */
+  budget: Budget.nullable().default(null),
   /** Path of the report once written. */
   report: z.string().nullable(),
   exit_code: z.number().int().nullable(),

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { Usage } from "./agent-result.js";
 import { AttemptRecord } from "./attempt-record.js";
+import { BudgetStanding } from "./budget.js";
 import { KeyAnswer } from "./keys.js";
 import { Reason, TaskState } from "./reason.js";
 import { MergeProgress } from "./state.js";
@@ -130,6 +131,8 @@ export const RunView = z.strictObject({
    * once reported, the culprit a bisect found; `line` says it in words. null: nothing to say.
    */
   merge: MergeProgress.extend({ line: z.string() }).nullable().default(null),
+  /** Its budget against the spend so far (counted as attempts end); null: it has none. */
+  budget: BudgetStanding.nullable().default(null),
   tasks: z.array(TaskView),
 });
 export type RunView = z.infer<typeof RunView>;

@@ -193,10 +193,10 @@ function changeOf(event: LedgerEvent, runDir: string): RunChange | null {
   }
 }
 
-/** How many tasks are in each state, who waits for an answer, who needs a person, and where the merge is. */
+/** How many tasks are in each state, who waits for an answer, who needs a person, where the merge is, the budget. */
 export function taskSummary(
   view: RunView | null,
-): Pick<WaitOutput, "tasks" | "waiting_input" | "needs_human" | "merge"> {
+): Pick<WaitOutput, "tasks" | "waiting_input" | "needs_human" | "merge" | "budget"> {
   const tasks: Record<string, number> = {};
   const waiting: WaitOutput["waiting_input"] = [];
   const humans: WaitOutput["needs_human"] = [];
@@ -206,7 +206,13 @@ export function taskSummary(
     if (t.waiting_since) waiting.push({ task: t.id, asks: t.waiting_for, answers: t.waiting_answers });
     if (t.needs_human) humans.push({ task: t.id, reason: t.detail });
   }
-  return { tasks, waiting_input: waiting, needs_human: humans, merge: view?.merge?.line ?? null };
+  return {
+    tasks,
+    waiting_input: waiting,
+    needs_human: humans,
+    merge: view?.merge?.line ?? null,
+    budget: view?.budget ?? null,
+  };
 }
 
 /**

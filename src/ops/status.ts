@@ -3,6 +3,7 @@ import { isAbsolute, join } from "node:path";
 import type { TaskState } from "../contract/reason.js";
 import type { MergeProgress, RunState, TaskRun } from "../contract/state.js";
 import { isLive, type RunView, type StatusView, type TaskView } from "../contract/status-view.js";
+import { budgetStanding } from "../spend/budget.js";
 import { lastLogLine } from "./last-line.js";
 import { driverAlive } from "./liveness.js";
 import { type OpsRun, phaseOf, readRunState } from "./runs.js";
@@ -177,6 +178,10 @@ export async function runView(
     hint,
     notices: state.notices,
     merge: mergeView(state.merge, phase !== "running"),
+    budget: budgetStanding(
+      state.budget,
+      state.tasks.map((t) => t.result.usage),
+    ),
     tasks,
   };
 }

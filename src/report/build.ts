@@ -1,4 +1,4 @@
-import { addUsage, roundCost } from "../contract/agent-result.js";
+import { addUsage } from "../contract/agent-result.js";
 import type { Budget } from "../contract/assignments.js";
 import type { OnConflict, OnGateFailure } from "../contract/merge-policy.js";
 import type { Bisect, Conflict, Culprit, Gate, RefChange, Report, TaskReport } from "../contract/report.js";
@@ -10,7 +10,7 @@ import {
   exitCodeOfKind,
   type InputProblem,
 } from "../errors.js";
-import { budgetSpent, spentOf } from "../spend/budget.js";
+import { budgetStanding } from "../spend/budget.js";
 import { attemptMetrics } from "./attempt-metrics.js";
 
 /** How the merge step ended (filled in by the merge stage; `skipped` until it runs). */
@@ -161,22 +161,15 @@ export function taskReport(
   };
 }
 
-/** The run's budget against its spend (summary.budget), when it has one. */
-function budgetSummary(
+function budgetOf(
   budget: Budget | undefined,
   tasks: readonly TaskReport[],
 ): Pick<Report["summary"], "budget"> {
-  if (budget?.max_cost_usd === undefined && budget?.max_tokens === undefined) return {};
-  const spent = spentOf(tasks.map((t) => t.usage));
-  return {
-    budget: {
-      max_cost_usd: budget.max_cost_usd ?? null,
-      max_tokens: budget.max_tokens ?? null,
-      spent_usd: roundCost(spent.usd),
-      spent_tokens: spent.tokens,
-      exhausted: budgetSpent(budget, spent, "the run's") !== null,
-    },
-  };
+  const standing = budgetStanding(
+    budget,
+    tasks.map((t) => t.usage),
+  );
+  return standing ? { budget: standing } : {};
 }
 
 /** Builds execution_report.json: the keys of docs/contract.md exactly, plus the README's additions. */
@@ -213,7 +206,7 @@ export function buildReport(input: ReportInput): Report {
       validation: input.validation,
       conflicts,
       usage: addUsage(tasks.map((t) => t.usage)),
-      ...budgetSummary(input.budget, tasks),
+      ...budgetOf(input.budget, tasks),
       metrics: {
         tasks_total: tasks.length,
         tasks_by_status: byStatus,

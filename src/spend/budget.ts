@@ -1,5 +1,6 @@
-import type { Usage } from "../contract/agent-result.js";
+import { roundCost, type Usage } from "../contract/agent-result.js";
 import type { Budget } from "../contract/assignments.js";
+import type { BudgetStanding } from "../contract/budget.js";
 
 /** What agents have spent: USD as known (reported, or computed from prices), and tokens in and out. */
 export interface Spent {
@@ -31,5 +32,23 @@ export function budgetSpent(budget: Budget | undefined, spent: Spent, whose: str
   return null;
 }
 
-const usd = (n: number): string => `$${n.toFixed(n < 1 ? 4 : 2)}`;
-const count = (n: number): string => n.toLocaleString("en-US");
+/** $0.0250, $12.50: as budgets and spend are said everywhere. */
+export const usd = (n: number): string => `$${n.toFixed(n < 1 ? 4 : 2)}`;
+/** 1,000 tokens. */
+export const count = (n: number): string => n.toLocaleString("en-US");
+
+/** The budget against the spend (summary.budget, status); null when the budget sets no limit. */
+export function budgetStanding(
+  budget: Budget | null | undefined,
+  usages: readonly (Usage | null)[],
+): BudgetStanding | null {
+  if (budget?.max_cost_usd === undefined && budget?.max_tokens === undefined) return null;
+  const spent = spentOf(usages);
+  return {
+    max_cost_usd: budget.max_cost_usd ?? null,
+    max_tokens: budget.max_tokens ?? null,
+    spent_usd: roundCost(spent.usd),
+    spent_tokens: spent.tokens,
+    exhausted: budgetSpent(budget, spent, "the run's") !== null,
+  };
+}

@@ -217,6 +217,13 @@ describe("agent presets", () => {
     expect(report.summary.budget!.spent_tokens).toBe(
       report.tasks[0]!.usage!.input_tokens! + report.tasks[0]!.usage!.output_tokens!,
     );
+    // The views say it too: status, in words and in its JSON (MCP wait's budget is the same view's).
+    const status = await termorch(["status", dir], { socket });
+    expect(status.stdout).toMatch(/budget: [\d,]+ tokens of 1 spent: exhausted, no new attempt starts/);
+    const json = JSON.parse((await termorch(["status", dir, "--json"], { socket })).stdout) as {
+      runs: { budget: unknown }[];
+    };
+    expect(json.runs[0]!.budget).toEqual(report.summary.budget);
     // As with any failed task: nothing merged, a's work kept on its branch.
     expect(report.merge.result).toBe("skipped");
     expect(git(repo, "show", `${report.tasks[0]!.branch}:STUB_EDITS.md`)).toContain("a");

@@ -46,6 +46,7 @@ const view: StatusView = {
       run_dir: "/tmp/r",
       phase: "running",
       pid: 1,
+      budget: null,
       driver_alive: true,
       started_at: "2026-11-23T00:00:00.000Z",
       updated_at: "2026-11-23T00:00:01.000Z",
