@@ -4,34 +4,15 @@
 // with a failing exit is kept in agent_result. These used to run the stand-in CLIs through the
 // built CLI (test/integration/presets); that file keeps the flags, prompts and edits of each.
 import { writeFileSync } from "node:fs";
-import { delimiter, join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { runAssignments } from "../../src/run/runner.js";
-import type { FakeAttempt } from "./fake-runner.js";
 import { MiddleRun, middleTier } from "./harness.js";
 
 let run: MiddleRun;
 
 middleTier(() => run);
 
-/** The stand-in CLIs' folder: a preset's CLI must be on the agent's PATH to pass validation. */
-const STUBS = join(import.meta.dirname, "..", "fixtures", "agents");
-
 /** A run of one task of `agent` (a preset: no command of its own). */
 const presetRun = (agent: string): MiddleRun => new MiddleRun([{ id: "t", agent, command: undefined }]);
-
-/** Runs it to its report with each attempt doing `act`, the presets' CLIs on PATH. */
-async function runWith(act: (attempt: FakeAttempt) => void) {
-  run.host.onLaunch = act;
-  const options = run.options();
-  return run.report(
-    await runAssignments({
-      assignmentsFile: run.file,
-      ...options,
-      env: { ...options.env, PATH: `${STUBS}${delimiter}${process.env.PATH}` },
-    }),
-  );
-}
 
 // claude -p --output-format json, when its API failed: subtype "success", is_error true, exit 0.
 const CLAUDE_API_ERROR = {
@@ -60,7 +41,7 @@ const GEMINI_API_ERROR = `[ERROR] ${JSON.stringify(
 describe("a preset CLI's own result", () => {
   it("fails a task whose CLI reports an error in its JSON while exiting 0, with reason agent_error", async () => {
     run = presetRun("claude");
-    const report = await runWith((attempt) => {
+    const report = await run.reportWithPresets((attempt) => {
       writeFileSync(attempt.spec.stdoutLog, `${JSON.stringify(CLAUDE_API_ERROR)}\n`);
       attempt.exit(0);
     });
@@ -75,7 +56,7 @@ describe("a preset CLI's own result", () => {
 
   it("keeps the error a CLI reports with a failing exit (gemini's, on stderr) in agent_result", async () => {
     run = presetRun("gemini");
-    const report = await runWith((attempt) => {
+    const report = await run.reportWithPresets((attempt) => {
       writeFileSync(attempt.spec.stderrLog, GEMINI_API_ERROR);
       attempt.exit(1);
     });
@@ -89,7 +70,7 @@ describe("a preset CLI's own result", () => {
 
   it("takes a CLI's result that reports no error as the agent's success, with its usage", async () => {
     run = presetRun("claude");
-    const report = await runWith((attempt) => {
+    const report = await run.reportWithPresets((attempt) => {
       writeFileSync(
         attempt.spec.stdoutLog,
         `${JSON.stringify({ ...CLAUDE_API_ERROR, is_error: false, api_error_status: undefined, result: "Done." })}\n`,

@@ -3,17 +3,13 @@
 // fails with reason `budget`, naming the budget and the spend. Driven through the real pipeline
 // with the fake runner, each attempt printing Claude Code's result with its usage and cost.
 import { writeFileSync } from "node:fs";
-import { delimiter, join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { runAssignments } from "../../src/run/runner.js";
 import type { FakeAttempt } from "./fake-runner.js";
 import { MiddleRun, middleTier } from "./harness.js";
 
 let run: MiddleRun;
 
 middleTier(() => run);
-
-const STUBS = join(import.meta.dirname, "..", "fixtures", "agents");
 
 /** Claude Code's result for an attempt that used 100 + 10 tokens and cost `usd`. */
 function spends(usd: number, exit = 0) {
@@ -37,18 +33,6 @@ function spends(usd: number, exit = 0) {
   };
 }
 
-async function runWith(act: (attempt: FakeAttempt) => void) {
-  run.host.onLaunch = act;
-  const options = run.options();
-  return run.report(
-    await runAssignments({
-      assignmentsFile: run.file,
-      ...options,
-      env: { ...options.env, PATH: `${STUBS}${delimiter}${process.env.PATH}` },
-    }),
-  );
-}
-
 const claude = (id: string, extra: object = {}) => ({ id, agent: "claude", command: undefined, ...extra });
 
 describe("budgets", () => {
@@ -58,7 +42,7 @@ describe("budgets", () => {
         environment: { workspace_dir: "ws", resource_limits: { max_parallel: 1, max_cost_usd: 0.02 } },
       },
     });
-    const report = await runWith(spends(0.0125));
+    const report = await run.reportWithPresets(spends(0.0125));
     expect(report.tasks.map((t) => [t.id, t.status, t.reason])).toEqual([
       ["a", "success", null],
       ["b", "success", null],
@@ -75,7 +59,7 @@ describe("budgets", () => {
       claude("a", { retries: 5, budget: { max_tokens: 200 } }),
       claude("b", { retries: 1 }),
     ]);
-    const report = await runWith(spends(0.001, 1));
+    const report = await run.reportWithPresets(spends(0.001, 1));
     const [a, b] = report.tasks;
     // 110 tokens an attempt: the second reaches 200, so no third starts.
     expect(a).toMatchObject({ status: "failed", reason: "budget", attempts: 2 });
@@ -94,7 +78,7 @@ describe("budgets", () => {
         config: { agents: { capped: { preset: "claude", budget: { max_cost_usd: 0.01 } } } },
       },
     );
-    const report = await runWith(spends(0.006, 1));
+    const report = await run.reportWithPresets(spends(0.006, 1));
     expect(report.tasks.map((t) => [t.id, t.reason, t.attempts])).toEqual([
       ["a", "budget", 2],
       ["b", "budget", 2],

@@ -3,7 +3,7 @@
 // folder); no process is started and nothing sleeps.
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { delimiter, join } from "node:path";
 import { afterEach, beforeEach, vi } from "vitest";
 import type { Report } from "../../src/contract/report.js";
 import type { RunState } from "../../src/contract/state.js";
@@ -15,7 +15,7 @@ import {
 } from "../../src/run/runner.js";
 import type { TaskRun } from "../../src/task/task-run.js";
 import type { TaskWorkspace } from "../../src/task/workspace.js";
-import { FakeHost, FakeRunner } from "./fake-runner.js";
+import { type FakeAttempt, FakeHost, FakeRunner } from "./fake-runner.js";
 
 const notUsed = (): never => {
   throw new Error("the middle tier's workspace is not a repository: no git operation may run");
@@ -134,6 +134,19 @@ export class MiddleRun {
   report(result: RunResult | DetachedResult): Report {
     if ("detached" in result) throw new Error("the run detached: no report");
     return result.report;
+  }
+
+  /**
+   * Runs the file to its report, each attempt doing `act`, with the stand-in preset CLIs first on
+   * PATH (a preset's CLI must be there to pass validation; the fake runner runs none of them).
+   */
+  async reportWithPresets(act: (attempt: FakeAttempt) => void): Promise<Report> {
+    this.host.onLaunch = act;
+    const options = this.options();
+    const path = `${join(import.meta.dirname, "..", "fixtures", "agents")}${delimiter}${process.env.PATH}`;
+    return this.report(
+      await runAssignments({ assignmentsFile: this.file, ...options, env: { ...options.env, PATH: path } }),
+    );
   }
 
   /** The run's ledger (events.jsonl), parsed, in order. */

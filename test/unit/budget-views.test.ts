@@ -53,7 +53,13 @@ describe("the run's budget in the views", () => {
       spent("a", usage(0.03, 1000, 100)),
       spent("b", usage(0.025, 2000, 200)),
     ]);
-    const standing = { max_cost_usd: 0.05, max_tokens: 10_000, spent_usd: 0.055, spent_tokens: 3300, exhausted: true };
+    const standing = {
+      max_cost_usd: 0.05,
+      max_tokens: 10_000,
+      spent_usd: 0.055,
+      spent_tokens: 3300,
+      exhausted: true,
+    };
     expect(run.budget).toEqual(standing);
     expect(taskSummary(run).budget).toEqual(standing);
     const under = await viewOf({ max_tokens: 10_000 }, [spent("a", usage(null, 1000, 100))]);
