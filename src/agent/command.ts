@@ -66,6 +66,8 @@ export interface ResolvedAgent {
   budget?: Budget | undefined;
   /** What a preset's CLI needs in a sandbox; null: an agent of the user's own command. */
   sandboxNeeds: SandboxNeeds | null;
+  /** Its CLI's own cap on an invocation's USD (`flag`, inserted at `at` in its argv); null: none. */
+  budgetCap: { flag: string; at: number } | null;
   /**
    * How it runs for a task with `"interactive": true`: a preset's interactive form (with the
    * config's model and extra flags) and its screen patterns; any other agent's own command, with none.
@@ -168,6 +170,7 @@ function ownCommand(
     preset: null,
     requires: null,
     sandboxNeeds: null,
+    budgetCap: null,
     scratch: [],
     interactive: {
       command,
@@ -233,6 +236,7 @@ function fromPreset(name: PresetName, spec: AgentSpec | undefined): ResolvedAgen
     preset: name,
     requires: { binary: p.binary, install: p.install },
     sandboxNeeds: p.sandbox,
+    budgetCap: p.budget_flag ? { flag: p.budget_flag, at: p.argv.length } : null,
     scratch: p.scratch,
     interactive: {
       command: interactiveArgv(p.interactive.argv),

@@ -129,6 +129,11 @@ export interface AgentPreset {
   output: OutputParser;
   /** The flag that takes a model name as the next argument. */
   model_flag: string;
+  /**
+   * The flag that caps the USD one headless invocation may spend, given after the base argv:
+   * termorch passes it what is left of the task's and the run's budgets. Absent: the CLI has none.
+   */
+  budget_flag?: string;
   /** Its sessions, read after an attempt for what its output does not say (interactive: all of it); null: none readable. */
   sessions: SessionStore | null;
   interactive: InteractiveForm;
@@ -277,6 +282,9 @@ export const PRESETS: Readonly<Record<PresetName, AgentPreset>> = {
     prompt: "stdin",
     output: "claude-json",
     model_flag: "--model",
+    // Print mode only; at the cap it exits 1 with subtype error_max_budget_usd, checked after each
+    // model call (docs/research/usage-streams.md).
+    budget_flag: "--max-budget-usd",
     sessions: null,
     interactive: {
       argv: ["claude", "--permission-mode", "acceptEdits"],

@@ -19,6 +19,8 @@ export type OutputFormat =
 export interface ParsedOutput {
   result: AgentResult | null;
   usage: Usage | null;
+  /** The CLI stopped at the spending cap termorch gave it (the preset's budget_flag). */
+  atBudgetCap?: true;
 }
 
 /** A summary longer than this is cut (the report is read by people and by orchestrators). */
@@ -175,8 +177,33 @@ function claude(stdout: string, input: "uncached" | "all"): ParsedOutput {
       session_id: str(r.session_id),
       is_error: r.is_error === true || (typeof r.subtype === "string" && r.subtype.startsWith("error")),
     },
-    usage: usageOf(anthropicUsage(isObject(r.usage) ? r.usage : {}, money(r.total_cost_usd), input)),
+    usage: usageOf(claudeUsage(r, input)),
+    ...(r.subtype === "error_max_budget_usd" ? { atBudgetCap: true as const } : {}),
   };
+}
+
+/**
+ * A Claude Code result's usage: `usage`, or, when that is all zeros (a run its own
+ * --max-budget-usd stopped), the per-model `modelUsage` added up (each model's input leaves the
+ * cached tokens out, as `usage` does).
+ */
+function claudeUsage(r: Json, input: "uncached" | "all"): Usage {
+  const cost = money(r.total_cost_usd);
+  const own = anthropicUsage(isObject(r.usage) ? r.usage : {}, cost, input);
+  const models = isObject(r.modelUsage) ? Object.values(r.modelUsage).filter(isObject) : [];
+  if (models.length === 0 || [own.input_tokens, own.output_tokens].some((n) => n !== null && n > 0))
+    return own;
+  const sum = (key: string): number => models.reduce((total, m) => total + (count(m[key]) ?? 0), 0);
+  return anthropicUsage(
+    {
+      input_tokens: sum("inputTokens"),
+      output_tokens: sum("outputTokens"),
+      cache_read_input_tokens: sum("cacheReadInputTokens"),
+      cache_creation_input_tokens: sum("cacheCreationInputTokens"),
+    },
+    cost,
+    input,
+  );
 }
 
 /** `codex exec --json`: JSONL events; usage per `turn.completed`, the answer in the last agent_message item. */

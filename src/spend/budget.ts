@@ -32,6 +32,26 @@ export function budgetSpent(budget: Budget | undefined, spent: Spent, whose: str
   return null;
 }
 
+/** USD a budget leaves after the spend (≤ 0 once spent); null when it sets no USD limit. */
+export function usdLeft(budget: Budget | undefined, spent: Spent): number | null {
+  return budget?.max_cost_usd === undefined ? null : budget.max_cost_usd - spent.usd;
+}
+
+/**
+ * An attempt's argv with its CLI's own USD cap (`budgetCap`) set to `left`, the least any budget
+ * leaves; as it is without a cap or a USD budget.
+ */
+export function cappedArgv(
+  argv: readonly string[],
+  cap: { flag: string; at: number } | null,
+  left: number | null,
+): readonly string[] {
+  if (cap === null || left === null || left <= 0) return argv;
+  // The CLI wants a positive amount; a hundredth of a cent is below anything one call costs.
+  const amount = Math.max(0.0001, Math.floor(left * 10_000) / 10_000);
+  return [...argv.slice(0, cap.at), cap.flag, String(amount), ...argv.slice(cap.at)];
+}
+
 /** $0.0250, $12.50: as budgets and spend are said everywhere. */
 export const usd = (n: number): string => `$${n.toFixed(n < 1 ? 4 : 2)}`;
 /** 1,000 tokens. */

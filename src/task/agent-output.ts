@@ -39,11 +39,12 @@ export function agentOutcome(
   format: OutputFormat,
   attempt: AttemptOutcome,
 ): { outcome: AttemptOutcome; account: AgentAccount } {
-  let { result, usage } = parseAgentOutput(format, readLogTail(join(runDir, t.result.logs!.stdout)), {
+  const parsed = parseAgentOutput(format, readLogTail(join(runDir, t.result.logs!.stdout)), {
     // Up to 16 MiB each: only what the CLI's parser reads.
     stderr: SIDE_OUTPUTS[format].includes("stderr") ? readLogTail(join(runDir, t.result.logs!.stderr)) : "",
     usageFile: SIDE_OUTPUTS[format].includes("usageFile") ? readLogTail(agent.usageFile) : "",
   });
+  let { result, usage } = parsed;
   // What its output leaves out (cn prints neither tokens nor a session id), from the session its
   // CLI kept.
   const found =
@@ -57,6 +58,15 @@ export function agentOutcome(
       result = { ...result, session_id: session.result?.session_id ?? null };
   }
   const account = { agentResult: result, usage: withCost(usage, agent.price) };
+  // Its CLI kept the budget termorch gave it (the preset's budget_flag): what is left is spent.
+  if (parsed.atBudgetCap && attempt.reason !== "timeout" && attempt.reason !== "cancelled")
+    return {
+      outcome: {
+        reason: "budget",
+        detail: `its CLI stopped at the budget it was given${result?.summary ? `: ${result.summary.slice(0, 500)}` : ""}`,
+      },
+      account,
+    };
   if (attempt.reason !== null || !result?.is_error) return { outcome: attempt, account };
   return {
     outcome: {

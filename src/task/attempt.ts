@@ -6,6 +6,7 @@ import { endRecordedCgroup } from "../fs/cgroup.js";
 import { writeFresh } from "../fs/no-follow.js";
 import { cgroupRecordOf } from "../fs/private-dir.js";
 import type { ExitRecord, RunningAttempt } from "../runner/task-runner.js";
+import { cappedArgv } from "../spend/budget.js";
 import { type AgentAccount, transcriptAccount } from "./agent-output.js";
 import { clearDecision } from "./decision.js";
 import { killPoint } from "./faults.js";
@@ -17,6 +18,7 @@ import { writePrompt } from "./prompt.js";
 import type { TaskRecorder } from "./recorder.js";
 import type { RunPlan } from "./run-plan.js";
 import { agentWork, endSandbox, sandboxDirOf, sandboxFor } from "./sandbox.js";
+import { usdLeftFor } from "./spend.js";
 import type { RunStop } from "./stop.js";
 import { type AgentPlan, handoffPlace, type TaskPlan } from "./task-plan.js";
 import type { TaskRun } from "./task-run.js";
@@ -135,13 +137,14 @@ async function launchAndWatch(
     });
     return { record: null, reason: "launch_error", detail };
   }
+  const argv = cappedArgv(agent.argv, agent.budgetCap, usdLeftFor(run, recorder, p));
   try {
     running = await ports.runner.launch({
       runId: run.runId,
       taskId: t.id,
       attempt: t.attempts,
       session: t.current.session!,
-      argv: agent.argv,
+      argv: [...argv],
       env: attemptEnv(agent, t.attempts),
       cwd: p.workspace.cwd,
       tty: agent.tty,
@@ -174,7 +177,7 @@ async function launchAndWatch(
       attempt: t.attempts,
       session: t.current.session,
       agent: agent.name,
-      argv: agent.argv,
+      argv: [...argv],
       cwd: p.workspace.cwd,
       logs: t.result.logs,
       ...(agent.sandbox

@@ -3,12 +3,12 @@ import type { LedgerEntry } from "../contract/ledger-events.js";
 import type { Reason } from "../contract/reason.js";
 import type { Conflict } from "../contract/report.js";
 import { sessionName } from "../fs/names.js";
-import { budgetSpent, spentOf } from "../spend/budget.js";
 import { DETACHED, type TaskEnd } from "./executor.js";
 import { killPoint } from "./faults.js";
 import type { Ports } from "./ports.js";
 import type { TaskRecorder } from "./recorder.js";
 import type { RunPlan } from "./run-plan.js";
+import { outOfBudget } from "./spend.js";
 import type { RunStop } from "./stop.js";
 import type { TaskPlan } from "./task-plan.js";
 
@@ -107,18 +107,6 @@ export async function openTask(
 }
 
 /** A task that ran (or tried to) and failed: its reason and detail. */
-/**
- * Why no new attempt of the task may start for lack of budget: the run's (every task's spend so
- * far), then the task's own; null when one may.
- */
-export function outOfBudget(run: Pick<RunPlan, "input">, recorder: TaskRecorder, p: TaskPlan): string | null {
-  const spentByRun = spentOf(recorder.all().map((t) => t.result.usage));
-  return (
-    budgetSpent(run.input.assignments.environment.resource_limits, spentByRun, "the run's") ??
-    budgetSpent(p.budget, spentOf([recorder.get(p.id).result.usage]), "the task's")
-  );
-}
-
 export async function failTask(
   run: Pick<RunPlan, "fault">,
   recorder: TaskRecorder,

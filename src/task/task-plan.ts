@@ -123,6 +123,8 @@ export interface AgentPlan {
   expectChanges: boolean;
   /** What its tokens cost (the config's `prices`), for a CLI that reports no cost; null: unknown. */
   price: Price | null;
+  /** Its CLI's own cap on an attempt's USD, given what is left of the budgets at launch; null: none. */
+  budgetCap: { flag: string; at: number } | null;
 }
 
 /**
@@ -378,6 +380,8 @@ function planAgent(at: AgentPlace, { name, agent }: RunAgent, index: number): Ag
     sandbox,
     expectChanges: task.expect_changes ?? agent.expect_changes ?? true,
     price: priceOf(input.config.prices, { name, model: agent.model }),
+    // The headless command line's: an interactive form has no such flag.
+    budgetCap: interactive === null ? agent.budgetCap : null,
   };
 }
 

@@ -229,6 +229,27 @@ describe("agent presets", () => {
     expect(git(repo, "show", `${report.tasks[0]!.branch}:STUB_EDITS.md`)).toContain("a");
   });
 
+  it("gives claude's own --max-budget-usd what the budgets leave; a CLI stopped at it fails its task with reason budget", async () => {
+    const { dir } = workspace();
+    const file = assignments(dir, [
+      { id: "rich", agent: "claude", budget: { max_cost_usd: 5 } },
+      { id: "poor", agent: "claude", budget: { max_cost_usd: 0.001 }, retries: 2 },
+    ]);
+    const r = await termorch(["run", file], { socket, env: withStubs() });
+    expect(r.exitCode).toBe(1);
+    const report = readReport(dir);
+    const [rich, poor] = report.tasks;
+    expect(rich).toMatchObject({ status: "success" });
+    // The stand-in stops as Claude Code 2.1.197 does: its usage zeroed, the tokens in modelUsage.
+    expect(poor).toMatchObject({ status: "failed", reason: "budget", attempts: 1 });
+    expect(poor!.detail).toMatch(
+      /^the task's budget of \$0\.0010 is spent: \$0\.0\d+; its attempt failed: budget \(its CLI stopped at the budget it was given: Reached maximum budget \(\$0\.001\)\)$/,
+    );
+    expect(poor!.usage!.input_tokens).toBeGreaterThan(0);
+    const caps = argvLog(dir).map((argv) => argv[argv.indexOf("--max-budget-usd") + 1]);
+    expect(caps.sort()).toEqual(["0.001", "5"]);
+  });
+
   it("refuses a preset whose CLI is not on PATH, saying what to install, and starts nothing", async () => {
     const { dir } = workspace();
     const file = assignments(dir, [{ id: "t", agent: "codex" }]);

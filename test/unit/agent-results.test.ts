@@ -40,6 +40,51 @@ describe("an agent CLI's own account of its work", () => {
     expect(parseAgentOutput("claude-json", "not json")).toEqual({ result: null, usage: null });
   });
 
+  it("claude: stopped by its own --max-budget-usd, its usage zeroed: the tokens come from modelUsage", () => {
+    const capped = JSON.stringify({
+      type: "result",
+      subtype: "error_max_budget_usd",
+      is_error: true,
+      session_id: "s-1",
+      total_cost_usd: 0.000175,
+      errors: ["Reached maximum budget ($0.00001)"],
+      usage: {
+        input_tokens: 0,
+        cache_creation_input_tokens: 0,
+        cache_read_input_tokens: 0,
+        output_tokens: 0,
+      },
+      modelUsage: {
+        "claude-sonnet-4-5": {
+          inputTokens: 10,
+          outputTokens: 5,
+          cacheReadInputTokens: 4,
+          cacheCreationInputTokens: 2,
+          costUSD: 0.000175,
+        },
+        "claude-haiku-4-5": {
+          inputTokens: 3,
+          outputTokens: 1,
+          cacheReadInputTokens: 0,
+          cacheCreationInputTokens: 0,
+          costUSD: 0,
+        },
+      },
+    });
+    expect(parseAgentOutput("claude-json", capped)).toEqual({
+      result: { summary: "Reached maximum budget ($0.00001)", session_id: "s-1", is_error: true },
+      // input_tokens counts the cached ones too: 13 + 4 + 2.
+      usage: {
+        input_tokens: 19,
+        output_tokens: 6,
+        cache_read_tokens: 4,
+        cache_write_tokens: 2,
+        cost_usd: 0.000175,
+      },
+      atBudgetCap: true,
+    });
+  });
+
   it("codex: the last agent message, the thread, usage summed over turns, a failed turn", () => {
     const lines = [
       { type: "thread.started", thread_id: "th-9" },
