@@ -29,8 +29,11 @@ export interface ScriptUsage {
 }
 
 export type Step =
-  /** A call of the CLI's own file-writing tool (a path relative to its working folder). */
-  | { write: string; content: string }
+  /**
+   * A call of the CLI's own file-writing tool (a path relative to its working folder); `usage`:
+   * what the response says it cost (default 10 in, 5 out).
+   */
+  | { write: string; content: string; usage?: ScriptUsage }
   /** A call of its file-reading tool (some CLIs write over a file only once it was read). */
   | { read: string }
   /**
@@ -449,7 +452,7 @@ function cwdOf(text: string): string | null {
 
 /** A step made concrete for the CLI at hand: a call of one of its tools, or text. */
 type Action =
-  | { kind: "call"; tool: Tool; args: Json | string }
+  | { kind: "call"; tool: Tool; args: Json | string; usage?: ScriptUsage }
   | { kind: "text"; text: string; usage: ScriptUsage }
   /** codex's client-side tool search (the Responses tool_search_call it runs itself). */
   | { kind: "search"; query: string };
@@ -475,6 +478,10 @@ function actionOf(step: Exclude<Step, { fail: number }>, tools: Tool[], cwd: str
     if (!read?.params) return actionOf({ shell: `cat '${step.read}'` }, tools, cwd);
     const pathKey = Object.keys(read.params).find((n) => /path/i.test(n)) ?? "file_path";
     return { kind: "call", tool: read, args: { [pathKey]: path } };
+  }
+  if ("write" in step && step.usage) {
+    const call = actionOf({ write: step.write, content: step.content }, tools, cwd);
+    return call.kind === "call" ? { ...call, usage: step.usage } : call;
   }
   if ("write" in step) {
     const path = cwd && !isAbsolute(step.write) ? join(cwd, step.write) : step.write;
@@ -592,7 +599,7 @@ function modelList(protocol: Protocol | null, path: string): unknown {
 const respond: Record<Protocol, (action: Action, stream: boolean, model: string) => Reply> = {
   anthropic(action, stream, model) {
     if (action.kind === "search") throw new Error("a tool search is codex's");
-    const usage = action.kind === "text" ? action.usage : { input: 10, output: 5 };
+    const usage = ("usage" in action && action.usage) || { input: 10, output: 5 };
     const cacheRead = usage.cacheRead ?? 0;
     const cacheWrite = usage.cacheWrite ?? 0;
     // Anthropic's input_tokens are the uncached part.
@@ -654,7 +661,7 @@ const respond: Record<Protocol, (action: Action, stream: boolean, model: string)
   },
 
   responses(action, _stream, model) {
-    const usage = action.kind === "text" ? action.usage : { input: 10, output: 5 };
+    const usage = ("usage" in action && action.usage) || { input: 10, output: 5 };
     const responseId = id("resp");
     const item =
       action.kind === "text"
@@ -735,7 +742,7 @@ const respond: Record<Protocol, (action: Action, stream: boolean, model: string)
 
   chat(action, stream, model) {
     if (action.kind === "search") throw new Error("a tool search is codex's");
-    const usage = action.kind === "text" ? action.usage : { input: 10, output: 5 };
+    const usage = ("usage" in action && action.usage) || { input: 10, output: 5 };
     const apiUsage = {
       prompt_tokens: usage.input,
       completion_tokens: usage.output,
@@ -794,7 +801,7 @@ const respond: Record<Protocol, (action: Action, stream: boolean, model: string)
 
   gemini(action, stream, model) {
     if (action.kind === "search") throw new Error("a tool search is codex's");
-    const usage = action.kind === "text" ? action.usage : { input: 10, output: 5 };
+    const usage = ("usage" in action && action.usage) || { input: 10, output: 5 };
     const part =
       action.kind === "text"
         ? { text: action.text }
