@@ -277,6 +277,8 @@ export const RunState = z.strictObject({
     redo_attempts: z.number().int().min(1).default(1),
     on_gate_failure: OnGateFailure.default("halt"),
     gate_fix_attempts: z.number().int().min(1).default(DEFAULT_GATE_FIX_ATTEMPTS),
+    /** The run's budget (resource_limits.max_cost_usd and max_tokens); null: none. */
+    budget: Budget.nullable().default(null),
   }),
   git: z
     .strictObject({
@@ -296,8 +298,6 @@ export const RunState = z.strictObject({
   notices: z.array(z.string()).default([]),
   /** Where the merge stage is while it runs (the views' merge line); null before it and once reported. */
   merge: MergeProgress.nullable().default(null),
-  /** The run's budget (resource_limits.max_cost_usd, max_tokens), for the views; null: none. */
-  budget: Budget.nullable().default(null),
   /** Path of the report once written. */
   report: z.string().nullable(),
   exit_code: z.number().int().nullable(),

@@ -179,7 +179,7 @@ export async function runView(
     notices: state.notices,
     merge: mergeView(state.merge, phase !== "running"),
     budget: budgetStanding(
-      state.budget,
+      state.options.budget,
       state.tasks.map((t) => t.result.usage),
     ),
     tasks,

@@ -55,7 +55,7 @@ export function runReport(
       criticalPath: run.waves.criticalPath,
       maxParallel: run.settings.max_parallel,
       peakParallelism: o.peak,
-      budget: run.input.assignments.environment.resource_limits,
+      budget: run.settings.budget ?? undefined,
     }),
   );
 }

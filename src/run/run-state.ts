@@ -1,4 +1,3 @@
-import type { Budget } from "../contract/assignments.js";
 import type { MergeProgress, RunState } from "../contract/state.js";
 import type { TaskRecorder } from "../task/recorder.js";
 import type { RunPlan } from "../task/run-plan.js";
@@ -24,7 +23,6 @@ export function runStateOf(
     socket,
     socket_path: recorder.socketPath,
     assignments_sha256: run.input.sha256,
-    budget: runBudget(run.input.assignments.environment.resource_limits),
     config_file: run.input.configFile,
     cwd: run.cwd,
     options: run.settings,
@@ -45,15 +43,5 @@ export function runStateOf(
     merge,
     report: null,
     exit_code: null,
-  };
-}
-
-/** The run's budget out of its resource limits; null when they set none. */
-function runBudget(limits: Budget): Budget | null {
-  const { max_cost_usd, max_tokens } = limits;
-  if (max_cost_usd === undefined && max_tokens === undefined) return null;
-  return {
-    ...(max_cost_usd === undefined ? {} : { max_cost_usd }),
-    ...(max_tokens === undefined ? {} : { max_tokens }),
   };
 }

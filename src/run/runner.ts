@@ -2,6 +2,7 @@ import { availableParallelism } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import type PQueue from "p-queue";
 import pino, { type Logger } from "pino";
+import type { Budget } from "../contract/assignments.js";
 import { Config } from "../contract/config.js";
 import { DEFAULT_GATE_FIX_ATTEMPTS, DEFAULT_REDO_ATTEMPTS } from "../contract/merge-policy.js";
 import type { RunState } from "../contract/state.js";
@@ -359,6 +360,17 @@ function settingsOf(
     redo_attempts: merge.redo_attempts ?? config.redo_attempts ?? DEFAULT_REDO_ATTEMPTS,
     on_gate_failure: merge.on_gate_failure ?? config.on_gate_failure ?? "halt",
     gate_fix_attempts: merge.gate_fix_attempts ?? config.gate_fix_attempts ?? DEFAULT_GATE_FIX_ATTEMPTS,
+    budget: runBudget(input.assignments.environment.resource_limits),
+  };
+}
+
+/** The run's budget out of its resource limits; null when they set none. */
+function runBudget(limits: Budget): Budget | null {
+  const { max_cost_usd, max_tokens } = limits;
+  if (max_cost_usd === undefined && max_tokens === undefined) return null;
+  return {
+    ...(max_cost_usd === undefined ? {} : { max_cost_usd }),
+    ...(max_tokens === undefined ? {} : { max_tokens }),
   };
 }
 

@@ -284,6 +284,8 @@ async function openJob(
       redo_attempts: 1,
       on_gate_failure: "halt",
       gate_fix_attempts: 1,
+      // The run's budget is the coordinator's: it starts no task the budget cannot pay for.
+      budget: null,
     },
     identity: job.identity,
     env: w.env,

@@ -45,7 +45,7 @@ export interface TaskStart {
  * the attempts may begin, else how the task ended.
  */
 export async function openTask(
-  run: Pick<RunPlan, "runId" | "fault" | "input">,
+  run: Pick<RunPlan, "runId" | "fault" | "settings">,
   ports: Pick<Ports, "ledger" | "now">,
   stop: RunStop,
   recorder: TaskRecorder,

@@ -15,20 +15,27 @@ function spends(recorder: TaskRecorder, p: TaskPlan): { run: Spent; task: Spent 
 }
 
 /** Why no new attempt of the task may start for lack of budget (the run's, then its own); null: one may. */
-export function outOfBudget(run: Pick<RunPlan, "input">, recorder: TaskRecorder, p: TaskPlan): string | null {
+export function outOfBudget(
+  run: Pick<RunPlan, "settings">,
+  recorder: TaskRecorder,
+  p: TaskPlan,
+): string | null {
   const spent = spends(recorder, p);
   return (
-    budgetSpent(run.input.assignments.environment.resource_limits, spent.run, "the run's") ??
+    budgetSpent(run.settings.budget ?? undefined, spent.run, "the run's") ??
     budgetSpent(p.budget, spent.task, "the task's")
   );
 }
 
 /** The USD an attempt of the task may spend: the least its budgets leave; null without a USD budget. */
-export function usdLeftFor(run: Pick<RunPlan, "input">, recorder: TaskRecorder, p: TaskPlan): number | null {
+export function usdLeftFor(
+  run: Pick<RunPlan, "settings">,
+  recorder: TaskRecorder,
+  p: TaskPlan,
+): number | null {
   const spent = spends(recorder, p);
-  const left = [
-    usdLeft(run.input.assignments.environment.resource_limits, spent.run),
-    usdLeft(p.budget, spent.task),
-  ].filter((n): n is number => n !== null);
+  const left = [usdLeft(run.settings.budget ?? undefined, spent.run), usdLeft(p.budget, spent.task)].filter(
+    (n): n is number => n !== null,
+  );
   return left.length === 0 ? null : Math.min(...left);
 }

@@ -28,13 +28,14 @@ const usage = (cost: number | null, input: number, output: number): Usage => ({
 async function viewOf(budget: { max_cost_usd?: number; max_tokens?: number } | null, tasks: TaskRun[]) {
   const runDir = join(dir, `run-${Math.random().toString(36).slice(2, 8)}`);
   mkdirSync(join(runDir, "status"), { recursive: true });
+  const fixture = runStateFixture(runDir);
   const state = runStateFixture(runDir, {
     phase: "reported",
     pid: 2 ** 22 + 12345,
     socket: `termorch-unit-budget-views-${process.pid}`,
     socket_path: join(runDir, "no-socket"),
     tasks,
-    budget,
+    options: { ...fixture.options, budget },
   });
   writeFileSync(join(runDir, "state.json"), JSON.stringify(state));
   const view = StatusView.parse(
