@@ -467,7 +467,11 @@ describe("termorch mcp over stdio", () => {
     // Put back, the run goes on to its end.
     renameSync(moved, started.run_dir);
     writeFileSync(gate, "");
-    expect((await waitFinished(client, started.run_id)).last).toMatchObject({ exit_code: 0 });
+    const { last } = await waitFinished(client, started.run_id);
+    // Seen red once under load, not reproduced: the report says why if it is again.
+    const why =
+      last.exit_code === 0 ? "" : JSON.stringify(await ok(client, "report", { run: started.run_id }));
+    expect(last.exit_code, why.slice(0, 4000)).toBe(0);
   });
 
   it("with --home, hands runs to that daemon, and refuses options the daemon decides", async () => {
