@@ -4,6 +4,7 @@ import { type AttemptRecord, attemptSummary } from "../contract/attempt-record.j
 import type { Gate, Report } from "../contract/report.js";
 import { redoSteps } from "../shell/redo-command.js";
 import { shellWord } from "../shell/word.js";
+import { usd } from "../spend/budget.js";
 import type { Timeline, TimelineBar, TimelineMarker, TimelineRow, TimelineWait } from "./timeline.js";
 
 /** An HTML fragment and the CSS it needs (every rule scoped under `.tl`). */
@@ -674,11 +675,7 @@ function usageCell(u: Usage): string {
 function costText(u: Usage): string {
   if (u.cost_usd === null) return "";
   const how = { cli: "", prices: " from prices", mixed: " partly from prices" }[u.cost_source ?? "cli"];
-  return `${formatCost(u.cost_usd)}${how}`;
-}
-
-function formatCost(usd: number): string {
-  return `$${usd < 1 ? usd.toFixed(4) : usd.toFixed(2)}`;
+  return `${usd(u.cost_usd)}${how}`;
 }
 
 function formatCount(n: number): string {

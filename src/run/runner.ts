@@ -20,6 +20,7 @@ import { skippedMerge } from "../report/build.js";
 import type { RemoteBackend } from "../runner/task-hosts.js";
 import type { TaskRunner } from "../runner/task-runner.js";
 import { remoteExecutor } from "../scale/remote-executor.js";
+import { limits } from "../spend/budget.js";
 import { localExecutor } from "../task/execute.js";
 import type { TaskExecutor } from "../task/executor.js";
 import { gitWorkspace } from "../task/git-workspace.js";
@@ -365,13 +366,12 @@ function settingsOf(
 }
 
 /** The run's budget out of its resource limits; null when they set none. */
-function runBudget(limits: Budget): Budget | null {
-  const { max_cost_usd, max_tokens } = limits;
-  if (max_cost_usd === undefined && max_tokens === undefined) return null;
-  return {
+function runBudget({ max_cost_usd, max_tokens }: Budget): Budget | null {
+  const budget = {
     ...(max_cost_usd === undefined ? {} : { max_cost_usd }),
     ...(max_tokens === undefined ? {} : { max_tokens }),
   };
+  return limits(budget) ? budget : null;
 }
 
 /** Where the run's tasks execute: on the workers of its backend, or in this host's tmux. */

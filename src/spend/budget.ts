@@ -57,12 +57,17 @@ export const usd = (n: number): string => `$${n.toFixed(n < 1 ? 4 : 2)}`;
 /** 1,000 tokens. */
 export const count = (n: number): string => n.toLocaleString("en-US");
 
+/** Whether it sets a limit at all (resource_limits carries other keys; a budget may be empty). */
+export function limits(budget: Budget | null | undefined): budget is Budget {
+  return budget?.max_cost_usd !== undefined || budget?.max_tokens !== undefined;
+}
+
 /** The budget against the spend (summary.budget, status); null when the budget sets no limit. */
 export function budgetStanding(
   budget: Budget | null | undefined,
   usages: readonly (Usage | null)[],
 ): BudgetStanding | null {
-  if (budget?.max_cost_usd === undefined && budget?.max_tokens === undefined) return null;
+  if (!limits(budget)) return null;
   const spent = spentOf(usages);
   return {
     max_cost_usd: budget.max_cost_usd ?? null,

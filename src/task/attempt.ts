@@ -137,7 +137,10 @@ async function launchAndWatch(
     });
     return { record: null, reason: "launch_error", detail };
   }
-  const argv = cappedArgv(agent.argv, agent.budgetCap, usdLeftFor(run, recorder, p));
+  // Only a CLI with a cap of its own is told what the budgets leave.
+  const argv = agent.budgetCap
+    ? cappedArgv(agent.argv, agent.budgetCap, usdLeftFor(run, recorder, p))
+    : agent.argv;
   try {
     running = await ports.runner.launch({
       runId: run.runId,

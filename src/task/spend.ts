@@ -1,4 +1,6 @@
-import { budgetSpent, type Spent, spentOf, usdLeft } from "../spend/budget.js";
+import type { Budget } from "../contract/assignments.js";
+import type { Spent } from "../spend/budget.js";
+import { budgetSpent, limits, spentOf, usdLeft } from "../spend/budget.js";
 import type { TaskRecorder } from "./recorder.js";
 import type { RunPlan } from "./run-plan.js";
 import type { TaskPlan } from "./task-plan.js";
@@ -6,12 +8,25 @@ import type { TaskPlan } from "./task-plan.js";
 // A task's budgets, the run's and its own, against what has been spent so far (counted as
 // attempts end): whether another attempt may start, and what it may spend.
 
-/** What the whole run (every task) and this task have spent. */
-function spends(recorder: TaskRecorder, p: TaskPlan): { run: Spent; task: Spent } {
-  return {
-    run: spentOf(recorder.all().map((t) => t.result.usage)),
-    task: spentOf([recorder.get(p.id).result.usage]),
-  };
+interface Standing {
+  budget: Budget;
+  spent: Spent;
+  whose: string;
+}
+
+/** The budgets that set a limit, the run's first, each with what it has paid for. */
+function standings(run: Pick<RunPlan, "settings">, recorder: TaskRecorder, p: TaskPlan): Standing[] {
+  const found: Standing[] = [];
+  const runs = run.settings.budget;
+  if (limits(runs))
+    found.push({
+      budget: runs,
+      spent: spentOf(recorder.all().map((t) => t.result.usage)),
+      whose: "the run's",
+    });
+  if (limits(p.budget))
+    found.push({ budget: p.budget, spent: spentOf([recorder.get(p.id).result.usage]), whose: "the task's" });
+  return found;
 }
 
 /** Why no new attempt of the task may start for lack of budget (the run's, then its own); null: one may. */
@@ -20,11 +35,11 @@ export function outOfBudget(
   recorder: TaskRecorder,
   p: TaskPlan,
 ): string | null {
-  const spent = spends(recorder, p);
-  return (
-    budgetSpent(run.settings.budget ?? undefined, spent.run, "the run's") ??
-    budgetSpent(p.budget, spent.task, "the task's")
-  );
+  for (const s of standings(run, recorder, p)) {
+    const why = budgetSpent(s.budget, s.spent, s.whose);
+    if (why !== null) return why;
+  }
+  return null;
 }
 
 /** The USD an attempt of the task may spend: the least its budgets leave; null without a USD budget. */
@@ -33,9 +48,6 @@ export function usdLeftFor(
   recorder: TaskRecorder,
   p: TaskPlan,
 ): number | null {
-  const spent = spends(recorder, p);
-  const left = [usdLeft(run.settings.budget ?? undefined, spent.run), usdLeft(p.budget, spent.task)].filter(
-    (n): n is number => n !== null,
-  );
+  const left = standings(run, recorder, p).flatMap((s) => usdLeft(s.budget, s.spent) ?? []);
   return left.length === 0 ? null : Math.min(...left);
 }
