@@ -11,7 +11,7 @@ import { runIdFor } from "../daemon/claim.js";
 import { homeLayout } from "../daemon/daemon.js";
 import { ChildCommandError, ExitCode, InputError } from "../errors.js";
 import { compactTimestamp } from "../fs/log-names.js";
-import { ensureUserDir, mcpDir } from "../fs/names.js";
+import { ensureUserDir, mcpDir, registryDir } from "../fs/names.js";
 
 type Env = Readonly<Record<string, string | undefined>>;
 
@@ -71,8 +71,9 @@ function termorchBin(): string {
 /**
  * Starts `termorch run` as a detached driver (its own session and process group, no pipe to this
  * process), so that the run goes on whatever happens to the MCP server, and answers once the run
- * has its id and folder and its state.json is there for `status`. A driver that exits before
- * (invalid input, a locked workspace) is an error carrying its message and exit code.
+ * has its id and folder, its state.json and its registry entry (status and wait find it by
+ * either). A driver that exits before (invalid input, a locked workspace) is an error carrying
+ * its message and exit code.
  */
 export async function startDriver(o: {
   file: string;
@@ -117,8 +118,11 @@ export async function startDriver(o: {
     await pollUntil(() => exit !== null || existsSync(startedFile), START_MS, 50);
     if (existsSync(startedFile)) {
       const started = DriverStarted.parse(JSON.parse(readFileSync(startedFile, "utf8")));
-      // Its state.json comes right after: status and wait find the run from then on.
-      await pollUntil(() => existsSync(join(started.run_dir, "state.json")) || exit !== null, 10_000, 50);
+      // Its state.json, then its registry entry, come right after: from then on status and wait
+      // find the run by its folder and by its id (a wait asked between the two found no run).
+      const entry = join(registryDir(o.env), `${started.run_id}.json`);
+      const found = () => existsSync(join(started.run_dir, "state.json")) && existsSync(entry);
+      await pollUntil(() => found() || exit !== null, 10_000, 50);
       return {
         run_id: started.run_id,
         run_dir: started.run_dir,
