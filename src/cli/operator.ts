@@ -28,7 +28,7 @@ import { remoteAttachHint, sendHint } from "../ops/status.js";
 import { ageMs, sweepRemote } from "../ops/sweep-remote.js";
 import { findTask } from "../ops/task-target.js";
 import { isRemote } from "../run/backend.js";
-import { count, usd } from "../spend/budget.js";
+import { budgetMeter } from "../spend/budget.js";
 import type { Io } from "./io.js";
 import { listWorkers } from "./scale.js";
 import { stopSignal } from "./stop-signal.js";
@@ -505,13 +505,10 @@ function table(rows: string[][]): string[] {
   );
 }
 
-/** "$0.0250 of $0.0200, 3,300 tokens of 1,000: exhausted" */
+/** "$0.0250 of $0.0200 (125 %) spent: exhausted, no new attempt starts" */
 function budgetLine(b: NonNullable<RunView["budget"]>): string {
-  const parts = [
-    ...(b.max_cost_usd === null ? [] : [`${usd(b.spent_usd)} of ${usd(b.max_cost_usd)}`]),
-    ...(b.max_tokens === null ? [] : [`${count(b.spent_tokens)} tokens of ${count(b.max_tokens)}`]),
-  ];
-  return `${parts.join(", ")} spent${b.exhausted ? ": exhausted, no new attempt starts" : ""}`;
+  const mark = b.exhausted ? ": exhausted, no new attempt starts" : b.warning ? ": over 80 %" : "";
+  return `${budgetMeter(b)} spent${mark}`;
 }
 
 function formatStatus(view: StatusView, registry: string | null): string {

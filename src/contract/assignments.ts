@@ -72,6 +72,13 @@ export const Budget = z
   );
 export type Budget = z.infer<typeof Budget>;
 
+export const OnBudget = z
+  .enum(["stop", "finish_running"])
+  .describe(
+    "What a budget reached does to the attempts running then: `stop` ends them (their tasks fail with reason `budget`), `finish_running` lets them end by themselves; either way no new attempt starts",
+  );
+export type OnBudget = z.infer<typeof OnBudget>;
+
 export const Task = z.strictObject({
   id: z
     .string()
@@ -145,6 +152,9 @@ export const ResourceLimits = z.strictObject({
   ),
   max_tokens: MaxTokens.optional().describe(
     "Tokens (input and output) the whole run's agents may use; at it, no new attempt starts",
+  ),
+  on_budget: OnBudget.optional().describe(
+    "What the run's budget or a task's, once reached, does to the attempts running then (default `stop`): spend is counted as each CLI streams its usage (codex, opencode, pi; interactive transcripts), else as attempts end",
   ),
   timeout_s: TimeoutS.optional(),
   memory_mb: z.number().int().positive().optional(),

@@ -7,9 +7,14 @@ export const BudgetStanding = z
     max_tokens: z.number().int().nullable().describe("resource_limits.max_tokens; null: none"),
     spent_usd: z.number().describe("USD the run's agents spent, as reported or computed from prices"),
     spent_tokens: z.number().int().describe("Input and output tokens the run's agents used"),
+    warning: z
+      .boolean()
+      .describe("At least 80 % of a limit is spent (ledger and notify event `run.budget_warning`)"),
     exhausted: z
       .boolean()
       .describe("The run's budget is reached: no attempt starts after it (its tasks: reason `budget`)"),
   })
-  .describe("The run's budget and its spend so far, counted as attempts end");
+  .describe(
+    "The run's budget and its spend so far: each ended attempt's, and what running attempts have streamed",
+  );
 export type BudgetStanding = z.infer<typeof BudgetStanding>;

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { StateSource } from "./agent-state.js";
+import { BudgetStanding } from "./budget.js";
 import { DecisionStatus, NextActor } from "./decision.js";
 import { KeyAnswer } from "./keys.js";
 import { Reason } from "./reason.js";
@@ -71,6 +72,8 @@ const EVENTS = {
     tasks: z.array(z.object({ id: z.string(), state: z.string(), attempts: z.number() })),
   },
   "run.cancel_requested": { by: z.string() },
+  "run.budget_warning": BudgetStanding.shape,
+  "run.budget_exhausted": BudgetStanding.shape,
   "run.detached": { pid: z.number() },
   "run.cleaned": { pooled: z.number(), removed: z.number(), kept_branches: z.array(z.string()) },
   "report.written": {

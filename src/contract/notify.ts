@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { NoNul, TimeoutS } from "./assignments.js";
+import { BudgetStanding } from "./budget.js";
 import { RedoStep } from "./merge-policy.js";
 import { Reason } from "./reason.js";
 import { Report } from "./report.js";
@@ -9,6 +10,8 @@ export const NotifyEventName = z.enum([
   "task.waiting_input",
   "task.failed",
   "task.needs_human",
+  "run.budget_warning",
+  "run.budget_exhausted",
   "run.finished",
 ]);
 export type NotifyEventName = z.infer<typeof NotifyEventName>;
@@ -27,7 +30,14 @@ export const NotifyConfig = z
     events: z
       .array(NotifyEventName)
       .min(1)
-      .default(["task.waiting_input", "task.failed", "task.needs_human", "run.finished"])
+      .default([
+        "task.waiting_input",
+        "task.failed",
+        "task.needs_human",
+        "run.budget_warning",
+        "run.budget_exhausted",
+        "run.finished",
+      ])
       .describe("The events sent to the command (default: all of them)"),
     timeout_s: TimeoutS.default(NOTIFY_TIMEOUT_S).describe(
       "Seconds one delivery may take; then the command's process group is killed and the failure logged",
@@ -81,6 +91,14 @@ export const NotifyEvent = z
       })
       .describe(
         'A task ended blocked and its agent asked for a person (its decision\'s routing.recommended_next_actor "human"); sent after its task.failed',
+      ),
+    z
+      .strictObject({ event: z.literal("run.budget_warning"), ...Common, budget: BudgetStanding })
+      .describe("80 % of the run's budget is spent (`resource_limits.max_cost_usd` or `max_tokens`)"),
+    z
+      .strictObject({ event: z.literal("run.budget_exhausted"), ...Common, budget: BudgetStanding })
+      .describe(
+        "The run's budget is spent: no new attempt starts, and running ones end as `resource_limits.on_budget` says",
       ),
     z.strictObject({
       event: z.literal("run.finished"),

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { AgentResult, Usage } from "./agent-result.js";
 import { StateSource } from "./agent-state.js";
-import { Budget } from "./assignments.js";
+import { Budget, OnBudget } from "./assignments.js";
 import { AttemptHost } from "./attempt-host.js";
 import { AttemptRecord } from "./attempt-record.js";
 import { KeyAnswer } from "./keys.js";
@@ -111,6 +111,11 @@ export const CurrentAttempt = z.strictObject({
   startedAt: z.number().nullable(),
   /** Its tmux session (each attempt has a fresh one). */
   session: z.string().nullable(),
+  /**
+   * What it has spent so far, as its CLI streams its usage (a JSONL stream, an interactive
+   * transcript); null once it ended (its account is then in `result.usage`) or while nothing is known.
+   */
+  usage: Usage.nullable().default(null),
 });
 export type CurrentAttempt = z.infer<typeof CurrentAttempt>;
 
@@ -279,6 +284,8 @@ export const RunState = z.strictObject({
     gate_fix_attempts: z.number().int().min(1).default(DEFAULT_GATE_FIX_ATTEMPTS),
     /** The run's budget (resource_limits.max_cost_usd and max_tokens); null: none. */
     budget: Budget.nullable().default(null),
+    /** What a budget reached does to the running attempts (resource_limits.on_budget). */
+    on_budget: OnBudget.default("stop"),
   }),
   git: z
     .strictObject({

@@ -1,4 +1,5 @@
 import { spawn } from "node:child_process";
+import type { BudgetStanding } from "../contract/budget.js";
 import type { NotifyConfig, NotifyEvent, NotifyEventName } from "../contract/notify.js";
 import type { Reason } from "../contract/reason.js";
 import type { Report } from "../contract/report.js";
@@ -76,6 +77,11 @@ export class Notifier {
 
   taskWaitingInput(taskId: string, since: number, asks: string | null): void {
     this.send({ event: "task.waiting_input", task_id: taskId, since: new Date(since).toISOString(), asks });
+  }
+
+  /** The run's budget reached a mark: 80 % of it (`warning`), or all of it (`exhausted`). */
+  budgetReached(mark: "warning" | "exhausted", budget: BudgetStanding): void {
+    this.send({ event: mark === "warning" ? "run.budget_warning" : "run.budget_exhausted", budget });
   }
 
   /** Queues the run's last event and waits until it and everything before it went out. */

@@ -1,9 +1,10 @@
 import { readdir } from "node:fs/promises";
 import { isAbsolute, join } from "node:path";
+import { addUsage } from "../contract/agent-result.js";
 import type { TaskState } from "../contract/reason.js";
 import type { MergeProgress, RunState, TaskRun } from "../contract/state.js";
 import { isLive, type RunView, type StatusView, type TaskView } from "../contract/status-view.js";
-import { budgetStanding } from "../spend/budget.js";
+import { budgetStanding, spendOf } from "../spend/budget.js";
 import { lastLogLine } from "./last-line.js";
 import { driverAlive } from "./liveness.js";
 import { type OpsRun, phaseOf, readRunState } from "./runs.js";
@@ -112,7 +113,7 @@ async function taskView(
     waiting_answers: isLive(s) && t.waiting.since !== null ? t.waiting.answers : [],
     remote: remoteView(t),
     wave: waveOf(state, t.id),
-    usage: t.result.usage,
+    usage: addUsage(spendOf(t)),
     attempt_history: t.history,
     needs_human: s === "failed" && t.needsHuman,
     redo: t.redo.progress && {
@@ -178,10 +179,7 @@ export async function runView(
     hint,
     notices: state.notices,
     merge: mergeView(state.merge, phase !== "running"),
-    budget: budgetStanding(
-      state.options.budget,
-      state.tasks.map((t) => t.result.usage),
-    ),
+    budget: budgetStanding(state.options.budget, state.tasks.flatMap(spendOf)),
     tasks,
   };
 }

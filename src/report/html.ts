@@ -4,7 +4,7 @@ import { type AttemptRecord, attemptSummary } from "../contract/attempt-record.j
 import type { Gate, Report } from "../contract/report.js";
 import { redoSteps } from "../shell/redo-command.js";
 import { shellWord } from "../shell/word.js";
-import { usd } from "../spend/budget.js";
+import { budgetMeter, budgetShare, usd } from "../spend/budget.js";
 import type { Timeline, TimelineBar, TimelineMarker, TimelineRow, TimelineWait } from "./timeline.js";
 
 /** An HTML fragment and the CSS it needs (every rule scoped under `.tl`). */
@@ -465,6 +465,16 @@ function summaryHtml(r: Report): string {
   );
   const u = r.summary.usage;
   if (u) cards.push(card("Cost", costText(u) || "–", usageText(u)));
+  const b = r.summary.budget;
+  if (b)
+    cards.push(
+      card(
+        "Budget",
+        `${Math.floor(budgetShare(b) * 100)} %`,
+        escapeHtml(`${budgetMeter(b)}${b.exhausted ? ": exhausted, later attempts did not start" : ""}`),
+        b.exhausted ? "bad" : b.warning ? "" : "ok",
+      ),
+    );
   const lists = [
     ["Failed", r.summary.failed_tasks],
     ["Skipped", r.summary.skipped_tasks],

@@ -19,6 +19,7 @@ import type { TaskRecorder } from "../task/recorder.js";
 import { snapshotRefs } from "../task/ref-watch.js";
 import { snapshotRunObjects } from "../task/sandbox.js";
 import type { RunStop } from "../task/stop.js";
+import { watchRunBudget } from "./budget-alarm.js";
 import { dispatch } from "./dispatch.js";
 import type { OpenRun } from "./open-run.js";
 import type { RunResult } from "./report-file.js";
@@ -166,11 +167,12 @@ export async function drive(
   );
   // `termorch cancel` drops a file here; watching it needs no port and works for any driver.
   const cancelWatch = watchForCancel(privateDir, ports, stop);
+  const budgetWatch = watchRunBudget(run, recorder, ports);
 
   let peak = 0;
   let internal: RunError | null = null;
   try {
-    const dispatched = await dispatch(run, stop, recorder, executor, hooks.hostQueue);
+    const dispatched = await dispatch(run, stop, recorder, executor, hooks.hostQueue).finally(budgetWatch);
     if (dispatched === "detached") {
       cancelWatch?.close();
       return detach(o);

@@ -362,6 +362,7 @@ function settingsOf(
     on_gate_failure: merge.on_gate_failure ?? config.on_gate_failure ?? "halt",
     gate_fix_attempts: merge.gate_fix_attempts ?? config.gate_fix_attempts ?? DEFAULT_GATE_FIX_ATTEMPTS,
     budget: runBudget(input.assignments.environment.resource_limits),
+    on_budget: input.assignments.environment.resource_limits.on_budget ?? "stop",
   };
 }
 

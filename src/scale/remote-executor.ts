@@ -289,7 +289,8 @@ async function applyResult(
   // No progress of the worker reached this coordinator (it was killed first, and its resume found
   // the job done): the result names where the task ran.
   const unseen = t.hosts.length === 0 && r.attempts > 0;
-  recorder.note(t.id, {
+  // Its spend is the run's: the run's budget marks are told from here.
+  recorder.spent(t.id, {
     attempts,
     // A result of a delivery that never ran an attempt says nothing of its agent.
     ...(r.attempts > 0 ? { current: { agentIndex: r.agent_index } } : {}),

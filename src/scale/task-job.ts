@@ -286,6 +286,7 @@ async function openJob(
       gate_fix_attempts: 1,
       // The run's budget is the coordinator's: it starts no task the budget cannot pay for.
       budget: null,
+      on_budget: input.assignments.environment.resource_limits.on_budget ?? "stop",
     },
     identity: job.identity,
     env: w.env,

@@ -20,17 +20,36 @@ export function spentOf(usages: readonly (Usage | null)[]): Spent {
   return { usd, tokens };
 }
 
+/** A task's spend: its ended attempts' account, and what its running one has streamed so far. */
+export function spendOf(t: {
+  result: { usage: Usage | null };
+  current: { usage: Usage | null };
+}): (Usage | null)[] {
+  return [t.result.usage, t.current.usage];
+}
+
 /**
  * Why a budget allows no new attempt, naming the budget and the spend ("the run's budget of
  * $2.00 is spent: $2.13"); null while it allows one, or when there is no budget.
  */
-export function budgetSpent(budget: Budget | undefined, spent: Spent, whose: string): string | null {
-  if (budget?.max_cost_usd !== undefined && spent.usd >= budget.max_cost_usd)
-    return `${whose} budget of ${usd(budget.max_cost_usd)} is spent: ${usd(spent.usd)}`;
-  if (budget?.max_tokens !== undefined && spent.tokens >= budget.max_tokens)
-    return `${whose} budget of ${count(budget.max_tokens)} tokens is spent: ${count(spent.tokens)}`;
+export function budgetSpent(
+  budget: Budget | undefined,
+  spent: Spent,
+  whose: string,
+  /** The share of it that counts (WARN_AT: "80 % of the run's budget … is spent"). */
+  share = 1,
+): string | null {
+  const of = share === 1 ? "" : `${Math.round(share * 100)} % of `;
+  // Sums of costs carry float error ($0.01 + $0.03 < $0.04): below a millionth of a cent is equal.
+  if (budget?.max_cost_usd !== undefined && spent.usd >= budget.max_cost_usd * share - 1e-8)
+    return `${of}${whose} budget of ${usd(budget.max_cost_usd)} is spent: ${usd(spent.usd)}`;
+  if (budget?.max_tokens !== undefined && spent.tokens >= budget.max_tokens * share)
+    return `${of}${whose} budget of ${count(budget.max_tokens)} tokens is spent: ${count(spent.tokens)}`;
   return null;
 }
+
+/** The share of a run's budget at which it warns. */
+export const WARN_AT = 0.8;
 
 /** USD a budget leaves after the spend (≤ 0 once spent); null when it sets no USD limit. */
 export function usdLeft(budget: Budget | undefined, spent: Spent): number | null {
@@ -74,6 +93,24 @@ export function budgetStanding(
     max_tokens: budget.max_tokens ?? null,
     spent_usd: roundCost(spent.usd),
     spent_tokens: spent.tokens,
+    warning: budgetSpent(budget, spent, "the run's", WARN_AT) !== null,
     exhausted: budgetSpent(budget, spent, "the run's") !== null,
   };
+}
+
+/** The largest share of a limit spent (0.8: 80 %). */
+export function budgetShare(b: BudgetStanding): number {
+  return Math.max(
+    b.max_cost_usd === null ? 0 : b.spent_usd / b.max_cost_usd,
+    b.max_tokens === null ? 0 : b.spent_tokens / b.max_tokens,
+  );
+}
+
+/** "$0.0250 of $0.0200, 3,300 tokens of 1,000 (165 %)": a budget's meter in words, as every view says it. */
+export function budgetMeter(b: BudgetStanding): string {
+  const parts = [
+    ...(b.max_cost_usd === null ? [] : [`${usd(b.spent_usd)} of ${usd(b.max_cost_usd)}`]),
+    ...(b.max_tokens === null ? [] : [`${count(b.spent_tokens)} tokens of ${count(b.max_tokens)}`]),
+  ];
+  return `${parts.join(", ")} (${Math.floor(budgetShare(b) * 100)} %)`;
 }

@@ -19,6 +19,7 @@ import type { TaskRecorder } from "./recorder.js";
 import type { RunPlan } from "./run-plan.js";
 import { agentWork, endSandbox, sandboxDirOf, sandboxFor } from "./sandbox.js";
 import { usdLeftFor } from "./spend.js";
+import { ENDED_AT_BUDGET, spendSource, watchSpend } from "./spend-watch.js";
 import type { RunStop } from "./stop.js";
 import { type AgentPlan, handoffPlace, type TaskPlan } from "./task-plan.js";
 import type { TaskRun } from "./task-run.js";
@@ -259,6 +260,24 @@ async function watchAttempt(
     : null;
   let timedOut = false;
   let stopped = false;
+  let overBudget = false;
+  const spend = watchSpend(
+    run,
+    ports,
+    recorder,
+    t,
+    p,
+    agent,
+    spendSource(
+      agent,
+      join(run.runDir, t.result.logs!.stdout),
+      interactive ? () => interactive.transcript() : null,
+    ),
+    () => {
+      overBudget = true;
+      void running.stop(run.killGraceMs);
+    },
+  );
   const elapsed = ports.now() - (t.current.startedAt ?? ports.now());
   const timer =
     agent.timeoutS === undefined
@@ -284,6 +303,7 @@ async function watchAttempt(
   const record = await Promise.race([running.exited, detached]);
   if (timer) clearTimeout(timer);
   unsubscribe();
+  spend.dispose();
   interactive?.dispose();
   if (record === "detached") {
     // Stop watching (its watchers would keep this process alive); the agent keeps running.
@@ -312,6 +332,8 @@ async function watchAttempt(
   await ports.ledger.append("task.exited", { attempt: t.attempts, ...record }, t.id);
   await killPoint(run.fault, "kill-after-exit", t.id, t.attempts);
   const account = interactive ? transcriptAccount(ports.redactor, t, interactive.transcript(), agent) : null;
+  // Ended by termorch at a budget (the run's on_budget: stop).
+  if (overBudget && !timedOut && !stopped) return { record, reason: "budget", detail: ENDED_AT_BUDGET, account };
   // Ended by termorch as done (`termorch finish`, done_when): its exit counts as exit 0.
   const done = interactive?.endedAsDone && !timedOut && !stopped && !record.launch_failed;
   if (done) return { record, reason: null, detail: null, account };

@@ -241,6 +241,8 @@ export async function attemptAndGate(
     noteAccount(recorder, t, said.account);
     ({ reason, detail } = said.outcome);
   }
+  // Streamed while it ran, and no account said more at its end.
+  if (t.current.usage !== null) noteAccount(recorder, t, { agentResult: t.result.agentResult, usage: null });
   if (reason === null) {
     const gated = await runGates({ run, ports, stop, recorder, t, p, agent }, found);
     if (gated === "detached") return "detached";
@@ -250,11 +252,16 @@ export async function attemptAndGate(
   return { reason, detail };
 }
 
-/** An attempt's account: its usage on its record, and added to the task's. */
+/**
+ * An attempt's account: its usage (else what it streamed while it ran) on its record, and added
+ * to the task's in place of what it streamed.
+ */
 function noteAccount(recorder: TaskRecorder, t: Readonly<TaskRun>, account: AgentAccount): void {
-  recorder.note(t.id, {
-    result: { agentResult: account.agentResult, usage: addUsage([t.result.usage, account.usage]) },
-    history: amendedLast(t.history, { usage: account.usage }),
+  const usage = account.usage ?? t.current.usage;
+  recorder.spent(t.id, {
+    result: { agentResult: account.agentResult, usage: addUsage([t.result.usage, usage]) },
+    current: { usage: null },
+    history: amendedLast(t.history, { usage }),
   });
 }
 

@@ -126,6 +126,14 @@ export function nextAttempt(ended: AttemptEnded, s: TaskStanding): NextStep {
     return { kind: "escalate", agentIndex: next, from, ...endedAs };
   }
   if (reason === null) return { kind: "done" };
+  // Ended at a budget (by termorch, or by its CLI at the cap it was given): nothing is left to pay
+  // for another try, and the task's end names the budget and the spend.
+  if (reason === "budget")
+    return {
+      kind: "failed",
+      reason,
+      detail: s.budgetSpent === null ? detail : `${s.budgetSpent}; ${detail ?? "its attempt ended at it"}`,
+    };
   if (s.ending || s.worktreeGone || s.counted >= s.allowed) return { kind: "failed", reason, detail };
   // Another try could fix it, but nothing is left to pay for one.
   if (s.budgetSpent !== null)

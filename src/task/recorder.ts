@@ -1,4 +1,5 @@
 import { basename } from "node:path";
+import type { Usage } from "../contract/agent-result.js";
 import type { StateSource } from "../contract/agent-state.js";
 import type { KeyAnswer } from "../contract/keys.js";
 import type { Reason } from "../contract/reason.js";
@@ -64,6 +65,7 @@ export interface TaskListeners {
 export class TaskRecorder {
   private readonly tasks = new Map<string, TaskRun>();
   private readonly found: Conflict[] = [];
+  private readonly spendListeners = new Set<() => void>();
   private socket: { name: string; path: string };
 
   constructor(
@@ -128,6 +130,36 @@ export class TaskRecorder {
     const t = this.mutable(taskId);
     apply(t, facts);
     this.o.journal.write(t);
+  }
+
+  /**
+   * An ended attempt's account of what it spent, kept like `note` (a resume adopts the attempt and
+   * reads it again), and the budget watchers told.
+   */
+  spent(taskId: string, facts: TaskFacts): void {
+    this.note(taskId, facts);
+    this.spendChanged();
+  }
+
+  /**
+   * What the running attempt of a task has spent so far, as its CLI streams it: into the journal
+   * now (status shows it, a resume counts it until it reads the stream again), and the budget
+   * watchers told.
+   */
+  streamed(taskId: string, usage: Usage): void {
+    this.checkpoint(taskId, { current: { usage } });
+    this.spendChanged();
+  }
+
+  private spendChanged(): void {
+    for (const listener of [...this.spendListeners]) listener();
+    this.o.listeners.changed();
+  }
+
+  /** Calls `listener` at every change of what the run's agents spent; returns the unsubscribe. */
+  onSpend(listener: () => void): () => void {
+    this.spendListeners.add(listener);
+    return () => this.spendListeners.delete(listener);
   }
 
   foundConflict(conflict: Conflict): void {

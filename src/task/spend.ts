@@ -1,12 +1,13 @@
 import type { Budget } from "../contract/assignments.js";
 import type { Spent } from "../spend/budget.js";
-import { budgetSpent, limits, spentOf, usdLeft } from "../spend/budget.js";
+import { budgetSpent, limits, spendOf, spentOf, usdLeft } from "../spend/budget.js";
 import type { TaskRecorder } from "./recorder.js";
 import type { RunPlan } from "./run-plan.js";
 import type { TaskPlan } from "./task-plan.js";
 
-// A task's budgets, the run's and its own, against what has been spent so far (counted as
-// attempts end): whether another attempt may start, and what it may spend.
+// A task's budgets, the run's and its own, against what has been spent so far (each ended
+// attempt's account, and what the running ones have streamed): whether an attempt may start or
+// go on, and what it may spend.
 
 interface Standing {
   budget: Budget;
@@ -21,11 +22,11 @@ function standings(run: Pick<RunPlan, "settings">, recorder: TaskRecorder, p: Ta
   if (limits(runs))
     found.push({
       budget: runs,
-      spent: spentOf(recorder.all().map((t) => t.result.usage)),
+      spent: spentOf(recorder.all().flatMap(spendOf)),
       whose: "the run's",
     });
   if (limits(p.budget))
-    found.push({ budget: p.budget, spent: spentOf([recorder.get(p.id).result.usage]), whose: "the task's" });
+    found.push({ budget: p.budget, spent: spentOf(spendOf(recorder.get(p.id))), whose: "the task's" });
   return found;
 }
 

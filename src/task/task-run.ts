@@ -16,7 +16,7 @@ export function newTaskRun(id: string, agent: string, dependencies: string[], ar
     startedAt: null,
     finishedAt: null,
     git: { branch: null, startCommit: null, commit: null, refsCreated: [], controls: [] },
-    current: { agentIndex: 0, dir: null, startedAt: null, session: null },
+    current: { agentIndex: 0, dir: null, startedAt: null, session: null, usage: null },
     waiting: { since: null, for: null, answers: [], stateFrom: null },
     result: { exitCode: null, logs: null, artifacts: [], gates: [], agentResult: null, usage: null },
     hosts: [],

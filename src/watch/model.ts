@@ -7,6 +7,7 @@ import {
   type StatusView,
   type TaskView,
 } from "../contract/status-view.js";
+import { budgetMeter } from "../spend/budget.js";
 
 /**
  * What the dashboard shows, as plain data: lines of styled segments, computed from a StatusView,
@@ -209,6 +210,14 @@ function runLine(run: RunView, width: number, now: number): Line {
         `  ${done}/${run.tasks.length} done  ${duration(runElapsed(run, now))}${total === null ? "" : `  ${cost(total)}`}  `,
       ),
     },
+    ...(run.budget
+      ? [
+          {
+            text: take(`budget ${budgetMeter(run.budget)}  `),
+            tone: run.budget.exhausted ? "failed" : run.budget.warning ? "waiting" : "muted",
+          } satisfies Segment,
+        ]
+      : []),
     { text: take(run.run_dir), tone: "muted" },
   ];
 }

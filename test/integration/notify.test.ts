@@ -111,6 +111,8 @@ describe("notifications", () => {
       properties: Record<string, { const?: string }>;
     }>;
     expect(variants.map((v) => v.properties.event?.const).sort()).toEqual([
+      "run.budget_exhausted",
+      "run.budget_warning",
       "run.finished",
       "task.failed",
       "task.needs_human",

@@ -219,7 +219,7 @@ describe("agent presets", () => {
     );
     // The views say it too: status, in words and in its JSON (MCP wait's budget is the same view's).
     const status = await termorch(["status", dir], { socket });
-    expect(status.stdout).toMatch(/budget: [\d,]+ tokens of 1 spent: exhausted, no new attempt starts/);
+    expect(status.stdout).toMatch(/budget: [\d,]+ tokens of 1 \(\d+ %\) spent: exhausted, no new attempt starts/);
     const json = JSON.parse((await termorch(["status", dir, "--json"], { socket })).stdout) as {
       runs: { budget: unknown }[];
     };
@@ -243,7 +243,7 @@ describe("agent presets", () => {
     // The stand-in stops as Claude Code 2.1.197 does: its usage zeroed, the tokens in modelUsage.
     expect(poor).toMatchObject({ status: "failed", reason: "budget", attempts: 1 });
     expect(poor!.detail).toMatch(
-      /^the task's budget of \$0\.0010 is spent: \$0\.0\d+; its attempt failed: budget \(its CLI stopped at the budget it was given: Reached maximum budget \(\$0\.001\)\)$/,
+      /^the task's budget of \$0\.0010 is spent: \$0\.0\d+; its CLI stopped at the budget it was given: Reached maximum budget \(\$0\.001\)$/,
     );
     expect(poor!.usage!.input_tokens).toBeGreaterThan(0);
     const caps = argvLog(dir).map((argv) => argv[argv.indexOf("--max-budget-usd") + 1]);

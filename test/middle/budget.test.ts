@@ -2,8 +2,9 @@
 // (`budget`, or its agent entry's). Once spent, no new attempt starts: a task that would need one
 // fails with reason `budget`, naming the budget and the spend. Driven through the real pipeline
 // with the fake runner, each attempt printing Claude Code's result with its usage and cost.
-import { writeFileSync } from "node:fs";
+import { appendFileSync, writeFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
+import type { NotifyEvent } from "../../src/contract/notify.js";
 import type { FakeAttempt } from "./fake-runner.js";
 import { MiddleRun, middleTier } from "./harness.js";
 
@@ -83,5 +84,160 @@ describe("budgets", () => {
       ["a", "budget", 2],
       ["b", "budget", 2],
     ]);
+  });
+});
+
+/** One opencode `step_finish` event: a model call of `tokens` input tokens and 10 output, costing `usd`. */
+const step = (usd: number, tokens = 100): string =>
+  `${JSON.stringify({
+    type: "step_finish",
+    sessionID: "ses_1",
+    part: {
+      type: "step-finish",
+      tokens: { input: tokens, output: 10, cache: { read: 0, write: 0 } },
+      cost: usd,
+    },
+  })}\n`;
+
+const opencode = (id: string, extra: object = {}) => ({
+  id,
+  agent: "opencode",
+  command: undefined,
+  ...extra,
+});
+
+/** Resolves once the task's running attempt has streamed `usd` (state's current.usage). */
+const streamed = (taskId: string, usd: number) =>
+  run.until((tasks) => tasks.get(taskId)?.current.usage?.cost_usd === usd);
+
+describe("budgets while attempts run (their CLIs' streamed usage)", () => {
+  it("at the run's budget, every running attempt is ended: reason budget, naming the budget and the spend", async () => {
+    run = new MiddleRun([opencode("a"), opencode("b")], {
+      assignment: {
+        environment: { workspace_dir: "ws", resource_limits: { max_parallel: 2, max_cost_usd: 0.05 } },
+      },
+      config: { notify: { command: ["never-run"] } },
+    });
+    const sent: NotifyEvent[] = [];
+    const done = run.reportWithPresets(() => {}, {
+      seams: {
+        notify: async (event) => {
+          sent.push(event);
+          return null;
+        },
+      },
+    });
+    const [a, b] = await Promise.all([run.host.launched("a"), run.host.launched("b")]);
+    appendFileSync(a.spec.stdoutLog, step(0.03));
+    await streamed("a", 0.03);
+    expect(a.stops).toHaveLength(0);
+    // b's step takes the run to $0.06: both are ended, a by what b spent.
+    appendFileSync(b.spec.stdoutLog, step(0.03));
+    await Promise.all([a.stopped, b.stopped]);
+    const report = await done;
+    for (const t of report.tasks) {
+      expect(t).toMatchObject({ status: "failed", reason: "budget", attempts: 1 });
+      expect(t.detail).toBe("the run's budget of $0.0500 is spent: $0.0600; termorch ended its attempt at the budget");
+      expect(t.usage).toMatchObject({ cost_usd: 0.03, input_tokens: 100, output_tokens: 10 });
+    }
+    expect(report.summary.budget).toMatchObject({ spent_usd: 0.06, exhausted: true });
+    // Each mark told once: the ledger and the notify command.
+    const marks = run.events().filter((e) => e.type.startsWith("run.budget_"));
+    expect(marks.map((e) => [e.type, e.data.spent_usd])).toEqual([
+      ["run.budget_warning", 0.06],
+      ["run.budget_exhausted", 0.06],
+    ]);
+    expect(sent.filter((e) => e.event.startsWith("run.budget_")).map((e) => e.event)).toEqual([
+      "run.budget_warning",
+      "run.budget_exhausted",
+    ]);
+  });
+
+  it("warns once at 80 % of the run's budget, in the ledger and to the notify command", async () => {
+    run = new MiddleRun([opencode("a")], {
+      assignment: { environment: { workspace_dir: "ws", resource_limits: { max_tokens: 1000 } } },
+      config: { notify: { command: ["never-run"] } },
+    });
+    const sent: NotifyEvent[] = [];
+    const done = run.reportWithPresets(() => {}, {
+      seams: {
+        notify: async (event) => {
+          sent.push(event);
+          return null;
+        },
+      },
+    });
+    const a = await run.host.launched("a");
+    appendFileSync(a.spec.stdoutLog, step(0, 690));
+    await run.until((tasks) => tasks.get("a")?.current.usage?.input_tokens === 690);
+    expect(run.events().some((e) => e.type === "run.budget_warning")).toBe(false);
+    appendFileSync(a.spec.stdoutLog, step(0, 100));
+    appendFileSync(a.spec.stdoutLog, step(0, 10));
+    await run.until((tasks) => tasks.get("a")?.current.usage?.input_tokens === 800);
+    a.exit(0);
+    const report = await done;
+    expect(report.tasks[0]).toMatchObject({ status: "success" });
+    expect(report.summary.budget).toMatchObject({ spent_tokens: 830, warning: true, exhausted: false });
+    expect(
+      run
+        .events()
+        .filter((e) => e.type.startsWith("run.budget_"))
+        .map((e) => e.type),
+    ).toEqual(["run.budget_warning"]);
+    const warning = sent.find((e) => e.event === "run.budget_warning");
+    expect(warning).toMatchObject({ budget: { max_tokens: 1000, warning: true, exhausted: false } });
+    // Told at the step that crossed 80 %, or the one after it when both were read together.
+    expect([810, 830]).toContain(warning?.event === "run.budget_warning" && warning.budget.spent_tokens);
+  });
+
+  it("a task's own budget ends only its attempt; a line not yet ended is not counted", async () => {
+    run = new MiddleRun([opencode("a", { budget: { max_tokens: 1000 } }), opencode("b")], {
+      assignment: { environment: { workspace_dir: "ws", resource_limits: { max_parallel: 2 } } },
+    });
+    const done = run.reportWithPresets(() => {});
+    const [a, b] = await Promise.all([run.host.launched("a"), run.host.launched("b")]);
+    appendFileSync(b.spec.stdoutLog, step(0.01, 5000));
+    appendFileSync(a.spec.stdoutLog, step(0.01, 590));
+    const second = step(0.01, 590);
+    appendFileSync(a.spec.stdoutLog, second.slice(0, 40));
+    await streamed("a", 0.01);
+    appendFileSync(a.spec.stdoutLog, second.slice(40));
+    await a.stopped;
+    b.exit(0);
+    const report = await done;
+    expect(report.tasks[0]).toMatchObject({ status: "failed", reason: "budget" });
+    expect(report.tasks[0]!.detail).toBe(
+      "the task's budget of 1,000 tokens is spent: 1,200; termorch ended its attempt at the budget",
+    );
+    expect(report.tasks[1]).toMatchObject({ status: "success", reason: null });
+    expect(b.stops).toHaveLength(0);
+  });
+
+  it("on_budget finish_running: the running attempts end by themselves, and only the tasks not started fail", async () => {
+    run = new MiddleRun([opencode("a"), opencode("b"), opencode("c")], {
+      assignment: {
+        environment: {
+          workspace_dir: "ws",
+          resource_limits: { max_parallel: 2, max_cost_usd: 0.05, on_budget: "finish_running" },
+        },
+      },
+    });
+    const done = run.reportWithPresets(() => {});
+    const [a, b] = await Promise.all([run.host.launched("a"), run.host.launched("b")]);
+    appendFileSync(a.spec.stdoutLog, step(0.03));
+    appendFileSync(b.spec.stdoutLog, step(0.03));
+    await run.until(
+      (tasks) => tasks.get("a")?.current.usage !== null && tasks.get("b")?.current.usage !== null,
+    );
+    a.exit(0);
+    b.exit(0);
+    const report = await done;
+    expect(report.tasks.map((t) => [t.id, t.status, t.reason])).toEqual([
+      ["a", "success", null],
+      ["b", "success", null],
+      ["c", "failed", "budget"],
+    ]);
+    expect(a.stops.length + b.stops.length).toBe(0);
+    expect(run.host.of("c")).toHaveLength(0);
   });
 });

@@ -140,9 +140,9 @@ export class MiddleRun {
    * Runs the file to its report, each attempt doing `act`, with the stand-in preset CLIs first on
    * PATH (a preset's CLI must be there to pass validation; the fake runner runs none of them).
    */
-  async reportWithPresets(act: (attempt: FakeAttempt) => void): Promise<Report> {
+  async reportWithPresets(act: (attempt: FakeAttempt) => void, extra: DriveOptions = {}): Promise<Report> {
     this.host.onLaunch = act;
-    const options = this.options();
+    const options = this.options(extra);
     const path = `${join(import.meta.dirname, "..", "fixtures", "agents")}${delimiter}${process.env.PATH}`;
     return this.report(
       await runAssignments({ assignmentsFile: this.file, ...options, env: { ...options.env, PATH: path } }),

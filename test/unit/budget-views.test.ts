@@ -59,6 +59,7 @@ describe("the run's budget in the views", () => {
       max_tokens: 10_000,
       spent_usd: 0.055,
       spent_tokens: 3300,
+      warning: true,
       exhausted: true,
     };
     expect(run.budget).toEqual(standing);
@@ -69,8 +70,26 @@ describe("the run's budget in the views", () => {
       max_tokens: 10_000,
       spent_usd: 0,
       spent_tokens: 1100,
+      warning: false,
       exhausted: false,
     });
+  });
+
+  it("counts what a running attempt has streamed so far, and warns at 80 %", async () => {
+    const running = spent("b", usage(0.01, 100, 10));
+    const run = await viewOf({ max_cost_usd: 0.05 }, [
+      spent("a", usage(0.02, 1000, 100)),
+      { ...running, state: "running", current: { ...running.current, usage: usage(0.02, 500, 50) } },
+    ]);
+    expect(run.budget).toMatchObject({ spent_usd: 0.05 * 1, warning: true, exhausted: true });
+    const warned = await viewOf({ max_cost_usd: 0.05 }, [
+      { ...running, state: "running", current: { ...running.current, usage: usage(0.03, 500, 50) } },
+    ]);
+    expect(warned.budget).toMatchObject({ spent_usd: 0.04, warning: true, exhausted: false });
+    // The task's own line adds its running attempt's spend to its ended ones'.
+    expect(warned.tasks[0]!.usage).toMatchObject({ cost_usd: 0.04, input_tokens: 600, output_tokens: 60 });
+    const calm = await viewOf({ max_cost_usd: 0.05 }, [spent("a", usage(0.039, 100, 10))]);
+    expect(calm.budget).toMatchObject({ warning: false, exhausted: false });
   });
 
   it("is null for a run without a budget", async () => {

@@ -145,7 +145,13 @@ describe("state.json and the task journal of an earlier version (flat task recor
       refsCreated: ["refs/x"],
       controls: [],
     },
-    current: { agentIndex: 1, dir: "/run/.termorch/tasks/A/2", startedAt: 20, session: "termorch-r1-A" },
+    current: {
+      agentIndex: 1,
+      dir: "/run/.termorch/tasks/A/2",
+      startedAt: 20,
+      session: "termorch-r1-A",
+      usage: null,
+    },
     waiting: { since: 30, for: "a question", answers: [], stateFrom: "screen" },
     result: {
       exitCode: null,

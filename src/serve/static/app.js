@@ -162,6 +162,7 @@
       ),
       total > 0 ? h("span", { class: "muted" }, `· $${total.toFixed(4)}`) : null,
       run.exit_code !== null ? h("span", { class: "muted" }, `· exit ${run.exit_code}`) : null,
+      run.budget ? budgetMeter(run.budget) : null,
       h("span", { class: "spacer" }),
       h(
         "span",
@@ -190,6 +191,36 @@
       entry.signature = signature;
       void refreshTimeline(entry, run);
     }
+  }
+
+  /** The run's budget against its spend: a meter, and the figures as `status` says them. */
+  function budgetMeter(b) {
+    const share = Math.max(
+      b.max_cost_usd === null ? 0 : b.spent_usd / b.max_cost_usd,
+      b.max_tokens === null ? 0 : b.spent_tokens / b.max_tokens,
+    );
+    const money = (n) => `$${n.toFixed(n < 1 ? 4 : 2)}`;
+    const parts = [
+      b.max_cost_usd === null ? null : `${money(b.spent_usd)} of ${money(b.max_cost_usd)}`,
+      b.max_tokens === null
+        ? null
+        : `${b.spent_tokens.toLocaleString("en-US")} tokens of ${b.max_tokens.toLocaleString("en-US")}`,
+    ].filter(Boolean);
+    const mark = b.exhausted ? "exhausted" : b.warning ? "warning" : "ok";
+    return h(
+      "span",
+      { class: `budget budget-${mark}`, "data-budget": mark },
+      "· budget ",
+      h("meter", {
+        min: "0",
+        max: "1",
+        low: "0.8",
+        high: "0.8",
+        optimum: "0",
+        value: String(Math.min(1, share)),
+      }),
+      ` ${parts.join(", ")} (${Math.floor(share * 100)} %)${b.exhausted ? ": exhausted" : ""}`,
+    );
   }
 
   /** An attempt in a line: its agent, where it started, what it was told and decided (as `status` says it). */
