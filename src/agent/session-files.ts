@@ -145,3 +145,39 @@ function firstRecord(path: string): Json | null {
     return null;
   }
 }
+
+/** codex's rollout of thread `thread`, in its home (CODEX_HOME, else ~/.codex of the agent's environment). */
+export function findCodexRollout(
+  env: Readonly<Record<string, string | undefined>>,
+  thread: string,
+): { format: TranscriptFormat; path: string } | null {
+  const home = env.CODEX_HOME ?? (env.HOME ? join(env.HOME, ".codex") : null);
+  const path = home ? findRollout(join(home, "sessions"), thread) : null;
+  return path ? { format: "codex-rollout", path } : null;
+}
+
+/**
+ * codex's rollout of a thread: `<CODEX_HOME>/sessions/YYYY/MM/DD/rollout-<time>-<thread>.jsonl`,
+ * newest days first (read only: it is the user's codex home).
+ */
+function findRollout(sessions: string, thread: string): string | null {
+  const suffix = `-${thread}.jsonl`;
+  const down = (dir: string, depth: number): string | null => {
+    let names: string[];
+    try {
+      names = readdirSync(dir).sort().reverse();
+    } catch {
+      return null;
+    }
+    for (const name of names) {
+      if (depth === 3) {
+        if (name.startsWith("rollout-") && name.endsWith(suffix)) return join(dir, name);
+        continue;
+      }
+      const found = down(join(dir, name), depth + 1);
+      if (found) return found;
+    }
+    return null;
+  };
+  return down(sessions, 0);
+}

@@ -2,12 +2,13 @@ import { addUsage, type Usage } from "../contract/agent-result.js";
 import { type OutputFormat, parseAgentOutput } from "./results.js";
 
 /**
- * The CLIs whose headless output is a stream of events each carrying the usage of one step (a
- * turn, a model call), so what an attempt has spent can be known while it runs: codex's
- * `turn.completed`, opencode's `step_finish`, pi's `message_end`. The others say it once, at the
- * end (claude, qwen, gemini, cn), or in a side file written at exit (copilot).
+ * The CLIs whose headless output is a stream of events each carrying the usage of one model
+ * call, so what an attempt has spent can be known while it runs: opencode's (and kilo's)
+ * `step_finish`, pi's `message_end`. The others say it once, at the end: codex at its one turn's
+ * end, claude, qwen, gemini and cn in their result, copilot in a side file written at exit
+ * (docs/research/usage-streams.md); their sessions' files are read instead.
  */
-const STREAMING: ReadonlySet<OutputFormat> = new Set(["codex-jsonl", "opencode-jsonl", "pi-jsonl"]);
+const STREAMING: ReadonlySet<OutputFormat> = new Set(["opencode-jsonl", "pi-jsonl"]);
 
 export function streamsUsage(format: OutputFormat): boolean {
   return STREAMING.has(format);

@@ -270,7 +270,11 @@ async function watchAttempt(
     agent,
     spendSource(
       agent,
-      join(run.runDir, t.result.logs!.stdout),
+      {
+        stdoutLog: join(run.runDir, t.result.logs!.stdout),
+        cwd: p.workspace.cwd,
+        since: t.current.startedAt ?? ports.now(),
+      },
       interactive ? () => interactive.transcript() : null,
     ),
     () => {
@@ -333,7 +337,8 @@ async function watchAttempt(
   await killPoint(run.fault, "kill-after-exit", t.id, t.attempts);
   const account = interactive ? transcriptAccount(ports.redactor, t, interactive.transcript(), agent) : null;
   // Ended by termorch at a budget (the run's on_budget: stop).
-  if (overBudget && !timedOut && !stopped) return { record, reason: "budget", detail: ENDED_AT_BUDGET, account };
+  if (overBudget && !timedOut && !stopped)
+    return { record, reason: "budget", detail: ENDED_AT_BUDGET, account };
   // Ended by termorch as done (`termorch finish`, done_when): its exit counts as exit 0.
   const done = interactive?.endedAsDone && !timedOut && !stopped && !record.launch_failed;
   if (done) return { record, reason: null, detail: null, account };

@@ -4,7 +4,6 @@ import {
   fstatSync,
   mkdirSync,
   openSync,
-  readdirSync,
   readSync,
   rmSync,
   statSync,
@@ -12,7 +11,7 @@ import {
 } from "node:fs";
 import { dirname, join } from "node:path";
 import type { TranscriptFormat } from "../agent/results.js";
-import { findSession } from "../agent/session-files.js";
+import { findCodexRollout, findSession } from "../agent/session-files.js";
 import {
   type AgentEvent,
   parseStateEvents,
@@ -226,32 +225,6 @@ export function screenQuote(screen: string, lines = 12): string {
     .map((l) => l.trimEnd())
     .filter((l) => l.trim() !== "");
   return kept.slice(-lines).join(" ⏎ ").slice(-1500);
-}
-
-/**
- * codex's rollout of a thread: `<CODEX_HOME>/sessions/YYYY/MM/DD/rollout-<time>-<thread>.jsonl`,
- * newest days first (read only: it is the user's codex home).
- */
-function findRollout(sessions: string, thread: string): string | null {
-  const suffix = `-${thread}.jsonl`;
-  const down = (dir: string, depth: number): string | null => {
-    let names: string[];
-    try {
-      names = readdirSync(dir).sort().reverse();
-    } catch {
-      return null;
-    }
-    for (const name of names) {
-      if (depth === 3) {
-        if (name.startsWith("rollout-") && name.endsWith(suffix)) return join(dir, name);
-        continue;
-      }
-      const found = down(join(dir, name), depth + 1);
-      if (found) return found;
-    }
-    return null;
-  };
-  return down(sessions, 0);
 }
 
 /** Reads the state events a CLI appended to its events file since the last read. */
@@ -574,11 +547,7 @@ export function watchInteractive(
       // What termorch's plugin recorded is the session's account.
       if (plan.events?.format === "opencode-plugin")
         return { format: "opencode-events", path: plan.events.file };
-      if (codexThread !== null) {
-        const home = agent.env.CODEX_HOME ?? (agent.env.HOME ? join(agent.env.HOME, ".codex") : null);
-        const path = home ? findRollout(join(home, "sessions"), codexThread) : null;
-        return path ? { format: "codex-rollout", path } : null;
-      }
+      if (codexThread !== null) return findCodexRollout(agent.env, codexThread);
       // The session the CLI keeps for its user, found by the worktree it ran in.
       return agent.sessions === null
         ? null

@@ -1,7 +1,13 @@
 import { type FSWatcher, statSync, watch } from "node:fs";
 import { basename, dirname } from "node:path";
 import { StringDecoder } from "node:string_decoder";
-import { type OutputFormat, parseTranscript, type TranscriptFormat } from "../agent/results.js";
+import {
+  type OutputFormat,
+  parseAgentOutput,
+  parseTranscript,
+  type TranscriptFormat,
+} from "../agent/results.js";
+import { findCodexRollout, findSession } from "../agent/session-files.js";
 import { streamsUsage, UsageStream } from "../agent/usage-stream.js";
 import type { Usage } from "../contract/agent-result.js";
 import { readPartsSync } from "../fs/file-range.js";
@@ -14,27 +20,54 @@ import { outOfBudget } from "./spend.js";
 import type { AgentPlan, TaskPlan } from "./task-plan.js";
 import type { TaskRun } from "./task-run.js";
 
-/** How often a source that no file event announces is read again (an interactive transcript). */
+/** How often a file is read again when no file event came (and a session's file looked for). */
 const POLL_MS = 1000;
 /** The most of a log read at once: a step's usage line follows its output, which may be large. */
 const CHUNK = 4 * 1024 * 1024;
 
+type Transcript = { format: TranscriptFormat; path: string };
+
 /** Where a running attempt's spend can be read while it runs. */
 export interface SpendSource {
-  /** Its stdout log, when its CLI streams JSONL events with each step's usage. */
+  /** Its stdout log, when its CLI prints each model call's usage there (a JSONL stream). */
   log: string | null;
-  /** Its interactive session's transcript, once known (read whole again when it grew). */
-  transcript: (() => { format: TranscriptFormat; path: string } | null) | null;
+  /**
+   * Where its CLI keeps the session, once found: an interactive transcript, codex's rollout, a
+   * session file (gemini, qwen, copilot, cn), read whole again whenever it grew.
+   */
+  transcript: (() => Transcript | null) | null;
 }
 
-/** The source of an attempt of `agent`, its stdout log at `stdoutLog`. */
+/**
+ * Where an attempt of `agent` says what it spends while it runs: its stdout where that streams,
+ * else the session its CLI keeps (interactive: the one its events named); neither for a CLI
+ * that says it only at its end (claude headless has a cap of its own instead).
+ */
 export function spendSource(
-  agent: Pick<AgentPlan, "output">,
-  stdoutLog: string,
-  transcript: SpendSource["transcript"],
+  agent: Pick<AgentPlan, "output" | "sessions" | "env">,
+  at: { stdoutLog: string; cwd: string; since: number },
+  interactive: (() => Transcript | null) | null,
 ): SpendSource {
-  const format: OutputFormat | null = agent.output;
-  return { log: format !== null && streamsUsage(format) ? stdoutLog : null, transcript };
+  const format = agent.output;
+  if (format !== null && streamsUsage(format)) return { log: at.stdoutLog, transcript: null };
+  if (interactive) return { log: null, transcript: interactive };
+  if (format === "codex-jsonl")
+    return {
+      log: null,
+      // Its first event names the thread; the thread's rollout has each call's usage.
+      transcript: () => {
+        const head = readPartsSync(at.stdoutLog, [{ from: 0, bytes: 64 * 1024 }])?.parts[0];
+        const thread = head ? parseAgentOutput(format, head.toString("utf8")).result?.session_id : null;
+        return thread ? findCodexRollout(agent.env, thread) : null;
+      },
+    };
+  const store = agent.sessions;
+  if (store !== null)
+    return {
+      log: null,
+      transcript: () => findSession(store, { env: agent.env, cwd: at.cwd, since: at.since }),
+    };
+  return { log: null, transcript: null };
 }
 
 /**
@@ -67,7 +100,7 @@ export function watchSpend(
   };
   const readers: { dispose(): void }[] = [];
   if (source.log) readers.push(tailLog(source.log, agent.output!, note, ports));
-  if (source.transcript) readers.push(pollTranscript(source.transcript, note));
+  if (source.transcript) readers.push(followTranscript(source.transcript, note, ports));
   // Spent already by what ran before it (a resumed attempt, another task's end in between).
   check();
   return {
@@ -79,30 +112,11 @@ export function watchSpend(
 }
 
 /**
- * Follows a JSONL log as it is written (a file event, else a poll), each new whole line read
- * once; `note` hears the total whenever it changed.
+ * Calls `read` whenever the file at `path` may have changed: a change in its folder that names
+ * it (the folder is watched, so the file may come later or be replaced by a rename), and every
+ * POLL_MS besides, for file systems that tell nothing.
  */
-function tailLog(
-  path: string,
-  format: OutputFormat,
-  note: (usage: Usage | null) => void,
-  ports: Pick<Ports, "log">,
-): { dispose(): void } {
-  const stream = new UsageStream(format);
-  const decoder = new StringDecoder("utf8");
-  let offset = 0;
-  const read = (): void => {
-    let changed = false;
-    for (;;) {
-      const got = readPartsSync(path, [{ from: offset, bytes: CHUNK }]);
-      const part = got?.parts[0];
-      if (!part || part.length === 0) break;
-      offset += part.length;
-      changed = stream.push(decoder.write(part)) || changed;
-    }
-    if (changed) note(stream.total);
-  };
-  // The log's folder is watched, not the log: the session may not have created it yet.
+function follow(path: string, read: () => void, ports: Pick<Ports, "log">): { dispose(): void } {
   let watcher: FSWatcher | null = null;
   try {
     watcher = watch(dirname(path), (_event, name) => {
@@ -110,7 +124,7 @@ function tailLog(
     });
     watcher.on("error", () => watcher?.close());
   } catch (error) {
-    ports.log.debug({ path, error: String(error) }, "cannot watch the log's folder; polling it");
+    ports.log.debug({ path, error: String(error) }, "cannot watch the folder; polling it");
   }
   const timer = setInterval(read, POLL_MS);
   timer.unref();
@@ -123,25 +137,65 @@ function tailLog(
   };
 }
 
-/** Reads an interactive session's transcript whole again whenever it grew: its usage so far. */
-function pollTranscript(
-  find: () => { format: TranscriptFormat; path: string } | null,
+/** Follows a JSONL log as it is written, each new whole line read once; `note` hears each new total. */
+function tailLog(
+  path: string,
+  format: OutputFormat,
   note: (usage: Usage | null) => void,
+  ports: Pick<Ports, "log">,
 ): { dispose(): void } {
-  let found: { format: TranscriptFormat; path: string } | null = null;
+  const stream = new UsageStream(format);
+  const decoder = new StringDecoder("utf8");
+  let offset = 0;
+  return follow(
+    path,
+    () => {
+      let changed = false;
+      for (;;) {
+        const part = readPartsSync(path, [{ from: offset, bytes: CHUNK }])?.parts[0];
+        if (!part || part.length === 0) break;
+        offset += part.length;
+        changed = stream.push(decoder.write(part)) || changed;
+      }
+      if (changed) note(stream.total);
+    },
+    ports,
+  );
+}
+
+/**
+ * Looks for the session's file every POLL_MS until found, then follows it, reading it whole
+ * again whenever it grew (its CLI may rewrite earlier entries): its usage so far.
+ */
+function followTranscript(
+  find: () => Transcript | null,
+  note: (usage: Usage | null) => void,
+  ports: Pick<Ports, "log">,
+): { dispose(): void } {
   let size = -1;
-  const read = (): void => {
-    found ??= find();
-    if (!found) return;
+  let following: { dispose(): void } | null = null;
+  const read = (found: Transcript): void => {
     const now = sizeOf(found.path);
     if (now === size) return;
     size = now;
     const text = readPartsSync(found.path, [{ from: null, bytes: 16 * 1024 * 1024 }])?.parts[0];
     if (text) note(parseTranscript(found.format, text.toString("utf8")).usage);
   };
-  const timer = setInterval(read, POLL_MS);
+  const look = (): void => {
+    const found = find();
+    if (!found) return;
+    clearInterval(timer);
+    following = follow(found.path, () => read(found), ports);
+  };
+  const timer = setInterval(look, POLL_MS);
   timer.unref();
-  return { dispose: () => clearInterval(timer) };
+  look();
+  return {
+    dispose() {
+      clearInterval(timer);
+      following?.dispose();
+    },
+  };
 }
 
 function sizeOf(path: string): number {

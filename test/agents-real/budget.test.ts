@@ -62,3 +62,93 @@ describe("claude's own spending cap, set from the task's budget", () => {
     expect(existsSync(join(repo, "B.txt"))).toBe(false);
   });
 });
+
+/**
+ * A model that never stops: every call writes another file, each billed 10,000 input tokens and
+ * 10 output, answered after a model's think time.
+ */
+function loopingModel(): void {
+  modelServer().setScript(
+    Array.from({ length: 40 }, (_, i) => ({
+      write: `loop-${i + 1}.txt`,
+      content: `call ${i + 1}\n`,
+      usage: { input: 10_000, output: 10 },
+    })),
+  );
+  modelServer().setDelay(400);
+}
+
+/** Runs one looping task of `preset` under the run's budget `limits`, with the config's `prices`. */
+async function runLooping(
+  preset: "opencode" | "codex" | "gemini",
+  limits: { max_tokens?: number; max_cost_usd?: number },
+  prices: object = {},
+) {
+  const recipe = RECIPES[preset];
+  loopingModel();
+  const { dir, repo } = world.workspace();
+  const config = join(dir, "termorch.json");
+  writeFileSync(config, JSON.stringify({ agents: { [preset]: recipe.agent(modelServer().url) }, prices }));
+  const file = join(dir, "assignments.json");
+  writeFileSync(
+    file,
+    JSON.stringify({
+      run_id: `loop-${preset}-${Math.random().toString(36).slice(2, 8)}`,
+      tasks: [{ id: "L", agent: preset, context_path: "ctx/task.md", retries: 2, timeout_s: 240 }],
+      environment: { workspace_dir: "repo", env_vars: [recipe.keyVar], resource_limits: limits },
+    }),
+  );
+  const before = modelServer().mainRequests().length;
+  const r = await world.termorch(["run", file, "--config", config], { env: { [recipe.keyVar]: SECRET } });
+  modelServer().setDelay(0);
+  const report = readReport(dir);
+  return { r, report, task: report.tasks[0]!, calls: modelServer().mainRequests().length - before, repo };
+}
+
+describe("the run's budget while an agent loops, from the usage its CLI reports as it goes", () => {
+  it("opencode (its JSONL stream): ended within one call of crossing the budget in tokens", async () => {
+    const { r, report, task, calls } = await runLooping("opencode", { max_tokens: 35_000 });
+    expect(r.exitCode, `${r.stderr}\n${JSON.stringify(task, null, 2)}`).toBe(1);
+    expect(task).toMatchObject({ status: "failed", reason: "budget", attempts: 1 });
+    // The 4th call took it to 40,040: ended then, the 5th call at most under way.
+    expect(task.detail).toMatch(
+      /^the run's budget of 35,000 tokens is spent: 40,040; termorch ended its attempt at the budget$/,
+    );
+    expect(calls).toBeGreaterThanOrEqual(4);
+    expect(calls).toBeLessThanOrEqual(5);
+    expect(report.summary.budget).toMatchObject({ max_tokens: 35_000, exhausted: true });
+    expect(report.summary.budget!.spent_tokens).toBeLessThan(35_000 + 2 * 10_010);
+  });
+
+  it("codex (its rollout) under a budget in USD from the config's prices: ended within one call", async () => {
+    const { r, report, task, calls } = await runLooping(
+      "codex",
+      { max_cost_usd: 0.35 },
+      { codex: { input: 10, output: 10 } },
+    );
+    expect(r.exitCode, `${r.stderr}\n${JSON.stringify(task, null, 2)}`).toBe(1);
+    expect(task).toMatchObject({ status: "failed", reason: "budget", attempts: 1 });
+    expect(task.detail).toMatch(
+      /^the run's budget of \$0\.3500 is spent: \$0\.4\d+; termorch ended its attempt at the budget$/,
+    );
+    expect(calls).toBeLessThanOrEqual(5);
+    expect(task.usage?.cost_source).toBe("prices");
+    expect(report.summary.budget).toMatchObject({ exhausted: true });
+  });
+
+  it("gemini (its chat file) under a budget in USD from the config's prices: ended within one call", async () => {
+    const { r, report, task, calls } = await runLooping(
+      "gemini",
+      { max_cost_usd: 0.35 },
+      { gemini: { input: 10, output: 10 } },
+    );
+    expect(r.exitCode, `${r.stderr}\n${JSON.stringify(task, null, 2)}`).toBe(1);
+    expect(task).toMatchObject({ status: "failed", reason: "budget", attempts: 1 });
+    expect(task.detail).toMatch(
+      /^the run's budget of \$0\.3500 is spent: \$0\.4\d+; termorch ended its attempt at the budget$/,
+    );
+    expect(calls).toBeLessThanOrEqual(5);
+    expect(task.usage?.cost_source).toBe("prices");
+    expect(report.summary.budget).toMatchObject({ exhausted: true });
+  });
+});

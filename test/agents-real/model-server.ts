@@ -79,6 +79,8 @@ export interface ModelServer {
   mainRequests(): RecordedRequest[];
   /** Replaces the script (the next main request reads the new one). */
   setScript(script: Script): void;
+  /** Answers each request `ms` later (a model's think time; 0 by default). */
+  setDelay(ms: number): void;
   close(): Promise<void>;
 }
 
@@ -121,6 +123,7 @@ export function mcpToolOf(exchange: ToolExchange, server: string): string | null
 
 export async function startModelServer(initial: Script): Promise<ModelServer> {
   let script = initial;
+  let delayMs = 0;
   const requests: RecordedRequest[] = [];
   const server: Server = createServer((req, res) => {
     void readBody(req).then(
@@ -131,7 +134,8 @@ export async function startModelServer(initial: Script): Promise<ModelServer> {
         } catch (error) {
           reply = json(500, { error: { message: `model server: ${String(error)}` } });
         }
-        send(res, reply);
+        if (delayMs === 0) send(res, reply);
+        else setTimeout(() => send(res, reply), delayMs);
       },
       () => res.destroy(),
     );
@@ -211,6 +215,9 @@ export async function startModelServer(initial: Script): Promise<ModelServer> {
     mainRequests: () => requests.filter((r) => r.main),
     setScript(next) {
       script = next;
+    },
+    setDelay(ms) {
+      delayMs = ms;
     },
     close: () =>
       new Promise<void>((resolve) => {
