@@ -219,7 +219,9 @@ describe("agent presets", () => {
     );
     // The views say it too: status, in words and in its JSON (MCP wait's budget is the same view's).
     const status = await termorch(["status", dir], { socket });
-    expect(status.stdout).toMatch(/budget: [\d,]+ tokens of 1 \(\d+ %\) spent: exhausted, no new attempt starts/);
+    expect(status.stdout).toMatch(
+      /budget: [\d,]+ tokens of 1 \(\d+ %\) spent: exhausted, no new attempt starts/,
+    );
     const json = JSON.parse((await termorch(["status", dir, "--json"], { socket })).stdout) as {
       runs: { budget: unknown }[];
     };

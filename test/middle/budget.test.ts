@@ -137,7 +137,9 @@ describe("budgets while attempts run (their CLIs' streamed usage)", () => {
     const report = await done;
     for (const t of report.tasks) {
       expect(t).toMatchObject({ status: "failed", reason: "budget", attempts: 1 });
-      expect(t.detail).toBe("the run's budget of $0.0500 is spent: $0.0600; termorch ended its attempt at the budget");
+      expect(t.detail).toBe(
+        "the run's budget of $0.0500 is spent: $0.0600; termorch ended its attempt at the budget",
+      );
       expect(t.usage).toMatchObject({ cost_usd: 0.03, input_tokens: 100, output_tokens: 10 });
     }
     expect(report.summary.budget).toMatchObject({ spent_usd: 0.06, exhausted: true });
