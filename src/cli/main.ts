@@ -29,7 +29,7 @@ import type { Io } from "./io.js";
 import { registerMcpCommand } from "./mcp.js";
 import { registerOperatorCommands } from "./operator.js";
 import { environmentRedactor } from "./own-redactor.js";
-import { positiveInt } from "./positive-int.js";
+import { positiveInt, positiveNumber } from "./positive-int.js";
 import { progressLine } from "./progress.js";
 import { registerReportCommand } from "./report.js";
 import { type BackendFlags, backendChoice, registerScaleCommands } from "./scale.js";
@@ -160,19 +160,43 @@ export async function main(
 
   program
     .command("resume")
-    .description("finish an interrupted run from its state.json (nothing that finished runs again)")
+    .description(
+      "finish an interrupted run from its state.json, or one its budget stopped with the budget raised (nothing that finished runs again)",
+    )
     .argument("<run-dir>", "the run directory (where state.json is)")
     .option("--wait", "wait for the workspace lock instead of exiting 4")
     .option(
       "--redis <url>",
       "a run on workers (backend bullmq): the Redis URL, when its config does not name it",
     )
+    .option(
+      "--max-cost-usd <usd>",
+      "raise the run's budget in USD: a run its budget stopped goes on (the tasks it ended run again)",
+      positiveNumber,
+    )
+    .option("--max-tokens <n>", "raise the run's budget in tokens (input and output)", positiveInt)
     .option("--json", "print the report on stdout")
     .option("--debug", "verbose logs and stack traces")
-    .action(async (dir: string, o: { wait?: boolean; json?: boolean; debug?: boolean; redis?: string }) => {
-      debug = o.debug ?? false;
-      code = await drive(io, o, (common) => resumeRun({ ...common, runDir: dir }));
-    });
+    .action(
+      async (
+        dir: string,
+        o: {
+          wait?: boolean;
+          json?: boolean;
+          debug?: boolean;
+          redis?: string;
+          maxCostUsd?: number;
+          maxTokens?: number;
+        },
+      ) => {
+        debug = o.debug ?? false;
+        const budget = {
+          ...(o.maxCostUsd === undefined ? {} : { max_cost_usd: o.maxCostUsd }),
+          ...(o.maxTokens === undefined ? {} : { max_tokens: o.maxTokens }),
+        };
+        code = await drive(io, o, (common) => resumeRun({ ...common, runDir: dir, budget }));
+      },
+    );
 
   program
     .command("validate")

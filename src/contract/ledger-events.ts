@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { StateSource } from "./agent-state.js";
+import { Budget } from "./assignments.js";
 import { BudgetStanding } from "./budget.js";
 import { DecisionStatus, NextActor } from "./decision.js";
 import { KeyAnswer } from "./keys.js";
@@ -74,6 +75,8 @@ const EVENTS = {
   "run.cancel_requested": { by: z.string() },
   "run.budget_warning": BudgetStanding.shape,
   "run.budget_exhausted": BudgetStanding.shape,
+  /** A resume raised the run's budget; the tasks it ended (and those skipped for them) go on. */
+  "run.budget_raised": { from: Budget.nullable(), to: Budget.nullable(), reopened: z.array(z.string()) },
   "run.detached": { pid: z.number() },
   "run.cleaned": { pooled: z.number(), removed: z.number(), kept_branches: z.array(z.string()) },
   "report.written": {

@@ -20,6 +20,7 @@ import { snapshotRefs } from "../task/ref-watch.js";
 import { snapshotRunObjects } from "../task/sandbox.js";
 import type { RunStop } from "../task/stop.js";
 import { watchRunBudget } from "./budget-alarm.js";
+import { keepPlanDigest } from "./budget-resume.js";
 import { dispatch } from "./dispatch.js";
 import type { OpenRun } from "./open-run.js";
 import type { RunResult } from "./report-file.js";
@@ -131,6 +132,8 @@ export async function drive(
       base_commit: run.git?.baseCommit ?? null,
       target: run.git?.targetRef ?? null,
     });
+    // What a resume compares the assignments file with, budget aside (a raised budget is taken).
+    keepPlanDigest(privateDir, run.input.assignments);
     await killPoint(run.fault, "kill-after-accepted");
     await ledger.append("run.planned", {
       waves: run.waves.waves,

@@ -2,7 +2,6 @@ import { availableParallelism } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import type PQueue from "p-queue";
 import pino, { type Logger } from "pino";
-import type { Budget } from "../contract/assignments.js";
 import { Config } from "../contract/config.js";
 import { DEFAULT_GATE_FIX_ATTEMPTS, DEFAULT_REDO_ATTEMPTS } from "../contract/merge-policy.js";
 import type { RunState } from "../contract/state.js";
@@ -20,7 +19,6 @@ import { skippedMerge } from "../report/build.js";
 import type { RemoteBackend } from "../runner/task-hosts.js";
 import type { TaskRunner } from "../runner/task-runner.js";
 import { remoteExecutor } from "../scale/remote-executor.js";
-import { limits } from "../spend/budget.js";
 import { localExecutor } from "../task/execute.js";
 import type { TaskExecutor } from "../task/executor.js";
 import { gitWorkspace } from "../task/git-workspace.js";
@@ -38,6 +36,16 @@ import {
   checkRemote,
   connectBackend,
 } from "./backend.js";
+import {
+  type BudgetFlags,
+  budgetOf,
+  onlyBudgetChanged,
+  reopen,
+  reopened,
+  resumableAtBudget,
+  resumedBudget,
+  stillSpent,
+} from "./budget-resume.js";
 import {
   type DetachedResult,
   type DriveHooks,
@@ -361,18 +369,9 @@ function settingsOf(
     redo_attempts: merge.redo_attempts ?? config.redo_attempts ?? DEFAULT_REDO_ATTEMPTS,
     on_gate_failure: merge.on_gate_failure ?? config.on_gate_failure ?? "halt",
     gate_fix_attempts: merge.gate_fix_attempts ?? config.gate_fix_attempts ?? DEFAULT_GATE_FIX_ATTEMPTS,
-    budget: runBudget(input.assignments.environment.resource_limits),
+    budget: budgetOf(input.assignments.environment.resource_limits),
     on_budget: input.assignments.environment.resource_limits.on_budget ?? "stop",
   };
-}
-
-/** The run's budget out of its resource limits; null when they set none. */
-function runBudget({ max_cost_usd, max_tokens }: Budget): Budget | null {
-  const budget = {
-    ...(max_cost_usd === undefined ? {} : { max_cost_usd }),
-    ...(max_tokens === undefined ? {} : { max_tokens }),
-  };
-  return limits(budget) ? budget : null;
 }
 
 /** Where the run's tasks execute: on the workers of its backend, or in this host's tmux. */
@@ -400,6 +399,8 @@ function openOptions(opts: DriveOptions, runner: TaskRunner, log: Logger) {
 
 export interface ResumeOptions extends DriveOptions {
   runDir: string;
+  /** A raised budget (`--max-cost-usd`, `--max-tokens`): a run its budget stopped goes on. */
+  budget?: BudgetFlags;
 }
 
 /**
@@ -412,34 +413,56 @@ export async function resumeRun(opts: ResumeOptions): Promise<RunResult | Detach
   const cwd = opts.cwd ?? process.cwd();
   const runDir = resolve(cwd, opts.runDir);
   const log = opts.logger ?? pino({ level: "silent" });
-  const finished = (st: RunState): InputError =>
-    new InputError(
+  const finished = (st: RunState, raised: boolean): InputError => {
+    const atBudget = st.tasks.filter((t) => t.state === "failed" && t.reason === "budget").map((t) => t.id);
+    return new InputError(
       [
         {
           file: join(runDir, "state.json"),
-          message: `run ${st.run_id} already finished (its report is ${st.report ?? "written"})`,
+          message: `run ${st.run_id} already finished (its report is ${st.report ?? "written"})${atBudget.length > 0 && !raised ? `; its budget stopped ${atBudget.join(", ")}` : ""}`,
         },
       ],
-      "Nothing to resume.",
+      atBudget.length > 0 && !raised
+        ? `Raise its budget to go on: termorch resume ${runDir} --max-cost-usd N (or --max-tokens N, or raise resource_limits in ${st.assignments_file}).`
+        : "Nothing to resume.",
     );
+  };
   const first = await readState(runDir);
-  if (first.phase === "reported") throw finished(first);
   const loaded = first.config_file
     ? await loadConfig(first.config_file, env, first.cwd)
     : { config: Config.parse({}), file: null };
   const input = await loadAssignments(first.assignments_file, loaded, first.started_at, first.base_dir);
   notice(opts, log, input);
-  if (input.sha256 !== first.assignments_sha256) {
+  const privateDir = join(runDir, ".termorch", first.run_id);
+  // The one change a resume takes from the file: its budget.
+  const fileChanged = input.sha256 !== first.assignments_sha256;
+  if (fileChanged && !onlyBudgetChanged(privateDir, input.assignments)) {
     throw new InputError(
       [
         {
           file: first.assignments_file,
-          message: `changed since run ${first.run_id} started; a resume finishes the run as it was planned`,
+          message: `changed since run ${first.run_id} started; a resume finishes the run as it was planned (only its budget, resource_limits.max_cost_usd and max_tokens, may be raised in it)`,
         },
       ],
       "Restore the file as it was, or start a new run with it.",
     );
   }
+  const limitsInFile = input.assignments.environment.resource_limits;
+  const raised = resumedBudget(
+    first.options.budget,
+    fileChanged ? budgetOf(limitsInFile) : null,
+    opts.budget ?? {},
+  );
+  const goOn = (st: RunState): void => {
+    if (st.phase === "reported" && !resumableAtBudget(st, raised.changed)) throw finished(st, raised.changed);
+    const spent = raised.changed ? stillSpent(raised.budget, st.tasks) : null;
+    if (spent)
+      throw new InputError(
+        [{ file: join(runDir, "state.json"), message: `run ${st.run_id}: ${spent}` }],
+        "Resume it with a budget above what it spent.",
+      );
+  };
+  goOn(first);
   // Its tasks run where they ran: a run on workers reconnects to them (its jobs are found by id).
   const remote = await connectBackend(input, first.options.backend, {
     ...opts.backend,
@@ -449,7 +472,8 @@ export async function resumeRun(opts: ResumeOptions): Promise<RunResult | Detach
   try {
     // Read again under the lock: whoever held it may have finished or advanced the run meanwhile.
     const state = await readState(runDir);
-    if (state.phase === "reported") throw finished(state);
+    goOn(state);
+    const reopening = new Set(raised.changed ? reopened(state.tasks) : []);
     const git = state.git
       ? {
           root: state.git.root,
@@ -469,7 +493,11 @@ export async function resumeRun(opts: ResumeOptions): Promise<RunResult | Detach
         runDir,
         baseDir: state.base_dir,
         cwd: state.cwd,
-        settings: state.options,
+        settings: {
+          ...state.options,
+          budget: raised.budget,
+          on_budget: (fileChanged ? limitsInFile.on_budget : undefined) ?? state.options.on_budget,
+        },
         identity: git ? await commitIdentity(git.root, input.config.git.author) : TERMORCH_IDENTITY,
         env,
         redactSources: redaction.redactor.sources,
@@ -477,12 +505,26 @@ export async function resumeRun(opts: ResumeOptions): Promise<RunResult | Detach
         fault: opts.seams?.fault ?? null,
         resumed: true,
       }),
-      { ...openOptions(opts, runner, log), redaction, restored: state.tasks },
+      {
+        ...openOptions(opts, runner, log),
+        redaction,
+        restored: state.tasks.map((t) => (reopening.has(t.id) ? reopen(t) : t)),
+      },
     );
     await o.ports.ledger.append("run.resumed", {
       pid: process.pid,
       tasks: state.tasks.map((t) => ({ id: t.id, state: t.state, attempts: t.attempts })),
     });
+    if (raised.changed) {
+      await o.ports.ledger.append("run.budget_raised", {
+        from: state.options.budget,
+        to: raised.budget,
+        reopened: [...reopening],
+      });
+      // Into the journal now (a resume after a crash finds them open), their old ends' status files gone.
+      for (const id of reopening) o.recorder.checkpoint(id);
+      await o.recorder.clearStatusFiles(reopening);
+    }
     return await drive(o, remote, executorOf(o, remote), driveHooks(opts), true);
   } finally {
     await lock.release();

@@ -246,9 +246,9 @@ export class TaskRecorder {
     t.waiting = { ...t.waiting, since: null, for: null, answers: [] };
   }
 
-  /** A new run starts with no status files of an earlier run in the same folder. */
-  async clearStatusFiles(): Promise<void> {
-    await this.o.status.clear(this.tasks.keys());
+  /** A new run starts with no status files of an earlier run in the same folder (a raised budget: of the tasks it opens again). */
+  async clearStatusFiles(taskIds: Iterable<string> = this.tasks.keys()): Promise<void> {
+    await this.o.status.clear(taskIds);
   }
 
   /**

@@ -102,7 +102,15 @@ async function runLooping(
   const r = await world.termorch(["run", file, "--config", config], { env: { [recipe.keyVar]: SECRET } });
   modelServer().setDelay(0);
   const report = readReport(dir);
-  return { r, report, task: report.tasks[0]!, calls: modelServer().mainRequests().length - before, repo };
+  return {
+    r,
+    report,
+    task: report.tasks[0]!,
+    calls: modelServer().mainRequests().length - before,
+    repo,
+    dir,
+    env: { [recipe.keyVar]: SECRET },
+  };
 }
 
 describe("the run's budget while an agent loops, from the usage its CLI reports as it goes", () => {
@@ -118,6 +126,24 @@ describe("the run's budget while an agent loops, from the usage its CLI reports 
     expect(calls).toBeLessThanOrEqual(5);
     expect(report.summary.budget).toMatchObject({ max_tokens: 35_000, exhausted: true });
     expect(report.summary.budget!.spent_tokens).toBeLessThan(35_000 + 2 * 10_010);
+  });
+
+  it("opencode: resumed with a raised budget, the task goes on in its worktree to a merge", async () => {
+    const { dir, repo, env } = await runLooping("opencode", { max_tokens: 35_000 });
+    modelServer().setScript([{ write: "done.txt", content: "done\n" }, { reply: "Done: wrote done.txt" }]);
+    const r = await world.termorch(["resume", dir, "--max-tokens", "200000"], { env });
+    const report = readReport(dir);
+    const task = report.tasks[0]!;
+    expect(r.exitCode, `${r.stderr}\n${JSON.stringify(task, null, 2)}`).toBe(0);
+    expect(task).toMatchObject({ status: "success", attempts: 2 });
+    expect(task.attempt_history!.map((h) => [h.reason, h.started_from])).toEqual([
+      ["budget", null],
+      [null, "last_work"],
+    ]);
+    expect(report.merge.result).toBe("success");
+    // The first attempt's files, left where the budget stopped it, merged with the second's.
+    expect(existsSync(join(repo, "loop-1.txt"))).toBe(true);
+    expect(existsSync(join(repo, "done.txt"))).toBe(true);
   });
 
   it("codex (its rollout) under a budget in USD from the config's prices: ended within one call", async () => {

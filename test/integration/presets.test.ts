@@ -231,6 +231,71 @@ describe("agent presets", () => {
     expect(git(repo, "show", `${report.tasks[0]!.branch}:STUB_EDITS.md`)).toContain("a");
   });
 
+  it("resume with a raised budget goes on where the budget stopped the run: by flag, or in the file; nothing that finished runs again", async () => {
+    const { dir, repo } = workspace();
+    const file = limited(
+      assignments(dir, [
+        { id: "a", agent: "claude" },
+        { id: "b", agent: "claude", dependencies: ["a"] },
+        { id: "c", agent: "claude", dependencies: ["b"] },
+      ]),
+      { max_tokens: 1 },
+    );
+    expect((await termorch(["run", file], { socket, env: withStubs() })).exitCode).toBe(1);
+    const spent = readReport(dir).summary.budget!.spent_tokens;
+    // Without a raise, it is finished, and says how to go on.
+    const same = await termorch(["resume", dir], { socket, env: withStubs() });
+    expect(same.exitCode).toBe(2);
+    expect(same.stderr).toMatch(/already finished .*; its budget stopped b/);
+    expect(same.stderr).toMatch(/--max-cost-usd N \(or --max-tokens N/);
+    // A raise that is spent already goes nowhere, and changes nothing.
+    const short = await termorch(["resume", dir, "--max-tokens", String(spent)], {
+      socket,
+      env: withStubs(),
+    });
+    expect(short.exitCode).toBe(2);
+    expect(short.stderr).toMatch(
+      /the run's new budget of [\d,]+ tokens is spent: [\d,]+; give it more than that/,
+    );
+    expect(readReport(dir).tasks[1]!.reason).toBe("budget");
+    // Another change to the file than its budget is refused.
+    const planned = readFileSync(file, "utf8");
+    writeFileSync(file, planned.replace('"id":"c"', '"id":"c","retries":3'));
+    const edited = await termorch(["resume", dir], { socket, env: withStubs() });
+    expect(edited.exitCode).toBe(2);
+    expect(edited.stderr).toMatch(/changed since run .* started; .*only its budget/);
+    // The budget raised in the file: b runs, and c after it, with what is left; then b's spend stops c.
+    writeFileSync(file, planned.replace('"max_tokens":1', `"max_tokens":${spent + 1}`));
+    const once = await termorch(["resume", dir], { socket, env: withStubs() });
+    expect(once.exitCode).toBe(1);
+    expect(readReport(dir).tasks.map((t) => [t.id, t.status, t.reason])).toEqual([
+      ["a", "success", null],
+      ["b", "success", null],
+      ["c", "failed", "budget"],
+    ]);
+    // By flag: c runs, the run merges; a and b ran once each.
+    const done = await termorch(["resume", dir, "--max-tokens", "1000000"], { socket, env: withStubs() });
+    expect(done.exitCode, done.stderr).toBe(0);
+    const report = readReport(dir);
+    expect(report.tasks.map((t) => [t.id, t.status, t.attempts])).toEqual([
+      ["a", "success", 1],
+      ["b", "success", 1],
+      ["c", "success", 1],
+    ]);
+    expect(report.summary.budget).toMatchObject({ max_tokens: 1_000_000, exhausted: false });
+    expect(report.merge.result).toBe("success");
+    expect(argvLog(dir)).toHaveLength(3);
+    expect(git(repo, "show", "HEAD:STUB_EDITS.md")).toMatch(/a[\s\S]*b[\s\S]*c/);
+    const raised = readFileSync(join(dir, "events.jsonl"), "utf8")
+      .split("\n")
+      .filter((l) => l.includes('"run.budget_raised"'))
+      .map((l) => (JSON.parse(l) as { data: { to: unknown; reopened: string[] } }).data);
+    expect(raised).toEqual([
+      { from: { max_tokens: 1 }, to: { max_tokens: spent + 1 }, reopened: ["b", "c"] },
+      { from: { max_tokens: spent + 1 }, to: { max_tokens: 1_000_000 }, reopened: ["c"] },
+    ]);
+  });
+
   it("gives claude's own --max-budget-usd what the budgets leave; a CLI stopped at it fails its task with reason budget", async () => {
     const { dir } = workspace();
     const file = assignments(dir, [

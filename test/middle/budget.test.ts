@@ -3,8 +3,10 @@
 // fails with reason `budget`, naming the budget and the spend. Driven through the real pipeline
 // with the fake runner, each attempt printing Claude Code's result with its usage and cost.
 import { appendFileSync, writeFileSync } from "node:fs";
+import { delimiter, join } from "node:path";
 import { describe, expect, it } from "vitest";
 import type { NotifyEvent } from "../../src/contract/notify.js";
+import { resumeRun } from "../../src/run/runner.js";
 import type { FakeAttempt } from "./fake-runner.js";
 import { MiddleRun, middleTier } from "./harness.js";
 
@@ -190,6 +192,48 @@ describe("budgets while attempts run (their CLIs' streamed usage)", () => {
     expect(warning).toMatchObject({ budget: { max_tokens: 1000, warning: true, exhausted: false } });
     // Told at the step that crossed 80 %, or the one after it when both were read together.
     expect([810, 830]).toContain(warning?.event === "run.budget_warning" && warning.budget.spent_tokens);
+  });
+
+  it("resumed with a raised budget, the attempts it ended go on with a new attempt each; their spend still counts", async () => {
+    run = new MiddleRun([opencode("a", { retries: 0 }), opencode("b", { dependencies: ["a"] })], {
+      assignment: {
+        environment: { workspace_dir: "ws", resource_limits: { max_cost_usd: 0.05 } },
+      },
+    });
+    const done = run.reportWithPresets(() => {});
+    const a = await run.host.launched("a");
+    appendFileSync(a.spec.stdoutLog, step(0.06));
+    await a.stopped;
+    const first = await done;
+    expect(first.tasks.map((t) => [t.id, t.status, t.reason])).toEqual([
+      ["a", "failed", "budget"],
+      ["b", "skipped", "dependency_failed"],
+    ]);
+    run.host.onLaunch = (attempt) => {
+      appendFileSync(attempt.spec.stdoutLog, step(0.01));
+      attempt.exit(0);
+    };
+    const options = run.options();
+    const path = `${join(import.meta.dirname, "..", "fixtures", "agents")}${delimiter}${process.env.PATH}`;
+    const report = run.report(
+      await resumeRun({
+        runDir: run.dir,
+        ...options,
+        env: { ...options.env, PATH: path },
+        budget: { max_cost_usd: 0.1 },
+      }),
+    );
+    expect(report.tasks.map((t) => [t.id, t.status, t.attempts])).toEqual([
+      ["a", "success", 2],
+      ["b", "success", 1],
+    ]);
+    // a's second attempt was told nothing new and started where the budget left it.
+    expect(report.tasks[0]!.attempt_history!.map((h) => [h.n, h.reason, h.started_from])).toEqual([
+      [1, "budget", null],
+      [2, null, "last_work"],
+    ]);
+    expect(report.summary.budget).toMatchObject({ max_cost_usd: 0.1, spent_usd: 0.08, exhausted: false });
+    expect(run.host.of("a")).toHaveLength(2);
   });
 
   it("a task's own budget ends only its attempt; a line not yet ended is not counted", async () => {
