@@ -1,4 +1,4 @@
-import type { Budget, Task } from "../contract/assignments.js";
+import type { Budget, OnRateLimit, Task } from "../contract/assignments.js";
 import { type AgentSpec, type Config, PresetName } from "../contract/config.js";
 import type { RetryFrom } from "../contract/retry-from.js";
 import type { Sandbox } from "../contract/sandbox.js";
@@ -60,6 +60,8 @@ export interface ResolvedAgent {
   sandbox?: Sandbox | undefined;
   /** The config entry's `retry_from`, the default of its tasks; undefined: not said. */
   retry_from?: RetryFrom | undefined;
+  /** The config entry's `rate_limit`, the default of its tasks; undefined: not said. */
+  rate_limit?: OnRateLimit | undefined;
   /** The config entry's `model` (a preset passes it to its CLI; `prices` may name it); null: not said. */
   model: string | null;
   /** The config entry's `budget`, each of its tasks' that has none of its own; undefined: none. */
@@ -159,7 +161,16 @@ function ownCommand(
   command: string[],
 ): Omit<
   ResolvedAgent,
-  "source" | "tty" | "timeout_s" | "env" | "expect_changes" | "sandbox" | "retry_from" | "model" | "budget"
+  | "source"
+  | "tty"
+  | "timeout_s"
+  | "env"
+  | "expect_changes"
+  | "sandbox"
+  | "retry_from"
+  | "rate_limit"
+  | "model"
+  | "budget"
 > {
   return {
     command,
@@ -190,7 +201,15 @@ function plain(
   spec: AgentSpec | undefined,
 ): Pick<
   ResolvedAgent,
-  "tty" | "timeout_s" | "env" | "expect_changes" | "sandbox" | "retry_from" | "model" | "budget"
+  | "tty"
+  | "timeout_s"
+  | "env"
+  | "expect_changes"
+  | "sandbox"
+  | "retry_from"
+  | "rate_limit"
+  | "model"
+  | "budget"
 > {
   return {
     tty: spec?.tty ?? false,
@@ -200,6 +219,7 @@ function plain(
     ...(spec?.expect_changes === undefined ? {} : { expect_changes: spec.expect_changes }),
     ...(spec?.sandbox === undefined ? {} : { sandbox: spec.sandbox }),
     ...(spec?.retry_from === undefined ? {} : { retry_from: spec.retry_from }),
+    ...(spec?.rate_limit === undefined ? {} : { rate_limit: spec.rate_limit }),
     ...(spec?.timeout_s ? { timeout_s: spec.timeout_s } : {}),
   };
 }

@@ -561,6 +561,11 @@ function formatStatus(view: StatusView, registry: string | null): string {
           `  ${t.id}: waiting for input since ${t.waiting_since}${t.waiting_for ? ` (${t.waiting_for})` : ""}; answer: ${answers}`,
         );
       }
+    for (const t of run.tasks)
+      if (t.waiting_quota_until)
+        lines.push(
+          `  ${t.id}: waiting for a rate limit to lift, until ${t.waiting_quota_until}; then its next attempt starts`,
+        );
     for (const t of run.tasks) if (t.needs_human) lines.push(`  ${t.id}: blocked, ${needsHumanText(t)}`);
     lines.push("");
   }

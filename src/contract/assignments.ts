@@ -72,6 +72,33 @@ export const Budget = z
   );
 export type Budget = z.infer<typeof Budget>;
 
+export const OnRateLimit = z
+  .strictObject({
+    on: z
+      .enum(["wait", "fail"])
+      .default("wait")
+      .describe(
+        "What an attempt its CLI gave up on for a rate limit or a usage cap (reason `rate_limited`) is followed by: `wait` for the limit to lift (the reset time the CLI gave, else a backoff from `backoff_s`), then run it again, not counted against `retries`; `fail`: the task fails with reason `rate_limited`",
+      ),
+    max_wait_s: z
+      .number()
+      .int()
+      .positive()
+      .default(3600)
+      .describe(
+        "The most a task waits for limits to lift, all its waits together; past it, it fails with reason `rate_limited`",
+      ),
+    backoff_s: z
+      .number()
+      .positive()
+      .default(60)
+      .describe("The first wait when the CLI gave no reset time; each next one doubles it"),
+  })
+  .describe(
+    "What a rate limit or a usage cap does to a task (its own, else its agent entry's, else the config's defaults)",
+  );
+export type OnRateLimit = z.infer<typeof OnRateLimit>;
+
 export const OnBudget = z
   .enum(["stop", "finish_running"])
   .describe(
@@ -97,6 +124,7 @@ export const Task = z.strictObject({
   retries: z.number().int().min(0).max(20).default(0),
   retry_from: RetryFrom.optional(),
   budget: Budget.optional().describe("This task's budget (its agent entry's otherwise), besides the run's"),
+  rate_limit: OnRateLimit.optional(),
   env: z.record(z.string().regex(envName, "must be an environment variable name"), NoNul).default({}),
   allowed_paths: z.array(NoNul.min(1)).optional(),
   success_criteria: SuccessCriteria.optional(),

@@ -60,6 +60,20 @@ export const AttemptRecord = z.strictObject({
     .describe(
       "Its agent's tokens and cost (the task's `usage` adds them up); null when its CLI reported none",
     ),
+  resets_at: z
+    .string()
+    .nullable()
+    .default(null)
+    .describe(
+      "Reason `rate_limited`: when the limit lifts (ISO), as its CLI said it; null when it said none (or another reason)",
+    ),
+  waited_until: z
+    .string()
+    .nullable()
+    .default(null)
+    .describe(
+      "It started after waiting for the limit the attempt before it met to lift, until then (ISO); null: no wait",
+    ),
 });
 export type AttemptRecord = z.infer<typeof AttemptRecord>;
 
@@ -71,5 +85,6 @@ export function attemptSummary(a: AttemptRecord): string {
   const decided = a.decision
     ? `; it decided ${a.decision.status}${a.decision.reason ? ` (${a.decision.reason})` : ""}`
     : "";
-  return `attempt ${a.n} (${how}${from})${told}${decided}`;
+  const waited = a.waited_until ? `; after waiting for a rate limit until ${a.waited_until}` : "";
+  return `attempt ${a.n} (${how}${from})${waited}${told}${decided}`;
 }

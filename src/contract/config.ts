@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { Budget, Escalation, NoNul, TimeoutS } from "./assignments.js";
+import { Budget, Escalation, NoNul, OnRateLimit, TimeoutS } from "./assignments.js";
 import { MergePolicy } from "./merge-policy.js";
 import { NotifyConfig } from "./notify.js";
 import { RetryFrom } from "./retry-from.js";
@@ -65,6 +65,7 @@ export const AgentSpec = z.strictObject({
   /** The escalation of every task of this agent that has no list of its own. */
   escalation: Escalation.optional(),
   budget: Budget.optional().describe("The budget of each task of this agent that has none of its own"),
+  rate_limit: OnRateLimit.optional(),
 });
 export type AgentSpec = z.infer<typeof AgentSpec>;
 
@@ -114,6 +115,7 @@ export const Config = z.strictObject({
       max_parallel: z.number().int().positive().optional(),
       timeout_s: TimeoutS.optional(),
       retry_from: RetryFrom.optional(),
+      rate_limit: OnRateLimit.optional(),
       max_log_bytes: z
         .number()
         .int()

@@ -169,6 +169,8 @@ const EVENTS = {
     by: StateSource.optional(),
   },
   "task.input_resumed": { attempt: z.number(), by: StateSource.optional() },
+  "task.waiting_quota": { attempt: z.number(), until: z.string() },
+  "task.quota_resumed": { attempt: z.number() },
   "task.worktree": { branch: z.string(), start_commit: z.string(), path: z.string(), reused: z.boolean() },
   "task.published": { branch: z.string(), start_commit: z.string(), remote: z.string(), ref: z.string() },
   "task.launched": {
@@ -219,6 +221,8 @@ const EVENTS = {
     from: z.enum(["base", "last_work", "last_commit"]).optional(),
     escalated: z.boolean().optional(),
     feedback: nullableString.optional(),
+    /** A rate limit's wait: the next attempt starts no sooner. */
+    not_before: z.string().optional(),
   },
   "task.work_not_kept": { attempt: z.number(), why: z.string() },
   "task.setup_started": { attempt: z.number(), cwd: z.string() },

@@ -8,6 +8,7 @@ import { Report } from "./report.js";
 /** The events a notification command can be sent. */
 export const NotifyEventName = z.enum([
   "task.waiting_input",
+  "task.waiting_quota",
   "task.failed",
   "task.needs_human",
   "run.budget_warning",
@@ -32,6 +33,7 @@ export const NotifyConfig = z
       .min(1)
       .default([
         "task.waiting_input",
+        "task.waiting_quota",
         "task.failed",
         "task.needs_human",
         "run.budget_warning",
@@ -92,6 +94,14 @@ export const NotifyEvent = z
       .describe(
         'A task ended blocked and its agent asked for a person (its decision\'s routing.recommended_next_actor "human"); sent after its task.failed',
       ),
+    z
+      .strictObject({
+        event: z.literal("task.waiting_quota"),
+        ...Common,
+        task_id: z.string(),
+        until: z.string().describe("When the limit lifts and its next attempt starts (ISO 8601)"),
+      })
+      .describe("A task's agent's CLI gave up on a rate limit or a usage cap: the task waits for it to lift"),
     z
       .strictObject({ event: z.literal("run.budget_warning"), ...Common, budget: BudgetStanding })
       .describe("80 % of the run's budget is spent (`resource_limits.max_cost_usd` or `max_tokens`)"),

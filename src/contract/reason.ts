@@ -22,6 +22,7 @@ export const Reason = z.enum([
   "blocked",
   "invalid_decision",
   "budget",
+  "rate_limited",
 ]);
 export type Reason = z.infer<typeof Reason>;
 

@@ -81,6 +81,8 @@ export const NextAttempt = z.strictObject({
   escalated: z.boolean(),
   /** Its feedback section, relative to the run directory. */
   feedback: z.string().nullable(),
+  /** It starts no sooner (epoch ms): the rate limit the attempt before it met lifts then; null: at once. */
+  notBefore: z.number().nullable().default(null),
 });
 export type NextAttempt = z.infer<typeof NextAttempt>;
 
@@ -129,6 +131,8 @@ export const TaskWaiting = z.strictObject({
   answers: z.array(KeyAnswer),
   /** Where its agent's state came from (its CLI's hooks, or its screen); null: not yet known. */
   stateFrom: StateSource.nullable(),
+  /** Until when (epoch ms) it waits for a rate limit or a usage cap to lift before its next attempt; null: it does not. */
+  quotaUntil: z.number().nullable().default(null),
 });
 export type TaskWaiting = z.infer<typeof TaskWaiting>;
 

@@ -74,6 +74,8 @@ export const TaskView = z.strictObject({
   waiting_since: z.string().nullable().default(null),
   /** What it waits for (a question of its CLI, its next message, an unrecognised screen); null otherwise. */
   waiting_for: z.string().nullable().default(null),
+  /** It waits for a rate limit or a usage cap its agent's CLI met to lift, until then (ISO); its next attempt starts then; null otherwise. */
+  waiting_quota_until: z.string().nullable().default(null),
   /** The keys that pick each usual answer of the question it waits on, when termorch knows it (`termorch send <task> --keys`); empty otherwise. */
   waiting_answers: z.array(KeyAnswer).default([]),
   /** Scale-out: the worker and host its current attempt runs on, and how to watch it there; null in a local run. */

@@ -56,6 +56,12 @@ export const StatusFile = z.strictObject({
     .describe(
       'A failed task whose agent decided `blocked` and asked for a person (its decision\'s routing.recommended_next_actor "human"): `detail` gives its reason; absent otherwise',
     ),
+  waiting_quota_until: z
+    .string()
+    .optional()
+    .describe(
+      "A running task waiting for a rate limit or a usage cap its agent's CLI met to lift (ISO time it lifts); its next attempt starts then. Absent otherwise",
+    ),
   waiting_answers: z
     .array(KeyAnswer)
     .optional()

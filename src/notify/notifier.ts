@@ -79,6 +79,10 @@ export class Notifier {
     this.send({ event: "task.waiting_input", task_id: taskId, since: new Date(since).toISOString(), asks });
   }
 
+  taskWaitingQuota(taskId: string, until: number): void {
+    this.send({ event: "task.waiting_quota", task_id: taskId, until: new Date(until).toISOString() });
+  }
+
   /** The run's budget reached a mark: 80 % of it (`warning`), or all of it (`exhausted`). */
   budgetReached(mark: "warning" | "exhausted", budget: BudgetStanding): void {
     this.send({ event: mark === "warning" ? "run.budget_warning" : "run.budget_exhausted", budget });

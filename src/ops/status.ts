@@ -109,6 +109,7 @@ async function taskView(
         ? { termorch: attachHint(state.run_id, t.id), tmux: rawAttachHint(state.socket, t.current.session) }
         : null,
     waiting_since: isLive(s) ? iso(t.waiting.since) : null,
+    waiting_quota_until: isLive(s) ? iso(t.waiting.quotaUntil) : null,
     waiting_for: isLive(s) && t.waiting.since !== null ? t.waiting.for : null,
     waiting_answers: isLive(s) && t.waiting.since !== null ? t.waiting.answers : [],
     remote: remoteView(t),

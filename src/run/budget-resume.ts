@@ -102,7 +102,13 @@ export function reopen(t: TaskRun): TaskRun {
   if (!started) return open;
   return {
     ...open,
-    next: { agentIndex: t.current.agentIndex, from: "last_work", escalated: false, feedback: null },
+    next: {
+      agentIndex: t.current.agentIndex,
+      from: "last_work",
+      escalated: false,
+      feedback: null,
+      notBefore: null,
+    },
   };
 }
 

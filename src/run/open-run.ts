@@ -123,6 +123,7 @@ export async function openRun(
       listeners: {
         taskFailed: (t) => notifier.taskFailed(t),
         taskWaitingInput: (id, since, asks) => notifier.taskWaitingInput(id, since, asks),
+        taskWaitingQuota: (id, until) => notifier.taskWaitingQuota(id, until),
         changed: () => o.onProgress?.(recorder.all(), Date.now() - run.startedAt),
       },
       now: Date.now,

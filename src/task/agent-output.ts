@@ -1,4 +1,5 @@
 import { join } from "node:path";
+import { limitOf } from "../agent/rate-limits.js";
 import {
   type OutputFormat,
   parseAgentOutput,
@@ -37,11 +38,18 @@ export function agentOutcome(
   /** Where it ran (its sessions are found by it). */
   cwd: string,
   format: OutputFormat,
-  attempt: AttemptOutcome,
+  attempt: AttemptOutcome & { record: { exit_code: number | null } | null },
+  now: number,
 ): { outcome: AttemptOutcome; account: AgentAccount } {
-  const parsed = parseAgentOutput(format, readLogTail(join(runDir, t.result.logs!.stdout)), {
+  const stdout = readLogTail(join(runDir, t.result.logs!.stdout));
+  let stderr: string | null = null;
+  const stderrText = (): string => {
+    stderr ??= readLogTail(join(runDir, t.result.logs!.stderr));
+    return stderr;
+  };
+  const parsed = parseAgentOutput(format, stdout, {
     // Up to 16 MiB each: only what the CLI's parser reads.
-    stderr: SIDE_OUTPUTS[format].includes("stderr") ? readLogTail(join(runDir, t.result.logs!.stderr)) : "",
+    stderr: SIDE_OUTPUTS[format].includes("stderr") ? stderrText() : "",
     usageFile: SIDE_OUTPUTS[format].includes("usageFile") ? readLogTail(agent.usageFile) : "",
   });
   let { result, usage } = parsed;
@@ -64,6 +72,20 @@ export function agentOutcome(
       outcome: {
         reason: "budget",
         detail: `its CLI stopped at the budget it was given${result?.summary ? `: ${result.summary.slice(0, 500)}` : ""}`,
+      },
+      account,
+    };
+  const failed = attempt.reason === "exit_code" || (attempt.reason === null && result?.is_error === true);
+  // Its CLI gave up on a rate limit or a usage cap: what follows is the limit's (wait, or fail).
+  const limit = failed
+    ? limitOf(format, { stdout, stderr: stderrText(), exitCode: attempt.record?.exit_code ?? null }, now)
+    : null;
+  if (limit)
+    return {
+      outcome: {
+        reason: "rate_limited",
+        detail: `its CLI gave up on ${limit.kind === "cap" ? "a usage cap" : "a rate limit"}${limit.status ? ` (${limit.status})` : ""}${limit.resetsAt ? `, which lifts at ${new Date(limit.resetsAt).toISOString()}` : ""}: ${limit.said}`,
+        resetsAt: limit.resetsAt,
       },
       account,
     };

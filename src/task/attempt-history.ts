@@ -10,7 +10,13 @@ export function openRecord(
   n: number,
   agent: string,
   now: number,
-  how: { from: AttemptRecord["started_from"]; escalated: boolean; feedback: string | null },
+  how: {
+    from: AttemptRecord["started_from"];
+    escalated: boolean;
+    feedback: string | null;
+    /** It waited for a rate limit to lift until then (epoch ms); null: no wait. */
+    waitedUntil?: number | null;
+  },
 ): AttemptRecord {
   return {
     n,
@@ -18,6 +24,8 @@ export function openRecord(
     started_from: how.from,
     escalated: how.escalated,
     feedback: how.feedback,
+    waited_until: how.waitedUntil ? new Date(how.waitedUntil).toISOString() : null,
+    resets_at: null,
     started_at: new Date(now).toISOString(),
     finished_at: null,
     reason: null,
@@ -46,7 +54,22 @@ export function closedHistory(
   return amendedLast(history, { ...end, finished_at: new Date(now).toISOString() });
 }
 
-/** Attempts that count against `retries`: an escalation the agent asked for does not. */
+/**
+ * Attempts that count against `retries`: an escalation the agent asked for does not, nor one its
+ * CLI gave up on for a rate limit (the wait that follows is no try of the task).
+ */
 export function countedAttempts(history: readonly AttemptRecord[]): number {
-  return history.filter((r) => r.decision?.status !== "escalate_to_max").length;
+  return history.filter((r) => r.decision?.status !== "escalate_to_max" && r.reason !== "rate_limited")
+    .length;
+}
+
+/** How long the task has waited for rate limits so far (ms): each wait, from its attempt's end to the next's start. */
+export function waitedFor(history: readonly AttemptRecord[]): number {
+  let total = 0;
+  for (const [i, r] of history.entries()) {
+    const before = history[i - 1];
+    if (r.waited_until && before?.finished_at)
+      total += Math.max(0, Date.parse(r.waited_until) - Date.parse(before.finished_at));
+  }
+  return total;
 }

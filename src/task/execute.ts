@@ -1,5 +1,7 @@
 import { existsSync } from "node:fs";
 import { addUsage } from "../contract/agent-result.js";
+import type { OnRateLimit } from "../contract/assignments.js";
+import type { AttemptRecord } from "../contract/attempt-record.js";
 import type { FeedbackBlock } from "../contract/feedback-block.js";
 import type { Reason } from "../contract/reason.js";
 import { errorText } from "../errors.js";
@@ -7,14 +9,14 @@ import { taskBranch } from "../fs/names.js";
 import { type AgentAccount, agentOutcome } from "./agent-output.js";
 import { collectArtifacts } from "./artifacts.js";
 import { type AttemptResult, type AttemptSide, adoptAttempt, runAttempt } from "./attempt.js";
-import { amendedLast, closedHistory, countedAttempts, openRecord } from "./attempt-history.js";
+import { amendedLast, closedHistory, countedAttempts, openRecord, waitedFor } from "./attempt-history.js";
 import { type TakenDecision, takeDecision } from "./decision.js";
 import { DETACHED, type TaskEnd, type TaskExecutor } from "./executor.js";
 import { keepFailedWork, startNextFrom } from "./failed-work.js";
 import { killPoint, prepareHooks } from "./faults.js";
 import { type GateFindings, writeFeedback } from "./feedback-facts.js";
 import { runGates } from "./gates.js";
-import { type NextStep, nextAttempt } from "./next-attempt.js";
+import { type NextStep, nextAttempt, type TaskStanding } from "./next-attempt.js";
 import { failTask, openTask, type StartMade, type TaskStart } from "./opening.js";
 import { coreGate } from "./outcome.js";
 import type { Ports } from "./ports.js";
@@ -67,6 +69,8 @@ export async function executeTask(
     if (t.current.session) await ports.runner.close([t.current.session]);
     if (worktree !== null && existsSync(worktree))
       await startNextFrom(ports, recorder, t, { worktree, keepInRepo }, t.next.from);
+    // A wait for a rate limit is kept across the interruption: its end is where it was.
+    await waitForLimit(side, t);
   }
   let adopting = resume && t.current.dir !== null && t.next === null;
   for (;;) {
@@ -123,8 +127,11 @@ async function judgeAttempt(
     },
     p.workspace,
   );
+  const { resetsAt, ...end } = verdict;
   recorder.note(t.id, {
-    history: closedHistory(t.history, ports.now(), { ...verdict, decision: decision.record }),
+    history: amendedLast(closedHistory(t.history, ports.now(), { ...end, decision: decision.record }), {
+      resets_at: resetsAt ? new Date(resetsAt).toISOString() : null,
+    }),
   });
   const worktreeHere = worktree !== null && existsSync(worktree) ? worktree : null;
   const step = nextAttempt(
@@ -139,6 +146,7 @@ async function judgeAttempt(
       // A worktree that is gone cannot be reset for another attempt.
       worktreeGone: worktree !== null && worktreeHere === null,
       budgetSpent: outOfBudget(run, recorder, p),
+      rateLimit: limitStanding(agentOf(p, t.current.agentIndex).rateLimit, t.history, ports.now()),
     },
   );
   // A decision can end an attempt whose gates passed, or block one that failed them.
@@ -154,10 +162,10 @@ async function judgeAttempt(
  * attempt's session closed.
  */
 async function prepareNextAttempt(
-  side: Pick<AttemptSide, "run" | "ports" | "recorder">,
+  side: Pick<AttemptSide, "run" | "ports" | "stop" | "recorder">,
   t: Readonly<TaskRun>,
   p: TaskPlan,
-  step: Extract<NextStep, { kind: "retry" | "escalate" }>,
+  step: Extract<NextStep, { kind: "retry" | "escalate" | "wait" }>,
   seen: { found: GateFindings; decision: FeedbackBlock["decision"]; worktree: string | null },
 ): Promise<void> {
   const { run, ports, recorder } = side;
@@ -181,29 +189,46 @@ async function prepareNextAttempt(
     { n: t.attempts + 1, from: step.from === "base" ? "base" : "last_work" },
   );
   const escalated = step.kind === "escalate";
+  const notBefore = step.kind === "wait" ? step.until : null;
   ports.log.info(
     { task: t.id, attempt: t.attempts, reason, from: step.from },
-    escalated ? "its agent asked for a stronger one" : "task failed; retrying with its feedback",
+    escalated
+      ? "its agent asked for a stronger one"
+      : notBefore !== null
+        ? "its CLI met a rate limit; waiting for it to lift"
+        : "task failed; retrying with its feedback",
   );
   await ports.ledger.append(
     "task.retrying",
-    { attempt: t.attempts, reason, detail, agent: agent.name, from: step.from, escalated, feedback },
+    {
+      attempt: t.attempts,
+      reason,
+      detail,
+      agent: agent.name,
+      from: step.from,
+      escalated,
+      feedback,
+      ...(notBefore !== null ? { not_before: new Date(notBefore).toISOString() } : {}),
+    },
     t.id,
   );
   await killPoint(run.fault, "kill-after-feedback", t.id, t.attempts);
   recorder.checkpoint(t.id, {
     detail,
-    next: { agentIndex: step.agentIndex, from: step.from, escalated, feedback },
+    next: { agentIndex: step.agentIndex, from: step.from, escalated, feedback, notBefore },
   });
   await killPoint(run.fault, "kill-after-next-chosen", t.id, t.attempts);
   if (worktree !== null) await startNextFrom(ports, recorder, t, { worktree, keepInRepo }, step.from);
   await ports.runner.close([t.current.session!]);
+  await waitForLimit(side, t);
 }
 
 /** What an attempt came to: null when it passed every gate, else why not. */
 export interface Verdict {
   reason: Reason | null;
   detail: string | null;
+  /** Reason rate_limited: when the limit lifts (epoch ms), as its CLI said; null or absent: not said. */
+  resetsAt?: number | null;
 }
 
 /**
@@ -236,10 +261,21 @@ export async function attemptAndGate(
   if (attempt === "detached") return "detached";
   if (attempt.account) noteAccount(recorder, t, attempt.account);
   let { reason, detail } = attempt;
+  let resetsAt: number | null = null;
   if (attempt.record && agent.output) {
-    const said = agentOutcome(run.runDir, ports.redactor, t, agent, p.workspace.cwd, agent.output, attempt);
+    const said = agentOutcome(
+      run.runDir,
+      ports.redactor,
+      t,
+      agent,
+      p.workspace.cwd,
+      agent.output,
+      attempt,
+      ports.now(),
+    );
     noteAccount(recorder, t, said.account);
     ({ reason, detail } = said.outcome);
+    if (said.outcome.resetsAt) resetsAt = said.outcome.resetsAt;
   }
   // Streamed while it ran, and no account said more at its end.
   if (t.current.usage !== null) noteAccount(recorder, t, { agentResult: t.result.agentResult, usage: null });
@@ -249,7 +285,7 @@ export async function attemptAndGate(
     ({ reason, detail } = gated);
   } else recorder.note(t.id, { result: { gates: [...setupGates(t), coreGate(attempt.record, reason)] } });
   recorder.note(t.id, { result: { exitCode: attempt.record?.exit_code ?? null } });
-  return { reason, detail };
+  return reason === "rate_limited" ? { reason, detail, resetsAt } : { reason, detail };
 }
 
 /**
@@ -282,6 +318,7 @@ function countAttempt(recorder: TaskRecorder, t: Readonly<TaskRun>, p: TaskPlan,
         from: next?.from ?? null,
         escalated: next?.escalated ?? false,
         feedback: next?.feedback ?? null,
+        waitedUntil: next?.notBefore ?? null,
       }),
     ],
     next: null,
@@ -348,4 +385,47 @@ function worktreeStart(
       };
     },
   };
+}
+
+/** Where the task stands against its `rate_limit`: its setting, and its waits so far. */
+function limitStanding(
+  setting: OnRateLimit,
+  history: readonly AttemptRecord[],
+  now: number,
+): TaskStanding["rateLimit"] {
+  return {
+    on: setting.on,
+    maxWaitMs: setting.max_wait_s * 1000,
+    backoffMs: setting.backoff_s * 1000,
+    waits: history.filter((r) => r.waited_until !== null).length,
+    waitedMs: waitedFor(history),
+    now,
+  };
+}
+
+/**
+ * Waits until the rate limit the last attempt met lifts (TaskRun.next.notBefore), shown as
+ * waiting_quota; a stop of the run ends the wait early (the next attempt then sees it).
+ */
+async function waitForLimit(
+  side: Pick<AttemptSide, "ports" | "stop" | "recorder">,
+  t: Readonly<TaskRun>,
+): Promise<void> {
+  const { ports, stop, recorder } = side;
+  const until = t.next?.notBefore ?? null;
+  if (until === null || until <= ports.now()) return;
+  await recorder.markWaitingQuota(t.id, until);
+  await new Promise<void>((resolve) => {
+    let unsubscribe = (): void => {};
+    const timer = setTimeout(() => {
+      unsubscribe();
+      resolve();
+    }, until - ports.now());
+    unsubscribe = stop.onChange(() => {
+      clearTimeout(timer);
+      unsubscribe();
+      resolve();
+    });
+  });
+  await recorder.markWaitingQuota(t.id, null);
 }

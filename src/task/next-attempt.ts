@@ -28,6 +28,19 @@ export interface AttemptEnded {
   reason: Reason | null;
   detail: string | null;
   decision: DecisionSeen;
+  /** Reason rate_limited: when the limit lifts (epoch ms), as its CLI said; null or absent: not said. */
+  resetsAt?: number | null;
+}
+
+/** What a rate limit does to the task (its `rate_limit`), and its waits so far. */
+export interface LimitStanding {
+  on: "wait" | "fail";
+  maxWaitMs: number;
+  backoffMs: number;
+  /** The waits it made so far, and how long they took together. */
+  waits: number;
+  waitedMs: number;
+  now: number;
 }
 
 /** Where the task stands once that attempt ended. */
@@ -46,6 +59,7 @@ export interface TaskStanding {
   worktreeGone: boolean;
   /** Why a budget (the task's or the run's) allows no new attempt; null: it allows one. */
   budgetSpent: string | null;
+  rateLimit: LimitStanding;
 }
 
 /**
@@ -70,6 +84,8 @@ export type NextStep =
   | ({ kind: "retry"; agentIndex: number; from: StartFrom } & EndedAs)
   /** The agent asked for a stronger one: the next attempt runs it, and is not counted against retries. */
   | ({ kind: "escalate"; agentIndex: number; from: StartFrom } & EndedAs)
+  /** Its CLI met a rate limit: the next attempt starts once it lifts (`until`), not counted against retries. */
+  | ({ kind: "wait"; until: number; agentIndex: number; from: StartFrom } & EndedAs)
   | { kind: "blocked"; reason: "blocked" | "invalid_decision"; detail: string; needsHuman: boolean }
   | { kind: "failed"; reason: Reason; detail: string | null };
 
@@ -134,7 +150,10 @@ export function nextAttempt(ended: AttemptEnded, s: TaskStanding): NextStep {
       reason,
       detail: s.budgetSpent === null ? detail : `${s.budgetSpent}; ${detail ?? "its attempt ended at it"}`,
     };
-  if (s.ending || s.worktreeGone || s.counted >= s.allowed) return { kind: "failed", reason, detail };
+  if (s.ending || s.worktreeGone) return { kind: "failed", reason, detail };
+  // Not a try of the task: whether it goes on is the limit's call, not `retries`'.
+  if (reason === "rate_limited") return afterLimit(ended, s, from);
+  if (s.counted >= s.allowed) return { kind: "failed", reason, detail };
   // Another try could fix it, but nothing is left to pay for one.
   if (s.budgetSpent !== null)
     return {
@@ -143,4 +162,29 @@ export function nextAttempt(ended: AttemptEnded, s: TaskStanding): NextStep {
       detail: `${s.budgetSpent}; its attempt failed: ${reason}${detail ? ` (${detail})` : ""}`,
     };
   return { kind: "retry", agentIndex: Math.min(s.agentIndex + 1, s.agents - 1), from, reason, detail };
+}
+
+/**
+ * After a rate limit or a usage cap its CLI gave up on: wait until it lifts (when the CLI said,
+ * else a backoff that doubles with each wait) and run the attempt again, within the task's
+ * `max_wait_s` over all its waits; or fail, as its `rate_limit.on` says. A spent budget still
+ * ends it first.
+ */
+function afterLimit(ended: AttemptEnded, s: TaskStanding, from: StartFrom): NextStep {
+  const { detail } = ended;
+  const r = s.rateLimit;
+  const failed = (why: string): NextStep => ({
+    kind: "failed",
+    reason: "rate_limited",
+    detail: `${detail ?? "its CLI met a rate limit"}${why}`,
+  });
+  if (r.on === "fail") return failed("");
+  if (s.budgetSpent !== null)
+    return { kind: "failed", reason: "budget", detail: `${s.budgetSpent}; its attempt met a rate limit` };
+  const until = Math.max(r.now, ended.resetsAt ?? r.now + r.backoffMs * 2 ** r.waits);
+  if (r.waitedMs + (until - r.now) > r.maxWaitMs)
+    return failed(
+      `; waiting until it lifts would take it past its rate_limit.max_wait_s (${Math.round(r.maxWaitMs / 1000)} s, ${Math.round(r.waitedMs / 1000)} s waited)`,
+    );
+  return { kind: "wait", until, agentIndex: s.agentIndex, from, reason: "rate_limited", detail };
 }

@@ -15,6 +15,8 @@ export interface AttemptOutcome {
   reason: Reason | null;
   /** For the status file and the report; never names a log (the report's `output_log` does). */
   detail: string | null;
+  /** Reason rate_limited: when the limit lifts (epoch ms), as its CLI said; null or absent: not said. */
+  resetsAt?: number | null;
 }
 
 /**

@@ -54,6 +54,8 @@ export interface TaskListeners {
   taskWaitingInput(taskId: string, since: number, asks: string | null): void;
   /** Any task changed (progress display, a worker's progress to its coordinator). */
   changed(): void;
+  /** A task waits for a rate limit or a usage cap to lift until then (epoch ms). */
+  taskWaitingQuota?(taskId: string, until: number): void;
 }
 
 /**
@@ -234,6 +236,25 @@ export class TaskRecorder {
     this.o.listeners.changed();
   }
 
+  /**
+   * A task waits for a rate limit or a usage cap its agent's CLI met to lift before its next
+   * attempt (`until`, epoch ms), or (null) no longer does. Not a change of state: its status
+   * file says it, the ledger records it, and a wait is notified.
+   */
+  async markWaitingQuota(taskId: string, until: number | null): Promise<void> {
+    const t = this.mutable(taskId);
+    t.waiting = { ...t.waiting, quotaUntil: until };
+    await this.o.ledger.append(
+      until === null ? "task.quota_resumed" : "task.waiting_quota",
+      { attempt: t.attempts, ...(until === null ? {} : { until: new Date(until).toISOString() }) },
+      t.id,
+    );
+    this.o.journal.write(t);
+    if (t.state === "running") this.o.status.set(this.statusOf(t, "running"));
+    if (until !== null) this.o.listeners.taskWaitingQuota?.(t.id, until);
+    this.o.listeners.changed();
+  }
+
   /** Where an interactive task's agent's state comes from (kept in memory, like `note`). */
   stateFrom(taskId: string, by: StateSource): void {
     const t = this.mutable(taskId);
@@ -297,6 +318,9 @@ export class TaskRecorder {
       reason: t.reason,
       detail: t.detail === null ? null : redact(t.detail),
       ...(state === "failed" && t.needsHuman ? { needs_human: true } : {}),
+      ...(state === "running" && t.waiting.quotaUntil !== null
+        ? { waiting_quota_until: new Date(t.waiting.quotaUntil).toISOString() }
+        : {}),
       ...waiting,
     };
   }

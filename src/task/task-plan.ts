@@ -4,7 +4,7 @@ import { agentEnvironment } from "../agent/environment.js";
 import type { KnownDialog, SessionStore } from "../agent/presets.js";
 import type { OutputFormat } from "../agent/results.js";
 import type { StateEventFormat } from "../agent/state-events.js";
-import type { Budget, Task } from "../contract/assignments.js";
+import { type Budget, OnRateLimit, type Task } from "../contract/assignments.js";
 import type { Config, Price } from "../contract/config.js";
 import { DEFAULT_RETRY_FROM, type RetryFrom } from "../contract/retry-from.js";
 import { runWorktreesDir, taskBranch } from "../fs/names.js";
@@ -115,6 +115,8 @@ export interface AgentPlan {
   timeoutS: number | undefined;
   /** Where a retry after its attempt starts: the task's `retry_from`, else this agent entry's, else the config's default. */
   retryFrom: RetryFrom;
+  /** What a rate limit its CLI gave up on does: the task's `rate_limit`, else this agent entry's, else the config's default. */
+  rateLimit: OnRateLimit;
   /** Address-space limit per agent process, in MiB. */
   memoryMb: number | undefined;
   /** Its sandbox (README, "Sandboxing agents"); null: off. */
@@ -376,6 +378,8 @@ function planAgent(at: AgentPlace, { name, agent }: RunAgent, index: number): Ag
     },
     timeoutS,
     retryFrom: task.retry_from ?? agent.retry_from ?? input.config.defaults.retry_from ?? DEFAULT_RETRY_FROM,
+    rateLimit:
+      task.rate_limit ?? agent.rate_limit ?? input.config.defaults.rate_limit ?? OnRateLimit.parse({}),
     memoryMb: environment.resource_limits.memory_mb || undefined,
     sandbox,
     expectChanges: task.expect_changes ?? agent.expect_changes ?? true,

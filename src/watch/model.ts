@@ -44,10 +44,12 @@ export interface Screen {
 
 /**
  * A task as the dashboard names its state: its view's state (`redo` included: run again because
- * its result conflicted in the merge), or `waiting` for a live one whose agent waits for input.
+ * its result conflicted in the merge), or `waiting` for a live one whose agent waits for input,
+ * `quota` for one that waits for a rate limit to lift.
  */
 export function shownState(t: TaskView): string {
-  return t.waiting_since && isLive(t.state) ? "waiting" : t.state;
+  if (!isLive(t.state)) return t.state;
+  return t.waiting_quota_until ? "quota" : t.waiting_since ? "waiting" : t.state;
 }
 
 function toneOf(state: string): Tone {
@@ -57,6 +59,9 @@ function toneOf(state: string): Tone {
     case "failed":
     case "skipped":
     case "waiting":
+      return state;
+    case "quota":
+      return "waiting";
     case "pending":
       return state;
     default:
@@ -260,6 +265,7 @@ function detailLine(view: StatusView, key: TaskKey | null, width: number, now: n
     parts.push(
       `waiting for input for ${duration(Math.max(0, now - Date.parse(t.waiting_since)))}${t.waiting_for ? `: ${t.waiting_for}` : ""}`,
     );
+  if (t.waiting_quota_until) parts.push(`waiting for a rate limit to lift at ${t.waiting_quota_until}`);
   const last = t.attempt_history.at(-1);
   if (last && last.n > 1) parts.push(attemptSummary(last));
   if (t.redo)
@@ -277,7 +283,10 @@ function detailLine(view: StatusView, key: TaskKey | null, width: number, now: n
       `session ${t.session}${t.session_live ? "" : t.session_exists ? " (agent exited)" : " (closed)"}`,
     );
   return [
-    { text: clip(parts.join(" · "), width), tone: t.waiting_since || t.needs_human ? "waiting" : "muted" },
+    {
+      text: clip(parts.join(" · "), width),
+      tone: t.waiting_since || t.waiting_quota_until || t.needs_human ? "waiting" : "muted",
+    },
   ];
 }
 

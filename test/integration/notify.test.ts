@@ -117,6 +117,7 @@ describe("notifications", () => {
       "task.failed",
       "task.needs_human",
       "task.waiting_input",
+      "task.waiting_quota",
     ]);
     const finished = variants.find((v) => v.properties.event?.const === "run.finished")!;
     expect(Object.keys(finished.properties)).toEqual(

@@ -20,6 +20,7 @@ const standing = (over: Partial<TaskStanding> = {}): TaskStanding => ({
   ending: false,
   worktreeGone: false,
   budgetSpent: null,
+  rateLimit: { on: "wait", maxWaitMs: 3_600_000, backoffMs: 60_000, waits: 0, waitedMs: 0, now: 0 },
   ...over,
 });
 const none: DecisionSeen = { kind: "none" };
@@ -213,6 +214,14 @@ describe("the next-attempt policy", () => {
       ending: fc.boolean(),
       worktreeGone: fc.boolean(),
       budgetSpent: fc.constantFrom(null, "the run's budget of $1.0000 is spent: $1.2000"),
+      rateLimit: fc.record({
+        on: fc.constantFrom("wait" as const, "fail" as const),
+        maxWaitMs: fc.integer({ min: 1, max: 10_000_000 }),
+        backoffMs: fc.integer({ min: 1, max: 100_000 }),
+        waits: fc.constant(0),
+        waitedMs: fc.constant(0),
+        now: fc.integer({ min: 0, max: 2 ** 40 }),
+      }),
     })
     .chain((s) =>
       fc.record({
@@ -224,6 +233,7 @@ describe("the next-attempt policy", () => {
         ending: fc.constant(s.ending),
         worktreeGone: fc.constant(s.worktreeGone),
         budgetSpent: fc.constant(s.budgetSpent),
+        rateLimit: fc.constant(s.rateLimit),
       }),
     );
 
@@ -239,6 +249,17 @@ describe("the next-attempt policy", () => {
           // Nothing is left to pay for another attempt: none starts.
           expect(s.budgetSpent).toBeNull();
           if (step.kind === "escalate") expect(step.agentIndex).toBe(s.agentIndex + 1);
+        }
+        if (step.kind === "wait") {
+          // Only a rate limit waits, within the task's bound, with nothing else against it.
+          expect(reason).toBe("rate_limited");
+          expect(s.ending || s.worktreeGone || s.budgetSpent !== null).toBe(false);
+          expect(s.rateLimit.on).toBe("wait");
+          expect(step.until).toBeGreaterThanOrEqual(s.rateLimit.now);
+          expect(s.rateLimit.waitedMs + step.until - s.rateLimit.now).toBeLessThanOrEqual(
+            s.rateLimit.maxWaitMs,
+          );
+          expect(step.agentIndex).toBe(s.agentIndex);
         }
         if (step.kind === "done") expect(reason).toBeNull();
         if (decision.kind === "invalid" && reason !== "cancelled")
@@ -258,6 +279,21 @@ describe("the next-attempt policy", () => {
           let attempts = 1;
           for (const [reason, decision] of seq) {
             const step = nextAttempt({ reason, detail: null, decision }, s);
+            if (step.kind === "wait") {
+              // A wait is no try; the waits' total is bounded instead.
+              const r = s.rateLimit;
+              s = {
+                ...s,
+                rateLimit: {
+                  ...r,
+                  waits: r.waits + 1,
+                  waitedMs: r.waitedMs + step.until - r.now,
+                  now: step.until,
+                },
+              };
+              expect(s.rateLimit.waitedMs).toBeLessThanOrEqual(r.maxWaitMs);
+              continue;
+            }
             if (step.kind !== "retry" && step.kind !== "escalate") return;
             attempts++;
             s = { ...s, agentIndex: step.agentIndex, counted: s.counted + (step.kind === "retry" ? 1 : 0) };

@@ -152,7 +152,7 @@ describe("state.json and the task journal of an earlier version (flat task recor
       session: "termorch-r1-A",
       usage: null,
     },
-    waiting: { since: 30, for: "a question", answers: [], stateFrom: "screen" },
+    waiting: { since: 30, for: "a question", answers: [], stateFrom: "screen", quotaUntil: null },
     result: {
       exitCode: null,
       logs: { stdout: "logs/A.out", stderr: "logs/A.err" },
@@ -207,7 +207,7 @@ describe("state.json and the task journal of an earlier version (flat task recor
       ...grouped(),
       git: { ...grouped().git, refsCreated: [] },
       current: { ...grouped().current, agentIndex: 0 },
-      waiting: { since: null, for: null, answers: [], stateFrom: null },
+      waiting: { since: null, for: null, answers: [], stateFrom: null, quotaUntil: null },
     });
   });
 

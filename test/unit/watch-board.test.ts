@@ -25,6 +25,7 @@ function task(id: string): TaskView {
     attach: null,
     waiting_since: null,
     waiting_for: null,
+    waiting_quota_until: null,
     waiting_answers: [],
     remote: null,
     wave: 1,
