@@ -92,11 +92,16 @@ describe.each(Object.values(RECIPES))("$preset, headless", (recipe) => {
     "an API error (HTTP %i) fails the task, and the console line says what the API said",
     async (status) => {
       modelServer().setScript([{ fail: status, message: "termorch-test: the request was refused" }]);
-      const { dir, file } = prepare(recipe, [{ id: "E", context: "Do the thing.\n" }]);
+      // A 429 the CLI gave up on is a rate limit: `fail` ends the task with its reason (the default waits).
+      const { dir, file } = prepare(recipe, [
+        { id: "E", context: "Do the thing.\n", rate_limit: { on: "fail" } },
+      ]);
       const r = await run(recipe, dir, file);
       expect(r.exitCode).toBe(1);
       const t = readReport(dir).tasks[0]!;
       expect(t.status).toBe("failed");
+      if (status === 429) expect(t.reason).toBe("rate_limited");
+      else expect(t.reason).not.toBe("rate_limited");
       expect(t.agent_result?.is_error).toBe(true);
       // codex gives up on a 429 with a message of its own: "exceeded retry limit, last status: 429 …".
       const said =
@@ -105,6 +110,48 @@ describe.each(Object.values(RECIPES))("$preset, headless", (recipe) => {
       // gemini exits with the HTTP status mod 256, its error object bare on stderr.
       if (recipe.preset === "gemini") expect(t.exit_code).toBe(status % 256);
       expect(r.stderr).toContain(said);
+    },
+  );
+
+  // The CLIs that give up on a 429 at once or after a few of their own retries (each honouring the
+  // retry-after, 3 s): how many of its requests the provider refuses until the CLI gives up.
+  const GIVES_UP_AFTER: Partial<Record<CliRecipe["preset"], number>> = {
+    claude: 1,
+    codex: 1,
+    gemini: 1,
+    opencode: 6,
+    kilo: 6,
+  };
+  const refusals = GIVES_UP_AFTER[recipe.preset];
+  it.skipIf(refusals === undefined)(
+    "a 429 with retry-after 3 that its CLI gives up on: the task waits for it to lift, then the attempt runs again and merges",
+    async () => {
+      modelServer().setScript(perTask);
+      modelServer().failFirst(refusals!, {
+        fail: 429,
+        message: "Rate limit reached for test-model on requests per min (RPM). Please try again in 3s.",
+        retryAfter: "3",
+      });
+      const { dir, repo, file } = prepare(recipe, [
+        {
+          id: "A",
+          context: "WRITE-FILE A\n",
+          retries: 0,
+          rate_limit: { on: "wait", backoff_s: 3, max_wait_s: 120 },
+        },
+      ]);
+      const r = await run(recipe, dir, file);
+      const t = readReport(dir).tasks[0]!;
+      expect(r.exitCode, `${r.stderr}\n${JSON.stringify(t, null, 2)}`).toBe(0);
+      expect(t).toMatchObject({ status: "success", attempts: 2 });
+      const [limited, again] = t.attempt_history!;
+      expect(limited).toMatchObject({ reason: "rate_limited" });
+      expect(limited!.detail).toMatch(/^its CLI gave up on a rate limit/);
+      // About 3 s: the retry-after it passed on (opencode, kilo), else the task's backoff_s.
+      const waited = Date.parse(again!.waited_until!) - Date.parse(limited!.finished_at!);
+      expect(waited).toBeGreaterThanOrEqual(2900);
+      expect(waited).toBeLessThanOrEqual(3100);
+      expect(existsSync(join(repo, "A.txt"))).toBe(true);
     },
   );
 

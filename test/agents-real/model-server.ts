@@ -50,8 +50,15 @@ export type Step =
   | { shell: string; ask?: boolean }
   /** The final answer of the turn. */
   | { reply: string; usage?: ScriptUsage }
-  /** An HTTP error as the API sends it (429 with a Retry-After). */
-  | { fail: number; message: string };
+  /**
+   * An HTTP error as the API sends it, with a Retry-After of `retryAfter` seconds (default 0: a
+   * CLI that retries does not stretch a test) and, when given, `body` instead of the provider's
+   * usual error document (a usage cap in a provider's own words).
+   */
+  | FailStep;
+
+/** An HTTP error step (see Step). */
+export type FailStep = { fail: number; message: string; retryAfter?: string; body?: unknown };
 
 export type Protocol = "anthropic" | "responses" | "chat" | "gemini";
 
@@ -81,6 +88,8 @@ export interface ModelServer {
   setScript(script: Script): void;
   /** Answers each request `ms` later (a model's think time; 0 by default). */
   setDelay(ms: number): void;
+  /** Answers the next `n` main requests with `failure` whatever the script says (a limit that lifts). */
+  failFirst(n: number, failure: FailStep): void;
   close(): Promise<void>;
 }
 
@@ -124,6 +133,7 @@ export function mcpToolOf(exchange: ToolExchange, server: string): string | null
 export async function startModelServer(initial: Script): Promise<ModelServer> {
   let script = initial;
   let delayMs = 0;
+  let failing: { left: number; failure: FailStep } = { left: 0, failure: { fail: 429, message: "" } };
   const requests: RecordedRequest[] = [];
   const server: Server = createServer((req, res) => {
     void readBody(req).then(
@@ -201,6 +211,10 @@ export async function startModelServer(initial: Script): Promise<ModelServer> {
         reply: schema === null ? "ok" : JSON.stringify(sampleOf(schema)),
         usage: { input: 0, output: 0 },
       } as Step);
+    if (main && failing.left > 0) {
+      failing.left--;
+      return fail(protocol, failing.failure);
+    }
     if ("fail" in step) return fail(protocol, step);
     const action = actionOf(step, tools, cwdOf(text));
     const stream = protocol === "gemini" ? path.includes(":streamGenerateContent") : body.stream === true;
@@ -218,6 +232,9 @@ export async function startModelServer(initial: Script): Promise<ModelServer> {
     },
     setDelay(ms) {
       delayMs = ms;
+    },
+    failFirst(n, failure) {
+      failing = { left: n, failure };
     },
     close: () =>
       new Promise<void>((resolve) => {
@@ -574,9 +591,14 @@ function send(res: ServerResponse, reply: Reply): void {
   res.end(JSON.stringify(reply.body));
 }
 
-function fail(protocol: Protocol, step: { fail: number; message: string }): Reply {
-  // Retry at once: a CLI that retries (opencode reads retry-after-ms) does not stretch a test.
-  const headers: Record<string, string> = { "retry-after": "0", "retry-after-ms": "0" };
+function fail(protocol: Protocol, step: FailStep): Reply {
+  // Retry at once unless told: a CLI that retries (opencode reads retry-after-ms) does not stretch a test.
+  const after = step.retryAfter ?? "0";
+  const headers: Record<string, string> = {
+    "retry-after": after,
+    "retry-after-ms": String(Number(after) * 1000),
+  };
+  if (step.body !== undefined) return json(step.fail, step.body, headers);
   const type =
     step.fail === 429 ? "rate_limit_error" : step.fail >= 500 ? "api_error" : "invalid_request_error";
   if (protocol === "anthropic")
