@@ -1,7 +1,5 @@
 import { existsSync } from "node:fs";
 import { addUsage } from "../contract/agent-result.js";
-import type { OnRateLimit } from "../contract/assignments.js";
-import type { AttemptRecord } from "../contract/attempt-record.js";
 import type { FeedbackBlock } from "../contract/feedback-block.js";
 import type { Reason } from "../contract/reason.js";
 import { errorText } from "../errors.js";
@@ -9,17 +7,18 @@ import { taskBranch } from "../fs/names.js";
 import { type AgentAccount, agentOutcome } from "./agent-output.js";
 import { collectArtifacts } from "./artifacts.js";
 import { type AttemptResult, type AttemptSide, adoptAttempt, runAttempt } from "./attempt.js";
-import { amendedLast, closedHistory, countedAttempts, openRecord, waitedFor } from "./attempt-history.js";
+import { amendedLast, closedHistory, countedAttempts, openRecord } from "./attempt-history.js";
 import { type TakenDecision, takeDecision } from "./decision.js";
 import { DETACHED, type TaskEnd, type TaskExecutor } from "./executor.js";
 import { keepFailedWork, startNextFrom } from "./failed-work.js";
 import { killPoint, prepareHooks } from "./faults.js";
 import { type GateFindings, writeFeedback } from "./feedback-facts.js";
 import { runGates } from "./gates.js";
-import { type NextStep, nextAttempt, type TaskStanding } from "./next-attempt.js";
+import { type NextStep, nextAttempt } from "./next-attempt.js";
 import { failTask, openTask, type StartMade, type TaskStart } from "./opening.js";
 import { coreGate } from "./outcome.js";
 import type { Ports } from "./ports.js";
+import { limitedUntil, limitStanding, waitForLimit } from "./quota-wait.js";
 import type { TaskRecorder } from "./recorder.js";
 import { type RunPlan, trailersOf } from "./run-plan.js";
 import { runSetup, setupGates } from "./setup.js";
@@ -70,7 +69,7 @@ export async function executeTask(
     if (worktree !== null && existsSync(worktree))
       await startNextFrom(ports, recorder, t, { worktree, keepInRepo }, t.next.from);
     // A wait for a rate limit is kept across the interruption: its end is where it was.
-    await waitForLimit(side, t);
+    await waitForLimit(side, t, t.next.notBefore);
   }
   let adopting = resume && t.current.dir !== null && t.next === null;
   for (;;) {
@@ -220,7 +219,7 @@ async function prepareNextAttempt(
   await killPoint(run.fault, "kill-after-next-chosen", t.id, t.attempts);
   if (worktree !== null) await startNextFrom(ports, recorder, t, { worktree, keepInRepo }, step.from);
   await ports.runner.close([t.current.session!]);
-  await waitForLimit(side, t);
+  await waitForLimit(side, t, notBefore);
 }
 
 /** What an attempt came to: null when it passed every gate, else why not. */
@@ -246,6 +245,11 @@ export async function attemptAndGate(
 ): Promise<Verdict | "detached"> {
   const { run, ports, stop, recorder } = side;
   if (!adopting) {
+    // Another task's attempt met a limit of the agent this one runs that has not lifted: it
+    // waits for it too, rather than meet it again.
+    const next = agentOf(p, t.next?.agentIndex ?? t.current.agentIndex);
+    if (next.rateLimit.on === "wait")
+      await waitForLimit(side, t, limitedUntil(recorder.all(), next.name, t.id, ports.now()));
     // The daemon is shutting down: nothing new starts; the task stays as state.json has it.
     if (stop.detaching) return "detached";
     countAttempt(recorder, t, p, ports.now());
@@ -385,47 +389,4 @@ function worktreeStart(
       };
     },
   };
-}
-
-/** Where the task stands against its `rate_limit`: its setting, and its waits so far. */
-function limitStanding(
-  setting: OnRateLimit,
-  history: readonly AttemptRecord[],
-  now: number,
-): TaskStanding["rateLimit"] {
-  return {
-    on: setting.on,
-    maxWaitMs: setting.max_wait_s * 1000,
-    backoffMs: setting.backoff_s * 1000,
-    waits: history.filter((r) => r.waited_until !== null).length,
-    waitedMs: waitedFor(history),
-    now,
-  };
-}
-
-/**
- * Waits until the rate limit the last attempt met lifts (TaskRun.next.notBefore), shown as
- * waiting_quota; a stop of the run ends the wait early (the next attempt then sees it).
- */
-async function waitForLimit(
-  side: Pick<AttemptSide, "ports" | "stop" | "recorder">,
-  t: Readonly<TaskRun>,
-): Promise<void> {
-  const { ports, stop, recorder } = side;
-  const until = t.next?.notBefore ?? null;
-  if (until === null || until <= ports.now()) return;
-  await recorder.markWaitingQuota(t.id, until);
-  await new Promise<void>((resolve) => {
-    let unsubscribe = (): void => {};
-    const timer = setTimeout(() => {
-      unsubscribe();
-      resolve();
-    }, until - ports.now());
-    unsubscribe = stop.onChange(() => {
-      clearTimeout(timer);
-      unsubscribe();
-      resolve();
-    });
-  });
-  await recorder.markWaitingQuota(t.id, null);
 }

@@ -123,6 +123,37 @@ describe("rate limits", () => {
     expect(report.tasks[0]).toMatchObject({ status: "failed", reason: "rate_limited", attempts: 1 });
   });
 
+  it("a task about to start waits for the limit another task of its agent met, rather than meet it again", async () => {
+    run = new MiddleRun([opencode("a"), opencode("b"), opencode("c")], {
+      assignment: { environment: { workspace_dir: "ws", resource_limits: { max_parallel: 2 } } },
+    });
+    let first = true;
+    const done = run.reportWithPresets((attempt) => {
+      if (attempt.spec.taskId === "a" && first) {
+        first = false;
+        limited("30")(attempt);
+      } else if (attempt.spec.taskId !== "b") succeeds(attempt);
+    });
+    const b = await run.host.launched("b");
+    await waiting("a");
+    // b's end frees a slot for c, which waits for a's limit to lift.
+    const cWaits = waiting("c");
+    succeeds(b);
+    await cWaits;
+    expect(run.host.of("c")).toHaveLength(0);
+    await vi.advanceTimersByTimeAsync(29_999);
+    expect(run.host.of("c")).toHaveLength(0);
+    await vi.advanceTimersByTimeAsync(1);
+    const report = await done;
+    expect(report.tasks.map((t) => [t.id, t.status, t.attempts])).toEqual([
+      ["a", "success", 2],
+      ["b", "success", 1],
+      ["c", "success", 1],
+    ]);
+    const cWait = run.events().find((e) => e.type === "task.waiting_quota" && e.task_id === "c");
+    expect(cWait?.data.until).toBe(report.tasks[0]!.attempt_history![1]!.waited_until);
+  });
+
   it("a wait is kept across a detach and a resume: the next attempt starts when it was to", async () => {
     run = new MiddleRun([opencode("a")]);
     const { runAssignments, resumeRun } = await import("../../src/run/runner.js");
