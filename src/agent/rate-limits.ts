@@ -1,4 +1,4 @@
-import { isObject, type Json, jsonLines, lastErrorObject, lastObject, str } from "./json-text.js";
+import { isObject, type Json, jsonLines, lastErrorObject, lastObject, parse, str } from "./json-text.js";
 import type { OutputFormat } from "./results.js";
 
 /**
@@ -221,4 +221,72 @@ export function resetOf(retryAfter: string | null, message: string, now: number)
     return d.getTime();
   }
   return null;
+}
+
+/**
+ * Where a CLI says it is retrying a rate limit by itself while it runs (it may go on for many
+ * minutes: qwen's own loop lasts about 40): its stdout's events (codex, pi, copilot) or its
+ * stderr's lines (qwen, gemini); null for the CLIs that retry silently (claude's json, opencode,
+ * kilo, cn), which give up by themselves within a few minutes.
+ */
+export const RETRYING_ON: Readonly<Record<OutputFormat, "stdout" | "stderr" | null>> = {
+  "claude-json": null,
+  "qwen-json": "stderr",
+  "codex-jsonl": "stdout",
+  "gemini-json": "stderr",
+  "opencode-jsonl": null,
+  "pi-jsonl": "stdout",
+  "copilot-jsonl": "stdout",
+  "cn-json": null,
+  text: null,
+};
+
+/** A line in which a CLI says it retries a rate limit, and the seconds until its next try when it says. */
+export interface RetryingSeen {
+  line: string;
+  nextInS: number | null;
+}
+
+/**
+ * Whether `line` (one of its stream's, RETRYING_ON) says the CLI retries a rate limit or an
+ * overload: qwen's "Retrying in 60s (attempt 1/10): [API Error: 429 …]", gemini's "Attempt 2
+ * failed with status 429. Retrying with backoff…", codex's "Reconnecting... 2/5 (… 429 …)", pi's
+ * auto_retry_start, copilot's assistant.turn_retry with reason rate_limit. Pure.
+ */
+export function retryingIn(format: OutputFormat, line: string): RetryingSeen | null {
+  const said = line.trim().slice(0, 500);
+  switch (format) {
+    case "qwen-json": {
+      const m = /^Retrying in (\d+)s \(attempt \d+\/\d+\)/.exec(said);
+      return m ? { line: said, nextInS: Number(m[1]) } : null;
+    }
+    case "gemini-json":
+      return /^Attempt \d+ failed with status (?:429|503|529)\b/.test(said)
+        ? { line: said, nextInS: null }
+        : null;
+    case "codex-jsonl":
+    case "pi-jsonl":
+    case "copilot-jsonl": {
+      const v = said.startsWith("{") ? parse(said) : undefined;
+      if (!isObject(v)) return null;
+      const e = v;
+      if (format === "codex-jsonl" && e.type === "error" && /^Reconnecting\.\.\./.test(str(e.message) ?? ""))
+        return RATE.test(str(e.message) ?? "") ? { line: str(e.message)!, nextInS: null } : null;
+      if (format === "pi-jsonl" && e.type === "auto_retry_start" && RATE.test(str(e.errorMessage) ?? ""))
+        return {
+          line: str(e.errorMessage)!,
+          nextInS: typeof e.delayMs === "number" ? e.delayMs / 1000 : null,
+        };
+      if (
+        format === "copilot-jsonl" &&
+        e.type === "assistant.turn_retry" &&
+        isObject(e.data) &&
+        e.data.reason === "rate_limit"
+      )
+        return { line: "assistant.turn_retry: rate_limit", nextInS: null };
+      return null;
+    }
+    default:
+      return null;
+  }
 }

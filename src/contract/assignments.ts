@@ -93,6 +93,13 @@ export const OnRateLimit = z
       .positive()
       .default(60)
       .describe("The first wait when the CLI gave no reset time; each next one doubles it"),
+    max_retrying_s: z
+      .number()
+      .positive()
+      .default(120)
+      .describe(
+        "How long a CLI that says it retries a rate limit by itself (qwen, gemini, codex, pi, copilot) may go on before termorch ends its attempt as `rate_limited` (qwen's own retrying lasts about 40 minutes)",
+      ),
   })
   .describe(
     "What a rate limit or a usage cap does to a task (its own, else its agent entry's, else the config's defaults)",

@@ -16,6 +16,7 @@ import { type AttemptOutcome, classifyExit } from "./outcome.js";
 import type { Ports } from "./ports.js";
 import { writePrompt } from "./prompt.js";
 import type { TaskRecorder } from "./recorder.js";
+import { type RetriedTooLong, watchRetrying } from "./retry-watch.js";
 import type { RunPlan } from "./run-plan.js";
 import { agentWork, endSandbox, sandboxDirOf, sandboxFor } from "./sandbox.js";
 import { usdLeftFor } from "./spend.js";
@@ -261,6 +262,16 @@ async function watchAttempt(
   let timedOut = false;
   let stopped = false;
   let overBudget = false;
+  let retried: RetriedTooLong | null = null;
+  const retrying = watchRetrying(
+    agent,
+    { stdout: join(run.runDir, t.result.logs!.stdout), stderr: join(run.runDir, t.result.logs!.stderr) },
+    ports.now,
+    (seen) => {
+      retried = seen;
+      void running.stop(run.killGraceMs);
+    },
+  );
   const spend = watchSpend(
     run,
     ports,
@@ -308,6 +319,7 @@ async function watchAttempt(
   if (timer) clearTimeout(timer);
   unsubscribe();
   spend.dispose();
+  retrying.dispose();
   interactive?.dispose();
   if (record === "detached") {
     // Stop watching (its watchers would keep this process alive); the agent keeps running.
@@ -339,6 +351,17 @@ async function watchAttempt(
   // Ended by termorch at a budget (the run's on_budget: stop).
   if (overBudget && !timedOut && !stopped)
     return { record, reason: "budget", detail: ENDED_AT_BUDGET, account };
+  // Ended by termorch: its CLI had retried a rate limit by itself for too long.
+  // Set by the watcher's callback, which the compiler does not follow.
+  const gaveUp = retried as RetriedTooLong | null;
+  if (gaveUp && !timedOut && !stopped)
+    return {
+      record,
+      reason: "rate_limited",
+      detail: `its CLI kept retrying a rate limit by itself for ${Math.round(gaveUp.forMs / 1000)} s, past rate_limit.max_retrying_s; termorch ended it: ${gaveUp.said}`,
+      resetsAt: gaveUp.nextAt,
+      account,
+    };
   // Ended by termorch as done (`termorch finish`, done_when): its exit counts as exit 0.
   const done = interactive?.endedAsDone && !timedOut && !stopped && !record.launch_failed;
   if (done) return { record, reason: null, detail: null, account };

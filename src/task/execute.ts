@@ -265,7 +265,7 @@ export async function attemptAndGate(
   if (attempt === "detached") return "detached";
   if (attempt.account) noteAccount(recorder, t, attempt.account);
   let { reason, detail } = attempt;
-  let resetsAt: number | null = null;
+  let resetsAt = attempt.resetsAt ?? null;
   if (attempt.record && agent.output) {
     const said = agentOutcome(
       run.runDir,

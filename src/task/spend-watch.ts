@@ -1,6 +1,4 @@
-import { type FSWatcher, statSync, watch } from "node:fs";
-import { basename, dirname } from "node:path";
-import { StringDecoder } from "node:string_decoder";
+import { statSync } from "node:fs";
 import {
   type OutputFormat,
   parseAgentOutput,
@@ -11,6 +9,7 @@ import { findCodexRollout, findSession } from "../agent/session-files.js";
 import { streamsUsage, UsageStream } from "../agent/usage-stream.js";
 import type { Usage } from "../contract/agent-result.js";
 import { readPartsSync } from "../fs/file-range.js";
+import { type Following, followFile, tailFile } from "../fs/follow-file.js";
 import { limits } from "../spend/budget.js";
 import { withCost } from "../spend/pricing.js";
 import type { Ports } from "./ports.js";
@@ -20,10 +19,8 @@ import { outOfBudget } from "./spend.js";
 import type { AgentPlan, TaskPlan } from "./task-plan.js";
 import type { TaskRun } from "./task-run.js";
 
-/** How often a file is read again when no file event came (and a session's file looked for). */
-const POLL_MS = 1000;
-/** The most of a log read at once: a step's usage line follows its output, which may be large. */
-const CHUNK = 4 * 1024 * 1024;
+/** How often a session's file is looked for until found. */
+const LOOK_MS = 1000;
 
 type Transcript = { format: TranscriptFormat; path: string };
 
@@ -111,60 +108,30 @@ export function watchSpend(
   };
 }
 
-/**
- * Calls `read` whenever the file at `path` may have changed: a change in its folder that names
- * it (the folder is watched, so the file may come later or be replaced by a rename), and every
- * POLL_MS besides, for file systems that tell nothing.
- */
-function follow(path: string, read: () => void, ports: Pick<Ports, "log">): { dispose(): void } {
-  let watcher: FSWatcher | null = null;
-  try {
-    watcher = watch(dirname(path), (_event, name) => {
-      if (name === null || name === basename(path)) read();
-    });
-    watcher.on("error", () => watcher?.close());
-  } catch (error) {
-    ports.log.debug({ path, error: String(error) }, "cannot watch the folder; polling it");
-  }
-  const timer = setInterval(read, POLL_MS);
-  timer.unref();
-  read();
-  return {
-    dispose() {
-      watcher?.close();
-      clearInterval(timer);
-    },
-  };
-}
-
 /** Follows a JSONL log as it is written, each new whole line read once; `note` hears each new total. */
 function tailLog(
   path: string,
   format: OutputFormat,
   note: (usage: Usage | null) => void,
   ports: Pick<Ports, "log">,
-): { dispose(): void } {
+): Following {
   const stream = new UsageStream(format);
-  const decoder = new StringDecoder("utf8");
-  let offset = 0;
-  return follow(
+  return tailFile(
     path,
-    () => {
-      let changed = false;
-      for (;;) {
-        const part = readPartsSync(path, [{ from: offset, bytes: CHUNK }])?.parts[0];
-        if (!part || part.length === 0) break;
-        offset += part.length;
-        changed = stream.push(decoder.write(part)) || changed;
-      }
-      if (changed) note(stream.total);
+    (text) => {
+      if (stream.push(text)) note(stream.total);
     },
-    ports,
+    cannotWatch(ports, path),
   );
 }
 
+/** What a follower says when a folder cannot be watched (it polls then). */
+function cannotWatch(ports: Pick<Ports, "log">, path: string): (error: unknown) => void {
+  return (error) => ports.log.debug({ path, error: String(error) }, "cannot watch the folder; polling it");
+}
+
 /**
- * Looks for the session's file every POLL_MS until found, then follows it, reading it whole
+ * Looks for the session's file every LOOK_MS until found, then follows it, reading it whole
  * again whenever it grew (its CLI may rewrite earlier entries): its usage so far.
  */
 function followTranscript(
@@ -173,7 +140,7 @@ function followTranscript(
   ports: Pick<Ports, "log">,
 ): { dispose(): void } {
   let size = -1;
-  let following: { dispose(): void } | null = null;
+  let following: Following | null = null;
   const read = (found: Transcript): void => {
     const now = sizeOf(found.path);
     if (now === size) return;
@@ -185,9 +152,9 @@ function followTranscript(
     const found = find();
     if (!found) return;
     clearInterval(timer);
-    following = follow(found.path, () => read(found), ports);
+    following = followFile(found.path, () => read(found), cannotWatch(ports, found.path));
   };
-  const timer = setInterval(look, POLL_MS);
+  const timer = setInterval(look, LOOK_MS);
   timer.unref();
   look();
   return {

@@ -155,6 +155,35 @@ describe.each(Object.values(RECIPES))("$preset, headless", (recipe) => {
     },
   );
 
+  // Qwen Code retries a 429 by itself for about 40 minutes, saying so on stderr: termorch ends it
+  // after the task's rate_limit.max_retrying_s, as a rate limit of its own to deal with.
+  it.skipIf(recipe.preset !== "qwen")(
+    "a 429 its CLI retries by itself for minutes: ended after rate_limit.max_retrying_s as rate_limited",
+    async () => {
+      modelServer().setScript(perTask);
+      // A retry-after of 1 s keeps its inner tries short (0 leaves its own backoff, about 110 s).
+      modelServer().failFirst(100_000, {
+        fail: 429,
+        message: "Rate limit reached for test-model.",
+        retryAfter: "1",
+      });
+      const { dir, file } = prepare(recipe, [
+        { id: "Q", context: "WRITE-FILE Q\n", rate_limit: { on: "fail", max_retrying_s: 5 } },
+      ]);
+      const started = Date.now();
+      const r = await run(recipe, dir, file);
+      modelServer().failFirst(0, { fail: 429, message: "" });
+      const t = readReport(dir).tasks[0]!;
+      expect(r.exitCode, `${r.stderr}\n${JSON.stringify(t, null, 2)}`).toBe(1);
+      expect(t).toMatchObject({ status: "failed", reason: "rate_limited", attempts: 1 });
+      expect(t.detail).toMatch(
+        /^its CLI kept retrying a rate limit by itself for \d+ s, past rate_limit.max_retrying_s; termorch ended it: Retrying in \d+s \(attempt \d+\/\d+\)/,
+      );
+      // Minutes sooner than its own retrying would have ended.
+      expect(Date.now() - started).toBeLessThan(120_000);
+    },
+  );
+
   it("an agent that exits 0 having changed nothing fails with no_changes; a 200 KiB prompt arrives whole", async () => {
     modelServer().setScript([{ reply: "I looked and did nothing." }]);
     // Over Linux's 128 KiB limit of one argument: the prompt must go in on stdin, whole.

@@ -2,7 +2,7 @@
 // give up (docs/agents.md, "Rate limits and usage caps"; the texts are those observed against a
 // server answering 429/503 with retry-after 3, docs/research/rate-limits.md).
 import { describe, expect, it } from "vitest";
-import { limitOf, resetOf } from "../../src/agent/rate-limits.js";
+import { limitOf, RETRYING_ON, resetOf, retryingIn } from "../../src/agent/rate-limits.js";
 
 const NOW = Date.parse("2026-12-06T12:00:00Z");
 const out = (stdout: string, stderr = "", exitCode: number | null = 1) => ({ stdout, stderr, exitCode });
@@ -185,5 +185,54 @@ describe("when a limit lifts", () => {
       dated.getHours(),
       dated.getMinutes(),
     ]).toEqual([2026, 11, 7, 17, 5]);
+  });
+});
+
+describe("a CLI retrying a rate limit by itself, as it goes", () => {
+  it("knows each CLI's words for it on its stream, and nothing else", () => {
+    expect(
+      retryingIn("qwen-json", `Retrying in 60s (attempt 1/10): [API Error: 429 ${OPENAI_429}]`),
+    ).toMatchObject({
+      nextInS: 60,
+    });
+    expect(
+      retryingIn("gemini-json", "Attempt 2 failed with status 429. Retrying with backoff... _ApiError: {}"),
+    ).toMatchObject({ nextInS: null });
+    expect(
+      retryingIn(
+        "codex-jsonl",
+        JSON.stringify({
+          type: "error",
+          message: "Reconnecting... 2/5 (exceeded retry limit, last status: 429 Too Many Requests)",
+        }),
+      ),
+    ).not.toBeNull();
+    // A reconnect for another reason is no rate limit.
+    expect(
+      retryingIn(
+        "codex-jsonl",
+        JSON.stringify({ type: "error", message: "Reconnecting... 1/5 (stream disconnected)" }),
+      ),
+    ).toBeNull();
+    expect(
+      retryingIn(
+        "pi-jsonl",
+        JSON.stringify({
+          type: "auto_retry_start",
+          attempt: 1,
+          delayMs: 2000,
+          errorMessage: `429 ${OPENAI_429}`,
+        }),
+      ),
+    ).toMatchObject({ nextInS: 2 });
+    expect(
+      retryingIn(
+        "copilot-jsonl",
+        JSON.stringify({ type: "assistant.turn_retry", data: { reason: "rate_limit" } }),
+      ),
+    ).not.toBeNull();
+    expect(retryingIn("claude-json", "Retrying in 60s (attempt 1/10)")).toBeNull();
+    expect(RETRYING_ON["opencode-jsonl"]).toBeNull();
+    expect(RETRYING_ON["qwen-json"]).toBe("stderr");
   });
 });
