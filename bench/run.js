@@ -22,6 +22,7 @@ export const BENCHES = [
   "sandbox",
   "redo",
   "bisect",
+  "spend",
 ];
 /** Run only when named: the scale-out simulation takes minutes (a private redis-server, 20 workers). */
 export const OPT_IN = ["scale"];

@@ -68,6 +68,8 @@ export class TaskRecorder {
   private readonly tasks = new Map<string, TaskRun>();
   private readonly found: Conflict[] = [];
   private readonly spendListeners = new Set<() => void>();
+  /** When each task's streamed spend last went into the journal. */
+  private readonly journaledSpend = new Map<string, number>();
   private socket: { name: string; path: string };
 
   constructor(
@@ -144,12 +146,16 @@ export class TaskRecorder {
   }
 
   /**
-   * What the running attempt of a task has spent so far, as its CLI streams it: into the journal
-   * now (status shows it, a resume counts it until it reads the stream again), and the budget
-   * watchers told.
+   * What the running attempt of a task has spent so far, as its CLI streams it: the budget
+   * watchers told at once, and into the journal at most once a second a task (status shows it
+   * that late at most; a resume reads the stream again anyway).
    */
   streamed(taskId: string, usage: Usage): void {
-    this.checkpoint(taskId, { current: { usage } });
+    const now = this.o.now();
+    if (now - (this.journaledSpend.get(taskId) ?? 0) >= 1000) {
+      this.journaledSpend.set(taskId, now);
+      this.checkpoint(taskId, { current: { usage } });
+    } else this.note(taskId, { current: { usage } });
     this.spendChanged();
   }
 
