@@ -66,6 +66,21 @@ export const AgentSpec = z.strictObject({
   escalation: Escalation.optional(),
   budget: Budget.optional().describe("The budget of each task of this agent that has none of its own"),
   rate_limit: OnRateLimit.optional(),
+  max_parallel: z
+    .number()
+    .int()
+    .positive()
+    .optional()
+    .describe(
+      "The most tasks of this agent that run at once (their first attempts' agent), whatever the run's max_parallel; on workers, the coordinator's bound across every host",
+    ),
+  provider: z
+    .string()
+    .min(1)
+    .optional()
+    .describe(
+      "The provider group it belongs to: the config's `providers` may bound the group's tasks together",
+    ),
 });
 export type AgentSpec = z.infer<typeof AgentSpec>;
 
@@ -96,6 +111,21 @@ const GitName = z
 export const Config = z.strictObject({
   $schema: z.string().optional(),
   agents: z.record(z.string().min(1), AgentSpec).default({}),
+  providers: z
+    .record(
+      z.string().min(1),
+      z.strictObject({
+        max_parallel: z
+          .number()
+          .int()
+          .positive()
+          .describe("The most tasks of the group's agents (the agent entries that name it) that run at once"),
+      }),
+    )
+    .default({})
+    .describe(
+      "Provider groups (an agent entry's `provider`): bounds shared by several agents of one provider or account",
+    ),
   prices: z
     .record(NoNul.min(1), Price)
     .default({})

@@ -5,6 +5,7 @@ import type { TaskRecorder } from "../task/recorder.js";
 import type { RunPlan } from "../task/run-plan.js";
 import type { RunStop } from "../task/stop.js";
 import type { TaskRun } from "../task/task-run.js";
+import { AgentSlots } from "./agent-slots.js";
 import { Schedule } from "./schedule.js";
 
 /**
@@ -27,6 +28,7 @@ export async function dispatch(
     level: plan.level,
   });
   const queue = new PQueue({ concurrency: run.settings.max_parallel });
+  const slots = new AgentSlots(run.input.config);
   const inflight = new Set<Promise<unknown>>();
   const track = (work: Promise<unknown>): void => {
     inflight.add(work);
@@ -93,16 +95,20 @@ export async function dispatch(
           active--;
         }
       };
-      const outcome = queue.add(
-        async (): Promise<TaskEnd> => {
-          const end = await runOne();
-          // Known before the task's slot frees, so a task waiting for it does not start; the
-          // stop itself comes once its dependents are skipped (below).
-          if (end.kind === "done" && !end.ok && run.settings.fail_fast) failedFast = true;
-          return end;
-        },
-        { priority: resuming ? Number.MAX_SAFE_INTEGER : (plan.remaining.get(id) ?? 0) },
-      );
+      const priority = resuming ? Number.MAX_SAFE_INTEGER : (plan.remaining.get(id) ?? 0);
+      const inRunSlot = (): Promise<TaskEnd> =>
+        queue.add(
+          async (): Promise<TaskEnd> => {
+            const end = await runOne();
+            // Known before the task's slot frees, so a task waiting for it does not start; the
+            // stop itself comes once its dependents are skipped (below).
+            if (end.kind === "done" && !end.ok && run.settings.fail_fast) failedFast = true;
+            return end;
+          },
+          { priority, throwOnTimeout: true },
+        );
+      // A task adopted alive holds no agent's slot: the bounds are for what starts.
+      const outcome = resuming ? inRunSlot() : slots.run(recorder.get(id).agent, priority, inRunSlot);
       track(
         outcome
           .then(async (end) => {
