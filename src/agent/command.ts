@@ -117,8 +117,11 @@ export interface TaskAgent {
   name: string;
   /** undefined: no agent of that name is defined. */
   agent: ResolvedAgent | undefined;
-  /** null: the task's own `agent`; else its place in the escalation list, the task's own or its agent entry's. */
-  escalation: { index: number; list: "task" | "agent" } | null;
+  /**
+   * null: the task's own `agent`; else its place in the escalation list (the task's own or its
+   * agent entry's), or in the fallback list of its `rate_limit` (`fallback`).
+   */
+  escalation: { index: number; list: "task" | "agent" | "fallback" } | null;
 }
 
 /**
@@ -126,18 +129,25 @@ export interface TaskAgent {
  * then its escalation list (its own, else its agent entry's), each by name alone.
  */
 export function taskAgents(
-  task: Pick<Task, "agent" | "command" | "escalation">,
+  task: Pick<Task, "agent" | "command" | "escalation"> & { fallback?: readonly string[] | undefined },
   config: Config,
 ): TaskAgent[] {
   const entry = Object.hasOwn(config.agents, task.agent) ? config.agents[task.agent] : undefined;
   const list = task.escalation ? "task" : "agent";
   const names = task.escalation ?? entry?.escalation ?? [];
+  // A rate limit's fallbacks: the task's rate_limit, else its agent entry's, else the defaults'.
+  const fallback = task.fallback ?? entry?.rate_limit?.fallback ?? config.defaults.rate_limit?.fallback ?? [];
   return [
     { name: task.agent, agent: agentFor(task, config), escalation: null },
     ...names.map((name, index) => ({
       name,
       agent: agentFor({ agent: name }, config),
       escalation: { index, list } as const,
+    })),
+    ...fallback.map((name, index) => ({
+      name,
+      agent: agentFor({ agent: name }, config),
+      escalation: { index, list: "fallback" } as const,
     })),
   ];
 }

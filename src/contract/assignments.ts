@@ -75,10 +75,16 @@ export type Budget = z.infer<typeof Budget>;
 export const OnRateLimit = z
   .strictObject({
     on: z
-      .enum(["wait", "fail"])
+      .enum(["wait", "fallback", "fail"])
       .default("wait")
       .describe(
-        "What an attempt its CLI gave up on for a rate limit or a usage cap (reason `rate_limited`) is followed by: `wait` for the limit to lift (the reset time the CLI gave, else a backoff from `backoff_s`), then run it again, not counted against `retries`; `fail`: the task fails with reason `rate_limited`",
+        "What an attempt its CLI gave up on for a rate limit or a usage cap (reason `rate_limited`) is followed by: `wait` for the limit to lift (the reset time the CLI gave, else a backoff from `backoff_s`), then run it again, not counted against `retries`; `fallback`: the next agent of `fallback` runs the attempt again at once, from the same start (and, until the limit lifts, the run's later tasks of the limited agent start on it), waiting as `wait` does once the list is used up; `fail`: the task fails with reason `rate_limited`",
+      ),
+    fallback: z
+      .array(z.string().min(1))
+      .default([])
+      .describe(
+        "Agents (config agents or presets) that run an attempt in place of one whose agent is rate limited, in order (`on: fallback`); each is checked as `agent` is",
       ),
     max_wait_s: z
       .number()

@@ -74,12 +74,23 @@ export const AttemptRecord = z.strictObject({
     .describe(
       "It started after waiting for the limit the attempt before it met to lift, until then (ISO); null: no wait",
     ),
+  fallback_for: z
+    .string()
+    .nullable()
+    .default(null)
+    .describe(
+      "It ran its agent (a `rate_limit.fallback`) in place of this one, which was rate limited; null: no fallback",
+    ),
 });
 export type AttemptRecord = z.infer<typeof AttemptRecord>;
 
 /** An attempt in a line: its agent (escalated to?), where it started, what it was told and decided. */
 export function attemptSummary(a: AttemptRecord): string {
-  const how = a.escalated ? `escalated to ${a.agent}` : `agent ${a.agent}`;
+  const how = a.escalated
+    ? `escalated to ${a.agent}`
+    : a.fallback_for
+      ? `agent ${a.agent} in place of ${a.fallback_for}, rate limited`
+      : `agent ${a.agent}`;
   const from = a.started_from ? `, from ${a.started_from.replace("_", " ")}` : "";
   const told = a.feedback ? `; told what went wrong: ${a.feedback}` : "";
   const decided = a.decision

@@ -223,6 +223,8 @@ const EVENTS = {
     feedback: nullableString.optional(),
     /** A rate limit's wait: the next attempt starts no sooner. */
     not_before: z.string().optional(),
+    /** A rate limit's fallback: the agent that runs the next attempt. */
+    fallback_to: z.string().optional(),
   },
   "task.work_not_kept": { attempt: z.number(), why: z.string() },
   "task.setup_started": { attempt: z.number(), cwd: z.string() },

@@ -83,6 +83,8 @@ export const NextAttempt = z.strictObject({
   feedback: z.string().nullable(),
   /** It starts no sooner (epoch ms): the rate limit the attempt before it met lifts then; null: at once. */
   notBefore: z.number().nullable().default(null),
+  /** It runs a fallback agent in place of this one, which is rate limited; null: no fallback. */
+  fallbackFor: z.string().nullable().default(null),
 });
 export type NextAttempt = z.infer<typeof NextAttempt>;
 

@@ -36,6 +36,8 @@ export type RunAgent = TaskAgent & { agent: ResolvedAgent };
 
 /** Where a task's input names one of its agents (`tasks[i].agent`, `tasks[i].escalation[j]`). */
 export function agentField(taskIndex: number, a: Pick<TaskAgent, "escalation">): string {
+  if (a.escalation?.list === "fallback")
+    return `tasks[${taskIndex}].rate_limit.fallback[${a.escalation.index}]`;
   return a.escalation?.list === "task"
     ? `tasks[${taskIndex}].escalation[${a.escalation.index}]`
     : `tasks[${taskIndex}].agent`;
@@ -44,6 +46,7 @@ export function agentField(taskIndex: number, a: Pick<TaskAgent, "escalation">):
 /** A task's agent as messages name it: `agent "x"`, or which escalation agent it is. */
 export function agentLabel(a: Pick<TaskAgent, "name" | "escalation">, taskAgent: string): string {
   if (a.escalation === null) return `agent "${a.name}"`;
+  if (a.escalation.list === "fallback") return `agent "${a.name}" (its rate limit's fallback)`;
   const whose =
     a.escalation.list === "task" ? "its escalation" : `agent "${taskAgent}"'s escalation in the config`;
   return `agent "${a.name}" (attempt ${a.escalation.index + 2}, from ${whose})`;
@@ -164,6 +167,7 @@ export async function loadAssignments(
               agent: t.agent,
               ...(t.command ? { command: t.command } : {}),
               ...(t.escalation ? { escalation: t.escalation } : {}),
+              ...(t.fallback ? { fallback: t.fallback } : {}),
             },
             config,
           );
@@ -179,7 +183,10 @@ export async function loadAssignments(
         at({
           field,
           task: t.label,
-          message: `"${a.name}" is the task's own agent: an escalation names other agents; to run it again, raise "retries"`,
+          message:
+            a.escalation.list === "fallback"
+              ? `"${a.name}" is the task's own agent: a rate limit's fallback names other agents (to wait for the limit, use "on": "wait")`
+              : `"${a.name}" is the task's own agent: an escalation names other agents; to run it again, raise "retries"`,
         });
       else if (!a.agent)
         at({
@@ -188,7 +195,7 @@ export async function loadAssignments(
           message:
             a.escalation === null
               ? `unknown agent "${a.name}" (${definedAre}); define it in the config's "agents" or give the task an explicit "command"`
-              : `unknown agent "${a.name}" in its escalation (${definedAre}); define it in the config's "agents" or name a preset`,
+              : `unknown agent "${a.name}" in its ${a.escalation.list === "fallback" ? "rate limit's fallback" : "escalation"} (${definedAre}); define it in the config's "agents" or name a preset`,
         });
     }
     for (const [j, p] of (t.allowedPaths ?? []).entries())
@@ -283,6 +290,8 @@ interface TaskView {
   agent?: string;
   command?: string[];
   escalation?: string[];
+  /** Its rate_limit's fallback list, when it has one of its own. */
+  fallback?: string[];
   commandMalformed: boolean;
   allowedPaths?: string[];
   requiredArtifacts?: string[];
@@ -301,6 +310,7 @@ function wholeView(a: Assignments): InputView {
       agent: task.agent,
       ...(task.command ? { command: task.command } : {}),
       ...(task.escalation ? { escalation: task.escalation } : {}),
+      ...(task.rate_limit ? { fallback: task.rate_limit.fallback } : {}),
       commandMalformed: false,
       ...(task.allowed_paths ? { allowedPaths: task.allowed_paths } : {}),
       requiredArtifacts: task.success_criteria?.required_artifacts ?? [],
@@ -354,6 +364,7 @@ function partialView(data: unknown): InputView {
     set("command", command);
     // Its names are still checked when the list repeats one (the schema says that).
     set("escalation", part(z.array(z.string().min(1)), t.escalation));
+    set("fallback", part(z.array(z.string().min(1)), record(t.rate_limit).fallback));
     set("allowedPaths", part(Task.shape.allowed_paths, t.allowed_paths));
     set(
       "requiredArtifacts",

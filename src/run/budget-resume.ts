@@ -108,6 +108,7 @@ export function reopen(t: TaskRun): TaskRun {
       escalated: false,
       feedback: null,
       notBefore: null,
+      fallbackFor: null,
     },
   };
 }

@@ -16,6 +16,8 @@ export function openRecord(
     feedback: string | null;
     /** It waited for a rate limit to lift until then (epoch ms); null: no wait. */
     waitedUntil?: number | null;
+    /** The rate-limited agent it stands in for; null: none. */
+    fallbackFor?: string | null;
   },
 ): AttemptRecord {
   return {
@@ -25,6 +27,7 @@ export function openRecord(
     escalated: how.escalated,
     feedback: how.feedback,
     waited_until: how.waitedUntil ? new Date(how.waitedUntil).toISOString() : null,
+    fallback_for: how.fallbackFor ?? null,
     resets_at: null,
     started_at: new Date(now).toISOString(),
     finished_at: null,

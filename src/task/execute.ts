@@ -18,7 +18,7 @@ import { type NextStep, nextAttempt } from "./next-attempt.js";
 import { failTask, openTask, type StartMade, type TaskStart } from "./opening.js";
 import { coreGate } from "./outcome.js";
 import type { Ports } from "./ports.js";
-import { limitedUntil, limitStanding, waitForLimit } from "./quota-wait.js";
+import { limitedUntil, limitStanding, nextFallback, waitForLimit } from "./quota-wait.js";
 import type { TaskRecorder } from "./recorder.js";
 import { type RunPlan, trailersOf } from "./run-plan.js";
 import { runSetup, setupGates } from "./setup.js";
@@ -145,7 +145,12 @@ async function judgeAttempt(
       // A worktree that is gone cannot be reset for another attempt.
       worktreeGone: worktree !== null && worktreeHere === null,
       budgetSpent: outOfBudget(run, recorder, p),
-      rateLimit: limitStanding(agentOf(p, t.current.agentIndex).rateLimit, t.history, ports.now()),
+      rateLimit: limitStanding(
+        agentOf(p, t.current.agentIndex).rateLimit,
+        t.history,
+        ports.now(),
+        nextFallback(p, t.current.agentIndex),
+      ),
     },
   );
   // A decision can end an attempt whose gates passed, or block one that failed them.
@@ -164,7 +169,7 @@ async function prepareNextAttempt(
   side: Pick<AttemptSide, "run" | "ports" | "stop" | "recorder">,
   t: Readonly<TaskRun>,
   p: TaskPlan,
-  step: Extract<NextStep, { kind: "retry" | "escalate" | "wait" }>,
+  step: Extract<NextStep, { kind: "retry" | "escalate" | "wait" | "fallback" }>,
   seen: { found: GateFindings; decision: FeedbackBlock["decision"]; worktree: string | null },
 ): Promise<void> {
   const { run, ports, recorder } = side;
@@ -189,13 +194,16 @@ async function prepareNextAttempt(
   );
   const escalated = step.kind === "escalate";
   const notBefore = step.kind === "wait" ? step.until : null;
+  const fallbackFor = step.kind === "fallback" ? agent.name : null;
   ports.log.info(
     { task: t.id, attempt: t.attempts, reason, from: step.from },
     escalated
       ? "its agent asked for a stronger one"
       : notBefore !== null
         ? "its CLI met a rate limit; waiting for it to lift"
-        : "task failed; retrying with its feedback",
+        : fallbackFor !== null
+          ? "its CLI met a rate limit; a fallback agent runs the next attempt"
+          : "task failed; retrying with its feedback",
   );
   await ports.ledger.append(
     "task.retrying",
@@ -208,13 +216,14 @@ async function prepareNextAttempt(
       escalated,
       feedback,
       ...(notBefore !== null ? { not_before: new Date(notBefore).toISOString() } : {}),
+      ...(fallbackFor !== null ? { fallback_to: agentOf(p, step.agentIndex).name } : {}),
     },
     t.id,
   );
   await killPoint(run.fault, "kill-after-feedback", t.id, t.attempts);
   recorder.checkpoint(t.id, {
     detail,
-    next: { agentIndex: step.agentIndex, from: step.from, escalated, feedback, notBefore },
+    next: { agentIndex: step.agentIndex, from: step.from, escalated, feedback, notBefore, fallbackFor },
   });
   await killPoint(run.fault, "kill-after-next-chosen", t.id, t.attempts);
   if (worktree !== null) await startNextFrom(ports, recorder, t, { worktree, keepInRepo }, step.from);
@@ -246,13 +255,27 @@ export async function attemptAndGate(
   const { run, ports, stop, recorder } = side;
   if (!adopting) {
     // Another task's attempt met a limit of the agent this one runs that has not lifted: it
-    // waits for it too, rather than meet it again.
-    const next = agentOf(p, t.next?.agentIndex ?? t.current.agentIndex);
-    if (next.rateLimit.on === "wait")
-      await waitForLimit(side, t, limitedUntil(recorder.all(), next.name, t.id, ports.now()));
+    // waits for it too, or starts on its first fallback (the switch holds until the limit lifts),
+    // rather than meet the limit again.
+    const index = t.next?.agentIndex ?? t.current.agentIndex;
+    const next = agentOf(p, index);
+    const { on, backoff_s } = next.rateLimit;
+    const limited =
+      on === "fail"
+        ? null
+        : limitedUntil(recorder.all(), next.name, t.id, { now: ports.now(), backoffMs: backoff_s * 1000 });
+    const fallback =
+      limited !== null && on === "fallback" && index < p.agents.length ? nextFallback(p, index) : null;
+    if (limited !== null && fallback === null) await waitForLimit(side, t, limited);
     // The daemon is shutting down: nothing new starts; the task stays as state.json has it.
     if (stop.detaching) return "detached";
-    countAttempt(recorder, t, p, ports.now());
+    countAttempt(
+      recorder,
+      t,
+      p,
+      ports.now(),
+      fallback === null ? null : { agentIndex: fallback, fallbackFor: next.name },
+    );
   }
   const agent = agentOf(p, t.current.agentIndex);
   let attempt: AttemptResult | "detached";
@@ -310,9 +333,16 @@ function noteAccount(recorder: TaskRecorder, t: Readonly<TaskRun>, account: Agen
  * task's own), and opens its record. Journaled with the attempt's folder (runAttempt's
  * checkpoint): a resume adopts it with its agent. The policy's choice is done with once counted.
  */
-function countAttempt(recorder: TaskRecorder, t: Readonly<TaskRun>, p: TaskPlan, now: number): void {
+function countAttempt(
+  recorder: TaskRecorder,
+  t: Readonly<TaskRun>,
+  p: TaskPlan,
+  now: number,
+  /** It starts on a fallback agent, its own being rate limited. */
+  fallback: { agentIndex: number; fallbackFor: string } | null = null,
+): void {
   const next = t.next;
-  const agentIndex = next?.agentIndex ?? t.current.agentIndex;
+  const agentIndex = fallback?.agentIndex ?? next?.agentIndex ?? t.current.agentIndex;
   recorder.note(t.id, {
     attempts: t.attempts + 1,
     current: { agentIndex },
@@ -323,6 +353,7 @@ function countAttempt(recorder: TaskRecorder, t: Readonly<TaskRun>, p: TaskPlan,
         escalated: next?.escalated ?? false,
         feedback: next?.feedback ?? null,
         waitedUntil: next?.notBefore ?? null,
+        fallbackFor: fallback?.fallbackFor ?? next?.fallbackFor ?? null,
       }),
     ],
     next: null,

@@ -34,7 +34,9 @@ export interface AttemptEnded {
 
 /** What a rate limit does to the task (its `rate_limit`), and its waits so far. */
 export interface LimitStanding {
-  on: "wait" | "fail";
+  on: "wait" | "fallback" | "fail";
+  /** The agentIndex of the next fallback agent (after the one that ran, in its list); null: none left. */
+  fallback: number | null;
   maxWaitMs: number;
   backoffMs: number;
   /** The waits it made so far, and how long they took together. */
@@ -86,6 +88,8 @@ export type NextStep =
   | ({ kind: "escalate"; agentIndex: number; from: StartFrom } & EndedAs)
   /** Its CLI met a rate limit: the next attempt starts once it lifts (`until`), not counted against retries. */
   | ({ kind: "wait"; until: number; agentIndex: number; from: StartFrom } & EndedAs)
+  /** Its CLI met a rate limit: a fallback agent runs the next attempt at once, not counted against retries. */
+  | ({ kind: "fallback"; agentIndex: number; from: StartFrom } & EndedAs)
   | { kind: "blocked"; reason: "blocked" | "invalid_decision"; detail: string; needsHuman: boolean }
   | { kind: "failed"; reason: Reason; detail: string | null };
 
@@ -161,14 +165,16 @@ export function nextAttempt(ended: AttemptEnded, s: TaskStanding): NextStep {
       reason: "budget",
       detail: `${s.budgetSpent}; its attempt failed: ${reason}${detail ? ` (${detail})` : ""}`,
     };
-  return { kind: "retry", agentIndex: Math.min(s.agentIndex + 1, s.agents - 1), from, reason, detail };
+  // A fallback agent (past the escalation list) keeps the task until its attempts are used up.
+  const agentIndex = s.agentIndex >= s.agents ? s.agentIndex : Math.min(s.agentIndex + 1, s.agents - 1);
+  return { kind: "retry", agentIndex, from, reason, detail };
 }
 
 /**
- * After a rate limit or a usage cap its CLI gave up on: wait until it lifts (when the CLI said,
- * else a backoff that doubles with each wait) and run the attempt again, within the task's
- * `max_wait_s` over all its waits; or fail, as its `rate_limit.on` says. A spent budget still
- * ends it first.
+ * After a rate limit or a usage cap its CLI gave up on: hand the attempt to the next fallback
+ * agent, or wait until the limit lifts (when the CLI said, else a backoff that doubles with each
+ * wait) and run it again, within the task's `max_wait_s` over all its waits; or fail, as its
+ * `rate_limit.on` says. A spent budget still ends it first.
  */
 function afterLimit(ended: AttemptEnded, s: TaskStanding, from: StartFrom): NextStep {
   const { detail } = ended;
@@ -181,6 +187,9 @@ function afterLimit(ended: AttemptEnded, s: TaskStanding, from: StartFrom): Next
   if (r.on === "fail") return failed("");
   if (s.budgetSpent !== null)
     return { kind: "failed", reason: "budget", detail: `${s.budgetSpent}; its attempt met a rate limit` };
+  // The next agent of the fallback list; once it is used up, the limit is waited for.
+  if (r.on === "fallback" && r.fallback !== null)
+    return { kind: "fallback", agentIndex: r.fallback, from, reason: "rate_limited", detail };
   const until = Math.max(r.now, ended.resetsAt ?? r.now + r.backoffMs * 2 ** r.waits);
   if (r.waitedMs + (until - r.now) > r.maxWaitMs)
     return failed(

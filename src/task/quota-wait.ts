@@ -3,6 +3,7 @@ import type { AttemptRecord } from "../contract/attempt-record.js";
 import type { AttemptSide } from "./attempt.js";
 import { waitedFor } from "./attempt-history.js";
 import type { TaskStanding } from "./next-attempt.js";
+import type { TaskPlan } from "./task-plan.js";
 import type { TaskRun } from "./task-run.js";
 
 // Waiting out the rate limits and usage caps agents' CLIs meet: a task's own (the policy's
@@ -13,9 +14,11 @@ export function limitStanding(
   setting: OnRateLimit,
   history: readonly AttemptRecord[],
   now: number,
+  fallback: number | null,
 ): TaskStanding["rateLimit"] {
   return {
     on: setting.on,
+    fallback,
     maxWaitMs: setting.max_wait_s * 1000,
     backoffMs: setting.backoff_s * 1000,
     waits: history.filter((r) => r.waited_until !== null).length,
@@ -53,20 +56,33 @@ export async function waitForLimit(
 }
 
 /**
- * Until when `agent` is limited, as the tasks waiting for its limits to lift say (each the agent
- * of its last attempt); null when none is (`self`, the task asking, aside).
+ * Until when `agent` is limited, as the run's tasks say: those waiting for its limit to lift
+ * (each the agent of its last attempt), and the attempts of it that met one (until the reset
+ * their CLI gave, else `backoffMs` after they ended); null when it is not (`self`, the task
+ * asking, aside).
  */
 export function limitedUntil(
   tasks: readonly Readonly<TaskRun>[],
   agent: string,
   self: string,
-  now: number,
+  at: { now: number; backoffMs: number },
 ): number | null {
   let until: number | null = null;
+  const limitedTill = (lifts: number | null): void => {
+    if (lifts !== null && lifts > at.now) until = Math.max(until ?? 0, lifts);
+  };
   for (const t of tasks) {
-    const lifts = t.waiting.quotaUntil;
-    if (t.id === self || lifts === null || lifts <= now || t.history.at(-1)?.agent !== agent) continue;
-    until = Math.max(until ?? 0, lifts);
+    if (t.id === self) continue;
+    if (t.history.at(-1)?.agent === agent) limitedTill(t.waiting.quotaUntil);
+    for (const r of t.history)
+      if (r.agent === agent && r.reason === "rate_limited" && r.finished_at)
+        limitedTill(r.resets_at ? Date.parse(r.resets_at) : Date.parse(r.finished_at) + at.backoffMs);
   }
   return until;
+}
+
+/** The agentIndex of the fallback after the agent at `agentIndex` (its escalation list's: the first); null: none left. */
+export function nextFallback(p: Pick<TaskPlan, "agents" | "fallbacks">, agentIndex: number): number | null {
+  const next = agentIndex < p.agents.length ? p.agents.length : agentIndex + 1;
+  return next < p.agents.length + p.fallbacks.length ? next : null;
 }

@@ -34,6 +34,11 @@ export interface TaskPlan {
    * runs every further attempt.
    */
   agents: readonly [AgentPlan, ...AgentPlan[]];
+  /**
+   * The agents that run an attempt in place of one whose agent is rate limited (its
+   * `rate_limit.fallback`), in order; their attempts' agentIndex counts on after `agents`.
+   */
+  fallbacks: readonly AgentPlan[];
 }
 
 /**
@@ -130,11 +135,13 @@ export interface AgentPlan {
 }
 
 /**
- * The agent of the attempt that runs with `agentIndex` (TaskRun.agentIndex): past the end of
- * the list (a config changed before a resume), its last one.
+ * The agent of the attempt that runs with `agentIndex` (TaskRun.agentIndex): its own agent and
+ * escalation list, then its fallbacks; past the end of both (a config changed before a resume),
+ * the last of its escalation list.
  */
-export function agentOf(p: Pick<TaskPlan, "agents">, agentIndex: number): AgentPlan {
-  return p.agents[Math.min(agentIndex, p.agents.length - 1)] ?? p.agents[0];
+export function agentOf(p: Pick<TaskPlan, "agents" | "fallbacks">, agentIndex: number): AgentPlan {
+  if (agentIndex < p.agents.length) return p.agents[agentIndex] ?? p.agents[0];
+  return p.fallbacks[agentIndex - p.agents.length] ?? p.agents.at(-1) ?? p.agents[0];
 }
 
 /** An interactive task: the agent owns the pane's terminal and its prompt is pasted in. */
@@ -236,6 +243,8 @@ function planTask(input: RunInput, r: ResolvedTask, place: PlanPlace & { worktre
     handoff,
     inRepo,
   };
+  const escalation = r.agents.slice(1).filter((a) => a.escalation?.list !== "fallback");
+  const fallbacks = r.agents.filter((a) => a.escalation?.list === "fallback");
   return {
     id: task.id,
     dependencies: task.dependencies,
@@ -256,10 +265,8 @@ function planTask(input: RunInput, r: ResolvedTask, place: PlanPlace & { worktre
         (task.success_criteria?.git_control_files ?? input.assignments.success_criteria.git_control_files) ===
         "refuse",
     },
-    agents: [
-      planAgent(shared, r.agents[0], 0),
-      ...r.agents.slice(1).map((a, i) => planAgent(shared, a, i + 1)),
-    ],
+    agents: [planAgent(shared, r.agents[0], 0), ...escalation.map((a, i) => planAgent(shared, a, i + 1))],
+    fallbacks: fallbacks.map((a, j) => planAgent(shared, a, escalation.length + 1 + j)),
   };
 }
 

@@ -20,7 +20,15 @@ const standing = (over: Partial<TaskStanding> = {}): TaskStanding => ({
   ending: false,
   worktreeGone: false,
   budgetSpent: null,
-  rateLimit: { on: "wait", maxWaitMs: 3_600_000, backoffMs: 60_000, waits: 0, waitedMs: 0, now: 0 },
+  rateLimit: {
+    on: "wait",
+    fallback: null,
+    maxWaitMs: 3_600_000,
+    backoffMs: 60_000,
+    waits: 0,
+    waitedMs: 0,
+    now: 0,
+  },
   ...over,
 });
 const none: DecisionSeen = { kind: "none" };
@@ -215,7 +223,8 @@ describe("the next-attempt policy", () => {
       worktreeGone: fc.boolean(),
       budgetSpent: fc.constantFrom(null, "the run's budget of $1.0000 is spent: $1.2000"),
       rateLimit: fc.record({
-        on: fc.constantFrom("wait" as const, "fail" as const),
+        on: fc.constantFrom("wait" as const, "fallback" as const, "fail" as const),
+        fallback: fc.constantFrom(null, 1, 2),
         maxWaitMs: fc.integer({ min: 1, max: 10_000_000 }),
         backoffMs: fc.integer({ min: 1, max: 100_000 }),
         waits: fc.constant(0),
@@ -250,11 +259,19 @@ describe("the next-attempt policy", () => {
           expect(s.budgetSpent).toBeNull();
           if (step.kind === "escalate") expect(step.agentIndex).toBe(s.agentIndex + 1);
         }
-        if (step.kind === "wait") {
-          // Only a rate limit waits, within the task's bound, with nothing else against it.
+        if (step.kind === "fallback") {
+          // Only a rate limit hands the attempt over, to the fallback the task has next.
           expect(reason).toBe("rate_limited");
           expect(s.ending || s.worktreeGone || s.budgetSpent !== null).toBe(false);
-          expect(s.rateLimit.on).toBe("wait");
+          expect(s.rateLimit.on).toBe("fallback");
+          expect(step.agentIndex).toBe(s.rateLimit.fallback);
+        }
+        if (step.kind === "wait") {
+          // Only a rate limit waits (a fallback list once used up), within the task's bound.
+          expect(reason).toBe("rate_limited");
+          expect(s.ending || s.worktreeGone || s.budgetSpent !== null).toBe(false);
+          expect(s.rateLimit.on === "wait" || s.rateLimit.fallback === null).toBe(true);
+          expect(s.rateLimit.on).not.toBe("fail");
           expect(step.until).toBeGreaterThanOrEqual(s.rateLimit.now);
           expect(s.rateLimit.waitedMs + step.until - s.rateLimit.now).toBeLessThanOrEqual(
             s.rateLimit.maxWaitMs,
@@ -279,6 +296,11 @@ describe("the next-attempt policy", () => {
           let attempts = 1;
           for (const [reason, decision] of seq) {
             const step = nextAttempt({ reason, detail: null, decision }, s);
+            if (step.kind === "fallback") {
+              // No try either: the list runs out (here, after one).
+              s = { ...s, agentIndex: step.agentIndex, rateLimit: { ...s.rateLimit, fallback: null } };
+              continue;
+            }
             if (step.kind === "wait") {
               // A wait is no try; the waits' total is bounded instead.
               const r = s.rateLimit;

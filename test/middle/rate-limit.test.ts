@@ -184,3 +184,85 @@ describe("rate limits", () => {
     expect(Date.parse(report.tasks[0]!.attempt_history![1]!.waited_until!)).toBe(until);
   });
 });
+
+/** Claude Code's result of a success. */
+function claudeSucceeds(attempt: FakeAttempt): void {
+  writeFileSync(
+    attempt.spec.stdoutLog,
+    `${JSON.stringify({ type: "result", subtype: "success", is_error: false, result: "Done.", session_id: "s" })}\n`,
+  );
+  attempt.exit(0);
+}
+
+/** Claude Code's result when the API kept answering 429. */
+function claudeLimited(attempt: FakeAttempt): void {
+  writeFileSync(
+    attempt.spec.stdoutLog,
+    `${JSON.stringify({ type: "result", subtype: "success", is_error: true, api_error_status: 429, result: "API Error: Request rejected (429) · rate limited", session_id: "s" })}\n`,
+  );
+  attempt.exit(1);
+}
+
+const ranOn = (attempt: FakeAttempt): string =>
+  attempt.spec.argv.some((a) => a.endsWith("claude")) ? "claude" : "opencode";
+
+describe("rate limits: fallback", () => {
+  it("hands the attempt to the next fallback agent at once; later tasks of the limited agent start on it until the limit lifts", async () => {
+    const fallback = { on: "fallback", fallback: ["claude"] };
+    run = new MiddleRun([
+      opencode("a", { rate_limit: fallback }),
+      opencode("b", { rate_limit: fallback, dependencies: ["a"] }),
+      opencode("c", { rate_limit: fallback, dependencies: ["b"] }),
+    ]);
+    let opencodeLimited = true;
+    const done = run.reportWithPresets((attempt) => {
+      if (attempt.spec.taskId === "b") return;
+      if (ranOn(attempt) === "claude") claudeSucceeds(attempt);
+      else if (opencodeLimited) {
+        opencodeLimited = false;
+        limited("60")(attempt);
+      } else succeeds(attempt);
+    });
+    // b starts on claude though its agent is opencode: opencode's limit lifts in 60 s.
+    const b = await run.host.launched("b");
+    expect(ranOn(b)).toBe("claude");
+    // Once it lifted, c starts on its own agent.
+    await vi.advanceTimersByTimeAsync(61_000);
+    claudeSucceeds(b);
+    const report = await done;
+    const [a, bt, c] = report.tasks;
+    expect(a).toMatchObject({ status: "success", attempts: 2 });
+    expect(a!.attempt_history!.map((h) => [h.agent, h.reason, h.fallback_for])).toEqual([
+      ["opencode", "rate_limited", null],
+      ["claude", null, "opencode"],
+    ]);
+    // No wait: the fallback ran at once.
+    expect(a!.attempt_history![1]!.waited_until).toBeNull();
+    expect(bt!.attempt_history!.map((h) => [h.agent, h.fallback_for])).toEqual([["claude", "opencode"]]);
+    expect(c!.attempt_history!.map((h) => [h.agent, h.fallback_for])).toEqual([["opencode", null]]);
+    const retrying = run.events().find((e) => e.type === "task.retrying");
+    expect(retrying?.data).toMatchObject({ reason: "rate_limited", fallback_to: "claude" });
+  });
+
+  it("with its fallback list used up, waits as on: wait does", async () => {
+    run = new MiddleRun([opencode("a", { rate_limit: { on: "fallback", fallback: ["claude"] } })]);
+    let n = 0;
+    const done = run.reportWithPresets((attempt) => {
+      n++;
+      if (n === 1) limited("5")(attempt);
+      else if (n === 2) claudeLimited(attempt);
+      else claudeSucceeds(attempt);
+    });
+    await waiting("a");
+    // claude said no reset time: the default backoff, 60 s.
+    await vi.advanceTimersByTimeAsync(60_000);
+    const report = await done;
+    expect(
+      report.tasks[0]!.attempt_history!.map((h) => [h.agent, h.reason, h.waited_until !== null]),
+    ).toEqual([
+      ["opencode", "rate_limited", false],
+      ["claude", "rate_limited", false],
+      ["claude", null, true],
+    ]);
+  });
+});
