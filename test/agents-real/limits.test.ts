@@ -1,0 +1,67 @@
+// Rate limits through the real CLIs (issue 37): a 429 that Claude Code gives up on hands the
+// attempt to the task's fallback agent (codex) at once, and a later task of claude starts on
+// codex too while claude's limit has not lifted; both merge.
+import { existsSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { RECIPES, SECRET } from "./clis.js";
+import { perTask, readReport, realAgentsSuite } from "./harness.js";
+
+const { world, server: modelServer } = realAgentsSuite("limits");
+
+describe("a rate limit's fallback, through the real CLIs", () => {
+  it("claude's 429 moves the attempt to codex; a later claude task starts on codex while claude is limited", async () => {
+    const claude = RECIPES.claude;
+    const codex = RECIPES.codex;
+    modelServer().setScript(perTask);
+    // The first model request (claude's) is refused; claude gives up at once (CLAUDE_CODE_MAX_RETRIES=0).
+    modelServer().failFirst(1, {
+      fail: 429,
+      message: "This request would exceed the rate limit.",
+      retryAfter: "60",
+    });
+    const { dir, repo } = world.workspace();
+    writeFileSync(join(repo, "ctx", "A.md"), "WRITE-FILE A\n");
+    writeFileSync(join(repo, "ctx", "B.md"), "WRITE-FILE B\n");
+    writeFileSync(
+      join(dir, "termorch.json"),
+      JSON.stringify({
+        agents: { claude: claude.agent(modelServer().url), codex: codex.agent(modelServer().url) },
+      }),
+    );
+    const rateLimit = { on: "fallback", fallback: ["codex"] };
+    const file = join(dir, "assignments.json");
+    writeFileSync(
+      file,
+      JSON.stringify({
+        run_id: `limits-${Math.random().toString(36).slice(2, 8)}`,
+        tasks: [
+          { id: "A", agent: "claude", context_path: "ctx/A.md", rate_limit: rateLimit },
+          { id: "B", agent: "claude", context_path: "ctx/B.md", dependencies: ["A"], rate_limit: rateLimit },
+        ],
+        environment: { workspace_dir: "repo", env_vars: [claude.keyVar, codex.keyVar] },
+      }),
+    );
+    const before = modelServer().requests.length;
+    const r = await world.termorch(["run", file, "--config", join(dir, "termorch.json")], {
+      env: { [claude.keyVar]: SECRET, [codex.keyVar]: SECRET },
+    });
+    const report = readReport(dir);
+    expect(r.exitCode, `${r.stderr}\n${JSON.stringify(report.tasks, null, 2)}`).toBe(0);
+    const [a, b] = report.tasks;
+    expect(a!.attempt_history!.map((h) => [h.agent, h.reason, h.fallback_for])).toEqual([
+      ["claude", "rate_limited", null],
+      ["codex", null, "claude"],
+    ]);
+    expect(b!.attempt_history!.map((h) => [h.agent, h.fallback_for])).toEqual([["codex", "claude"]]);
+    expect(report.merge.result).toBe("success");
+    expect(existsSync(join(repo, "A.txt")) && existsSync(join(repo, "B.txt"))).toBe(true);
+    // claude was asked once: the refused request; everything after went to codex.
+    const main = modelServer()
+      .requests.slice(before)
+      .filter((q) => q.main);
+    expect(main.filter((q) => q.protocol === "anthropic" && !q.path.endsWith("count_tokens"))).toHaveLength(
+      1,
+    );
+  });
+});
