@@ -129,14 +129,16 @@ export interface TaskAgent {
  * then its escalation list (its own, else its agent entry's), each by name alone.
  */
 export function taskAgents(
-  task: Pick<Task, "agent" | "command" | "escalation"> & { fallback?: readonly string[] | undefined },
+  task: Pick<Task, "agent" | "command" | "escalation"> & {
+    rate_limit?: { fallback: readonly string[] } | undefined;
+  },
   config: Config,
 ): TaskAgent[] {
   const entry = Object.hasOwn(config.agents, task.agent) ? config.agents[task.agent] : undefined;
   const list = task.escalation ? "task" : "agent";
   const names = task.escalation ?? entry?.escalation ?? [];
   // A rate limit's fallbacks: the task's rate_limit, else its agent entry's, else the defaults'.
-  const fallback = task.fallback ?? entry?.rate_limit?.fallback ?? config.defaults.rate_limit?.fallback ?? [];
+  const fallback = (task.rate_limit ?? entry?.rate_limit ?? config.defaults.rate_limit)?.fallback ?? [];
   return [
     { name: task.agent, agent: agentFor(task, config), escalation: null },
     ...names.map((name, index) => ({

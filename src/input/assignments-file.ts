@@ -167,7 +167,7 @@ export async function loadAssignments(
               agent: t.agent,
               ...(t.command ? { command: t.command } : {}),
               ...(t.escalation ? { escalation: t.escalation } : {}),
-              ...(t.fallback ? { fallback: t.fallback } : {}),
+              ...(t.fallback ? { rate_limit: { fallback: t.fallback } } : {}),
             },
             config,
           );

@@ -307,6 +307,34 @@ suite("termorch run --backend bullmq", () => {
     await w.dispose();
   });
 
+  it("holds an agent's max_parallel across both workers: never more of its tasks at once, whatever their slots", async () => {
+    await worker("cap1", ["--max-parallel", "2"]);
+    await worker("cap2", ["--max-parallel", "2"]);
+    const run = cluster();
+    const log = join(run.dir, "alive.log");
+    // Its work, on whichever host: count the agent's tasks under way (their marks), then take a moment.
+    const work = `touch "$MARKS/$TERMORCH_TASK_ID"; ls "$MARKS" | wc -l >> "$LOG"; sleep 0.3; rm "$MARKS/$TERMORCH_TASK_ID"; echo "$TERMORCH_TASK_ID" > "$TERMORCH_TASK_ID.txt"`;
+    const config = JSON.parse(readFileSync(run.config, "utf8"));
+    writeFileSync(
+      run.config,
+      JSON.stringify({ ...config, agents: { capped: { command: ["bash", "-c", work], max_parallel: 1 } } }),
+    );
+    const file = writeAssignments(
+      run.dir,
+      ["c1", "c2", "c3", "c4"].map((id) => ({
+        id,
+        agent: "capped",
+        command: undefined,
+        env: { MARKS: run.marks, LOG: log },
+      })) as never,
+    );
+    const r = await termorch(["run", file, "--config", run.config], { socket });
+    expect(r.exitCode, r.stderr).toBe(0);
+    const counts = lines(log).map(Number);
+    expect(counts).toHaveLength(4);
+    expect(Math.max(...counts)).toBe(1);
+  });
+
   it("fails the task with a clear reason when a worker's git remote is wrong", async () => {
     const c = cluster();
     const wrong = join(c.dir, "no-such-remote.git");
