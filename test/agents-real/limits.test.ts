@@ -65,3 +65,75 @@ describe("a rate limit's fallback, through the real CLIs", () => {
     );
   });
 });
+
+describe("a usage cap in its provider's words, through the real CLIs", () => {
+  const capped = async (preset: "codex" | "gemini", body: unknown) => {
+    const recipe = RECIPES[preset];
+    modelServer().setScript(perTask);
+    modelServer().failFirst(1000, { fail: 429, message: "", body });
+    const { dir } = world.workspace();
+    writeFileSync(
+      join(dir, "termorch.json"),
+      JSON.stringify({ agents: { [preset]: recipe.agent(modelServer().url) } }),
+    );
+    const file = join(dir, "assignments.json");
+    writeFileSync(
+      file,
+      JSON.stringify({
+        run_id: `cap-${preset}-${Math.random().toString(36).slice(2, 8)}`,
+        tasks: [{ id: "U", agent: preset, context_path: "ctx/task.md", rate_limit: { on: "fail" } }],
+        environment: { workspace_dir: "repo", env_vars: [recipe.keyVar] },
+      }),
+    );
+    const r = await world.termorch(["run", file, "--config", join(dir, "termorch.json")], {
+      env: { [recipe.keyVar]: SECRET },
+    });
+    modelServer().failFirst(0, { fail: 429, message: "" });
+    const task = readReport(dir).tasks[0]!;
+    expect(r.exitCode, `${r.stderr}\n${JSON.stringify(task, null, 2)}`).toBe(1);
+    return task;
+  };
+
+  it("codex: 'You’ve hit your usage limit', told apart from a rate limit, with the time it lifts", async () => {
+    const task = await capped("codex", {
+      error: {
+        type: "usage_limit_reached",
+        message: "The usage limit has been reached",
+        plan_type: "plus",
+        resets_at: Math.floor(Date.now() / 1000) + 7200,
+        resets_in_seconds: 7200,
+      },
+    });
+    expect(task).toMatchObject({ status: "failed", reason: "rate_limited" });
+    expect(task.detail).toMatch(
+      /^its CLI gave up on a usage cap, which lifts at \S+: You’ve hit your usage limit/,
+    );
+    // Its reset, to the minute codex says it in (its local time).
+    const lifts = Date.parse(task.attempt_history![0]!.resets_at!);
+    expect(Math.abs(lifts - (Date.now() + 7_200_000))).toBeLessThan(5 * 60_000);
+  });
+
+  it("gemini: 'You have exhausted your daily quota', told apart from a rate limit", async () => {
+    const task = await capped("gemini", {
+      error: {
+        code: 429,
+        message:
+          "Quota exceeded for quota metric 'Generate Content API requests per day' and limit 'GenerateRequestsPerDayPerProjectPerModel-FreeTier'.",
+        status: "RESOURCE_EXHAUSTED",
+        details: [
+          {
+            "@type": "type.googleapis.com/google.rpc.QuotaFailure",
+            violations: [
+              {
+                quotaMetric: "generativelanguage.googleapis.com/generate_content_free_tier_requests",
+                quotaId: "GenerateRequestsPerDayPerProjectPerModel-FreeTier",
+              },
+            ],
+          },
+        ],
+      },
+    });
+    expect(task).toMatchObject({ status: "failed", reason: "rate_limited" });
+    expect(task.detail).toMatch(/^its CLI gave up on a usage cap \(429\)/);
+  });
+});
