@@ -46,6 +46,8 @@ import type { AdvanceTargetOptions } from "../git/advance.js";
  * - `kill-after-next-chosen[:task]` [@n]: SIGKILL once the retry or escalation after attempt n is
  *   recorded (TaskRun.next), before the worktree moved to its start: a resume carries it out,
  *   never judging attempt n again nor running it twice.
+ * - `kill-while-waiting-quota[:task]`: SIGKILL while the task waits for a rate limit to lift (its
+ *   next attempt's earliest start journaled): a resume waits until that same moment, then runs it.
  * - `kill-after-integration-commit`: SIGKILL once the integration commit and branch exist,
  *   before the target moves.
  * - `kill-after-redo-recorded[:task]`: SIGKILL once a redo is recorded (its conflict section
@@ -89,6 +91,7 @@ export type FaultPoint =
   | "kill-after-status"
   | "kill-after-feedback"
   | "kill-after-next-chosen"
+  | "kill-while-waiting-quota"
   | "kill-after-integration-commit"
   | "kill-after-redo-recorded"
   | "kill-after-redo-prepared"

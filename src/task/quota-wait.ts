@@ -2,6 +2,7 @@ import type { OnRateLimit } from "../contract/assignments.js";
 import type { AttemptRecord } from "../contract/attempt-record.js";
 import type { AttemptSide } from "./attempt.js";
 import { waitedFor } from "./attempt-history.js";
+import { killPoint } from "./faults.js";
 import type { TaskStanding } from "./next-attempt.js";
 import type { TaskPlan } from "./task-plan.js";
 import type { TaskRun } from "./task-run.js";
@@ -33,13 +34,14 @@ export function limitStanding(
  * early (the next attempt then sees it).
  */
 export async function waitForLimit(
-  side: Pick<AttemptSide, "ports" | "stop" | "recorder">,
+  side: Pick<AttemptSide, "run" | "ports" | "stop" | "recorder">,
   t: Readonly<TaskRun>,
   until: number | null,
 ): Promise<void> {
   const { ports, stop, recorder } = side;
   if (until === null || until <= ports.now()) return;
   await recorder.markWaitingQuota(t.id, until);
+  await killPoint(side.run.fault, "kill-while-waiting-quota", t.id);
   await new Promise<void>((resolve) => {
     let unsubscribe = (): void => {};
     const timer = setTimeout(() => {
