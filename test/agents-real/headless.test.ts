@@ -121,6 +121,8 @@ describe.each(Object.values(RECIPES))("$preset, headless", (recipe) => {
     gemini: 1,
     opencode: 6,
     kilo: 6,
+    pi: 12,
+    copilot: 6,
   };
   const refusals = GIVES_UP_AFTER[recipe.preset];
   it.skipIf(refusals === undefined)(
@@ -147,9 +149,10 @@ describe.each(Object.values(RECIPES))("$preset, headless", (recipe) => {
       const [limited, again] = t.attempt_history!;
       expect(limited).toMatchObject({ reason: "rate_limited" });
       expect(limited!.detail).toMatch(/^its CLI gave up on a rate limit/);
-      // About 3 s: the retry-after it passed on (opencode, kilo), else the task's backoff_s.
+      // About 3 s: the retry-after it passed on (opencode, kilo) or said (pi), else the task's backoff_s.
       const waited = Date.parse(again!.waited_until!) - Date.parse(limited!.finished_at!);
-      expect(waited).toBeGreaterThanOrEqual(2900);
+      // A reset read from the CLI's words counts from when termorch read them, a moment before the attempt closed.
+      expect(waited).toBeGreaterThanOrEqual(2500);
       expect(waited).toBeLessThanOrEqual(3100);
       expect(existsSync(join(repo, "A.txt"))).toBe(true);
     },

@@ -185,7 +185,7 @@
       run.phase,
       run.report,
       run.merge?.line ?? null,
-      run.tasks.map((t) => [t.state, t.attempts, t.waiting_since, t.redo?.n ?? null]),
+      run.tasks.map((t) => [t.state, t.attempts, t.waiting_since, t.waiting_quota_until, t.redo?.n ?? null]),
     ]);
     if (signature !== entry.signature) {
       entry.signature = signature;
@@ -264,6 +264,14 @@
           t.waiting_for ? `waiting: ${t.waiting_for}` : "waiting for input",
         )
       : null;
+    // Its agent's CLI met a rate limit or a usage cap: its next attempt starts when it lifts.
+    const quota = t.waiting_quota_until
+      ? h(
+          "span",
+          { class: "waiting quota", "data-quota-until": t.waiting_quota_until },
+          `waiting for a rate limit until ${clock(t.waiting_quota_until)}`,
+        )
+      : null;
     // A blocked task whose agent asked for a person: said as loudly as a wait for input.
     const human = t.needs_human
       ? h(
@@ -316,6 +324,7 @@
           ? h("span", { class: "reason muted", title: t.detail || "" }, t.reason)
           : null,
         waiting,
+        quota,
         lastAttempt(t),
         human,
         t.remote
