@@ -308,8 +308,8 @@ suite("termorch run --backend bullmq", () => {
   });
 
   it("holds an agent's max_parallel across both workers: never more of its tasks at once, whatever their slots", async () => {
-    await worker("cap1", ["--max-parallel", "2"]);
-    await worker("cap2", ["--max-parallel", "2"]);
+    const w1 = await worker("cap1", ["--max-parallel", "2"]);
+    const w2 = await worker("cap2", ["--max-parallel", "2"]);
     const run = cluster();
     const log = join(run.dir, "alive.log");
     // Its work, on whichever host: count the agent's tasks under way (their marks), then take a moment.
@@ -333,6 +333,8 @@ suite("termorch run --backend bullmq", () => {
     const counts = lines(log).map(Number);
     expect(counts).toHaveLength(4);
     expect(Math.max(...counts)).toBe(1);
+    // Gone before the next test, whose jobs are for its own workers.
+    await Promise.all([w1.dispose(), w2.dispose()]);
   });
 
   it("fails the task with a clear reason when a worker's git remote is wrong", async () => {
