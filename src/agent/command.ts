@@ -169,21 +169,7 @@ export function allAgents(config: Config): Map<string, ResolvedAgent> {
  * An agent of the user's own command line: it reads its context file itself, termorch parses
  * nothing of its output, and its interactive form is the same command with no known screens.
  */
-function ownCommand(
-  command: string[],
-): Omit<
-  ResolvedAgent,
-  | "source"
-  | "tty"
-  | "timeout_s"
-  | "env"
-  | "expect_changes"
-  | "sandbox"
-  | "retry_from"
-  | "rate_limit"
-  | "model"
-  | "budget"
-> {
+function ownCommand(command: string[]): Omit<ResolvedAgent, "source" | EntrySettings> {
   return {
     command,
     sandboxedCommand: command,
@@ -209,10 +195,8 @@ function ownCommand(
   };
 }
 
-function plain(
-  spec: AgentSpec | undefined,
-): Pick<
-  ResolvedAgent,
+/** What an agent entry of the config sets besides its command line (`plain`). */
+type EntrySettings =
   | "tty"
   | "timeout_s"
   | "env"
@@ -221,8 +205,9 @@ function plain(
   | "retry_from"
   | "rate_limit"
   | "model"
-  | "budget"
-> {
+  | "budget";
+
+function plain(spec: AgentSpec | undefined): Pick<ResolvedAgent, EntrySettings> {
   return {
     tty: spec?.tty ?? false,
     model: spec?.model ?? null,

@@ -31,15 +31,7 @@ export const NotifyConfig = z
     events: z
       .array(NotifyEventName)
       .min(1)
-      .default([
-        "task.waiting_input",
-        "task.waiting_quota",
-        "task.failed",
-        "task.needs_human",
-        "run.budget_warning",
-        "run.budget_exhausted",
-        "run.finished",
-      ])
+      .default([...NotifyEventName.options])
       .describe("The events sent to the command (default: all of them)"),
     timeout_s: TimeoutS.default(NOTIFY_TIMEOUT_S).describe(
       "Seconds one delivery may take; then the command's process group is killed and the failure logged",

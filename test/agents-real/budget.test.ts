@@ -146,35 +146,25 @@ describe("the run's budget while an agent loops, from the usage its CLI reports 
     expect(existsSync(join(repo, "done.txt"))).toBe(true);
   });
 
-  it("codex (its rollout) under a budget in USD from the config's prices: ended within one call", async () => {
-    const { r, report, task, calls } = await runLooping(
-      "codex",
-      { max_cost_usd: 0.35 },
-      { codex: { input: 10, output: 10 } },
-    );
-    expect(r.exitCode, `${r.stderr}\n${JSON.stringify(task, null, 2)}`).toBe(1);
-    expect(task).toMatchObject({ status: "failed", reason: "budget", attempts: 1 });
-    expect(task.detail).toMatch(
-      /^the run's budget of \$0\.3500 is spent: \$0\.4\d+; termorch ended its attempt at the budget$/,
-    );
-    expect(calls).toBeLessThanOrEqual(5);
-    expect(task.usage?.cost_source).toBe("prices");
-    expect(report.summary.budget).toMatchObject({ exhausted: true });
-  });
-
-  it("gemini (its chat file) under a budget in USD from the config's prices: ended within one call", async () => {
-    const { r, report, task, calls } = await runLooping(
-      "gemini",
-      { max_cost_usd: 0.35 },
-      { gemini: { input: 10, output: 10 } },
-    );
-    expect(r.exitCode, `${r.stderr}\n${JSON.stringify(task, null, 2)}`).toBe(1);
-    expect(task).toMatchObject({ status: "failed", reason: "budget", attempts: 1 });
-    expect(task.detail).toMatch(
-      /^the run's budget of \$0\.3500 is spent: \$0\.4\d+; termorch ended its attempt at the budget$/,
-    );
-    expect(calls).toBeLessThanOrEqual(5);
-    expect(task.usage?.cost_source).toBe("prices");
-    expect(report.summary.budget).toMatchObject({ exhausted: true });
-  });
+  it.each([
+    ["codex", "its rollout"],
+    ["gemini", "its chat file"],
+  ] as const)(
+    "%s (%s) under a budget in USD from the config's prices: ended within one call",
+    async (preset, _source) => {
+      const { r, report, task, calls } = await runLooping(
+        preset,
+        { max_cost_usd: 0.35 },
+        { [preset]: { input: 10, output: 10 } },
+      );
+      expect(r.exitCode, `${r.stderr}\n${JSON.stringify(task, null, 2)}`).toBe(1);
+      expect(task).toMatchObject({ status: "failed", reason: "budget", attempts: 1 });
+      expect(task.detail).toMatch(
+        /^the run's budget of \$0\.3500 is spent: \$0\.4\d+; termorch ended its attempt at the budget$/,
+      );
+      expect(calls).toBeLessThanOrEqual(5);
+      expect(task.usage?.cost_source).toBe("prices");
+      expect(report.summary.budget).toMatchObject({ exhausted: true });
+    },
+  );
 });
