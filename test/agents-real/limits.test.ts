@@ -67,7 +67,7 @@ describe("a rate limit's fallback, through the real CLIs", () => {
 });
 
 describe("a usage cap in its provider's words, through the real CLIs", () => {
-  const capped = async (preset: "codex" | "gemini", body: unknown) => {
+  const capped = async (preset: "codex" | "gemini" | "qwen", body: unknown) => {
     const recipe = RECIPES[preset];
     modelServer().setScript(perTask);
     modelServer().failFirst(1000, { fail: 429, message: "", body });
@@ -135,5 +135,20 @@ describe("a usage cap in its provider's words, through the real CLIs", () => {
     });
     expect(task).toMatchObject({ status: "failed", reason: "rate_limited" });
     expect(task.detail).toMatch(/^its CLI gave up on a usage cap \(429\)/);
+  });
+
+  it("qwen: a quota its provider says is exceeded until a reset ('Quota exhausted:'), at once, not retried for minutes", async () => {
+    const started = Date.now();
+    const task = await capped("qwen", {
+      error: {
+        message: "You exceeded your current quota. Your quota will reset at 00:00 UTC.",
+        type: "insufficient_quota",
+        code: "insufficient_quota",
+        param: null,
+      },
+    });
+    expect(task).toMatchObject({ status: "failed", reason: "rate_limited" });
+    expect(task.detail).toMatch(/^its CLI gave up on a usage cap.*Quota exhausted:/);
+    expect(Date.now() - started).toBeLessThan(60_000);
   });
 });
