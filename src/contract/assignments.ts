@@ -92,7 +92,7 @@ export const OnRateLimit = z
       .positive()
       .default(3600)
       .describe(
-        "The most a task waits for limits to lift, all its waits together; past it, it fails with reason `rate_limited`",
+        "The most time a task may lose to rate limits: its waits, and its attempts that met one (their CLI's own retrying included), together; past it, it fails with reason `rate_limited`",
       ),
     backoff_s: z
       .number()

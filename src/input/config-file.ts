@@ -115,6 +115,13 @@ function agentProblems(config: Config, file: string): InputProblem[] {
           message: `unknown agent "${other}" (defined agents: ${Object.keys(config.agents).join(", ")}; presets: ${PresetName.options.join(", ")})`,
         });
     });
+    // A group that is not there bounds nothing: said, rather than the bound silently gone.
+    if (spec.provider !== undefined && !Object.hasOwn(config.providers, spec.provider))
+      problems.push({
+        file,
+        field: `agents.${name}.provider`,
+        message: `provider "${spec.provider}" is not in "providers" (${Object.keys(config.providers).join(", ") || "none defined"}); add "providers": {"${spec.provider}": {"max_parallel": N}}`,
+      });
     const preset = spec.preset ?? PresetName.safeParse(name).data;
     if (spec.command) {
       const presetOnly = [

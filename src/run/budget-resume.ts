@@ -73,12 +73,15 @@ export function stillSpent(budget: Budget | null, tasks: readonly TaskRun[]): st
   return spent === null ? null : `${spent}; give it more than that`;
 }
 
-/** The tasks a raised budget opens again: those it ended, and those skipped for a failed dependency. */
-export function reopened(tasks: readonly TaskRun[]): string[] {
+/**
+ * The tasks a raised budget opens again: those a budget ended that `canGoOn` (their own budget
+ * not spent), and those skipped for a failed dependency (skipped again if it stays failed).
+ */
+export function reopened(tasks: readonly TaskRun[], canGoOn: (t: TaskRun) => boolean): string[] {
   return tasks
     .filter(
       (t) =>
-        (t.state === "failed" && t.reason === "budget") ||
+        (t.state === "failed" && t.reason === "budget" && canGoOn(t)) ||
         (t.state === "skipped" && t.reason === "dependency_failed"),
     )
     .map((t) => t.id);

@@ -107,8 +107,11 @@ export async function dispatch(
           },
           { priority, throwOnTimeout: true },
         );
-      // A task adopted alive holds no agent's slot: the bounds are for what starts.
-      const outcome = resuming ? inRunSlot() : slots.run(recorder.get(id).agent, priority, inRunSlot);
+      // An attempt adopted alive holds no agent's slot: the bounds are for what starts (a task
+      // with its next attempt chosen, or reopened, starts one).
+      const t = recorder.get(id);
+      const alive = resuming && t.state === "running" && t.next === null;
+      const outcome = alive ? inRunSlot() : slots.run(t.agent, priority, inRunSlot);
       track(
         outcome
           .then(async (end) => {

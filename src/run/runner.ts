@@ -19,6 +19,7 @@ import { skippedMerge } from "../report/build.js";
 import type { RemoteBackend } from "../runner/task-hosts.js";
 import type { TaskRunner } from "../runner/task-runner.js";
 import { remoteExecutor } from "../scale/remote-executor.js";
+import { budgetSpent, spendOf, spentOf } from "../spend/budget.js";
 import { localExecutor } from "../task/execute.js";
 import type { TaskExecutor } from "../task/executor.js";
 import { gitWorkspace } from "../task/git-workspace.js";
@@ -455,6 +456,17 @@ export async function resumeRun(opts: ResumeOptions): Promise<RunResult | Detach
   );
   const goOn = (st: RunState): void => {
     if (st.phase === "reported" && !resumableAtBudget(st, raised.changed)) throw finished(st, raised.changed);
+    // A reopened task's new job would come back with only its own attempts and spend.
+    if (raised.changed && st.options.backend === "bullmq")
+      throw new InputError(
+        [
+          {
+            file: join(runDir, "state.json"),
+            message: `run ${st.run_id} runs on workers (backend bullmq): its budget cannot be raised at resume yet`,
+          },
+        ],
+        "Resume it as it is, or run its assignments again with the budget you want.",
+      );
     const spent = raised.changed ? stillSpent(raised.budget, st.tasks) : null;
     if (spent)
       throw new InputError(
@@ -473,7 +485,6 @@ export async function resumeRun(opts: ResumeOptions): Promise<RunResult | Detach
     // Read again under the lock: whoever held it may have finished or advanced the run meanwhile.
     const state = await readState(runDir);
     goOn(state);
-    const reopening = new Set(raised.changed ? reopened(state.tasks) : []);
     const git = state.git
       ? {
           root: state.git.root,
@@ -485,32 +496,39 @@ export async function resumeRun(opts: ResumeOptions): Promise<RunResult | Detach
     const resumedInput = { ...input, runId: state.run_id };
     const runner = runnerFor(state.socket, input, opts);
     const redaction = runRedaction(resumedInput, env);
-    const o = await openRun(
-      planRun({
-        input: resumedInput,
-        git,
-        runId: state.run_id,
-        runDir,
-        baseDir: state.base_dir,
-        cwd: state.cwd,
-        settings: {
-          ...state.options,
-          budget: raised.budget,
-          on_budget: (fileChanged ? limitsInFile.on_budget : undefined) ?? state.options.on_budget,
-        },
-        identity: git ? await commitIdentity(git.root, input.config.git.author) : TERMORCH_IDENTITY,
-        env,
-        redactSources: redaction.redactor.sources,
-        startedAt: state.started_at,
-        fault: opts.seams?.fault ?? null,
-        resumed: true,
-      }),
-      {
-        ...openOptions(opts, runner, log),
-        redaction,
-        restored: state.tasks.map((t) => (reopening.has(t.id) ? reopen(t) : t)),
+    const planned = planRun({
+      input: resumedInput,
+      git,
+      runId: state.run_id,
+      runDir,
+      baseDir: state.base_dir,
+      cwd: state.cwd,
+      settings: {
+        ...state.options,
+        budget: raised.budget,
+        on_budget: (fileChanged ? limitsInFile.on_budget : undefined) ?? state.options.on_budget,
       },
+      identity: git ? await commitIdentity(git.root, input.config.git.author) : TERMORCH_IDENTITY,
+      env,
+      redactSources: redaction.redactor.sources,
+      startedAt: state.started_at,
+      fault: opts.seams?.fault ?? null,
+      resumed: true,
+    });
+    // A task its own budget stopped stays stopped: only the run's budget was raised.
+    const reopening = new Set(
+      raised.changed
+        ? reopened(
+            state.tasks,
+            (t) => budgetSpent(planned.plans.get(t.id)?.budget, spentOf(spendOf(t)), "") === null,
+          )
+        : [],
     );
+    const o = await openRun(planned, {
+      ...openOptions(opts, runner, log),
+      redaction,
+      restored: state.tasks.map((t) => (reopening.has(t.id) ? reopen(t) : t)),
+    });
     await o.ports.ledger.append("run.resumed", {
       pid: process.pid,
       tasks: state.tasks.map((t) => ({ id: t.id, state: t.state, attempts: t.attempts })),

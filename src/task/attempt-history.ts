@@ -66,13 +66,17 @@ export function countedAttempts(history: readonly AttemptRecord[]): number {
     .length;
 }
 
-/** How long the task has waited for rate limits so far (ms): each wait, from its attempt's end to the next's start. */
+/**
+ * How long the task has lost to rate limits so far (ms): each wait (from the attempt before it to
+ * the end of the wait), and each attempt that met a limit (its CLI's own retrying included).
+ */
 export function waitedFor(history: readonly AttemptRecord[]): number {
+  const span = (from: string | null, to: string | null): number =>
+    from && to ? Math.max(0, Date.parse(to) - Date.parse(from)) : 0;
   let total = 0;
   for (const [i, r] of history.entries()) {
-    const before = history[i - 1];
-    if (r.waited_until && before?.finished_at)
-      total += Math.max(0, Date.parse(r.waited_until) - Date.parse(before.finished_at));
+    if (r.waited_until) total += span(history[i - 1]?.finished_at ?? r.started_at, r.waited_until);
+    if (r.reason === "rate_limited") total += span(r.started_at, r.finished_at);
   }
   return total;
 }

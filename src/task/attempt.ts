@@ -261,10 +261,12 @@ async function watchAttempt(
     : null;
   let timedOut = false;
   let stopped = false;
-  let overBudget = false;
+  // When termorch ended it at a budget (ms), to tell that from an end it came to first.
+  let overBudgetAt: number | null = null;
   let retried: RetriedTooLong | null = null;
   const retrying = watchRetrying(
-    agent,
+    agent.output,
+    p.rateLimit.max_retrying_s,
     { stdout: join(run.runDir, t.result.logs!.stdout), stderr: join(run.runDir, t.result.logs!.stderr) },
     ports.now,
     (seen) => {
@@ -289,7 +291,7 @@ async function watchAttempt(
       interactive ? () => interactive.transcript() : null,
     ),
     () => {
-      overBudget = true;
+      overBudgetAt = ports.now();
       void running.stop(run.killGraceMs);
     },
   );
@@ -348,8 +350,12 @@ async function watchAttempt(
   await ports.ledger.append("task.exited", { attempt: t.attempts, ...record }, t.id);
   await killPoint(run.fault, "kill-after-exit", t.id, t.attempts);
   const account = interactive ? transcriptAccount(ports.redactor, t, interactive.transcript(), agent) : null;
-  // Ended by termorch at a budget (the run's on_budget: stop).
-  if (overBudget && !timedOut && !stopped)
+  // Ended by termorch at a budget (the run's on_budget: stop), unless it had ended by itself first
+  // (an adopted attempt whose log already crossed the budget).
+  const budgetAt = overBudgetAt as number | null;
+  const endedFirst =
+    budgetAt !== null && record.finished_at !== null && Date.parse(record.finished_at) < budgetAt;
+  if (budgetAt !== null && !endedFirst && !timedOut && !stopped)
     return { record, reason: "budget", detail: ENDED_AT_BUDGET, account };
   // Ended by termorch: its CLI had retried a rate limit by itself for too long.
   // Set by the watcher's callback, which the compiler does not follow.

@@ -7,7 +7,7 @@ import { taskBranch } from "../fs/names.js";
 import { type AgentAccount, agentOutcome } from "./agent-output.js";
 import { collectArtifacts } from "./artifacts.js";
 import { type AttemptResult, type AttemptSide, adoptAttempt, runAttempt } from "./attempt.js";
-import { amendedLast, closedHistory, countedAttempts, openRecord } from "./attempt-history.js";
+import { amendedLast, closedHistory, countedAttempts, openRecord, waitedFor } from "./attempt-history.js";
 import { type TakenDecision, takeDecision } from "./decision.js";
 import { DETACHED, type TaskEnd, type TaskExecutor } from "./executor.js";
 import { keepFailedWork, startNextFrom } from "./failed-work.js";
@@ -98,6 +98,9 @@ export async function executeTask(
       decision: decision.feedback,
       worktree: worktreeHere,
     });
+    // Stopped while it waited for a rate limit (or wrote its feedback): no attempt starts to be ended.
+    if (stop.ending)
+      return failTask(run, recorder, taskId, "cancelled", "the run stopped before its next attempt");
   }
 }
 
@@ -145,12 +148,7 @@ async function judgeAttempt(
       // A worktree that is gone cannot be reset for another attempt.
       worktreeGone: worktree !== null && worktreeHere === null,
       budgetSpent: outOfBudget(run, recorder, p),
-      rateLimit: limitStanding(
-        agentOf(p, t.current.agentIndex).rateLimit,
-        t.history,
-        ports.now(),
-        nextFallback(p, t.current.agentIndex),
-      ),
+      rateLimit: limitStanding(p.rateLimit, t.history, ports.now(), nextFallback(p, t.current.agentIndex)),
     },
   );
   // A decision can end an attempt whose gates passed, or block one that failed them.
@@ -259,23 +257,23 @@ export async function attemptAndGate(
     // rather than meet the limit again.
     const index = t.next?.agentIndex ?? t.current.agentIndex;
     const next = agentOf(p, index);
-    const { on, backoff_s } = next.rateLimit;
+    const { on, backoff_s } = p.rateLimit;
     const limited =
       on === "fail"
         ? null
         : limitedUntil(recorder.all(), next.name, t.id, { now: ports.now(), backoffMs: backoff_s * 1000 });
     const fallback =
       limited !== null && on === "fallback" && index < p.agents.length ? nextFallback(p, index) : null;
-    if (limited !== null && fallback === null) await waitForLimit(side, t, limited);
+    // Within what its max_wait_s leaves: past it, it starts and meets the limit itself.
+    const room = p.rateLimit.max_wait_s * 1000 - waitedFor(t.history);
+    const wait = limited !== null && fallback === null && limited - ports.now() <= room ? limited : null;
+    if (wait !== null) await waitForLimit(side, t, wait);
     // The daemon is shutting down: nothing new starts; the task stays as state.json has it.
     if (stop.detaching) return "detached";
-    countAttempt(
-      recorder,
-      t,
-      p,
-      ports.now(),
-      fallback === null ? null : { agentIndex: fallback, fallbackFor: next.name },
-    );
+    countAttempt(recorder, t, p, ports.now(), {
+      ...(fallback === null ? {} : { fallback: { agentIndex: fallback, fallbackFor: next.name } }),
+      ...(wait === null ? {} : { waitedUntil: wait }),
+    });
   }
   const agent = agentOf(p, t.current.agentIndex);
   let attempt: AttemptResult | "detached";
@@ -338,10 +336,14 @@ function countAttempt(
   t: Readonly<TaskRun>,
   p: TaskPlan,
   now: number,
-  /** It starts on a fallback agent, its own being rate limited. */
-  fallback: { agentIndex: number; fallbackFor: string } | null = null,
+  /**
+   * Another task's limit of its agent decided how it starts: on a fallback agent, or after
+   * waiting for the limit to lift (until then).
+   */
+  shared: { fallback?: { agentIndex: number; fallbackFor: string }; waitedUntil?: number } = {},
 ): void {
   const next = t.next;
+  const { fallback } = shared;
   const agentIndex = fallback?.agentIndex ?? next?.agentIndex ?? t.current.agentIndex;
   recorder.note(t.id, {
     attempts: t.attempts + 1,
@@ -352,7 +354,7 @@ function countAttempt(
         from: next?.from ?? null,
         escalated: next?.escalated ?? false,
         feedback: next?.feedback ?? null,
-        waitedUntil: next?.notBefore ?? null,
+        waitedUntil: shared.waitedUntil ?? next?.notBefore ?? null,
         fallbackFor: fallback?.fallbackFor ?? next?.fallbackFor ?? null,
       }),
     ],

@@ -10,7 +10,7 @@ import type { TaskRun } from "./task-run.js";
 // Waiting out the rate limits and usage caps agents' CLIs meet: a task's own (the policy's
 // `wait`), and another task's of the same agent, which a task about to start waits for too.
 
-/** Where the task stands against its `rate_limit`: its setting, and its waits so far. */
+/** Where the task stands against its `rate_limit`: its setting, and the time it lost to limits so far. */
 export function limitStanding(
   setting: OnRateLimit,
   history: readonly AttemptRecord[],
@@ -39,20 +39,34 @@ export async function waitForLimit(
   until: number | null,
 ): Promise<void> {
   const { ports, stop, recorder } = side;
-  if (until === null || until <= ports.now()) return;
+  if (until === null || until <= ports.now()) {
+    // A wait a killed driver left shown, whose end has passed meanwhile.
+    if (t.waiting.quotaUntil !== null) await recorder.markWaitingQuota(t.id, null);
+    return;
+  }
   await recorder.markWaitingQuota(t.id, until);
   await killPoint(side.run.fault, "kill-while-waiting-quota", t.id);
   await new Promise<void>((resolve) => {
+    let timer: NodeJS.Timeout | undefined;
+    let over = false;
     let unsubscribe = (): void => {};
-    const timer = setTimeout(() => {
-      unsubscribe();
-      resolve();
-    }, until - ports.now());
-    unsubscribe = stop.onChange(() => {
+    const done = (): void => {
+      if (over) return;
+      over = true;
       clearTimeout(timer);
       unsubscribe();
       resolve();
-    });
+    };
+    // In steps: a timer cannot be set further than about 24.8 days ahead.
+    const next = (): void => {
+      const left = until - ports.now();
+      if (left <= 0) done();
+      else timer = setTimeout(next, Math.min(left, 2 ** 31 - 1));
+    };
+    // A stop already asked for ends it at once (onChange calls back at once then).
+    unsubscribe = stop.onChange(done);
+    if (over) unsubscribe();
+    else next();
   });
   await recorder.markWaitingQuota(t.id, null);
 }
@@ -69,6 +83,7 @@ export function limitedUntil(
   self: string,
   at: { now: number; backoffMs: number },
 ): number | null {
+  // Only what is still to come counts: a limit that lifted is no limit.
   let until: number | null = null;
   const limitedTill = (lifts: number | null): void => {
     if (lifts !== null && lifts > at.now) until = Math.max(until ?? 0, lifts);

@@ -1,6 +1,6 @@
 import { RETRYING_ON, type RetryingSeen, retryingIn } from "../agent/rate-limits.js";
+import type { OutputFormat } from "../agent/results.js";
 import { type Following, tailFile } from "../fs/follow-file.js";
-import type { AgentPlan } from "./task-plan.js";
 
 /** How often the bound is checked while the CLI sleeps between its tries. */
 const CHECK_MS = 1000;
@@ -19,25 +19,32 @@ export interface RetriedTooLong {
  * Watches a running attempt's CLI retrying a rate limit by itself (RETRYING_ON): once it has
  * been at it for the task's rate_limit.max_retrying_s with no progress in between, `giveUp` is
  * called (once), so the limit is dealt with as termorch's own (a wait, a failure) rather than by
- * waiting out the task's timeout. Progress (stdout output that is not a retry) starts the count
- * again.
+ * waiting out the task's timeout. Progress (stdout output that is not a retry, or a quiet
+ * well past its next try) starts the count again.
  */
 export function watchRetrying(
-  agent: Pick<AgentPlan, "output" | "rateLimit">,
+  format: OutputFormat | null,
+  maxRetryingS: number,
   logs: { stdout: string; stderr: string },
   now: () => number,
   giveUp: (seen: RetriedTooLong) => void,
 ): Following {
-  const format = agent.output;
   const on = format === null ? null : RETRYING_ON[format];
   if (format === null || on === null) return { dispose: () => {} };
-  const bound = agent.rateLimit.max_retrying_s * 1000;
+  const bound = maxRetryingS * 1000;
   let since: number | null = null;
   let last: RetryingSeen | null = null;
   let lastAt = 0;
   let done = false;
   const check = (): void => {
-    if (done || since === null || last === null || now() - since < bound) return;
+    if (done || since === null || last === null) return;
+    // Quiet for well past its next try: it got through (gemini and qwen say so nowhere but in
+    // their final output).
+    if (now() - lastAt > Math.max(2 * (last.nextInS ?? 30), 60) * 1000) {
+      since = null;
+      return;
+    }
+    if (now() - since < bound) return;
     done = true;
     giveUp({
       said: last.line,

@@ -39,6 +39,12 @@ export interface TaskPlan {
    * `rate_limit.fallback`), in order; their attempts' agentIndex counts on after `agents`.
    */
   fallbacks: readonly AgentPlan[];
+  /**
+   * What a rate limit one of its agents' CLIs gave up on does: the task's `rate_limit`, else its
+   * own agent entry's, else the config's default; one policy for all its agents, as its fallback
+   * list is one.
+   */
+  rateLimit: OnRateLimit;
 }
 
 /**
@@ -120,8 +126,7 @@ export interface AgentPlan {
   timeoutS: number | undefined;
   /** Where a retry after its attempt starts: the task's `retry_from`, else this agent entry's, else the config's default. */
   retryFrom: RetryFrom;
-  /** What a rate limit its CLI gave up on does: the task's `rate_limit`, else this agent entry's, else the config's default. */
-  rateLimit: OnRateLimit;
+
   /** Address-space limit per agent process, in MiB. */
   memoryMb: number | undefined;
   /** Its sandbox (README, "Sandboxing agents"); null: off. */
@@ -267,6 +272,11 @@ function planTask(input: RunInput, r: ResolvedTask, place: PlanPlace & { worktre
     },
     agents: [planAgent(shared, r.agents[0], 0), ...escalation.map((a, i) => planAgent(shared, a, i + 1))],
     fallbacks: fallbacks.map((a, j) => planAgent(shared, a, escalation.length + 1 + j)),
+    rateLimit:
+      task.rate_limit ??
+      r.agents[0].agent.rate_limit ??
+      input.config.defaults.rate_limit ??
+      OnRateLimit.parse({}),
   };
 }
 
@@ -385,8 +395,7 @@ function planAgent(at: AgentPlace, { name, agent }: RunAgent, index: number): Ag
     },
     timeoutS,
     retryFrom: task.retry_from ?? agent.retry_from ?? input.config.defaults.retry_from ?? DEFAULT_RETRY_FROM,
-    rateLimit:
-      task.rate_limit ?? agent.rate_limit ?? input.config.defaults.rate_limit ?? OnRateLimit.parse({}),
+
     memoryMb: environment.resource_limits.memory_mb || undefined,
     sandbox,
     expectChanges: task.expect_changes ?? agent.expect_changes ?? true,

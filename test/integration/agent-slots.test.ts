@@ -52,4 +52,17 @@ describe("an agent's max_parallel, from tmux", () => {
     expect(Math.max(...counts)).toBe(2);
     expect(readReport(ws.dir).summary.metrics?.peak_parallelism).toBe(3);
   });
+
+  it("refuses an agent entry naming a provider group the config does not have (exit 2), rather than bound nothing", async () => {
+    const ws = makeWorkspace({ git: false });
+    cleanups.push(ws.cleanup);
+    writeFileSync(
+      join(ws.dir, "config.json"),
+      JSON.stringify({ agents: { slow: { command: ["true"], provider: "acme" } } }),
+    );
+    const file = writeAssignments(ws.dir, [{ id: "t", agent: "slow", command: undefined }]);
+    const r = await termorch(["validate", file, "--config", join(ws.dir, "config.json")], { socket });
+    expect(r.exitCode).toBe(2);
+    expect(r.stderr).toMatch(/agents\.slow\.provider.*provider "acme" is not in "providers"/);
+  });
 });

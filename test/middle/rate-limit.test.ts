@@ -265,4 +265,28 @@ describe("rate limits: fallback", () => {
       ["claude", null, true],
     ]);
   });
+
+  it("one policy for the task: its own agent entry's fallback list goes on past the first fallback, whose entry sets none", async () => {
+    run = new MiddleRun([opencode("a")], {
+      config: {
+        agents: {
+          opencode: { preset: "opencode", rate_limit: { on: "fallback", fallback: ["claude", "gemini"] } },
+        },
+      },
+    });
+    const report = await run.reportWithPresets((attempt) => {
+      const argv = attempt.spec.argv.join(" ");
+      if (argv.includes("gemini")) {
+        writeFileSync(attempt.spec.stdoutLog, `${JSON.stringify({ response: "Done.", stats: {} })}\n`);
+        attempt.exit(0);
+      } else if (ranOn(attempt) === "claude") claudeLimited(attempt);
+      else limited("600")(attempt);
+    });
+    expect(report.tasks[0]!.attempt_history!.map((h) => [h.agent, h.reason, h.fallback_for])).toEqual([
+      ["opencode", "rate_limited", null],
+      ["claude", "rate_limited", "opencode"],
+      // In place of the agent limited just before it.
+      ["gemini", null, "claude"],
+    ]);
+  });
 });
