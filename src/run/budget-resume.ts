@@ -1,8 +1,10 @@
 import { createHash } from "node:crypto";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import type { Assignments, Budget } from "../contract/assignments.js";
+import type { Assignments, Budget, OnBudget } from "../contract/assignments.js";
 import type { RunState } from "../contract/state.js";
+import { InputError } from "../errors.js";
+import type { RunInput } from "../input/assignments-file.js";
 import { canonicalJson } from "../ledger/canonical.js";
 import { budgetSpent, limits, spendOf, spentOf } from "../spend/budget.js";
 import type { TaskRun } from "../task/task-run.js";
@@ -119,4 +121,83 @@ export function reopen(t: TaskRun): TaskRun {
 /** Whether a reported run can go on: its budget ended some of its tasks, and it is now raised. */
 export function resumableAtBudget(state: Pick<RunState, "tasks">, changed: boolean): boolean {
   return changed && state.tasks.some((t) => t.state === "failed" && t.reason === "budget");
+}
+
+/** The budget a resume drives the run with, and the check of each state it reads. */
+export interface BudgetAtResume {
+  budget: Budget | null;
+  /** The file's `on_budget` when the file is the one changed; undefined: the run's. */
+  onBudget: OnBudget | undefined;
+  /** Raised: not the run's own. */
+  changed: boolean;
+  /** Throws why the run cannot go on as asked (finished, a raise for workers, a raise spent already). */
+  check(state: RunState): void;
+}
+
+/**
+ * What a resume takes from the assignments file (a raised budget, its only accepted change) and
+ * its flags; throws when the file changed otherwise.
+ */
+export function budgetAtResume(
+  runDir: string,
+  first: RunState,
+  input: Pick<RunInput, "sha256" | "assignments">,
+  flags: BudgetFlags,
+): BudgetAtResume {
+  const fileChanged = input.sha256 !== first.assignments_sha256;
+  if (fileChanged && !onlyBudgetChanged(join(runDir, ".termorch", first.run_id), input.assignments))
+    throw new InputError(
+      [
+        {
+          file: first.assignments_file,
+          message: `changed since run ${first.run_id} started; a resume finishes the run as it was planned (only its budget, resource_limits.max_cost_usd and max_tokens, may be raised in it)`,
+        },
+      ],
+      "Restore the file as it was, or start a new run with it.",
+    );
+  const inFile = input.assignments.environment.resource_limits;
+  const { budget, changed } = resumedBudget(
+    first.options.budget,
+    fileChanged ? budgetOf(inFile) : null,
+    flags,
+  );
+  const problem = (st: RunState, message: string, hint: string): InputError =>
+    new InputError(
+      [
+        {
+          file: join(runDir, "state.json"),
+          message: `run ${st.run_id}${message.startsWith(":") ? "" : " "}${message}`,
+        },
+      ],
+      hint,
+    );
+  return {
+    budget,
+    onBudget: fileChanged ? inFile.on_budget : undefined,
+    changed,
+    check(st) {
+      if (st.phase === "reported" && !resumableAtBudget(st, changed)) {
+        const stopped = st.tasks
+          .filter((t) => t.state === "failed" && t.reason === "budget")
+          .map((t) => t.id);
+        const raise = stopped.length > 0 && !changed;
+        throw problem(
+          st,
+          `already finished (its report is ${st.report ?? "written"})${raise ? `; its budget stopped ${stopped.join(", ")}` : ""}`,
+          raise
+            ? `Raise its budget to go on: termorch resume ${runDir} --max-cost-usd N (or --max-tokens N, or raise resource_limits in ${st.assignments_file}).`
+            : "Nothing to resume.",
+        );
+      }
+      // A reopened task's new job would come back with only its own attempts and spend.
+      if (changed && st.options.backend === "bullmq")
+        throw problem(
+          st,
+          "runs on workers (backend bullmq): its budget cannot be raised at resume yet",
+          "Resume it as it is, or run its assignments again with the budget you want.",
+        );
+      const spent = changed ? stillSpent(budget, st.tasks) : null;
+      if (spent) throw problem(st, `: ${spent}`, "Resume it with a budget above what it spent.");
+    },
+  };
 }

@@ -1,5 +1,5 @@
 import { availableParallelism } from "node:os";
-import { dirname, join, resolve } from "node:path";
+import { dirname, resolve } from "node:path";
 import type PQueue from "p-queue";
 import pino, { type Logger } from "pino";
 import { Config } from "../contract/config.js";
@@ -37,16 +37,7 @@ import {
   checkRemote,
   connectBackend,
 } from "./backend.js";
-import {
-  type BudgetFlags,
-  budgetOf,
-  onlyBudgetChanged,
-  reopen,
-  reopened,
-  resumableAtBudget,
-  resumedBudget,
-  stillSpent,
-} from "./budget-resume.js";
+import { type BudgetFlags, budgetAtResume, budgetOf, reopen, reopened } from "./budget-resume.js";
 import {
   type DetachedResult,
   type DriveHooks,
@@ -414,67 +405,15 @@ export async function resumeRun(opts: ResumeOptions): Promise<RunResult | Detach
   const cwd = opts.cwd ?? process.cwd();
   const runDir = resolve(cwd, opts.runDir);
   const log = opts.logger ?? pino({ level: "silent" });
-  const finished = (st: RunState, raised: boolean): InputError => {
-    const atBudget = st.tasks.filter((t) => t.state === "failed" && t.reason === "budget").map((t) => t.id);
-    return new InputError(
-      [
-        {
-          file: join(runDir, "state.json"),
-          message: `run ${st.run_id} already finished (its report is ${st.report ?? "written"})${atBudget.length > 0 && !raised ? `; its budget stopped ${atBudget.join(", ")}` : ""}`,
-        },
-      ],
-      atBudget.length > 0 && !raised
-        ? `Raise its budget to go on: termorch resume ${runDir} --max-cost-usd N (or --max-tokens N, or raise resource_limits in ${st.assignments_file}).`
-        : "Nothing to resume.",
-    );
-  };
   const first = await readState(runDir);
   const loaded = first.config_file
     ? await loadConfig(first.config_file, env, first.cwd)
     : { config: Config.parse({}), file: null };
   const input = await loadAssignments(first.assignments_file, loaded, first.started_at, first.base_dir);
   notice(opts, log, input);
-  const privateDir = join(runDir, ".termorch", first.run_id);
-  // The one change a resume takes from the file: its budget.
-  const fileChanged = input.sha256 !== first.assignments_sha256;
-  if (fileChanged && !onlyBudgetChanged(privateDir, input.assignments)) {
-    throw new InputError(
-      [
-        {
-          file: first.assignments_file,
-          message: `changed since run ${first.run_id} started; a resume finishes the run as it was planned (only its budget, resource_limits.max_cost_usd and max_tokens, may be raised in it)`,
-        },
-      ],
-      "Restore the file as it was, or start a new run with it.",
-    );
-  }
-  const limitsInFile = input.assignments.environment.resource_limits;
-  const raised = resumedBudget(
-    first.options.budget,
-    fileChanged ? budgetOf(limitsInFile) : null,
-    opts.budget ?? {},
-  );
-  const goOn = (st: RunState): void => {
-    if (st.phase === "reported" && !resumableAtBudget(st, raised.changed)) throw finished(st, raised.changed);
-    // A reopened task's new job would come back with only its own attempts and spend.
-    if (raised.changed && st.options.backend === "bullmq")
-      throw new InputError(
-        [
-          {
-            file: join(runDir, "state.json"),
-            message: `run ${st.run_id} runs on workers (backend bullmq): its budget cannot be raised at resume yet`,
-          },
-        ],
-        "Resume it as it is, or run its assignments again with the budget you want.",
-      );
-    const spent = raised.changed ? stillSpent(raised.budget, st.tasks) : null;
-    if (spent)
-      throw new InputError(
-        [{ file: join(runDir, "state.json"), message: `run ${st.run_id}: ${spent}` }],
-        "Resume it with a budget above what it spent.",
-      );
-  };
-  goOn(first);
+  // The one change a resume takes from the file or its flags: a raised budget.
+  const budget = budgetAtResume(runDir, first, input, opts.budget ?? {});
+  budget.check(first);
   // Its tasks run where they ran: a run on workers reconnects to them (its jobs are found by id).
   const remote = await connectBackend(input, first.options.backend, {
     ...opts.backend,
@@ -484,7 +423,7 @@ export async function resumeRun(opts: ResumeOptions): Promise<RunResult | Detach
   try {
     // Read again under the lock: whoever held it may have finished or advanced the run meanwhile.
     const state = await readState(runDir);
-    goOn(state);
+    budget.check(state);
     const git = state.git
       ? {
           root: state.git.root,
@@ -505,8 +444,8 @@ export async function resumeRun(opts: ResumeOptions): Promise<RunResult | Detach
       cwd: state.cwd,
       settings: {
         ...state.options,
-        budget: raised.budget,
-        on_budget: (fileChanged ? limitsInFile.on_budget : undefined) ?? state.options.on_budget,
+        budget: budget.budget,
+        on_budget: budget.onBudget ?? state.options.on_budget,
       },
       identity: git ? await commitIdentity(git.root, input.config.git.author) : TERMORCH_IDENTITY,
       env,
@@ -517,7 +456,7 @@ export async function resumeRun(opts: ResumeOptions): Promise<RunResult | Detach
     });
     // A task its own budget stopped stays stopped: only the run's budget was raised.
     const reopening = new Set(
-      raised.changed
+      budget.changed
         ? reopened(
             state.tasks,
             (t) => budgetSpent(planned.plans.get(t.id)?.budget, spentOf(spendOf(t)), "") === null,
@@ -533,10 +472,10 @@ export async function resumeRun(opts: ResumeOptions): Promise<RunResult | Detach
       pid: process.pid,
       tasks: state.tasks.map((t) => ({ id: t.id, state: t.state, attempts: t.attempts })),
     });
-    if (raised.changed) {
+    if (budget.changed) {
       await o.ports.ledger.append("run.budget_raised", {
         from: state.options.budget,
-        to: raised.budget,
+        to: budget.budget,
         reopened: [...reopening],
       });
       // Into the journal now (a resume after a crash finds them open), their old ends' status files gone.
