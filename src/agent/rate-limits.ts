@@ -241,6 +241,13 @@ export const RETRYING_ON: Readonly<Record<OutputFormat, "stdout" | "stderr" | nu
   text: null,
 };
 
+/** What the retry event of each JSONL CLI that has one always contains. */
+const RETRY_EVENT: Partial<Record<OutputFormat, string>> = {
+  "codex-jsonl": '"Reconnecting...',
+  "pi-jsonl": '"auto_retry_start"',
+  "copilot-jsonl": '"assistant.turn_retry"',
+};
+
 /** A line in which a CLI says it retries a rate limit, and the seconds until its next try when it says. */
 export interface RetryingSeen {
   line: string;
@@ -255,6 +262,9 @@ export interface RetryingSeen {
  */
 export function retryingIn(format: OutputFormat, line: string): RetryingSeen | null {
   const said = line.trim().slice(0, 500);
+  // Every event of a JSONL CLI passes here: only one that names its retry event is parsed.
+  const event = RETRY_EVENT[format];
+  if (event !== undefined && !line.includes(event)) return null;
   switch (format) {
     case "qwen-json": {
       const m = /^Retrying in (\d+)s \(attempt \d+\/\d+\)/.exec(said);
@@ -267,9 +277,9 @@ export function retryingIn(format: OutputFormat, line: string): RetryingSeen | n
     case "codex-jsonl":
     case "pi-jsonl":
     case "copilot-jsonl": {
-      const v = said.startsWith("{") ? parse(said) : undefined;
-      if (!isObject(v)) return null;
-      const e = v;
+      // Whole: an event longer than what is quoted of it still parses.
+      const e = parse(line.trim());
+      if (!isObject(e)) return null;
       if (format === "codex-jsonl" && e.type === "error" && /^Reconnecting\.\.\./.test(str(e.message) ?? ""))
         return RATE.test(str(e.message) ?? "") ? { line: str(e.message)!, nextInS: null } : null;
       if (format === "pi-jsonl" && e.type === "auto_retry_start" && RATE.test(str(e.errorMessage) ?? ""))

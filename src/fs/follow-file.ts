@@ -12,26 +12,33 @@ export interface Following {
   dispose(): void;
 }
 
+/** How a file is followed. */
+export interface FollowOptions {
+  /** Hears why its folder cannot be watched (it is polled then). */
+  cannotWatch?: (error: unknown) => void;
+  /**
+   * false: polled only, for a follower that can wait a poll (every file event of a shared folder,
+   * a logs folder, would wake each of its followers).
+   */
+  events?: boolean;
+}
+
 /**
  * Calls `read` whenever the file at `path` may have changed: a change in its folder that names
  * it (the folder is watched, so the file may come later or be replaced by a rename), and every
- * POLL_MS besides, for file systems that tell nothing (`cannotWatch` hears why a folder cannot be
- * watched). Once at the start too.
+ * POLL_MS besides, for file systems that tell nothing. Once at the start too.
  */
-export function followFile(
-  path: string,
-  read: () => void,
-  cannotWatch?: (error: unknown) => void,
-): Following {
+export function followFile(path: string, read: () => void, opts: FollowOptions = {}): Following {
   let watcher: FSWatcher | null = null;
-  try {
-    watcher = watch(dirname(path), (_event, name) => {
-      if (name === null || name === basename(path)) read();
-    });
-    watcher.on("error", () => watcher?.close());
-  } catch (error) {
-    cannotWatch?.(error);
-  }
+  if (opts.events !== false)
+    try {
+      watcher = watch(dirname(path), (_event, name) => {
+        if (name === null || name === basename(path)) read();
+      });
+      watcher.on("error", () => watcher?.close());
+    } catch (error) {
+      opts.cannotWatch?.(error);
+    }
   const timer = setInterval(read, POLL_MS);
   timer.unref();
   read();
@@ -44,11 +51,7 @@ export function followFile(
 }
 
 /** Follows a file as it is written (a log): `onText` hears each new part once, whole characters only. */
-export function tailFile(
-  path: string,
-  onText: (text: string) => void,
-  cannotWatch?: (error: unknown) => void,
-): Following {
+export function tailFile(path: string, onText: (text: string) => void, opts: FollowOptions = {}): Following {
   const decoder = new StringDecoder("utf8");
   let offset = 0;
   return followFile(
@@ -62,6 +65,6 @@ export function tailFile(
         if (text) onText(text);
       }
     },
-    cannotWatch,
+    opts,
   );
 }

@@ -69,8 +69,10 @@ export function watchRetrying(
     }
     check();
   };
-  const followers = [tailFile(logs.stdout, (text) => lines(text, "stdout"))];
-  if (on === "stderr") followers.push(tailFile(logs.stderr, (text) => lines(text, "stderr")));
+  // Polled: its bound is tens of seconds, and every attempt of these CLIs is followed.
+  const followers = [tailFile(logs.stdout, (text) => lines(text, "stdout"), { events: false })];
+  if (on === "stderr")
+    followers.push(tailFile(logs.stderr, (text) => lines(text, "stderr"), { events: false }));
   const timer = setInterval(check, CHECK_MS);
   timer.unref();
   return {

@@ -121,7 +121,7 @@ function tailLog(
     (text) => {
       if (stream.push(text)) note(stream.total);
     },
-    cannotWatch(ports, path),
+    { cannotWatch: cannotWatch(ports, path) },
   );
 }
 
@@ -152,7 +152,7 @@ function followTranscript(
     const found = find();
     if (!found) return;
     clearInterval(timer);
-    following = followFile(found.path, () => read(found), cannotWatch(ports, found.path));
+    following = followFile(found.path, () => read(found), { cannotWatch: cannotWatch(ports, found.path) });
   };
   const timer = setInterval(look, LOOK_MS);
   timer.unref();

@@ -5,10 +5,9 @@
 import { appendFileSync, writeFileSync } from "node:fs";
 import { delimiter, join } from "node:path";
 import { describe, expect, it } from "vitest";
-import type { NotifyEvent } from "../../src/contract/notify.js";
 import { resumeRun } from "../../src/run/runner.js";
 import type { FakeAttempt } from "./fake-runner.js";
-import { MiddleRun, middleTier } from "./harness.js";
+import { MiddleRun, middleTier, notifyRecorder } from "./harness.js";
 
 let run: MiddleRun;
 
@@ -120,15 +119,8 @@ describe("budgets while attempts run (their CLIs' streamed usage)", () => {
       },
       config: { notify: { command: ["never-run"] } },
     });
-    const sent: NotifyEvent[] = [];
-    const done = run.reportWithPresets(() => {}, {
-      seams: {
-        notify: async (event) => {
-          sent.push(event);
-          return null;
-        },
-      },
-    });
+    const { sent, seams } = notifyRecorder();
+    const done = run.reportWithPresets(() => {}, { seams });
     const [a, b] = await Promise.all([run.host.launched("a"), run.host.launched("b")]);
     appendFileSync(a.spec.stdoutLog, step(0.03));
     await streamed("a", 0.03);
@@ -162,15 +154,8 @@ describe("budgets while attempts run (their CLIs' streamed usage)", () => {
       assignment: { environment: { workspace_dir: "ws", resource_limits: { max_tokens: 1000 } } },
       config: { notify: { command: ["never-run"] } },
     });
-    const sent: NotifyEvent[] = [];
-    const done = run.reportWithPresets(() => {}, {
-      seams: {
-        notify: async (event) => {
-          sent.push(event);
-          return null;
-        },
-      },
-    });
+    const { sent, seams } = notifyRecorder();
+    const done = run.reportWithPresets(() => {}, { seams });
     const a = await run.host.launched("a");
     appendFileSync(a.spec.stdoutLog, step(0, 690));
     await run.until((tasks) => tasks.get("a")?.current.usage?.input_tokens === 690);

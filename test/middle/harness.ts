@@ -5,8 +5,10 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "nod
 import { tmpdir } from "node:os";
 import { delimiter, join } from "node:path";
 import { afterEach, beforeEach, vi } from "vitest";
+import type { NotifyEvent } from "../../src/contract/notify.js";
 import type { Report } from "../../src/contract/report.js";
 import type { RunState } from "../../src/contract/state.js";
+import type { NotifyDelivery } from "../../src/notify/notifier.js";
 import {
   type DetachedResult,
   type DriveOptions,
@@ -180,4 +182,18 @@ export function middleTier(current: () => MiddleRun | undefined): void {
     vi.useRealTimers();
     current()?.cleanup();
   });
+}
+
+/** A notify delivery that keeps every event it is given (DriveOptions.seams.notify), for a test to read. */
+export function notifyRecorder(): { sent: NotifyEvent[]; seams: { notify: NotifyDelivery } } {
+  const sent: NotifyEvent[] = [];
+  return {
+    sent,
+    seams: {
+      notify: async (event) => {
+        sent.push(event);
+        return null;
+      },
+    },
+  };
 }

@@ -5,9 +5,8 @@
 // Driven through the real pipeline with the fake runner and fake timers.
 import { writeFileSync } from "node:fs";
 import { describe, expect, it, vi } from "vitest";
-import type { NotifyEvent } from "../../src/contract/notify.js";
 import type { FakeAttempt } from "./fake-runner.js";
-import { MiddleRun, middleTier } from "./harness.js";
+import { MiddleRun, middleTier, notifyRecorder } from "./harness.js";
 
 let run: MiddleRun;
 
@@ -60,15 +59,8 @@ const waiting = (id: string) => run.until((tasks) => tasks.get(id)?.waiting.quot
 describe("rate limits", () => {
   it("waits until the reset its CLI gave, then runs the attempt again, not counted against retries", async () => {
     run = new MiddleRun([opencode("a", { retries: 0 })], { config: { notify: { command: ["never-run"] } } });
-    const sent: NotifyEvent[] = [];
-    const done = run.reportWithPresets(limitedThen(1, limited("3")), {
-      seams: {
-        notify: async (event) => {
-          sent.push(event);
-          return null;
-        },
-      },
-    });
+    const { sent, seams } = notifyRecorder();
+    const done = run.reportWithPresets(limitedThen(1, limited("3")), { seams });
     await waiting("a");
     expect(run.host.of("a")).toHaveLength(1);
     await vi.advanceTimersByTimeAsync(2_999);
