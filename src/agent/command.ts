@@ -119,18 +119,21 @@ export interface TaskAgent {
   agent: ResolvedAgent | undefined;
   /**
    * null: the task's own `agent`; else its place in the escalation list (the task's own or its
-   * agent entry's), or in the fallback list of its `rate_limit` (`fallback`).
+   * agent entry's), in the fallback list of its `rate_limit` (`fallback`), or its reviewer
+   * (`review`, which runs no attempt of the task).
    */
-  escalation: { index: number; list: "task" | "agent" | "fallback" } | null;
+  escalation: { index: number; list: "task" | "agent" | "fallback" | "review" } | null;
 }
 
 /**
  * The agents a task's attempts run, in order: its own (with its `command`, when it has one),
- * then its escalation list (its own, else its agent entry's), each by name alone.
+ * then its escalation list (its own, else its agent entry's), each by name alone; then the
+ * fallbacks of its rate limit, and its reviewer (`review`: the agent its review asks for).
  */
 export function taskAgents(
   task: Pick<Task, "agent" | "command" | "escalation"> & {
     rate_limit?: { fallback: readonly string[] } | undefined;
+    review?: string | undefined;
   },
   config: Config,
 ): TaskAgent[] {
@@ -151,6 +154,15 @@ export function taskAgents(
       agent: agentFor({ agent: name }, config),
       escalation: { index, list: "fallback" } as const,
     })),
+    ...(task.review === undefined
+      ? []
+      : [
+          {
+            name: task.review,
+            agent: agentFor({ agent: task.review }, config),
+            escalation: { index: 0, list: "review" } as const,
+          },
+        ]),
   ];
 }
 

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { MergePolicy } from "./merge-policy.js";
 import { RetryFrom } from "./retry-from.js";
+import { ReviewSetting } from "./review.js";
 import { Sandbox } from "./sandbox.js";
 
 /** Task ids become file names, branch names and tmux session names. */
@@ -33,6 +34,7 @@ export const Escalation = z
   );
 
 export const SuccessCriteria = z.strictObject({
+  review: ReviewSetting.optional(),
   /** Paths or globs that must exist after the work is done. */
   required_artifacts: z.array(NoNul.min(1)).default([]),
   /** A command line run with `sh -c`; exit 0 means the gate passed. */

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { Usage } from "./agent-result.js";
 import { Reason } from "./reason.js";
+import { ReviewRecord } from "./review.js";
 
 /**
  * One attempt of a task, as the report's `attempt_history` (and state.json's `history`) keeps
@@ -81,6 +82,7 @@ export const AttemptRecord = z.strictObject({
     .describe(
       "It ran its agent (a `rate_limit.fallback`) in place of this one, which was rate limited; null: no fallback",
     ),
+  review: ReviewRecord.nullable().default(null),
 });
 export type AttemptRecord = z.infer<typeof AttemptRecord>;
 

@@ -3,6 +3,7 @@ import { Budget, Escalation, NoNul, OnRateLimit, TimeoutS } from "./assignments.
 import { MergePolicy } from "./merge-policy.js";
 import { NotifyConfig } from "./notify.js";
 import { RetryFrom } from "./retry-from.js";
+import { ReviewSetting } from "./review.js";
 import { Sandbox } from "./sandbox.js";
 
 /**
@@ -146,6 +147,7 @@ export const Config = z.strictObject({
       timeout_s: TimeoutS.optional(),
       retry_from: RetryFrom.optional(),
       rate_limit: OnRateLimit.optional(),
+      review: ReviewSetting.optional(),
       max_log_bytes: z
         .number()
         .int()

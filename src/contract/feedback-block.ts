@@ -74,6 +74,26 @@ export const FeedbackBlock = z
       })
       .nullable()
       .describe("What the agent decided itself ($TERMORCH_DECISION), when it asked for a stronger agent"),
+    review: z
+      .strictObject({
+        reviewer: z.string().describe("The reviewer agent"),
+        verdict: z
+          .literal("request_changes")
+          .nullable()
+          .describe("null: it wrote no valid verdict (`problems` say why)"),
+        summary: z.string().nullable(),
+        comments: z.array(
+          z.strictObject({
+            file: z.string().nullable(),
+            line: z.number().int().nullable(),
+            body: z.string(),
+          }),
+        ),
+        problems: z.array(z.string()).describe("Why its verdict was not one"),
+      })
+      .nullable()
+      .default(null)
+      .describe("reason review: what its reviewer asked to change (success_criteria.review); null otherwise"),
     summary: z
       .string()
       .nullable()

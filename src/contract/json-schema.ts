@@ -7,6 +7,7 @@ import { FeedbackBlock } from "./feedback-block.js";
 import { LedgerEntry } from "./ledger-events.js";
 import { NotifyEvent } from "./notify.js";
 import { Report } from "./report.js";
+import { ReviewVerdict } from "./review.js";
 import { RunState } from "./state.js";
 import { StatusFile } from "./status.js";
 import { StatusView } from "./status-view.js";
@@ -27,6 +28,8 @@ export const schemas = {
   "feedback-block": FeedbackBlock,
   /** What an agent may write at $TERMORCH_DECISION: the ledgerflow decision envelope. */
   decision: DecisionFile,
+  /** What a reviewer writes at $TERMORCH_VERDICT (success_criteria.review). */
+  "review-verdict": ReviewVerdict,
 } as const;
 export type SchemaName = keyof typeof schemas;
 

@@ -171,6 +171,17 @@ const EVENTS = {
   "task.input_resumed": { attempt: z.number(), by: StateSource.optional() },
   "task.waiting_quota": { attempt: z.number(), until: z.string() },
   "task.quota_resumed": { attempt: z.number() },
+  /** Its reviewer was launched on the attempt's change (success_criteria.review). */
+  "task.review_started": { attempt: z.number(), agent: z.string(), session: z.string(), logs: Logs },
+  /** Its reviewer's verdict: `invalid` when it wrote none that validates. */
+  "task.reviewed": {
+    attempt: z.number(),
+    agent: z.string(),
+    verdict: z.enum(["approve", "request_changes", "invalid"]),
+    comments: z.number(),
+    file: nullableString,
+    discarded: z.array(z.string()),
+  },
   "task.worktree": { branch: z.string(), start_commit: z.string(), path: z.string(), reused: z.boolean() },
   "task.published": { branch: z.string(), start_commit: z.string(), remote: z.string(), ref: z.string() },
   "task.launched": {

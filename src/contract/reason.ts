@@ -23,6 +23,7 @@ export const Reason = z.enum([
   "invalid_decision",
   "budget",
   "rate_limited",
+  "review",
 ]);
 export type Reason = z.infer<typeof Reason>;
 

@@ -12,6 +12,7 @@ import {
 } from "../contract/assignments.js";
 import type { Config } from "../contract/config.js";
 import { schemaProblems } from "../contract/parse.js";
+import { ReviewSetting, reviewAsked } from "../contract/review.js";
 import { InputError, type InputProblem } from "../errors.js";
 import { compactTimestamp } from "../fs/log-names.js";
 import { resolveInside } from "../fs/paths.js";
@@ -38,6 +39,7 @@ export type RunAgent = TaskAgent & { agent: ResolvedAgent };
 export function agentField(taskIndex: number, a: Pick<TaskAgent, "escalation">): string {
   if (a.escalation?.list === "fallback")
     return `tasks[${taskIndex}].rate_limit.fallback[${a.escalation.index}]`;
+  if (a.escalation?.list === "review") return `tasks[${taskIndex}].success_criteria.review`;
   return a.escalation?.list === "task"
     ? `tasks[${taskIndex}].escalation[${a.escalation.index}]`
     : `tasks[${taskIndex}].agent`;
@@ -47,6 +49,7 @@ export function agentField(taskIndex: number, a: Pick<TaskAgent, "escalation">):
 export function agentLabel(a: Pick<TaskAgent, "name" | "escalation">, taskAgent: string): string {
   if (a.escalation === null) return `agent "${a.name}"`;
   if (a.escalation.list === "fallback") return `agent "${a.name}" (its rate limit's fallback)`;
+  if (a.escalation.list === "review") return `agent "${a.name}" (its reviewer)`;
   const whose =
     a.escalation.list === "task" ? "its escalation" : `agent "${taskAgent}"'s escalation in the config`;
   return `agent "${a.name}" (attempt ${a.escalation.index + 2}, from ${whose})`;
@@ -168,6 +171,7 @@ export async function loadAssignments(
               ...(t.command ? { command: t.command } : {}),
               ...(t.escalation ? { escalation: t.escalation } : {}),
               ...(t.fallback ? { rate_limit: { fallback: t.fallback } } : {}),
+              review: reviewAsked(t.review, view.review, config.defaults.review)?.agent,
             },
             config,
           );
@@ -179,7 +183,7 @@ export async function loadAssignments(
         : "no config file was found, so no agents are defined: pass --config or set TERMORCH_CONFIG";
     for (const a of configProblems.length === 0 ? (agents ?? []) : []) {
       const field = agentField(i, a);
-      if (a.escalation !== null && a.name === t.agent)
+      if (a.escalation !== null && a.escalation.list !== "review" && a.name === t.agent)
         at({
           field,
           task: t.label,
@@ -195,7 +199,7 @@ export async function loadAssignments(
           message:
             a.escalation === null
               ? `unknown agent "${a.name}" (${definedAre}); define it in the config's "agents" or give the task an explicit "command"`
-              : `unknown agent "${a.name}" in its ${a.escalation.list === "fallback" ? "rate limit's fallback" : "escalation"} (${definedAre}); define it in the config's "agents" or name a preset`,
+              : `unknown agent "${a.name}" in its ${{ fallback: "rate limit's fallback", review: "success_criteria.review", task: "escalation", agent: "escalation" }[a.escalation.list]} (${definedAre}); define it in the config's "agents" or name a preset`,
         });
     }
     for (const [j, p] of (t.allowedPaths ?? []).entries())
@@ -279,6 +283,8 @@ interface InputView {
   worktreeInclude?: string[];
   worktreeCopy?: string[];
   requiredArtifacts?: string[];
+  /** The run's `success_criteria.review`. */
+  review?: ReviewSetting;
 }
 
 interface TaskView {
@@ -295,6 +301,8 @@ interface TaskView {
   commandMalformed: boolean;
   allowedPaths?: string[];
   requiredArtifacts?: string[];
+  /** Its own `success_criteria.review`. */
+  review?: ReviewSetting;
   /** The whole task, when the whole file passed the schema. */
   task?: Task;
 }
@@ -314,12 +322,14 @@ function wholeView(a: Assignments): InputView {
       commandMalformed: false,
       ...(task.allowed_paths ? { allowedPaths: task.allowed_paths } : {}),
       requiredArtifacts: task.success_criteria?.required_artifacts ?? [],
+      ...(task.success_criteria?.review === undefined ? {} : { review: task.success_criteria.review }),
       task,
     })),
     workspaceDir: a.environment.workspace_dir,
     worktreeInclude: a.environment.worktree_include,
     worktreeCopy: a.environment.worktree_copy,
     requiredArtifacts: a.success_criteria.required_artifacts,
+    ...(a.success_criteria.review === undefined ? {} : { review: a.success_criteria.review }),
   };
 }
 
@@ -343,6 +353,7 @@ function partialView(data: unknown): InputView {
     "requiredArtifacts",
     part(SuccessCriteria.shape.required_artifacts, record(root.success_criteria).required_artifacts),
   );
+  assign("review", part(ReviewSetting, record(root.success_criteria).review));
   (Array.isArray(root.tasks) ? root.tasks : []).forEach((raw: unknown, index) => {
     const t = record(raw);
     const id = typeof t.id === "string" ? t.id : undefined;
@@ -370,6 +381,7 @@ function partialView(data: unknown): InputView {
       "requiredArtifacts",
       part(SuccessCriteria.shape.required_artifacts, record(t.success_criteria).required_artifacts),
     );
+    set("review", part(ReviewSetting, record(t.success_criteria).review));
     view.tasks.push(task);
   });
   return view;

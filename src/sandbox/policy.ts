@@ -150,8 +150,10 @@ export function needsLowPorts(routes: readonly Route[]): boolean {
 export interface SandboxPlace {
   /** The agent's home, for `~/` paths. */
   home: string;
-  /** Its worktree (or the workspace, when that is no repository): writable. */
+  /** Its worktree (or the workspace, when that is no repository): writable, unless `readOnly`. */
   worktree: string;
+  /** A reviewer's copy of the work: it reads the worktree, and writes only what `writable` names. */
+  readOnly?: boolean;
   /** The attempt's own folder that the agent sees as /tmp. */
   tmp: string;
   /** Writable besides the worktree: the artifacts folder, the handoff, the file its hooks append to. */
@@ -221,7 +223,8 @@ export function bwrapArgs(
   for (const p of place.hidden) hide(p);
   for (const p of s.allowWrite) bind(home(p), "rw");
   for (const p of [...place.readable, ...s.allowRead.map(home)]) bind(p, "ro");
-  for (const p of [place.worktree, ...place.writable]) bind(p, "rw");
+  bind(place.worktree, place.readOnly ? "ro" : "rw");
+  for (const p of place.writable) bind(p, "rw");
   if (place.git) {
     mounts.push({ path: place.git.commonDir, source: place.git.shadow, kind: "rw" });
     for (const m of place.git.readOnly) mounts.push({ ...m, kind: "ro" });

@@ -36,6 +36,7 @@ export function openRecord(
     decision: null,
     work_ref: null,
     usage: null,
+    review: null,
   };
 }
 

@@ -6,6 +6,7 @@ import { readPartsSync } from "../fs/file-range.js";
 import { writeFresh } from "../fs/no-follow.js";
 import { failureLines, feedbackSection, TAIL_BYTES, tailOf } from "./feedback.js";
 import type { Ports } from "./ports.js";
+import type { ReviewFound } from "./review.js";
 import { inWorkspace, type RunPlan } from "./run-plan.js";
 import type { TaskRun } from "./task-run.js";
 import type { TestsRan } from "./tests-gate.js";
@@ -17,6 +18,7 @@ export interface GateFindings {
   handoff?: FeedbackBlock["handoff"];
   outsideAllowed?: string[];
   secrets?: string[];
+  review?: ReviewFound;
 }
 
 /** How much of a log's beginning is searched for failure lines. */
@@ -89,6 +91,16 @@ export async function feedbackFacts(
     screen: reason === "prompt_not_delivered" ? detail : null,
     secrets: found.secrets ?? [],
     decision: f.decision,
+    review: found.review
+      ? {
+          ...found.review,
+          comments: found.review.comments.map((c) => ({
+            file: c.file ?? null,
+            line: c.line ?? null,
+            body: c.body,
+          })),
+        }
+      : null,
     summary: t.result.agentResult?.summary ?? null,
     changed_files: changed,
     next_starts_from: from,

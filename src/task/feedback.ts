@@ -59,6 +59,29 @@ const STARTS_FROM: Record<FeedbackBlock["next_starts_from"], string> = {
     "Your working tree holds the run's integration of the tasks merged before yours, and none of your earlier changes: do your task again on top of it so that the run's gate passes.",
 };
 
+/** What a reviewer asked to change, comment by comment, where it applies. */
+function reviewPart(r: NonNullable<FeedbackBlock["review"]>): string[] {
+  if (r.verdict === null)
+    return [
+      "",
+      "### The review did not happen",
+      "",
+      `Its reviewer (${r.reviewer}) wrote no valid verdict, so the work was not approved. Nothing of this is yours to fix: do the task as asked, so that a reviewer can approve it.`,
+      "",
+      ...list(r.problems),
+    ];
+  const where = (c: { file: string | null; line: number | null }): string =>
+    c.file ? `\`${c.file}${c.line ? `:${c.line}` : ""}\`: ` : "";
+  return [
+    "",
+    "### The reviewer requested changes",
+    "",
+    `Its reviewer (${r.reviewer}) read the change and did not approve it.${r.summary ? ` Its summary: ${r.summary}` : ""} Make each of these changes:`,
+    "",
+    ...list(r.comments.map((c) => `${where(c)}${c.body.replace(/\n/g, "\n  ")}`)),
+  ];
+}
+
 /**
  * The section appended to the prompt of the attempt after a failed one: what failed and why, in
  * Markdown for the agent, then the same facts as a JSON block for tools. Pure: the facts arrive
@@ -141,7 +164,9 @@ export function feedbackSection(f: FeedbackBlock, where: { runDir?: string } = {
   }
   if (f.outside_allowed_paths.length)
     out.push("", "### Files changed outside allowed_paths", "", ...list(f.outside_allowed_paths));
+  if (f.review) out.push(...reviewPart(f.review));
   const told = new Set([
+    "review",
     "tests_cmd",
     "run.tests_cmd",
     "required_artifacts",

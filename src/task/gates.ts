@@ -13,6 +13,7 @@ import type { AttemptOutcome } from "./outcome.js";
 import type { Ports } from "./ports.js";
 import type { TaskRecorder } from "./recorder.js";
 import { findRequired } from "./required-artifacts.js";
+import { reviewAttempt } from "./review.js";
 import { inWorkspace, type RunPlan, trailersOf } from "./run-plan.js";
 import { agentWork } from "./sandbox.js";
 import { type SecretsFound, secretsGate } from "./secrets-gate.js";
@@ -59,6 +60,7 @@ const TASK_GATES: readonly GateStep[] = [
   allowedPathsGate,
   gitControlsGate,
   testsCmdGate,
+  reviewGate,
 ];
 
 /** Runs the task's gates; answers the failing reason (null: every gate passed) or "detached". */
@@ -353,4 +355,31 @@ async function testsCmdGate({
   });
   if (gate === "detached") return "detached";
   return { gates: [gate], ...(gate.passed ? {} : { failure: `tests_cmd failed (${gate.detail})` }) };
+}
+
+/**
+ * Last: a reviewer judges a change that passed every other gate (review.ts). Its comments, or
+ * why its verdict is not one, are what the next attempt is told.
+ */
+async function reviewGate({
+  run,
+  ports,
+  stop,
+  recorder,
+  t,
+  p,
+  failures,
+  found,
+}: GateScope): Promise<Verdict | "detached"> {
+  if (!p.review) return { gates: [] };
+  const gate = (passed: boolean | null, detail: string): Verdict => ({
+    gates: [{ name: "review", required: true, passed, detail }],
+  });
+  if (!run.settings.verify) return gate(null, "skipped (verify: false)");
+  if (failures.length > 0) return gate(null, "not run: an earlier gate failed");
+  const reviewed = await reviewAttempt({ run, ports, stop, recorder }, t, p, p.review);
+  if (reviewed === "detached") return "detached";
+  if (reviewed.failed === null) return { gates: [reviewed.gate] };
+  if (reviewed.failed.found) found.review = reviewed.failed.found;
+  return { gates: [reviewed.gate], end: { reason: reviewed.failed.reason, detail: reviewed.failed.detail } };
 }

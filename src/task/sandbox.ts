@@ -69,8 +69,10 @@ export interface SandboxedWork {
   worktree: string | null;
   /** Its task branch, the one of the run's it sees; null: none (a run-level gate). */
   branch: string | null;
-  /** Where it starts: in the worktree, or the workspace itself (then writable). */
+  /** Where it starts: in the worktree, or the workspace itself (then writable, unless `readOnly`). */
   cwd: string;
+  /** Without a worktree: `cwd` is bound read-only (a reviewer's copy of the work). */
+  readOnly?: boolean;
   /** The home `~/` rules name. */
   home: string;
   /** Writable besides the worktree (made when missing): the artifacts folder; the handoff, the file its hooks append to. */
@@ -217,6 +219,7 @@ export async function prepareSandbox(
   const place: SandboxPlace = {
     home: work.home,
     worktree: work.worktree ?? work.cwd,
+    ...(work.worktree === null && work.readOnly ? { readOnly: true } : {}),
     tmp: join(dir, "tmp"),
     writable: [...work.writable.folders, ...work.writable.files],
     // termorch's own shim runs inside too, wherever termorch is installed.

@@ -7,6 +7,7 @@ import type { StateEventFormat } from "../agent/state-events.js";
 import { type Budget, OnRateLimit, type Task } from "../contract/assignments.js";
 import type { Config, Price } from "../contract/config.js";
 import { DEFAULT_RETRY_FROM, type RetryFrom } from "../contract/retry-from.js";
+import { reviewAsked } from "../contract/review.js";
 import { runWorktreesDir, taskBranch } from "../fs/names.js";
 import type { ResolvedTask, RunAgent, RunInput } from "../input/assignments-file.js";
 import type { SandboxSetting } from "../sandbox/policy.js";
@@ -45,7 +46,32 @@ export interface TaskPlan {
    * list is one.
    */
   rateLimit: OnRateLimit;
+  /** Its review (`success_criteria.review`); null: none. */
+  review: ReviewPlan | null;
 }
+
+/**
+ * A task's review: its reviewer agent, planned to run in the copy of the task's work it reads
+ * (src/git/review-copy.ts), with a prompt of its own, headless whatever the task is.
+ */
+export interface ReviewPlan {
+  agent: AgentPlan;
+  /** The copy's folder (made afresh for each review), and the reviewer's cwd in it. */
+  copy: string;
+  cwd: string;
+  /** Private, written before each review. */
+  promptFile: string;
+  /** $TERMORCH_VERDICT: in the copy, where every CLI's edit mode lets its agent write. */
+  verdict: string;
+  /** Its own timeout, else its agent's. */
+  timeoutS: number | undefined;
+  instructions: string | null;
+}
+
+/** termorch's folder in a reviewer's copy of the work: never counted as the reviewer's edit. */
+export const REVIEW_FILES_DIR = ".termorch";
+/** Where a verdict is written, in the reviewer's copy of the work. */
+export const VERDICT_IN_COPY = `${REVIEW_FILES_DIR}/verdict.json`;
 
 /**
  * Its prompt: the context file followed by what its dependencies did, written to `file` before
@@ -248,7 +274,10 @@ function planTask(input: RunInput, r: ResolvedTask, place: PlanPlace & { worktre
     handoff,
     inRepo,
   };
-  const escalation = r.agents.slice(1).filter((a) => a.escalation?.list !== "fallback");
+  const escalation = r.agents
+    .slice(1)
+    .filter((a) => a.escalation === null || a.escalation.list === "task" || a.escalation.list === "agent");
+  const reviewer = r.agents.find((a) => a.escalation?.list === "review");
   const fallbacks = r.agents.filter((a) => a.escalation?.list === "fallback");
   return {
     id: task.id,
@@ -277,6 +306,50 @@ function planTask(input: RunInput, r: ResolvedTask, place: PlanPlace & { worktre
       r.agents[0].agent.rate_limit ??
       input.config.defaults.rate_limit ??
       OnRateLimit.parse({}),
+    review: reviewer ? planReview(shared, reviewer, place) : null,
+  };
+}
+
+/**
+ * The reviewer, as planAgent plans an attempt's agent but in the copy of the task's work, with
+ * its own prompt and no handoff, headless (a review is read, not watched).
+ */
+function planReview(
+  at: AgentPlace,
+  reviewer: RunAgent,
+  place: PlanPlace & { worktreesDir: string },
+): ReviewPlan {
+  const { r, input, workspace } = at;
+  const asked = reviewAsked(
+    r.task.success_criteria?.review,
+    input.assignments.success_criteria.review,
+    input.config.defaults.review,
+  );
+  // "." is in no task id: the copy is never a task's worktree.
+  const copy = join(place.worktreesDir, `${r.task.id}.review`);
+  const cwd = join(copy, place.gitPrefix ?? "");
+  const promptFile = join(place.runDir, ".termorch", place.runId, "prompts", `${r.task.id}.review.md`);
+  const verdict = join(copy, VERDICT_IN_COPY);
+  const agent = planAgent(
+    {
+      ...at,
+      r: { ...r, task: { ...r.task, interactive: false } },
+      workspace: { ...workspace, cwd, worktree: copy, branch: null },
+      promptFile,
+      handoff: null,
+      verdict,
+    },
+    reviewer,
+    "review",
+  );
+  return {
+    agent,
+    copy,
+    cwd,
+    promptFile,
+    verdict,
+    timeoutS: asked?.timeout_s ?? agent.timeoutS,
+    instructions: asked?.instructions ?? null,
   };
 }
 
@@ -287,18 +360,26 @@ interface AgentPlace extends PlanPlace {
   workspace: WorkspacePlan;
   promptFile: string;
   handoff: string | null;
+  /** A reviewer's $TERMORCH_VERDICT. */
+  verdict?: string;
   /** Workspace-relative paths as repository-relative ones. */
   inRepo: (paths: readonly string[]) => string[];
 }
 
-/** The task's `index`th agent (0: its own), as its attempts run it. */
-function planAgent(at: AgentPlace, { name, agent }: RunAgent, index: number): AgentPlan {
+/** The task's `index`th agent (0: its own), as its attempts run it; or its reviewer. */
+function planAgent(at: AgentPlace, { name, agent }: RunAgent, index: number | "review"): AgentPlan {
   const { input, r, workspace, promptFile, handoff } = at;
   const { task } = r;
   const { cwd, worktree, artifactsDir } = workspace;
   const { environment } = input.assignments;
   const timeoutS = timeoutOf(input, { task, agent });
-  const usageFile = join(at.runDir, ".termorch", at.runId, "usage", `${task.id}.json`);
+  const usageFile = join(
+    at.runDir,
+    ".termorch",
+    at.runId,
+    "usage",
+    index === "review" ? `${task.id}.review.json` : `${task.id}.json`,
+  );
   // Private too: what the agent's hooks record may quote its prompt.
   const eventsFile = join(at.runDir, ".termorch", at.runId, "events", `${task.id}.jsonl`);
   // Built when first read (at launch): a dry run or a plan of thousands of tasks needs none of it.
@@ -319,6 +400,7 @@ function planAgent(at: AgentPlace, { name, agent }: RunAgent, index: number): Ag
         ...(task.interactive && agent.interactive.events ? { TERMORCH_AGENT_EVENTS: eventsFile } : {}),
         ...(handoff ? { TERMORCH_HANDOFF: handoff } : {}),
         TERMORCH_DECISION: decisionPath(workspace),
+        ...(at.verdict ? { TERMORCH_VERDICT: at.verdict } : {}),
       },
       config: input.config,
     }).env;

@@ -1,6 +1,8 @@
 // The middle tier: the real pipeline (runAssignments, resumeRun) with a fake task runner and a
-// workspace that is not a repository, under vitest's fake timers. Files are real (a temp
-// folder); no process is started and nothing sleeps.
+// workspace that is not a repository (or, for what needs one, a real repository in the temp
+// folder), under vitest's fake timers. Files are real (a temp folder); no agent process is
+// started and nothing sleeps.
+import { execFileSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { delimiter, join } from "node:path";
@@ -57,9 +59,25 @@ export class MiddleRun {
   readonly configFile = join(this.dir, "config.json");
   private readonly watchers: { check: (tasks: readonly TaskRun[]) => boolean; resolve: () => void }[] = [];
 
-  constructor(tasks: TaskSpec[], opts: { config?: object; assignment?: object } = {}) {
+  /** The workspace is a git repository, and the run works through git (the review's copy of a task's work needs one). */
+  readonly git: boolean;
+
+  constructor(tasks: TaskSpec[], opts: { config?: object; assignment?: object; git?: boolean } = {}) {
+    this.git = opts.git ?? false;
     mkdirSync(join(this.dir, "ws", "ctx"), { recursive: true });
     writeFileSync(join(this.dir, "ws", "ctx", "task.md"), "# the task\n");
+    if (this.git) {
+      const ws = join(this.dir, "ws");
+      const git = (...args: string[]): void => {
+        execFileSync("git", ["-c", "user.name=t", "-c", "user.email=t@t", ...args], {
+          cwd: ws,
+          stdio: "ignore",
+        });
+      };
+      git("init", "-q", "-b", "main");
+      git("add", "-A");
+      git("commit", "-q", "-m", "start");
+    }
     writeFileSync(
       this.file,
       JSON.stringify({
@@ -83,7 +101,11 @@ export class MiddleRun {
   options(extra: DriveOptions = {}): DriveOptions & { configFile: string } {
     const { seams, hooks, ...rest } = extra;
     return {
-      seams: { runner: new FakeRunner(this.host), workspace: PLAIN_WORKSPACE, ...seams },
+      seams: {
+        runner: new FakeRunner(this.host),
+        ...(this.git ? {} : { workspace: PLAIN_WORKSPACE }),
+        ...seams,
+      },
       configFile: this.configFile,
       env: {
         PATH: process.env.PATH,
