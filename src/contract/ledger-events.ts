@@ -6,6 +6,7 @@ import { DecisionStatus, NextActor } from "./decision.js";
 import { KeyAnswer } from "./keys.js";
 import { Reason } from "./reason.js";
 import { Gate } from "./report.js";
+import { ReviewRecord } from "./review.js";
 import { StatusFile } from "./status.js";
 
 /**
@@ -33,6 +34,9 @@ const lenientEntry = <T extends string, S extends z.ZodRawShape>(type: T, data: 
 
 const nullableString = z.string().nullable();
 const Logs = z.object({ stdout: z.string(), stderr: z.string() }).nullable();
+/** A reviewer's verdict as the ledger records it (its record less its usage). */
+const ReviewFacts = ReviewRecord.omit({ usage: true }).shape;
+const ReviewStarted = { attempt: z.number(), agent: z.string(), session: z.string(), logs: Logs };
 
 /** A task's change of state: its status file as written, with its gates, branch and commit. */
 const TaskStateData = {
@@ -171,17 +175,14 @@ const EVENTS = {
   "task.input_resumed": { attempt: z.number(), by: StateSource.optional() },
   "task.waiting_quota": { attempt: z.number(), until: z.string() },
   "task.quota_resumed": { attempt: z.number() },
-  /** Its reviewer was launched on the attempt's change (success_criteria.review). */
-  "task.review_started": { attempt: z.number(), agent: z.string(), session: z.string(), logs: Logs },
-  /** Its reviewer's verdict: `invalid` when it wrote none that validates. */
-  "task.reviewed": {
-    attempt: z.number(),
-    agent: z.string(),
-    verdict: z.enum(["approve", "request_changes", "invalid"]),
-    comments: z.number(),
-    file: nullableString,
-    discarded: z.array(z.string()),
-  },
+  /** A reviewer was launched on a task attempt's change (success_criteria.review). */
+  "task.review_started": ReviewStarted,
+  /** A reviewer was launched on the run's integration (merge.review). */
+  "run.review_started": ReviewStarted,
+  /** A task's reviewer's verdict: `invalid` when it wrote none that validates. */
+  "task.reviewed": { attempt: z.number(), ...ReviewFacts },
+  /** The run's reviewer's verdict on its integration, before it is merged. */
+  "run.reviewed": { commit: z.string(), ...ReviewFacts },
   "task.worktree": { branch: z.string(), start_commit: z.string(), path: z.string(), reused: z.boolean() },
   "task.published": { branch: z.string(), start_commit: z.string(), remote: z.string(), ref: z.string() },
   "task.launched": {

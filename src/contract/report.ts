@@ -6,6 +6,7 @@ import { AttemptRecord } from "./attempt-record.js";
 import { BudgetStanding } from "./budget.js";
 import { OnConflict, OnGateFailure } from "./merge-policy.js";
 import { Reason, TaskState } from "./reason.js";
+import { ReviewRecord } from "./review.js";
 
 /** A set of tasks whose changes collide. */
 export const Conflict = z.strictObject({
@@ -374,6 +375,9 @@ export const Report = z.strictObject({
     result_commit: z.string().nullable(),
     target: z.string().nullable(),
     gates: z.array(Gate),
+    review: ReviewRecord.nullable()
+      .default(null)
+      .describe("The review of the integration before it was merged (merge.review); null when none ran"),
     validated_commit: z
       .string()
       .nullable()

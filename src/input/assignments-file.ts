@@ -1,7 +1,7 @@
 import { lstatSync, statSync } from "node:fs";
 import { basename, dirname, extname, resolve } from "node:path";
 import { z } from "zod";
-import { type ResolvedAgent, type TaskAgent, taskAgents } from "../agent/command.js";
+import { agentFor, type ResolvedAgent, type TaskAgent, taskAgents } from "../agent/command.js";
 import {
   Assignments,
   type Budget,
@@ -73,6 +73,8 @@ export interface RunInput {
   workspace: string;
   tasks: ResolvedTask[];
   config: Config;
+  /** The reviewer of the run's integration (`merge.review`); null: none. */
+  mergeReviewer: RunAgent | null;
 }
 
 /** Reads, parses and checks an assignments file; throws one InputError listing every problem. */
@@ -243,6 +245,12 @@ export async function loadAssignments(
   (view.requiredArtifacts ?? []).forEach((p, j) => {
     globInside(`success_criteria.required_artifacts[${j}]`, undefined, p);
   });
+  const mergeReviewer = parsed.success ? mergeReviewerOf(parsed.data, config) : null;
+  if (mergeReviewer && !mergeReviewer.agent && configProblems.length === 0)
+    at({
+      field: "mode.merge.review",
+      message: `unknown agent "${mergeReviewer.name}" (${Object.keys(config.agents).length ? `defined agents: ${Object.keys(config.agents).join(", ")}` : "the config defines no agents"}); define it in the config's "agents" or name a preset`,
+    });
   if (parsed.success) usdBudgetProblems(parsed.data.environment.resource_limits, tasks, config).forEach(at);
   if (!parsed.success || workspace === undefined || problems.length > 0) {
     throw new InputError(problems, undefined, view.runId ?? null);
@@ -258,6 +266,18 @@ export async function loadAssignments(
     workspace,
     tasks,
     config,
+    mergeReviewer: mergeReviewer?.agent ? (mergeReviewer as RunAgent) : null,
+  };
+}
+
+/** The reviewer `merge.review` names (the assignments', else the config's), resolved; null: none asked. */
+function mergeReviewerOf(a: Assignments, config: Config): TaskAgent | null {
+  const asked = reviewAsked(a.mode.merge?.review, config.merge?.review);
+  if (asked === null) return null;
+  return {
+    name: asked.agent,
+    agent: agentFor({ agent: asked.agent }, config),
+    escalation: { index: 0, list: "review" },
   };
 }
 

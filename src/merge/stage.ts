@@ -23,6 +23,7 @@ import { bisectGate, type MergeProgressSink, readBisects, testsRanOf } from "./b
 import { fixGaveUp, recordGateFix } from "./gate-fix.js";
 import { type HaltedMerge, writeRedoAssignments } from "./halt-files.js";
 import { integrationMessage } from "./integration-message.js";
+import { reviewIntegration } from "./integration-review.js";
 import { clearMergeIntent, readMergeIntent, recordMergeIntent } from "./intent.js";
 import { mergeInOrder } from "./ordered.js";
 import {
@@ -196,6 +197,14 @@ async function mergeTasks(
     if (gates === "detached") return gates;
     // Cancelled meanwhile: a gate cut short says nothing about the work.
     if (stop.ending) return stopped("during its run-level gates");
+    // The reviewer judges a change the mechanical gates passed: its work is no use otherwise.
+    if (run.review && !gates.some((g) => g.required && g.passed === false)) {
+      const reviewed = await reviewIntegration(side, commit, gates);
+      if (reviewed === "detached") return reviewed;
+      if (stop.ending) return stopped("during the review of its integration");
+      gates.push(reviewed.gate);
+      outcome.review = reviewed.record;
+    }
     outcome.gates = gates;
     outcome.validatedCommit = gates.some((g) => g.passed !== null) ? commit : null;
     const failed = gates.filter((g) => g.required && g.passed === false);

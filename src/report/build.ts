@@ -2,6 +2,7 @@ import { addUsage } from "../contract/agent-result.js";
 import type { Budget } from "../contract/assignments.js";
 import type { OnConflict, OnGateFailure } from "../contract/merge-policy.js";
 import type { Bisect, Conflict, Culprit, Gate, RefChange, Report, TaskReport } from "../contract/report.js";
+import type { ReviewRecord } from "../contract/review.js";
 import type { TaskRun } from "../contract/state.js";
 import {
   type ErrorKind,
@@ -33,6 +34,8 @@ export interface MergeOutcome {
   /** The bisects of a red run-level tests_cmd, and the task the last one found. */
   bisects: Bisect[];
   culprit: Culprit | null;
+  /** The review of the integration (`merge.review`), when one ran. */
+  review: ReviewRecord | null;
 }
 
 export function skippedMerge(reason: string): MergeOutcome {
@@ -51,6 +54,7 @@ export function skippedMerge(reason: string): MergeOutcome {
     redoAssignments: [],
     bisects: [],
     culprit: null,
+    review: null,
   };
 }
 
@@ -205,7 +209,7 @@ export function buildReport(input: ReportInput): Report {
       cancelled_tasks: cancelledTasks,
       validation: input.validation,
       conflicts,
-      usage: addUsage(tasks.map((t) => t.usage)),
+      usage: addUsage([...tasks.map((t) => t.usage), input.merge.review?.usage ?? null]),
       ...budgetOf(input.budget, tasks),
       metrics: {
         tasks_total: tasks.length,
@@ -247,6 +251,7 @@ export function buildReport(input: ReportInput): Report {
       result_commit: input.merge.resultCommit,
       target: input.merge.target,
       gates: input.merge.gates,
+      review: input.merge.review,
       validated_commit: input.merge.validatedCommit,
       target_moved: input.merge.targetMovedTo !== null,
       target_moved_to: input.merge.targetMovedTo,

@@ -6,6 +6,7 @@ import type { Logger } from "pino";
 import { taskAgents } from "../agent/command.js";
 import { Assignments } from "../contract/assignments.js";
 import { Config } from "../contract/config.js";
+import { reviewAsked } from "../contract/review.js";
 import {
   emptyResult,
   type LogChunk,
@@ -135,7 +136,19 @@ export async function runTaskJob(job: TaskJob, w: WorkerPlace, d: JobDelivery): 
     );
   const task = assignments.data.tasks.find((t) => t.id === taskId);
   // The same agents, in the same order, as the coordinator resolved: from the job's task and config.
-  const named = task ? taskAgents(task, config.data) : [];
+  const named = task
+    ? taskAgents(
+        {
+          ...task,
+          review: reviewAsked(
+            task.success_criteria?.review,
+            assignments.data.success_criteria.review,
+            config.data.defaults.review,
+          )?.agent,
+        },
+        config.data,
+      )
+    : [];
   const agents = allDefined(named);
   if (!task || !agents)
     return failed(
@@ -151,8 +164,9 @@ export async function runTaskJob(job: TaskJob, w: WorkerPlace, d: JobDelivery): 
     assignments: assignments.data,
     workspace: jobDir,
     tasks: [{ task, agents, contextPath, conflictFile: null }],
-    // Notifications are the coordinator's.
+    // Notifications are the coordinator's, and so is the review of the run's integration.
     config: { ...config.data, notify: undefined },
+    mergeReviewer: null,
   };
   try {
     checkAgentBinaries(input, w.env);

@@ -33,7 +33,8 @@ export interface AgentAccount {
 export function agentOutcome(
   runDir: string,
   redactor: Redactor,
-  t: Readonly<TaskRun>,
+  /** Its logs, and when it started (its sessions are those since). */
+  t: { result: Pick<TaskRun["result"], "logs">; current: Pick<TaskRun["current"], "startedAt"> },
   agent: Pick<AgentPlan, "usageFile" | "sessions" | "env" | "price">,
   /** Where it ran (its sessions are found by it). */
   cwd: string,

@@ -1,12 +1,12 @@
 import type { Gate } from "../contract/report.js";
 
-/** What a reviewer is told: the task, its change, its handoff, its gates, and where to answer. */
+/** What a reviewer is told: the work asked for, its change, its handoff, its gates, and where to answer. */
 export interface ReviewBrief {
-  taskId: string;
-  attempt: number;
-  /** The agent whose work it is. */
-  author: string;
-  /** The task's context file, as its agent was given it. */
+  /** `Review of task a, attempt 2`, `Review of run r: ...`. */
+  heading: string;
+  /** Whose work it is, in a sentence. */
+  intro: string;
+  /** What was asked: the task's context file as its agent was given it (the tasks' for a run). */
   context: string;
   change: { from: string; to: string; stat: string; patch: string; cut: boolean };
   /** Its ALTO handoff as its agent filled it in; null: none asked for. */
@@ -44,15 +44,15 @@ export function reviewPrompt(b: ReviewBrief): string {
     )
     .join("\n");
   return [
-    `# Review of task ${b.taskId}, attempt ${b.attempt}`,
+    `# ${b.heading}`,
     "",
-    `(Written by termorch.) You are the reviewer of another agent's work. Agent ${b.author} did the task below, and its change passed termorch's mechanical checks. Judge whether the change does what the task asks, correctly and completely, without breaking what was there.`,
+    `(Written by termorch.) You are the reviewer of other agents' work. ${b.intro} Judge whether the change does what was asked, correctly and completely, without breaking what was there.`,
     "",
     "Your working directory is a copy of the repository with the change applied. Read any file you need there, and run `git diff " +
       `${b.change.from} ${b.change.to}\` for the whole change. Do not change, create or delete any file but your verdict: whatever you change is discarded, and named in the report.`,
     ...(b.instructions ? ["", "## What to look for", "", b.instructions] : []),
     "",
-    "## The task",
+    "## What was asked",
     "",
     fenced(b.context, "markdown"),
     "",

@@ -6,7 +6,7 @@
  */
 import { mkdirSync, readFileSync, rmSync } from "node:fs";
 import { writeFile } from "node:fs/promises";
-import { join } from "node:path";
+import { dirname, join, relative } from "node:path";
 import { addUsage, type Usage } from "../contract/agent-result.js";
 import type { Gate } from "../contract/report.js";
 import { type ReviewComment, type ReviewRecord, ReviewVerdict } from "../contract/review.js";
@@ -24,7 +24,13 @@ import { classifyExit } from "./outcome.js";
 import { reviewPrompt } from "./review-prompt.js";
 import { endSandbox, sandboxFor } from "./sandbox.js";
 import { outOfBudget, usdLeftFor } from "./spend.js";
-import { REVIEW_FILES_DIR, type ReviewPlan, type TaskPlan, VERDICT_IN_COPY } from "./task-plan.js";
+import {
+  INTEGRATION_REVIEW,
+  REVIEW_FILES_DIR,
+  type ReviewPlan,
+  type TaskPlan,
+  VERDICT_IN_COPY,
+} from "./task-plan.js";
 import type { TaskRun } from "./task-run.js";
 
 /** At most this much of the change is quoted in the prompt (the reviewer can run git diff for the rest). */
@@ -49,9 +55,9 @@ export interface ReviewEnd {
   failed: { reason: "review" | "budget"; detail: string; found: ReviewFound | null } | null;
 }
 
-/** The session a task's reviewer runs in: `_` starts no task id, so it is never a task's. */
-export function reviewSession(runId: string, taskId: string): string {
-  return `${sessionPrefix(runId)}_review-${taskId}`;
+/** The session a reviewer runs in: `_` starts no task id, so it is never a task's. */
+export function reviewSession(runId: string, id: string): string {
+  return `${sessionPrefix(runId)}_review-${id}`;
 }
 
 /** Runs the attempt's review to its verdict; "detached" when the run detached meanwhile (a resume reviews again). */
@@ -75,20 +81,149 @@ export async function reviewAttempt(
     return failed("a review needs a git repository, and the workspace is none", null);
   const spent = outOfBudget(run, recorder, p);
   if (spent !== null) return failed(`${spent}; its review could not run`, null, "budget");
-  const { startCommit: from, commit: to } = t.git;
+  const reviewed = await reviewChange(a, review, {
+    id: t.id,
+    attempt: t.attempts,
+    from: t.git.startCommit,
+    to: t.git.commit,
+    heading: `Review of task ${t.id}, attempt ${t.attempts}`,
+    intro: `Agent ${t.history.at(-1)?.agent ?? t.agent} did the task below, and its change passed termorch's mechanical checks.`,
+    context: () => readFileSync(p.prompt.context).subarray(0, CONTEXT_BYTES).toString("utf8"),
+    handoff: p.gates.handoff ? { root: p.workspace.artifactsDir, rel: "handoff.md" } : null,
+    gates: t.result.gates,
+    keep: { root: p.workspace.artifactsDir, rel: `attempt-${t.attempts}/review.json` },
+    usdLeft: () => usdLeftFor(run, recorder, p),
+  });
+  if (reviewed === "detached") return "detached";
+  if (typeof reviewed === "string") return failed(reviewed, null);
+  const record = recordOf(reviewer.name, reviewed);
+  recorder.spent(t.id, {
+    result: { usage: reviewed.usage ? addUsage([t.result.usage, reviewed.usage]) : t.result.usage },
+    history: amendedLast(t.history, { review: record }),
+  });
+  await ports.ledger.append("task.reviewed", { attempt: t.attempts, ...ledgerFacts(record) }, t.id);
+  const judged = judge(reviewer.name, reviewed);
+  return {
+    gate: { name: "review", required: true, passed: judged.approved, detail: judged.detail },
+    failed: judged.approved ? null : { reason: "review", detail: judged.detail, found: judged.found },
+  };
+}
+
+/** A review's record, as an attempt's (and the merge's) report keeps it. */
+export function recordOf(agent: string, r: Reviewed): ReviewRecord {
+  return {
+    agent,
+    verdict: r.verdict?.verdict ?? "invalid",
+    comments: r.verdict?.comments.length ?? 0,
+    file: r.file,
+    discarded: r.discarded,
+    usage: r.usage,
+  };
+}
+
+/** What the ledger's `task.reviewed` and `run.reviewed` say of it. */
+export function ledgerFacts(record: ReviewRecord): Omit<ReviewRecord, "usage"> {
+  const { usage: _, ...facts } = record;
+  return facts;
+}
+
+/** A verdict in a line (a gate's detail), and what the work's next attempt is told. */
+export function judge(
+  reviewer: string,
+  r: Reviewed,
+): { approved: boolean; detail: string; found: ReviewFound } {
+  const named = r.discarded.length
+    ? `; what it changed in its copy was discarded: ${r.discarded.join(", ")}`
+    : "";
+  const verdict = r.verdict;
+  if (verdict === null)
+    return {
+      approved: false,
+      detail: `its reviewer ${reviewer} wrote no valid verdict: ${r.problems.join("; ")}${named}`,
+      found: { reviewer, verdict: null, summary: null, comments: [], problems: r.problems },
+    };
+  const summary = verdict.summary?.trim() || null;
+  const found: ReviewFound = {
+    reviewer,
+    verdict: "request_changes",
+    summary,
+    comments: verdict.comments,
+    problems: [],
+  };
+  if (verdict.verdict === "approve")
+    return {
+      approved: true,
+      detail: `approved by ${reviewer}${summary ? `: ${clip(summary)}` : ""}${named}`,
+      found,
+    };
+  const first = verdict.comments[0]!;
+  const where = first.file ? `${first.file}${first.line ? `:${first.line}` : ""}: ` : "";
+  const n = verdict.comments.length;
+  return {
+    approved: false,
+    detail: `its reviewer ${reviewer} requested changes (${n} comment${n === 1 ? "" : "s"}): ${where}${clip(first.body)}${named}`,
+    found,
+  };
+}
+
+const clip = (text: string, n = 300): string => (text.length > n ? `${text.slice(0, n)}…` : text);
+
+/** The change a reviewer judges, and what it is told of it. */
+export interface ReviewSubject {
+  /** Whose change: a task's id, or the run's (`integration`): its session and private folders. */
+  id: string;
+  attempt: number;
+  from: string;
+  to: string;
+  heading: string;
+  intro: string;
+  /** What was asked (read only when the review runs). */
+  context: () => string;
+  /** Where its handoff is kept; null: none asked. */
+  handoff: { root: string; rel: string } | null;
+  gates: readonly Gate[];
+  /** Where its verdict is kept: `rel` below `root`, in the run directory. */
+  keep: { root: string; rel: string };
+  /** What the budgets leave a CLI with a cap of its own, in USD (null: no bound). */
+  usdLeft: () => number | null;
+}
+
+/** What a reviewer came to. */
+export interface Reviewed {
+  /** null: none, or one that does not validate (`problems` say why). */
+  verdict: ReviewVerdict | null;
+  problems: string[];
+  /** The kept verdict, relative to the run directory; null: none written. */
+  file: string | null;
+  /** What it changed in its copy (discarded). */
+  discarded: string[];
+  usage: Usage | null;
+}
+
+/**
+ * A review of `s.from..s.to`: the copy made, the prompt written, the reviewer run to its end,
+ * its verdict read and kept, what it changed named, the copy removed. A string: it could not be
+ * prepared (why); "detached": the run detached meanwhile.
+ */
+export async function reviewChange(
+  a: Pick<AttemptSide, "run" | "ports" | "stop">,
+  review: ReviewPlan,
+  s: ReviewSubject,
+): Promise<Reviewed | string | "detached"> {
+  const { run, ports } = a;
   try {
-    await makeReviewCopy(run.git.root, review.copy, to, REVIEW_FILES_DIR);
+    await makeReviewCopy(run.git!.root, review.copy, s.to, REVIEW_FILES_DIR);
     mkdirSync(join(review.copy, REVIEW_FILES_DIR), { recursive: true, mode: 0o700 });
-    await writeBrief(a, t, p, review, { from, to });
+    await writeBrief(a, review, s);
   } catch (error) {
     rmSync(review.copy, { recursive: true, force: true });
-    return failed(`its review could not be prepared: ${ports.redactor.redact(errorText(error))}`, null);
+    return `its review could not be prepared: ${ports.redactor.redact(errorText(error))}`;
   }
   let ran: Ran | "detached";
   try {
-    ran = await runReviewer(a, t, review);
+    ran = await runReviewer(a, review, s);
   } finally {
-    await ports.runner.close([reviewSession(run.runId, t.id)]);
+    await ports.runner.close([reviewSession(run.runId, s.id)]);
   }
   if (ran === "detached") {
     rmSync(review.copy, { recursive: true, force: true });
@@ -96,107 +231,51 @@ export async function reviewAttempt(
   }
   const discarded = await reviewCopyChanges(
     review.copy,
-    to,
-    (path) => path.startsWith(`${REVIEW_FILES_DIR}/`) || matchesAny(path, reviewer.scratch),
+    s.to,
+    (path) => path.startsWith(`${REVIEW_FILES_DIR}/`) || matchesAny(path, review.agent.scratch),
   ).catch((error: unknown) => [`(could not be checked: ${ports.redactor.redact(errorText(error))})`]);
-  const read = readVerdict(a, t, p, review);
+  const read = readVerdict(ports, review, s.keep);
   rmSync(review.copy, { recursive: true, force: true });
-  const problems = [...read.problems];
-  if (ran.how !== null && read.verdict === null) problems.unshift(`its reviewer ${ran.how} (${ran.logs})`);
-  const verdict = read.verdict;
-  const record: ReviewRecord = {
-    agent: reviewer.name,
-    verdict: verdict?.verdict ?? "invalid",
-    comments: verdict?.comments.length ?? 0,
-    file: read.file,
+  const problems =
+    ran.how !== null && read.verdict === null
+      ? [`its reviewer ${ran.how} (${ran.logs})`, ...read.problems]
+      : read.problems;
+  return {
+    verdict: read.verdict,
+    problems,
+    file: read.file && relative(run.runDir, join(s.keep.root, s.keep.rel)),
     discarded,
     usage: ran.usage,
   };
-  recorder.spent(t.id, {
-    result: { usage: ran.usage ? addUsage([t.result.usage, ran.usage]) : t.result.usage },
-    history: amendedLast(t.history, { review: record }),
-  });
-  await ports.ledger.append(
-    "task.reviewed",
-    {
-      attempt: t.attempts,
-      agent: reviewer.name,
-      verdict: record.verdict,
-      comments: record.comments,
-      file: record.file,
-      discarded,
-    },
-    t.id,
-  );
-  const named = discarded.length
-    ? `; what it changed in its copy was discarded: ${discarded.join(", ")}`
-    : "";
-  if (verdict === null)
-    return failed(`its reviewer ${reviewer.name} wrote no valid verdict: ${problems.join("; ")}${named}`, {
-      reviewer: reviewer.name,
-      verdict: null,
-      summary: null,
-      comments: [],
-      problems,
-    });
-  const summary = verdict.summary?.trim() || null;
-  if (verdict.verdict === "approve")
-    return {
-      gate: {
-        name: "review",
-        required: true,
-        passed: true,
-        detail: `approved by ${reviewer.name}${summary ? `: ${clip(summary)}` : ""}${named}`,
-      },
-      failed: null,
-    };
-  const first = verdict.comments[0]!;
-  const where = first.file ? `${first.file}${first.line ? `:${first.line}` : ""}: ` : "";
-  return failed(
-    `its reviewer ${reviewer.name} requested changes (${verdict.comments.length} comment${verdict.comments.length === 1 ? "" : "s"}): ${where}${clip(first.body)}${named}`,
-    {
-      reviewer: reviewer.name,
-      verdict: "request_changes",
-      summary,
-      comments: verdict.comments,
-      problems: [],
-    },
-  );
 }
-
-const clip = (text: string, n = 300): string => (text.length > n ? `${text.slice(0, n)}…` : text);
 
 /** The reviewer's prompt, written (private) where its CLI is given it. */
 async function writeBrief(
-  a: AttemptSide,
-  t: Readonly<TaskRun>,
-  p: TaskPlan,
+  a: Pick<AttemptSide, "run" | "ports">,
   review: ReviewPlan,
-  change: { from: string; to: string },
+  s: ReviewSubject,
 ): Promise<void> {
   const { run, ports } = a;
   const redact = (text: string): string => ports.redactor.redact(text);
-  const diff = await changeText(run.git!.root, change.from, change.to, PATCH_BYTES);
+  const diff = await changeText(run.git!.root, s.from, s.to, PATCH_BYTES);
   let handoff: string | null = null;
-  if (p.gates.handoff)
+  if (s.handoff)
     try {
-      handoff = redact(readInside(p.workspace.artifactsDir, "handoff.md", HANDOFF_BYTES).toString("utf8"));
+      handoff = redact(readInside(s.handoff.root, s.handoff.rel, HANDOFF_BYTES).toString("utf8"));
     } catch {
       handoff = "(its handoff could not be read)";
     }
-  const context = readFileSync(p.prompt.context).subarray(0, CONTEXT_BYTES).toString("utf8");
   const text = reviewPrompt({
-    taskId: t.id,
-    attempt: t.attempts,
-    author: t.history.at(-1)?.agent ?? t.agent,
-    context: redact(context),
-    change: { ...change, stat: redact(diff.stat), patch: redact(diff.patch), cut: diff.cut },
+    heading: s.heading,
+    intro: s.intro,
+    context: redact(s.context()),
+    change: { from: s.from, to: s.to, stat: redact(diff.stat), patch: redact(diff.patch), cut: diff.cut },
     handoff,
-    gates: t.result.gates,
+    gates: s.gates,
     verdict: review.verdict,
     instructions: review.instructions,
   });
-  mkdirSync(join(review.promptFile, ".."), { recursive: true, mode: 0o700 });
+  mkdirSync(dirname(review.promptFile), { recursive: true, mode: 0o700 });
   await writeFile(review.promptFile, text, { mode: 0o600 });
 }
 
@@ -209,18 +288,18 @@ interface Ran {
 
 /** Launches the reviewer in its copy, and waits for its end (its timeout, the run's stop, a detach). */
 async function runReviewer(
-  a: AttemptSide,
-  t: Readonly<TaskRun>,
+  a: Pick<AttemptSide, "run" | "ports" | "stop">,
   review: ReviewPlan,
+  s: ReviewSubject,
 ): Promise<Ran | "detached"> {
-  const { run, ports, stop, recorder } = a;
+  const { run, ports, stop } = a;
   const agent = review.agent;
-  const session = reviewSession(run.runId, t.id);
+  const session = reviewSession(run.runId, s.id);
   const stem = ports.logNames.next(`review-${agent.name}`, ports.now());
   const logs = { stdout: `logs/${stem}.out`, stderr: `logs/${stem}.err` };
   const logsText = `output in ${logs.stdout} and ${logs.stderr}`;
-  const attemptDir = join(run.privateDir, "reviews", t.id, String(t.attempts));
-  const box = join(run.privateDir, "sandbox", "reviews", t.id, String(t.attempts));
+  const attemptDir = join(run.privateDir, "reviews", s.id, String(s.attempt));
+  const box = join(run.privateDir, "sandbox", "reviews", s.id, String(s.attempt));
   // What a dead driver's review left is not this one's.
   await ports.runner.close([session]);
   rmSync(attemptDir, { recursive: true, force: true });
@@ -245,18 +324,13 @@ async function runReviewer(
           box,
         )
       : undefined;
-    const p = run.plans.get(t.id)!;
     running = await ports.runner.launch({
       runId: run.runId,
-      taskId: t.id,
-      attempt: t.attempts,
+      taskId: s.id,
+      attempt: s.attempt,
       session,
-      argv: [
-        ...(agent.budgetCap
-          ? cappedArgv(agent.argv, agent.budgetCap, usdLeftFor(run, recorder, p))
-          : agent.argv),
-      ],
-      env: attemptEnv(agent, t.attempts),
+      argv: [...(agent.budgetCap ? cappedArgv(agent.argv, agent.budgetCap, s.usdLeft()) : agent.argv)],
+      env: attemptEnv(agent, s.attempt),
       cwd: review.cwd,
       tty: agent.tty,
       ...(agent.delivery === "stdin" && !agent.tty ? { stdin: review.promptFile } : {}),
@@ -277,11 +351,9 @@ async function runReviewer(
       usage: null,
     };
   }
-  await ports.ledger.append(
-    "task.review_started",
-    { attempt: t.attempts, agent: agent.name, session, logs },
-    t.id,
-  );
+  const started = { attempt: s.attempt, agent: agent.name, session, logs };
+  if (s.id === INTEGRATION_REVIEW) await ports.ledger.append("run.review_started", started);
+  else await ports.ledger.append("task.review_started", started, s.id);
   let timedOut = false;
   let stopped = false;
   const timer =
@@ -314,7 +386,7 @@ async function runReviewer(
     ? agentOutcome(
         run.runDir,
         ports.redactor,
-        { ...t, result: { ...t.result, logs }, current: { ...t.current, startedAt } },
+        { result: { logs }, current: { startedAt } },
         agent,
         review.cwd,
         agent.output,
@@ -329,14 +401,12 @@ async function runReviewer(
   return { how, logs: logsText, usage };
 }
 
-/** The verdict it wrote, validated, and kept (redacted) as artifacts/<task>/attempt-<n>/review.json. */
+/** The verdict it wrote, validated, and kept (redacted) at `keep`. */
 function readVerdict(
-  a: AttemptSide,
-  t: Readonly<TaskRun>,
-  p: TaskPlan,
+  ports: Pick<AttemptSide["ports"], "redactor">,
   review: ReviewPlan,
+  keep: { root: string; rel: string },
 ): { verdict: ReviewVerdict | null; problems: string[]; file: string | null } {
-  const { ports } = a;
   let text: string;
   try {
     const bytes = readInside(review.copy, VERDICT_IN_COPY, VERDICT_BYTES + 1);
@@ -347,12 +417,12 @@ function readVerdict(
     const why =
       error instanceof Refused && error.why === "missing"
         ? "it wrote no verdict ($TERMORCH_VERDICT)"
-        : `its verdict could not be read: ${error instanceof Error ? error.message : String(error)}`;
+        : `its verdict could not be read: ${errorText(error)}`;
     return { verdict: null, problems: [why], file: null };
   }
-  const rel = `attempt-${t.attempts}/review.json`;
-  writeFresh(p.workspace.artifactsDir, rel, text);
-  const file = join("artifacts", t.id, rel);
+  mkdirSync(keep.root, { recursive: true, mode: 0o700 });
+  writeFresh(keep.root, keep.rel, text);
+  const file = keep.rel;
   let json: unknown;
   try {
     json = JSON.parse(text);

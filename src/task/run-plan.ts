@@ -4,7 +4,7 @@ import type { Identity } from "../git/repo.js";
 import type { RunInput } from "../input/assignments-file.js";
 import { buildGraph } from "../plan/graph.js";
 import { type Plan, planWaves } from "../plan/waves.js";
-import { planTasks, type TaskPlan } from "./task-plan.js";
+import { planMergeReview, planTasks, type ReviewPlan, type TaskPlan } from "./task-plan.js";
 import type { GitRun } from "./workspace.js";
 
 /** How a run is driven; persisted in state.json so a resume drives it the same way. */
@@ -23,6 +23,8 @@ export interface RunPlan {
   readonly git: GitRun | null;
   /** Each task's plan, resolved once from the validated input. */
   readonly plans: ReadonlyMap<string, TaskPlan>;
+  /** The review of its integration before it is merged (`merge.review`); null: none. */
+  readonly review: ReviewPlan | null;
   readonly settings: RunSettings;
   /** The dependency graph's waves, critical path and each task's remaining work. */
   readonly waves: Plan;
@@ -69,19 +71,21 @@ export function planRun(p: {
   const { input, runId, runDir } = p;
   const nodes = input.assignments.tasks;
   const graph = buildGraph(nodes);
+  const place = {
+    runId,
+    runDir,
+    gitPrefix: p.git?.prefix ?? null,
+    processEnv: p.env,
+    ...(p.worktreesDir ? { worktreesDir: p.worktreesDir } : {}),
+  };
   return {
     input,
     runId,
     runDir,
     privateDir: join(runDir, ".termorch", runId),
     git: p.git,
-    plans: planTasks(input, {
-      runId,
-      runDir,
-      gitPrefix: p.git?.prefix ?? null,
-      processEnv: p.env,
-      ...(p.worktreesDir ? { worktreesDir: p.worktreesDir } : {}),
-    }),
+    plans: planTasks(input, place),
+    review: planMergeReview(input, place),
     settings: p.settings,
     waves: planWaves(nodes, graph.order),
     order: graph.order,

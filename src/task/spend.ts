@@ -15,8 +15,8 @@ interface Standing {
   whose: string;
 }
 
-/** The budgets that set a limit, the run's first, each with what it has paid for. */
-function standings(run: Pick<RunPlan, "settings">, recorder: TaskRecorder, p: TaskPlan): Standing[] {
+/** The budgets that set a limit, the run's first, each with what it has paid for; the task's with `p`. */
+function standings(run: Pick<RunPlan, "settings">, recorder: TaskRecorder, p: TaskPlan | null): Standing[] {
   const found: Standing[] = [];
   const runs = run.settings.budget;
   if (limits(runs))
@@ -25,7 +25,7 @@ function standings(run: Pick<RunPlan, "settings">, recorder: TaskRecorder, p: Ta
       spent: spentOf(recorder.all().flatMap(spendOf)),
       whose: "the run's",
     });
-  if (limits(p.budget))
+  if (p && limits(p.budget))
     found.push({ budget: p.budget, spent: spentOf(spendOf(recorder.get(p.id))), whose: "the task's" });
   return found;
 }
@@ -34,7 +34,8 @@ function standings(run: Pick<RunPlan, "settings">, recorder: TaskRecorder, p: Ta
 export function outOfBudget(
   run: Pick<RunPlan, "settings">,
   recorder: TaskRecorder,
-  p: TaskPlan,
+  /** null: the run's budget alone (work of the run's own, its integration's review). */
+  p: TaskPlan | null,
 ): string | null {
   for (const s of standings(run, recorder, p)) {
     const why = budgetSpent(s.budget, s.spent, s.whose);
@@ -47,7 +48,7 @@ export function outOfBudget(
 export function usdLeftFor(
   run: Pick<RunPlan, "settings">,
   recorder: TaskRecorder,
-  p: TaskPlan,
+  p: TaskPlan | null,
 ): number | null {
   const left = standings(run, recorder, p).flatMap((s) => usdLeft(s.budget, s.spent) ?? []);
   return left.length === 0 ? null : Math.min(...left);

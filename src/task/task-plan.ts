@@ -4,10 +4,10 @@ import { agentEnvironment } from "../agent/environment.js";
 import type { KnownDialog, SessionStore } from "../agent/presets.js";
 import type { OutputFormat } from "../agent/results.js";
 import type { StateEventFormat } from "../agent/state-events.js";
-import { type Budget, OnRateLimit, type Task } from "../contract/assignments.js";
+import { type Budget, OnRateLimit, Task } from "../contract/assignments.js";
 import type { Config, Price } from "../contract/config.js";
 import { DEFAULT_RETRY_FROM, type RetryFrom } from "../contract/retry-from.js";
-import { reviewAsked } from "../contract/review.js";
+import { type ReviewAsked, reviewAsked } from "../contract/review.js";
 import { runWorktreesDir, taskBranch } from "../fs/names.js";
 import type { ResolvedTask, RunAgent, RunInput } from "../input/assignments-file.js";
 import type { SandboxSetting } from "../sandbox/policy.js";
@@ -306,29 +306,85 @@ function planTask(input: RunInput, r: ResolvedTask, place: PlanPlace & { worktre
       r.agents[0].agent.rate_limit ??
       input.config.defaults.rate_limit ??
       OnRateLimit.parse({}),
-    review: reviewer ? planReview(shared, reviewer, place) : null,
+    review: reviewer
+      ? planReview(
+          shared,
+          reviewer,
+          place,
+          reviewAsked(
+            task.success_criteria?.review,
+            input.assignments.success_criteria.review,
+            input.config.defaults.review,
+          ),
+        )
+      : null,
   };
 }
 
 /**
- * The reviewer, as planAgent plans an attempt's agent but in the copy of the task's work, with
- * its own prompt and no handoff, headless (a review is read, not watched).
+ * The reviewer of the run's integration (`merge.review`), planned as a task's reviewer is: of a
+ * task of its own, `integration` (a reserved id, so no task's), whose prompt is the review's.
+ */
+export function planMergeReview(input: RunInput, place: PlanPlace): ReviewPlan | null {
+  const reviewer = input.mergeReviewer;
+  if (!reviewer) return null;
+  const here = { ...place, worktreesDir: place.worktreesDir ?? runWorktreesDir(place.runId) };
+  const promptFile = reviewPromptFile(place, INTEGRATION_REVIEW);
+  // The schema refuses the reserved id in a file; the review's task is termorch's own.
+  const task: Task = {
+    ...Task.parse({ id: "run", agent: reviewer.name, context_path: promptFile }),
+    id: INTEGRATION_REVIEW,
+  };
+  const r: ResolvedTask = { task, agents: [reviewer], contextPath: promptFile, conflictFile: null };
+  const workspace: WorkspacePlan = {
+    cwd: input.workspace,
+    worktree: null,
+    branch: null,
+    startCommit: null,
+    artifactsDir: join(place.runDir, "artifacts", INTEGRATION_REVIEW),
+    include: [],
+    includeInRepo: [],
+    copyInRepo: [],
+    keepInRepo: [],
+  };
+  const at: AgentPlace = {
+    ...here,
+    input,
+    r,
+    workspace,
+    promptFile,
+    handoff: null,
+    inRepo: (paths) => [...paths],
+  };
+  return planReview(
+    at,
+    reviewer,
+    here,
+    reviewAsked(input.assignments.mode.merge?.review, input.config.merge?.review),
+  );
+}
+
+/** The id a review of the run's integration goes by: its session, folders, artifacts. */
+export const INTEGRATION_REVIEW = "integration";
+
+const reviewPromptFile = (place: Pick<PlanPlace, "runDir" | "runId">, id: string): string =>
+  join(place.runDir, ".termorch", place.runId, "prompts", `${id}.review.md`);
+
+/**
+ * The reviewer, as planAgent plans an attempt's agent but in the copy of the work, with its own
+ * prompt and no handoff, headless (a review is read, not watched).
  */
 function planReview(
   at: AgentPlace,
   reviewer: RunAgent,
   place: PlanPlace & { worktreesDir: string },
+  asked: ReviewAsked | null,
 ): ReviewPlan {
-  const { r, input, workspace } = at;
-  const asked = reviewAsked(
-    r.task.success_criteria?.review,
-    input.assignments.success_criteria.review,
-    input.config.defaults.review,
-  );
+  const { r, workspace } = at;
   // "." is in no task id: the copy is never a task's worktree.
   const copy = join(place.worktreesDir, `${r.task.id}.review`);
   const cwd = join(copy, place.gitPrefix ?? "");
-  const promptFile = join(place.runDir, ".termorch", place.runId, "prompts", `${r.task.id}.review.md`);
+  const promptFile = reviewPromptFile(place, r.task.id);
   const verdict = join(copy, VERDICT_IN_COPY);
   const agent = planAgent(
     {

@@ -93,7 +93,9 @@ export class MiddleRun {
         ...opts.assignment,
       }),
     );
-    writeFileSync(this.configFile, JSON.stringify(opts.config ?? {}));
+    // No warm pool: its lock is retried on a timer, which the fake clock holds.
+    const git = this.git ? { git: { pool: { max_worktrees: 0, max_disk_mb: 1 } } } : {};
+    writeFileSync(this.configFile, JSON.stringify({ ...git, ...opts.config }));
   }
 
   /** What runAssignments/resumeRun need besides the file: the fake runner, the plain workspace, a private registry. */

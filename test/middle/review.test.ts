@@ -74,7 +74,7 @@ describe("the review gate", () => {
       ["top-agent", false],
       ["rev-agent", true],
     ]);
-    const [first, second] = report.tasks[0]!.attempt_history;
+    const [first, second] = report.tasks[0]!.attempt_history!;
     expect(first).toMatchObject({
       reason: "review",
       review: { agent: "rev", verdict: "request_changes", comments: 1, discarded: [] },
@@ -115,7 +115,7 @@ describe("the review gate", () => {
     };
     const report = run.report(await runAssignments({ assignmentsFile: run.file, ...run.options() }));
     expect(report.tasks[0]).toMatchObject({ status: "success" });
-    expect(report.tasks[0]!.attempt_history[0]!.review!.discarded.sort()).toEqual(["new.txt", "out.txt"]);
+    expect(report.tasks[0]!.attempt_history![0]!.review!.discarded.sort()).toEqual(["new.txt", "out.txt"]);
     expect(report.tasks[0]!.gates.at(-1)!.detail).toContain("discarded: ");
     expect(report.merge.result).toBe("success");
     const merged = report.merge.result_commit!;
@@ -141,11 +141,11 @@ describe("the review gate", () => {
     };
     const report = run.report(await runAssignments({ assignmentsFile: run.file, ...run.options() }));
     expect(report.tasks[0]).toMatchObject({ status: "failed", reason: "review", attempts: 3 });
-    const details = report.tasks[0]!.attempt_history.map((h) => h.detail);
+    const details = report.tasks[0]!.attempt_history!.map((h) => h.detail);
     expect(details[0]).toContain("wrote no valid verdict: it wrote no verdict ($TERMORCH_VERDICT)");
     expect(details[1]).toContain("its verdict is not JSON");
     expect(details[2]).toContain("comments: request_changes needs at least one comment");
-    expect(report.tasks[0]!.attempt_history.map((h) => h.review?.verdict)).toEqual([
+    expect(report.tasks[0]!.attempt_history!.map((h) => h.review?.verdict)).toEqual([
       "invalid",
       "invalid",
       "invalid",
@@ -173,5 +173,54 @@ describe("the review gate", () => {
     expect(report.tasks.find((t) => t.id === "a")!.detail).toContain("timeout");
     expect(report.tasks.find((t) => t.id === "b")).toMatchObject({ status: "success" });
     expect(run.host.attempts.filter(isReview).map((a) => a.spec.taskId)).toEqual(["a"]);
+  });
+});
+
+describe("the review of the run's integration (merge.review)", () => {
+  it("reviews the whole change once the run-level gates passed: request_changes merges nothing, an approval merges", async () => {
+    for (const answer of ["request_changes", "approve"] as const) {
+      run = new MiddleRun([{ id: "a" }, { id: "b" }], {
+        config: CONFIG,
+        git: true,
+        assignment: { run_id: fresh(), mode: { merge: { review: "rev" } } },
+      });
+      run.host.onLaunch = (a) => {
+        if (!isReview(a)) return work(a, `${a.spec.taskId}.txt`, `${a.spec.taskId}\n`);
+        // One review, of both tasks' work together, after both finished.
+        expect(a.spec.session).toMatch(/-_review-integration$/);
+        expect(readFileSync(join(a.spec.cwd, "a.txt"), "utf8")).toBe("a\n");
+        expect(readFileSync(join(a.spec.cwd, "b.txt"), "utf8")).toBe("b\n");
+        const prompt = readFileSync(a.spec.env.TERMORCH_PROMPT_FILE!, "utf8");
+        expect(prompt).toContain("## Task a");
+        expect(prompt).toContain("## Task b");
+        verdict(
+          a,
+          answer === "approve"
+            ? { verdict: "approve" }
+            : { verdict: "request_changes", comments: [{ file: "b.txt", body: "b and a clash." }] },
+        );
+      };
+      const done = await runAssignments({ assignmentsFile: run.file, ...run.options() });
+      const report = run.report(done);
+      expect(run.host.attempts.filter(isReview)).toHaveLength(1);
+      expect(report.tasks.map((t) => t.status)).toEqual(["success", "success"]);
+      expect(report.merge.review).toMatchObject({ agent: "rev", verdict: answer });
+      expect(report.merge.gates.at(-1)).toMatchObject({ name: "run.review", passed: answer === "approve" });
+      expect(
+        run
+          .events()
+          .filter((e) => e.type === "run.reviewed")
+          .map((e) => e.data.verdict),
+      ).toEqual([answer]);
+      if (answer === "approve") expect(report.merge.result).toBe("success");
+      else {
+        expect(report.merge.result).toBe("skipped");
+        expect(report.merge.reason).toContain("run.review");
+        expect(report.summary.validation).toBe("failed");
+        expect(report.merge.gates.at(-1)!.detail).toContain("b.txt: b and a clash.");
+        expect(existsSync(join(run.dir, "ws", "b.txt"))).toBe(false);
+      }
+      run.cleanup();
+    }
   });
 });
