@@ -1,6 +1,7 @@
 import { hostname } from "node:os";
 import { resolve } from "node:path";
 import { type Command, InvalidArgumentError } from "commander";
+import { approvalLine } from "../contract/approval.js";
 import { attemptSummary } from "../contract/attempt-record.js";
 import { KEY_NAMES } from "../contract/keys.js";
 import type { RunState } from "../contract/state.js";
@@ -15,6 +16,7 @@ import type { WorkerInfo } from "../contract/task-job.js";
 import { ExitCode, InputError, unreachable } from "../errors.js";
 import { registryDir } from "../fs/names.js";
 import { dropPools } from "../git/worktree-pool.js";
+import { decide, osUser } from "../ops/approval.js";
 import { attachPlan, runAttach } from "../ops/attach.js";
 import { requestCancel, waitForReport } from "../ops/cancel.js";
 import { type CleanReport, cleanRun } from "../ops/clean.js";
@@ -87,7 +89,7 @@ function formatWorkers(workers: readonly WorkerInfo[], now: number): string {
 }
 
 /**
- * The operator commands (README: Operator commands): status, attach, logs, send, finish, cancel, clean. They find runs
+ * The operator commands (README: Operator commands): status, attach, logs, send, finish, approve, reject, cancel, clean. They find runs
  * through the per-user registry ($TERMORCH_REGISTRY), a daemon home, or a run directory.
  */
 export function registerOperatorCommands(program: Command, io: Io, setCode: (code: number) => void): void {
@@ -283,6 +285,40 @@ export function registerOperatorCommands(program: Command, io: Io, setCode: (cod
         }\n`,
       );
     });
+
+  for (const decision of ["approve", "reject"] as const)
+    program
+      .command(decision)
+      .description(
+        decision === "approve"
+          ? "approve what waits for a person's decision: a task (its start, or its attempt's result), or without a task the run's merge"
+          : "reject what waits for a person's decision: the reason is the task's next attempt's feedback (or ends it, reason rejected); without a task, the merge (nothing is merged)",
+      )
+      .argument("<run>", "run id or run directory")
+      .argument("[task]", "task id (default: the run's merge)")
+      .option(
+        "--reason <text>",
+        decision === "reject" ? "why (required): what the next attempt is told" : "a note kept in the ledger",
+      )
+      .action(async (ref: string, taskId: string | undefined, o: { reason?: string }) => {
+        const { state, wait } = await decide(
+          ref,
+          taskId,
+          { decision, reason: o.reason ?? null, by: osUser(io.env) },
+          { env: io.env, cwd: io.cwd, now: Date.now() },
+        );
+        const what =
+          taskId === undefined
+            ? "the merge"
+            : `task ${taskId}${wait.at === "start" ? "'s start" : `'s attempt ${wait.attempt}`}`;
+        io.stdout.write(
+          `termorch: ${decision === "approve" ? "approved" : "rejected"} ${what} of run ${state.run_id}; its driver takes it within a second${
+            driverAlive(state.pid, state.updated_at)
+              ? ""
+              : ` (its driver, pid ${state.pid}, is not live: it is taken when the run is resumed: termorch resume ${state.run_dir})`
+          }\n`,
+        );
+      });
 
   program
     .command("cancel")
@@ -561,11 +597,13 @@ function formatStatus(view: StatusView, registry: string | null): string {
           `  ${t.id}: waiting for input since ${t.waiting_since}${t.waiting_for ? ` (${t.waiting_for})` : ""}; answer: ${answers}`,
         );
       }
-    for (const t of run.tasks)
+    for (const t of run.tasks) {
+      if (t.waiting_approval) lines.push(`  ${t.id}: ${approvalLine(t.waiting_approval)}`);
       if (t.waiting_quota_until)
         lines.push(
           `  ${t.id}: waiting for a rate limit to lift, until ${t.waiting_quota_until}; then its next attempt starts`,
         );
+    }
     for (const t of run.tasks) if (t.needs_human) lines.push(`  ${t.id}: blocked, ${needsHumanText(t)}`);
     lines.push("");
   }

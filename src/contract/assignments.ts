@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { ApprovalSetting } from "./approval.js";
 import { MergePolicy } from "./merge-policy.js";
 import { RetryFrom } from "./retry-from.js";
 import { ReviewSetting } from "./review.js";
@@ -139,6 +140,7 @@ export const Task = z.strictObject({
   retries: z.number().int().min(0).max(20).default(0),
   retry_from: RetryFrom.optional(),
   budget: Budget.optional().describe("This task's budget (its agent entry's otherwise), besides the run's"),
+  approval: ApprovalSetting.optional(),
   rate_limit: OnRateLimit.optional(),
   env: z.record(z.string().regex(envName, "must be an environment variable name"), NoNul).default({}),
   allowed_paths: z.array(NoNul.min(1)).optional(),

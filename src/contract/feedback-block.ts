@@ -94,6 +94,11 @@ export const FeedbackBlock = z
       .nullable()
       .default(null)
       .describe("reason review: what its reviewer asked to change (success_criteria.review); null otherwise"),
+    rejection: z
+      .strictObject({ by: z.string(), reason: z.string().nullable() })
+      .nullable()
+      .default(null)
+      .describe("reason rejected: who rejected its result (its `approval`), and why; null otherwise"),
     summary: z
       .string()
       .nullable()

@@ -36,6 +36,19 @@ const nullableString = z.string().nullable();
 const Logs = z.object({ stdout: z.string(), stderr: z.string() }).nullable();
 /** A reviewer's verdict as the ledger records it (its record less its usage). */
 const ReviewFacts = ReviewRecord.omit({ usage: true }).shape;
+const ApprovalWaitFacts = {
+  at: z.enum(["start", "result", "merge"]),
+  attempt: z.number(),
+  until: nullableString,
+};
+const ApprovalDecided = {
+  at: z.enum(["start", "result", "merge"]),
+  attempt: z.number(),
+  decision: z.enum(["approve", "reject", "timeout"]),
+  reason: nullableString,
+  by: z.string(),
+  decided_at: z.string().optional(),
+};
 const ReviewStarted = { attempt: z.number(), agent: z.string(), session: z.string(), logs: Logs };
 
 /** A task's change of state: its status file as written, with its gates, branch and commit. */
@@ -175,6 +188,13 @@ const EVENTS = {
   "task.input_resumed": { attempt: z.number(), by: StateSource.optional() },
   "task.waiting_quota": { attempt: z.number(), until: z.string() },
   "task.quota_resumed": { attempt: z.number() },
+  /** A task waits for a person's decision (its `approval`): before it starts, or on its attempt's result. */
+  "task.waiting_approval": ApprovalWaitFacts,
+  /** The run's integration waits for a person's decision before it is merged (merge.approval). */
+  "run.waiting_approval": ApprovalWaitFacts,
+  /** A person decided (AUTO-008: who, when, what), or no one did in time (`timeout`, by termorch). */
+  "task.approval_decided": ApprovalDecided,
+  "run.approval_decided": ApprovalDecided,
   /** A reviewer was launched on a task attempt's change (success_criteria.review). */
   "task.review_started": ReviewStarted,
   /** A reviewer was launched on the run's integration (merge.review). */

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { MergeApprovalSetting } from "./approval.js";
 import { ReviewSetting } from "./review.js";
 
 /** What the merge does when a task's changes conflict with those merged before it. */
@@ -48,6 +49,7 @@ export const MergePolicy = z
       .describe(
         `"bisect_and_fix": how many new attempts the task that broke the gate may get (default ${DEFAULT_GATE_FIX_ATTEMPTS}). When the last one leaves the gate red, its earlier result is put back and the run halts as "halt" would, the culprit named; the report's \`merge.redone\` says what was tried`,
       ),
+    approval: MergeApprovalSetting.optional(),
     review: ReviewSetting.optional().describe(
       "A reviewer agent judges the integration of every task (the whole change from the run's base) once the run-level gates passed, before anything is merged, as `success_criteria.review` judges a task's: `request_changes` or an invalid verdict fails the run's validation (gate `run.review`) and nothing is merged; its comments are in the report's `merge.gates` and its verdict in artifacts/integration/review.json",
     ),

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { ApprovalView } from "./approval.js";
 import { NoNul, TimeoutS } from "./assignments.js";
 import { BudgetStanding } from "./budget.js";
 import { RedoStep } from "./merge-policy.js";
@@ -9,6 +10,8 @@ import { Report } from "./report.js";
 export const NotifyEventName = z.enum([
   "task.waiting_input",
   "task.waiting_quota",
+  "task.waiting_approval",
+  "run.waiting_approval",
   "task.failed",
   "task.needs_human",
   "run.budget_warning",
@@ -94,6 +97,17 @@ export const NotifyEvent = z
         until: z.string().describe("When the limit lifts and its next attempt starts (ISO 8601)"),
       })
       .describe("A task's agent's CLI gave up on a rate limit or a usage cap: the task waits for it to lift"),
+    z
+      .strictObject({
+        event: z.literal("task.waiting_approval"),
+        ...Common,
+        task_id: z.string(),
+        approval: ApprovalView,
+      })
+      .describe("A task waits for a person to approve its start or its attempt's result (its `approval`)"),
+    z
+      .strictObject({ event: z.literal("run.waiting_approval"), ...Common, approval: ApprovalView })
+      .describe("The run's integration waits for a person's approval before it is merged (merge.approval)"),
     z
       .strictObject({ event: z.literal("run.budget_warning"), ...Common, budget: BudgetStanding })
       .describe("80 % of the run's budget is spent (`resource_limits.max_cost_usd` or `max_tokens`)"),

@@ -24,6 +24,7 @@ export const Reason = z.enum([
   "budget",
   "rate_limited",
   "review",
+  "rejected",
 ]);
 export type Reason = z.infer<typeof Reason>;
 

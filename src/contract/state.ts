@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { AgentResult, Usage } from "./agent-result.js";
 import { StateSource } from "./agent-state.js";
+import { ApprovalWait } from "./approval.js";
 import { Budget, OnBudget } from "./assignments.js";
 import { AttemptHost } from "./attempt-host.js";
 import { AttemptRecord } from "./attempt-record.js";
@@ -57,7 +58,9 @@ export type RedoProgress = z.infer<typeof RedoProgress>;
  * run-level gate, the probe under way and what the bisect found.
  */
 export const MergeProgress = z.strictObject({
-  step: z.enum(["merging", "validating", "bisecting", "fixing"]),
+  step: z.enum(["merging", "validating", "bisecting", "fixing", "waiting_approval"]),
+  /** step waiting_approval: the integration waits for a person's decision (merge.approval). */
+  approval: ApprovalWait.optional(),
   /** The probe under way: the n-th gate run of the bisect (the base's is 1) of about `of`; k tasks merged, the last `task`. */
   probe: z
     .strictObject({
@@ -135,6 +138,8 @@ export const TaskWaiting = z.strictObject({
   stateFrom: StateSource.nullable(),
   /** Until when (epoch ms) it waits for a rate limit or a usage cap to lift before its next attempt; null: it does not. */
   quotaUntil: z.number().nullable().default(null),
+  /** It waits for a person to approve it (its start, or its attempt's result); null: it does not. */
+  approval: ApprovalWait.nullable().default(null),
 });
 export type TaskWaiting = z.infer<typeof TaskWaiting>;
 

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { Usage } from "./agent-result.js";
+import { ApprovalView } from "./approval.js";
 import { AttemptRecord } from "./attempt-record.js";
 import { BudgetStanding } from "./budget.js";
 import { KeyAnswer } from "./keys.js";
@@ -76,6 +77,8 @@ export const TaskView = z.strictObject({
   waiting_for: z.string().nullable().default(null),
   /** It waits for a rate limit or a usage cap its agent's CLI met to lift, until then (ISO); its next attempt starts then; null otherwise. */
   waiting_quota_until: z.string().nullable().default(null),
+  /** It waits for a person's decision (its `approval`): before it starts (a pending task), or on its attempt's result; null otherwise. */
+  waiting_approval: ApprovalView.nullable().default(null),
   /** The keys that pick each usual answer of the question it waits on, when termorch knows it (`termorch send <task> --keys`); empty otherwise. */
   waiting_answers: z.array(KeyAnswer).default([]),
   /** Scale-out: the worker and host its current attempt runs on, and how to watch it there; null in a local run. */

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { ApprovalView } from "./approval.js";
 import { KeyAnswer } from "./keys.js";
 import { Reason, TaskState } from "./reason.js";
 
@@ -62,6 +63,7 @@ export const StatusFile = z.strictObject({
     .describe(
       "A running task waiting for a rate limit or a usage cap its agent's CLI met to lift (ISO time it lifts); its next attempt starts then. Absent otherwise",
     ),
+  waiting_approval: ApprovalView.optional(),
   waiting_answers: z
     .array(KeyAnswer)
     .optional()

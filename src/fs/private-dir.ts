@@ -25,3 +25,11 @@ export function cgroupRecordOf(privateDir: string, taskId: string, attempt: numb
 export function finishFileOf(privateDir: string, taskId: string): string {
   return join(privateDir, "finish", taskId);
 }
+
+/**
+ * `<private-dir>/approvals/<task>.json` (`integration.json`: the merge's): a person's decision,
+ * written by `termorch approve|reject`; the driver takes it when it answers its wait.
+ */
+export function approvalFileOf(privateDir: string, id: string): string {
+  return join(privateDir, "approvals", `${id}.json`);
+}

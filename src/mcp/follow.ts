@@ -201,7 +201,13 @@ export function taskSummary(
   const waiting: WaitOutput["waiting_input"] = [];
   const humans: WaitOutput["needs_human"] = [];
   for (const t of view?.tasks ?? []) {
-    const state = t.waiting_since ? "waiting_input" : t.waiting_quota_until ? "waiting_quota" : t.state;
+    const state = t.waiting_approval
+      ? "waiting_approval"
+      : t.waiting_since
+        ? "waiting_input"
+        : t.waiting_quota_until
+          ? "waiting_quota"
+          : t.state;
     tasks[state] = (tasks[state] ?? 0) + 1;
     if (t.waiting_since) waiting.push({ task: t.id, asks: t.waiting_for, answers: t.waiting_answers });
     if (t.needs_human) humans.push({ task: t.id, reason: t.detail });

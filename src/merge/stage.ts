@@ -25,6 +25,7 @@ import { type HaltedMerge, writeRedoAssignments } from "./halt-files.js";
 import { integrationMessage } from "./integration-message.js";
 import { reviewIntegration } from "./integration-review.js";
 import { clearMergeIntent, readMergeIntent, recordMergeIntent } from "./intent.js";
+import { approveMerge } from "./merge-approval.js";
 import { mergeInOrder } from "./ordered.js";
 import {
   advanceFailed,
@@ -204,6 +205,13 @@ async function mergeTasks(
       if (stop.ending) return stopped("during the review of its integration");
       gates.push(reviewed.gate);
       outcome.review = reviewed.record;
+    }
+    // A person approves what passed everything else, last.
+    if (!gates.some((g) => g.required && g.passed === false)) {
+      const approved = await approveMerge(side, progress, outcome.culprit?.task ?? null);
+      if (approved === "detached") return approved;
+      if (approved === "stopped" || stop.ending) return stopped("while its integration waited for approval");
+      if (approved) gates.push(approved);
     }
     outcome.gates = gates;
     outcome.validatedCommit = gates.some((g) => g.passed !== null) ? commit : null;

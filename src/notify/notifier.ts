@@ -1,4 +1,5 @@
 import { spawn } from "node:child_process";
+import { type ApprovalWait, approvalView } from "../contract/approval.js";
 import type { BudgetStanding } from "../contract/budget.js";
 import type { NotifyConfig, NotifyEvent, NotifyEventName } from "../contract/notify.js";
 import type { Reason } from "../contract/reason.js";
@@ -81,6 +82,16 @@ export class Notifier {
 
   taskWaitingQuota(taskId: string, until: number): void {
     this.send({ event: "task.waiting_quota", task_id: taskId, until: new Date(until).toISOString() });
+  }
+
+  /** A task (or, without one, the run's merge) waits for a person's decision. */
+  waitingApproval(taskId: string | null, wait: ApprovalWait): void {
+    const approval = approvalView(wait);
+    this.send(
+      taskId === null
+        ? { event: "run.waiting_approval", approval }
+        : { event: "task.waiting_approval", task_id: taskId, approval },
+    );
   }
 
   /** The run's budget reached a mark: 80 % of it (`warning`), or all of it (`exhausted`). */

@@ -1,6 +1,7 @@
 import { readdir } from "node:fs/promises";
 import { isAbsolute, join } from "node:path";
 import { addUsage } from "../contract/agent-result.js";
+import { approvalView } from "../contract/approval.js";
 import type { TaskState } from "../contract/reason.js";
 import type { MergeProgress, RunState, TaskRun } from "../contract/state.js";
 import { isLive, type RunView, type StatusView, type TaskView } from "../contract/status-view.js";
@@ -110,6 +111,8 @@ async function taskView(
         : null,
     waiting_since: isLive(s) ? iso(t.waiting.since) : null,
     waiting_quota_until: isLive(s) ? iso(t.waiting.quotaUntil) : null,
+    waiting_approval:
+      (isLive(s) || s === "pending") && t.waiting.approval ? approvalView(t.waiting.approval) : null,
     waiting_for: isLive(s) && t.waiting.since !== null ? t.waiting.for : null,
     waiting_answers: isLive(s) && t.waiting.since !== null ? t.waiting.answers : [],
     remote: remoteView(t),
@@ -199,6 +202,8 @@ function mergeLine(m: MergeProgress, ended: boolean): string | null {
     return m.step === "fixing" && !ended ? `${what}: fixing it` : `culprit ${m.culprit} (${what})`;
   }
   if (ended) return null;
+  if (m.step === "waiting_approval")
+    return `the integration waits for a person's decision before it is merged: termorch approve|reject <run>${m.approval?.until ? ` (until ${new Date(m.approval.until).toISOString()})` : ""}`;
   if (m.step === "bisecting" && m.probe) {
     const { n, of, k, task } = m.probe;
     const merged =

@@ -111,7 +111,11 @@ export async function dispatch(
       // with its next attempt chosen, or reopened, starts one).
       const t = recorder.get(id);
       const alive = resuming && t.state === "running" && t.next === null;
-      const outcome = alive ? inRunSlot() : slots.run(t.agent, priority, inRunSlot);
+      // A task a person is to approve first waits for it before it takes any slot.
+      const admitted = resuming ? Promise.resolve(null) : (executor.admit?.(id) ?? Promise.resolve(null));
+      const outcome = admitted.then(
+        (end) => end ?? (alive ? inRunSlot() : slots.run(t.agent, priority, inRunSlot)),
+      );
       track(
         outcome
           .then(async (end) => {

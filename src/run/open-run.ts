@@ -124,6 +124,7 @@ export async function openRun(
         taskFailed: (t) => notifier.taskFailed(t),
         taskWaitingInput: (id, since, asks) => notifier.taskWaitingInput(id, since, asks),
         taskWaitingQuota: (id, until) => notifier.taskWaitingQuota(id, until),
+        taskWaitingApproval: (id, wait) => notifier.waitingApproval(id, wait),
         changed: () => o.onProgress?.(recorder.all(), Date.now() - run.startedAt),
       },
       now: Date.now,

@@ -18,6 +18,7 @@ import { createTaskBranch, taskStartCommit } from "../git/worktree.js";
 import { redactFile, redactNames } from "../redact/redact-file.js";
 import type { Redactor } from "../redact/redactor.js";
 import type { RemoteBackend } from "../runner/task-hosts.js";
+import { admitTask } from "../task/approval.js";
 import { DETACHED, type TaskEnd, type TaskExecutor } from "../task/executor.js";
 import { killPoint } from "../task/faults.js";
 import { failTask, openTask, type StartMade } from "../task/opening.js";
@@ -43,6 +44,8 @@ export function remoteExecutor(
 ): TaskExecutor {
   return {
     execute: (taskId, resume) => executeRemoteTask(run, ports, stop, recorder, backend, taskId, resume),
+    // The coordinator's: a person answers the run, wherever its tasks run.
+    admit: (taskId) => admitTask({ run, ports, stop, recorder }, taskId),
   };
 }
 

@@ -5,6 +5,7 @@ import type { Reason } from "../contract/reason.js";
 import { errorText } from "../errors.js";
 import { taskBranch } from "../fs/names.js";
 import { type AgentAccount, agentOutcome } from "./agent-output.js";
+import { admitTask } from "./approval.js";
 import { collectArtifacts } from "./artifacts.js";
 import { type AttemptResult, type AttemptSide, adoptAttempt, runAttempt } from "./attempt.js";
 import { amendedLast, closedHistory, countedAttempts, openRecord, waitedFor } from "./attempt-history.js";
@@ -34,7 +35,10 @@ export function localExecutor(
   stop: RunStop,
   recorder: TaskRecorder,
 ): TaskExecutor {
-  return { execute: (taskId, resume) => executeTask(run, ports, stop, recorder, taskId, resume) };
+  return {
+    execute: (taskId, resume) => executeTask(run, ports, stop, recorder, taskId, resume),
+    admit: (taskId) => admitTask({ run, ports, stop, recorder }, taskId),
+  };
 }
 
 /**

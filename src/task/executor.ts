@@ -11,4 +11,9 @@ export const DETACHED: TaskEnd = { kind: "detached" };
  */
 export interface TaskExecutor {
   execute(taskId: string, resume: boolean): Promise<TaskEnd>;
+  /**
+   * Before a task not started yet takes a slot: null, it may start; else how it ended without
+   * starting (a person's approval it waits for, src/task/approval.ts).
+   */
+  admit?(taskId: string): Promise<TaskEnd | null>;
 }

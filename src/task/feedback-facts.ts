@@ -19,6 +19,8 @@ export interface GateFindings {
   outsideAllowed?: string[];
   secrets?: string[];
   review?: ReviewFound;
+  /** A person rejected the result (its `approval`): who, and why. */
+  rejection?: { by: string; reason: string | null };
 }
 
 /** How much of a log's beginning is searched for failure lines. */
@@ -101,6 +103,7 @@ export async function feedbackFacts(
           })),
         }
       : null,
+    rejection: found.rejection ?? null,
     summary: t.result.agentResult?.summary ?? null,
     changed_files: changed,
     next_starts_from: from,

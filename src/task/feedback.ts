@@ -165,8 +165,18 @@ export function feedbackSection(f: FeedbackBlock, where: { runDir?: string } = {
   if (f.outside_allowed_paths.length)
     out.push("", "### Files changed outside allowed_paths", "", ...list(f.outside_allowed_paths));
   if (f.review) out.push(...reviewPart(f.review));
+  if (f.rejection)
+    out.push(
+      "",
+      "### A person rejected the result",
+      "",
+      f.rejection.reason
+        ? `${f.rejection.by} rejected it, saying:\n\n${fenced(f.rejection.reason).join("\n")}`
+        : `${f.rejection.by} rejected it without saying why.`,
+    );
   const told = new Set([
     "review",
+    "approval",
     "tests_cmd",
     "run.tests_cmd",
     "required_artifacts",

@@ -4,6 +4,7 @@ import { errorText } from "../errors.js";
 import { matchesAny } from "../fs/find-files.js";
 import { Refused, readInside, writeFresh } from "../fs/no-follow.js";
 import { withTrailers } from "../git/repo.js";
+import { approvalWait, awaitDecision, decisionText } from "./approval.js";
 import { attemptEnv } from "./attempt.js";
 import { commitOnTaskBranch } from "./commit.js";
 import type { GateFindings } from "./feedback-facts.js";
@@ -61,6 +62,7 @@ const TASK_GATES: readonly GateStep[] = [
   gitControlsGate,
   testsCmdGate,
   reviewGate,
+  approvalGate,
 ];
 
 /** Runs the task's gates; answers the failing reason (null: every gate passed) or "detached". */
@@ -382,4 +384,41 @@ async function reviewGate({
   if (reviewed.failed === null) return { gates: [reviewed.gate] };
   if (reviewed.failed.found) found.review = reviewed.failed.found;
   return { gates: [reviewed.gate], end: { reason: reviewed.failed.reason, detail: reviewed.failed.detail } };
+}
+
+/**
+ * Last of all: a person approves the result (its `approval` "result") once every other gate
+ * passed. A rejection's reason is what the next attempt is told.
+ */
+async function approvalGate({
+  run,
+  ports,
+  stop,
+  recorder,
+  t,
+  p,
+  failures,
+  found,
+}: GateScope): Promise<Verdict | "detached"> {
+  if (p.approval?.at !== "result") return { gates: [] };
+  const gate = (passed: boolean | null, detail: string): Gate => ({
+    name: "approval",
+    required: true,
+    passed,
+    detail,
+  });
+  if (failures.length > 0) return { gates: [gate(null, "not asked: an earlier gate failed")] };
+  const wait = approvalWait(p.approval, t.attempts, ports.now(), t.waiting.approval);
+  const end = await awaitDecision({ run, ports, stop }, t.id, wait, (w) =>
+    recorder.markWaitingApproval(t.id, w),
+  );
+  if (end === "detached") return "detached";
+  const detail = decisionText(end, wait);
+  if (end === "stopped") return { gates: [gate(null, detail)], end: { reason: "cancelled", detail } };
+  if (end !== "timeout" && end.decision === "approve") return { gates: [gate(true, detail)] };
+  found.rejection = {
+    by: end === "timeout" ? "termorch" : end.by,
+    reason: end === "timeout" ? detail : end.reason,
+  };
+  return { gates: [gate(false, detail)], end: { reason: "rejected", detail: `its result was ${detail}` } };
 }

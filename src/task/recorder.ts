@@ -1,6 +1,7 @@
 import { basename } from "node:path";
 import type { Usage } from "../contract/agent-result.js";
 import type { StateSource } from "../contract/agent-state.js";
+import { type ApprovalWait, approvalView } from "../contract/approval.js";
 import type { KeyAnswer } from "../contract/keys.js";
 import type { Reason } from "../contract/reason.js";
 import type { Conflict } from "../contract/report.js";
@@ -56,6 +57,8 @@ export interface TaskListeners {
   changed(): void;
   /** A task waits for a rate limit or a usage cap to lift until then (epoch ms). */
   taskWaitingQuota?(taskId: string, until: number): void;
+  /** A task waits for a person's decision. */
+  taskWaitingApproval?(taskId: string, wait: ApprovalWait): void;
 }
 
 /**
@@ -261,6 +264,31 @@ export class TaskRecorder {
     this.o.listeners.changed();
   }
 
+  /**
+   * A task waits for a person's decision (its `approval`), or (null) no longer does. Not a change
+   * of state: the journal keeps it (a resume waits on), its running status file says it, the
+   * ledger records it, and a wait is notified.
+   */
+  async markWaitingApproval(taskId: string, wait: ApprovalWait | null): Promise<void> {
+    const t = this.mutable(taskId);
+    const was = t.waiting.approval;
+    t.waiting = { ...t.waiting, approval: wait };
+    if (wait !== null && (was?.at !== wait.at || was.attempt !== wait.attempt || was.since !== wait.since))
+      await this.o.ledger.append(
+        "task.waiting_approval",
+        {
+          at: wait.at,
+          attempt: wait.attempt,
+          until: wait.until === null ? null : new Date(wait.until).toISOString(),
+        },
+        t.id,
+      );
+    this.o.journal.write(t);
+    if (t.state === "running") this.o.status.set(this.statusOf(t, "running"));
+    if (wait !== null) this.o.listeners.taskWaitingApproval?.(t.id, wait);
+    this.o.listeners.changed();
+  }
+
   /** Where an interactive task's agent's state comes from (kept in memory, like `note`). */
   stateFrom(taskId: string, by: StateSource): void {
     const t = this.mutable(taskId);
@@ -326,6 +354,9 @@ export class TaskRecorder {
       ...(state === "failed" && t.needsHuman ? { needs_human: true } : {}),
       ...(state === "running" && t.waiting.quotaUntil !== null
         ? { waiting_quota_until: new Date(t.waiting.quotaUntil).toISOString() }
+        : {}),
+      ...(state === "running" && t.waiting.approval !== null
+        ? { waiting_approval: approvalView(t.waiting.approval) }
         : {}),
       ...waiting,
     };

@@ -4,6 +4,7 @@ import { agentEnvironment } from "../agent/environment.js";
 import type { KnownDialog, SessionStore } from "../agent/presets.js";
 import type { OutputFormat } from "../agent/results.js";
 import type { StateEventFormat } from "../agent/state-events.js";
+import { type ApprovalAsked, taskApproval } from "../contract/approval.js";
 import { type Budget, OnRateLimit, Task } from "../contract/assignments.js";
 import type { Config, Price } from "../contract/config.js";
 import { DEFAULT_RETRY_FROM, type RetryFrom } from "../contract/retry-from.js";
@@ -48,6 +49,8 @@ export interface TaskPlan {
   rateLimit: OnRateLimit;
   /** Its review (`success_criteria.review`); null: none. */
   review: ReviewPlan | null;
+  /** A person's approval it waits for (its `approval`): before it starts, or of its result; null: none. */
+  approval: ApprovalAsked | null;
 }
 
 /**
@@ -306,6 +309,7 @@ function planTask(input: RunInput, r: ResolvedTask, place: PlanPlace & { worktre
       r.agents[0].agent.rate_limit ??
       input.config.defaults.rate_limit ??
       OnRateLimit.parse({}),
+    approval: taskApproval(task.approval),
     review: reviewer
       ? planReview(
           shared,

@@ -17,7 +17,7 @@ export function newTaskRun(id: string, agent: string, dependencies: string[], ar
     finishedAt: null,
     git: { branch: null, startCommit: null, commit: null, refsCreated: [], controls: [] },
     current: { agentIndex: 0, dir: null, startedAt: null, session: null, usage: null },
-    waiting: { since: null, for: null, answers: [], stateFrom: null, quotaUntil: null },
+    waiting: { since: null, for: null, answers: [], stateFrom: null, quotaUntil: null, approval: null },
     result: { exitCode: null, logs: null, artifacts: [], gates: [], agentResult: null, usage: null },
     hosts: [],
     redo: { progress: null, done: [] },

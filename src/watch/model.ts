@@ -1,4 +1,5 @@
 import stringWidth from "string-width";
+import { approvalLine } from "../contract/approval.js";
 import { attemptSummary } from "../contract/attempt-record.js";
 import {
   isLive,
@@ -48,6 +49,7 @@ export interface Screen {
  * `quota` for one that waits for a rate limit to lift.
  */
 export function shownState(t: TaskView): string {
+  if (t.waiting_approval) return "approval";
   if (!isLive(t.state)) return t.state;
   return t.waiting_quota_until ? "quota" : t.waiting_since ? "waiting" : t.state;
 }
@@ -61,6 +63,7 @@ function toneOf(state: string): Tone {
     case "waiting":
       return state;
     case "quota":
+    case "approval":
       return "waiting";
     case "pending":
       return state;
@@ -266,6 +269,7 @@ function detailLine(view: StatusView, key: TaskKey | null, width: number, now: n
       `waiting for input for ${duration(Math.max(0, now - Date.parse(t.waiting_since)))}${t.waiting_for ? `: ${t.waiting_for}` : ""}`,
     );
   if (t.waiting_quota_until) parts.push(`waiting for a rate limit to lift at ${t.waiting_quota_until}`);
+  if (t.waiting_approval) parts.push(approvalLine(t.waiting_approval));
   const last = t.attempt_history.at(-1);
   if (last && last.n > 1) parts.push(attemptSummary(last));
   if (t.redo)
@@ -285,7 +289,8 @@ function detailLine(view: StatusView, key: TaskKey | null, width: number, now: n
   return [
     {
       text: clip(parts.join(" · "), width),
-      tone: t.waiting_since || t.waiting_quota_until || t.needs_human ? "waiting" : "muted",
+      tone:
+        t.waiting_since || t.waiting_quota_until || t.waiting_approval || t.needs_human ? "waiting" : "muted",
     },
   ];
 }

@@ -57,6 +57,8 @@ export class MiddleRun {
   readonly host = new FakeHost();
   readonly file = join(this.dir, "assignments.json");
   readonly configFile = join(this.dir, "config.json");
+  /** The tasks as the run last told (onProgress). */
+  private seen: readonly TaskRun[] | null = null;
   private readonly watchers: { check: (tasks: readonly TaskRun[]) => boolean; resolve: () => void }[] = [];
 
   /** The workspace is a git repository, and the run works through git (the review's copy of a task's work needs one). */
@@ -118,6 +120,7 @@ export class MiddleRun {
       cwd: this.dir,
       hooks: {
         onProgress: (tasks) => {
+          this.seen = tasks;
           for (const w of [...this.watchers]) {
             if (w.check(tasks)) {
               this.watchers.splice(this.watchers.indexOf(w), 1);
@@ -136,6 +139,12 @@ export class MiddleRun {
     return new Promise((resolve) =>
       this.watchers.push({ check: (tasks) => check(new Map(tasks.map((t) => [t.id, t]))), resolve }),
     );
+  }
+
+  /** Resolves at once when the tasks as last seen make `check` true, else as `until` does. */
+  when(check: (tasks: ReadonlyMap<string, TaskRun>) => boolean): Promise<void> {
+    if (this.seen && check(new Map(this.seen.map((t) => [t.id, t])))) return Promise.resolve();
+    return this.until(check);
   }
 
   /** Resolves once the task's attempt is launched and watched (its timeout armed). */

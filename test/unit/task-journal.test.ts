@@ -152,7 +152,14 @@ describe("state.json and the task journal of an earlier version (flat task recor
       session: "termorch-r1-A",
       usage: null,
     },
-    waiting: { since: 30, for: "a question", answers: [], stateFrom: "screen", quotaUntil: null },
+    waiting: {
+      since: 30,
+      for: "a question",
+      answers: [],
+      stateFrom: "screen",
+      quotaUntil: null,
+      approval: null,
+    },
     result: {
       exitCode: null,
       logs: { stdout: "logs/A.out", stderr: "logs/A.err" },

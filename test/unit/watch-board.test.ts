@@ -26,6 +26,7 @@ function task(id: string): TaskView {
     waiting_since: null,
     waiting_for: null,
     waiting_quota_until: null,
+    waiting_approval: null,
     waiting_answers: [],
     remote: null,
     wave: 1,
