@@ -11,6 +11,8 @@ export const ExitCode = {
   invalid: 2,
   conflict: 3,
   locked: 4,
+  /** Stopped at a wave boundary (`termorch stop --at-boundary`, an approval's timeout): `termorch resume` goes on. */
+  stopped: 5,
   internal: 70,
   interrupted: 130,
 } as const;

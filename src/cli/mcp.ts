@@ -53,7 +53,7 @@ export function registerMcpCommand(program: Command, io: Io, setCode: (code: num
   program
     .command("mcp")
     .description(
-      "an MCP server for an agent that drives termorch: validate, run, status, wait, report, logs, send, finish, cancel, agents as tools",
+      "an MCP server for an agent that drives termorch: validate, run, status, wait, report, logs, send, finish, approve, reject, stop, cancel, agents as tools",
     )
     .option(
       "--home <dir>",

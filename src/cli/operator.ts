@@ -27,6 +27,7 @@ import { runScope, scopeStatus } from "../ops/run-feed.js";
 import { registryRuns, resolveRun } from "../ops/runs.js";
 import { serverFor } from "../ops/sessions.js";
 import { remoteAttachHint, sendHint } from "../ops/status.js";
+import { requestStop } from "../ops/stop.js";
 import { ageMs, sweepRemote } from "../ops/sweep-remote.js";
 import { findTask } from "../ops/task-target.js";
 import { isRemote } from "../run/backend.js";
@@ -319,6 +320,32 @@ export function registerOperatorCommands(program: Command, io: Io, setCode: (cod
           }\n`,
         );
       });
+
+  program
+    .command("stop")
+    .description(
+      "stop a run at its wave boundary: nothing new starts, running tasks finish, nothing is merged; it ends with a session handoff (handoff.json, exit 5) for termorch resume",
+    )
+    .argument("<run>", "run id or run directory")
+    .option(
+      "--at-boundary",
+      "required: the one way to stop without ending what runs (to end it now: termorch cancel)",
+    )
+    .action(async (ref: string, o: { atBoundary?: boolean }) => {
+      if (!o.atBoundary)
+        throw new InputError(
+          [{ message: "stop needs --at-boundary" }],
+          `termorch stop ${ref} --at-boundary lets running tasks finish; termorch cancel ${ref} ends them now.`,
+        );
+      const { state } = await requestStop(ref, osUser(io.env), { env: io.env, cwd: io.cwd, now: Date.now() });
+      io.stdout.write(
+        `termorch: run ${state.run_id} stops at its wave boundary: nothing new starts, running tasks finish; then its handoff is ${state.run_dir}/handoff.json${
+          driverAlive(state.pid, state.updated_at)
+            ? ""
+            : ` (its driver, pid ${state.pid}, is not live: termorch resume ${state.run_dir} stops at once)`
+        }\n`,
+      );
+    });
 
   program
     .command("cancel")

@@ -1,5 +1,6 @@
 import type { Command } from "commander";
 import { InputError } from "../errors.js";
+import { decide } from "../ops/approval.js";
 import { sendInputOf, sendToTask } from "../ops/interactive.js";
 import { RunFeed, runScope } from "../ops/run-feed.js";
 import { isLoopback } from "../serve/auth.js";
@@ -50,7 +51,7 @@ async function serve(
     io.stderr.write(
       isLoopback(o.host)
         ? `termorch: warning: serving on ${o.host}, not 127.0.0.1\n`
-        : `termorch: warning: serving on ${o.host}: other machines can reach this dashboard; anyone with its URL (token included) sees every task's terminal and can answer a task waiting for input. Prefer the default and an SSH tunnel.\n`,
+        : `termorch: warning: serving on ${o.host}: other machines can reach this dashboard; anyone with its URL (token included) sees every task's terminal and can answer a task waiting for input, or approve and reject what waits for a person. Prefer the default and an SSH tunnel.\n`,
     );
   const feed = await RunFeed.open(runScope(ref, o.home, io.cwd), { env: io.env, cwd: io.cwd });
   const terminals = new TerminalPool(io.env);
@@ -65,6 +66,9 @@ async function serve(
       // The run by its folder: a run id may name runs of two workspaces.
       send: async (run, taskId, answer) => {
         await sendToTask(taskId, run.run_dir, sendInputOf(taskId, answer), { env: io.env, cwd: io.cwd });
+      },
+      decide: async (run, taskId, deciding) => {
+        await decide(run.run_dir, taskId, deciding, { env: io.env, cwd: io.cwd, now: Date.now() });
       },
     });
   } catch (error) {

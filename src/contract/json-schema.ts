@@ -8,6 +8,7 @@ import { LedgerEntry } from "./ledger-events.js";
 import { NotifyEvent } from "./notify.js";
 import { Report } from "./report.js";
 import { ReviewVerdict } from "./review.js";
+import { SessionHandoff } from "./session-handoff.js";
 import { RunState } from "./state.js";
 import { StatusFile } from "./status.js";
 import { StatusView } from "./status-view.js";
@@ -30,6 +31,8 @@ export const schemas = {
   decision: DecisionFile,
   /** What a reviewer writes at $TERMORCH_VERDICT (success_criteria.review). */
   "review-verdict": ReviewVerdict,
+  /** handoff.json beside the report: where the run stands and how to go on (the seed's session handoff). */
+  "session-handoff": SessionHandoff,
 } as const;
 export type SchemaName = keyof typeof schemas;
 

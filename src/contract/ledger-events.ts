@@ -188,6 +188,15 @@ const EVENTS = {
   "task.input_resumed": { attempt: z.number(), by: StateSource.optional() },
   "task.waiting_quota": { attempt: z.number(), until: z.string() },
   "task.quota_resumed": { attempt: z.number() },
+  /** `termorch stop --at-boundary` (or MCP `stop`): nothing new starts, running tasks finish, nothing is merged. */
+  "run.stop_requested": { at: z.literal("boundary"), by: z.string() },
+  /** handoff.json was written beside the report: why the run ended, what a resume starts with. */
+  "run.handoff": {
+    stop_reason: z.string(),
+    file: z.string(),
+    next_tasks: z.array(z.string()),
+    blockers: z.number(),
+  },
   /** A task waits for a person's decision (its `approval`): before it starts, or on its attempt's result. */
   "task.waiting_approval": ApprovalWaitFacts,
   /** The run's integration waits for a person's decision before it is merged (merge.approval). */

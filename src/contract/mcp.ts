@@ -287,7 +287,7 @@ export const WaitOutput = z.strictObject({
   tasks: z
     .record(z.string(), z.number().int())
     .describe(
-      "How many tasks are in each state now (pending, running, redo, waiting_input, success, failed, skipped; redo: run again in the merge, because its result conflicted or, a bisect's fix, because its merge turned the run-level tests_cmd red)",
+      "How many tasks are in each state now (pending, running, redo, waiting_input, waiting_approval, success, failed, skipped; waiting_approval: waits for a person's decision, answered with `approve` or `reject`; redo: run again in the merge, because its result conflicted or, a bisect's fix, because its merge turned the run-level tests_cmd red)",
     ),
   merge: z
     .string()
@@ -380,6 +380,61 @@ export const CancelOutput = z.strictObject({
     ),
   exit_code: z.number().int().nullable(),
   report: z.string().nullable(),
+});
+
+/** What an approve or reject answers: a task's wait for a person's decision, or the run's merge's. */
+const Decided = {
+  run: RunRef,
+  task: TaskId.optional().describe(
+    "The task whose wait for a decision (its `approval`: its start, or its attempt's result) is answered; leave it out for the run's merge (merge.approval)",
+  ),
+};
+
+/** At most what a decision's file keeps of its reason. */
+const REASON_MAX = 16 * 1024;
+
+const NO_REASON = "a rejection needs its reason: what the task's next attempt is told";
+
+export const ApproveInput = z.strictObject({
+  ...Decided,
+  reason: z.string().max(REASON_MAX).optional().describe("A note kept in the run's ledger with the decision"),
+});
+
+export const RejectInput = z.strictObject({
+  ...Decided,
+  reason: z
+    .string({ error: (issue) => (issue.input === undefined ? NO_REASON : undefined) })
+    .max(REASON_MAX)
+    .regex(/\S/, { error: NO_REASON })
+    .describe(
+      "Why (required): a task's next attempt is told it as its feedback (with no attempts left the task ends, reason rejected); for the merge, nothing is merged and it is the report's reason",
+    ),
+});
+
+/** What approve and reject answer. */
+export const DecideOutput = z.strictObject({
+  run_id: z.string(),
+  task: z.string().nullable().describe("The task decided on; null: the run's merge"),
+  decision: z.enum(["approve", "reject"]),
+  at: z
+    .enum(["start", "result", "merge"])
+    .describe("The wait it answered: the task's start, its attempt's result, or the merge"),
+  attempt: z.number().int().min(0).describe("The attempt whose result waited (0: a start, or the merge)"),
+  driver_live: z
+    .boolean()
+    .describe("Its driver takes the decision within a second; false: when the run is resumed"),
+  detail: z.string(),
+});
+export type DecideOutput = z.infer<typeof DecideOutput>;
+
+export const StopInput = z.strictObject({ run: RunRef });
+
+/** What stop answers. */
+export const StopOutput = z.strictObject({
+  run_id: z.string(),
+  driver_live: z.boolean().describe("Its driver stops within a second; false: a resume stops at once"),
+  handoff: z.string().describe("Where its session handoff will be (handoff.json in the run directory)"),
+  detail: z.string(),
 });
 
 export const AgentsInput = z.strictObject({

@@ -318,6 +318,8 @@ export const RunState = z.strictObject({
   merge: MergeProgress.nullable().default(null),
   /** Path of the report once written. */
   report: z.string().nullable(),
+  /** The run stopped at a wave boundary (its report and handoff say so): `termorch resume` goes on. */
+  stopped: z.enum(["wave_complete", "hitl_gate"]).nullable().default(null),
   exit_code: z.number().int().nullable(),
 });
 export type RunState = z.infer<typeof RunState>;

@@ -58,6 +58,7 @@ export function runBranchesPrefix(runId: string): string {
 export const RUN_FILES = [
   "execution_report.json",
   "state.json",
+  "handoff.json",
   "events.jsonl",
   "logs/x",
   "status/x",
@@ -70,6 +71,9 @@ export const RUN_TOP_NAMES: readonly string[] = [...new Set(RUN_FILES.map((f) =>
 
 /** The HTML report's name in a run's folder. */
 export const REPORT_HTML = "report.html";
+
+/** The session handoff's name in a run's folder, beside the report. */
+export const HANDOFF_FILE = "handoff.json";
 
 /** termorch's per-user folder, `$TMPDIR/termorch-<uid>`; {@link ensureUserDir} creates and checks it. */
 export function userDir(): string {

@@ -1,4 +1,6 @@
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
+import { StopRequest } from "../contract/session-handoff.js";
 
 /** `<run-dir>/.termorch/<run>`: a run's private files (journal, attempts, records), not its result. */
 export function privateDirOf(runDir: string, runId: string): string {
@@ -32,4 +34,18 @@ export function finishFileOf(privateDir: string, taskId: string): string {
  */
 export function approvalFileOf(privateDir: string, id: string): string {
   return join(privateDir, "approvals", `${id}.json`);
+}
+
+/** `<private-dir>/cancel`: `termorch cancel`'s request. */
+export const CANCEL_FILE = "cancel";
+/** `<private-dir>/stop`: `termorch stop --at-boundary`'s request (StopRequest); a resume removes it. */
+export const STOP_FILE = "stop";
+
+/** The stop at the boundary asked for; null: none (or a file that is not one). */
+export function readStopFile(privateDir: string): StopRequest | null {
+  try {
+    return StopRequest.parse(JSON.parse(readFileSync(join(privateDir, STOP_FILE), "utf8")));
+  } catch {
+    return null;
+  }
 }

@@ -95,7 +95,7 @@ export async function termorchServer(o: McpOptions): Promise<Server> {
     {
       capabilities: { tools: { listChanged: false }, resources: { listChanged: false } },
       instructions:
-        "termorch runs coding agents in parallel, each in its own tmux session and git worktree, then merges their branches. Write an assignments document (tasks with ids, agents, context files, dependencies), check it with validate, start it with run, follow it with wait (passing each answer's cursor to the next call) until finished, then read report. Answer a task waiting for input with send.",
+        "termorch runs coding agents in parallel, each in its own tmux session and git worktree, then merges their branches. Write an assignments document (tasks with ids, agents, context files, dependencies), check it with validate, start it with run, follow it with wait (passing each answer's cursor to the next call) until finished, then read report. Answer a task waiting for input with send, and one waiting for a person's decision (its approval) with approve or reject.",
     },
   );
   const byName = new Map<string, (typeof TOOLS)[number]>(TOOLS.map((t) => [t.name, t]));

@@ -8,9 +8,11 @@ import { Report } from "../contract/report.js";
 import type { RunState } from "../contract/state.js";
 import { StatusView } from "../contract/status-view.js";
 import { InputError } from "../errors.js";
+import { HANDOFF_FILE } from "../fs/names.js";
 import { agentRows } from "../input/agent-binaries.js";
 import { loadConfig, loadConfigOrProblems } from "../input/config-file.js";
 import { readJsonFile } from "../input/json-file.js";
+import { decide } from "../ops/approval.js";
 import { requestCancel, waitForReport } from "../ops/cancel.js";
 import { findReport } from "../ops/find-report.js";
 import { requestFinish, sendInputOf, sendToTask } from "../ops/interactive.js";
@@ -21,6 +23,7 @@ import { runScope, scopeStatus } from "../ops/run-feed.js";
 import { phaseOf, readRunState, resolveRun, startedRun, unreadableRun } from "../ops/runs.js";
 import { sessionsBySocket } from "../ops/sessions.js";
 import { runView } from "../ops/status.js";
+import { requestStop } from "../ops/stop.js";
 import { findTask } from "../ops/task-target.js";
 import { isSecretName } from "../redact/redactor.js";
 import { gitSightOf } from "../run/run-dir.js";
@@ -339,7 +342,7 @@ async function stateOf(runDir: string, runId: string, queued: boolean): Promise<
 const wait = tool({
   name: "wait",
   title: "Wait for a run to change",
-  description: `Block until something happens in a run (a task started, ended, retried, waits for input or got it, is redone because its result conflicted in the merge; the merge; the run finished), or until timeout_s (default 30, at most ${M.MAX_BLOCK_S}) passes. Answers what changed since the cursor of the previous answer, the run's phase, task counts by state and who waits for input. Call it again with the answer's cursor until finished is true, then call report. A task waiting for input needs send (or finish).`,
+  description: `Block until something happens in a run (a task started, ended, retried, waits for input or got it, is redone because its result conflicted in the merge; the merge; the run finished), or until timeout_s (default 30, at most ${M.MAX_BLOCK_S}) passes. Answers what changed since the cursor of the previous answer, the run's phase, task counts by state and who waits for input. Call it again with the answer's cursor until finished is true, then call report. A task waiting for input needs send (or finish); one waiting for a person's decision (counted as waiting_approval; status names it) needs approve or reject.`,
   input: M.WaitInput,
   output: M.WaitOutput,
   readOnly: true,
@@ -516,6 +519,83 @@ const finish = tool({
   },
 });
 
+/** approve and reject: one call, the decision apart. */
+function decision(d: "approve" | "reject") {
+  return async (
+    args: { run: string; task?: string | undefined; reason?: string | undefined },
+    call: ToolCall,
+  ): Promise<M.DecideOutput> => {
+    const { state, wait } = await decide(
+      args.run,
+      args.task,
+      { decision: d, reason: args.reason ?? null, by: "mcp" },
+      { env: call.env, cwd: call.cwd, now: Date.now() },
+    );
+    const live = driverAlive(state.pid, state.updated_at);
+    const what =
+      args.task === undefined
+        ? "the merge"
+        : `task ${args.task}${wait.at === "start" ? "'s start" : `'s attempt ${wait.attempt}`}`;
+    return {
+      run_id: state.run_id,
+      task: args.task ?? null,
+      decision: d,
+      at: wait.at,
+      attempt: wait.attempt,
+      driver_live: live,
+      detail: `${d === "approve" ? "approved" : "rejected"} ${what}; ${
+        live
+          ? "its driver takes it within a second"
+          : `its driver (pid ${state.pid}) is not live, so it is taken when the run is resumed (termorch resume ${state.run_dir})`
+      }`,
+    };
+  };
+}
+
+const approve = tool({
+  name: "approve",
+  title: "Approve what waits for a person",
+  description:
+    "Approve what waits for a person's decision: a task (its `approval`: its start, or its attempt's result once it passed every gate), or, without `task`, the run's merge (merge.approval). The same as `termorch approve`; the ledger records it as decided by mcp. `status` shows what waits (a task's `waiting_approval`), `wait` counts it.",
+  input: M.ApproveInput,
+  output: M.DecideOutput,
+  readOnly: false,
+  call: decision("approve"),
+});
+
+const reject = tool({
+  name: "reject",
+  title: "Reject what waits for a person",
+  description:
+    "Reject what waits for a person's decision, saying why (`reason`, required): a task's result is tried again with the reason as its next attempt's feedback (with no attempts left, or at its start, the task ends, reason rejected); without `task`, the run's merge: nothing is merged. The same as `termorch reject`; the ledger records it as decided by mcp.",
+  input: M.RejectInput,
+  output: M.DecideOutput,
+  readOnly: false,
+  call: decision("reject"),
+});
+
+const stop = tool({
+  name: "stop",
+  title: "Stop a run at its wave boundary",
+  description:
+    "Stop a run at its wave boundary: nothing new starts, running tasks finish, nothing is merged; the run then ends with a session handoff (handoff.json: stop_reason wave_complete, progress, resume.command, next_tasks, blockers) and exit code 5. `resume` (termorch resume <run-dir>) goes on with the tasks not done, none run twice. The same as `termorch stop --at-boundary`; to end running agents now, use cancel.",
+  input: M.StopInput,
+  output: M.StopOutput,
+  readOnly: false,
+  call: async (args, call) => {
+    const { state } = await requestStop(args.run, "mcp", { env: call.env, cwd: call.cwd, now: Date.now() });
+    const live = driverAlive(state.pid, state.updated_at);
+    return {
+      run_id: state.run_id,
+      driver_live: live,
+      handoff: join(state.run_dir, HANDOFF_FILE),
+      detail: live
+        ? "nothing new starts; the run ends once its running tasks finish"
+        : `its driver (pid ${state.pid}) is not live: termorch resume ${state.run_dir} stops at once`,
+    };
+  },
+});
+
 const cancel = tool({
   name: "cancel",
   title: "Cancel a run",
@@ -581,4 +661,18 @@ const agents = tool({
 });
 
 /** Every tool, in the order `tools/list` and `termorch mcp --help` give them. */
-export const TOOLS = [validate, run, status, wait, report, logs, send, finish, cancel, agents] as const;
+export const TOOLS = [
+  validate,
+  run,
+  status,
+  wait,
+  report,
+  logs,
+  send,
+  finish,
+  approve,
+  reject,
+  stop,
+  cancel,
+  agents,
+] as const;

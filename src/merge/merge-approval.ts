@@ -20,7 +20,7 @@ export async function approveMerge(
   const asked = mergeApproval(input.assignments.mode.merge?.approval ?? input.config.merge?.approval);
   if (asked === null) return null;
   const wait = approvalWait(asked, 0, ports.now(), null);
-  const end = await awaitDecision(side, INTEGRATION_REVIEW, wait, async (w) => {
+  const end = await awaitDecision(side, INTEGRATION_REVIEW, wait, asked.onTimeout, async (w) => {
     if (w !== null) {
       await ports.ledger.append("run.waiting_approval", {
         at: w.at,

@@ -11,6 +11,9 @@ import { startedRun } from "./runs.js";
 
 type Env = Readonly<Record<string, string | undefined>>;
 
+/** At most what a decision's file keeps of its reason (ApprovalDecision). */
+const REASON_MAX = 16 * 1024;
+
 /** A decision as the operator gives it: who decides (the OS user, "mcp", "serve"), and why. */
 export interface Deciding {
   decision: "approve" | "reject";
@@ -43,8 +46,14 @@ export async function decide(
       [{ message: "a rejection needs its reason: --reason TEXT" }],
       "Say what is wrong: the reason is what the task's next attempt is told.",
     );
+  if ((d.reason?.length ?? 0) > REASON_MAX)
+    throw new InputError(
+      [{ message: `the reason is over ${REASON_MAX} characters` }],
+      "Say it shorter: the reason is a note for the next attempt, not a document.",
+    );
   const { state } = await startedRun(runRef, opts.env, opts.cwd);
-  if (state.phase === "reported")
+  // A run stopped at its boundary waits on: its resume takes the decision.
+  if (state.phase === "reported" && state.stopped === null)
     throw new InputError(
       [
         {

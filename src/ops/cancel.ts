@@ -3,12 +3,13 @@ import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import type { RunState } from "../contract/state.js";
 import { writeJsonAtomic } from "../fs/atomic.js";
+import { CANCEL_FILE, privateDirOf } from "../fs/private-dir.js";
 import { driverAlive } from "./liveness.js";
 import { readRunState } from "./runs.js";
 
 /** The file a run's driver watches; creating it cancels the run (docs/ARCHITECTURE.md: the private folder). */
 export function cancelFileOf(runDir: string, runId: string): string {
-  return join(runDir, ".termorch", runId, "cancel");
+  return join(privateDirOf(runDir, runId), CANCEL_FILE);
 }
 
 /** Drops the cancel file; the driver (a one-shot run, a resume or the daemon) picks it up through fs.watch. */

@@ -11,7 +11,9 @@ import {
   exitCodeOfKind,
   type InputProblem,
 } from "../errors.js";
+import { HANDOFF_FILE } from "../fs/names.js";
 import { budgetStanding } from "../spend/budget.js";
+import type { BoundaryWhy } from "../task/stop.js";
 import { attemptMetrics } from "./attempt-metrics.js";
 
 /** How the merge step ended (filled in by the merge stage; `skipped` until it runs). */
@@ -84,6 +86,8 @@ export interface ReportInput {
   /** Run-level validation, when it ran. */
   validation: "passed" | "failed" | "skipped";
   cancelled: boolean;
+  /** It stopped at a wave boundary, and why; null or absent: it did not. */
+  stopped?: BoundaryWhy | null;
   error: RunError | null;
   workspace: string | null;
   tmuxSocket: string | null;
@@ -112,7 +116,7 @@ const iso = (ms: number | null): string | null => (ms === null ? null : new Date
 
 /** The exit code of `run`/`resume`, from the outcome (README: Exit codes). */
 export function exitCodeOf(
-  input: Pick<ReportInput, "tasks" | "merge" | "validation" | "cancelled" | "error" | "dryRun">,
+  input: Pick<ReportInput, "tasks" | "merge" | "validation" | "cancelled" | "stopped" | "error" | "dryRun">,
 ): ExitCode {
   if (input.error) {
     const code = exitCodeOfKind[input.error.kind];
@@ -120,6 +124,7 @@ export function exitCodeOf(
     return code === Exit.internal && input.cancelled ? Exit.interrupted : code;
   }
   if (input.cancelled) return Exit.interrupted;
+  if (input.stopped) return Exit.stopped;
   if (input.dryRun) return Exit.ok;
   if (input.merge.result === "conflict" || input.merge.conflicts.length > 0) return Exit.conflict;
   if (input.tasks.some((t) => t.state !== "success")) return Exit.failed;
@@ -266,6 +271,7 @@ export function buildReport(input: ReportInput): Report {
     workspace: input.workspace,
     tmux_socket: input.tmuxSocket,
     exit_code: exitCode,
+    stopped: input.stopped ? { reason: input.stopped, handoff: HANDOFF_FILE } : null,
     error: input.error,
   };
 }

@@ -176,7 +176,8 @@ export function budgetAtResume(
     onBudget: fileChanged ? inFile.on_budget : undefined,
     changed,
     check(st) {
-      if (st.phase === "reported" && !resumableAtBudget(st, changed)) {
+      // A run stopped at a boundary goes on (stop-resume.ts checks it first).
+      if (st.phase === "reported" && st.stopped === null && !resumableAtBudget(st, changed)) {
         const stopped = st.tasks
           .filter((t) => t.state === "failed" && t.reason === "budget")
           .map((t) => t.id);

@@ -64,7 +64,8 @@ export async function dispatch(
   let stopping = false;
   /** A task failed under --fail-fast: nothing starts any more, even before the stop is made. */
   let failedFast = false;
-  const leaving = (): boolean => stopping || stopper.detaching;
+  // At a boundary nothing new starts either, and what has not started stays pending (a resume's).
+  const leaving = (): boolean => stopping || stopper.detaching || stopper.atBoundary;
   const stop = (why: string): void => {
     if (stopping) return;
     stopping = true;
@@ -77,7 +78,7 @@ export async function dispatch(
       sched.start(id);
       const resuming = adopt.delete(id);
       const runOne = async (): Promise<TaskEnd> => {
-        if (stopper.detaching) return { kind: "detached" };
+        if (stopper.detaching || (stopper.atBoundary && !resuming)) return { kind: "detached" };
         if ((stopping || failedFast || stopper.ending) && !resuming) {
           await recorder.transition(id, {
             to: "skipped",

@@ -5,6 +5,7 @@ import type PQueue from "p-queue";
 import { errorText } from "../errors.js";
 import { removeStrayTemps } from "../fs/atomic.js";
 import { sessionPrefix } from "../fs/names.js";
+import { CANCEL_FILE, readStopFile, STOP_FILE } from "../fs/private-dir.js";
 import { registerRun } from "../fs/registry.js";
 import { cleanUpMerged, cleanUpRemote } from "../merge/clean-up.js";
 import { clearMergeIntent } from "../merge/intent.js";
@@ -22,6 +23,7 @@ import type { RunStop } from "../task/stop.js";
 import { watchRunBudget } from "./budget-alarm.js";
 import { keepPlanDigest } from "./budget-resume.js";
 import { dispatch } from "./dispatch.js";
+import { writeHandoff } from "./handoff-file.js";
 import type { OpenRun } from "./open-run.js";
 import type { RunResult } from "./report-file.js";
 import { writeReport } from "./report-file.js";
@@ -168,8 +170,8 @@ export async function drive(
     // Only `termorch status <id>` and friends miss it; the run itself goes on.
     ports.log.warn({ err: errorText(error) }, "could not register the run in the per-user registry"),
   );
-  // `termorch cancel` drops a file here; watching it needs no port and works for any driver.
-  const cancelWatch = watchForCancel(privateDir, ports, stop);
+  // `termorch cancel` and `termorch stop` drop a file here; watching needs no port and works for any driver.
+  const cancelWatch = watchForStops(privateDir, ports, stop);
   const budgetWatch = watchRunBudget(run, recorder, ports);
 
   let peak = 0;
@@ -190,9 +192,17 @@ export async function drive(
     merge: skippedMerge("the run stopped before the merge"),
     validation: "skipped",
   };
+  // Stopped at a boundary: what ran has finished, nothing is merged; a resume goes on from here.
+  const atBoundary = (): MergeStageResult => ({
+    merge: skippedMerge(
+      `the run stopped at a wave boundary (${stop.boundaryWhy}): nothing was merged; termorch resume ${runDir} goes on`,
+    ),
+    validation: "skipped",
+  });
   // A cancel is heard in the merge stage too: its gates, a bisect's probes and a redo can take long.
   try {
-    if (internal === null) {
+    if (internal === null && stop.atBoundary) stage = atBoundary();
+    else if (internal === null) {
       await pausePoint(run.fault, runDir, "pause-before-merge");
       try {
         const merged = await mergeStage(run, ports, stop, recorder, (progress) => {
@@ -200,8 +210,9 @@ export async function drive(
           o.mergeProgress.current = progress;
           void o.stateFile.save();
         });
-        if (merged === "detached") return detach(o);
-        stage = merged;
+        if (merged === "detached" && stop.atBoundary) stage = atBoundary();
+        else if (merged === "detached") return detach(o);
+        else stage = merged;
       } catch (error) {
         internal = {
           kind: "internal",
@@ -222,6 +233,7 @@ export async function drive(
     peak,
     error: internal,
     cancelled: stop.cancelled,
+    stopped: stop.boundaryWhy,
     // A run on workers uses no tmux server here: each attempt's is in its task's hosts.
     socket: remote ? null : ports.runner.socket,
     dryRun: false,
@@ -235,6 +247,7 @@ export async function drive(
   });
   await killPoint(run.fault, "kill-before-report");
   const result = await writeReport(runDir, report);
+  await writeHandoff(run, recorder, ports, report, stop.boundaryWhy);
   await killPoint(run.fault, "kill-after-report");
   await o.stateFile.finish({
     // The run's notices were about it while it ran.
@@ -245,8 +258,11 @@ export async function drive(
     // Complete now: the task journal is no longer needed.
     task_journal: null,
     report: result.reportPath,
+    stopped: stop.boundaryWhy,
     exit_code: report.exit_code,
   });
+  // Taken: a resume goes on rather than stopping again (one asked for meanwhile is a new file).
+  if (stop.atBoundary) await rm(join(privateDir, STOP_FILE), { force: true });
   // Only once state.json says reported: a crash before that leaves a resume the record of a
   // move that happened, which it then reports rather than merging again.
   if (!stage.unfinished) await clearMergeIntent(run);
@@ -296,23 +312,28 @@ async function detach(o: OpenRun): Promise<DetachedResult> {
   return { detached: true, runId: run.runId, runDir: run.runDir };
 }
 
-function watchForCancel(
+function watchForStops(
   privateDir: string,
   ports: Pick<Ports, "log" | "ledger">,
   stop: RunStop,
 ): FSWatcher | null {
-  const file = join(privateDir, "cancel");
   const check = (): void => {
-    if (!stop.cancelled && existsSync(file)) {
+    if (!stop.cancelled && existsSync(join(privateDir, CANCEL_FILE))) {
       ports.log.warn("cancel requested");
       void ports.ledger.append("run.cancel_requested", { by: "cancel file" });
       stop.request("cancel");
     }
+    const boundary = readStopFile(privateDir);
+    if (boundary && !stop.stopping) {
+      ports.log.warn("stop at the wave boundary requested");
+      void ports.ledger.append("run.stop_requested", { at: "boundary", by: boundary.by });
+      stop.request("boundary", "wave_complete");
+    }
   };
   try {
-    // Only the cancel file matters: the task journal beside it changes at every transition.
+    // Only these files matter: the task journal beside them changes at every transition.
     const watcher = watch(privateDir, (_event, name) => {
-      if (name === null || name === "cancel") check();
+      if (name === null || name === CANCEL_FILE || name === STOP_FILE) check();
     });
     watcher.on("error", () => {});
     check();

@@ -58,6 +58,7 @@ export async function writeErrorReport(
     startedAt,
     finishedAt: Date.now(),
     dryRun: false,
+    stopped: null,
     waves: [],
     tasks: [],
     merge: skippedMerge("the run did not start"),

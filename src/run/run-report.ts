@@ -4,6 +4,7 @@ import type { Redactor } from "../redact/redactor.js";
 import { buildReport, type MergeOutcome, type RunError } from "../report/build.js";
 import type { TaskRecorder } from "../task/recorder.js";
 import type { RunPlan } from "../task/run-plan.js";
+import type { BoundaryWhy } from "../task/stop.js";
 import { agentOf } from "../task/task-plan.js";
 
 /** The run's report, redacted, from its tasks as recorded and the merge's outcome. */
@@ -17,6 +18,8 @@ export function runReport(
     peak: number;
     error: RunError | null;
     cancelled: boolean;
+    /** It stopped at a wave boundary, and why; null: it did not. */
+    stopped: BoundaryWhy | null;
     /** The tmux socket the run's sessions are on; null when none is (a dry run, a run on workers). */
     socket: string | null;
     dryRun: boolean;
@@ -49,6 +52,7 @@ export function runReport(
       onGateFailure: run.settings.on_gate_failure,
       validation: o.validation,
       cancelled: o.cancelled,
+      stopped: o.stopped,
       error: o.error,
       workspace: run.input.workspace,
       tmuxSocket: o.socket,

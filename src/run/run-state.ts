@@ -42,6 +42,7 @@ export function runStateOf(
     notices: [...notices],
     merge,
     report: null,
+    stopped: null,
     exit_code: null,
   };
 }

@@ -52,6 +52,7 @@ import { looseReportBlocker, planRunDir, prepareRunDir, type RunDirPlan, runDirO
 import { freshRunId } from "./run-id.js";
 import { runReport } from "./run-report.js";
 import type { ScheduleMode } from "./schedule.js";
+import { checkStoppedRun } from "./stop-resume.js";
 
 export type { RunSettings } from "../task/run-plan.js";
 export type { DetachedResult, StartInfo } from "./drive.js";
@@ -218,6 +219,7 @@ export async function runAssignments(opts: RunOptions): Promise<RunResult | Deta
         peak: 0,
         error: null,
         cancelled: o.stop.cancelled,
+        stopped: null,
         socket: null,
         dryRun: true,
       });
@@ -424,6 +426,7 @@ export async function resumeRun(opts: ResumeOptions): Promise<RunResult | Detach
     // Read again under the lock: whoever held it may have finished or advanced the run meanwhile.
     const state = await readState(runDir);
     budget.check(state);
+    if (state.stopped !== null) await checkStoppedRun(state);
     const git = state.git
       ? {
           root: state.git.root,
@@ -470,6 +473,7 @@ export async function resumeRun(opts: ResumeOptions): Promise<RunResult | Detach
     });
     await o.ports.ledger.append("run.resumed", {
       pid: process.pid,
+      ...(state.stopped === null ? {} : { stopped: state.stopped }),
       tasks: state.tasks.map((t) => ({ id: t.id, state: t.state, attempts: t.attempts })),
     });
     if (budget.changed) {

@@ -1,9 +1,11 @@
 import { randomBytes } from "node:crypto";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { z } from "zod";
 import { SendAnswer } from "../contract/send.js";
 import { isLive, type RunView, type StatusView, type TaskView } from "../contract/status-view.js";
 import { InputError } from "../errors.js";
+import { type Deciding, decide } from "../ops/approval.js";
 import type { RunFeed } from "../ops/run-feed.js";
 import { type Asset, loadAssets } from "./assets.js";
 import { hostAllowed, newToken, tokenMatches, tokenOf } from "./auth.js";
@@ -25,9 +27,31 @@ export interface DashboardOptions {
    * cannot (the task does not run, is not interactive). Absent: the page answers nothing.
    */
   send?: (run: RunView, taskId: string, answer: SendAnswer) => Promise<void>;
+  /**
+   * Answers what waits for a person's decision in a run, as `termorch approve|reject` does: a
+   * task's (its start, or its attempt's result), or with no task the run's merge's; an InputError
+   * says why it cannot (nothing waits, the run is finished), nothing written. Default: the ops'
+   * decide() with this process's environment and working directory (the CLI's own).
+   */
+  decide?: (run: RunView, taskId: string | undefined, deciding: Deciding) => Promise<void>;
 }
 
-/** The largest answer a send takes (text to paste, or keys). */
+/** What an approve or a reject takes: why (required to reject; to approve, a note kept in the ledger). */
+const DecisionBody = z.strictObject({
+  reason: z
+    .string()
+    .max(16 * 1024)
+    .nullable()
+    .optional(),
+});
+
+/** By default a decision is written as `termorch approve|reject` writes it, with this process's environment. */
+const decideInRun: NonNullable<DashboardOptions["decide"]> = async (run, taskId, deciding) => {
+  // The run by its folder: a run id may name runs of two workspaces.
+  await decide(run.run_dir, taskId, deciding, { env: process.env, cwd: process.cwd(), now: Date.now() });
+};
+
+/** The largest body a send (text to paste, or keys) or a decision (its reason) takes. */
 const MAX_SEND_BYTES = 64 * 1024;
 
 /** How often an idle event stream sends a comment, so that proxies and tunnels keep it open. */
@@ -41,8 +65,9 @@ const FORBIDDEN =
 /**
  * `termorch serve`'s HTTP server (node:http): the page, its assets, the live StatusView as
  * server-sent events from the RunFeed, each run's timeline, a live read-only terminal of a
- * task's tmux session as server-sent events from a pty, and the answer to a task waiting for
- * input (POST .../send, JSON: text or keys, as MCP's send). Every request must carry the token
+ * task's tmux session as server-sent events from a pty, the answer to a task waiting for
+ * input (POST .../send, JSON: text or keys, as MCP's send), and a person's decision on what waits
+ * for one (POST .../approve or .../reject, JSON: a reason). Every request must carry the token
  * (query `token` or `Authorization: Bearer`) and name the bound address in Host; anything else
  * gets 403 and nothing of the data.
  */
@@ -117,13 +142,29 @@ export class Dashboard {
       send(res, 405, "text/plain; charset=utf-8", "405 method not allowed: a send is a POST\n");
       return;
     }
+    // A task's wait for a person's decision, or (merge) the run's integration's.
+    const decision = /^\/runs\/([^/]+)\/(?:tasks\/([^/]+)|(merge))\/(approve|reject)$/.exec(path);
+    if (decision?.[1] && decision[4]) {
+      const verb = decision[4] as "approve" | "reject";
+      if (req.method === "POST")
+        return this.decision(
+          req,
+          res,
+          verb,
+          decode(decision[1]),
+          decision[3] ? undefined : decode(decision[2] ?? ""),
+        );
+      res.setHeader("Allow", "POST");
+      send(res, 405, "text/plain; charset=utf-8", `405 method not allowed: ${verb} is a POST\n`);
+      return;
+    }
     if (req.method !== "GET" && req.method !== "HEAD") {
       res.setHeader("Allow", "GET, HEAD");
       send(
         res,
         405,
         "text/plain; charset=utf-8",
-        "405 method not allowed: only a task's send (POST /runs/<run>/tasks/<task>/send) changes anything\n",
+        "405 method not allowed: only a task's send (POST /runs/<run>/tasks/<task>/send) and a decision (POST /runs/<run>/tasks/<task>/approve|reject, /runs/<run>/merge/approve|reject) change anything\n",
       );
       return;
     }
@@ -245,27 +286,12 @@ export class Dashboard {
     runId: string | null,
     taskId: string | null,
   ): Promise<void> {
-    const json = (status: number, body: object): void =>
-      send(res, status, "application/json; charset=utf-8", JSON.stringify(body));
+    const json = jsonSender(res);
     if (!this.options.send) return json(404, { error: "this dashboard answers no task" });
-    if (!/^application\/json\s*(;|$)/i.test(req.headers["content-type"] ?? ""))
-      return json(415, { error: "a send's body is JSON (Content-Type: application/json)" });
-    const origin = req.headers.origin;
-    if (origin !== undefined && hostOf(origin) !== req.headers.host?.toLowerCase())
-      return json(403, { error: "a send comes from this dashboard's own page" });
-    const body = await readBody(req, MAX_SEND_BYTES);
-    if (body === null) return json(413, { error: `a send's body is at most ${MAX_SEND_BYTES} bytes` });
-    let given: unknown;
-    try {
-      given = JSON.parse(body);
-    } catch {
-      return json(400, { error: "the body is not JSON" });
-    }
+    const given = await readJsonRequest(req, json, "a send");
+    if (given === undefined) return;
     const parsed = SendAnswer.safeParse(given);
-    if (!parsed.success)
-      return json(400, {
-        error: parsed.error.issues.map((i) => `${i.path.join(".") || "body"}: ${i.message}`).join("; "),
-      });
+    if (!parsed.success) return json(400, { error: issuesText(parsed.error) });
     const found =
       runId === null || taskId === null ? null : findTask(this.options.feed.current(), runId, taskId);
     if (!found) return json(404, { error: "no such task with a tmux session" });
@@ -276,6 +302,52 @@ export class Dashboard {
       throw error;
     }
     json(200, { run_id: found.run.run_id, task: found.task.id, detail: "sent" });
+  }
+
+  /**
+   * A person's decision, as `termorch approve|reject <run> [task]` gives it (by "serve"): on a
+   * task's wait (its start, or its attempt's result) or, `taskId` undefined, on the run's merge's.
+   * A JSON body (`{"reason": ...}`, required to reject) of the page's own origin, as a send's;
+   * the run and the task are looked up in the feed's view. Nothing waits, or the run is finished:
+   * 400 and its reason, nothing written.
+   */
+  private async decision(
+    req: IncomingMessage,
+    res: ServerResponse,
+    verb: "approve" | "reject",
+    runId: string | null,
+    taskId: string | null | undefined,
+  ): Promise<void> {
+    const json = jsonSender(res);
+    const given = await readJsonRequest(req, json, verb === "approve" ? "an approval" : "a rejection");
+    if (given === undefined) return;
+    const parsed = DecisionBody.safeParse(given);
+    if (!parsed.success) return json(400, { error: issuesText(parsed.error) });
+    const reason = parsed.data.reason?.trim() || null;
+    if (verb === "reject" && reason === null)
+      return json(400, {
+        error: "a rejection needs its reason (the body's `reason`)",
+        hint: "Say what is wrong: the reason is what the task's next attempt is told.",
+      });
+    const run = runId === null ? undefined : findRun(this.options.feed.current(), runId);
+    if (!run) return json(404, { error: "no such run" });
+    if (taskId === null || (taskId !== undefined && !run.tasks.some((t) => t.id === taskId)))
+      return json(404, { error: "no such task in that run" });
+    try {
+      await (this.options.decide ?? decideInRun)(run, taskId, { decision: verb, reason, by: "serve" });
+    } catch (error) {
+      if (error instanceof InputError) return json(400, { error: error.message, hint: error.hint });
+      throw error;
+    }
+    json(200, {
+      run_id: run.run_id,
+      task: taskId ?? null,
+      decision: verb,
+      // As `termorch approve|reject` says it: a dead driver's resume takes it.
+      detail: run.driver_alive
+        ? "its run's driver takes it within a second"
+        : `its run's driver is not live: it is taken when the run is resumed (termorch resume ${run.run_dir})`,
+    });
   }
 
   private openStream(
@@ -354,6 +426,47 @@ function send(
     "Content-Length": Buffer.byteLength(body),
   });
   res.end(body);
+}
+
+/** Answers with a JSON body. */
+function jsonSender(res: ServerResponse): (status: number, body: object) => void {
+  return (status, body) => send(res, status, "application/json; charset=utf-8", JSON.stringify(body));
+}
+
+/**
+ * The JSON body of a request that changes something (a send, a decision), or undefined once it
+ * was refused (the answer sent): JSON only, so that no page of another site can post one as a
+ * form; from the dashboard's own origin when the browser names one; at most MAX_SEND_BYTES.
+ */
+async function readJsonRequest(
+  req: IncomingMessage,
+  json: (status: number, body: object) => void,
+  what: string,
+): Promise<unknown> {
+  if (!/^application\/json\s*(;|$)/i.test(req.headers["content-type"] ?? "")) {
+    json(415, { error: `${what}'s body is JSON (Content-Type: application/json)` });
+    return undefined;
+  }
+  const origin = req.headers.origin;
+  if (origin !== undefined && hostOf(origin) !== req.headers.host?.toLowerCase()) {
+    json(403, { error: `${what} comes from this dashboard's own page` });
+    return undefined;
+  }
+  const body = await readBody(req, MAX_SEND_BYTES);
+  if (body === null) {
+    json(413, { error: `${what}'s body is at most ${MAX_SEND_BYTES} bytes` });
+    return undefined;
+  }
+  try {
+    return JSON.parse(body);
+  } catch {
+    json(400, { error: "the body is not JSON" });
+    return undefined;
+  }
+}
+
+function issuesText(error: z.ZodError): string {
+  return error.issues.map((i) => `${i.path.join(".") || "body"}: ${i.message}`).join("; ");
 }
 
 function sendAsset(res: ServerResponse, asset: Asset): void {

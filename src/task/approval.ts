@@ -37,11 +37,13 @@ export function approvalWait(
 /**
  * Waits for the decision that answers `wait` (the file of `id`: a task's, or `integration` for
  * the merge), its timeout, or the run's stop; `show` keeps the wait shown (null: it ended).
+ * "detached": the run leaves it waiting (a detach, a stop at the boundary, its timeout's "stop").
  */
 export async function awaitDecision(
   side: Pick<AttemptSide, "run" | "ports" | "stop">,
   id: string,
   wait: ApprovalWait,
+  onTimeout: ApprovalAsked["onTimeout"],
   show: (wait: ApprovalWait | null) => Promise<void>,
 ): Promise<WaitEnd> {
   const { run, ports, stop } = side;
@@ -68,14 +70,21 @@ export async function awaitDecision(
       }
     };
     // A stop already asked for ends it at once (onChange calls back at once then).
+    // At a boundary the wait is left as it is, for the resumed run to wait on.
     unsubscribe = stop.onChange(() => {
-      if (stop.detaching) done("detached");
+      if (stop.detaching || stop.atBoundary) done("detached");
       else if (stop.ending) done("stopped");
     });
     if (over) unsubscribe();
     else look();
   });
   if (end === "detached") return end;
+  // No decision in time, and its on_timeout is "stop": the run stops at its boundary (stop reason
+  // hitl_gate), the wait left for the resumed run.
+  if (end === "timeout" && onTimeout === "stop") {
+    stop.request("boundary", "hitl_gate");
+    return "detached";
+  }
   if (typeof end !== "string") rmSync(file, { force: true });
   if (end !== "stopped") {
     const facts = {
@@ -131,7 +140,9 @@ export async function admitTask(
   const asked = run.plans.get(taskId)?.approval;
   if (asked?.at !== "start" || t.state !== "pending" || t.attempts > 0) return null;
   const wait = approvalWait(asked, 0, ports.now(), t.waiting.approval);
-  const end = await awaitDecision(side, taskId, wait, (w) => recorder.markWaitingApproval(taskId, w));
+  const end = await awaitDecision(side, taskId, wait, asked.onTimeout, (w) =>
+    recorder.markWaitingApproval(taskId, w),
+  );
   if (end === "detached") return DETACHED;
   if (end === "stopped" || (end !== "timeout" && end.decision === "approve")) return null;
   await recorder.transition(taskId, {

@@ -409,7 +409,7 @@ async function approvalGate({
   });
   if (failures.length > 0) return { gates: [gate(null, "not asked: an earlier gate failed")] };
   const wait = approvalWait(p.approval, t.attempts, ports.now(), t.waiting.approval);
-  const end = await awaitDecision({ run, ports, stop }, t.id, wait, (w) =>
+  const end = await awaitDecision({ run, ports, stop }, t.id, wait, p.approval.onTimeout, (w) =>
     recorder.markWaitingApproval(t.id, w),
   );
   if (end === "detached") return "detached";

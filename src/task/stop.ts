@@ -8,11 +8,18 @@
  *   nothing new starts, pending tasks stay pending, no report. It wins over the other two: a
  *   daemon that is told to stop leaves at once, and the resumed run takes up the cancel again
  *   (`termorch cancel` leaves its file behind).
+ * - boundary: `termorch stop --at-boundary`, or an approval's timeout (on_timeout "stop"). Nothing
+ *   new starts, running tasks finish, nothing is merged; the run ends with a session handoff and
+ *   its report says it stopped (exit 5), for `termorch resume` to go on. Nothing is aborted.
  */
-export type StopReason = "cancel" | "fail-fast" | "detach";
+export type StopReason = "cancel" | "fail-fast" | "detach" | "boundary";
+
+/** Why a run stopped at a boundary, in the session handoff's words. */
+export type BoundaryWhy = "wave_complete" | "hitl_gate";
 
 /**
- * The one stop of a run. Its AbortController is aborted at the first request, with that reason
+ * The one stop of a run. Its AbortController is aborted at the first request (but a stop at a
+ * boundary, which aborts nothing), with that reason
  * (shell gates and other plain AbortSignal users need no more); later requests are kept too, so
  * a cancel during a fail-fast stop still reports exit 130 and a detach during a cancel still
  * leaves at once. `onChange` hears every request.
@@ -27,11 +34,25 @@ export class RunStop {
     return this.controller.signal;
   }
 
-  request(reason: StopReason): void {
+  private why: BoundaryWhy | null = null;
+
+  request(reason: StopReason, why: BoundaryWhy = "wave_complete"): void {
     if (this.requested.has(reason)) return;
     this.requested.add(reason);
-    this.controller.abort(reason);
+    if (reason === "boundary") this.why = why;
+    // What runs goes on to its end at a boundary: nothing of it is aborted.
+    else this.controller.abort(reason);
     for (const listener of [...this.listeners]) listener();
+  }
+
+  /** Nothing new starts, what runs finishes, nothing is merged: a stop at a boundary (and nothing harder). */
+  get atBoundary(): boolean {
+    return this.requested.has("boundary") && !this.detaching && !this.ending;
+  }
+
+  /** Why it stops at a boundary; null: it does not. */
+  get boundaryWhy(): BoundaryWhy | null {
+    return this.atBoundary ? this.why : null;
   }
 
   /** Whether anything stopped the run. */

@@ -25,7 +25,21 @@ const project = join(world.tmp, "project");
 const shimBin = (cli: Cli): string => join(world.tmp, `bin-${cli}`);
 const started = (cli: Cli): string => join(world.tmp, `termorch-started-${cli}.log`);
 /** The tools every client must see (`termorch mcp --help` lists them). */
-const TOOLS = ["validate", "run", "status", "wait", "report", "logs", "send", "finish", "cancel", "agents"];
+const TOOLS = [
+  "validate",
+  "run",
+  "status",
+  "wait",
+  "report",
+  "logs",
+  "send",
+  "finish",
+  "approve",
+  "reject",
+  "stop",
+  "cancel",
+  "agents",
+];
 /** A bound on each CLI command: all of them answer in seconds. */
 const TIMEOUT = 30_000;
 

@@ -17,8 +17,8 @@ import { execa, type ResultPromise } from "execa";
 import type { Browser, Page } from "puppeteer-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MAX_TERMINALS } from "../../src/serve/terminal.js";
-import { logText, opsWorld, waitForStatus } from "../fixtures/ops-helpers.js";
-import { BIN, ROOT, uniqueSocket, waitFor, writeAssignments } from "../integration/harness.js";
+import { logText, opsWorld, stateOf, waitForStatus } from "../fixtures/ops-helpers.js";
+import { BIN, ROOT, readReport, uniqueSocket, waitFor, writeAssignments } from "../integration/harness.js";
 import { has } from "../needs.js";
 import { collectPageErrors, keepForDocs, launchChromium, screenshot } from "./chromium.js";
 
@@ -518,6 +518,170 @@ const hex6 = (h: string): string =>
       timeout: 30_000,
     });
     expect((await run).exitCode).toBe(0);
+    expect(errors).toEqual([]);
+    await page.close();
+    serve.proc.kill("SIGTERM");
+    await serve.proc;
+  }, 90_000);
+
+  it("approves and rejects what waits for a person: a rejection's reason is the next attempt's feedback, an approval ends the task done; a decision without the token, from another site, not JSON or on nothing waiting is refused and writes nothing", async () => {
+    const { dir } = world.workspace();
+    const file = writeAssignments(dir, [
+      { id: "work", approval: "result", retries: 1, env: { SAY: "did the work" } },
+    ] as never);
+    const runId = JSON.parse(readFileSync(file, "utf8")).run_id as string;
+    const run = world.start(["run", file]);
+    const waitsOn = (attempt: number) =>
+      waitFor(
+        () => stateOf(dir)?.tasks.find((t) => t.id === "work")?.waiting.approval?.attempt === attempt,
+        30_000,
+        `work waiting for approval of attempt ${attempt}`,
+      );
+    await waitsOn(1);
+
+    const serve = await startServe();
+    const token = serve.url.searchParams.get("token") ?? "";
+    const base = `http://127.0.0.1:${serve.url.port}`;
+    const decideUrl = (verb: string, what = "tasks/work", query = `?token=${token}`) =>
+      `${base}/runs/${runId}/${what}/${verb}${query}`;
+    const because = JSON.stringify({ reason: "not like this" });
+    const json = { "Content-Type": "application/json" };
+    // Refused as a send is: no token, a wrong one, another site's name in Host or Origin, not JSON.
+    for (const verb of ["approve", "reject"]) {
+      expect((await post(decideUrl(verb, "tasks/work", ""), because)).status).toBe(403);
+      expect((await post(decideUrl(verb, "tasks/work", "?token=nope"), because)).status).toBe(403);
+      expect(
+        (await post(decideUrl(verb), because, { ...json, Host: `evil.example:${serve.url.port}` })).status,
+      ).toBe(403);
+      const crossSite = await post(decideUrl(verb), because, { ...json, Origin: "http://evil.example" });
+      expect(crossSite.status).toBe(403);
+      expect(JSON.parse(crossSite.body).error).toContain("this dashboard's own page");
+      expect((await post(decideUrl(verb), because, { "Content-Type": "text/plain" })).status).toBe(415);
+      expect((await post(decideUrl(verb), "{", json)).status).toBe(400);
+      expect((await post(decideUrl(verb), JSON.stringify({ reason: 7 }))).status).toBe(400);
+      expect((await post(decideUrl(verb, "tasks/nope"), because)).status).toBe(404);
+      expect((await post(`${base}/runs/nope/tasks/work/${verb}?token=${token}`, because)).status).toBe(404);
+      expect((await get(decideUrl(verb))).status).toBe(405);
+      // The merge does not wait: decide's InputError, as a send's (400, its message and hint).
+      const merge = await post(decideUrl(verb, "merge"), because);
+      expect(merge.status).toBe(400);
+      expect(JSON.parse(merge.body)).toMatchObject({
+        error: expect.stringContaining(
+          `the merge of run ${runId} is not waiting for approval; waiting: work`,
+        ),
+        hint: expect.any(String),
+      });
+    }
+    const noReason = await post(decideUrl("reject"), JSON.stringify({ reason: "  " }));
+    expect(noReason.status).toBe(400);
+    expect(JSON.parse(noReason.body).error).toContain("a rejection needs its reason");
+    // None of those decided anything: no decision file, the task still waits on its first attempt.
+    const approvals = join(dir, ".termorch", runId, "approvals");
+    expect(existsSync(approvals) ? readdirSync(approvals) : []).toEqual([]);
+    expect(stateOf(dir)?.tasks[0]?.waiting.approval).toMatchObject({ at: "result", attempt: 1 });
+
+    const page = await browser!.newPage();
+    await page.setViewport({ width: 1280, height: 700 });
+    const errors = collectPageErrors(page);
+    await page.goto(serve.url.href);
+    const item = (attempt: number) =>
+      `.approval[data-task="work"][data-at="result"][data-attempt="${attempt}"]`;
+    await page.waitForSelector(`${item(1)} button.reject`, { timeout: 30_000 });
+    expect(await page.$eval(`${item(1)} .approval-line`, (el) => el.textContent)).toMatch(
+      /^waiting for a person to approve attempt 1's result \(since /,
+    );
+    expect(await page.$eval('tr[data-task="work"] .approval-wait', (el) => el.textContent)).toBe(
+      "waiting for approval",
+    );
+    // Reject asks for its reason before it posts anything.
+    await clickInPage(page, `${item(1)} button.reject`);
+    await page.waitForSelector('.approval-result[data-outcome="bad"]', { timeout: 5_000 });
+    expect(await page.$eval(".approval-result", (el) => el.textContent)).toContain("needs its reason");
+    const reason = "Use the v2 endpoint, not v1.";
+    await page.type(`${item(1)} input.approval-reason`, reason);
+    await clickInPage(page, `${item(1)} button.reject`);
+    await page.waitForSelector('.approval-result[data-outcome="ok"][data-decision="reject"]', {
+      timeout: 10_000,
+    });
+    expect(await page.$eval(".approval-result", (el) => el.textContent)).toBe(
+      `rejected task work (attempt 1's result): ${reason} · its run's driver takes it within a second`,
+    );
+    // The reason is what the next attempt is told; its result waits for a decision in turn.
+    const feedback = join(dir, "artifacts", "work", "attempt-2", "feedback.md");
+    await waitFor(
+      () => existsSync(feedback) && readFileSync(feedback, "utf8").includes(reason),
+      30_000,
+      "the reason in attempt 2's feedback",
+    );
+    await page.waitForSelector(`${item(2)} button.approve`, { timeout: 30_000 });
+    expect(await page.$$(item(1))).toHaveLength(0);
+    await screenshot(page, "serve-approval");
+    await clickInPage(page, `${item(2)} button.approve`);
+    await page.waitForSelector('.approval-result[data-outcome="ok"][data-decision="approve"]', {
+      timeout: 10_000,
+    });
+    await page.waitForSelector('article[data-phase="reported"] tr[data-task="work"][data-state="success"]', {
+      timeout: 30_000,
+    });
+    expect(await page.$$(".approval[data-task]")).toHaveLength(0);
+    expect((await run).exitCode).toBe(0);
+    expect(readReport(dir).tasks[0]).toMatchObject({ status: "success", attempts: 2 });
+    const decided = readFileSync(join(dir, "events.jsonl"), "utf8")
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l))
+      .filter((e) => e.type === "task.approval_decided");
+    expect(
+      decided.map((e) => [e.task_id, e.data.decision, e.data.by, e.data.attempt, e.data.reason]),
+    ).toEqual([
+      ["work", "reject", "serve", 1, reason],
+      ["work", "approve", "serve", 2, null],
+    ]);
+    // The run is over: a late decision is refused with the reason.
+    const late = await post(decideUrl("approve"), "{}");
+    expect(late.status).toBe(400);
+    expect(JSON.parse(late.body).error).toContain("is finished");
+    expect(errors).toEqual([]);
+    await page.close();
+    serve.proc.kill("SIGTERM");
+    await serve.proc;
+  }, 120_000);
+
+  it("approves the run's merge (merge.approval) from the page", async () => {
+    const { dir, repo } = world.workspace();
+    const file = writeAssignments(dir, [{ id: "a", env: { WRITE: "a.txt=from a" } }], {
+      mode: { merge: { approval: true } },
+    });
+    const run = world.start(["run", file]);
+    await waitFor(() => stateOf(dir)?.merge?.step === "waiting_approval", 30_000, "the merge waiting");
+    const serve = await startServe();
+    const page = await browser!.newPage();
+    const errors = collectPageErrors(page);
+    await page.goto(serve.url.href);
+    const item = '.approval[data-merge][data-at="merge"][data-attempt="0"]';
+    await page.waitForSelector(`${item} button.approve`, { timeout: 30_000 });
+    expect(await page.$eval(`${item} .approval-line`, (el) => el.textContent)).toMatch(
+      /^waiting for a person to approve the merge \(since /,
+    );
+    await page.type(`${item} input.approval-reason`, "looks good");
+    await clickInPage(page, `${item} button.approve`);
+    await page.waitForSelector('.approval-result[data-outcome="ok"][data-decision="approve"]', {
+      timeout: 10_000,
+    });
+    expect(await page.$eval(".approval-result", (el) => el.textContent)).toBe(
+      "approved the merge: looks good · its run's driver takes it within a second",
+    );
+    expect((await run).exitCode).toBe(0);
+    expect(readReport(dir).merge).toMatchObject({ result: "success" });
+    expect(readFileSync(join(repo, "a.txt"), "utf8")).toBe("from a\n");
+    const decided = readFileSync(join(dir, "events.jsonl"), "utf8")
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l))
+      .filter((e) => e.type === "run.approval_decided");
+    expect(decided.map((e) => [e.data.decision, e.data.by, e.data.reason])).toEqual([
+      ["approve", "serve", "looks good"],
+    ]);
     expect(errors).toEqual([]);
     await page.close();
     serve.proc.kill("SIGTERM");

@@ -11,7 +11,7 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { execa } from "execa";
 import { afterAll, describe, expect, it } from "vitest";
-import { RunOutput, ValidateOutput, WaitOutput } from "../../src/contract/mcp.js";
+import { DecideOutput, RunOutput, ValidateOutput, WaitOutput } from "../../src/contract/mcp.js";
 import { Report } from "../../src/contract/report.js";
 import { StatusView } from "../../src/contract/status-view.js";
 import {
@@ -116,6 +116,9 @@ describe("termorch mcp over stdio", () => {
       "logs",
       "send",
       "finish",
+      "approve",
+      "reject",
+      "stop",
       "cancel",
       "agents",
     ]);
@@ -504,6 +507,171 @@ describe("termorch mcp over stdio", () => {
   });
 });
 
+/** One task `a` that waits for a person's decision on its attempt's result; each attempt writes a.txt. */
+function approvalTask(task: Record<string, unknown> = {}, env: Record<string, string> = {}) {
+  return {
+    environment: { workspace_dir: "repo" },
+    tasks: [
+      {
+        id: "a",
+        agent: "sh",
+        context_path: "ctx/task.md",
+        command: ["bash", "-c", 'echo "attempt $TERMORCH_ATTEMPT" > a.txt'],
+        approval: "result",
+        env,
+        ...task,
+      },
+    ],
+  };
+}
+
+/** Until task `a` waits for a decision on `attempt`'s result, as `status` shows it (bounded). */
+async function waitsForApproval(client: Client, run: string, attempt: number): Promise<void> {
+  await waitFor(
+    async () => {
+      const view = StatusView.parse(await ok(client, "status", { run }));
+      expect(view.runs[0]?.phase, "the run to be under way").not.toBe("reported");
+      return view.runs[0]?.tasks.find((t) => t.id === "a")?.waiting_approval?.attempt === attempt;
+    },
+    30_000,
+    `task a to wait for approval of attempt ${attempt}`,
+  );
+}
+
+/** The run's ledger events of one type. */
+function ledgerEvents(
+  runDir: string,
+  type: string,
+): Array<{ task_id?: string; data: Record<string, unknown> }> {
+  return readFileSync(join(runDir, "events.jsonl"), "utf8")
+    .split("\n")
+    .filter((l) => l.trim() !== "")
+    .map((l) => JSON.parse(l))
+    .filter((e) => e.type === type);
+}
+
+const approvalsOf = (r: { run_id: string; run_dir: string }) =>
+  join(r.run_dir, ".termorch", r.run_id, "approvals");
+
+describe("termorch mcp approve and reject", () => {
+  it("approve answers a task waiting on its result: the run finishes with it done, decided by mcp in the ledger", async () => {
+    const { dir, repo } = workspace();
+    const { client } = await connect(dir);
+    const started = RunOutput.parse(await ok(client, "run", { assignments: approvalTask() }));
+    await waitsForApproval(client, started.run_id, 1);
+    const approved = DecideOutput.parse(
+      await ok(client, "approve", { run: started.run_id, task: "a", reason: "looks right" }),
+    );
+    expect(approved).toMatchObject({
+      run_id: started.run_id,
+      task: "a",
+      decision: "approve",
+      at: "result",
+      attempt: 1,
+      driver_live: true,
+    });
+    expect(approved.detail).toMatch(/^approved task a's attempt 1; its driver takes it/);
+    const { last } = await waitFinished(client, started.run_id);
+    expect(last).toMatchObject({ exit_code: 0, tasks: { success: 1 } });
+    const report = Report.parse(await ok(client, "report", { run: started.run_id }));
+    expect(report.tasks[0]).toMatchObject({ status: "success", attempts: 1 });
+    expect(readFileSync(join(repo, "a.txt"), "utf8")).toBe("attempt 1\n");
+    expect(ledgerEvents(started.run_dir, "task.approval_decided")).toEqual([
+      expect.objectContaining({
+        task_id: "a",
+        data: expect.objectContaining({
+          decision: "approve",
+          by: "mcp",
+          at: "result",
+          attempt: 1,
+          reason: "looks right",
+        }),
+      }),
+    ]);
+  });
+
+  it("reject's reason is the next attempt's feedback; a rejection without one is refused", async () => {
+    const { dir, repo } = workspace();
+    const { client } = await connect(dir);
+    const started = RunOutput.parse(await ok(client, "run", { assignments: approvalTask({ retries: 1 }) }));
+    await waitsForApproval(client, started.run_id, 1);
+    // No reason, or only blanks: refused by name, and nothing written for the driver.
+    for (const args of [{}, { reason: "  \n " }]) {
+      const refused = await call(client, "reject", { run: started.run_id, task: "a", ...args });
+      expect(refused.isError).toBe(true);
+      expect(refused._meta?.["termorch/error"]).toMatchObject({ kind: "invalid_input", exit_code: 2 });
+      expect(JSON.stringify(refused.content)).toMatch(/field reason: a rejection needs its reason/);
+    }
+    expect(existsSync(approvalsOf(started))).toBe(false);
+    const reason = "Use the other endpoint, /v2/items.";
+    const rejected = DecideOutput.parse(
+      await ok(client, "reject", { run: started.run_id, task: "a", reason }),
+    );
+    expect(rejected).toMatchObject({ decision: "reject", at: "result", attempt: 1, driver_live: true });
+    await waitsForApproval(client, started.run_id, 2);
+    const feedback = readFileSync(
+      join(started.run_dir, "artifacts", "a", "attempt-2", "feedback.md"),
+      "utf8",
+    );
+    expect(feedback).toContain(reason);
+    await ok(client, "approve", { run: started.run_id, task: "a" });
+    const { last } = await waitFinished(client, started.run_id);
+    expect(last).toMatchObject({ exit_code: 0, tasks: { success: 1 } });
+    expect(readFileSync(join(repo, "a.txt"), "utf8")).toBe("attempt 2\n");
+    const decided = ledgerEvents(started.run_dir, "task.approval_decided").map((e) => e.data);
+    expect(decided.map((d) => [d.decision, d.by, d.attempt, d.reason])).toEqual([
+      ["reject", "mcp", 1, reason],
+      ["approve", "mcp", 2, null],
+    ]);
+  });
+
+  it("approve when nothing waits (a running task, the merge, an unknown task, a finished run) is a tool error that writes nothing", async () => {
+    const { dir } = workspace();
+    const gate = join(dir, "go");
+    const { client } = await connect(dir);
+    const started = RunOutput.parse(
+      await ok(client, "run", {
+        assignments: approvalTask({ command: ["bash", STEP] }, { WAIT_FILE: gate, WRITE: "a.txt=a" }),
+      }),
+    );
+    // Its agent runs (held by the gate): it has not come to its approval yet.
+    await waitFor(
+      () => existsSync(join(started.run_dir, "status", "a.running")),
+      20_000,
+      "task a's running status file",
+    );
+    const refusals: [string, Record<string, unknown>, RegExp][] = [
+      ["approve", { task: "a" }, /task a of run \S+ is not waiting for approval \(it is running\)/],
+      ["reject", { task: "a", reason: "no" }, /task a of run \S+ is not waiting for approval/],
+      ["approve", {}, /the merge of run \S+ is not waiting for approval; nothing of it waits/],
+      ["approve", { task: "ghost" }, /run \S+ has no task ghost; its tasks: a/],
+    ];
+    for (const [name, args, message] of refusals) {
+      const r = await call(client, name, { run: started.run_id, ...args });
+      expect(r.isError, `${name} ${JSON.stringify(args)}`).toBe(true);
+      expect(r._meta?.["termorch/error"]).toMatchObject({
+        kind: "invalid_input",
+        exit_code: 2,
+        message: expect.stringMatching(message),
+      });
+      expect((r.content as { text: string }[])[0]!.text).toMatch(message);
+    }
+    expect(existsSync(approvalsOf(started))).toBe(false);
+    // Once it waits, a rejection with no attempts left ends it; the run is finished then.
+    writeFileSync(gate, "");
+    await waitsForApproval(client, started.run_id, 1);
+    await ok(client, "reject", { run: started.run_id, task: "a", reason: "not this" });
+    const { last } = await waitFinished(client, started.run_id);
+    expect(last).toMatchObject({ exit_code: 1, tasks: { failed: 1 } });
+    const late = await call(client, "approve", { run: started.run_id, task: "a" });
+    expect(late.isError).toBe(true);
+    expect((late.content as { text: string }[])[0]!.text).toMatch(
+      /run \S+ is finished \(exit 1\): nothing waits for a decision/,
+    );
+    expect(existsSync(join(approvalsOf(started), "a.json"))).toBe(false);
+  });
+});
+
 describe("termorch mcp --http", () => {
   it("serves the same tools on loopback, to a client with the token and the server's Host only", async () => {
     const { dir } = workspace();
@@ -564,7 +732,7 @@ describe("termorch mcp --http", () => {
         }),
       );
       clients.push(client);
-      expect((await client.listTools()).tools).toHaveLength(10);
+      expect((await client.listTools()).tools).toHaveLength(13);
       const agents = (await ok(client, "agents", {})) as { agents: Array<{ name: string }> };
       expect(agents.agents.map((a) => a.name)).toContain("claude");
       const { last } = await (async () => {

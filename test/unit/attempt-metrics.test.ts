@@ -123,6 +123,7 @@ describe("the report's summary.metrics.attempts", () => {
       merge: skippedMerge("test"),
       validation: "skipped",
       cancelled: false,
+      stopped: null,
       error: null,
       workspace: "/w",
       tmuxSocket: null,

@@ -35,6 +35,7 @@ function errorReport(kind: ErrorKind, cancelled = false) {
     merge: skippedMerge("the run did not start"),
     validation: "skipped",
     cancelled,
+    stopped: null,
     error: { kind, message: "m", hint: null, problems: [] },
     workspace: null,
     tmuxSocket: null,

@@ -632,6 +632,7 @@ function reportOf() {
     merge: skippedMerge("test"),
     validation: "skipped",
     cancelled: false,
+    stopped: null,
     error: null,
     workspace: "/w",
     tmuxSocket: "termorch",

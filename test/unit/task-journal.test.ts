@@ -214,7 +214,7 @@ describe("state.json and the task journal of an earlier version (flat task recor
       ...grouped(),
       git: { ...grouped().git, refsCreated: [] },
       current: { ...grouped().current, agentIndex: 0 },
-      waiting: { since: null, for: null, answers: [], stateFrom: null, quotaUntil: null },
+      waiting: { since: null, for: null, answers: [], stateFrom: null, quotaUntil: null, approval: null },
     });
   });
 

@@ -139,8 +139,26 @@
       h("summary", {}, "Timeline"),
       timelineBody,
     );
-    const article = h("article", { class: "run", "data-run": run.run_id }, head, table, timeline);
-    return { article, head, tbody, timeline, timelineBody, signature: "", fetching: false, again: false };
+    // What waits for a person's decision: kept across views (not redrawn), so that a reason being
+    // typed keeps its text and focus, and a click lands on the button it aimed at.
+    const approvalList = h("div", { class: "approval-list" });
+    const approvalResult = h("div", { class: "approval-result", role: "status" });
+    const approvals = h("section", { class: "approvals", hidden: true }, approvalList, approvalResult);
+    const article = h("article", { class: "run", "data-run": run.run_id }, head, approvals, table, timeline);
+    return {
+      article,
+      head,
+      tbody,
+      timeline,
+      timelineBody,
+      approvals,
+      approvalList,
+      approvalResult,
+      approvalItems: new Map(),
+      signature: "",
+      fetching: false,
+      again: false,
+    };
   }
 
   function updateRun(entry, run) {
@@ -181,6 +199,7 @@
     );
     entry.head.replaceChildren(...head.childNodes);
     entry.tbody.replaceChildren(...run.tasks.map((t) => taskRow(run, t)));
+    updateApprovals(entry, run);
     const signature = JSON.stringify([
       run.phase,
       run.report,
@@ -272,6 +291,14 @@
           `waiting for a rate limit until ${clock(t.waiting_quota_until)}`,
         )
       : null;
+    // It waits for a person's decision: the buttons are above the table (updateApprovals).
+    const approval = t.waiting_approval
+      ? h(
+          "span",
+          { class: "waiting approval-wait", title: approvalWords(t.waiting_approval) },
+          "waiting for approval",
+        )
+      : null;
     // A blocked task whose agent asked for a person: said as loudly as a wait for input.
     const human = t.needs_human
       ? h(
@@ -325,6 +352,7 @@
           : null,
         waiting,
         quota,
+        approval,
         lastAttempt(t),
         human,
         t.remote
@@ -350,6 +378,150 @@
       h("td", { class: "last-line", title: t.last_line || "" }, t.last_line || ""),
       h("td", { class: "actions" }, button),
     );
+  }
+
+  // ---- approving or rejecting what waits for a person's decision ---------------------------------
+
+  /** A wait in words, as `status` says it (contract/approval.ts's approvalLine), times in local time. */
+  function approvalWords(w) {
+    const what = approvalWhat(w);
+    return `waiting for a person to approve ${what} (since ${clock(w.since)}${w.until ? `, until ${clock(w.until)}` : ""})`;
+  }
+
+  function approvalWhat(w) {
+    return w.at === "start" ? "its start" : w.at === "result" ? `attempt ${w.attempt}'s result` : "the merge";
+  }
+
+  /** The run's waits: each task's, then its merge's (whose times the view gives in epoch ms). */
+  function waitsOf(run) {
+    const waits = run.tasks
+      .filter((t) => t.waiting_approval)
+      .map((t) => ({ task: t.id, wait: t.waiting_approval }));
+    const m = run.merge;
+    if (m && m.step === "waiting_approval" && m.approval) {
+      const iso = (ms) => (typeof ms === "number" ? new Date(ms).toISOString() : ms);
+      waits.push({
+        task: null,
+        wait: { ...m.approval, since: iso(m.approval.since), until: iso(m.approval.until) },
+      });
+    }
+    return waits;
+  }
+
+  /**
+   * Above the run's tasks, a line for each wait for a person's decision: what waits, an Approve
+   * button, and a reason (required to reject, the task's next attempt is told it) with a Reject
+   * button. A wait's line stays as it is while it waits (same task, point and attempt).
+   */
+  function updateApprovals(entry, run) {
+    const waits = waitsOf(run);
+    const keep = new Set();
+    const lines = waits.map((w) => {
+      const key = `${w.task ?? ""}|${w.wait.at}|${w.wait.attempt}`;
+      keep.add(key);
+      let item = entry.approvalItems.get(key);
+      if (!item) {
+        item = approvalItem(entry, run.run_id, w);
+        entry.approvalItems.set(key, item);
+      }
+      return item;
+    });
+    for (const [key, item] of entry.approvalItems) {
+      if (!keep.has(key)) {
+        item.remove();
+        entry.approvalItems.delete(key);
+      }
+    }
+    if (
+      lines.some((el, i) => entry.approvalList.children[i] !== el) ||
+      entry.approvalList.children.length !== lines.length
+    )
+      entry.approvalList.replaceChildren(...lines);
+    entry.approvals.hidden = lines.length === 0 && entry.approvalResult.textContent === "";
+  }
+
+  function approvalItem(entry, runId, w) {
+    const reason = h("input", {
+      type: "text",
+      class: "approval-reason",
+      autocomplete: "off",
+      spellcheck: "false",
+      maxlength: "16384",
+      placeholder: "reason: required to reject (the next attempt is told it)",
+      "aria-label": "reason",
+    });
+    const approve = h("button", { type: "button", class: "approve" }, "Approve");
+    const reject = h("button", { type: "submit", class: "reject" }, "Reject");
+    const form = h("form", { class: "approval-form" }, reason, reject);
+    const item = h(
+      "div",
+      {
+        class: "approval",
+        "data-task": w.task,
+        "data-merge": w.task === null,
+        "data-at": w.wait.at,
+        "data-attempt": String(w.wait.attempt),
+      },
+      w.task === null ? h("b", {}, "merge") : h("b", { class: "task-id" }, w.task),
+      h("span", { class: "waiting approval-line" }, approvalWords(w.wait)),
+      approve,
+      form,
+    );
+    const buttons = [approve, reject];
+    approve.addEventListener("click", () => void decideWait(entry, runId, w, "approve", reason, buttons));
+    form.addEventListener("submit", (e) => {
+      e.preventDefault();
+      void decideWait(entry, runId, w, "reject", reason, buttons);
+    });
+    return item;
+  }
+
+  function setApprovalResult(entry, text, outcome, decision) {
+    const el = entry.approvalResult;
+    el.textContent = text;
+    el.dataset.outcome = outcome;
+    if (decision) el.dataset.decision = decision;
+    else delete el.dataset.decision;
+    entry.approvals.hidden = false;
+  }
+
+  /** Posts a decision (the server writes it as `termorch approve|reject` does, by "serve"), then says how it went. */
+  async function decideWait(entry, runId, w, verb, reasonInput, buttons) {
+    const reason = reasonInput.value.trim();
+    const what = w.task === null ? "the merge" : `task ${w.task} (${approvalWhat(w.wait)})`;
+    const done = verb === "approve" ? "approved" : "rejected";
+    if (verb === "reject" && reason === "") {
+      setApprovalResult(
+        entry,
+        `not rejected: a rejection needs its reason (what is wrong), in the field next to Reject`,
+        "bad",
+      );
+      reasonInput.focus();
+      return;
+    }
+    for (const b of buttons) b.disabled = true;
+    setApprovalResult(entry, `${verb === "approve" ? "approving" : "rejecting"} ${what}…`, "wait");
+    const path =
+      w.task === null
+        ? `/runs/${encodeURIComponent(runId)}/merge/${verb}`
+        : `/runs/${encodeURIComponent(runId)}/tasks/${encodeURIComponent(w.task)}/${verb}`;
+    try {
+      const res = await fetch(withToken(path), {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify(reason === "" ? {} : { reason }),
+      });
+      const body = await res.json().catch(() => ({}));
+      if (res.ok) {
+        const detail = body.detail ? ` · ${body.detail}` : "";
+        setApprovalResult(entry, `${done} ${what}${reason ? `: ${reason}` : ""}${detail}`, "ok", verb);
+        return;
+      }
+      setApprovalResult(entry, `not ${done}: ${body.error || res.status}`, "bad");
+    } catch {
+      setApprovalResult(entry, `not ${done}: the dashboard cannot be reached`, "bad");
+    }
+    for (const b of buttons) b.disabled = false;
   }
 
   // A running task's time moves on between views.
