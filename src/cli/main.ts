@@ -1,5 +1,6 @@
 import "./zod-jitless.js";
 import { existsSync } from "node:fs";
+import { dirname, join } from "node:path";
 import { Writable } from "node:stream";
 import { Argument, Command, CommanderError, Option } from "commander";
 import { secretValuesOf } from "../agent/environment.js";
@@ -560,6 +561,10 @@ function summary(result: RunResult): string {
     lines.push(
       `termorch: run ${report.run_id}: ${ok}/${plural(report.tasks.length, "task")} succeeded in ${(report.summary.metrics?.wall_time_ms ?? 0) / 1000}s; merge ${report.merge.result}${report.merge.reason ? ` (${report.merge.reason})` : ""}`,
     );
+    if (report.stopped)
+      lines.push(
+        `  stopped at its wave boundary (${report.stopped.reason}); its session handoff: ${join(result.runDir, report.stopped.handoff)}`,
+      );
     for (const t of report.tasks.filter((x) => x.status !== "success")) {
       // The log that holds the agent's output (stderr, or stdout when only that has text; a tty
       // agent's terminal transcript): its name says which.

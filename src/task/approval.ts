@@ -10,6 +10,7 @@ import { type ApprovalAsked, ApprovalDecision, type ApprovalWait } from "../cont
 import { approvalFileOf } from "../fs/private-dir.js";
 import type { AttemptSide } from "./attempt.js";
 import { DETACHED, type TaskEnd } from "./executor.js";
+import { killPoint } from "./faults.js";
 import { INTEGRATION_REVIEW } from "./task-plan.js";
 
 /** How often the decision file is looked for: a person's answer needs no faster. */
@@ -49,6 +50,7 @@ export async function awaitDecision(
   const { run, ports, stop } = side;
   const file = approvalFileOf(run.privateDir, id);
   await show(wait);
+  await killPoint(run.fault, "kill-while-waiting-approval", id);
   const end = await new Promise<WaitEnd>((resolve) => {
     let timer: NodeJS.Timeout | undefined;
     let over = false;

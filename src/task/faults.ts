@@ -48,6 +48,8 @@ import type { AdvanceTargetOptions } from "../git/advance.js";
  *   never judging attempt n again nor running it twice.
  * - `kill-while-waiting-quota[:task]`: SIGKILL while the task waits for a rate limit to lift (its
  *   next attempt's earliest start journaled): a resume waits until that same moment, then runs it.
+ * - `kill-while-waiting-approval[:task]`: SIGKILL while the task waits for a person's decision
+ *   (its wait journaled): a decision given meanwhile is taken by the resume, which runs nothing twice.
  * - `kill-after-integration-commit`: SIGKILL once the integration commit and branch exist,
  *   before the target moves.
  * - `kill-after-redo-recorded[:task]`: SIGKILL once a redo is recorded (its conflict section
@@ -92,6 +94,7 @@ export type FaultPoint =
   | "kill-after-feedback"
   | "kill-after-next-chosen"
   | "kill-while-waiting-quota"
+  | "kill-while-waiting-approval"
   | "kill-after-integration-commit"
   | "kill-after-redo-recorded"
   | "kill-after-redo-prepared"
