@@ -59,8 +59,20 @@ export function checkMergePolicy(
     });
     instead.push(r.instead);
   }
+  // A task's result is judged on its worker, where no decision the coordinator's folder gets is read.
+  for (const [i, t] of input.assignments.tasks.entries()) {
+    const at = typeof t.approval === "string" ? t.approval : t.approval?.at;
+    if (at !== "result") continue;
+    problems.push({
+      file: input.file,
+      field: `tasks[${i}].approval`,
+      task: t.id,
+      message: `approval "result" is not supported with backend bullmq yet (the task's gates run on its worker)`,
+    });
+    instead.push('approval "start", or merge.approval for the whole run');
+  }
   if (problems.length === 0) return;
-  throw new InputError(problems, `Use ${instead.join(" and ")} with workers, or run locally.`);
+  throw new InputError(problems, `Use ${[...new Set(instead)].join(" and ")} with workers, or run locally.`);
 }
 
 /**

@@ -119,3 +119,19 @@ describe("termorch stop --at-boundary", () => {
     expect(lines(counter)).toEqual([]);
   }, 90_000);
 });
+
+describe("approval with workers", () => {
+  it('refuses a task\'s approval "result" with backend bullmq, before anything starts (exit 2)', async () => {
+    const { dir, repo } = workspace({ git: true });
+    const config = join(dir, "config.json");
+    writeFileSync(config, JSON.stringify({ backend: "bullmq", redis: "redis://127.0.0.1:1" }));
+    const file = writeAssignments(dir, [{ id: "T", approval: "result" }]);
+    for (const command of ["validate", "run"]) {
+      const r = await termorch([command, file, "--config", config], { socket });
+      expect(r.exitCode).toBe(2);
+      expect(r.stderr).toContain('approval "result" is not supported with backend bullmq yet');
+    }
+    expect(existsSync(join(dir, "state.json"))).toBe(false);
+    expect(git(repo, "branch", "--list", "termorch/*")).toBe("");
+  });
+});
