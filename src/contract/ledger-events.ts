@@ -7,6 +7,7 @@ import { KeyAnswer } from "./keys.js";
 import { Reason } from "./reason.js";
 import { Gate } from "./report.js";
 import { ReviewRecord } from "./review.js";
+import { BoundaryWhy } from "./session-handoff.js";
 import { StatusFile } from "./status.js";
 
 /**
@@ -87,6 +88,8 @@ const EVENTS = {
   },
   "run.resumed": {
     pid: z.number(),
+    /** It goes on from a stop at its wave boundary (why it stopped). */
+    stopped: BoundaryWhy.optional(),
     tasks: z.array(z.object({ id: z.string(), state: z.string(), attempts: z.number() })),
   },
   "run.cancel_requested": { by: z.string() },

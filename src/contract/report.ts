@@ -7,6 +7,7 @@ import { BudgetStanding } from "./budget.js";
 import { OnConflict, OnGateFailure } from "./merge-policy.js";
 import { Reason, TaskState } from "./reason.js";
 import { ReviewRecord } from "./review.js";
+import { BoundaryWhy } from "./session-handoff.js";
 
 /** A set of tasks whose changes collide. */
 export const Conflict = z.strictObject({
@@ -411,7 +412,7 @@ export const Report = z.strictObject({
   exit_code: z.number().int(),
   stopped: z
     .strictObject({
-      reason: z.enum(["wave_complete", "hitl_gate"]),
+      reason: BoundaryWhy,
       handoff: z.string().describe("Its session handoff, relative to the run directory (handoff.json)"),
     })
     .nullable()

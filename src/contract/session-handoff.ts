@@ -11,6 +11,10 @@ export const SessionStopReason = z.enum([
 ]);
 export type SessionStopReason = z.infer<typeof SessionStopReason>;
 
+/** Why a run stopped at a wave boundary: `termorch stop --at-boundary`, or an approval's timeout. */
+export const BoundaryWhy = SessionStopReason.extract(["wave_complete", "hitl_gate"]);
+export type BoundaryWhy = z.infer<typeof BoundaryWhy>;
+
 /**
  * `handoff.json`, beside the report: where a run stands when it ends, and how to go on, in the
  * seed's session handoff shape (autonomous-orchestration-spec.md, 3.2); its names are the seed's.

@@ -9,6 +9,7 @@ import { KeyAnswer } from "./keys.js";
 import { DEFAULT_GATE_FIX_ATTEMPTS, OnConflict, OnGateFailure } from "./merge-policy.js";
 import { Reason, TaskState } from "./reason.js";
 import { Gate, GitControlFile, Redo } from "./report.js";
+import { BoundaryWhy } from "./session-handoff.js";
 
 /**
  * A redo in progress (merge.on_conflict "redo", or a gate's fix under on_gate_failure
@@ -319,7 +320,7 @@ export const RunState = z.strictObject({
   /** Path of the report once written. */
   report: z.string().nullable(),
   /** The run stopped at a wave boundary (its report and handoff say so): `termorch resume` goes on. */
-  stopped: z.enum(["wave_complete", "hitl_gate"]).nullable().default(null),
+  stopped: BoundaryWhy.nullable().default(null),
   exit_code: z.number().int().nullable(),
 });
 export type RunState = z.infer<typeof RunState>;

@@ -3,6 +3,7 @@ import type { Budget } from "../contract/assignments.js";
 import type { OnConflict, OnGateFailure } from "../contract/merge-policy.js";
 import type { Bisect, Conflict, Culprit, Gate, RefChange, Report, TaskReport } from "../contract/report.js";
 import type { ReviewRecord } from "../contract/review.js";
+import type { BoundaryWhy } from "../contract/session-handoff.js";
 import type { TaskRun } from "../contract/state.js";
 import {
   type ErrorKind,
@@ -13,7 +14,6 @@ import {
 } from "../errors.js";
 import { HANDOFF_FILE } from "../fs/names.js";
 import { budgetStanding } from "../spend/budget.js";
-import type { BoundaryWhy } from "../task/stop.js";
 import { attemptMetrics } from "./attempt-metrics.js";
 
 /** How the merge step ended (filled in by the merge stage; `skipped` until it runs). */

@@ -238,6 +238,8 @@ export async function drive(
     socket: remote ? null : ports.runner.socket,
     dryRun: false,
   });
+  // Before the report's page is drawn from the ledger: a page drawn again later draws the same.
+  await writeHandoff(run, recorder, ports, report, stop.boundaryWhy);
   await ledger.append("report.written", {
     exit_code: report.exit_code,
     completed: report.summary.completed,
@@ -247,7 +249,6 @@ export async function drive(
   });
   await killPoint(run.fault, "kill-before-report");
   const result = await writeReport(runDir, report);
-  await writeHandoff(run, recorder, ports, report, stop.boundaryWhy);
   await killPoint(run.fault, "kill-after-report");
   await o.stateFile.finish({
     // The run's notices were about it while it ran.

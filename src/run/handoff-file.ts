@@ -1,13 +1,12 @@
 import { join } from "node:path";
 import type { Report } from "../contract/report.js";
-import type { SessionStopReason } from "../contract/session-handoff.js";
+import type { BoundaryWhy, SessionStopReason } from "../contract/session-handoff.js";
 import { writeJsonAtomic } from "../fs/atomic.js";
 import { HANDOFF_FILE } from "../fs/names.js";
 import { sessionHandoff } from "../report/session-handoff.js";
 import type { Ports } from "../task/ports.js";
 import type { TaskRecorder } from "../task/recorder.js";
 import type { RunPlan } from "../task/run-plan.js";
-import type { BoundaryWhy } from "../task/stop.js";
 
 /** Why the run ended, in the seed's words: its stop at a boundary, else what its report says. */
 export function stopReasonOf(report: Report, boundary: BoundaryWhy | null): SessionStopReason {

@@ -1,10 +1,10 @@
 import type { Report } from "../contract/report.js";
+import type { BoundaryWhy } from "../contract/session-handoff.js";
 import { outputLogOf } from "../fs/output-log.js";
 import type { Redactor } from "../redact/redactor.js";
 import { buildReport, type MergeOutcome, type RunError } from "../report/build.js";
 import type { TaskRecorder } from "../task/recorder.js";
 import type { RunPlan } from "../task/run-plan.js";
-import type { BoundaryWhy } from "../task/stop.js";
 import { agentOf } from "../task/task-plan.js";
 
 /** The run's report, redacted, from its tasks as recorded and the merge's outcome. */

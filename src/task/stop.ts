@@ -1,3 +1,5 @@
+import type { BoundaryWhy } from "../contract/session-handoff.js";
+
 /**
  * Why a run stops early.
  * - cancel: the caller's signal or `termorch cancel`. Running agents are ended, nothing new
@@ -13,9 +15,6 @@
  *   its report says it stopped (exit 5), for `termorch resume` to go on. Nothing is aborted.
  */
 export type StopReason = "cancel" | "fail-fast" | "detach" | "boundary";
-
-/** Why a run stopped at a boundary, in the session handoff's words. */
-export type BoundaryWhy = "wave_complete" | "hitl_gate";
 
 /**
  * The one stop of a run. Its AbortController is aborted at the first request (but a stop at a

@@ -87,7 +87,9 @@ describe("termorch stop --at-boundary", () => {
     });
     // The schema the CLI prints is the one it validates against.
     const schema = await termorch(["schema", "session-handoff"], { socket });
-    expect(JSON.parse(schema.stdout).required).toEqual(expect.arrayContaining(["stop_reason", "progress", "resume"]));
+    expect(JSON.parse(schema.stdout).required).toEqual(
+      expect.arrayContaining(["stop_reason", "progress", "resume"]),
+    );
 
     const resumed = await termorch(["resume", dir], { socket });
     expect(resumed.exitCode, resumed.stderr).toBe(0);

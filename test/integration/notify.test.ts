@@ -114,8 +114,10 @@ describe("notifications", () => {
       "run.budget_exhausted",
       "run.budget_warning",
       "run.finished",
+      "run.waiting_approval",
       "task.failed",
       "task.needs_human",
+      "task.waiting_approval",
       "task.waiting_input",
       "task.waiting_quota",
     ]);

@@ -9,7 +9,7 @@ import { describe, expect, it, vi } from "vitest";
 import type { InputError } from "../../src/errors.js";
 import { decide } from "../../src/ops/approval.js";
 import { resumeRun, runAssignments } from "../../src/run/runner.js";
-import { MiddleRun, middleTier } from "./harness.js";
+import { MiddleRun, middleTier, notifyRecorder } from "./harness.js";
 
 let run: MiddleRun;
 
@@ -37,9 +37,12 @@ const waiting = (ids: string[], attempt = 1) =>
 
 describe("approval of a task's result", () => {
   it("waits once the attempt passed its gates; a rejection's reason is the next attempt's feedback; an approval ends it done", async () => {
-    run = new MiddleRun([{ id: "a", retries: 1, approval: "result" }]);
+    run = new MiddleRun([{ id: "a", retries: 1, approval: "result" }], {
+      config: { notify: { command: ["never-run"] } },
+    });
     run.host.onLaunch = (a) => a.exit(0);
-    const done = runAssignments({ assignmentsFile: run.file, ...run.options() });
+    const { sent, seams } = notifyRecorder();
+    const done = runAssignments({ assignmentsFile: run.file, ...run.options({ seams }) });
     await waiting(["a"]);
     await answer("a", "reject", "Use the other endpoint.");
     await waiting(["a"], 2);
@@ -67,6 +70,11 @@ describe("approval of a task's result", () => {
       ["approve", "tester", 2],
     ]);
     expect(decided.every((e) => typeof e.data.decided_at === "string")).toBe(true);
+    // Each wait is told to notify, with what waits.
+    expect(sent.filter((e) => e.event === "task.waiting_approval")).toMatchObject([
+      { task_id: "a", approval: { at: "result", attempt: 1 } },
+      { task_id: "a", approval: { at: "result", attempt: 2 } },
+    ]);
   });
 
   it("a rejection with no attempts left ends the task (reason rejected); no decision within timeout_s is one", async () => {

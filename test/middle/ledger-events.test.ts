@@ -48,6 +48,7 @@ describe("the ledger's events", () => {
         "task.skipped",
         "merge.skipped",
         "report.written",
+        "run.handoff",
       ]),
     );
     const timeline = timelineOf(

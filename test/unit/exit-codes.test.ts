@@ -12,7 +12,7 @@ import { GitError, GitVersionError } from "../../src/git/errors.js";
 import { buildReport, skippedMerge } from "../../src/report/build.js";
 import { LaunchError, TmuxEnvironmentError, TmuxError } from "../../src/tmux/errors.js";
 
-// README's table: 0 ok, 1 failed, 2 invalid input or usage, 3 conflict, 4 locked, 70 internal, 130 interrupted.
+// README's table: 0 ok, 1 failed, 2 invalid input or usage, 3 conflict, 4 locked, 5 stopped at a boundary, 70 internal, 130 interrupted.
 const expected: Record<ErrorKind, number> = {
   invalid_input: 2,
   usage: 2,
@@ -54,6 +54,7 @@ describe("exit code table", () => {
       invalid: 2,
       conflict: 3,
       locked: 4,
+      stopped: 5,
       internal: 70,
       interrupted: 130,
     });
