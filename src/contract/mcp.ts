@@ -192,6 +192,16 @@ export const RunChange = z.discriminatedUnion("event", [
       ),
   }),
   z.strictObject({ event: z.literal("task_input_resumed"), at: z.string(), task: z.string() }),
+  z
+    .strictObject({
+      event: z.literal("waiting_approval"),
+      at: z.string(),
+      task: z.string().nullable().describe("The task that waits; null: the run's merge"),
+      what: z.enum(["start", "result", "merge"]),
+      attempt: z.number().int(),
+      until: z.string().nullable().describe("When its timeout_s ends the wait; null: none"),
+    })
+    .describe("Something waits for a person's decision: answer it with `approve` or `reject`"),
   z.strictObject({
     event: z.literal("task_ended"),
     at: z.string(),

@@ -110,6 +110,16 @@ function changeOf(event: LedgerEvent, runDir: string): RunChange | null {
       };
     case "task.input_resumed":
       return { event: "task_input_resumed", at, task };
+    case "task.waiting_approval":
+    case "run.waiting_approval":
+      return {
+        event: "waiting_approval",
+        at,
+        task: entry.type === "run.waiting_approval" ? null : task,
+        what: entry.data.at ?? "result",
+        attempt: entry.data.attempt ?? 0,
+        until: entry.data.until ?? null,
+      };
     case "task.success":
     case "task.failed":
     case "task.skipped": {

@@ -558,6 +558,23 @@ describe("termorch mcp approve and reject", () => {
     const { dir, repo } = workspace();
     const { client } = await connect(dir);
     const started = RunOutput.parse(await ok(client, "run", { assignments: approvalTask() }));
+    // wait answers once the task waits, with what waits.
+    const heard = await waitFor(
+      async () => {
+        let cursor: string | undefined;
+        for (;;) {
+          const w = WaitOutput.parse(
+            await ok(client, "wait", { run: started.run_id, timeout_s: 20, ...(cursor ? { cursor } : {}) }),
+          );
+          const change = w.changes.find((c) => c.event === "waiting_approval");
+          if (change || w.finished) return change ?? null;
+          cursor = w.cursor;
+        }
+      },
+      60_000,
+      "wait to tell the approval's wait",
+    );
+    expect(heard).toMatchObject({ event: "waiting_approval", task: "a", what: "result", attempt: 1 });
     await waitsForApproval(client, started.run_id, 1);
     const approved = DecideOutput.parse(
       await ok(client, "approve", { run: started.run_id, task: "a", reason: "looks right" }),
