@@ -10,9 +10,11 @@
 // the feedback section to the second attempt's CLI, another CLI than the first and the
 // reviewer's. Then: a reviewer's edit of the work is discarded and named, and an invalid verdict
 // fails the gate. Each run prints the time and tokens its reviews took (the ledger's
-// task.review_started to task.reviewed; each review's usage).
+// task.review_started to task.reviewed; each review's usage). Last, a person in the reviewer's
+// place: claude's result rejected with the same comment through `termorch reject`, which reaches
+// its next attempt's request to the model the same way.
 import { execFileSync } from "node:child_process";
-import { readFileSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import type { Report } from "../../src/contract/report.js";
@@ -388,5 +390,41 @@ describe("what a reviewer may not do, through a real CLI", () => {
     expect(() => committed(p.repo, "out.txt")).toThrow();
     expect(ledger(p.dir).find((e) => e.type === "task.reviewed")?.data.verdict).toBe("invalid");
     measure(`${reviewer.preset} reviewing ${author.preset} (invalid)`, p.dir, report);
+  });
+});
+
+describe("a person's rejection through a real CLI", () => {
+  it("claude's result is rejected with a reason; its next attempt's request to the model carries it, and the approved fix merges", async () => {
+    modelServer().setScript(model());
+    const claude = RECIPES.claude;
+    // No reviewer: a person decides, once each attempt passed its gates.
+    const p = prepare(claude, claude, { retries: 1, approval: "result", success_criteria: {} });
+    const waitsOn = (attempt: number) =>
+      existsSync(join(p.dir, "events.jsonl")) &&
+      ledger(p.dir).some((e) => e.type === "task.waiting_approval" && e.data.attempt === attempt);
+    const before = modelServer().requests.length;
+    const running = run(p);
+    const bounded = async (attempt: number): Promise<void> => {
+      for (const deadline = Date.now() + 60_000; !waitsOn(attempt); ) {
+        if (Date.now() > deadline) throw new Error(`attempt ${attempt} never waited for approval`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    };
+    await bounded(1);
+    const rejected = await world.termorch(["reject", p.dir, "R", "--reason", COMMENT]);
+    expect(rejected.exitCode, rejected.stderr).toBe(0);
+    await bounded(2);
+    const approved = await world.termorch(["approve", p.dir, "R"]);
+    expect(approved.exitCode, approved.stderr).toBe(0);
+    const { exitCode, report, stderr } = await running;
+    expect(exitCode, stderr).toBe(0);
+    expect(report.tasks[0]!.attempt_history!.map((h) => h.reason)).toEqual(["rejected", null]);
+    // The reason reached the model only through attempt 2's feedback section, in claude's request.
+    const second = modelServer()
+      .requests.slice(before)
+      .filter((q) => q.main && stringsOf(q.text).includes("### A person rejected the result"));
+    expect(second.length).toBeGreaterThan(0);
+    expect(stringsOf(second[0]!.text)).toContain(COMMENT);
+    expect(committed(p.repo, "out.txt")).toBe(`${RIGHT}\n`);
   });
 });

@@ -19,7 +19,9 @@ describe("a daemon's run waiting for approval", () => {
     j.drop();
     const runDir = join(h, "runs", "held");
     await waitFor(
-      () => existsSync(join(runDir, "events.jsonl")) && readFileSync(join(runDir, "events.jsonl"), "utf8").includes('"task.waiting_approval"'),
+      () =>
+        existsSync(join(runDir, "events.jsonl")) &&
+        readFileSync(join(runDir, "events.jsonl"), "utf8").includes('"task.waiting_approval"'),
       30_000,
       "A waiting for approval",
     );
@@ -29,7 +31,10 @@ describe("a daemon's run waiting for approval", () => {
     expect(approved.exitCode, approved.stderr).toBe(0);
     void startDaemon(h);
     await waitFor(() => existsSync(answer(h, "held")), 30_000, "the answer after the restart");
-    expect(readAnswer(h, "held")).toMatchObject({ summary: { completed: true }, merge: { result: "success" } });
+    expect(readAnswer(h, "held")).toMatchObject({
+      summary: { completed: true },
+      merge: { result: "success" },
+    });
     expect(readFileSync(join(j.ws.repo, "a.txt"), "utf8")).toBe("a\n");
     expect(lines(counter)).toEqual(["A"]);
   }, 90_000);
