@@ -184,7 +184,14 @@ function budgetOf(
 /** Builds execution_report.json: the keys of docs/contract.md exactly, plus the README's additions. */
 export function buildReport(input: ReportInput): Report {
   const tasks = input.tasks.map((t) =>
-    taskReport(t, input.outputLogs?.get(t.id) ?? "stderr", input.escalations?.get(t.id)),
+    taskReport(
+      // Not started because the run stopped at its boundary: its resume starts it.
+      input.stopped && t.state === "pending"
+        ? { ...t, detail: "not started: the run stopped at its wave boundary; termorch resume starts it" }
+        : t,
+      input.outputLogs?.get(t.id) ?? "stderr",
+      input.escalations?.get(t.id),
+    ),
   );
   const byStatus: Record<string, number> = {};
   for (const t of tasks) byStatus[t.status] = (byStatus[t.status] ?? 0) + 1;

@@ -52,6 +52,9 @@ describe("stop at a wave boundary", () => {
       ["c", "skipped"],
     ]);
     expect(run.host.of("c")).toHaveLength(0);
+    expect(stopped.tasks[3]!.detail).toBe(
+      "not started: the run stopped at its wave boundary; termorch resume starts it",
+    );
     const handoff = handoffOf();
     expect(handoff).toMatchObject({
       type: "session_handoff",
