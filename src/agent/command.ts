@@ -300,6 +300,26 @@ export function taskSandbox(
   );
 }
 
+/**
+ * A reviewer's sandbox where none is configured for its task: on (its copy of the work read-only,
+ * its CLI's own folders writable, the network as it is: its CLI must reach its model), unless a
+ * level turns the sandbox off; null then. A configured sandbox is taskSandbox's.
+ */
+export function reviewerSandbox(
+  config: Pick<Config, "defaults">,
+  agent: Pick<ResolvedAgent, "sandbox" | "sandboxNeeds">,
+  task: Pick<Task, "sandbox">,
+): SandboxSetting | null {
+  const levels = [config.defaults.sandbox, agent.sandbox, task.sandbox];
+  if (levels.filter((l) => l !== undefined).at(-1) === "off") return null;
+  const own = agent.sandboxNeeds?.write ?? [];
+  return resolveSandbox(
+    [{ network: "host" }, ...levels],
+    agent.sandboxNeeds,
+    CLI_FOLDERS.filter((p) => !own.includes(p)),
+  );
+}
+
 /** `argv` with the first run of `from` replaced by `to` (unchanged without one, or without `to`). */
 function replaceRun(
   argv: readonly string[],

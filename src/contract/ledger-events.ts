@@ -50,7 +50,14 @@ const ApprovalDecided = {
   by: z.string(),
   decided_at: z.string().optional(),
 };
-const ReviewStarted = { attempt: z.number(), agent: z.string(), session: z.string(), logs: Logs };
+const ReviewStarted = {
+  attempt: z.number(),
+  agent: z.string(),
+  session: z.string(),
+  logs: Logs,
+  /** It ran in a sandbox, its copy of the work read-only. */
+  sandboxed: z.boolean().optional(),
+};
 
 /** A task's change of state: its status file as written, with its gates, branch and commit. */
 const TaskStateData = {

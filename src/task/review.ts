@@ -1,7 +1,8 @@
 /**
  * The review gate (success_criteria.review): once an attempt passed its other gates, a reviewer
  * agent reads the task, its change, its handoff and its gates in a copy of the work it cannot
- * change (src/git/review-copy.ts; read-only in its sandbox when it has one), and writes a verdict.
+ * change (src/git/review-copy.ts; read-only in its sandbox, one of its own where none is
+ * configured and the machine can make it), and writes a verdict.
  * What it changes anyway is discarded with the copy and named. Its usage is the task's.
  */
 import { mkdirSync, readFileSync, rmSync } from "node:fs";
@@ -16,6 +17,7 @@ import { sessionPrefix } from "../fs/names.js";
 import { Refused, readInside, writeFresh } from "../fs/no-follow.js";
 import { changeText, makeReviewCopy, reviewCopyChanges } from "../git/review-copy.js";
 import type { ExitRecord, RunningAttempt } from "../runner/task-runner.js";
+import { sandboxTools } from "../sandbox/probe.js";
 import { cappedArgv } from "../spend/budget.js";
 import { agentOutcome } from "./agent-output.js";
 import { type AttemptSide, attemptEnv } from "./attempt.js";
@@ -293,7 +295,9 @@ async function runReviewer(
   s: ReviewSubject,
 ): Promise<Ran | "detached"> {
   const { run, ports, stop } = a;
-  const agent = review.agent;
+  // Its own sandbox where none is configured, when this machine can make one.
+  const agent =
+    review.boxed && typeof sandboxTools(run.processEnv.PATH) !== "string" ? review.boxed : review.agent;
   const session = reviewSession(run.runId, s.id);
   const stem = ports.logNames.next(`review-${agent.name}`, ports.now());
   const logs = { stdout: `logs/${stem}.out`, stderr: `logs/${stem}.err` };
@@ -319,7 +323,12 @@ async function runReviewer(
             readOnly: true,
             home: agent.env.HOME ?? "/",
             writable: { folders: [join(review.copy, REVIEW_FILES_DIR)], files: [] },
-            readable: [review.promptFile, ...agent.argv.filter((x) => x.startsWith("/"))],
+            // Its CLI as its PATH finds it, wherever that is (a folder under /tmp, which the sandbox replaces).
+            readable: [
+              review.promptFile,
+              ...agent.argv.filter((x) => x.startsWith("/")),
+              ...(agent.env.PATH ?? "").split(":").filter((d) => d.startsWith("/")),
+            ],
           },
           box,
         )
@@ -351,7 +360,7 @@ async function runReviewer(
       usage: null,
     };
   }
-  const started = { attempt: s.attempt, agent: agent.name, session, logs };
+  const started = { attempt: s.attempt, agent: agent.name, session, logs, sandboxed: agent.sandbox !== null };
   if (s.id === INTEGRATION_REVIEW) await ports.ledger.append("run.review_started", started);
   else await ports.ledger.append("task.review_started", started, s.id);
   let timedOut = false;

@@ -1,5 +1,5 @@
 import { join, posix } from "node:path";
-import { type ResolvedAgent, substitute, taskSandbox } from "../agent/command.js";
+import { type ResolvedAgent, reviewerSandbox, substitute, taskSandbox } from "../agent/command.js";
 import { agentEnvironment } from "../agent/environment.js";
 import type { KnownDialog, SessionStore } from "../agent/presets.js";
 import type { OutputFormat } from "../agent/results.js";
@@ -58,7 +58,13 @@ export interface TaskPlan {
  * (src/git/review-copy.ts), with a prompt of its own, headless whatever the task is.
  */
 export interface ReviewPlan {
+  /** As its settings say: sandboxed when its task's sandbox is configured. */
   agent: AgentPlan;
+  /**
+   * Where no sandbox is configured (nor turned off): the same in a sandbox of its own, its copy
+   * read-only (agent/command.ts reviewerSandbox); run when the machine can make one, else `agent`.
+   */
+  boxed: AgentPlan | null;
   /** The copy's folder (made afresh for each review), and the reviewer's cwd in it. */
   copy: string;
   cwd: string;
@@ -390,20 +396,29 @@ function planReview(
   const cwd = join(copy, place.gitPrefix ?? "");
   const promptFile = reviewPromptFile(place, r.task.id);
   const verdict = join(copy, VERDICT_IN_COPY);
-  const agent = planAgent(
-    {
-      ...at,
-      r: { ...r, task: { ...r.task, interactive: false } },
-      workspace: { ...workspace, cwd, worktree: copy, branch: null },
-      promptFile,
-      handoff: null,
-      verdict,
+  const task = { ...r.task, interactive: false };
+  const inCopy: AgentPlace = {
+    ...at,
+    r: { ...r, task },
+    // Its own folder for what its CLI writes beside its verdict: the task's artifacts are the task's.
+    workspace: {
+      ...workspace,
+      cwd,
+      worktree: copy,
+      branch: null,
+      artifactsDir: join(copy, REVIEW_FILES_DIR),
     },
-    reviewer,
-    "review",
-  );
+    promptFile,
+    handoff: null,
+    verdict,
+  };
+  const agent = planAgent(inCopy, reviewer, "review");
+  // Where no sandbox is configured, one the reviewer runs in when the machine can make it.
+  const configured = taskSandbox(at.input.config, reviewer.agent, task);
+  const own = configured === null ? reviewerSandbox(at.input.config, reviewer.agent, task) : null;
   return {
     agent,
+    boxed: own === null ? null : planAgent({ ...inCopy, sandbox: own }, reviewer, "review"),
     copy,
     cwd,
     promptFile,
@@ -422,6 +437,8 @@ interface AgentPlace extends PlanPlace {
   handoff: string | null;
   /** A reviewer's $TERMORCH_VERDICT. */
   verdict?: string;
+  /** Its sandbox, in place of the one its task's and agent's settings make (undefined: theirs). */
+  sandbox?: SandboxSetting | null;
   /** Workspace-relative paths as repository-relative ones. */
   inRepo: (paths: readonly string[]) => string[];
 }
@@ -482,7 +499,7 @@ function planAgent(at: AgentPlace, { name, agent }: RunAgent, index: number | "r
       ? null
       : { path: agentConfig, files: via.files };
   if (via?.env && env && configDir !== null) env[via.env] = configDir.path;
-  const sandbox = taskSandbox(input.config, agent, task);
+  const sandbox = at.sandbox !== undefined ? at.sandbox : taskSandbox(input.config, agent, task);
   const interactive: InteractivePlan | null = task.interactive
     ? {
         waitingAfterS: task.waiting_after_s ?? input.config.defaults.waiting_after_s,

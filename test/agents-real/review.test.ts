@@ -326,7 +326,26 @@ describe("what a reviewer may not do, through a real CLI", () => {
   const reviewer = RECIPES.opencode;
   const author = RECIPES.codex;
 
-  it("a reviewer that edits the work has its edit discarded and named; the task's own work merges", async () => {
+  it("a reviewer in its own sandbox (none configured) cannot edit the work: its write is refused; the task's work merges", async () => {
+    modelServer().setScript(
+      model(() => [
+        { read: "out.txt" },
+        { write: "out.txt", content: "the reviewer's own edit\n" },
+        { write: VERDICT, content: JSON.stringify({ verdict: "approve", summary: "Fine." }) },
+        { reply: "Approved.", usage: REVIEW_1 },
+      ]),
+    );
+    const p = prepare(author, reviewer, {});
+    const { exitCode, report, stderr } = await run(p);
+    const task = report.tasks[0]!;
+    expect(exitCode, `${stderr}\n${JSON.stringify(task, null, 2)}`).toBe(0);
+    expect(ledger(p.dir).find((e) => e.type === "task.review_started")?.data.sandboxed).toBe(true);
+    // Its copy was read-only: nothing of it changed, nothing to discard, its verdict taken.
+    expect(task.attempt_history![0]!.review).toMatchObject({ verdict: "approve", discarded: [] });
+    expect(committed(p.repo, "out.txt")).toBe(`${WRONG}\n`);
+  });
+
+  it("a reviewer whose task turns the sandbox off, and edits the work, has its edit discarded and named; the task's own work merges", async () => {
     const EDIT = "the reviewer's own edit\n";
     modelServer().setScript(
       model(() => [
@@ -336,7 +355,7 @@ describe("what a reviewer may not do, through a real CLI", () => {
         { reply: "Approved, and tidied out.txt.", usage: REVIEW_1 },
       ]),
     );
-    const p = prepare(author, reviewer, {});
+    const p = prepare(author, reviewer, { sandbox: "off" });
     const before = modelServer().requests.length;
     const { exitCode, report, stderr } = await run(p);
     const task = report.tasks[0]!;
