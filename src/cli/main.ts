@@ -1,6 +1,6 @@
 import "./zod-jitless.js";
 import { existsSync } from "node:fs";
-import { dirname, join } from "node:path";
+import { join } from "node:path";
 import { Writable } from "node:stream";
 import { Argument, Command, CommanderError, Option } from "commander";
 import { secretValuesOf } from "../agent/environment.js";

@@ -56,6 +56,8 @@ export const ApprovalWait = z.strictObject({
   since: z.number(),
   /** No decision by then (epoch ms) is its timeout; null: none. */
   until: z.number().nullable(),
+  /** A start approved, the task not started yet (a stop came before its slot): it starts unasked. */
+  approved: z.boolean().optional(),
 });
 export type ApprovalWait = z.infer<typeof ApprovalWait>;
 
@@ -68,6 +70,8 @@ export const ApprovalDecision = z.strictObject({
   decision: z.enum(["approve", "reject"]),
   at: z.enum(["start", "result", "merge"]),
   attempt: z.number().int().min(0),
+  /** The wait it answers (its `since`): a decision for an earlier wait answers no later one. */
+  since: z.number(),
   reason: z
     .string()
     .max(16 * 1024)

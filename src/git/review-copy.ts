@@ -16,8 +16,14 @@ export async function makeReviewCopy(root: string, dir: string, commit: string, 
   rmSync(dir, { recursive: true, force: true });
   mkdirSync(dirname(dir), { recursive: true, mode: 0o700 });
   await git(dirname(dir), ["clone", "--quiet", "--shared", "--no-checkout", "--", root, dir]);
+  // No way back: a push from the copy would move the repository's refs.
+  await git(dir, ["remote", "remove", "origin"]);
   await git(dir, ["checkout", "--quiet", "--detach", commit]);
   appendFileSync(join(dir, ".git", "info", "exclude"), `\n/${own}/\n`);
+  // termorch's folder is made here, empty: whatever the commit holds there (a verdict planted by
+  // the task's agent, a link out of the copy) is not the reviewer's.
+  rmSync(join(dir, own), { recursive: true, force: true });
+  mkdirSync(join(dir, own), { mode: 0o700 });
 }
 
 /**

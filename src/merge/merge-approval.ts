@@ -1,4 +1,4 @@
-import { mergeApproval } from "../contract/approval.js";
+import { type ApprovalWait, mergeApproval } from "../contract/approval.js";
 import type { Gate } from "../contract/report.js";
 import { approvalWait, awaitDecision, decisionText } from "../task/approval.js";
 import type { AttemptSide } from "../task/attempt.js";
@@ -13,13 +13,14 @@ import type { MergeProgressSink } from "./bisect.js";
 export async function approveMerge(
   side: Pick<AttemptSide, "run" | "ports" | "stop">,
   progress: MergeProgressSink,
-  culprit: string | null,
+  at: { culprit: string | null; left: ApprovalWait | null },
 ): Promise<Gate | "detached" | "stopped" | null> {
+  const { culprit } = at;
   const { run, ports } = side;
   const { input } = run;
   const asked = mergeApproval(input.assignments.mode.merge?.approval ?? input.config.merge?.approval);
   if (asked === null) return null;
-  const wait = approvalWait(asked, 0, ports.now(), null);
+  const wait = approvalWait(asked, 0, ports.now(), at.left);
   const end = await awaitDecision(side, INTEGRATION_REVIEW, wait, asked.onTimeout, async (w) => {
     if (w !== null) {
       await ports.ledger.append("run.waiting_approval", {

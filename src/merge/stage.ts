@@ -1,3 +1,4 @@
+import type { ApprovalWait } from "../contract/approval.js";
 import type { Conflict, Gate, RefChange, Report } from "../contract/report.js";
 import { errorText, unreachable } from "../errors.js";
 import type { FoldItem } from "../git/fold.js";
@@ -53,6 +54,8 @@ export async function mergeStage(
   stop: RunStop,
   recorder: TaskRecorder,
   progress: MergeProgressSink = () => {},
+  /** The wait for the merge's approval an earlier process left (a resume waits on it). */
+  approvalLeft: ApprovalWait | null = null,
 ): Promise<MergeStageResult | "detached"> {
   const { order } = run;
   if (!run.git)
@@ -83,7 +86,7 @@ export async function mergeStage(
     const merged = stop.ending
       ? // A detach here still merges: the tasks are done, and the run can be finished now.
         ({ merge: skippedMerge("the run was stopped before the merge"), validation: "skipped" } as const)
-      : await mergeTasks({ run, ports, stop, recorder, progress }, refsChanged, foreign);
+      : await mergeTasks({ run, ports, stop, recorder, progress, approvalLeft }, refsChanged, foreign);
     // The run-level gates were interrupted by a detach: the resumed run merges.
     if (merged === "detached") return merged;
     stage = merged;
@@ -100,6 +103,7 @@ interface MergeSide {
   stop: RunStop;
   recorder: TaskRecorder;
   progress: MergeProgressSink;
+  approvalLeft?: ApprovalWait | null;
 }
 
 async function mergeTasks(
@@ -208,7 +212,10 @@ async function mergeTasks(
     }
     // A person approves what passed everything else, last.
     if (!gates.some((g) => g.required && g.passed === false)) {
-      const approved = await approveMerge(side, progress, outcome.culprit?.task ?? null);
+      const approved = await approveMerge(side, progress, {
+        culprit: outcome.culprit?.task ?? null,
+        left: side.approvalLeft ?? null,
+      });
       if (approved === "detached") return approved;
       if (approved === "stopped" || stop.ending) return stopped("while its integration waited for approval");
       if (approved) gates.push(approved);

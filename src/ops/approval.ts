@@ -62,7 +62,9 @@ export async function decide(
       ],
       `Its report: ${state.report ?? "none"}`,
     );
-  const waiting = state.tasks.filter((t) => t.waiting.approval !== null).map((t) => t.id);
+  const waiting = state.tasks
+    .filter((t) => t.waiting.approval && !t.waiting.approval.approved)
+    .map((t) => t.id);
   const others = waiting.length ? `; waiting: ${waiting.join(", ")}` : "; nothing of it waits for a decision";
   let wait: ApprovalWait | null;
   if (taskId === undefined) {
@@ -85,7 +87,7 @@ export async function decide(
         ],
         "Pass one of its task ids.",
       );
-    wait = task.waiting.approval;
+    wait = task.waiting.approval?.approved ? null : task.waiting.approval;
     if (!wait)
       throw new InputError(
         [
@@ -100,6 +102,7 @@ export async function decide(
     decision: d.decision,
     at: wait.at,
     attempt: wait.attempt,
+    since: wait.since,
     reason: d.reason?.trim() || null,
     by: d.by,
     decided_at: new Date(opts.now).toISOString(),

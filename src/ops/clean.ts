@@ -70,6 +70,12 @@ export function cleanDecision(run: OpsRun): CleanDecision {
     return { clean: true, label: run.problem ?? "no state" };
   }
   const phase = phaseOf(state);
+  if (phase === "reported" && state.stopped !== null)
+    return {
+      clean: false,
+      label: `stopped at its wave boundary (${state.stopped}) and resumable`,
+      hint: `go on with termorch resume ${state.run_dir}, then clean`,
+    };
   if (phase === "reported") return { clean: true, label: `finished (exit ${state.exit_code ?? "unknown"})` };
   if (phase === "running")
     return {

@@ -112,7 +112,9 @@ async function taskView(
     waiting_since: isLive(s) ? iso(t.waiting.since) : null,
     waiting_quota_until: isLive(s) ? iso(t.waiting.quotaUntil) : null,
     waiting_approval:
-      (isLive(s) || s === "pending") && t.waiting.approval ? approvalView(t.waiting.approval) : null,
+      (isLive(s) || s === "pending") && t.waiting.approval && !t.waiting.approval.approved
+        ? approvalView(t.waiting.approval)
+        : null,
     waiting_for: isLive(s) && t.waiting.since !== null ? t.waiting.for : null,
     waiting_answers: isLive(s) && t.waiting.since !== null ? t.waiting.answers : [],
     remote: remoteView(t),

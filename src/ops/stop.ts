@@ -29,6 +29,16 @@ export async function requestStop(
       ],
       `Its report: ${state.report ?? "none"}`,
     );
+  // Past its tasks there is no boundary left: the merge is one step (its approval's wait aside).
+  if (state.merge !== null && state.merge.step !== "waiting_approval")
+    throw new InputError(
+      [
+        {
+          message: `run ${state.run_id} is merging: its tasks are done, there is no boundary left to stop at`,
+        },
+      ],
+      `It ends on its own; termorch cancel ${state.run_id} ends it now.`,
+    );
   const file = join(privateDirOf(state.run_dir, state.run_id), STOP_FILE);
   const request: StopRequest = { at: "boundary", by, requested_at: new Date(opts.now).toISOString() };
   await mkdir(dirname(file), { recursive: true, mode: 0o700 });

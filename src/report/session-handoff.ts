@@ -31,7 +31,7 @@ export function sessionHandoff(i: HandoffInput): SessionHandoff {
   const resume = `termorch resume ${i.runDir}`;
   const blockers: string[] = [];
   for (const t of i.tasks) {
-    if (t.waiting.approval)
+    if (t.waiting.approval && !t.waiting.approval.approved)
       blockers.push(`${t.id}: ${approvalLine(approvalView(t.waiting.approval)).replace("<run>", i.runId)}`);
     else if (t.state === "failed" || (t.state === "skipped" && t.reason !== "dependency_failed"))
       blockers.push(`${t.id} ${t.state}: ${t.reason ?? "?"}${t.detail ? ` (${t.detail})` : ""}`);

@@ -2,6 +2,7 @@ import { existsSync, type FSWatcher, watch } from "node:fs";
 import { mkdir, rm } from "node:fs/promises";
 import { join } from "node:path";
 import type PQueue from "p-queue";
+import type { BoundaryWhy } from "../contract/session-handoff.js";
 import { errorText } from "../errors.js";
 import { removeStrayTemps } from "../fs/atomic.js";
 import { sessionPrefix } from "../fs/names.js";
@@ -18,6 +19,7 @@ import { killPoint, pausePoint } from "../task/faults.js";
 import type { Ports } from "../task/ports.js";
 import type { TaskRecorder } from "../task/recorder.js";
 import { snapshotRefs } from "../task/ref-watch.js";
+import { reviewSessionPrefix } from "../task/review.js";
 import { snapshotRunObjects } from "../task/sandbox.js";
 import type { RunStop } from "../task/stop.js";
 import { watchRunBudget } from "./budget-alarm.js";
@@ -193,23 +195,37 @@ export async function drive(
     validation: "skipped",
   };
   // Stopped at a boundary: what ran has finished, nothing is merged; a resume goes on from here.
-  const atBoundary = (): MergeStageResult => ({
-    merge: skippedMerge(
-      `the run stopped at a wave boundary (${stop.boundaryWhy}): nothing was merged; termorch resume ${runDir} goes on`,
-    ),
-    validation: "skipped",
-  });
+  // One asked for once the merge began, and which the merge did not stop at (its approval's
+  // wait), comes too late: the merge went on, and the run is reported as it ended.
+  let boundary: BoundaryWhy | null = null;
+  const atBoundary = (): MergeStageResult => {
+    boundary = stop.boundaryWhy;
+    return {
+      merge: skippedMerge(
+        `the run stopped at a wave boundary (${boundary}): nothing was merged; termorch resume ${runDir} goes on`,
+      ),
+      validation: "skipped",
+    };
+  };
   // A cancel is heard in the merge stage too: its gates, a bisect's probes and a redo can take long.
   try {
     if (internal === null && stop.atBoundary) stage = atBoundary();
     else if (internal === null) {
       await pausePoint(run.fault, runDir, "pause-before-merge");
       try {
-        const merged = await mergeStage(run, ports, stop, recorder, (progress) => {
-          // Where the merge is (a bisect's probe), for the views: state.json's `merge`.
-          o.mergeProgress.current = progress;
-          void o.stateFile.save();
-        });
+        const left = o.mergeProgress.current?.approval ?? null;
+        const merged = await mergeStage(
+          run,
+          ports,
+          stop,
+          recorder,
+          (progress) => {
+            // Where the merge is (a bisect's probe), for the views: state.json's `merge`.
+            o.mergeProgress.current = progress;
+            void o.stateFile.save();
+          },
+          left,
+        );
         if (merged === "detached" && stop.atBoundary) stage = atBoundary();
         else if (merged === "detached") return detach(o);
         else stage = merged;
@@ -233,13 +249,13 @@ export async function drive(
     peak,
     error: internal,
     cancelled: stop.cancelled,
-    stopped: stop.boundaryWhy,
+    stopped: boundary,
     // A run on workers uses no tmux server here: each attempt's is in its task's hosts.
     socket: remote ? null : ports.runner.socket,
     dryRun: false,
   });
   // Before the report's page is drawn from the ledger: a page drawn again later draws the same.
-  await writeHandoff(run, recorder, ports, report, stop.boundaryWhy);
+  await writeHandoff(run, recorder, ports, report, boundary);
   await ledger.append("report.written", {
     exit_code: report.exit_code,
     completed: report.summary.completed,
@@ -250,6 +266,9 @@ export async function drive(
   await killPoint(run.fault, "kill-before-report");
   const result = await writeReport(runDir, report);
   await killPoint(run.fault, "kill-after-report");
+  // Taken (or come too late): before the state says so, so that a resume goes on rather than
+  // stopping again; one asked for after this is a new file.
+  await rm(join(privateDir, STOP_FILE), { force: true });
   await o.stateFile.finish({
     // The run's notices were about it while it ran.
     // What a bisect found stays for the views (status shows the culprit of a reported run).
@@ -259,11 +278,9 @@ export async function drive(
     // Complete now: the task journal is no longer needed.
     task_journal: null,
     report: result.reportPath,
-    stopped: stop.boundaryWhy,
+    stopped: boundary,
     exit_code: report.exit_code,
   });
-  // Taken: a resume goes on rather than stopping again (one asked for meanwhile is a new file).
-  if (stop.atBoundary) await rm(join(privateDir, STOP_FILE), { force: true });
   // Only once state.json says reported: a crash before that leaves a resume the record of a
   // move that happened, which it then reports rather than merging again.
   if (!stage.unfinished) await clearMergeIntent(run);
@@ -293,8 +310,13 @@ export async function drive(
   // Worktrees still on their way into the pool (a run that did not merge) are not left half-moved.
   await ports.pool?.settled();
   await ledger.close();
+  // A review cut short (a cancel, a stop) left its session: no one attaches to a reviewer's.
+  const reviews = reviewSessionPrefix(run.runId);
+  const open = await ports.runner.openSessions().catch(() => new Set<string>());
+  await ports.runner.close([...open].filter((s) => s.startsWith(reviews))).catch(() => {});
   const keptSessions = await closeSessions(ports, recorder, run.settings.sessions);
-  if (internal === null && !stop.cancelled)
+  // A stopped run's attempts are its resume's (a task waiting for approval is adopted there).
+  if (internal === null && !stop.cancelled && boundary === null)
     for (const folder of ["tasks", "sandbox"])
       await rm(join(privateDir, folder), { recursive: true, force: true }).catch(() => {});
   return { ...result, keptSessions };

@@ -58,6 +58,8 @@ export async function openRun(
     /** The run's redactor and secrets finder (runRedaction): its sources are in the plan too. */
     redaction: ReturnType<typeof runRedaction>;
     restored: readonly TaskRun[] | null;
+    /** Where an earlier process left the merge (a resume's: a wait for its approval goes on). */
+    restoredMerge?: MergeProgress | null;
   },
 ): Promise<OpenRun> {
   const { input, runId, runDir } = run;
@@ -139,7 +141,7 @@ export async function openRun(
   );
   // Transitions that come while a write is in flight are coalesced into the next write.
   const notices: string[] = [];
-  const mergeProgress: OpenRun["mergeProgress"] = { current: null };
+  const mergeProgress: OpenRun["mergeProgress"] = { current: o.restoredMerge ?? null };
   const stateFile = new SnapshotWriter(join(runDir, "state.json"), () =>
     runStateOf(run, recorder, o.runner.socket, journal.path, notices, mergeProgress.current),
   );

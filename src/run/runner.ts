@@ -470,6 +470,7 @@ export async function resumeRun(opts: ResumeOptions): Promise<RunResult | Detach
       ...openOptions(opts, runner, log),
       redaction,
       restored: state.tasks.map((t) => (reopening.has(t.id) ? reopen(t) : t)),
+      restoredMerge: state.merge,
     });
     await o.ports.ledger.append("run.resumed", {
       pid: process.pid,

@@ -5,7 +5,7 @@
  * resumed driver waits on, and takes a decision given while none ran. Every decision is recorded
  * in the ledger: who, when, what (AUTO-008).
  */
-import { readFileSync, rmSync } from "node:fs";
+import { readFileSync, renameSync, rmSync } from "node:fs";
 import { type ApprovalAsked, ApprovalDecision, type ApprovalWait } from "../contract/approval.js";
 import { approvalFileOf } from "../fs/private-dir.js";
 import type { AttemptSide } from "./attempt.js";
@@ -87,7 +87,6 @@ export async function awaitDecision(
     stop.request("boundary", "hitl_gate");
     return "detached";
   }
-  if (typeof end !== "string") rmSync(file, { force: true });
   if (end !== "stopped") {
     const facts = {
       at: wait.at,
@@ -103,19 +102,24 @@ export async function awaitDecision(
   return end;
 }
 
-/** The decision in `file` when it answers `wait`; a stale or malformed one is not an answer. */
+/**
+ * The decision in `file` when it answers `wait`, taken (moved aside first, so that a decision
+ * written meanwhile is never the one removed); a stale or malformed one is dropped, no answer.
+ */
 function decisionIn(file: string, wait: ApprovalWait): ApprovalDecision | null {
-  let text: string;
+  const taken = `${file}.taken`;
   try {
-    text = readFileSync(file, "utf8");
+    renameSync(file, taken);
   } catch {
     return null;
   }
   try {
-    const d = ApprovalDecision.parse(JSON.parse(text));
-    return d.at === wait.at && d.attempt === wait.attempt ? d : null;
+    const d = ApprovalDecision.parse(JSON.parse(readFileSync(taken, "utf8")));
+    return d.at === wait.at && d.attempt === wait.attempt && d.since === wait.since ? d : null;
   } catch {
     return null;
+  } finally {
+    rmSync(taken, { force: true });
   }
 }
 
@@ -141,12 +145,18 @@ export async function admitTask(
   const t = recorder.get(taskId);
   const asked = run.plans.get(taskId)?.approval;
   if (asked?.at !== "start" || t.state !== "pending" || t.attempts > 0) return null;
+  if (t.waiting.approval?.approved) return null;
   const wait = approvalWait(asked, 0, ports.now(), t.waiting.approval);
   const end = await awaitDecision(side, taskId, wait, asked.onTimeout, (w) =>
     recorder.markWaitingApproval(taskId, w),
   );
   if (end === "detached") return DETACHED;
-  if (end === "stopped" || (end !== "timeout" && end.decision === "approve")) return null;
+  if (end === "stopped") return null;
+  // Kept until it starts (execute.ts clears it): a stop before its slot leaves it approved.
+  if (end !== "timeout" && end.decision === "approve") {
+    await recorder.markWaitingApproval(taskId, { ...wait, approved: true });
+    return null;
+  }
   await recorder.transition(taskId, {
     to: "failed",
     reason: "rejected",

@@ -61,6 +61,8 @@ export async function executeTask(
     reuse: resume && (t.git.startCommit !== null || !run.git),
     startedBefore: resume && t.current.dir !== null,
   });
+  // Its start was approved (approval "start"): it starts now, nothing of that wait is left.
+  if (t.waiting.approval?.approved) await recorder.markWaitingApproval(taskId, null);
   const opened = await openTask(run, ports, stop, recorder, p, start);
   if (opened !== "go") return opened;
 
@@ -105,6 +107,8 @@ export async function executeTask(
     // Stopped while it waited for a rate limit (or wrote its feedback): no attempt starts to be ended.
     if (stop.ending)
       return failTask(run, recorder, taskId, "cancelled", "the run stopped before its next attempt");
+    // Stopped at the boundary during its wait for a limit: the rest of the wait is its resume's.
+    if (stop.atBoundary && (t.next?.notBefore ?? 0) > ports.now()) return DETACHED;
   }
 }
 
@@ -272,8 +276,9 @@ export async function attemptAndGate(
     const room = p.rateLimit.max_wait_s * 1000 - waitedFor(t.history);
     const wait = limited !== null && fallback === null && limited - ports.now() <= room ? limited : null;
     if (wait !== null) await waitForLimit(side, t, wait);
-    // The daemon is shutting down: nothing new starts; the task stays as state.json has it.
-    if (stop.detaching) return "detached";
+    // The daemon is shutting down, or the run stops at its boundary during a wait for a limit:
+    // nothing new starts; the task stays as state.json has it, for its resume.
+    if (stop.detaching || (wait !== null && stop.atBoundary)) return "detached";
     countAttempt(recorder, t, p, ports.now(), {
       ...(fallback === null ? {} : { fallback: { agentIndex: fallback, fallbackFor: next.name } }),
       ...(wait === null ? {} : { waitedUntil: wait }),
@@ -322,9 +327,15 @@ export async function attemptAndGate(
  * to the task's in place of what it streamed.
  */
 function noteAccount(recorder: TaskRecorder, t: Readonly<TaskRun>, account: AgentAccount): void {
-  const usage = account.usage ?? t.current.usage;
+  // An adopted attempt whose account the journal has already (its record's usage, noted with the
+  // task's in one change): read again, not counted again.
+  const noted = t.history.at(-1)?.usage ?? null;
+  const usage = noted ?? account.usage ?? t.current.usage;
   recorder.spent(t.id, {
-    result: { agentResult: account.agentResult, usage: addUsage([t.result.usage, usage]) },
+    result: {
+      agentResult: account.agentResult,
+      usage: noted === null ? addUsage([t.result.usage, usage]) : t.result.usage,
+    },
     current: { usage: null },
     history: amendedLast(t.history, { usage }),
   });

@@ -273,7 +273,8 @@ export class TaskRecorder {
     const t = this.mutable(taskId);
     const was = t.waiting.approval;
     t.waiting = { ...t.waiting, approval: wait };
-    if (wait !== null && (was?.at !== wait.at || was.attempt !== wait.attempt || was.since !== wait.since))
+    const waits = wait !== null && !wait.approved;
+    if (waits && (was?.at !== wait.at || was.attempt !== wait.attempt || was.since !== wait.since))
       await this.o.ledger.append(
         "task.waiting_approval",
         {
@@ -285,7 +286,7 @@ export class TaskRecorder {
       );
     this.o.journal.write(t);
     if (t.state === "running") this.o.status.set(this.statusOf(t, "running"));
-    if (wait !== null) this.o.listeners.taskWaitingApproval?.(t.id, wait);
+    if (waits) this.o.listeners.taskWaitingApproval?.(t.id, wait);
     this.o.listeners.changed();
   }
 
@@ -355,7 +356,7 @@ export class TaskRecorder {
       ...(state === "running" && t.waiting.quotaUntil !== null
         ? { waiting_quota_until: new Date(t.waiting.quotaUntil).toISOString() }
         : {}),
-      ...(state === "running" && t.waiting.approval !== null
+      ...(state === "running" && t.waiting.approval !== null && !t.waiting.approval.approved
         ? { waiting_approval: approvalView(t.waiting.approval) }
         : {}),
       ...waiting,

@@ -5,16 +5,18 @@
  * configured and the machine can make it), and writes a verdict.
  * What it changes anyway is discarded with the copy and named. Its usage is the task's.
  */
-import { mkdirSync, readFileSync, rmSync } from "node:fs";
+import { lstatSync, mkdirSync, readFileSync, rmSync } from "node:fs";
 import { writeFile } from "node:fs/promises";
 import { dirname, join, relative } from "node:path";
 import { addUsage, type Usage } from "../contract/agent-result.js";
 import type { Gate } from "../contract/report.js";
 import { type ReviewComment, type ReviewRecord, ReviewVerdict } from "../contract/review.js";
 import { errorText } from "../errors.js";
+import { endRecordedCgroup } from "../fs/cgroup.js";
 import { matchesAny } from "../fs/find-files.js";
 import { sessionPrefix } from "../fs/names.js";
 import { Refused, readInside, writeFresh } from "../fs/no-follow.js";
+import { cgroupRecordOf } from "../fs/private-dir.js";
 import { changeText, makeReviewCopy, reviewCopyChanges } from "../git/review-copy.js";
 import type { ExitRecord, RunningAttempt } from "../runner/task-runner.js";
 import { sandboxTools } from "../sandbox/probe.js";
@@ -57,9 +59,14 @@ export interface ReviewEnd {
   failed: { reason: "review" | "budget"; detail: string; found: ReviewFound | null } | null;
 }
 
-/** The session a reviewer runs in: `_` starts no task id, so it is never a task's. */
+/** What every reviewer's session of a run starts with: `_` starts no task id, so it is never a task's. */
+export function reviewSessionPrefix(runId: string): string {
+  return `${sessionPrefix(runId)}_review-`;
+}
+
+/** The session a reviewer runs in. */
 export function reviewSession(runId: string, id: string): string {
-  return `${sessionPrefix(runId)}_review-${id}`;
+  return `${reviewSessionPrefix(runId)}${id}`;
 }
 
 /** Runs the attempt's review to its verdict; "detached" when the run detached meanwhile (a resume reviews again). */
@@ -215,10 +222,9 @@ export async function reviewChange(
   const { run, ports } = a;
   try {
     await makeReviewCopy(run.git!.root, review.copy, s.to, REVIEW_FILES_DIR);
-    mkdirSync(join(review.copy, REVIEW_FILES_DIR), { recursive: true, mode: 0o700 });
     await writeBrief(a, review, s);
   } catch (error) {
-    rmSync(review.copy, { recursive: true, force: true });
+    removeCopy(review.copy);
     return `its review could not be prepared: ${ports.redactor.redact(errorText(error))}`;
   }
   let ran: Ran | "detached";
@@ -228,7 +234,7 @@ export async function reviewChange(
     await ports.runner.close([reviewSession(run.runId, s.id)]);
   }
   if (ran === "detached") {
-    rmSync(review.copy, { recursive: true, force: true });
+    removeCopy(review.copy);
     return "detached";
   }
   const discarded = await reviewCopyChanges(
@@ -237,7 +243,7 @@ export async function reviewChange(
     (path) => path.startsWith(`${REVIEW_FILES_DIR}/`) || matchesAny(path, review.agent.scratch),
   ).catch((error: unknown) => [`(could not be checked: ${ports.redactor.redact(errorText(error))})`]);
   const read = readVerdict(ports, review, s.keep);
-  rmSync(review.copy, { recursive: true, force: true });
+  removeCopy(review.copy);
   const problems =
     ran.how !== null && read.verdict === null
       ? [`its reviewer ${ran.how} (${ran.logs})`, ...read.problems]
@@ -304,10 +310,15 @@ async function runReviewer(
   const logsText = `output in ${logs.stdout} and ${logs.stderr}`;
   const attemptDir = join(run.privateDir, "reviews", s.id, String(s.attempt));
   const box = join(run.privateDir, "sandbox", "reviews", s.id, String(s.attempt));
-  // What a dead driver's review left is not this one's.
+  // Kept when the run ends (as an attempt's is), so that clean finds what a killed supervisor left.
+  const cgroupRecord = cgroupRecordOf(run.privateDir, `${s.id}.review`, s.attempt);
+  // What a dead driver's review left is not this one's: its session, its processes, its files.
   await ports.runner.close([session]);
+  await endRecordedCgroup(cgroupRecord, run.killGraceMs);
   rmSync(attemptDir, { recursive: true, force: true });
   mkdirSync(join(attemptDir, ".."), { recursive: true, mode: 0o700 });
+  // Its CLI writes it afresh (copilot's usage): an earlier review's is not counted again.
+  rmSync(agent.usageFile, { force: true });
   const startedAt = ports.now();
   let running: RunningAttempt;
   try {
@@ -352,6 +363,7 @@ async function runReviewer(
       ...(wrap ? { wrap } : {}),
       killGraceMs: run.killGraceMs,
       ...(run.processEnv.TERMORCH_CGROUP === "off" ? { cgroup: false } : {}),
+      cgroupRecord,
     });
   } catch (error) {
     return {
@@ -388,6 +400,8 @@ async function runReviewer(
   ]);
   if (timer) clearTimeout(timer);
   unsubscribe();
+  // What it left running in its cgroup (a supervisor killed meanwhile) is ended with it.
+  await endRecordedCgroup(cgroupRecord, run.killGraceMs);
   if (agent.sandbox) await endSandbox(box, { worktree: null, branch: null });
   if (stop.detaching) return "detached";
   const outcome = classifyExit(record, { timeoutS: timedOut ? (review.timeoutS ?? null) : null, stopped });
@@ -410,9 +424,18 @@ async function runReviewer(
   return { how, logs: logsText, usage };
 }
 
+/** Removes a review's copy; what cannot be removed (a reviewer made it unwritable) is left to `clean`. */
+function removeCopy(copy: string): void {
+  try {
+    rmSync(copy, { recursive: true, force: true });
+  } catch {
+    // Under the run's worktrees folder, which `termorch clean` removes.
+  }
+}
+
 /** The verdict it wrote, validated, and kept (redacted) at `keep`. */
 function readVerdict(
-  ports: Pick<AttemptSide["ports"], "redactor">,
+  ports: Pick<AttemptSide["ports"], "redactor" | "log">,
   review: ReviewPlan,
   keep: { root: string; rel: string },
 ): { verdict: ReviewVerdict | null; problems: string[]; file: string | null } {
@@ -429,9 +452,21 @@ function readVerdict(
         : `its verdict could not be read: ${errorText(error)}`;
     return { verdict: null, problems: [why], file: null };
   }
-  mkdirSync(keep.root, { recursive: true, mode: 0o700 });
-  writeFresh(keep.root, keep.rel, text);
-  const file = keep.rel;
+  let file: string | null = keep.rel;
+  try {
+    mkdirSync(keep.root, { recursive: true, mode: 0o700 });
+    // Its folder may hold what the task's agent left (a link, a file): termorch's folder is made there.
+    const folder = join(keep.root, dirname(keep.rel));
+    if (lstatSync(folder, { throwIfNoEntry: false })?.isDirectory() === false)
+      rmSync(folder, { force: true });
+    writeFresh(keep.root, keep.rel, text);
+  } catch (error) {
+    ports.log.warn(
+      { file: join(keep.root, keep.rel), err: errorText(error) },
+      "could not keep the review's verdict",
+    );
+    file = null;
+  }
   let json: unknown;
   try {
     json = JSON.parse(text);

@@ -137,3 +137,36 @@ describe("approval with workers", () => {
     expect(git(repo, "branch", "--list", "termorch/*")).toBe("");
   });
 });
+
+describe("a stop at the boundary while a task waits for approval", () => {
+  it("leaves the wait for the resume: approved while stopped, the resume takes it, merges, the agent ran once", async () => {
+    const { dir, repo } = workspace({ git: true });
+    const counter = join(dir, "starts");
+    const file = writeAssignments(dir, [
+      { id: "T", approval: "result", env: { COUNTER: counter, WRITE: "t.txt=t" } },
+    ]);
+    const running = termorch(["run", file], { socket });
+    await waitFor(
+      () =>
+        existsSync(join(dir, "events.jsonl")) && ledger(dir).some((e) => e.type === "task.waiting_approval"),
+      30_000,
+      "T waiting for approval",
+    );
+    expect((await termorch(["stop", dir, "--at-boundary"], { socket })).exitCode).toBe(0);
+    const stopped = await running;
+    expect(stopped.exitCode, stopped.stderr).toBe(5);
+    const handoff = SessionHandoff.parse(JSON.parse(readFileSync(join(dir, "handoff.json"), "utf8")));
+    expect(handoff.resume.blockers.join("\n")).toContain(
+      "T: waiting for a person to approve attempt 1's result",
+    );
+    // Still waiting: it is answered while no driver runs, and `clean` leaves the stopped run alone.
+    expect((await termorch(["approve", dir, "T"], { socket })).exitCode).toBe(0);
+    const clean = await termorch(["clean", dir], { socket });
+    expect(clean.stdout + clean.stderr).toContain("stopped at its wave boundary");
+    const resumed = await termorch(["resume", dir], { socket });
+    expect(resumed.exitCode, resumed.stderr).toBe(0);
+    expect(readReport(dir).tasks[0]).toMatchObject({ status: "success", attempts: 1 });
+    expect(readFileSync(join(repo, "t.txt"), "utf8")).toBe("t\n");
+    expect(lines(counter)).toEqual(["T"]);
+  }, 90_000);
+});
