@@ -5,7 +5,7 @@ import { errorText } from "../errors.js";
 import { endRecordedCgroup } from "../fs/cgroup.js";
 import { writeFresh } from "../fs/no-follow.js";
 import { cgroupRecordOf } from "../fs/private-dir.js";
-import type { ExitRecord, RunningAttempt } from "../runner/task-runner.js";
+import type { AttemptSpec, ExitRecord, RunningAttempt } from "../runner/task-runner.js";
 import { cappedArgv } from "../spend/budget.js";
 import { type AgentAccount, transcriptAccount } from "./agent-output.js";
 import { clearDecision } from "./decision.js";
@@ -30,6 +30,21 @@ export interface AttemptResult extends AttemptOutcome {
   record: ExitRecord | null;
   /** An interactive agent's account of its work, from its session's transcript. */
   account?: AgentAccount | null;
+}
+
+/** How the runner bounds and cleans any agent of the run: its logs, memory, kill grace, cgroup. */
+export function runnerBounds(
+  run: Pick<RunPlan, "redactSources" | "maxLogBytes" | "killGraceMs" | "processEnv">,
+  agent: Pick<AgentPlan, "memoryMb">,
+): Pick<AttemptSpec, "redact" | "maxLogBytes" | "memoryMb" | "killGraceMs" | "cgroup"> {
+  return {
+    redact: [...run.redactSources],
+    maxLogBytes: run.maxLogBytes,
+    ...(agent.memoryMb ? { memoryMb: agent.memoryMb } : {}),
+    killGraceMs: run.killGraceMs,
+    // For hosts whose cgroups a manager owns (and to test what works without one).
+    ...(run.processEnv.TERMORCH_CGROUP === "off" ? { cgroup: false } : {}),
+  };
 }
 
 /** The agent's environment for this attempt. */
@@ -157,13 +172,8 @@ async function launchAndWatch(
       stdoutLog: join(run.runDir, t.result.logs!.stdout),
       stderrLog: join(run.runDir, t.result.logs!.stderr),
       attemptDir: t.current.dir!,
-      redact: [...run.redactSources],
-      maxLogBytes: run.maxLogBytes,
-      ...(agent.memoryMb ? { memoryMb: agent.memoryMb } : {}),
+      ...runnerBounds(run, agent),
       ...(wrap ? { wrap } : {}),
-      killGraceMs: run.killGraceMs,
-      // For hosts whose cgroups a manager owns (and to test what works without one).
-      ...(run.processEnv.TERMORCH_CGROUP === "off" ? { cgroup: false } : {}),
       // Kept when the run ends (its tasks folder is removed), so that clean finds what a killed
       // supervisor left there.
       cgroupRecord: cgroupRecordOf(run.privateDir, t.id, t.attempts),

@@ -22,7 +22,7 @@ import type { ExitRecord, RunningAttempt } from "../runner/task-runner.js";
 import { sandboxTools } from "../sandbox/probe.js";
 import { cappedArgv } from "../spend/budget.js";
 import { agentOutcome } from "./agent-output.js";
-import { type AttemptSide, attemptEnv } from "./attempt.js";
+import { type AttemptSide, attemptEnv, runnerBounds } from "./attempt.js";
 import { amendedLast } from "./attempt-history.js";
 import { classifyExit } from "./outcome.js";
 import { reviewPrompt } from "./review-prompt.js";
@@ -357,12 +357,8 @@ async function runReviewer(
       stdoutLog: join(run.runDir, logs.stdout),
       stderrLog: join(run.runDir, logs.stderr),
       attemptDir,
-      redact: [...run.redactSources],
-      maxLogBytes: run.maxLogBytes,
-      ...(agent.memoryMb ? { memoryMb: agent.memoryMb } : {}),
+      ...runnerBounds(run, agent),
       ...(wrap ? { wrap } : {}),
-      killGraceMs: run.killGraceMs,
-      ...(run.processEnv.TERMORCH_CGROUP === "off" ? { cgroup: false } : {}),
       cgroupRecord,
     });
   } catch (error) {
