@@ -28,7 +28,12 @@ describe("RunFeed", () => {
     ]);
     const run = world.start(["run", file, "--out", join(dir, "out")]);
 
-    const running = await viewWhere(feed, (v) => task(v, "A")?.state === "running", "A running");
+    // Running from its start (its worktree made) on, its attempt counted once launched.
+    const running = await viewWhere(
+      feed,
+      (v) => task(v, "A")?.state === "running" && task(v, "A")?.attempts === 1,
+      "A running",
+    );
     expect(running.runs).toHaveLength(before + 1);
     expect(task(running, "B")).toMatchObject({ state: "pending", wave: 2 });
     expect(task(running, "A")).toMatchObject({ wave: 1, attempts: 1 });
