@@ -5,7 +5,7 @@
  * configured and the machine can make it), and writes a verdict.
  * What it changes anyway is discarded with the copy and named. Its usage is the task's.
  */
-import { lstatSync, mkdirSync, readFileSync, rmSync } from "node:fs";
+import { lstatSync, mkdirSync, readFileSync, realpathSync, rmSync } from "node:fs";
 import { writeFile } from "node:fs/promises";
 import { dirname, join, relative } from "node:path";
 import { addUsage, type Usage } from "../contract/agent-result.js";
@@ -13,6 +13,7 @@ import type { Gate } from "../contract/report.js";
 import { type ReviewComment, type ReviewRecord, ReviewVerdict } from "../contract/review.js";
 import { errorText } from "../errors.js";
 import { endRecordedCgroup } from "../fs/cgroup.js";
+import { executableOnPath } from "../fs/executable.js";
 import { matchesAny } from "../fs/find-files.js";
 import { sessionPrefix } from "../fs/names.js";
 import { Refused, readInside, writeFresh } from "../fs/no-follow.js";
@@ -29,6 +30,7 @@ import { reviewPrompt } from "./review-prompt.js";
 import { endSandbox, sandboxFor } from "./sandbox.js";
 import { outOfBudget, usdLeftFor } from "./spend.js";
 import {
+  type AgentPlan,
   INTEGRATION_REVIEW,
   REVIEW_FILES_DIR,
   type ReviewPlan,
@@ -335,11 +337,7 @@ async function runReviewer(
             home: agent.env.HOME ?? "/",
             writable: { folders: [join(review.copy, REVIEW_FILES_DIR)], files: [] },
             // Its CLI as its PATH finds it, wherever that is (a folder under /tmp, which the sandbox replaces).
-            readable: [
-              review.promptFile,
-              ...agent.argv.filter((x) => x.startsWith("/")),
-              ...(agent.env.PATH ?? "").split(":").filter((d) => d.startsWith("/")),
-            ],
+            readable: [review.promptFile, ...cliPlaces(agent)],
           },
           box,
         )
@@ -418,6 +416,31 @@ async function runReviewer(
       ? null
       : `ended: ${outcome.reason}${outcome.detail ? ` (${outcome.detail})` : ""}`;
   return { how, logs: logsText, usage };
+}
+
+/**
+ * Where its CLI is, wherever that is (a folder under /tmp is the sandbox's own and shows nothing
+ * of the machine's): its command line's absolute paths, its PATH's folders, and the package its
+ * program is in (an npm-installed CLI's whole node_modules, where its dependencies are).
+ */
+function cliPlaces(agent: Pick<AgentPlan, "argv" | "env">): string[] {
+  const places = [
+    ...agent.argv.filter((x) => x.startsWith("/")),
+    ...(agent.env.PATH ?? "").split(":").filter((d) => d.startsWith("/")),
+  ];
+  const program = agent.argv[0] ?? "";
+  const found = program.startsWith("/") ? program : executableOnPath(program, agent.env.PATH);
+  if (found) {
+    let real: string;
+    try {
+      real = realpathSync(found);
+    } catch {
+      return places;
+    }
+    const at = real.lastIndexOf("/node_modules/");
+    places.push(at >= 0 ? real.slice(0, at + "/node_modules".length) : dirname(real));
+  }
+  return places;
 }
 
 /** Removes a review's copy; what cannot be removed (a reviewer made it unwritable) is left to `clean`. */
