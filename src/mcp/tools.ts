@@ -134,7 +134,7 @@ const validate = tool({
     let source: Source | null = null;
     try {
       source = await sourceOf(args, cwd, call.env);
-      const { input, waves, criticalPath } = await checked(source, args.config, cwd);
+      const { input, waves, criticalPath, collisions } = await checked(source, args.config, cwd);
       return {
         valid: true,
         problems: [],
@@ -143,7 +143,10 @@ const validate = tool({
         workspace: input.workspace,
         waves,
         critical_path: criticalPath,
-        tasks: input.tasks.map(({ task, agents: [{ agent }, ...later] }) => {
+        collisions,
+        tasks: input.tasks.map(({ task, agents: [{ agent }, ...others] }) => {
+          // Its escalation list: not the fallbacks of its rate limit, nor its reviewer.
+          const later = others.filter((a) => a.escalation?.list === "task" || a.escalation?.list === "agent");
           const argvOf = (a: typeof agent) => (task.interactive ? a.interactive.command : a.command);
           return {
             id: task.id,
@@ -166,6 +169,7 @@ const validate = tool({
         workspace: null,
         waves: [],
         critical_path: [],
+        collisions: [],
         tasks: [],
       };
     } finally {
@@ -342,7 +346,7 @@ async function stateOf(runDir: string, runId: string, queued: boolean): Promise<
 const wait = tool({
   name: "wait",
   title: "Wait for a run to change",
-  description: `Block until something happens in a run (a task started, ended, retried, waits for input or got it, is redone because its result conflicted in the merge; the merge; the run finished), or until timeout_s (default 30, at most ${M.MAX_BLOCK_S}) passes. Answers what changed since the cursor of the previous answer, the run's phase, task counts by state and who waits for input. Call it again with the answer's cursor until finished is true, then call report. A task waiting for input needs send (or finish); one waiting for a person's decision (counted as waiting_approval; status names it) needs approve or reject.`,
+  description: `Wait: block until something happens in a run (a task started, ended, retried, waits for input or got it, is redone because its result conflicted in the merge; the merge; the run finished), or until timeout_s (default 30, at most ${M.MAX_BLOCK_S}) passes. Answers what changed since the cursor of the previous answer, the run's phase, task counts by state and who waits for input. Call it again with the answer's cursor until finished is true, then call report. A task waiting for input needs send (or finish); one held for a person's decision, approve or reject.`,
   input: M.WaitInput,
   output: M.WaitOutput,
   readOnly: true,
@@ -554,9 +558,9 @@ function decision(d: "approve" | "reject") {
 
 const approve = tool({
   name: "approve",
-  title: "Approve what waits for a person",
+  title: "Approve what is held for a person's decision",
   description:
-    "Approve what waits for a person's decision: a task (its `approval`: its start, or its attempt's result once it passed every gate), or, without `task`, the run's merge (merge.approval). The same as `termorch approve`; the ledger records it as decided by mcp. `status` shows what waits (a task's `waiting_approval`), `wait` counts it.",
+    "Approve what is held for a person's decision: a task (its `approval`: its start, or its attempt's result once it passed every gate), or, without `task`, the run's merge (merge.approval). Like the command line's approve; the ledger records it as decided by mcp. `status` names what is held.",
   input: M.ApproveInput,
   output: M.DecideOutput,
   readOnly: false,
@@ -565,9 +569,9 @@ const approve = tool({
 
 const reject = tool({
   name: "reject",
-  title: "Reject what waits for a person",
+  title: "Reject what is held for a person's decision",
   description:
-    "Reject what waits for a person's decision, saying why (`reason`, required): a task's result is tried again with the reason as its next attempt's feedback (with no attempts left, or at its start, the task ends, reason rejected); without `task`, the run's merge: nothing is merged. The same as `termorch reject`; the ledger records it as decided by mcp.",
+    "Reject what is held for a person's decision, saying why (`reason`, required): a task's result is tried again with the reason as its next attempt's feedback (with no attempts left, or at its start, the task ends, reason rejected); without `task`, the run's merge: nothing is merged. Like the command line's reject; the ledger records it as decided by mcp.",
   input: M.RejectInput,
   output: M.DecideOutput,
   readOnly: false,
@@ -578,7 +582,7 @@ const stop = tool({
   name: "stop",
   title: "Stop a run at its wave boundary",
   description:
-    "Stop a run at its wave boundary: nothing new starts, running tasks finish, nothing is merged; the run then ends with a session handoff (handoff.json: stop_reason wave_complete, progress, resume.command, next_tasks, blockers) and exit code 5. `resume` (termorch resume <run-dir>) goes on with the tasks not done, none run twice. The same as `termorch stop --at-boundary`; to end running agents now, use cancel.",
+    "Stop a run at its wave boundary: nothing new starts, running tasks finish, nothing is merged; the run then ends with a session handoff (handoff.json: stop_reason wave_complete, progress, resume.command, next_tasks, blockers) and exit code 5. Resuming its run directory goes on with the tasks not done, none run twice. Like the command line's stop --at-boundary; to end running agents now, use cancel.",
   input: M.StopInput,
   output: M.StopOutput,
   readOnly: false,
