@@ -15,6 +15,7 @@ import { agentRows } from "../input/agent-binaries.js";
 import { loadConfig } from "../input/config-file.js";
 import { verifyLedger } from "../ledger/ledger.js";
 import { terminalLogger } from "../log/pretty.js";
+import { collisionText } from "../plan/collisions.js";
 import { isSecretName, Redactor } from "../redact/redactor.js";
 import {
   type DetachedResult,
@@ -206,7 +207,7 @@ export async function main(
     .option("--config <file>", "config file")
     .option("--json", "print the plan as JSON")
     .action(async (file: string, o: { config?: string; json?: boolean }) => {
-      const { input, waves, criticalPath } = await validateAssignments({
+      const { input, waves, criticalPath, collisions } = await validateAssignments({
         file: resolvePath(io.cwd, file),
         config: o.config,
         env: io.env,
@@ -214,12 +215,13 @@ export async function main(
       });
       if (o.json)
         io.stdout.write(
-          `${JSON.stringify({ valid: true, run_id: input.runId, waves, critical_path: criticalPath }, null, 2)}\n`,
+          `${JSON.stringify({ valid: true, run_id: input.runId, waves, critical_path: criticalPath, collisions }, null, 2)}\n`,
         );
       else {
         io.stdout.write(`${input.file}: valid, ${tasksInWaves(input.tasks.length, waves.length)}\n`);
         for (const [i, w] of waves.entries()) io.stdout.write(`  wave ${i + 1}: ${w.join(", ")}\n`);
         io.stdout.write(`  critical path: ${criticalPath.join(" -> ")}\n`);
+        for (const c of collisions) io.stderr.write(`termorch: warning: ${collisionText(c)}\n`);
       }
     });
 

@@ -234,10 +234,19 @@ export const Environment = z.strictObject({
 });
 export type Environment = z.infer<typeof Environment>;
 
+/** What a predicted collision is: two tasks that may run at once and whose allowed_paths overlap. */
+export const OnCollision = z
+  .enum(["warn", "error"])
+  .describe(
+    'Two tasks that may run at the same time (no dependency path between them) and whose allowed_paths overlap may change the same files: "warn" (the default) names each pair in `validate`, `run --dry-run` and the report; "error" refuses the file (exit 2), for a plan that must be file-disjoint',
+  );
+export type OnCollision = z.infer<typeof OnCollision>;
+
 export const Mode = z.strictObject({
   dry_run: z.boolean().default(false),
   verify: z.boolean().default(true),
   merge: MergePolicy.optional(),
+  collisions: OnCollision.optional(),
 });
 export type Mode = z.infer<typeof Mode>;
 

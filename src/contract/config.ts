@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { Budget, Escalation, NoNul, OnRateLimit, TimeoutS } from "./assignments.js";
+import { Budget, Escalation, NoNul, OnCollision, OnRateLimit, TimeoutS } from "./assignments.js";
 import { MergePolicy } from "./merge-policy.js";
 import { NotifyConfig } from "./notify.js";
 import { RetryFrom } from "./retry-from.js";
@@ -148,6 +148,7 @@ export const Config = z.strictObject({
       retry_from: RetryFrom.optional(),
       rate_limit: OnRateLimit.optional(),
       review: ReviewSetting.optional(),
+      collisions: OnCollision.optional(),
       max_log_bytes: z
         .number()
         .int()

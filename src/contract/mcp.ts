@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { RUN_ID_PATTERN, TASK_ID_PATTERN } from "./assignments.js";
 import { BudgetStanding } from "./budget.js";
+import { PredictedCollision } from "./collision.js";
 import { KeyAnswer } from "./keys.js";
 import { RedoStep } from "./merge-policy.js";
 import { Reason, TaskState } from "./reason.js";
@@ -67,6 +68,12 @@ export const ValidateOutput = z.strictObject({
   workspace: z.string().nullable(),
   waves: z.array(z.array(z.string())).describe("Tasks that can run at once, wave by wave"),
   critical_path: z.array(z.string()),
+  collisions: z
+    .array(PredictedCollision)
+    .default([])
+    .describe(
+      'Tasks that may run at once and change the same files (mode.collisions "warn"; "error" makes them problems)',
+    ),
   tasks: z.array(
     z.strictObject({
       id: z.string(),

@@ -4,6 +4,7 @@ import { StateSource } from "./agent-state.js";
 import { AttemptHost } from "./attempt-host.js";
 import { AttemptRecord } from "./attempt-record.js";
 import { BudgetStanding } from "./budget.js";
+import { CollisionOutcome } from "./collision.js";
 import { OnConflict, OnGateFailure } from "./merge-policy.js";
 import { Reason, TaskState } from "./reason.js";
 import { ReviewRecord } from "./review.js";
@@ -410,6 +411,12 @@ export const Report = z.strictObject({
   /** The tmux server the tasks ran on; null for a dry run, and for a run on workers (each attempt's is in its task's `hosts`). */
   tmux_socket: z.string().nullable(),
   exit_code: z.number().int(),
+  predicted_collisions: z
+    .array(CollisionOutcome)
+    .default([])
+    .describe(
+      "Pairs of tasks that may run at once and whose allowed_paths overlap (mode.collisions), each with what really happened: how well the prediction did",
+    ),
   stopped: z
     .strictObject({
       reason: BoundaryWhy,

@@ -1,5 +1,6 @@
 import { addUsage } from "../contract/agent-result.js";
 import type { Budget } from "../contract/assignments.js";
+import type { CollisionOutcome } from "../contract/collision.js";
 import type { OnConflict, OnGateFailure } from "../contract/merge-policy.js";
 import type { Bisect, Conflict, Culprit, Gate, RefChange, Report, TaskReport } from "../contract/report.js";
 import type { ReviewRecord } from "../contract/review.js";
@@ -86,6 +87,8 @@ export interface ReportInput {
   /** Run-level validation, when it ran. */
   validation: "passed" | "failed" | "skipped";
   cancelled: boolean;
+  /** Its predicted collisions and what became of them; absent: none. */
+  collisions?: readonly CollisionOutcome[];
   /** It stopped at a wave boundary, and why; null or absent: it did not. */
   stopped?: BoundaryWhy | null;
   error: RunError | null;
@@ -278,6 +281,7 @@ export function buildReport(input: ReportInput): Report {
     workspace: input.workspace,
     tmux_socket: input.tmuxSocket,
     exit_code: exitCode,
+    predicted_collisions: [...(input.collisions ?? [])],
     stopped: input.stopped ? { reason: input.stopped, handoff: HANDOFF_FILE } : null,
     error: input.error,
   };

@@ -8,6 +8,7 @@ import { removeStrayTemps } from "../fs/atomic.js";
 import { sessionPrefix } from "../fs/names.js";
 import { CANCEL_FILE, readStopFile, STOP_FILE } from "../fs/private-dir.js";
 import { registerRun } from "../fs/registry.js";
+import { collisionsOf } from "../input/collision-check.js";
 import { cleanUpMerged, cleanUpRemote } from "../merge/clean-up.js";
 import { clearMergeIntent } from "../merge/intent.js";
 import { integrationBranchOf } from "../merge/recovery.js";
@@ -24,6 +25,7 @@ import { snapshotRunObjects } from "../task/sandbox.js";
 import type { RunStop } from "../task/stop.js";
 import { watchRunBudget } from "./budget-alarm.js";
 import { keepPlanDigest } from "./budget-resume.js";
+import { collisionOutcomes } from "./collision-outcomes.js";
 import { dispatch } from "./dispatch.js";
 import { writeHandoff } from "./handoff-file.js";
 import type { OpenRun } from "./open-run.js";
@@ -243,7 +245,13 @@ export async function drive(
     cancelWatch?.close();
   }
   await ledger.append(`merge.${stage.merge.result}`, { ...stage.merge, validation: stage.validation });
+  // How the prediction did: what each pair that could collide really did.
+  const collisions = await collisionOutcomes(run, ports, recorder, collisionsOf(run.input), [
+    ...recorder.conflicts,
+    ...stage.merge.conflicts,
+  ]);
   const report = runReport(run, recorder, ports.redactor, {
+    collisions,
     merge: stage.merge,
     validation: stage.validation,
     peak,

@@ -1,3 +1,4 @@
+import type { CollisionOutcome } from "../contract/collision.js";
 import type { Report } from "../contract/report.js";
 import type { BoundaryWhy } from "../contract/session-handoff.js";
 import { outputLogOf } from "../fs/output-log.js";
@@ -20,6 +21,8 @@ export function runReport(
     cancelled: boolean;
     /** It stopped at a wave boundary, and why; null: it did not. */
     stopped: BoundaryWhy | null;
+    /** Its predicted collisions and what became of them. */
+    collisions?: readonly CollisionOutcome[];
     /** The tmux socket the run's sessions are on; null when none is (a dry run, a run on workers). */
     socket: string | null;
     dryRun: boolean;
@@ -53,6 +56,7 @@ export function runReport(
       validation: o.validation,
       cancelled: o.cancelled,
       stopped: o.stopped,
+      ...(o.collisions ? { collisions: o.collisions } : {}),
       error: o.error,
       workspace: run.input.workspace,
       tmuxSocket: o.socket,

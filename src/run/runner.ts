@@ -2,6 +2,7 @@ import { availableParallelism } from "node:os";
 import { dirname, resolve } from "node:path";
 import type PQueue from "p-queue";
 import pino, { type Logger } from "pino";
+import type { PredictedCollision } from "../contract/collision.js";
 import { Config } from "../contract/config.js";
 import { DEFAULT_GATE_FIX_ATTEMPTS, DEFAULT_REDO_ATTEMPTS } from "../contract/merge-policy.js";
 import type { RunState } from "../contract/state.js";
@@ -11,10 +12,12 @@ import { readRunStateFile } from "../fs/run-state-file.js";
 import { commitIdentity, TERMORCH_IDENTITY } from "../git/repo.js";
 import { checkAgentBinaries } from "../input/agent-binaries.js";
 import { loadAssignments, type RunInput } from "../input/assignments-file.js";
+import { checkCollisions, collisionsOf } from "../input/collision-check.js";
 import { loadConfig, loadConfigOrProblems, removedSettings } from "../input/config-file.js";
 import { checkSandboxes } from "../input/sandbox-check.js";
 import { checkStartCommits } from "../input/start-commits.js";
 import type { NotifyDelivery } from "../notify/notifier.js";
+import { collisionText } from "../plan/collisions.js";
 import { skippedMerge } from "../report/build.js";
 import type { RemoteBackend } from "../runner/task-hosts.js";
 import type { TaskRunner } from "../runner/task-runner.js";
@@ -220,6 +223,7 @@ export async function runAssignments(opts: RunOptions): Promise<RunResult | Deta
         error: null,
         cancelled: o.stop.cancelled,
         stopped: null,
+        collisions: collisionsOf(input).map((c) => ({ ...c, actual: null })),
         socket: null,
         dryRun: true,
       });
@@ -279,12 +283,13 @@ async function prepareNewRun(
   if (opts.runId) input = { ...input, runId: opts.runId };
   const backend = backendKindOf(input, opts.backend);
   checkMergePolicy(input, backend);
+  const collisions = checkCollisions(input);
   // A worker checks its own PATH: the agents need not be installed where the coordinator runs.
   if (backend === "local") {
     checkAgentBinaries(input, env);
     checkSandboxes(input, env);
   }
-  notice(opts, at.log, input);
+  notice(opts, at.log, input, collisions);
   const dryRun = opts.overrides?.dryRun ?? input.assignments.mode.dry_run;
   // Before anything starts: an unreachable Redis or a missing remote is an error of the input (exit 2).
   const remote = dryRun ? null : await connectBackend(input, backend, opts.backend);
@@ -509,9 +514,14 @@ export async function readState(runDir: string): Promise<RunState> {
   throw new InputError([{ file: read.path, message: `run state is ${read.problem}` }]);
 }
 
-function notice(opts: DriveOptions, log: Logger, input: RunInput): void {
-  for (const message of removedSettings(input.config, input.configFile))
-    opts.hooks?.onNotice ? opts.hooks.onNotice(message) : log.warn(message);
+function notice(
+  opts: DriveOptions,
+  log: Logger,
+  input: RunInput,
+  collisions: readonly PredictedCollision[] = [],
+): void {
+  const messages = [...removedSettings(input.config, input.configFile), ...collisions.map(collisionText)];
+  for (const message of messages) opts.hooks?.onNotice ? opts.hooks.onNotice(message) : log.warn(message);
 }
 
 function runnerFor(socket: string, input: RunInput, opts: DriveOptions): TaskRunner {

@@ -1,5 +1,7 @@
+import type { PredictedCollision } from "../contract/collision.js";
 import { checkAgentBinaries } from "../input/agent-binaries.js";
 import { loadAssignments, type RunInput } from "../input/assignments-file.js";
+import { checkCollisions } from "../input/collision-check.js";
 import { loadConfigOrProblems } from "../input/config-file.js";
 import { checkSandboxes } from "../input/sandbox-check.js";
 import { checkStartCommits } from "../input/start-commits.js";
@@ -13,6 +15,8 @@ export interface Validated {
   input: RunInput;
   waves: string[][];
   criticalPath: string[];
+  /** Tasks that may run at once and change the same files (warnings; errors were thrown). */
+  collisions: PredictedCollision[];
 }
 
 /**
@@ -38,6 +42,7 @@ export async function validateAssignments(o: {
   checkAgentBinaries(input, o.env);
   checkSandboxes(input, o.env);
   checkMergePolicy(input, backendKindOf(input, undefined));
+  const collisions = checkCollisions(input);
   const git = await inspectWorkspace(
     input.workspace,
     input.assignments.environment.worktree_include,
@@ -49,5 +54,5 @@ export async function validateAssignments(o: {
   await checkStartCommits(input, git);
   const graph = buildGraph(input.assignments.tasks);
   const plan = planWaves(input.assignments.tasks, graph.order);
-  return { input, waves: plan.waves, criticalPath: plan.criticalPath };
+  return { input, waves: plan.waves, criticalPath: plan.criticalPath, collisions };
 }
