@@ -43,7 +43,7 @@ export function failureLines(text: string): string[] {
 }
 
 /** A fenced block whose fence no line of `text` can close. */
-function fenced(text: string, info = "text"): string[] {
+export function fenced(text: string, info = "text"): string[] {
   const longest = Math.max(2, ...[...text.matchAll(/^`{3,}/gm)].map((m) => m[0].length));
   const fence = "`".repeat(longest + 1);
   return [`${fence}${info}`, text, fence];

@@ -1,4 +1,5 @@
 import type { Gate } from "../contract/report.js";
+import { fenced } from "./feedback.js";
 
 /** What a reviewer is told: the work asked for, its change, its handoff, its gates, and where to answer. */
 export interface ReviewBrief {
@@ -16,13 +17,6 @@ export interface ReviewBrief {
   verdict: string;
   /** The review's own instructions (`success_criteria.review.instructions`); null: none. */
   instructions: string | null;
-}
-
-/** A fenced block whose fence no line of `text` can close. */
-function fenced(text: string, info = ""): string {
-  const longest = Math.max(2, ...[...text.matchAll(/^`{3,}/gm)].map((m) => m[0].length));
-  const fence = "`".repeat(longest + 1);
-  return `${fence}${info}\n${text}\n${fence}`;
 }
 
 const EXAMPLE = JSON.stringify(
@@ -54,11 +48,11 @@ export function reviewPrompt(b: ReviewBrief): string {
     "",
     "## What was asked",
     "",
-    fenced(b.context, "markdown"),
+    ...fenced(b.context, "markdown"),
     "",
     "## The change",
     "",
-    fenced(b.change.stat || "(no files changed)"),
+    ...fenced(b.change.stat || "(no files changed)", ""),
     "",
     ...(b.change.cut
       ? [
@@ -66,8 +60,8 @@ export function reviewPrompt(b: ReviewBrief): string {
           "",
         ]
       : []),
-    fenced(b.change.patch, "diff"),
-    ...(b.handoff === null ? [] : ["", "## Its handoff", "", fenced(b.handoff, "markdown")]),
+    ...fenced(b.change.patch, "diff"),
+    ...(b.handoff === null ? [] : ["", "## Its handoff", "", ...fenced(b.handoff, "markdown")]),
     "",
     "## termorch's checks",
     "",
@@ -77,7 +71,7 @@ export function reviewPrompt(b: ReviewBrief): string {
     "",
     `Write your verdict as JSON to the file ${b.verdict} (also in $TERMORCH_VERDICT), then stop. Either \`{"verdict": "approve", "summary": "..."}\`, or \`"verdict": "request_changes"\` with at least one comment saying what must change, each with the file (relative to the repository's root) and line it is about where there is one:`,
     "",
-    fenced(EXAMPLE, "json"),
+    ...fenced(EXAMPLE, "json"),
     "",
     "Request changes only for what must change before the work is merged: each comment is given to the agent that does the task again. A verdict that is missing or not valid JSON of this shape counts as no approval.",
     "",
