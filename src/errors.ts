@@ -31,6 +31,10 @@ export type ErrorKind =
   | "git"
   | "tmux"
   | "launch_error"
+  /** `termorch plan`: no try of the planner wrote a plan that validates. */
+  | "plan_failed"
+  /** SIGINT or SIGTERM stopped a command that writes no report (`termorch plan`). */
+  | "interrupted"
   /** Anything termorch did not expect. */
   | "internal";
 
@@ -46,6 +50,8 @@ export const exitCodeOfKind: { readonly [K in ErrorKind]: ExitCode } = {
   git: ExitCode.internal,
   tmux: ExitCode.internal,
   launch_error: ExitCode.internal,
+  plan_failed: ExitCode.failed,
+  interrupted: ExitCode.interrupted,
   internal: ExitCode.internal,
 };
 
@@ -115,6 +121,16 @@ export class ChildCommandError extends TermorchError {
     this.kind =
       exitCode === ExitCode.invalid ? "invalid_input" : exitCode === ExitCode.locked ? "locked" : "internal";
   }
+}
+
+/** `termorch plan`: the planner wrote no valid plan in all its tries (exit 1); nothing is left in the workspace. */
+export class PlanFailed extends TermorchError {
+  readonly kind = "plan_failed";
+}
+
+/** SIGINT or SIGTERM ended a command that writes no report (exit 130); what it started is ended. */
+export class Interrupted extends TermorchError {
+  readonly kind = "interrupted";
 }
 
 /** The environment cannot run termorch (tmux or git missing or too old): exit 2. */

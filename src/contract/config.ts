@@ -149,6 +149,11 @@ export const Config = z.strictObject({
       rate_limit: OnRateLimit.optional(),
       review: ReviewSetting.optional(),
       collisions: OnCollision.optional(),
+      planner: NoNul.min(1)
+        .optional()
+        .describe(
+          "`termorch plan`'s planner agent when no --agent is given (a preset's or an agent entry's name)",
+        ),
       max_log_bytes: z
         .number()
         .int()

@@ -99,6 +99,13 @@ export const FeedbackBlock = z
       .nullable()
       .default(null)
       .describe("reason rejected: who rejected its result (its `approval`), and why; null otherwise"),
+    plan_problems: z
+      .array(z.string())
+      .nullable()
+      .default(null)
+      .describe(
+        "`termorch plan`: what `termorch validate` found in the assignments file the planner wrote; null otherwise",
+      ),
     summary: z
       .string()
       .nullable()

@@ -218,6 +218,10 @@ const EVENTS = {
   "task.review_started": ReviewStarted,
   /** A reviewer was launched on the run's integration (merge.review). */
   "run.review_started": ReviewStarted,
+  /** `termorch plan`: its planner was launched, in a copy of the repository it cannot change. */
+  "plan.planner_started": ReviewStarted,
+  /** `termorch plan`: what termorch found in what its planner wrote (none: the plan was taken). */
+  "plan.tried": { attempt: z.number(), problems: z.array(z.string()) },
   /** A task's reviewer's verdict: `invalid` when it wrote none that validates. */
   "task.reviewed": { attempt: z.number(), ...ReviewFacts },
   /** The run's reviewer's verdict on its integration, before it is merged. */

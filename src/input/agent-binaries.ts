@@ -64,6 +64,25 @@ export function checkAgentBinaries(
     );
 }
 
+/** `termorch plan`'s planner agent can run here: its CLI is on its PATH (else exit 2, nothing started). */
+export function checkPlannerAgent(
+  input: RunInput,
+  processEnv: Readonly<Record<string, string | undefined>>,
+  planner: RunAgent,
+  uid: number | undefined = process.getuid?.(),
+): void {
+  const problems = agentProblems(input, processEnv, uid, planner, {
+    at: { field: "--agent" },
+    named: `the planner agent "${planner.name}"`,
+    task: null,
+  });
+  if (problems.length)
+    throw new InputError(
+      problems,
+      "Install the planner's CLI (or fix PATH), or pass another --agent; nothing was started.",
+    );
+}
+
 /** Why one of the run's agents cannot run here: its CLI is not on its PATH, or it is Claude's bypass as root. */
 function agentProblems(
   input: RunInput,

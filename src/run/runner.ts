@@ -524,7 +524,8 @@ function notice(
   for (const message of messages) opts.hooks?.onNotice ? opts.hooks.onNotice(message) : log.warn(message);
 }
 
-function runnerFor(socket: string, input: RunInput, opts: DriveOptions): TaskRunner {
+/** The run's tmux runner on `socket`, or the one a test injected. */
+export function runnerFor(socket: string, input: RunInput, opts: Pick<DriveOptions, "seams">): TaskRunner {
   return (
     opts.seams?.runner ??
     new TmuxRunner(

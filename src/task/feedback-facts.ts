@@ -104,6 +104,7 @@ export async function feedbackFacts(
         }
       : null,
     rejection: found.rejection ?? null,
+    plan_problems: null,
     summary: t.result.agentResult?.summary ?? null,
     changed_files: changed,
     next_starts_from: from,

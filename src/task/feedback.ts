@@ -164,6 +164,15 @@ export function feedbackSection(f: FeedbackBlock, where: { runDir?: string } = {
   }
   if (f.outside_allowed_paths.length)
     out.push("", "### Files changed outside allowed_paths", "", ...list(f.outside_allowed_paths));
+  if (f.plan_problems)
+    out.push(
+      "",
+      "### termorch validate refused the plan",
+      "",
+      "It was not taken. Write the whole plan again (the assignments file and every context file), fixing each of these:",
+      "",
+      ...list(f.plan_problems.map((p) => p.replace(/\n/g, "\n  "))),
+    );
   if (f.review) out.push(...reviewPart(f.review));
   if (f.rejection)
     out.push(

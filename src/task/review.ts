@@ -222,30 +222,25 @@ export async function reviewChange(
   s: ReviewSubject,
 ): Promise<Reviewed | string | "detached"> {
   const { run, ports } = a;
-  try {
-    await makeReviewCopy(run.git!.root, review.copy, s.to, REVIEW_FILES_DIR);
-    await writeBrief(a, review, s);
-  } catch (error) {
-    removeCopy(review.copy);
-    return `its review could not be prepared: ${ports.redactor.redact(errorText(error))}`;
-  }
-  let ran: Ran | "detached";
-  try {
-    ran = await runReviewer(a, review, s);
-  } finally {
-    await ports.runner.close([reviewSession(run.runId, s.id)]);
-  }
-  if (ran === "detached") {
-    removeCopy(review.copy);
-    return "detached";
-  }
-  const discarded = await reviewCopyChanges(
-    review.copy,
-    s.to,
-    (path) => path.startsWith(`${REVIEW_FILES_DIR}/`) || matchesAny(path, review.agent.scratch),
-  ).catch((error: unknown) => [`(could not be checked: ${ports.redactor.redact(errorText(error))})`]);
-  const read = readVerdict(ports, review, s.keep);
-  removeCopy(review.copy);
+  const done = await runInCopy(
+    a,
+    review,
+    {
+      id: s.id,
+      attempt: s.attempt,
+      commit: s.to,
+      usdLeft: s.usdLeft,
+      started: (facts) =>
+        s.id === INTEGRATION_REVIEW
+          ? ports.ledger.append("run.review_started", facts)
+          : ports.ledger.append("task.review_started", facts, s.id),
+    },
+    () => writeBrief(a, review, s),
+    () => readVerdict(ports, review, s.keep),
+  );
+  if (done === "detached") return done;
+  if (typeof done === "string") return `its review could not be prepared: ${done}`;
+  const { ran, discarded, found: read } = done;
   const problems =
     ran.how !== null && read.verdict === null
       ? [`its reviewer ${ran.how} (${ran.logs})`, ...read.problems]
@@ -257,6 +252,76 @@ export async function reviewChange(
     discarded,
     usage: ran.usage,
   };
+}
+
+/** An agent run in a copy of the repository (a reviewer, the planner): who, which commit, its bound. */
+export interface CopyRun {
+  /** Its session and private folders' name. */
+  id: string;
+  attempt: number;
+  /** The commit its copy is checked out at. */
+  commit: string;
+  /** What the budgets leave a CLI with a cap of its own, in USD (null: no bound). */
+  usdLeft: () => number | null;
+  /** Records its launch (the ledger's event of its kind). */
+  started: (facts: StartedFacts) => Promise<unknown>;
+}
+
+/** What the ledger says of its launch. */
+export type StartedFacts = {
+  attempt: number;
+  agent: string;
+  session: string;
+  logs: { stdout: string; stderr: string };
+  sandboxed: boolean;
+};
+
+/** How an agent run in a copy ended, what it changed there (discarded), and what `collect` read of it. */
+export interface CopyRan<T> {
+  ran: Ran;
+  discarded: string[];
+  found: T;
+}
+
+/**
+ * Runs `plan.agent` in a copy of the repository at `c.commit` (src/git/review-copy.ts), read-only
+ * where it can be boxed: the copy made afresh, `brief` written, the agent run to its end,
+ * `collect` read from the copy, what it changed there named, the copy removed. A string: why it
+ * could not be prepared (redacted); "detached": the run detached meanwhile.
+ */
+export async function runInCopy<T>(
+  a: Pick<AttemptSide, "run" | "ports" | "stop">,
+  plan: ReviewPlan,
+  c: CopyRun,
+  brief: () => Promise<void>,
+  collect: () => T,
+): Promise<CopyRan<T> | string | "detached"> {
+  const { run, ports } = a;
+  try {
+    await makeReviewCopy(run.git!.root, plan.copy, c.commit, REVIEW_FILES_DIR);
+    await brief();
+  } catch (error) {
+    removeCopy(plan.copy);
+    return ports.redactor.redact(errorText(error));
+  }
+  let ran: Ran | "detached";
+  try {
+    ran = await runReviewer(a, plan, c);
+  } finally {
+    await ports.runner.close([reviewSession(run.runId, c.id)]);
+  }
+  if (ran === "detached") {
+    removeCopy(plan.copy);
+    return "detached";
+  }
+  const discarded = await reviewCopyChanges(
+    plan.copy,
+    c.commit,
+    (path) => path.startsWith(`${REVIEW_FILES_DIR}/`) || matchesAny(path, plan.agent.scratch),
+  ).catch((error: unknown) => [`(could not be checked: ${ports.redactor.redact(errorText(error))})`]);
+  const found = collect();
+  removeCopy(plan.copy);
+  return { ran, discarded, found };
 }
 
 /** The reviewer's prompt, written (private) where its CLI is given it. */
@@ -290,7 +355,7 @@ async function writeBrief(
 }
 
 /** How the reviewer's run ended: in words when not with exit 0 (null), its logs, its usage. */
-interface Ran {
+export interface Ran {
   how: string | null;
   logs: string;
   usage: Usage | null;
@@ -300,7 +365,7 @@ interface Ran {
 async function runReviewer(
   a: Pick<AttemptSide, "run" | "ports" | "stop">,
   review: ReviewPlan,
-  s: ReviewSubject,
+  s: CopyRun,
 ): Promise<Ran | "detached"> {
   const { run, ports, stop } = a;
   // Its own sandbox where none is configured, when this machine can make one.
@@ -366,9 +431,13 @@ async function runReviewer(
       usage: null,
     };
   }
-  const started = { attempt: s.attempt, agent: agent.name, session, logs, sandboxed: agent.sandbox !== null };
-  if (s.id === INTEGRATION_REVIEW) await ports.ledger.append("run.review_started", started);
-  else await ports.ledger.append("task.review_started", started, s.id);
+  await s.started({
+    attempt: s.attempt,
+    agent: agent.name,
+    session,
+    logs,
+    sandboxed: agent.sandbox !== null,
+  });
   let timedOut = false;
   let stopped = false;
   const timer =

@@ -338,20 +338,50 @@ function planTask(input: RunInput, r: ResolvedTask, place: PlanPlace & { worktre
 export function planMergeReview(input: RunInput, place: PlanPlace): ReviewPlan | null {
   const reviewer = input.mergeReviewer;
   if (!reviewer) return null;
+  return planInCopy(
+    input,
+    place,
+    INTEGRATION_REVIEW,
+    reviewer,
+    reviewAsked(input.assignments.mode.merge?.review, input.config.merge?.review),
+  );
+}
+
+/**
+ * The planner of `termorch plan` (src/planning/): run as a reviewer is, in a copy of the
+ * repository it cannot change, read-only in a sandbox of its own where none is configured.
+ */
+export function planPlanner(
+  input: RunInput,
+  place: PlanPlace,
+  planner: RunAgent,
+  timeoutS: number | undefined,
+): ReviewPlan {
+  return planInCopy(input, place, PLANNER, planner, { agent: planner.name, timeout_s: timeoutS });
+}
+
+/** An agent of the run's own (no task's), `id` its task's, run in a copy of the work as a reviewer is. */
+function planInCopy(
+  input: RunInput,
+  place: PlanPlace,
+  id: string,
+  agent: RunAgent,
+  asked: ReviewAsked | null,
+): ReviewPlan {
   const here = { ...place, worktreesDir: place.worktreesDir ?? runWorktreesDir(place.runId) };
-  const promptFile = reviewPromptFile(place, INTEGRATION_REVIEW);
-  // The schema refuses the reserved id in a file; the review's task is termorch's own.
+  const promptFile = reviewPromptFile(place, id);
+  // The schema refuses a reserved id in a file; this task is termorch's own.
   const task: Task = {
-    ...Task.parse({ id: "run", agent: reviewer.name, context_path: promptFile }),
-    id: INTEGRATION_REVIEW,
+    ...Task.parse({ id: "run", agent: agent.name, context_path: promptFile }),
+    id,
   };
-  const r: ResolvedTask = { task, agents: [reviewer], contextPath: promptFile, conflictFile: null };
+  const r: ResolvedTask = { task, agents: [agent], contextPath: promptFile, conflictFile: null };
   const workspace: WorkspacePlan = {
     cwd: input.workspace,
     worktree: null,
     branch: null,
     startCommit: null,
-    artifactsDir: join(place.runDir, "artifacts", INTEGRATION_REVIEW),
+    artifactsDir: join(place.runDir, "artifacts", id),
     include: [],
     includeInRepo: [],
     copyInRepo: [],
@@ -366,13 +396,11 @@ export function planMergeReview(input: RunInput, place: PlanPlace): ReviewPlan |
     handoff: null,
     inRepo: (paths) => [...paths],
   };
-  return planReview(
-    at,
-    reviewer,
-    here,
-    reviewAsked(input.assignments.mode.merge?.review, input.config.merge?.review),
-  );
+  return planReview(at, agent, here, asked);
 }
+
+/** The id the planner of `termorch plan` goes by: its session, copy and prompt. */
+export const PLANNER = "planner";
 
 /** The id a review of the run's integration goes by: its session, folders, artifacts. */
 export const INTEGRATION_REVIEW = "integration";

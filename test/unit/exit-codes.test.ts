@@ -5,7 +5,9 @@ import {
   ExitCode,
   exitCodeOfKind,
   InputError,
+  Interrupted,
   LockedError,
+  PlanFailed,
   unreachable,
 } from "../../src/errors.js";
 import { GitError, GitVersionError } from "../../src/git/errors.js";
@@ -21,6 +23,8 @@ const expected: Record<ErrorKind, number> = {
   git: 70,
   tmux: 70,
   launch_error: 70,
+  plan_failed: 1,
+  interrupted: 130,
   internal: 70,
 };
 
@@ -70,6 +74,8 @@ describe("exit code table", () => {
       new TmuxError("tmux broke", [], "", 1),
       new TmuxEnvironmentError("no perl"),
       new LaunchError("no launch", "setup", "s"),
+      new PlanFailed("no valid plan"),
+      new Interrupted("SIGINT"),
     ];
     for (const e of errors) expect([e.kind, e.exitCode]).toEqual([e.kind, expected[e.kind]]);
   });

@@ -1,0 +1,428 @@
+/**
+ * `termorch plan`: a planner agent reads an objective and the repository, in a copy it cannot
+ * change (as a reviewer does: src/task/review.ts runInCopy), and writes an assignments file with
+ * a context file per task. termorch checks it exactly as `termorch validate` does; every problem
+ * goes back to the planner in a feedback section, until the plan validates or the tries run out.
+ * The workspace gets the plan only once it is valid, and nothing of one that is not.
+ */
+import { existsSync, lstatSync, mkdirSync } from "node:fs";
+import { writeFile } from "node:fs/promises";
+import { dirname, join, relative, resolve } from "node:path";
+import pino, { type Logger } from "pino";
+import { agentFor } from "../agent/command.js";
+import { addUsage, type Usage } from "../contract/agent-result.js";
+import { Assignments } from "../contract/assignments.js";
+import type { FeedbackBlock } from "../contract/feedback-block.js";
+import { jsonSchemaOf } from "../contract/json-schema.js";
+import type { PlanAnswer, PlanTry } from "../contract/plan.js";
+import { RunState } from "../contract/state.js";
+import { formatProblem, InputError, Interrupted, PlanFailed } from "../errors.js";
+import { userDir } from "../fs/names.js";
+import { repoInfo, TERMORCH_IDENTITY } from "../git/repo.js";
+import { agentRows, checkPlannerAgent } from "../input/agent-binaries.js";
+import type { RunAgent, RunInput } from "../input/assignments-file.js";
+import { loadConfig } from "../input/config-file.js";
+import { readObjective } from "../input/objective-file.js";
+import { PLAN_FILES, plannerPrompt } from "../plan/planner-prompt.js";
+import { openRun } from "../run/open-run.js";
+import { runnerFor } from "../run/runner.js";
+import { type Validated, validateAssignments } from "../run/validate.js";
+import type { TaskRunner } from "../runner/task-runner.js";
+import { feedbackSection } from "../task/feedback.js";
+import { runInCopy } from "../task/review.js";
+import { planRun } from "../task/run-plan.js";
+import { runRedaction } from "../task/run-redaction.js";
+import { PLANNER, REVIEW_FILES_DIR } from "../task/task-plan.js";
+import {
+  type Draft,
+  planDirOf,
+  publishPlan,
+  readDraft,
+  removePlan,
+  stagedOf,
+  writePlan,
+} from "./plan-files.js";
+import { testCommandsOf } from "./test-commands.js";
+
+export const DEFAULT_MAX_TASKS = 8;
+export const DEFAULT_PLAN_TRIES = 3;
+
+export interface PlanOptions {
+  objectiveFile: string;
+  /** The planner: any preset or config agent; default: the config's defaults.planner. */
+  agent?: string;
+  /** The assignments file to write; default: assignments.json in the workspace. */
+  out?: string;
+  maxTasks?: number;
+  tries?: number;
+  /** Replace an assignments file (and its plan folder) that is there already. */
+  force?: boolean;
+  configFile?: string;
+  /** The repository the plan is for; default: cwd. */
+  workspace?: string;
+  /** Seconds one try of the planner may take; default: its agent's timeout. */
+  timeoutS?: number;
+  env?: Readonly<Record<string, string | undefined>>;
+  cwd?: string;
+  logger?: Logger;
+  /** Aborting ends the planner and leaves nothing in the workspace (exit 130). */
+  signal?: AbortSignal;
+  /** Each try's end: its problems (none: taken). */
+  onTry?: (t: PlanTry) => void;
+  seams?: { runner?: TaskRunner };
+}
+
+/** Plans the objective's work: the validated assignments file written, and its plan. */
+export async function planObjective(o: PlanOptions): Promise<PlanAnswer> {
+  const startedAt = Date.now();
+  const env = o.env ?? process.env;
+  const cwd = o.cwd ?? process.cwd();
+  const log = o.logger ?? pino({ level: "silent" });
+  const objectiveFile = resolve(cwd, o.objectiveFile);
+  const objective = readObjective(objectiveFile);
+  const maxTasks = o.maxTasks ?? DEFAULT_MAX_TASKS;
+  const tries = o.tries ?? DEFAULT_PLAN_TRIES;
+  const { config, file: configFile } = await loadConfig(o.configFile, env, cwd);
+  const name = o.agent ?? config.defaults.planner;
+  if (name === undefined)
+    throw new InputError(
+      [
+        {
+          field: "--agent",
+          message: "no planner agent was named, and the config's defaults.planner names none",
+        },
+      ],
+      `Pass --agent NAME (one of: ${installedAgents(config, env).join(", ") || "no agent's CLI is installed"}).`,
+    );
+  const planner: RunAgent | null = plannerOf(name, config);
+  if (planner === null)
+    throw new InputError(
+      [
+        {
+          field: "--agent",
+          message: `unknown agent "${name}": it is no preset, and the config defines no agent of that name`,
+        },
+      ],
+      `Pass --agent NAME (one of: ${installedAgents(config, env).join(", ")}); termorch agents lists them.`,
+    );
+  const workspace = resolve(cwd, o.workspace ?? ".");
+  const repo = await repoInfo(workspace);
+  if (!repo?.head)
+    throw new InputError(
+      [
+        {
+          file: workspace,
+          message: repo ? "the repository has no commit yet" : "the workspace is not a git repository",
+        },
+      ],
+      "termorch plan reads a repository's committed files: run it in one that has a commit.",
+    );
+  const final = placeOf(
+    resolve(cwd, o.out ?? join(workspace, "assignments.json")),
+    workspace,
+    o.force ?? false,
+  );
+  const staged = stagedOf(final);
+
+  const planId = `plan-${startedAt.toString(36)}-${process.pid}`;
+  const sessionDir = join(userDir(), "plans", planId);
+  const input = plannerInput({ objectiveFile, configFile, planId, workspace, config, planner, env });
+  checkPlannerAgent(input, env, planner);
+  mkdirSync(sessionDir, { recursive: true, mode: 0o700 });
+  const redaction = runRedaction(input, env);
+  const socket = env.TERMORCH_TMUX_SOCKET || config.tmux.socket || "termorch";
+  const runner = runnerFor(socket, input, o);
+  const prefix = relative(repo.root, workspace);
+  const side = await openRun(
+    planRun({
+      input,
+      git: { root: repo.root, baseCommit: repo.head, targetRef: repo.ref, prefix },
+      runId: planId,
+      runDir: sessionDir,
+      baseDir: cwd,
+      cwd,
+      settings: RunState.shape.options.parse({
+        max_parallel: 1,
+        schedule: "eager",
+        fail_fast: false,
+        verify: true,
+        sessions: "clean",
+        keep_branches: false,
+        allow_dirty: true,
+      }),
+      identity: TERMORCH_IDENTITY,
+      env,
+      redactSources: redaction.redactor.sources,
+      startedAt,
+      fault: null,
+      resumed: false,
+      worktreesDir: join(sessionDir, "copy"),
+    }),
+    { runner, log, redaction, restored: null, ...(o.signal ? { signal: o.signal } : {}) },
+  );
+  const plan = side.run.review!;
+  const planDir = join(plan.cwd, REVIEW_FILES_DIR, "plan");
+  const brief = {
+    objective,
+    schema: JSON.stringify(jsonSchemaOf("assignments")),
+    agents: installedAgents(config, env),
+    planner: planner.name,
+    maxTasks,
+    planDir,
+    testCommands: testCommandsOf(workspace),
+  };
+  const history: PlanTry[] = [];
+  let feedback: string | null = null;
+  let promptBytes = 0;
+  let last: string[] = [];
+  try {
+    for (let n = 1; n <= tries; n++) {
+      const tryStarted = Date.now();
+      const prompt = plannerPrompt({ ...brief, feedback });
+      if (n === 1) promptBytes = Buffer.byteLength(prompt);
+      const done = await runInCopy(
+        side,
+        plan,
+        {
+          id: PLANNER,
+          attempt: n,
+          commit: repo.head,
+          usdLeft: () => null,
+          started: (facts) => side.ports.ledger.append("plan.planner_started", facts),
+        },
+        async () => {
+          mkdirSync(dirname(plan.promptFile), { recursive: true, mode: 0o700 });
+          await writeFile(plan.promptFile, prompt, { mode: 0o600 });
+        },
+        () => readDraft(planDir),
+      );
+      if (side.stop.cancelled || done === "detached")
+        throw new Interrupted("termorch plan was interrupted; nothing was written");
+      let problems: string[];
+      let usage: Usage | null = null;
+      let draft: Draft | null = null;
+      if (typeof done === "string") problems = [`the planner could not be prepared: ${done}`];
+      else {
+        usage = done.ran.usage;
+        draft = done.found;
+        problems = [
+          ...(done.ran.how ? [`the planner ${done.ran.how} (${done.ran.logs})`] : []),
+          ...(done.discarded.length
+            ? [
+                `you changed files of the repository, which a planner must not: ${done.discarded.join(", ")} (discarded); write only in ${planDir}`,
+              ]
+            : []),
+          ...draft.problems,
+        ];
+      }
+      let validated: Validated | null = null;
+      if (problems.length === 0 && draft) {
+        const checked = await checkDraft(draft, staged, { configFile: o.configFile, env, cwd, maxTasks });
+        if (Array.isArray(checked)) problems = checked;
+        else validated = checked;
+      }
+      const record: PlanTry = {
+        try: n,
+        problems: problems.map((p) => side.ports.redactor.redact(p)),
+        usage,
+        duration_ms: Date.now() - tryStarted,
+      };
+      history.push(record);
+      await side.ports.ledger.append("plan.tried", { attempt: n, problems: record.problems });
+      o.onTry?.(record);
+      if (validated && draft) {
+        publishPlan(draft, staged, final);
+        // What the user gets is checked once more under its own names.
+        const taken = await checkDraft(null, final, { configFile: o.configFile, env, cwd, maxTasks });
+        if (Array.isArray(taken)) {
+          removePlan(final);
+          throw new PlanFailed(
+            `the plan validated in its staging folder but not in place:\n${taken.join("\n")}`,
+          );
+        }
+        return answerOf(taken, final, draft, {
+          planner: planner.name,
+          history,
+          startedAt,
+          promptBytes,
+          logs: sessionDir,
+        });
+      }
+      removePlan(staged);
+      last = record.problems;
+      feedback = feedbackSection(feedbackOf(n, planner.name, record.problems), { runDir: sessionDir });
+    }
+  } catch (error) {
+    removePlan(staged);
+    throw error;
+  }
+  throw new PlanFailed(
+    `the planner ${planner.name} wrote no valid plan in ${tries} ${tries === 1 ? "try" : "tries"}; what its last try got wrong:\n${last.map((p) => `- ${p}`).join("\n")}\nIts prompts, logs and ledger are in ${sessionDir}; nothing was written to the workspace.`,
+  );
+}
+
+/** The agents a task can name whose CLI is on PATH (a config's own command counts as there). */
+function installedAgents(
+  config: RunInput["config"],
+  env: Readonly<Record<string, string | undefined>>,
+): string[] {
+  return agentRows(config, env.PATH)
+    .filter((r) => r.on_path !== false)
+    .map((r) => r.name);
+}
+
+function plannerOf(name: string, config: RunInput["config"]): RunAgent | null {
+  const agent = agentFor({ agent: name }, config);
+  return agent ? { name, agent, escalation: { index: 0, list: "review" } } : null;
+}
+
+/** Where the plan goes, refused (exit 2, nothing written) where it would overwrite or leave the workspace. */
+function placeOf(file: string, workspace: string, force: boolean) {
+  const place = { file, dir: planDirOf(file), workspace };
+  const problems: string[] = [];
+  if (!file.endsWith(".json")) problems.push(`the assignments file ${file} must end in .json`);
+  if (
+    relative(workspace, dirname(file)).startsWith("..") ||
+    relative(workspace, dirname(file)).startsWith("/")
+  )
+    problems.push(
+      `the assignments file ${file} is outside the workspace ${workspace}: its tasks' context files must be inside it`,
+    );
+  if (!lstatSync(dirname(file), { throwIfNoEntry: false })?.isDirectory())
+    problems.push(`the folder ${dirname(file)} does not exist`);
+  if (!force)
+    for (const p of [place.file, place.dir]) if (existsSync(p)) problems.push(`${p} exists already`);
+  if (problems.length)
+    throw new InputError(
+      problems.map((message) => ({ field: "--out", message })),
+      "Pass another --out, or --force to replace a plan that is there; nothing was started.",
+    );
+  return place;
+}
+
+/**
+ * The input of the planner's session: a run of no task whose one agent is the planner, so that
+ * it runs through what runs a reviewer (its copy, sandbox, session, logs and ledger).
+ */
+function plannerInput(p: {
+  objectiveFile: string;
+  configFile: string | null;
+  planId: string;
+  workspace: string;
+  config: RunInput["config"];
+  planner: RunAgent;
+  env: Readonly<Record<string, string | undefined>>;
+}): RunInput {
+  const assignments = Assignments.parse({
+    run_id: p.planId,
+    tasks: [{ id: PLANNER, agent: p.planner.name, context_path: p.objectiveFile }],
+  });
+  return {
+    file: p.objectiveFile,
+    sha256: "",
+    configFile: p.configFile,
+    runId: p.planId,
+    // The planner is no task of its session: it has none.
+    assignments: { ...assignments, tasks: [] },
+    workspace: p.workspace,
+    tasks: [],
+    config: p.config,
+    mergeReviewer: p.planner,
+  };
+}
+
+/**
+ * The draft staged at `at` (null: what is there already) checked as `termorch validate` checks
+ * a file, and against --max-tasks: its plan, or its problems as the planner should read them
+ * (paths in its own plan folder).
+ */
+async function checkDraft(
+  draft: Draft | null,
+  at: ReturnType<typeof stagedOf>,
+  c: {
+    configFile: string | undefined;
+    env: Readonly<Record<string, string | undefined>>;
+    cwd: string;
+    maxTasks: number;
+  },
+): Promise<Validated | string[]> {
+  if (draft) writePlan(draft, at);
+  const theirs = (text: string): string =>
+    text.split(`${at.dir}/`).join("").split(at.file).join(PLAN_FILES.assignments);
+  let validated: Validated;
+  try {
+    validated = await validateAssignments({ file: at.file, config: c.configFile, env: c.env, cwd: c.cwd });
+  } catch (error) {
+    if (!(error instanceof InputError)) throw error;
+    return error.problems.map((p) => theirs(formatProblem(p)));
+  }
+  const n = validated.input.tasks.length;
+  if (n > c.maxTasks)
+    return [`${PLAN_FILES.assignments}: ${n} tasks, over the ${c.maxTasks} asked for (--max-tasks)`];
+  return validated;
+}
+
+/** The feedback block of a try that was not taken: the failures-that-teach section's facts. */
+function feedbackOf(n: number, agent: string, problems: string[]): FeedbackBlock {
+  return {
+    schema_version: 1,
+    task: PLANNER,
+    attempt: n,
+    agent,
+    reason: "validation",
+    detail: `termorch found ${problems.length} ${problems.length === 1 ? "problem" : "problems"} in the plan it wrote`,
+    failed_gates: [{ name: "validate", detail: problems[0] ?? null }],
+    tests: null,
+    missing_artifacts: [],
+    handoff: null,
+    outside_allowed_paths: [],
+    timeout_s: null,
+    agent_error: null,
+    screen: null,
+    secrets: [],
+    decision: null,
+    review: null,
+    rejection: null,
+    plan_problems: problems,
+    summary: null,
+    changed_files: [],
+    next_starts_from: "base",
+  };
+}
+
+function answerOf(
+  v: Validated,
+  at: ReturnType<typeof stagedOf>,
+  draft: Draft,
+  p: { planner: string; history: PlanTry[]; startedAt: number; promptBytes: number; logs: string },
+): PlanAnswer {
+  const usages = p.history.map((t) => t.usage).filter((u): u is Usage => u !== null);
+  return {
+    valid: true,
+    file: at.file,
+    plan_dir: at.dir,
+    run_id: v.input.runId,
+    tasks: v.input.tasks.map((r) => ({
+      id: r.task.id,
+      agent: r.task.agent,
+      dependencies: r.task.dependencies,
+      allowed_paths: r.task.allowed_paths ?? [],
+      context_path: r.task.context_path,
+    })),
+    waves: v.waves,
+    critical_path: v.criticalPath,
+    collisions: v.collisions,
+    tests_cmd: v.input.assignments.success_criteria?.tests_cmd ?? null,
+    milestones: draft.milestones ? join(at.dir, PLAN_FILES.milestones) : null,
+    decisions: draft.decisions ? join(at.dir, PLAN_FILES.decisions) : null,
+    planner: {
+      agent: p.planner,
+      tries: p.history,
+      usage: usages.length ? addUsage(usages) : null,
+      duration_ms: Date.now() - p.startedAt,
+      prompt_bytes: p.promptBytes,
+      logs: p.logs,
+    },
+    run: null,
+  };
+}
