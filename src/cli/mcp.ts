@@ -26,7 +26,7 @@ function toolList(): string {
     "Resources: termorch://runs/<run_id>/report (each finished run's report) and",
     "termorch://schema/<name> (the JSON Schemas of termorch's files).",
     "",
-    'Set-up for each agent CLI: README, "Driving termorch from an agent".',
+    "Set-up for each agent CLI: docs/guides/mcp.md.",
     "",
   ].join("\n");
 }
@@ -45,7 +45,7 @@ function wrap(text: string, width: number): string[] {
 }
 
 /**
- * `termorch mcp` (README: Driving termorch from an agent): an MCP server on stdin/stdout, or with
+ * `termorch mcp` (docs/guides/mcp.md): an MCP server on stdin/stdout, or with
  * `--http` on a loopback port with a token. Runs it starts belong to detached drivers (or the
  * daemon of `--home`), never to this process.
  */

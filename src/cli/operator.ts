@@ -90,7 +90,7 @@ function formatWorkers(workers: readonly WorkerInfo[], now: number): string {
 }
 
 /**
- * The operator commands (README: Operator commands): status, attach, logs, send, finish, approve, reject, cancel, clean. They find runs
+ * The operator commands (docs/guides/operators.md: Operator commands): status, attach, logs, send, finish, approve, reject, cancel, clean. They find runs
  * through the per-user registry ($TERMORCH_REGISTRY), a daemon home, or a run directory.
  */
 export function registerOperatorCommands(program: Command, io: Io, setCode: (code: number) => void): void {

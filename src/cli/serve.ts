@@ -12,7 +12,7 @@ import { address, listenFailure, port, untilStopped } from "./listen-options.js"
 import { stopSignal } from "./stop-signal.js";
 
 /**
- * `termorch serve`: the local web dashboard (README: termorch serve). It listens on 127.0.0.1
+ * `termorch serve`: the local web dashboard (docs/guides/operators.md: termorch serve). It listens on 127.0.0.1
  * unless `--host` says otherwise, prints its URL with the access token on stdout, and runs until
  * SIGINT (exit 130, as `logs --follow` does) or SIGTERM (exit 0, as the daemon does: a service
  * manager's stop is its normal end).

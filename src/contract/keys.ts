@@ -1,8 +1,8 @@
 import { z } from "zod";
 
 /**
- * Keys `termorch send --keys` presses in an interactive task's terminal (README: Interactive
- * tasks). A menu takes keys, not a paste: codex ignores a bracketed paste in its selection lists,
+ * Keys `termorch send --keys` presses in an interactive task's terminal (docs/guides/interactive.md).
+ * A menu takes keys, not a paste: codex ignores a bracketed paste in its selection lists,
  * so a pasted "2" and Enter confirm whatever option is highlighted. Only tmux's names of the keys
  * a question is answered with, and single printable ASCII characters (a digit or a letter a menu
  * takes as its choice): tmux types any other name as its letters.

@@ -8,7 +8,7 @@ import { Reason, TaskState } from "./reason.js";
 import { SendAnswer } from "./send.js";
 
 /**
- * The tools of `termorch mcp` (README: Driving termorch from an agent): each one's input and
+ * The tools of `termorch mcp` (docs/guides/mcp.md): each one's input and
  * output. The descriptions are what a model reads to choose a tool and fill in its arguments.
  */
 

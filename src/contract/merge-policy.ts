@@ -38,7 +38,7 @@ export const MergePolicy = z
         `"redo": how many new attempts one task's conflict may get (default ${DEFAULT_REDO_ATTEMPTS}). When the last one fails its gates, the task's earlier result is put back and the run halts as "halt" would; the report's \`merge.redone\` says what was tried`,
       ),
     on_gate_failure: OnGateFailure.optional().describe(
-      'What happens when the run-level `tests_cmd` fails on the integration of every task. "halt" (the default): nothing is merged and the run fails its validation. "bisect": the gate runs on the base (red there: said at once, no task is blamed), then on the merge of the first k tasks in merge order, halving until it finds the first task whose merge turns it red; the report names it (`merge.culprit`) and nothing is merged. "bisect_and_fix": that task also gets new attempts from the integration of the tasks before it, its prompt carrying the gate\'s output, until the gate passes on the merge with it or `gate_fix_attempts` run out; then the merge goes on with the rest (README: A red integration)',
+      'What happens when the run-level `tests_cmd` fails on the integration of every task. "halt" (the default): nothing is merged and the run fails its validation. "bisect": the gate runs on the base (red there: said at once, no task is blamed), then on the merge of the first k tasks in merge order, halving until it finds the first task whose merge turns it red; the report names it (`merge.culprit`) and nothing is merged. "bisect_and_fix": that task also gets new attempts from the integration of the tasks before it, its prompt carrying the gate\'s output, until the gate passes on the merge with it or `gate_fix_attempts` run out; then the merge goes on with the rest (docs/guides/conflicts.md: A red integration)',
     ),
     gate_fix_attempts: z
       .number()
@@ -55,11 +55,11 @@ export const MergePolicy = z
     ),
   })
   .describe(
-    "How the merge answers conflicts between the tasks' changes and a red run-level gate, and who reviews the whole change before it is merged (README: Conflicts; A red integration; Review)",
+    "How the merge answers conflicts between the tasks' changes and a red run-level gate, and who reviews the whole change before it is merged (docs/guides/conflicts.md: Conflicts, A red integration; docs/guides/convergence.md: Review)",
   );
 export type MergePolicy = z.infer<typeof MergePolicy>;
 
-/** A halted merge's way on for one task it left out (README: Conflicts: halt or redo). */
+/** A halted merge's way on for one task it left out (docs/guides/conflicts.md: Conflicts: halt or redo). */
 export const RedoStep = z
   .strictObject({
     task: z.string(),

@@ -22,7 +22,7 @@ export type NotifyEventName = z.infer<typeof NotifyEventName>;
 
 export const NOTIFY_TIMEOUT_S = 10;
 
-/** Config `notify`: a command told about a run's events (README: Notifications). */
+/** Config `notify`: a command told about a run's events (docs/guides/daemon-and-cron.md: Notifications). */
 export const NotifyConfig = z
   .strictObject({
     command: z

@@ -2,7 +2,7 @@ import { z } from "zod";
 
 /**
  * Why a task ended the way it did. One union, used by the runner, the status files and the
- * report alike (docs/contract.md, README). `null` in the report means the task succeeded.
+ * report alike (docs/contract.md, docs/guides/). `null` in the report means the task succeeded.
  */
 export const Reason = z.enum([
   "exit_code",

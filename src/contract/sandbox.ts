@@ -68,7 +68,7 @@ export type SandboxSpec = z.infer<typeof SandboxSpec>;
 
 /**
  * `sandbox` in the config's `defaults`, an agent entry and a task: "off", or the agent's whole
- * process tree confined by bubblewrap (README, "Sandboxing agents").
+ * process tree confined by bubblewrap (docs/guides/sandbox.md).
  */
 export const Sandbox = z
   .union([z.literal("off"), SandboxSpec])

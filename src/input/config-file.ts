@@ -35,7 +35,7 @@ export async function loadConfigOrProblems(
   }
 }
 
-/** Config lookup (README: Config): --config, $TERMORCH_CONFIG, ./config/termorch.json, ~/.config/termorch/config.json. */
+/** Config lookup (docs/guides/configuration.md: Config): --config, $TERMORCH_CONFIG, ./config/termorch.json, ~/.config/termorch/config.json. */
 export async function loadConfig(
   explicit: string | undefined,
   env: Readonly<Record<string, string | undefined>>,

@@ -29,7 +29,7 @@ export function hashOf(event: Omit<LedgerEvent, "hash">): string {
 }
 
 /**
- * The run's append-only, hash-chained record of decisions (README: Interrupted runs, locks and the ledger). Each event is
+ * The run's append-only, hash-chained record of decisions (docs/guides/run-directory.md: Interrupted runs, locks and the ledger). Each event is
  * one write() of one line to a file opened O_APPEND, so a crash leaves at most a torn last
  * line, which verification reports. Appends are synchronous (AppendFile), which also keeps the
  * chain in call order without a queue.

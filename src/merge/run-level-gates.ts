@@ -16,7 +16,7 @@ import { type TestsRan, testsGate } from "../task/tests-gate.js";
 
 /**
  * The run-level tests_cmd runs the merged work of every agent: sandboxed as the config's
- * `defaults.sandbox` says (README, "Sandboxing agents"), with no CLI's needs.
+ * `defaults.sandbox` says (docs/guides/sandbox.md), with no CLI's needs.
  */
 function runSandbox(
   run: Pick<RunPlan, "input">,

@@ -184,7 +184,7 @@ function budgetOf(
   return standing ? { budget: standing } : {};
 }
 
-/** Builds execution_report.json: the keys of docs/contract.md exactly, plus the README's additions. */
+/** Builds execution_report.json: the keys of docs/contract.md exactly, plus the additions docs/guides/ describe. */
 export function buildReport(input: ReportInput): Report {
   const tasks = input.tasks.map((t) =>
     taskReport(

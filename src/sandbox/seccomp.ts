@@ -3,7 +3,7 @@
  * (`--seccomp FD`) before it runs the agent, for the whole of its process tree. Node has no
  * libseccomp binding, and the filter is small enough to assemble here.
  *
- * What it refuses, and why (README, "Sandboxing agents"):
+ * What it refuses, and why (docs/guides/sandbox.md):
  * - `ioctl(TIOCSTI)` and `ioctl(TIOCLINUX)`: pushing bytes into a terminal's input, as if typed.
  *   A tty agent keeps the pane's terminal (its controlling one), and kernels that still allow
  *   TIOCSTI (`dev.tty.legacy_tiocsti=1`) would let it type into whatever reads that terminal

@@ -9,7 +9,7 @@ import type { Redactor } from "../redact/redactor.js";
 import type { DecisionSeen } from "./next-attempt.js";
 
 /**
- * The agent's own decision about an attempt (README, "The agent's decision"): a file at
+ * The agent's own decision about an attempt (docs/guides/how-tasks-run.md, "the agent's decision"): a file at
  * `$TERMORCH_DECISION` it may write, removed before each attempt and read after it, through no
  * link (the agent could leave one to a file it cannot read itself). What it says is the
  * next-attempt policy's to act on (src/task/next-attempt.ts); this module only finds, reads and

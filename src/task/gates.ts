@@ -50,7 +50,7 @@ interface Verdict {
 type GateStep = (s: GateScope) => Promise<Verdict | "detached">;
 
 /**
- * Per-task gates in the README's order (docs/ARCHITECTURE.md: the pipeline), after the core gate
+ * Per-task gates in the order docs/guides/how-tasks-run.md gives (docs/ARCHITECTURE.md: the pipeline), after the core gate
  * passed. Each gate is one step; the first to `end` the attempt stops the rest.
  */
 const TASK_GATES: readonly GateStep[] = [

@@ -29,7 +29,7 @@ import type { AgentPlan, InteractivePlan, TaskPlan } from "./task-plan.js";
 import type { TaskRun } from "./task-run.js";
 
 /**
- * Interactive tasks (README: Interactive tasks): the agent owns the pane's terminal; termorch
+ * Interactive tasks (docs/guides/interactive.md): the agent owns the pane's terminal; termorch
  * pastes its prompt once the screen is ready, watches the screen for the agent waiting for input,
  * and ends the agent on `termorch finish` or when the task's `done_when` file appears.
  */

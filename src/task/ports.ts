@@ -27,6 +27,6 @@ export interface Ports {
   readonly ledger: Ledger;
   /** Names of the run's log files (logs/), unique across its tasks and gates. */
   readonly logNames: LogNames;
-  /** Tells the config's `notify` command about failed tasks and the run's end (README: Notifications). */
+  /** Tells the config's `notify` command about failed tasks and the run's end (docs/guides/daemon-and-cron.md: Notifications). */
   readonly notifier: Notifier;
 }

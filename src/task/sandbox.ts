@@ -1,5 +1,5 @@
 /**
- * One attempt's sandbox (README, "Sandboxing agents"): before the launch, its folder (the /tmp
+ * One attempt's sandbox (docs/guides/sandbox.md): before the launch, its folder (the /tmp
  * the agent sees, its view of the repository, the network relay's routes) and the command line
  * that the pane supervisor puts in front of the agent's argv; after the exit, the commits the
  * agent made in its view of the repository, brought into the real one. The supervisor itself

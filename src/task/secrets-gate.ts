@@ -20,7 +20,7 @@ export interface SecretsFound {
  * scratch file, unless the agent committed it), in a message of a commit the agent made, or in
  * the name of the branch it checked out, fails the
  * task (reason `validation`) instead of being committed on its branch and merged into the user's.
- * Logs and artifacts are redacted; a repository cannot be (DESIGN.md §10, README: Secrets).
+ * Logs and artifacts are redacted; a repository cannot be (DESIGN.md §10, docs/guides/how-tasks-run.md: secrets).
  * Token formats and configured patterns do not count here: a repository may well hold
  * look-alikes (test fixtures), but never the value of a secret the run handed out.
  * Returns null when the run has no secrets (nothing to look for).

@@ -164,7 +164,7 @@ export interface AgentPlan {
 
   /** Address-space limit per agent process, in MiB. */
   memoryMb: number | undefined;
-  /** Its sandbox (README, "Sandboxing agents"); null: off. */
+  /** Its sandbox (docs/guides/sandbox.md); null: off. */
   sandbox: SandboxSetting | null;
   /** An attempt that exits 0 having changed nothing and produced none of its required artifacts fails (no_changes). */
   expectChanges: boolean;

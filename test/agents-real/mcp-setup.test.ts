@@ -1,7 +1,7 @@
-// The README's one-line set-up of `termorch mcp` for each of Claude Code, codex, gemini and opencode
-// (the lines under "Driving termorch from an agent", read from README.md and run as they are), with
+// The MCP guide's one-line set-up of `termorch mcp` for each of Claude Code, codex, gemini and opencode
+// (the lines under "Set-up, one line per CLI", read from docs/guides/mcp.md and run as they are), with
 // the CLI pinned in test/agents-real/package.json, `termorch` on PATH as a user has it, in this
-// file's own HOME: the CLI writes the entry the README says where it says, and the CLI's own health
+// file's own HOME: the CLI writes the entry the guide says where it says, and the CLI's own health
 // check starts `termorch mcp` through that entry and reports it connected (codex's, which also
 // lists the tools: the app server's mcpServerStatus/list, as its TUI's /mcp asks). The same line with
 // a wrong command (`termorch mpc`) is reported failed, so a broken line cannot pass. No model, no
@@ -46,11 +46,11 @@ const TIMEOUT = 30_000;
 const CLIS = ["claude", "codex", "gemini", "opencode"] as const;
 type Cli = (typeof CLIS)[number];
 
-/** The set-up lines of the README, split into words (none is quoted), by the CLI they start with. */
+/** The set-up lines of the MCP guide, split into words (none is quoted), by the CLI they start with. */
 function readmeSetup(): Record<Cli, string[]> {
-  const readme = readFileSync(join(ROOT, "README.md"), "utf8");
+  const readme = readFileSync(join(ROOT, "docs", "guides", "mcp.md"), "utf8");
   const from = readme.indexOf("Set-up, one line per CLI");
-  expect(from, "the README's set-up lines").toBeGreaterThan(0);
+  expect(from, "the MCP guide's set-up lines").toBeGreaterThan(0);
   const block = /```sh\n([\s\S]*?)```/.exec(readme.slice(from))![1]!;
   const lines = block
     .split("\n")
@@ -208,7 +208,7 @@ beforeAll(() => {
 });
 afterAll(() => world.dispose());
 
-describe.concurrent("the README's set-up line of termorch mcp, with the pinned CLI", () => {
+describe.concurrent("the MCP guide's set-up line of termorch mcp, with the pinned CLI", () => {
   it("Claude Code: ~/.claude.json's user-scope mcpServers; `claude mcp list` and `get` connect", async () => {
     const add = await sh("claude", SETUP.claude);
     expect(add.exitCode, add.out).toBe(0);
@@ -254,7 +254,7 @@ describe.concurrent("the README's set-up line of termorch mcp, with the pinned C
       transport: { type: "stdio", command: "termorch", args: ["mcp"] },
     });
 
-    // The README's additions, under the same table: codex 0.171 takes both (an unknown approval
+    // The guide's additions, under the set-up lines: codex 0.171 takes both (an unknown approval
     // mode is refused, naming the key, so the key is not just ignored).
     const block = /^\[mcp_servers\.termorch\]\n(?:[^[\n].*\n)*/m;
     const withNotes = (mode: string): string =>
@@ -333,7 +333,7 @@ describe.concurrent("the README's set-up line of termorch mcp, with the pinned C
     expect(existsSync(join(project, "opencode.json"))).toBe(false);
     expect(existsSync(join(project, "opencode.jsonc"))).toBe(false);
 
-    // The README's addition: a call's timeout (a number, which opencode 1.18 checks).
+    // The guide's addition: a call's timeout (a number, which opencode 1.18 checks).
     config.mcp!.termorch!.timeout = 60_000;
     writeFileSync(join(dir, "opencode.jsonc"), JSON.stringify(config, null, 2));
     expect((await sh("opencode", typo(SETUP.opencode))).exitCode).toBe(0);

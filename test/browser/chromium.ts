@@ -50,7 +50,7 @@ export async function screenshot(page: Page, name: string): Promise<string> {
 }
 
 /**
- * The README's picture of a view (docs/img/<name>.png, checked in) comes from a test's
+ * The picture of a view in the README and docs/guides/operators.md (docs/img/<name>.png, checked in) comes from a test's
  * screenshot: refreshed on request only (`UPDATE_DOCS_IMG=1`), so a test run leaves tracked files alone.
  */
 export function keepForDocs(shot: string, name: string): void {

@@ -1,4 +1,4 @@
-// The CLI installed from its packed tarball, as the README tells a new user (npm pack, then
+// The CLI installed from its packed tarball, as docs/guides/installing.md tells a user (npm pack, then
 // npm install -g, node-pty's build allowed): `npm run test:install`, which CI runs after `npm test`.
 // It is not part of `npm test`: the install builds node-pty from source (no prebuilt binary for
 // Linux), about 15 s of CPU, in every run of the suite.
@@ -36,7 +36,7 @@ describe("the README's promises to a new user", () => {
       await execa("npm", ["pack", "--ignore-scripts", "--pack-destination", tmp, "--silent"], { cwd: ROOT })
     ).stdout.trim();
     const prefix = join(tmp, "prefix");
-    // As the README says it: node-pty's build allowed (npm 11 warns of, and will skip, a
+    // As docs/guides/installing.md says it: node-pty's build allowed (npm 11 warns of, and will skip, a
     // dependency's install scripts that a global install does not name).
     await execa(
       "npm",

@@ -99,7 +99,7 @@ describe("worktree_include of paths the repository ignores, or not", () => {
           const log = git(repo, "log", "--format=%an|%s", `${base}..main`).trim().split("\n");
           expect(log.filter((l) => l === "Repo User|agent work")).toHaveLength(2);
         }
-        // The caches the tools wrote went into the user's copy (accepted; the README says so).
+        // The caches the tools wrote went into the user's copy (accepted; docs/guides/how-tasks-run.md says so).
         expect(readFileSync(join(repo, c.dep, ".cache", "A"), "utf8")).toBe("cached\n");
         expect(git(repo, "status", "--porcelain", "--untracked-files=no")).toBe("");
       });

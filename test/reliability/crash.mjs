@@ -630,7 +630,7 @@ async function check(box, repo, base, runDir, body, recovered, spec) {
   }
   f.redone = allRedone.map((r) => `${r.task}@${r.attempt} ${r.cause} ${r.outcome}`).join(",") || "none";
 
-  // A task branch holding commits no other ref holds: plain `clean` keeps it by design (README:
+  // A task branch holding commits no other ref holds: plain `clean` keeps it by design (docs/guides/operators.md:
   // never a branch with unmerged commits unless --force), that of a task that did not succeed,
   // and, when the run merged nothing, that of any task. Those are excused from plain `clean`,
   // and `clean --force` must then remove them: nothing may be left that clean cannot remove.

@@ -419,7 +419,7 @@ function ISSUE_35_CASES() {
       plant: "socket",
       expect: ["success"],
       known:
-        "a unix socket in a folder the agent sees is reachable whatever its network (README, Sandboxing agents: hide its folder with deny_read)",
+        "a unix socket in a folder the agent sees is reachable whatever its network (docs/guides/sandbox.md: hide its folder with deny_read)",
       checks: (t) => [
         ...said(t, "unix-socket"),
         ["the daemon's answer in no file the run kept", !t.kept(t.canary.unix)],
@@ -1414,7 +1414,7 @@ async function main(opts) {
             ),
           ]
         : []),
-      "agentCommandsRunByTermorch is not a must-be-zero figure: hooks and the fsmonitor are off for termorch's git, but filter and merge drivers of the repository's config are honoured (git-lfs needs them), and an agent with the user's uid can plant one (README, Security)",
+      "agentCommandsRunByTermorch is not a must-be-zero figure: hooks and the fsmonitor are off for termorch's git, but filter and merge drivers of the repository's config are honoured (git-lfs needs them), and an agent with the user's uid can plant one (docs/guides/how-tasks-run.md, the repository's git configuration)",
     ],
     started,
   });
