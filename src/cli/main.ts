@@ -31,6 +31,7 @@ import type { Io } from "./io.js";
 import { registerMcpCommand } from "./mcp.js";
 import { registerOperatorCommands } from "./operator.js";
 import { environmentRedactor } from "./own-redactor.js";
+import { registerPlanCommand } from "./plan.js";
 import { positiveInt, positiveNumber } from "./positive-int.js";
 import { progressLine } from "./progress.js";
 import { registerReportCommand } from "./report.js";
@@ -279,6 +280,14 @@ export async function main(
       }
     });
 
+  registerPlanCommand(
+    program,
+    io,
+    (c) => {
+      code = c;
+    },
+    (file, o) => runCommand(file, { verify: true, schedule: "eager", ...o }, io),
+  );
   registerScaleCommands(program, io, (c) => {
     code = c;
   });

@@ -4,6 +4,7 @@ import { BudgetStanding } from "./budget.js";
 import { PredictedCollision } from "./collision.js";
 import { KeyAnswer } from "./keys.js";
 import { RedoStep } from "./merge-policy.js";
+import { PlanAnswer } from "./plan.js";
 import { Reason, TaskState } from "./reason.js";
 import { SendAnswer } from "./send.js";
 
@@ -135,6 +136,55 @@ export const RunOutput = z.strictObject({
   next: z.string().describe("What to call next"),
 });
 export type RunOutput = z.infer<typeof RunOutput>;
+
+export const PlanInput = z.strictObject({
+  objective: z
+    .string()
+    .min(1)
+    .optional()
+    .describe("What you want done, in words (Markdown): the objective itself. Give this or `objective_path`"),
+  objective_path: z
+    .string()
+    .min(1)
+    .optional()
+    .describe("Path of a file holding the objective (relative paths: from `cwd`). Give this or `objective`"),
+  agent: z
+    .string()
+    .min(1)
+    .optional()
+    .describe("The planner: a preset or config agent (see `agents`); default: the config's defaults.planner"),
+  out: z
+    .string()
+    .min(1)
+    .optional()
+    .describe(
+      "The assignments file to write, inside the workspace; default: assignments.json in the workspace",
+    ),
+  workspace: z.string().min(1).optional().describe("The git repository to plan for; default: `cwd`"),
+  max_tasks: z.number().int().positive().optional().describe("At most this many tasks (default 8)"),
+  tries: z
+    .number()
+    .int()
+    .positive()
+    .optional()
+    .describe("Tries the planner gets to write a plan that validates (default 3)"),
+  force: z
+    .boolean()
+    .optional()
+    .describe("Replace an assignments file and plan folder that are there already"),
+  run: z
+    .boolean()
+    .optional()
+    .describe("Start a run of the plan once it is valid (as `run` does); follow it with `wait`"),
+  cwd: Source.cwd,
+  config: Source.config,
+});
+export type PlanInput = z.infer<typeof PlanInput>;
+
+export const PlanOutput = PlanAnswer.omit({ run: true }).extend({
+  started: RunOutput.nullable().describe("With `run`: the run started (as `run` answers); null otherwise"),
+});
+export type PlanOutput = z.infer<typeof PlanOutput>;
 
 /** What a detached `termorch run --started-file F` writes into F once the run has its id and folder. */
 export const DriverStarted = z.strictObject({

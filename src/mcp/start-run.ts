@@ -26,12 +26,24 @@ const CLAIM_MS = 20_000;
  * file of that name would make them).
  */
 export async function keepInline(doc: Record<string, unknown>): Promise<string> {
+  const file = join(await keptDir(), "assignments.json");
+  await writeFile(file, `${JSON.stringify(doc, null, 2)}\n`, { mode: 0o600, flag: "wx" });
+  return file;
+}
+
+/** An objective given inline to `plan`, kept in a file of its own (removed with dropInline once planned). */
+export async function keepObjective(text: string): Promise<string> {
+  const file = join(await keptDir(), "OBJECTIVE.md");
+  await writeFile(file, text, { mode: 0o600, flag: "wx" });
+  return file;
+}
+
+/** A new private folder of termorch mcp's own, for what a call gave inline. */
+async function keptDir(): Promise<string> {
   await ensureUserDir();
   const dir = join(mcpDir(), `${compactTimestamp(Date.now())}-${randomBytes(4).toString("hex")}`);
   await mkdir(dir, { recursive: true, mode: 0o700 });
-  const file = join(dir, "assignments.json");
-  await writeFile(file, `${JSON.stringify(doc, null, 2)}\n`, { mode: 0o600, flag: "wx" });
-  return file;
+  return dir;
 }
 
 /** Removes a kept inline document that no run needs. */

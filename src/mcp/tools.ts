@@ -25,12 +25,13 @@ import { sessionsBySocket } from "../ops/sessions.js";
 import { runView } from "../ops/status.js";
 import { requestStop } from "../ops/stop.js";
 import { findTask } from "../ops/task-target.js";
+import { DEFAULT_PLAN_TRIES, planObjective } from "../planning/plan-objective.js";
 import { isSecretName } from "../redact/redactor.js";
 import { gitSightOf } from "../run/run-dir.js";
 import { type Validated, validateAssignments } from "../run/validate.js";
 import { changeIn, cursorText, parseCursor, readChanges, taskSummary } from "./follow.js";
 import { type Apart, secretsApart } from "./secrets-apart.js";
-import { dropInInbox, dropInline, keepInline, runFlags, startDriver } from "./start-run.js";
+import { dropInInbox, dropInline, keepInline, keepObjective, runFlags, startDriver } from "./start-run.js";
 
 type Env = Readonly<Record<string, string | undefined>>;
 
@@ -645,6 +646,68 @@ const cancel = tool({
   },
 });
 
+const plan = tool({
+  name: "plan",
+  title: "Plan an objective's work",
+  description:
+    "Turn an objective (what you want done, in words) into an assignments document: a planner agent reads the objective and the repository, read-only, and writes the tasks, each with its context file and the paths it will own; every problem `validate` finds goes back to it until the plan is valid. Answers with the plan (waves, critical path, each task's agent and paths, predicted collisions, the planner's cost) and the file written; with `run`, starts it too. It takes as long as the planner takes: minutes with a real model.",
+  input: M.PlanInput,
+  output: M.PlanOutput,
+  readOnly: false,
+  async call(args, call) {
+    const cwd = cwdOf(args, call);
+    if ((args.objective === undefined) === (args.objective_path === undefined))
+      throw new InputError(
+        [
+          {
+            message: `give the objective either inline ("objective") or as a file ("objective_path"); ${args.objective === undefined ? "neither was" : "both were"} given`,
+          },
+        ],
+        "Call again with one of them.",
+      );
+    const kept = args.objective === undefined ? null : await keepObjective(args.objective);
+    try {
+      const config = args.config === undefined ? undefined : resolve(cwd, args.config);
+      const answer = await planObjective({
+        objectiveFile: kept ?? resolve(cwd, args.objective_path!),
+        ...(args.agent ? { agent: args.agent } : {}),
+        ...(args.out ? { out: args.out } : {}),
+        ...(args.workspace ? { workspace: args.workspace } : {}),
+        ...(args.max_tasks ? { maxTasks: args.max_tasks } : {}),
+        ...(args.tries ? { tries: args.tries } : {}),
+        ...(args.force ? { force: true } : {}),
+        ...(config ? { configFile: config } : {}),
+        env: call.env,
+        cwd,
+        signal: call.signal,
+        onTry: (t) =>
+          void call
+            .progress(
+              t.try,
+              args.tries ?? DEFAULT_PLAN_TRIES,
+              `try ${t.try}: ${t.problems.length ? `${t.problems.length} problems, given back to the planner` : "valid"}`,
+            )
+            .catch(() => {}),
+      });
+      const { run: _, ...planned } = answer;
+      if (!args.run) return { ...planned, started: null };
+      const started =
+        call.home !== null
+          ? await runByDaemon({ path: answer.file, ...(config ? { config } : {}) }, call.home, cwd, call.env)
+          : await startDriver({
+              file: answer.file,
+              baseDir: null,
+              flags: config ? ["--config", config] : [],
+              env: call.env,
+              cwd,
+            });
+      return { ...planned, started };
+    } finally {
+      if (kept) await dropInline(kept);
+    }
+  },
+});
+
 const agents = tool({
   name: "agents",
   title: "List the agents",
@@ -667,6 +730,7 @@ const agents = tool({
 /** Every tool, in the order `tools/list` and `termorch mcp --help` give them. */
 export const TOOLS = [
   validate,
+  plan,
   run,
   status,
   wait,

@@ -3,7 +3,7 @@
  * bounded), staged beside the assignments file for `validate`, published under their final names
  * once valid, removed otherwise. The workspace holds nothing of a plan that was not taken.
  */
-import { lstatSync, readdirSync, renameSync, rmSync } from "node:fs";
+import { lstatSync, mkdirSync, readdirSync, renameSync, rmSync } from "node:fs";
 import { basename, dirname, join, posix, relative } from "node:path";
 import { errorText } from "../errors.js";
 import { writeFileAtomicSync } from "../fs/atomic.js";
@@ -110,6 +110,7 @@ export function stagedOf(place: PlanPlace): PlanPlace {
  */
 export function writePlan(draft: Draft, at: PlanPlace): void {
   rmSync(at.dir, { recursive: true, force: true });
+  mkdirSync(at.dir);
   for (const [name, bytes] of draft.contexts) writeFresh(at.dir, `${PLAN_FILES.tasks}/${name}`, bytes, 0o644);
   if (draft.milestones) writeFresh(at.dir, PLAN_FILES.milestones, draft.milestones, 0o644);
   if (draft.decisions) writeFresh(at.dir, PLAN_FILES.decisions, draft.decisions, 0o644);

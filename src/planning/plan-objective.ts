@@ -17,7 +17,7 @@ import { jsonSchemaOf } from "../contract/json-schema.js";
 import type { PlanAnswer, PlanTry } from "../contract/plan.js";
 import { RunState } from "../contract/state.js";
 import { formatProblem, InputError, Interrupted, PlanFailed } from "../errors.js";
-import { userDir } from "../fs/names.js";
+import { ensureUserDir } from "../fs/names.js";
 import { repoInfo, TERMORCH_IDENTITY } from "../git/repo.js";
 import { agentRows, checkPlannerAgent } from "../input/agent-binaries.js";
 import type { RunAgent, RunInput } from "../input/assignments-file.js";
@@ -32,7 +32,7 @@ import { feedbackSection } from "../task/feedback.js";
 import { runInCopy } from "../task/review.js";
 import { planRun } from "../task/run-plan.js";
 import { runRedaction } from "../task/run-redaction.js";
-import { PLANNER, REVIEW_FILES_DIR } from "../task/task-plan.js";
+import { PLANNER, planPlanner, REVIEW_FILES_DIR } from "../task/task-plan.js";
 import {
   type Draft,
   planDirOf,
@@ -69,6 +69,8 @@ export interface PlanOptions {
   signal?: AbortSignal;
   /** Each try's end: its problems (none: taken). */
   onTry?: (t: PlanTry) => void;
+  /** Where planning sessions keep their prompts, logs and ledger; default: the per-user folder's plans/. */
+  plansDir?: string;
   seams?: { runner?: TaskRunner };
 }
 
@@ -125,10 +127,10 @@ export async function planObjective(o: PlanOptions): Promise<PlanAnswer> {
   const staged = stagedOf(final);
 
   const planId = `plan-${startedAt.toString(36)}-${process.pid}`;
-  const sessionDir = join(userDir(), "plans", planId);
+  const sessionDir = join(o.plansDir ?? join(await ensureUserDir(), "plans"), planId);
   const input = plannerInput({ objectiveFile, configFile, planId, workspace, config, planner, env });
   checkPlannerAgent(input, env, planner);
-  mkdirSync(sessionDir, { recursive: true, mode: 0o700 });
+  mkdirSync(join(sessionDir, "logs"), { recursive: true, mode: 0o700 });
   const redaction = runRedaction(input, env);
   const socket = env.TERMORCH_TMUX_SOCKET || config.tmux.socket || "termorch";
   const runner = runnerFor(socket, input, o);
@@ -160,8 +162,20 @@ export async function planObjective(o: PlanOptions): Promise<PlanAnswer> {
     }),
     { runner, log, redaction, restored: null, ...(o.signal ? { signal: o.signal } : {}) },
   );
-  const plan = side.run.review!;
-  const planDir = join(plan.cwd, REVIEW_FILES_DIR, "plan");
+  const plan = planPlanner(
+    input,
+    {
+      runId: planId,
+      runDir: sessionDir,
+      gitPrefix: prefix,
+      processEnv: env,
+      worktreesDir: join(sessionDir, "copy"),
+    },
+    planner,
+    o.timeoutS,
+  );
+  // In termorch's folder at the copy's root: the one place its sandbox lets it write.
+  const planDir = join(plan.copy, REVIEW_FILES_DIR, "plan");
   const brief = {
     objective,
     schema: JSON.stringify(jsonSchemaOf("assignments")),
@@ -191,8 +205,11 @@ export async function planObjective(o: PlanOptions): Promise<PlanAnswer> {
           started: (facts) => side.ports.ledger.append("plan.planner_started", facts),
         },
         async () => {
+          mkdirSync(join(planDir, PLAN_FILES.tasks), { recursive: true });
           mkdirSync(dirname(plan.promptFile), { recursive: true, mode: 0o700 });
           await writeFile(plan.promptFile, prompt, { mode: 0o600 });
+          // Each try's kept: what the planner was told, feedback and all.
+          await writeFile(join(dirname(plan.promptFile), `planner-${n}.md`), prompt, { mode: 0o600 });
         },
         () => readDraft(planDir),
       );
@@ -301,8 +318,8 @@ function placeOf(file: string, workspace: string, force: boolean) {
 }
 
 /**
- * The input of the planner's session: a run of no task whose one agent is the planner, so that
- * it runs through what runs a reviewer (its copy, sandbox, session, logs and ledger).
+ * The input of the planner's session: a run of no task, so that its planner runs through what
+ * runs a reviewer (its copy, sandbox, session, logs and ledger).
  */
 function plannerInput(p: {
   objectiveFile: string;
@@ -316,6 +333,7 @@ function plannerInput(p: {
   const assignments = Assignments.parse({
     run_id: p.planId,
     tasks: [{ id: PLANNER, agent: p.planner.name, context_path: p.objectiveFile }],
+    environment: { workspace_dir: p.workspace },
   });
   return {
     file: p.objectiveFile,
@@ -327,7 +345,7 @@ function plannerInput(p: {
     workspace: p.workspace,
     tasks: [],
     config: p.config,
-    mergeReviewer: p.planner,
+    mergeReviewer: null,
   };
 }
 

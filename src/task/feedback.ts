@@ -192,6 +192,7 @@ export function feedbackSection(f: FeedbackBlock, where: { runDir?: string } = {
     "handoff",
     "allowed_paths",
     "secrets",
+    "validate",
   ]);
   const others = f.failed_gates.filter((g) => !told.has(g.name));
   if (others.length)

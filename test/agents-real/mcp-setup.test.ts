@@ -27,6 +27,7 @@ const started = (cli: Cli): string => join(world.tmp, `termorch-started-${cli}.l
 /** The tools every client must see (`termorch mcp --help` lists them). */
 const TOOLS = [
   "validate",
+  "plan",
   "run",
   "status",
   "wait",

@@ -493,7 +493,7 @@ function actionOf(step: Exclude<Step, { fail: number }>, tools: Tool[], cwd: str
         : names.includes(t.name),
     );
     if (tool) return { kind: "call", tool, args: step.args };
-    // Searched by what it wants, the tool's name: with termorch's 13 tools, codex's search for
+    // Searched by what it wants, the tool's name: with termorch's 14 tools, codex's search for
     // "termorch wait" ranks eight others above `wait` (they all name termorch), and never loads it.
     if (tools.some((t) => t.name === "tool_search")) return { kind: "search", query: name };
     throw new Error(`no tool ${name} of MCP server ${server} among ${tools.map((t) => t.name).join(", ")}`);

@@ -749,7 +749,7 @@ describe("termorch mcp --http", () => {
         }),
       );
       clients.push(client);
-      expect((await client.listTools()).tools).toHaveLength(13);
+      expect((await client.listTools()).tools).toHaveLength(14);
       const agents = (await ok(client, "agents", {})) as { agents: Array<{ name: string }> };
       expect(agents.agents.map((a) => a.name)).toContain("claude");
       const { last } = await (async () => {

@@ -1,0 +1,191 @@
+// termorch plan (issue 39): a planner agent writes an assignments file in a copy of the
+// repository it cannot change; termorch validates it as `validate` does, every problem goes back
+// to the planner in its next prompt's feedback section, and only a valid plan reaches the
+// workspace. The real planning code with the fake runner and fake timers, on a real repository.
+import { execFileSync } from "node:child_process";
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { PlanAnswer } from "../../src/contract/plan.js";
+import { InputError, PlanFailed } from "../../src/errors.js";
+import { MAX_OBJECTIVE_BYTES } from "../../src/input/objective-file.js";
+import { type PlanOptions, planObjective } from "../../src/planning/plan-objective.js";
+import { runAssignments } from "../../src/run/runner.js";
+import { type FakeAttempt, FakeRunner } from "./fake-runner.js";
+import { MiddleRun, middleTier } from "./harness.js";
+
+let run: MiddleRun;
+
+middleTier(() => run);
+
+const CONFIG = {
+  agents: {
+    planner: { command: ["plan-agent"] },
+    step: { command: ["step-agent", "{task_id}"] },
+  },
+};
+
+/** The planner's plan folder in its copy, and the prompt it was given. */
+const planDirOf = (a: FakeAttempt): string => join(a.spec.cwd, ".termorch", "plan");
+const promptOf = (a: FakeAttempt): string => readFileSync(a.spec.env.TERMORCH_PROMPT_FILE!, "utf8");
+
+/** Writes a plan where the planner writes it: its assignments, a context file per task, its documents. */
+function writePlan(a: FakeAttempt, tasks: object[], extra: object = {}): void {
+  const dir = planDirOf(a);
+  mkdirSync(join(dir, "tasks"), { recursive: true });
+  writeFileSync(join(dir, "assignments.json"), JSON.stringify({ run_id: "planned", tasks, ...extra }));
+  for (const t of tasks as { id: string }[]) writeFileSync(join(dir, "tasks", `${t.id}.md`), `Do ${t.id}.\n`);
+  writeFileSync(join(dir, "milestones.md"), "# Milestones\n");
+  a.exit(0);
+}
+
+const CYCLE_AND_UNKNOWN = [
+  { id: "a", agent: "nosuch", context_path: "tasks/a.md", dependencies: ["b"] },
+  { id: "b", agent: "step", context_path: "tasks/b.md", dependencies: ["a"] },
+];
+const VALID = [
+  { id: "a", agent: "step", context_path: "tasks/a.md", dependencies: [], allowed_paths: ["a/**"] },
+  { id: "b", agent: "step", context_path: "tasks/b.md", dependencies: ["a"], allowed_paths: ["b/**"] },
+  { id: "c", agent: "step", context_path: "tasks/c.md", dependencies: [], allowed_paths: ["a/x.txt"] },
+];
+
+/** Every file of the workspace (.git aside), to show a plan not taken leaves nothing. */
+const filesOf = (dir: string): string[] =>
+  readdirSync(dir, { recursive: true, withFileTypes: true })
+    .filter((e) => e.isFile() && !join(e.parentPath, e.name).includes("/.git/"))
+    .map((e) => join(e.parentPath, e.name))
+    .sort();
+
+function options(extra: Partial<PlanOptions> = {}): PlanOptions {
+  const objective = join(run.dir, "OBJECTIVE.md");
+  writeFileSync(objective, "Add a, then b; and c.\n", { flag: "a" });
+  const o = run.options();
+  return {
+    objectiveFile: objective,
+    agent: "planner",
+    configFile: run.configFile,
+    workspace: join(run.dir, "ws"),
+    env: o.env!,
+    cwd: run.dir,
+    plansDir: join(run.dir, "plans"),
+    seams: { runner: new FakeRunner(run.host) },
+    ...extra,
+  };
+}
+
+describe("termorch plan", () => {
+  it("feeds validate's problems back to the planner until its plan is valid, then writes it; the plan runs to a merge", async () => {
+    run = new MiddleRun([{ id: "x" }], { config: CONFIG, git: true });
+    const prompts: string[] = [];
+    run.host.onLaunch = (a) => {
+      prompts.push(promptOf(a));
+      // Its copy is the repository's commit, not the workspace.
+      expect(a.spec.cwd).not.toBe(join(run.dir, "ws"));
+      expect(readFileSync(join(a.spec.cwd, "ctx", "task.md"), "utf8")).toBe("# the task\n");
+      writePlan(a, prompts.length === 1 ? CYCLE_AND_UNKNOWN : VALID);
+    };
+    const tries: number[] = [];
+    const answer = await planObjective(options({ onTry: (t) => tries.push(t.problems.length) }));
+    expect(PlanAnswer.parse(answer)).toEqual(answer);
+    // The first prompt: the objective, the schema, the agents, where to write; no feedback yet.
+    expect(prompts[0]).toContain("Add a, then b; and c.");
+    expect(prompts[0]).toContain('"$schema"');
+    expect(prompts[0]).toMatch(/installed here\): .*planner.*step/);
+    expect(prompts[0]).not.toContain("termorch validate refused the plan");
+    // The second: both problems of the first file, and its JSON block.
+    expect(prompts[1]).toContain("### termorch validate refused the plan");
+    expect(prompts[1]).toContain("dependency cycle: a -> b -> a");
+    expect(prompts[1]).toContain('unknown agent "nosuch"');
+    expect(prompts[1]).toContain('"plan_problems"');
+    expect(tries).toEqual([2, 0]);
+    expect(answer.planner.tries.map((t) => t.problems.length)).toEqual([2, 0]);
+    expect(answer.planner.prompt_bytes).toBe(Buffer.byteLength(prompts[0]!));
+    // The plan as validate shows it, and the collision of a and c (no path between them).
+    expect(answer.waves).toEqual([["a", "c"], ["b"]]);
+    expect(answer.critical_path).toEqual(["a", "b"]);
+    expect(answer.collisions).toEqual([{ tasks: ["a", "c"], paths: [["a/**", "a/x.txt"]] }]);
+    const ws = join(run.dir, "ws");
+    expect(answer.file).toBe(join(ws, "assignments.json"));
+    const written = JSON.parse(readFileSync(answer.file, "utf8"));
+    expect(written.environment.workspace_dir).toBe(".");
+    expect(written.tasks.map((t: { context_path: string }) => t.context_path)).toEqual([
+      "assignments.plan/tasks/a.md",
+      "assignments.plan/tasks/b.md",
+      "assignments.plan/tasks/c.md",
+    ]);
+    expect(readFileSync(join(ws, "assignments.plan", "tasks", "b.md"), "utf8")).toBe("Do b.\n");
+    expect(answer.milestones).toBe(join(ws, "assignments.plan", "milestones.md"));
+    // No staging folder is left.
+    expect(readdirSync(ws).sort()).toEqual([".git", "assignments.json", "assignments.plan", "ctx"]);
+
+    // It runs as written: each task's work merged.
+    run.host.onLaunch = (a) => {
+      const id = a.spec.taskId;
+      const path = id === "c" ? join(a.spec.cwd, "a", "x.txt") : join(a.spec.cwd, id, "done.txt");
+      mkdirSync(join(path, ".."), { recursive: true });
+      writeFileSync(path, id);
+      a.exit(0);
+    };
+    const result = await runAssignments({ ...run.options(), assignmentsFile: answer.file });
+    expect("report" in result && result.report.merge.result).toBe("success");
+    for (const f of ["a/done.txt", "b/done.txt", "a/x.txt"])
+      expect(readFileSync(join(ws, f), "utf8")).toBeTruthy();
+  });
+
+  it("refuses a planner that edits the repository, and leaves the workspace as it was", async () => {
+    run = new MiddleRun([{ id: "x" }], { config: CONFIG, git: true });
+    const ws = join(run.dir, "ws");
+    const before = filesOf(ws);
+    const prompts: string[] = [];
+    run.host.onLaunch = (a) => {
+      prompts.push(promptOf(a));
+      writeFileSync(join(a.spec.cwd, "ctx", "task.md"), "changed by the planner\n");
+      writePlan(a, VALID);
+    };
+    const failed = await planObjective(options({ tries: 2 })).catch((e: unknown) => e);
+    expect(failed).toBeInstanceOf(PlanFailed);
+    expect((failed as PlanFailed).exitCode).toBe(1);
+    expect((failed as Error).message).toContain("you changed files of the repository");
+    expect((failed as Error).message).toContain("ctx/task.md");
+    expect(prompts[1]).toContain("you changed files of the repository");
+    expect(filesOf(ws)).toEqual(before);
+    expect(readFileSync(join(ws, "ctx", "task.md"), "utf8")).toBe("# the task\n");
+    expect(execFileSync("git", ["-C", ws, "status", "--porcelain", "--ignored"], { encoding: "utf8" })).toBe(
+      "",
+    );
+  });
+
+  it("refuses a bad objective, an unknown planner and one whose CLI is missing, with exit 2, before anything starts", async () => {
+    run = new MiddleRun([{ id: "x" }], { config: CONFIG, git: true });
+    const ws = join(run.dir, "ws");
+    const before = filesOf(ws);
+    const refused = async (o: Partial<PlanOptions>, words: string): Promise<void> => {
+      const error = await planObjective(options(o)).catch((e: unknown) => e);
+      expect(error, words).toBeInstanceOf(InputError);
+      expect((error as InputError).exitCode).toBe(2);
+      expect((error as Error).message).toContain(words);
+    };
+    const objective = (name: string, bytes: string | Buffer): string => {
+      const path = join(run.dir, name);
+      writeFileSync(path, bytes);
+      return path;
+    };
+    await refused({ objectiveFile: objective("empty.md", " \n\n") }, "the objective is empty");
+    await refused({ objectiveFile: objective("bin.md", Buffer.from([0x50, 0, 0x4b])) }, "binary");
+    await refused(
+      { objectiveFile: objective("latin1.md", Buffer.from([0x63, 0x61, 0x66, 0xe9])) },
+      "not UTF-8",
+    );
+    await refused(
+      { objectiveFile: objective("big.md", "x".repeat(MAX_OBJECTIVE_BYTES + 1)) },
+      `over termorch's bound of ${MAX_OBJECTIVE_BYTES}`,
+    );
+    await refused({ objectiveFile: join(run.dir, "missing.md") }, "cannot be read");
+    await refused({ agent: "nosuch" }, 'unknown agent "nosuch"');
+    await refused({ agent: "claude", env: { PATH: "/nonexistent" } }, "not on the agent's PATH");
+    writeFileSync(join(ws, "assignments.json"), "{}");
+    await refused({}, "exists already");
+    expect(run.host.attempts).toHaveLength(0);
+    expect(filesOf(ws)).toEqual([...before, join(ws, "assignments.json")].sort());
+  });
+});
