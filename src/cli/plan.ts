@@ -14,6 +14,7 @@ interface PlanFlags {
   timeout?: number;
   workspace?: string;
   force?: boolean;
+  env: string[];
   config?: string;
   run?: boolean;
   json?: boolean;
@@ -46,6 +47,12 @@ export function registerPlanCommand(
     .option("--timeout <s>", "seconds each try may take (default: the agent's timeout)", positiveInt)
     .option("--workspace <dir>", "the repository to plan for (default: the current folder)")
     .option("--force", "replace an assignments file and plan folder that are there already")
+    .option(
+      "--env <name>",
+      "a variable of this environment the planner gets (its API key), by name; the plan's env_vars list it too (repeatable)",
+      (v: string, all: string[]) => [...all, v],
+      [] as string[],
+    )
     .option("--config <file>", "config file")
     .option("--run", "run the plan once it is valid, as termorch run does")
     .option("--json", "print the plan as JSON (with --run: the run's report, as termorch run --json)")
@@ -63,6 +70,7 @@ export function registerPlanCommand(
           ...(o.timeout ? { timeoutS: o.timeout } : {}),
           ...(o.workspace ? { workspace: o.workspace } : {}),
           ...(o.force ? { force: true } : {}),
+          envVars: o.env,
           ...(o.config ? { configFile: o.config } : {}),
           env: io.env,
           cwd: io.cwd,
@@ -110,7 +118,7 @@ export function planText(a: PlanAnswer, running: boolean): string {
     ),
     `  tests_cmd: ${a.tests_cmd ?? "none"}`,
     ...a.collisions.map((c) => `  warning: ${collisionText(c)}`),
-    `  planner: ${a.planner.agent}, ${tries} ${tries === 1 ? "try" : "tries"}, ${(a.planner.duration_ms / 1000).toFixed(1)} s, ${tokens}${cost}`,
+    `  planner: ${a.planner.agent}, ${tries} ${tries === 1 ? "try" : "tries"}, ${(a.planner.duration_ms / 1000).toFixed(1)} s, ${tokens}${cost}; its prompt ${(a.planner.prompt_bytes / 1024).toFixed(1)} KiB (logs: ${a.planner.logs})`,
     `  context files${a.milestones || a.decisions ? ", milestones and decisions" : ""}: ${a.plan_dir}/`,
     running ? "  running it now" : `  edit it if you like, then: termorch run ${a.file}`,
     "",

@@ -161,6 +161,12 @@ export const PlanInput = z.strictObject({
       "The assignments file to write, inside the workspace; default: assignments.json in the workspace",
     ),
   workspace: z.string().min(1).optional().describe("The git repository to plan for; default: `cwd`"),
+  env_vars: z
+    .array(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/))
+    .optional()
+    .describe(
+      "Names of variables of termorch mcp's environment the planner gets (its API key); the plan's environment.env_vars lists them too. Names only: no value is written",
+    ),
   max_tasks: z.number().int().positive().optional().describe("At most this many tasks (default 8)"),
   tries: z
     .number()

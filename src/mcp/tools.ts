@@ -676,6 +676,7 @@ const plan = tool({
         ...(args.max_tasks ? { maxTasks: args.max_tasks } : {}),
         ...(args.tries ? { tries: args.tries } : {}),
         ...(args.force ? { force: true } : {}),
+        ...(args.env_vars ? { envVars: args.env_vars } : {}),
         ...(config ? { configFile: config } : {}),
         env: call.env,
         cwd,

@@ -108,17 +108,24 @@ export function stagedOf(place: PlanPlace): PlanPlace {
  * assignments file with `workspace_dir` set and each `tasks/<id>.md` context path made the
  * workspace's path of its file (the planner writes them relative to its plan folder).
  */
-export function writePlan(draft: Draft, at: PlanPlace): void {
+export function writePlan(draft: Draft, at: PlanPlace, envVars: readonly string[]): void {
   rmSync(at.dir, { recursive: true, force: true });
   mkdirSync(at.dir);
   for (const [name, bytes] of draft.contexts) writeFresh(at.dir, `${PLAN_FILES.tasks}/${name}`, bytes, 0o644);
   if (draft.milestones) writeFresh(at.dir, PLAN_FILES.milestones, draft.milestones, 0o644);
   if (draft.decisions) writeFresh(at.dir, PLAN_FILES.decisions, draft.decisions, 0o644);
-  writeFileAtomicSync(at.file, `${JSON.stringify(placed(draft.assignments ?? {}, at), null, 2)}\n`);
+  writeFileAtomicSync(at.file, `${JSON.stringify(placed(draft.assignments ?? {}, at, envVars), null, 2)}\n`);
 }
 
-/** The planner's assignments as they stand at `at`: where its workspace and context files are. */
-function placed(assignments: Record<string, unknown>, at: PlanPlace): Record<string, unknown> {
+/**
+ * The planner's assignments as they stand at `at`: where its workspace and context files are, and
+ * the variables `termorch plan --env` named among its env_vars (names: no value is written).
+ */
+function placed(
+  assignments: Record<string, unknown>,
+  at: PlanPlace,
+  envVars: readonly string[],
+): Record<string, unknown> {
   const toWorkspace = relative(dirname(at.file), at.workspace) || ".";
   const dirInWorkspace = relative(at.workspace, at.dir).split("/").join(posix.sep);
   const env = assignments.environment;
@@ -132,22 +139,30 @@ function placed(assignments: Record<string, unknown>, at: PlanPlace): Record<str
           : task;
       })
     : assignments.tasks;
-  return {
-    ...assignments,
-    tasks,
-    environment: {
-      ...(typeof env === "object" && env !== null && !Array.isArray(env) ? env : {}),
-      workspace_dir: toWorkspace,
-    },
-  };
+  const environment: Record<string, unknown> =
+    typeof env === "object" && env !== null && !Array.isArray(env) ? { ...env } : {};
+  if (envVars.length) {
+    const listed = Array.isArray(environment.env_vars) ? environment.env_vars : [];
+    const names = new Set(listed.map((e) => (typeof e === "string" ? e.split("=")[0] : e)));
+    environment.env_vars = [...listed, ...envVars.filter((v) => !names.has(v))];
+  }
+  return { ...assignments, tasks, environment: { ...environment, workspace_dir: toWorkspace } };
 }
 
 /** Moves a staged plan to its final place, over what stood there (`--force`). */
-export function publishPlan(draft: Draft, staged: PlanPlace, final: PlanPlace): void {
+export function publishPlan(
+  draft: Draft,
+  staged: PlanPlace,
+  final: PlanPlace,
+  envVars: readonly string[],
+): void {
   rmSync(staged.file, { force: true });
   rmSync(final.dir, { recursive: true, force: true });
   renameSync(staged.dir, final.dir);
-  writeFileAtomicSync(final.file, `${JSON.stringify(placed(draft.assignments ?? {}, final), null, 2)}\n`);
+  writeFileAtomicSync(
+    final.file,
+    `${JSON.stringify(placed(draft.assignments ?? {}, final, envVars), null, 2)}\n`,
+  );
 }
 
 /** Removes a plan's files (a plan not taken). */

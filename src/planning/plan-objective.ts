@@ -46,6 +46,7 @@ import { testCommandsOf } from "./test-commands.js";
 
 export const DEFAULT_MAX_TASKS = 8;
 export const DEFAULT_PLAN_TRIES = 3;
+const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
 export interface PlanOptions {
   objectiveFile: string;
@@ -55,6 +56,11 @@ export interface PlanOptions {
   out?: string;
   maxTasks?: number;
   tries?: number;
+  /**
+   * Variables of termorch's environment the planner gets (its API key), by name; the plan's
+   * `environment.env_vars` lists them too, for its tasks' agents. Never a value: none is written.
+   */
+  envVars?: readonly string[];
   /** Replace an assignments file (and its plan folder) that is there already. */
   force?: boolean;
   configFile?: string;
@@ -84,6 +90,16 @@ export async function planObjective(o: PlanOptions): Promise<PlanAnswer> {
   const objective = readObjective(objectiveFile);
   const maxTasks = o.maxTasks ?? DEFAULT_MAX_TASKS;
   const tries = o.tries ?? DEFAULT_PLAN_TRIES;
+  const envVars = [...new Set(o.envVars ?? [])];
+  const badNames = envVars.filter((v) => !ENV_NAME.test(v));
+  if (badNames.length)
+    throw new InputError(
+      badNames.map((v) => ({
+        field: "--env",
+        message: `"${v}" is not a variable's name (NAME, never NAME=VALUE: a value would be written into the plan)`,
+      })),
+      "Export the variable, and pass its name alone.",
+    );
   const { config, file: configFile } = await loadConfig(o.configFile, env, cwd);
   const name = o.agent ?? config.defaults.planner;
   if (name === undefined)
@@ -128,7 +144,7 @@ export async function planObjective(o: PlanOptions): Promise<PlanAnswer> {
 
   const planId = `plan-${startedAt.toString(36)}-${process.pid}`;
   const sessionDir = join(o.plansDir ?? join(await ensureUserDir(), "plans"), planId);
-  const input = plannerInput({ objectiveFile, configFile, planId, workspace, config, planner, env });
+  const input = plannerInput({ objectiveFile, configFile, planId, workspace, config, planner, envVars });
   checkPlannerAgent(input, env, planner);
   mkdirSync(join(sessionDir, "logs"), { recursive: true, mode: 0o700 });
   const redaction = runRedaction(input, env);
@@ -234,7 +250,13 @@ export async function planObjective(o: PlanOptions): Promise<PlanAnswer> {
       }
       let validated: Validated | null = null;
       if (problems.length === 0 && draft) {
-        const checked = await checkDraft(draft, staged, { configFile: o.configFile, env, cwd, maxTasks });
+        const checked = await checkDraft(draft, staged, {
+          configFile: o.configFile,
+          env,
+          cwd,
+          maxTasks,
+          envVars,
+        });
         if (Array.isArray(checked)) problems = checked;
         else validated = checked;
       }
@@ -248,9 +270,15 @@ export async function planObjective(o: PlanOptions): Promise<PlanAnswer> {
       await side.ports.ledger.append("plan.tried", { attempt: n, problems: record.problems });
       o.onTry?.(record);
       if (validated && draft) {
-        publishPlan(draft, staged, final);
+        publishPlan(draft, staged, final, envVars);
         // What the user gets is checked once more under its own names.
-        const taken = await checkDraft(null, final, { configFile: o.configFile, env, cwd, maxTasks });
+        const taken = await checkDraft(null, final, {
+          configFile: o.configFile,
+          env,
+          cwd,
+          maxTasks,
+          envVars,
+        });
         if (Array.isArray(taken)) {
           removePlan(final);
           throw new PlanFailed(
@@ -328,12 +356,12 @@ function plannerInput(p: {
   workspace: string;
   config: RunInput["config"];
   planner: RunAgent;
-  env: Readonly<Record<string, string | undefined>>;
+  envVars: readonly string[];
 }): RunInput {
   const assignments = Assignments.parse({
     run_id: p.planId,
     tasks: [{ id: PLANNER, agent: p.planner.name, context_path: p.objectiveFile }],
-    environment: { workspace_dir: p.workspace },
+    environment: { workspace_dir: p.workspace, env_vars: p.envVars },
   });
   return {
     file: p.objectiveFile,
@@ -362,9 +390,10 @@ async function checkDraft(
     env: Readonly<Record<string, string | undefined>>;
     cwd: string;
     maxTasks: number;
+    envVars: readonly string[];
   },
 ): Promise<Validated | string[]> {
-  if (draft) writePlan(draft, at);
+  if (draft) writePlan(draft, at, c.envVars);
   const theirs = (text: string): string =>
     text.split(`${at.dir}/`).join("").split(at.file).join(PLAN_FILES.assignments);
   let validated: Validated;
