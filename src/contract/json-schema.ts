@@ -6,6 +6,7 @@ import { DecisionFile } from "./decision.js";
 import { FeedbackBlock } from "./feedback-block.js";
 import { LedgerEntry } from "./ledger-events.js";
 import { NotifyEvent } from "./notify.js";
+import { PlanAnswer } from "./plan.js";
 import { Report } from "./report.js";
 import { ReviewVerdict } from "./review.js";
 import { SessionHandoff } from "./session-handoff.js";
@@ -33,6 +34,8 @@ export const schemas = {
   "review-verdict": ReviewVerdict,
   /** handoff.json beside the report: where the run stands and how to go on (the seed's session handoff). */
   "session-handoff": SessionHandoff,
+  /** `termorch plan --json`'s answer: the plan written, and how the planner came to it. */
+  plan: PlanAnswer,
 } as const;
 export type SchemaName = keyof typeof schemas;
 

@@ -8,7 +8,7 @@ import { basename, dirname, join, posix, relative } from "node:path";
 import { errorText } from "../errors.js";
 import { writeFileAtomicSync } from "../fs/atomic.js";
 import { Refused, readInside, writeFresh } from "../fs/no-follow.js";
-import { PLAN_FILES } from "../plan/planner-prompt.js";
+import { PLAN_FILES } from "./planner-prompt.js";
 
 const ASSIGNMENTS_BYTES = 1024 * 1024;
 const DOC_BYTES = 256 * 1024;

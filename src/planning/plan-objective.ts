@@ -23,7 +23,6 @@ import { agentRows, checkPlannerAgent } from "../input/agent-binaries.js";
 import type { RunAgent, RunInput } from "../input/assignments-file.js";
 import { loadConfig } from "../input/config-file.js";
 import { readObjective } from "../input/objective-file.js";
-import { PLAN_FILES, plannerPrompt } from "../plan/planner-prompt.js";
 import { openRun } from "../run/open-run.js";
 import { runnerFor } from "../run/runner.js";
 import { type Validated, validateAssignments } from "../run/validate.js";
@@ -42,6 +41,7 @@ import {
   stagedOf,
   writePlan,
 } from "./plan-files.js";
+import { PLAN_FILES, plannerPrompt } from "./planner-prompt.js";
 import { testCommandsOf } from "./test-commands.js";
 
 export const DEFAULT_MAX_TASKS = 8;

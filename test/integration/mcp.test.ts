@@ -11,7 +11,7 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { execa } from "execa";
 import { afterAll, describe, expect, it } from "vitest";
-import { DecideOutput, RunOutput, ValidateOutput, WaitOutput } from "../../src/contract/mcp.js";
+import { DecideOutput, PlanOutput, RunOutput, ValidateOutput, WaitOutput } from "../../src/contract/mcp.js";
 import { Report } from "../../src/contract/report.js";
 import { StatusView } from "../../src/contract/status-view.js";
 import {
@@ -103,12 +103,51 @@ function threeTasks(extraEnv: Record<string, string> = {}) {
 }
 
 describe("termorch mcp over stdio", () => {
+  it("plan: a scripted planner's refused plan is fed back, the valid one is written and started; a bad objective is refused with nothing written", async () => {
+    const { dir, repo } = workspace();
+    const config = join(dir, "termorch.json");
+    const planner = join(ROOT, "test", "fixtures", "agents", "planner.sh");
+    writeFileSync(
+      config,
+      JSON.stringify({ agents: { planner: { command: ["bash", planner], env: { STEP_SH: STEP } } } }),
+    );
+    const { client } = await connect(dir);
+    const refused = await call(client, "plan", { objective: " \n", cwd: repo, agent: "planner", config });
+    expect(refused.isError).toBe(true);
+    expect(JSON.stringify(refused.content)).toContain("the objective is empty");
+    expect(existsSync(join(repo, "assignments.json"))).toBe(false);
+
+    const answer = PlanOutput.parse(
+      await ok(client, "plan", {
+        objective: "Write a.txt, then b.txt.",
+        cwd: repo,
+        agent: "planner",
+        config,
+        run: true,
+      }),
+    );
+    expect(answer.planner.tries.map((t) => t.problems.length)).toEqual([2, 0]);
+    expect(answer.planner.tries[0]!.problems.join("\n")).toContain("dependency cycle: a -> b -> a");
+    expect(answer.planner.tries[0]!.problems.join("\n")).toContain('unknown agent "nosuch"');
+    expect(answer.waves).toEqual([["a"], ["b"]]);
+    expect(answer.file).toBe(join(repo, "assignments.json"));
+    expect(answer.decisions).toBe(join(repo, "assignments.plan", "decisions.md"));
+    expect(answer.started).toMatchObject({ owner: "driver", tasks: 2 });
+    await waitFinished(client, answer.started!.run_id);
+    const report = Report.parse(
+      JSON.parse(readFileSync(join(answer.started!.run_dir, "execution_report.json"), "utf8")),
+    );
+    expect(report.merge.result).toBe("success");
+    expect(git(repo, "show", "HEAD:b.txt")).toBe("b was here\n");
+  });
+
   it("lists its tools with schemas, and answers a bad document with every problem, located", async () => {
     const { dir } = workspace();
     const { client } = await connect(dir);
     const { tools } = await client.listTools();
     expect(tools.map((t) => t.name)).toEqual([
       "validate",
+      "plan",
       "run",
       "status",
       "wait",

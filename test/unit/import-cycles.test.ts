@@ -90,6 +90,7 @@ const LAYERS = [
   "merge",
   "scale",
   "run",
+  "planning",
   "ops",
   "daemon",
   "watch",
