@@ -403,10 +403,18 @@ async function checkDraft(
     if (!(error instanceof InputError)) throw error;
     return error.problems.map((p) => theirs(formatProblem(p)));
   }
+  const problems: string[] = [];
   const n = validated.input.tasks.length;
   if (n > c.maxTasks)
-    return [`${PLAN_FILES.assignments}: ${n} tasks, over the ${c.maxTasks} asked for (--max-tasks)`];
-  return validated;
+    problems.push(`${PLAN_FILES.assignments}: ${n} tasks, over the ${c.maxTasks} asked for (--max-tasks)`);
+  // What a plan adds to a valid file: each task names the files it will own (what collisions are predicted from).
+  validated.input.tasks.forEach((r, i) => {
+    if (!r.task.allowed_paths?.length)
+      problems.push(
+        `${PLAN_FILES.assignments}, field tasks[${i}].allowed_paths, task ${r.task.id}: a planned task names the files it expects to own`,
+      );
+  });
+  return problems.length ? problems : validated;
 }
 
 /** The feedback block of a try that was not taken: the failures-that-teach section's facts. */

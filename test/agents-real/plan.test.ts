@@ -84,8 +84,8 @@ function model(cli: CliRecipe, o: { edit?: boolean } = {}): Script {
               { id: "b", agent: cli.preset, dependencies: ["a"], allowed_paths: ["b.txt"] },
             ])
           : planSteps([
-              { id: "a", agent: "nosuch", dependencies: ["b"] },
-              { id: "b", agent: cli.preset, dependencies: ["a"] },
+              { id: "a", agent: "nosuch", dependencies: ["b"], allowed_paths: ["a.txt"] },
+              { id: "b", agent: cli.preset, dependencies: ["a"], allowed_paths: ["b.txt"] },
             ]);
       return [...edit, ...steps, { reply: "Planned.", usage: { input: 3000, output: 200 } }];
     }
@@ -238,8 +238,8 @@ describe("a planner that edits the repository", () => {
     // Never told anything it can use: it writes the same bad plan each time.
     modelServer().setScript(() => [
       ...planSteps([
-        { id: "a", agent: "nosuch", dependencies: ["b"] },
-        { id: "b", agent: cli.preset, dependencies: ["a"] },
+        { id: "a", agent: "nosuch", dependencies: ["b"], allowed_paths: ["a.txt"] },
+        { id: "b", agent: cli.preset, dependencies: ["a"], allowed_paths: ["b.txt"] },
       ]),
       { reply: "Planned." },
     ]);

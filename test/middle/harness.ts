@@ -203,11 +203,13 @@ export class MiddleRun {
 
 /**
  * What every middle-tier file sets up: fake timers around each test, and the test's MiddleRun
- * (`current()`) removed after it. Everything takes milliseconds, so a test that waits longer than
- * its timeout is waiting for an exit that never comes.
+ * (`current()`) removed after it. Everything takes milliseconds (a second with git), so a test that
+ * waits longer than its timeout is waiting for an exit that never comes.
  */
 export function middleTier(current: () => MiddleRun | undefined): void {
-  vi.setConfig({ testTimeout: 5_000 });
+  // A bound on a hang, not a timing: tests of a git workspace (git: true) run real git, which a
+  // loaded machine (the whole suite on two cores) slows by several times.
+  vi.setConfig({ testTimeout: 15_000 });
   beforeEach(() => {
     vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "Date"] });
   });

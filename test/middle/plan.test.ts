@@ -40,8 +40,8 @@ function writePlan(a: FakeAttempt, tasks: object[], extra: object = {}): void {
 }
 
 const CYCLE_AND_UNKNOWN = [
-  { id: "a", agent: "nosuch", context_path: "tasks/a.md", dependencies: ["b"] },
-  { id: "b", agent: "step", context_path: "tasks/b.md", dependencies: ["a"] },
+  { id: "a", agent: "nosuch", context_path: "tasks/a.md", dependencies: ["b"], allowed_paths: ["a/**"] },
+  { id: "b", agent: "step", context_path: "tasks/b.md", dependencies: ["a"], allowed_paths: ["b/**"] },
 ];
 const VALID = [
   { id: "a", agent: "step", context_path: "tasks/a.md", dependencies: [], allowed_paths: ["a/**"] },
@@ -153,6 +153,18 @@ describe("termorch plan", () => {
     expect(execFileSync("git", ["-C", ws, "status", "--porcelain", "--ignored"], { encoding: "utf8" })).toBe(
       "",
     );
+  });
+
+  it("takes no plan whose task leaves out allowed_paths, nor one over --max-tasks", async () => {
+    run = new MiddleRun([{ id: "x" }], { config: CONFIG, git: true });
+    run.host.onLaunch = (a) => writePlan(a, [...VALID.slice(0, 2), { ...VALID[2]!, allowed_paths: [] }]);
+    const failed = await planObjective(options({ tries: 1, maxTasks: 2 })).catch((e: unknown) => e);
+    expect(failed).toBeInstanceOf(PlanFailed);
+    expect((failed as Error).message).toContain("3 tasks, over the 2 asked for (--max-tasks)");
+    expect((failed as Error).message).toContain(
+      "field tasks[2].allowed_paths, task c: a planned task names the files it expects to own",
+    );
+    expect(readdirSync(join(run.dir, "ws")).sort()).toEqual([".git", "ctx"]);
   });
 
   it("refuses a bad objective, an unknown planner and one whose CLI is missing, with exit 2, before anything starts", async () => {
