@@ -187,7 +187,7 @@ export const PlanInput = z.strictObject({
 });
 export type PlanInput = z.infer<typeof PlanInput>;
 
-export const PlanOutput = PlanAnswer.omit({ run: true }).extend({
+export const PlanOutput = PlanAnswer.extend({
   started: RunOutput.nullable().describe("With `run`: the run started (as `run` answers); null otherwise"),
 });
 export type PlanOutput = z.infer<typeof PlanOutput>;

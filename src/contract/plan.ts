@@ -51,10 +51,6 @@ export const PlanAnswer = z
       prompt_bytes: z.number().int().min(0).describe("The size of its first prompt"),
       logs: z.string().describe("The planning session's folder: its prompts, logs and ledger"),
     }),
-    run: z
-      .strictObject({ exit_code: z.number().int(), run_dir: z.string(), report: z.string().nullable() })
-      .nullable()
-      .describe("With --run: the run it was given to; null: not run"),
   })
   .describe("termorch plan's answer: a validated assignments file from an objective");
 export type PlanAnswer = z.infer<typeof PlanAnswer>;

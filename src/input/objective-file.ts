@@ -19,7 +19,14 @@ export function readObjective(path: string): string {
   try {
     fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
   } catch (error) {
-    return refuse(`the objective cannot be read: ${errorText(error)}`);
+    const code = (error as NodeJS.ErrnoException).code;
+    return refuse(
+      code === "ELOOP"
+        ? "the objective is a symbolic link; give the file itself"
+        : code === "ENOENT"
+          ? "the objective does not exist"
+          : `the objective cannot be read: ${errorText(error)}`,
+    );
   }
   let bytes: Buffer;
   try {

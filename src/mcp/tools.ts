@@ -690,8 +690,7 @@ const plan = tool({
             )
             .catch(() => {}),
       });
-      const { run: _, ...planned } = answer;
-      if (!args.run) return { ...planned, started: null };
+      if (!args.run) return { ...answer, started: null };
       const started =
         call.home !== null
           ? await runByDaemon({ path: answer.file, ...(config ? { config } : {}) }, call.home, cwd, call.env)
@@ -702,7 +701,7 @@ const plan = tool({
               env: call.env,
               cwd,
             });
-      return { ...planned, started };
+      return { ...answer, started };
     } finally {
       if (kept) await dropInline(kept);
     }

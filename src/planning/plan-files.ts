@@ -3,11 +3,11 @@
  * bounded), staged beside the assignments file for `validate`, published under their final names
  * once valid, removed otherwise. The workspace holds nothing of a plan that was not taken.
  */
-import { lstatSync, mkdirSync, readdirSync, renameSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, renameSync, rmSync } from "node:fs";
 import { basename, dirname, join, posix, relative } from "node:path";
 import { errorText } from "../errors.js";
 import { writeFileAtomicSync } from "../fs/atomic.js";
-import { Refused, readInside, writeFresh } from "../fs/no-follow.js";
+import { kindInside, Refused, readInside, walkInside, writeFresh } from "../fs/no-follow.js";
 import { PLAN_FILES } from "./planner-prompt.js";
 
 const ASSIGNMENTS_BYTES = 1024 * 1024;
@@ -28,21 +28,38 @@ export interface Draft {
   problems: string[];
 }
 
-/** Reads the planner's plan folder `dir`; what cannot be read is a problem, never followed. */
-export function readDraft(dir: string): Draft {
+/**
+ * Reads the planner's plan folder, `rel` below `root` (its copy, termorch's own folder): no link
+ * is followed on the way or at the end, and what cannot be read is a problem, never an error.
+ */
+export function readDraft(root: string, rel: string): Draft {
   const problems: string[] = [];
-  const read = (rel: string, max: number, required: boolean): Buffer | null => {
+  const empty: Draft = {
+    assignments: null,
+    contexts: new Map(),
+    milestones: null,
+    decisions: null,
+    problems,
+  };
+  const kind = kindInside(root, rel);
+  if (kind !== "folder") {
+    problems.push(
+      `the plan folder ${join(root, rel)} is ${kind === "missing" ? "missing" : "not a folder (a link is not followed)"}`,
+    );
+    return empty;
+  }
+  const read = (name: string, max: number, required: boolean): Buffer | null => {
     try {
-      const bytes = readInside(dir, rel, max + 1);
+      const bytes = readInside(root, `${rel}/${name}`, max + 1);
       if (bytes.length > max) {
-        problems.push(`${rel} is over termorch's bound of ${max} bytes`);
+        problems.push(`${name} is over termorch's bound of ${max} bytes`);
         return null;
       }
       return bytes;
     } catch (error) {
       if (error instanceof Refused && error.why === "missing") {
-        if (required) problems.push(`you wrote no ${rel} in ${dir}`);
-      } else problems.push(`${rel} could not be read: ${errorText(error)}`);
+        if (required) problems.push(`you wrote no ${name} in ${join(root, rel)}`);
+      } else problems.push(`${name} could not be read: ${errorText(error)}`);
       return null;
     }
   };
@@ -58,21 +75,29 @@ export function readDraft(dir: string): Draft {
       problems.push(`${PLAN_FILES.assignments} is not JSON: ${errorText(error)}`);
     }
   const contexts = new Map<string, Buffer>();
-  const tasksDir = join(dir, PLAN_FILES.tasks);
-  if (lstatSync(tasksDir, { throwIfNoEntry: false })?.isDirectory()) {
-    const names = readdirSync(tasksDir).sort();
-    if (names.length > MAX_CONTEXT_FILES)
+  const tasksRel = `${rel}/${PLAN_FILES.tasks}`;
+  const tree = walkInside(root, tasksRel);
+  const prefix = `${tasksRel}/`;
+  const entries = [
+    ...tree.files,
+    ...tree.links,
+    ...tree.others,
+    ...tree.folders.filter((f) => f !== tasksRel),
+  ];
+  if (entries.length > MAX_CONTEXT_FILES)
+    problems.push(
+      `${PLAN_FILES.tasks}/ holds ${entries.length} entries, over termorch's bound of ${MAX_CONTEXT_FILES}`,
+    );
+  for (const entry of entries.sort().slice(0, MAX_CONTEXT_FILES)) {
+    const name = entry.slice(prefix.length);
+    if (!tree.files.includes(entry) || !CONTEXT_NAME.test(name)) {
       problems.push(
-        `${PLAN_FILES.tasks}/ holds ${names.length} files, over termorch's bound of ${MAX_CONTEXT_FILES}`,
+        `${PLAN_FILES.tasks}/${name}: a context file is a regular file named <task id>.md, and nothing else is there`,
       );
-    for (const name of names.slice(0, MAX_CONTEXT_FILES)) {
-      if (!CONTEXT_NAME.test(name)) {
-        problems.push(`${PLAN_FILES.tasks}/${name}: a context file is named <task id>.md`);
-        continue;
-      }
-      const bytes = read(`${PLAN_FILES.tasks}/${name}`, DOC_BYTES, true);
-      if (bytes) contexts.set(name, bytes);
+      continue;
     }
+    const bytes = read(`${PLAN_FILES.tasks}/${name}`, DOC_BYTES, true);
+    if (bytes) contexts.set(name, bytes);
   }
   return {
     assignments,
@@ -81,6 +106,18 @@ export function readDraft(dir: string): Draft {
     decisions: read(PLAN_FILES.decisions, DOC_BYTES, false),
     problems,
   };
+}
+
+/** Every file of a draft by its name in the plan folder, as the planner wrote it. */
+export function draftFiles(draft: Draft): [string, Buffer][] {
+  return [
+    ...(draft.assignments
+      ? [[PLAN_FILES.assignments, Buffer.from(JSON.stringify(draft.assignments))] as [string, Buffer]]
+      : []),
+    ...[...draft.contexts].map(([name, bytes]): [string, Buffer] => [`${PLAN_FILES.tasks}/${name}`, bytes]),
+    ...(draft.milestones ? [[PLAN_FILES.milestones, draft.milestones] as [string, Buffer]] : []),
+    ...(draft.decisions ? [[PLAN_FILES.decisions, draft.decisions] as [string, Buffer]] : []),
+  ];
 }
 
 /** Where a plan goes: the assignments file, and the folder beside it termorch names. */
@@ -97,10 +134,23 @@ export function planDirOf(file: string): string {
   return join(dirname(file), `${basename(file).replace(/\.json$/i, "")}.plan`);
 }
 
-/** The staged copy of a plan (validated before it takes its final names). */
-export function stagedOf(place: PlanPlace): PlanPlace {
-  const dir = join(dirname(place.dir), `.${basename(place.dir)}.partial`);
-  return { file: join(dir, PLAN_FILES.assignments), dir, workspace: place.workspace };
+/**
+ * The staged copy of a plan, beside its final place (so that every path of it resolves as it
+ * will there), and where a plan that stood there is kept until the new one is in place (`--force`);
+ * `tag` keeps two plannings of one file apart.
+ */
+export function stagedOf(place: PlanPlace, tag: string): PlanPlace {
+  return besideOf(place, `partial-${tag}`);
+}
+
+function besideOf(place: PlanPlace, what: string): PlanPlace {
+  const folder = dirname(place.file);
+  const stem = basename(place.file).replace(/\.json$/i, "");
+  return {
+    file: join(folder, `.${stem}.${what}.json`),
+    dir: join(folder, `.${stem}.plan.${what}`),
+    workspace: place.workspace,
+  };
 }
 
 /**
@@ -118,17 +168,16 @@ export function writePlan(draft: Draft, at: PlanPlace, envVars: readonly string[
 }
 
 /**
- * The planner's assignments as they stand at `at`: where its workspace and context files are, and
- * the variables `termorch plan --env` named among its env_vars (names: no value is written).
+ * The planner's assignments as they stand at `at`: its workspace (the environment is termorch's:
+ * a planner sets none, planner-fields.ts), with the variables `--env` named (names: no value is
+ * written), and each `tasks/<id>.md` context path the workspace's path of its file.
  */
 function placed(
   assignments: Record<string, unknown>,
   at: PlanPlace,
   envVars: readonly string[],
 ): Record<string, unknown> {
-  const toWorkspace = relative(dirname(at.file), at.workspace) || ".";
   const dirInWorkspace = relative(at.workspace, at.dir).split("/").join(posix.sep);
-  const env = assignments.environment;
   const tasks = Array.isArray(assignments.tasks)
     ? assignments.tasks.map((t: unknown) => {
         if (typeof t !== "object" || t === null || Array.isArray(t)) return t;
@@ -139,30 +188,54 @@ function placed(
           : task;
       })
     : assignments.tasks;
-  const environment: Record<string, unknown> =
-    typeof env === "object" && env !== null && !Array.isArray(env) ? { ...env } : {};
-  if (envVars.length) {
-    const listed = Array.isArray(environment.env_vars) ? environment.env_vars : [];
-    const names = new Set(listed.map((e) => (typeof e === "string" ? e.split("=")[0] : e)));
-    environment.env_vars = [...listed, ...envVars.filter((v) => !names.has(v))];
-  }
-  return { ...assignments, tasks, environment: { ...environment, workspace_dir: toWorkspace } };
+  return {
+    ...assignments,
+    tasks,
+    environment: {
+      ...(envVars.length ? { env_vars: [...envVars] } : {}),
+      workspace_dir: relative(dirname(at.file), at.workspace) || ".",
+    },
+  };
 }
 
-/** Moves a staged plan to its final place, over what stood there (`--force`). */
+/**
+ * Moves a staged plan to its final place. What stood there (`--force`) is moved aside first:
+ * `undo` puts it back (the new plan removed), `done` removes it.
+ */
 export function publishPlan(
   draft: Draft,
   staged: PlanPlace,
   final: PlanPlace,
   envVars: readonly string[],
-): void {
-  rmSync(staged.file, { force: true });
-  rmSync(final.dir, { recursive: true, force: true });
-  renameSync(staged.dir, final.dir);
-  writeFileAtomicSync(
-    final.file,
-    `${JSON.stringify(placed(draft.assignments ?? {}, final, envVars), null, 2)}\n`,
-  );
+  tag: string,
+): { undo: () => void; done: () => void } {
+  const aside = besideOf(final, `old-${tag}`);
+  const moved = { file: false, dir: false };
+  const undo = (): void => {
+    removePlan(final);
+    if (moved.dir) renameSync(aside.dir, final.dir);
+    if (moved.file) renameSync(aside.file, final.file);
+  };
+  try {
+    if (existsSync(final.dir)) {
+      renameSync(final.dir, aside.dir);
+      moved.dir = true;
+    }
+    if (existsSync(final.file)) {
+      renameSync(final.file, aside.file);
+      moved.file = true;
+    }
+    rmSync(staged.file, { force: true });
+    renameSync(staged.dir, final.dir);
+    writeFileAtomicSync(
+      final.file,
+      `${JSON.stringify(placed(draft.assignments ?? {}, final, envVars), null, 2)}\n`,
+    );
+  } catch (error) {
+    undo();
+    throw error;
+  }
+  return { undo, done: () => removePlan(aside) };
 }
 
 /** Removes a plan's files (a plan not taken). */

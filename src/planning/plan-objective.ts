@@ -5,9 +5,9 @@
  * goes back to the planner in a feedback section, until the plan validates or the tries run out.
  * The workspace gets the plan only once it is valid, and nothing of one that is not.
  */
-import { existsSync, lstatSync, mkdirSync } from "node:fs";
+import { existsSync, mkdirSync, statSync } from "node:fs";
 import { writeFile } from "node:fs/promises";
-import { dirname, join, relative, resolve } from "node:path";
+import { dirname, isAbsolute, join, posix, relative, resolve } from "node:path";
 import pino, { type Logger } from "pino";
 import { agentFor } from "../agent/command.js";
 import { addUsage, type Usage } from "../contract/agent-result.js";
@@ -34,6 +34,8 @@ import { runRedaction } from "../task/run-redaction.js";
 import { PLANNER, planPlanner, REVIEW_FILES_DIR } from "../task/task-plan.js";
 import {
   type Draft,
+  draftFiles,
+  type PlanPlace,
   planDirOf,
   publishPlan,
   readDraft,
@@ -41,11 +43,13 @@ import {
   stagedOf,
   writePlan,
 } from "./plan-files.js";
+import { plannerFieldProblems } from "./planner-fields.js";
 import { PLAN_FILES, plannerPrompt } from "./planner-prompt.js";
 import { testCommandsOf } from "./test-commands.js";
 
 export const DEFAULT_MAX_TASKS = 8;
 export const DEFAULT_PLAN_TRIES = 3;
+const MAX_PLAN_TRIES = 10;
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
 export interface PlanOptions {
@@ -90,6 +94,11 @@ export async function planObjective(o: PlanOptions): Promise<PlanAnswer> {
   const objective = readObjective(objectiveFile);
   const maxTasks = o.maxTasks ?? DEFAULT_MAX_TASKS;
   const tries = o.tries ?? DEFAULT_PLAN_TRIES;
+  if (tries > MAX_PLAN_TRIES)
+    throw new InputError(
+      [{ field: "--tries", message: `${tries} tries, over termorch's bound of ${MAX_PLAN_TRIES}` }],
+      "A planner that needs more tries needs another objective or another agent.",
+    );
   const envVars = [...new Set(o.envVars ?? [])];
   const badNames = envVars.filter((v) => !ENV_NAME.test(v));
   if (badNames.length)
@@ -140,23 +149,33 @@ export async function planObjective(o: PlanOptions): Promise<PlanAnswer> {
     workspace,
     o.force ?? false,
   );
-  const staged = stagedOf(final);
+  const unset = envVars.filter((v) => env[v] === undefined);
+  if (unset.length)
+    throw new InputError(
+      unset.map((v) => ({ field: "--env", message: `${v} is not set in this environment` })),
+      "Export it first, or leave it out; nothing was started.",
+    );
 
   const planId = `plan-${startedAt.toString(36)}-${process.pid}`;
+  const staged = stagedOf(final, planId);
   const sessionDir = join(o.plansDir ?? join(await ensureUserDir(), "plans"), planId);
   const input = plannerInput({ objectiveFile, configFile, planId, workspace, config, planner, envVars });
   checkPlannerAgent(input, env, planner);
   mkdirSync(join(sessionDir, "logs"), { recursive: true, mode: 0o700 });
   const redaction = runRedaction(input, env);
   const socket = env.TERMORCH_TMUX_SOCKET || config.tmux.socket || "termorch";
-  const runner = runnerFor(socket, input, o);
   const prefix = relative(repo.root, workspace);
+  const place = {
+    runId: planId,
+    runDir: sessionDir,
+    gitPrefix: prefix,
+    processEnv: env,
+    worktreesDir: join(sessionDir, "copy"),
+  };
   const side = await openRun(
     planRun({
       input,
       git: { root: repo.root, baseCommit: repo.head, targetRef: repo.ref, prefix },
-      runId: planId,
-      runDir: sessionDir,
       baseDir: cwd,
       cwd,
       settings: RunState.shape.options.parse({
@@ -174,136 +193,185 @@ export async function planObjective(o: PlanOptions): Promise<PlanAnswer> {
       startedAt,
       fault: null,
       resumed: false,
-      worktreesDir: join(sessionDir, "copy"),
+      ...place,
     }),
-    { runner, log, redaction, restored: null, ...(o.signal ? { signal: o.signal } : {}) },
-  );
-  const plan = planPlanner(
-    input,
     {
-      runId: planId,
-      runDir: sessionDir,
-      gitPrefix: prefix,
-      processEnv: env,
-      worktreesDir: join(sessionDir, "copy"),
+      runner: runnerFor(socket, input, o),
+      log,
+      redaction,
+      restored: null,
+      ...(o.signal ? { signal: o.signal } : {}),
     },
-    planner,
-    o.timeoutS,
   );
-  // In termorch's folder at the copy's root: the one place its sandbox lets it write.
-  const planDir = join(plan.copy, REVIEW_FILES_DIR, "plan");
-  const brief = {
-    objective,
-    schema: JSON.stringify(jsonSchemaOf("assignments")),
-    agents: installedAgents(config, env),
-    planner: planner.name,
-    maxTasks,
-    planDir,
-    testCommands: testCommandsOf(workspace),
+  const plan = planPlanner(input, place, planner, o.timeoutS);
+  // termorch's folder at the workspace's place in its copy: where its sandbox lets it write.
+  const planRel = posix.join(prefix, REVIEW_FILES_DIR, "plan");
+  const testCommands = testCommandsOf(workspace);
+  const session: Session = {
+    side,
+    plan,
+    commit: repo.head,
+    planRel,
+    testCommands,
+    staged,
+    force: o.force ?? false,
+    check: { configFile: o.configFile, env, cwd, maxTasks, envVars },
+    brief: {
+      objective,
+      schema: JSON.stringify(jsonSchemaOf("assignments")),
+      agents: installedAgents(config, env),
+      planner: planner.name,
+      maxTasks,
+      planDir: join(plan.copy, planRel),
+      testCommands,
+    },
   };
   const history: PlanTry[] = [];
   let feedback: string | null = null;
-  let promptBytes = 0;
-  let last: string[] = [];
+  let firstPrompt: number | undefined;
   try {
     for (let n = 1; n <= tries; n++) {
-      const tryStarted = Date.now();
-      const prompt = plannerPrompt({ ...brief, feedback });
-      if (n === 1) promptBytes = Buffer.byteLength(prompt);
-      const done = await runInCopy(
-        side,
-        plan,
-        {
-          id: PLANNER,
-          attempt: n,
-          commit: repo.head,
-          usdLeft: () => null,
-          started: (facts) => side.ports.ledger.append("plan.planner_started", facts),
-        },
-        async () => {
-          mkdirSync(join(planDir, PLAN_FILES.tasks), { recursive: true });
-          mkdirSync(dirname(plan.promptFile), { recursive: true, mode: 0o700 });
-          await writeFile(plan.promptFile, prompt, { mode: 0o600 });
-          // Each try's kept: what the planner was told, feedback and all.
-          await writeFile(join(dirname(plan.promptFile), `planner-${n}.md`), prompt, { mode: 0o600 });
-        },
-        () => readDraft(planDir),
-      );
-      if (side.stop.cancelled || done === "detached")
-        throw new Interrupted("termorch plan was interrupted; nothing was written");
-      let problems: string[];
-      let usage: Usage | null = null;
-      let draft: Draft | null = null;
-      if (typeof done === "string") problems = [`the planner could not be prepared: ${done}`];
-      else {
-        usage = done.ran.usage;
-        draft = done.found;
-        problems = [
-          ...(done.ran.how ? [`the planner ${done.ran.how} (${done.ran.logs})`] : []),
-          ...(done.discarded.length
-            ? [
-                `you changed files of the repository, which a planner must not: ${done.discarded.join(", ")} (discarded); write only in ${planDir}`,
-              ]
-            : []),
-          ...draft.problems,
-        ];
-      }
-      let validated: Validated | null = null;
-      if (problems.length === 0 && draft) {
-        const checked = await checkDraft(draft, staged, {
-          configFile: o.configFile,
-          env,
-          cwd,
-          maxTasks,
-          envVars,
-        });
-        if (Array.isArray(checked)) problems = checked;
-        else validated = checked;
-      }
-      const record: PlanTry = {
-        try: n,
-        problems: problems.map((p) => side.ports.redactor.redact(p)),
-        usage,
-        duration_ms: Date.now() - tryStarted,
-      };
-      history.push(record);
-      await side.ports.ledger.append("plan.tried", { attempt: n, problems: record.problems });
-      o.onTry?.(record);
-      if (validated && draft) {
-        publishPlan(draft, staged, final, envVars);
-        // What the user gets is checked once more under its own names.
-        const taken = await checkDraft(null, final, {
-          configFile: o.configFile,
-          env,
-          cwd,
-          maxTasks,
-          envVars,
-        });
-        if (Array.isArray(taken)) {
-          removePlan(final);
-          throw new PlanFailed(
-            `the plan validated in its staging folder but not in place:\n${taken.join("\n")}`,
-          );
-        }
-        return answerOf(taken, final, draft, {
+      const t = await oneTry(session, n, feedback);
+      firstPrompt ??= t.promptBytes;
+      history.push(t.record);
+      await side.ports.ledger.append("plan.tried", { attempt: n, problems: t.record.problems });
+      o.onTry?.(t.record);
+      if (t.validated && t.draft) {
+        const taken = await publish(session, t.draft, final, planId);
+        return answerOf(taken, final, t.draft, {
           planner: planner.name,
           history,
           startedAt,
-          promptBytes,
+          promptBytes: firstPrompt,
           logs: sessionDir,
         });
       }
-      removePlan(staged);
-      last = record.problems;
-      feedback = feedbackSection(feedbackOf(n, planner.name, record.problems), { runDir: sessionDir });
+      feedback = feedbackSection(feedbackOf(n, planner.name, t.record.problems), { runDir: sessionDir });
     }
-  } catch (error) {
+  } finally {
     removePlan(staged);
-    throw error;
+    await side.ports.ledger.close();
   }
   throw new PlanFailed(
-    `the planner ${planner.name} wrote no valid plan in ${tries} ${tries === 1 ? "try" : "tries"}; what its last try got wrong:\n${last.map((p) => `- ${p}`).join("\n")}\nIts prompts, logs and ledger are in ${sessionDir}; nothing was written to the workspace.`,
+    `the planner ${planner.name} wrote no valid plan in ${tries} ${tries === 1 ? "try" : "tries"}; what its last try got wrong:\n${history
+      .at(-1)!
+      .problems.map((p) => `- ${p}`)
+      .join("\n")}\nIts prompts, logs and ledger are in ${sessionDir}; nothing was written to the workspace.`,
   );
+}
+
+/** What every try of one planning shares. */
+interface Session {
+  side: Awaited<ReturnType<typeof openRun>>;
+  plan: ReturnType<typeof planPlanner>;
+  commit: string;
+  /** The plan folder, relative to the copy. */
+  planRel: string;
+  testCommands: readonly string[];
+  staged: PlanPlace;
+  force: boolean;
+  check: CheckOptions;
+  brief: Omit<Parameters<typeof plannerPrompt>[0], "feedback">;
+}
+
+/** One try: the planner run in a fresh copy, what it wrote read and checked (staged, never published). */
+async function oneTry(
+  s: Session,
+  n: number,
+  feedback: string | null,
+): Promise<{ record: PlanTry; draft: Draft | null; validated: Validated | null; promptBytes: number }> {
+  const { side, plan } = s;
+  const started = Date.now();
+  const prompt = plannerPrompt({ ...s.brief, feedback });
+  const done = await runInCopy(
+    side,
+    plan,
+    {
+      id: PLANNER,
+      attempt: n,
+      commit: s.commit,
+      usdLeft: () => null,
+      started: (facts) => side.ports.ledger.append("plan.planner_started", facts),
+    },
+    async () => {
+      mkdirSync(join(plan.copy, s.planRel, PLAN_FILES.tasks), { recursive: true });
+      mkdirSync(dirname(plan.promptFile), { recursive: true, mode: 0o700 });
+      await writeFile(plan.promptFile, prompt, { mode: 0o600 });
+      // Each try's kept: what the planner was told, feedback and all.
+      await writeFile(join(dirname(plan.promptFile), `planner-${n}.md`), prompt, { mode: 0o600 });
+    },
+    () => readDraft(plan.copy, s.planRel),
+  );
+  if (side.stop.cancelled || done === "detached")
+    throw new Interrupted("termorch plan was interrupted; nothing was written");
+  let problems: string[];
+  let usage: Usage | null = null;
+  let draft: Draft | null = null;
+  if (typeof done === "string") problems = [`the planner could not be prepared: ${done}`];
+  else {
+    usage = done.ran.usage;
+    draft = done.found;
+    problems = [
+      ...(done.ran.how ? [`the planner ${done.ran.how} (${done.ran.logs})`] : []),
+      ...(done.discarded.length
+        ? [
+            `you changed files of the repository, which a planner must not: ${done.discarded.join(", ")} (discarded); write only in ${s.brief.planDir}`,
+          ]
+        : []),
+      ...draft.problems,
+      ...(draft.assignments ? plannerFieldProblems(draft.assignments, s.testCommands) : []),
+      // Nothing a planner writes may carry a secret's value into the workspace.
+      ...draftFiles(draft)
+        .filter(([, bytes]) => {
+          const text = bytes.toString("utf8");
+          return side.ports.redactor.redact(text) !== text;
+        })
+        .map(([name]) => `${name} holds a secret's value or a credential; never write one into a plan`),
+    ];
+  }
+  let validated: Validated | null = null;
+  if (problems.length === 0 && draft) {
+    const checked = await checkDraft(draft, s.staged, s.check);
+    if (Array.isArray(checked)) problems = checked;
+    else validated = checked;
+  }
+  if (validated === null) removePlan(s.staged);
+  return {
+    record: {
+      try: n,
+      problems: problems.map((p) => side.ports.redactor.redact(p)),
+      usage,
+      duration_ms: Date.now() - started,
+    },
+    draft,
+    validated,
+    promptBytes: Buffer.byteLength(prompt),
+  };
+}
+
+/**
+ * The staged plan under its final names, checked there once more (what the user gets); a plan
+ * that stood there (`--force`) is put back if anything fails, or the run is interrupted first.
+ */
+async function publish(s: Session, draft: Draft, final: PlanPlace, tag: string): Promise<Validated> {
+  if (s.side.stop.cancelled) throw new Interrupted("termorch plan was interrupted; nothing was written");
+  // What appeared there while it planned is the user's, not a plan to replace (without --force).
+  if (!s.force) placeOf(final.file, final.workspace, false);
+  const placed = publishPlan(draft, s.staged, final, s.check.envVars, tag);
+  let taken: Validated | string[];
+  try {
+    taken = await checkDraft(null, final, s.check);
+    if (s.side.stop.cancelled) throw new Interrupted("termorch plan was interrupted; nothing was written");
+  } catch (error) {
+    placed.undo();
+    throw error;
+  }
+  if (Array.isArray(taken)) {
+    placed.undo();
+    throw new PlanFailed(`the plan validated in its staging folder but not in place:\n${taken.join("\n")}`);
+  }
+  placed.done();
+  return taken;
 }
 
 /** The agents a task can name whose CLI is on PATH (a config's own command counts as there). */
@@ -322,18 +390,16 @@ function plannerOf(name: string, config: RunInput["config"]): RunAgent | null {
 }
 
 /** Where the plan goes, refused (exit 2, nothing written) where it would overwrite or leave the workspace. */
-function placeOf(file: string, workspace: string, force: boolean) {
+function placeOf(file: string, workspace: string, force: boolean): PlanPlace {
   const place = { file, dir: planDirOf(file), workspace };
   const problems: string[] = [];
   if (!file.endsWith(".json")) problems.push(`the assignments file ${file} must end in .json`);
-  if (
-    relative(workspace, dirname(file)).startsWith("..") ||
-    relative(workspace, dirname(file)).startsWith("/")
-  )
+  const inWorkspace = relative(workspace, dirname(file));
+  if (inWorkspace === ".." || inWorkspace.startsWith("../") || isAbsolute(inWorkspace))
     problems.push(
       `the assignments file ${file} is outside the workspace ${workspace}: its tasks' context files must be inside it`,
     );
-  if (!lstatSync(dirname(file), { throwIfNoEntry: false })?.isDirectory())
+  if (!statSync(dirname(file), { throwIfNoEntry: false })?.isDirectory())
     problems.push(`the folder ${dirname(file)} does not exist`);
   if (!force)
     for (const p of [place.file, place.dir]) if (existsSync(p)) problems.push(`${p} exists already`);
@@ -377,6 +443,14 @@ function plannerInput(p: {
   };
 }
 
+interface CheckOptions {
+  configFile: string | undefined;
+  env: Readonly<Record<string, string | undefined>>;
+  cwd: string;
+  maxTasks: number;
+  envVars: readonly string[];
+}
+
 /**
  * The draft staged at `at` (null: what is there already) checked as `termorch validate` checks
  * a file, and against --max-tasks: its plan, or its problems as the planner should read them
@@ -384,14 +458,8 @@ function plannerInput(p: {
  */
 async function checkDraft(
   draft: Draft | null,
-  at: ReturnType<typeof stagedOf>,
-  c: {
-    configFile: string | undefined;
-    env: Readonly<Record<string, string | undefined>>;
-    cwd: string;
-    maxTasks: number;
-    envVars: readonly string[];
-  },
+  at: PlanPlace,
+  c: CheckOptions,
 ): Promise<Validated | string[]> {
   if (draft) writePlan(draft, at, c.envVars);
   const theirs = (text: string): string =>
@@ -478,6 +546,5 @@ function answerOf(
       prompt_bytes: p.promptBytes,
       logs: p.logs,
     },
-    run: null,
   };
 }

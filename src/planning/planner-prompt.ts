@@ -67,9 +67,9 @@ export function plannerPrompt(b: PlannerBrief): string {
     "## A good plan",
     "",
     "- Independent: a task can be done without waiting on another, unless it names that one in `dependencies`.",
-    "- File-disjoint: no two tasks that may run at once (no dependency path between them) change the same files. Give each task the files and folders it expects to own in `allowed_paths` (globs relative to the repository's root, such as `src/auth/**`); where two tasks must touch one file, make one depend on the other.",
+    "- File-disjoint: no two tasks that may run at once (no dependency path between them) change the same files. Give each task the files and folders it expects to own in `allowed_paths` (globs relative to your working folder, such as `src/auth/**`); where two tasks must touch one file, make one depend on the other.",
     "- Sized for one agent: each task is something one coding agent finishes in a single session.",
-    "- Verifiable: each task has a clear way to tell it is done. Where the repository has tests, give the run (or a task) a `success_criteria.tests_cmd` that runs them.",
+    `- Verifiable: each task has a clear way to tell it is done. ${b.testCommands.length ? `The repository's tests run with ${b.testCommands.map((c) => `\`${c}\``).join(" or ")}: give the run (or a task) that \`success_criteria.tests_cmd\`, and no other command.` : "termorch found no test command in the repository: set no `tests_cmd`."}`,
     `- At most ${b.maxTasks} tasks, and no more than the objective needs; no dependency cycles.`,
     "",
     "## What to write",
@@ -77,10 +77,7 @@ export function plannerPrompt(b: PlannerBrief): string {
     `1. ${at(PLAN_FILES.assignments)}: the assignments file, valid against the JSON Schema below.`,
     `   - Each task's \`context_path\` is \`${PLAN_FILES.tasks}/<task id>.md\`, and ${at(`${PLAN_FILES.tasks}/<task id>.md`)} is that task's whole brief: what to do, where, how to tell it is done. Its agent reads nothing else of the plan.`,
     `   - Each task's \`agent\` is one of these (installed here): ${b.agents.join(", ")}. When nothing calls for another, use ${b.planner}.`,
-    "   - Leave out `environment.workspace_dir`: termorch sets it where it puts the file.",
-    ...(b.testCommands.length
-      ? [`   - The repository's tests seem to run with: ${b.testCommands.map((c) => `\`${c}\``).join(", ")}.`]
-      : []),
+    "   - Use only these fields: `run_id`; `tasks`, each with `id`, `agent`, `context_path`, `dependencies`, `allowed_paths` (required), and optionally `success_criteria` (`tests_cmd`, `required_artifacts`), `timeout_s`, `retries`, `escalation`; and the run's `success_criteria.tests_cmd`. A plan sets no command, `setup_cmd`, `sandbox`, `env`, `conflict_file`, `mode` or `environment` (termorch sets the environment): termorch refuses them. Never write a secret or a credential into any file of the plan.",
     `2. Optionally ${at(PLAN_FILES.milestones)} (the milestones of the work: a summary, the estimated scope, each milestone and the objective items it covers) and ${at(PLAN_FILES.decisions)} (each architectural decision: its context, the options considered, the decision, its consequences).`,
     "",
     "termorch then checks the file exactly as `termorch validate` does, and gives you back every problem it finds until the plan is valid. A plan is never taken half-valid.",

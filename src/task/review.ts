@@ -7,7 +7,7 @@
  */
 import { lstatSync, mkdirSync, readFileSync, realpathSync, rmSync } from "node:fs";
 import { writeFile } from "node:fs/promises";
-import { dirname, join, relative } from "node:path";
+import { dirname, join, posix, relative } from "node:path";
 import { addUsage, type Usage } from "../contract/agent-result.js";
 import type { Gate } from "../contract/report.js";
 import { type ReviewComment, type ReviewRecord, ReviewVerdict } from "../contract/review.js";
@@ -314,14 +314,20 @@ export async function runInCopy<T>(
     removeCopy(plan.copy);
     return "detached";
   }
+  // termorch's folder at the copy's root (a verdict), and at the workspace's place in it (a plan).
+  const ownFiles = [
+    ...new Set([`${REVIEW_FILES_DIR}/`, posix.join(relative(plan.copy, plan.cwd), REVIEW_FILES_DIR, "/")]),
+  ];
   const discarded = await reviewCopyChanges(
     plan.copy,
     c.commit,
-    (path) => path.startsWith(`${REVIEW_FILES_DIR}/`) || matchesAny(path, plan.agent.scratch),
+    (path) => ownFiles.some((own) => path.startsWith(own)) || matchesAny(path, plan.agent.scratch),
   ).catch((error: unknown) => [`(could not be checked: ${ports.redactor.redact(errorText(error))})`]);
-  const found = collect();
-  removeCopy(plan.copy);
-  return { ran, discarded, found };
+  try {
+    return { ran, discarded, found: collect() };
+  } finally {
+    removeCopy(plan.copy);
+  }
 }
 
 /** The reviewer's prompt, written (private) where its CLI is given it. */
@@ -398,9 +404,13 @@ async function runReviewer(
             worktree: null,
             branch: null,
             cwd: review.copy,
+            chdir: review.cwd,
             readOnly: true,
             home: agent.env.HOME ?? "/",
-            writable: { folders: [join(review.copy, REVIEW_FILES_DIR)], files: [] },
+            writable: {
+              folders: [...new Set([review.copy, review.cwd].map((d) => join(d, REVIEW_FILES_DIR)))],
+              files: [],
+            },
             // Its CLI as its PATH finds it, wherever that is (a folder under /tmp, which the sandbox replaces).
             readable: [review.promptFile, ...cliPlaces(agent)],
           },

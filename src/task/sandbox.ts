@@ -73,6 +73,8 @@ export interface SandboxedWork {
   cwd: string;
   /** Without a worktree: `cwd` is bound read-only (a reviewer's copy of the work). */
   readOnly?: boolean;
+  /** Where it starts inside what is bound, when not `cwd` (a reviewer's workspace inside its copy). */
+  chdir?: string;
   /** The home `~/` rules name. */
   home: string;
   /** Writable besides the worktree (made when missing): the artifacts folder; the handoff, the file its hooks append to. */
@@ -235,7 +237,7 @@ export async function prepareSandbox(
     resolvConf,
     relay,
   };
-  const args = [...bwrapArgs(setting, place, kindOf), "--chdir", work.cwd];
+  const args = [...bwrapArgs(setting, place, kindOf), "--chdir", work.chdir ?? work.cwd];
   const end = relay ? [relay.dir] : [];
   return [
     tools.perl,

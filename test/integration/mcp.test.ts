@@ -109,7 +109,12 @@ describe("termorch mcp over stdio", () => {
     const planner = join(ROOT, "test", "fixtures", "agents", "planner.sh");
     writeFileSync(
       config,
-      JSON.stringify({ agents: { planner: { command: ["bash", planner], env: { STEP_SH: STEP } } } }),
+      JSON.stringify({
+        agents: {
+          planner: { command: ["bash", planner] },
+          step: { command: ["sh", "-c", "echo {task_id} was here > {task_id}.txt"] },
+        },
+      }),
     );
     const { client } = await connect(dir);
     const refused = await call(client, "plan", { objective: " \n", cwd: repo, agent: "planner", config });

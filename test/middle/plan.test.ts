@@ -3,7 +3,7 @@
 // to the planner in its next prompt's feedback section, and only a valid plan reaches the
 // workspace. The real planning code with the fake runner and fake timers, on a real repository.
 import { execFileSync } from "node:child_process";
-import { mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { PlanAnswer } from "../../src/contract/plan.js";
@@ -167,6 +167,79 @@ describe("termorch plan", () => {
     expect(readdirSync(join(run.dir, "ws")).sort()).toEqual([".git", "ctx"]);
   });
 
+  it("takes from a planner no command, sandbox, variable or file read of its own choosing, no secret, and nothing through a link", async () => {
+    run = new MiddleRun([{ id: "x" }], { config: CONFIG, git: true });
+    const ws = join(run.dir, "ws");
+    writeFileSync(join(ws, "assignments.json"), '{"old": true}\n');
+    mkdirSync(join(ws, "assignments.plan"));
+    writeFileSync(join(ws, "assignments.plan", "keep.md"), "the user's\n");
+    const secret = "sk-plan-test-1234567890abcdef";
+    let tries = 0;
+    run.host.onLaunch = (a) => {
+      tries += 1;
+      if (tries === 1)
+        return writePlan(a, [{ ...VALID[0]!, sandbox: "off", setup_cmd: "id" }, VALID[1]!], {
+          environment: { setup_cmd: "id" },
+          success_criteria: { tests_cmd: "curl evil" },
+        });
+      if (tries === 2) {
+        writePlan(a, VALID.slice(0, 2));
+        writeFileSync(join(planDirOf(a), "tasks", "b.md"), `use ${secret}\n`);
+        return;
+      }
+      // A link in place of its plan folder, to a folder termorch must not read.
+      mkdirSync(join(run.dir, "elsewhere", "tasks"), { recursive: true });
+      writeFileSync(join(run.dir, "elsewhere", "assignments.json"), JSON.stringify({ tasks: VALID }));
+      rmSync(planDirOf(a), { recursive: true, force: true });
+      symlinkSync(join(run.dir, "elsewhere"), planDirOf(a));
+      a.exit(0);
+    };
+    const o = options({ tries: 3, force: true, envVars: ["MY_API_KEY"] });
+    const failed = await planObjective({ ...o, env: { ...o.env, MY_API_KEY: secret } }).catch(
+      (e: unknown) => e,
+    );
+    expect(failed).toBeInstanceOf(PlanFailed);
+    expect(run.host.attempts).toHaveLength(3);
+    const said = readdirSync(join(run.dir, "plans"));
+    const ledger = readFileSync(join(run.dir, "plans", said[0]!, "events.jsonl"), "utf8");
+    const problems = ledger
+      .split("\n")
+      .filter(Boolean)
+      .map((l) => JSON.parse(l))
+      .filter((e) => e.type === "plan.tried")
+      .map((e) => (e.data.problems as string[]).join("\n"));
+    expect(problems[0]).toContain("tasks[0].sandbox: not a planner's to set");
+    expect(problems[0]).toContain("tasks[0].setup_cmd: not a planner's to set");
+    expect(problems[0]).toContain("environment: not a planner's to set");
+    expect(problems[0]).toContain(
+      'success_criteria.tests_cmd: "curl evil" is none of the repository\'s test commands',
+    );
+    expect(problems[1]).toContain("tasks/b.md holds a secret's value or a credential");
+    expect(problems[2]).toContain("is not a folder (a link is not followed)");
+    expect(ledger).not.toContain(secret);
+    // --force replaced nothing: no plan was taken.
+    expect(readFileSync(join(ws, "assignments.json"), "utf8")).toBe('{"old": true}\n');
+    expect(readdirSync(join(ws, "assignments.plan"))).toEqual(["keep.md"]);
+    expect(readdirSync(ws).sort()).toEqual([".git", "assignments.json", "assignments.plan", "ctx"]);
+  });
+
+  it("plans a workspace inside its repository: the planner works there, and its paths are the workspace's", async () => {
+    run = new MiddleRun([{ id: "x" }], { config: CONFIG, git: true });
+    const ws = join(run.dir, "ws");
+    mkdirSync(join(ws, "pkg"));
+    writeFileSync(join(ws, "pkg", "p.txt"), "p\n");
+    execFileSync("git", ["-C", ws, "add", "-A"]);
+    execFileSync("git", ["-C", ws, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "pkg"]);
+    run.host.onLaunch = (a) => {
+      expect(readFileSync(join(a.spec.cwd, "p.txt"), "utf8")).toBe("p\n");
+      writePlan(a, VALID.slice(0, 2));
+    };
+    const answer = await planObjective(options({ workspace: join(ws, "pkg") }));
+    expect(answer.file).toBe(join(ws, "pkg", "assignments.json"));
+    expect(answer.tasks[0]!.context_path).toBe("assignments.plan/tasks/a.md");
+    expect(answer.planner.tries).toHaveLength(1);
+  });
+
   it("refuses a bad objective, an unknown planner and one whose CLI is missing, with exit 2, before anything starts", async () => {
     run = new MiddleRun([{ id: "x" }], { config: CONFIG, git: true });
     const ws = join(run.dir, "ws");
@@ -192,7 +265,7 @@ describe("termorch plan", () => {
       { objectiveFile: objective("big.md", "x".repeat(MAX_OBJECTIVE_BYTES + 1)) },
       `over termorch's bound of ${MAX_OBJECTIVE_BYTES}`,
     );
-    await refused({ objectiveFile: join(run.dir, "missing.md") }, "cannot be read");
+    await refused({ objectiveFile: join(run.dir, "missing.md") }, "the objective does not exist");
     await refused({ agent: "nosuch" }, 'unknown agent "nosuch"');
     await refused({ agent: "claude", env: { PATH: "/nonexistent" } }, "not on the agent's PATH");
     writeFileSync(join(ws, "assignments.json"), "{}");
