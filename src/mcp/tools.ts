@@ -83,18 +83,23 @@ async function sourceOf(
   cwd: string,
   env: Env,
 ): Promise<Source> {
-  if ((args.assignments === undefined) === (args.path === undefined))
+  oneOf("assignments", args.assignments, "path", args.path);
+  if (args.path !== undefined) return { file: resolve(cwd, args.path), inline: false, env };
+  const apart = await withoutSecrets(args.assignments!, args.config, cwd, env);
+  return { file: await keepInline(apart.doc), inline: true, env: { ...env, ...apart.env } };
+}
+
+/** A call gives what it names inline (`inline`) or as a file (`file`): exactly one of them. */
+function oneOf(inline: string, given: unknown, file: string, path: unknown): void {
+  if ((given === undefined) === (path === undefined))
     throw new InputError(
       [
         {
-          message: `give the assignments either inline ("assignments") or as a file ("path"); ${args.path === undefined ? "neither was" : "both were"} given`,
+          message: `give the ${inline} either inline ("${inline}") or as a file ("${file}"); ${path === undefined ? "neither was" : "both were"} given`,
         },
       ],
       "Call again with one of them.",
     );
-  if (args.path !== undefined) return { file: resolve(cwd, args.path), inline: false, env };
-  const apart = await withoutSecrets(args.assignments!, args.config, cwd, env);
-  return { file: await keepInline(apart.doc), inline: true, env: { ...env, ...apart.env } };
 }
 
 /** secretsApart with the secret names of the config the call would use. */
@@ -656,15 +661,7 @@ const plan = tool({
   readOnly: false,
   async call(args, call) {
     const cwd = cwdOf(args, call);
-    if ((args.objective === undefined) === (args.objective_path === undefined))
-      throw new InputError(
-        [
-          {
-            message: `give the objective either inline ("objective") or as a file ("objective_path"); ${args.objective === undefined ? "neither was" : "both were"} given`,
-          },
-        ],
-        "Call again with one of them.",
-      );
+    oneOf("objective", args.objective, "objective_path", args.objective_path);
     const kept = args.objective === undefined ? null : await keepObjective(args.objective);
     try {
       const config = args.config === undefined ? undefined : resolve(cwd, args.config);

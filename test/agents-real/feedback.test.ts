@@ -11,7 +11,7 @@ import { execa } from "execa";
 import { describe, expect, it } from "vitest";
 import type { StatusFile } from "../../src/contract/status.js";
 import { type CliRecipe, RECIPES, SECRET } from "./clis.js";
-import { allText, ROOT, readReport, realAgentsSuite } from "./harness.js";
+import { allText, ROOT, readReport, realAgentsSuite, stringsOf } from "./harness.js";
 import type { RecordedRequest, Script, ScriptUsage } from "./model-server.js";
 
 const { world, server: modelServer } = realAgentsSuite("feedback");
@@ -47,8 +47,6 @@ function stringsIn(text: string): string[] {
   }
   return out;
 }
-
-const stringsOf = (text: string): string => stringsIn(text).join("\n");
 
 /**
  * The model of a task (FEEDBACK-TASK in its context): it writes a wrong greeting; given a feedback

@@ -221,3 +221,22 @@ export const perTask = (text: string): Step[] => {
     { reply: `Done: wrote ${task}.txt`, usage: { input: 1200, output: 80, cacheRead: 400, cacheWrite: 100 } },
   ];
 };
+
+/**
+ * Every string of a request's JSON body (the system prompt, the user's message, tool results), as
+ * the CLI sent them, one per line: what termorch wrote reads as it wrote it. Not JSON: the text.
+ */
+export function stringsOf(text: string): string {
+  const out: string[] = [];
+  const walk = (v: unknown): void => {
+    if (typeof v === "string") out.push(v);
+    else if (Array.isArray(v)) v.forEach(walk);
+    else if (typeof v === "object" && v !== null) Object.values(v).forEach(walk);
+  };
+  try {
+    walk(JSON.parse(text));
+  } catch {
+    return text;
+  }
+  return out.join("\n");
+}

@@ -13,7 +13,7 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import type { Report } from "../../src/contract/report.js";
 import { type CliRecipe, RECIPES, SECRET } from "./clis.js";
-import { realAgentsSuite } from "./harness.js";
+import { realAgentsSuite, stringsOf } from "./harness.js";
 import type { RecordedRequest, Script, Step } from "./model-server.js";
 
 const { world, server: modelServer } = realAgentsSuite("plan");
@@ -24,22 +24,6 @@ const REFUSED = "### termorch validate refused the plan";
 const EDITED = "you changed files of the repository";
 const OBJECTIVE = "Write a.txt, then b.txt. OBJECTIVE-MARK\n";
 const PLAN = ".termorch/plan";
-
-/** Every string of a request's JSON body, as the CLI sent them. */
-function stringsOf(text: string): string {
-  const out: string[] = [];
-  const walk = (v: unknown): void => {
-    if (typeof v === "string") out.push(v);
-    else if (Array.isArray(v)) v.forEach(walk);
-    else if (typeof v === "object" && v !== null) Object.values(v).forEach(walk);
-  };
-  try {
-    walk(JSON.parse(text));
-  } catch {
-    return text;
-  }
-  return out.join("\n");
-}
 
 /** The writes of a plan: a context file per task, its assignments, its milestones. */
 function planSteps(

@@ -9,7 +9,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { type CliRecipe, RECIPES, SECRET } from "./clis.js";
-import { allText, readReport, realAgentsSuite } from "./harness.js";
+import { allText, readReport, realAgentsSuite, stringsOf } from "./harness.js";
 import type { Script, Step } from "./model-server.js";
 
 const { world, server: modelServer } = realAgentsSuite("redo");
@@ -19,25 +19,6 @@ const HEADING = "## Your earlier work conflicts with what was merged before it";
 const file = (lines: string[]): string => lines.map((l) => `${l}\n`).join("");
 const git = (repo: string, ...args: string[]): string =>
   execFileSync("git", ["-C", repo, ...args], { encoding: "utf8" });
-
-/**
- * The prompt's text out of a request: every string of its JSON body (the CLI's system prompt,
- * the user's message, tool results), so the conflict section reads as termorch wrote it.
- */
-function stringsOf(text: string): string {
-  const out: string[] = [];
-  const walk = (v: unknown): void => {
-    if (typeof v === "string") out.push(v);
-    else if (Array.isArray(v)) v.forEach(walk);
-    else if (typeof v === "object" && v !== null) Object.values(v).forEach(walk);
-  };
-  try {
-    walk(JSON.parse(text));
-  } catch {
-    return text;
-  }
-  return out.join("\n");
-}
 
 /** The lines the other tasks added, from the section's "Their changes to the conflicting files" diff. */
 function theirLines(prompt: string): string[] {

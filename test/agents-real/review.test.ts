@@ -19,7 +19,7 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import type { Report } from "../../src/contract/report.js";
 import { type CliRecipe, RECIPES, SECRET } from "./clis.js";
-import { allText, readReport, realAgentsSuite } from "./harness.js";
+import { allText, readReport, realAgentsSuite, stringsOf } from "./harness.js";
 import type { RecordedRequest, Script, ScriptUsage, Step } from "./model-server.js";
 
 const { world, server: modelServer } = realAgentsSuite("review");
@@ -55,23 +55,6 @@ const sum = (xs: { input_tokens: number; output_tokens: number }[]) => ({
   output_tokens: xs.reduce((n, x) => n + x.output_tokens, 0),
 });
 
-/** Every string of a request's JSON body (system prompt, messages, tool results), as the CLI sent them. */
-function stringsIn(text: string): string[] {
-  const out: string[] = [];
-  const walk = (v: unknown): void => {
-    if (typeof v === "string") out.push(v);
-    else if (Array.isArray(v)) v.forEach(walk);
-    else if (typeof v === "object" && v !== null) Object.values(v).forEach(walk);
-  };
-  try {
-    walk(JSON.parse(text));
-  } catch {
-    return [text];
-  }
-  return out;
-}
-
-const stringsOf = (text: string): string => stringsIn(text).join("\n");
 const isReview = (q: RecordedRequest): boolean => stringsOf(q.text).includes(REVIEW_HEADING);
 
 /**

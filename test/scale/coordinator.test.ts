@@ -2,7 +2,7 @@ import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { execa } from "execa";
-import { expect, it } from "vitest";
+import { expect, it, onTestFinished } from "vitest";
 import { Report } from "../../src/contract/report.js";
 import {
   BIN,
@@ -189,6 +189,8 @@ suite("a coordinator of a bullmq run", () => {
 
   it("picks up its job again after it was killed: the task runs once", async () => {
     const w = await worker("resume");
+    // Its worker ends with the test whatever the test finds: a live one would take the next tests' jobs.
+    onTestFinished(() => w.dispose());
     const c = cluster();
     const file = writeAssignments(c.dir, [
       bashTask("R", waiting("R"), [], c.marks),
@@ -217,7 +219,6 @@ suite("a coordinator of a bullmq run", () => {
     const launched = events.filter((e) => e.type === "task.launched" && e.task_id === "R");
     expect(launched.map((e) => e.data.worker)).toEqual([w.name]);
     expect((await termorch(["verify-ledger", c.dir], { socket })).exitCode).toBe(0);
-    await w.dispose();
   });
 
   it("names the worker of an attempt it learned of only from the result (killed before any progress reached it)", async () => {
