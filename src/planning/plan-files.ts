@@ -3,7 +3,7 @@
  * bounded), staged beside the assignments file for `validate`, published under their final names
  * once valid, removed otherwise. The workspace holds nothing of a plan that was not taken.
  */
-import { existsSync, mkdirSync, renameSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, renameSync, rmSync } from "node:fs";
 import { basename, dirname, join, posix, relative } from "node:path";
 import { errorText } from "../errors.js";
 import { writeFileAtomicSync } from "../fs/atomic.js";
@@ -131,21 +131,24 @@ export interface PlanPlace {
 
 /** The folder beside an assignments file that holds its plan's other files. */
 export function planDirOf(file: string): string {
-  return join(dirname(file), `${basename(file).replace(/\.json$/i, "")}.plan`);
+  return join(dirname(file), `${stemOf(file)}.plan`);
 }
 
+/** An assignments file's name without `.json`: what the names of its plan's files start with. */
+const stemOf = (file: string): string => basename(file).replace(/\.json$/i, "");
+
 /**
- * The staged copy of a plan, beside its final place (so that every path of it resolves as it
- * will there), and where a plan that stood there is kept until the new one is in place (`--force`);
- * `tag` keeps two plannings of one file apart.
+ * The staged copy of a plan, beside its final place, so that every path of it resolves as it
+ * will there; `tag` (its planning's id) keeps two plannings of one file apart.
  */
 export function stagedOf(place: PlanPlace, tag: string): PlanPlace {
   return besideOf(place, `partial-${tag}`);
 }
 
+/** Hidden files beside a plan's, `what` naming which: a staged plan, or one moved aside (`--force`). */
 function besideOf(place: PlanPlace, what: string): PlanPlace {
   const folder = dirname(place.file);
-  const stem = basename(place.file).replace(/\.json$/i, "");
+  const stem = stemOf(place.file);
   return {
     file: join(folder, `.${stem}.${what}.json`),
     dir: join(folder, `.${stem}.plan.${what}`),
@@ -236,6 +239,34 @@ export function publishPlan(
     throw error;
   }
   return { undo, done: () => removePlan(aside) };
+}
+
+/**
+ * Removes the staging files beside `place` that a planning killed before its end left (its
+ * process gone): `.<stem>.partial-plan-<t>-<pid>.json` and `.<stem>.plan.partial-plan-<t>-<pid>/`.
+ * A plan moved aside (`old-…`) is the user's and stays.
+ */
+export function removeDeadStaging(place: PlanPlace, gone: (pid: number) => boolean): string[] {
+  const folder = dirname(place.file);
+  const stem = stemOf(place.file);
+  const removed: string[] = [];
+  for (const name of readdirSync(folder)) {
+    const tag = stagingTag(name, stem);
+    if (tag === null || !gone(tag)) continue;
+    rmSync(join(folder, name), { recursive: true, force: true });
+    removed.push(join(folder, name));
+  }
+  return removed;
+}
+
+/** The pid a staging file's name carries, or null: not one of `stem`'s staging files. */
+function stagingTag(name: string, stem: string): number | null {
+  for (const kind of [`.${stem}.partial-`, `.${stem}.plan.partial-`]) {
+    if (!name.startsWith(kind)) continue;
+    const m = /^plan-[0-9a-z]+-(\d+)(\.json)?$/.exec(name.slice(kind.length));
+    if (m && (m[2] !== undefined) === (kind === `.${stem}.partial-`)) return Number(m[1]);
+  }
+  return null;
 }
 
 /** Removes a plan's files (a plan not taken). */

@@ -18,6 +18,7 @@ import type { PlanAnswer, PlanTry } from "../contract/plan.js";
 import { RunState } from "../contract/state.js";
 import { formatProblem, InputError, Interrupted, PlanFailed } from "../errors.js";
 import { ensureUserDir } from "../fs/names.js";
+import { pidAlive } from "../fs/proc.js";
 import { repoInfo, TERMORCH_IDENTITY } from "../git/repo.js";
 import { agentRows, checkPlannerAgent } from "../input/agent-binaries.js";
 import type { RunAgent, RunInput } from "../input/assignments-file.js";
@@ -39,6 +40,7 @@ import {
   planDirOf,
   publishPlan,
   readDraft,
+  removeDeadStaging,
   removePlan,
   stagedOf,
   writePlan,
@@ -89,7 +91,65 @@ export async function planObjective(o: PlanOptions): Promise<PlanAnswer> {
   const startedAt = Date.now();
   const env = o.env ?? process.env;
   const cwd = o.cwd ?? process.cwd();
-  const log = o.logger ?? pino({ level: "silent" });
+  const asked = await checkRequest(o, env, cwd);
+  const session = await openSession(o, asked, { env, cwd, startedAt });
+  const { side, planner, sessionDir } = session;
+  const history: PlanTry[] = [];
+  let feedback: string | null = null;
+  let firstPrompt: number | undefined;
+  try {
+    for (let n = 1; n <= asked.tries; n++) {
+      const t = await oneTry(session, n, feedback);
+      firstPrompt ??= t.promptBytes;
+      history.push(t.record);
+      await side.ports.ledger.append("plan.tried", { attempt: n, problems: t.record.problems });
+      o.onTry?.(t.record);
+      if (t.validated && t.draft) {
+        const taken = await publish(session, t.draft, asked.final);
+        return answerOf(taken, asked.final, t.draft, {
+          planner,
+          history,
+          startedAt,
+          promptBytes: firstPrompt,
+          logs: sessionDir,
+        });
+      }
+      feedback = feedbackSection(feedbackOf(n, planner, t.record.problems), { runDir: sessionDir });
+    }
+  } finally {
+    removePlan(session.staged);
+    await side.ports.ledger.close();
+  }
+  const tries = asked.tries;
+  throw new PlanFailed(
+    `the planner ${planner} wrote no valid plan in ${tries} ${tries === 1 ? "try" : "tries"}; what its last try got wrong:\n${history
+      .at(-1)!
+      .problems.map((p) => `- ${p}`)
+      .join("\n")}\nIts prompts, logs and ledger are in ${sessionDir}; nothing was written to the workspace.`,
+  );
+}
+
+/** What a planning was asked for, checked before anything starts. */
+interface Request {
+  objectiveFile: string;
+  objective: string;
+  maxTasks: number;
+  tries: number;
+  envVars: string[];
+  config: RunInput["config"];
+  configFile: string | null;
+  planner: RunAgent;
+  workspace: string;
+  repo: { root: string; head: string; ref: string | null };
+  final: PlanPlace;
+}
+
+/** Every check of the request: each refusal exits 2, before anything is started or written. */
+async function checkRequest(
+  o: PlanOptions,
+  env: Readonly<Record<string, string | undefined>>,
+  cwd: string,
+): Promise<Request> {
   const objectiveFile = resolve(cwd, o.objectiveFile);
   const objective = readObjective(objectiveFile);
   const maxTasks = o.maxTasks ?? DEFAULT_MAX_TASKS;
@@ -155,15 +215,43 @@ export async function planObjective(o: PlanOptions): Promise<PlanAnswer> {
       unset.map((v) => ({ field: "--env", message: `${v} is not set in this environment` })),
       "Export it first, or leave it out; nothing was started.",
     );
+  return {
+    objectiveFile,
+    objective,
+    maxTasks,
+    tries,
+    envVars,
+    config,
+    configFile,
+    planner,
+    workspace,
+    repo: { root: repo.root, head: repo.head, ref: repo.ref },
+    final,
+  };
+}
 
+/**
+ * The planning's session, opened as a run of no task (its ledger, its runner, its stop following
+ * the caller's signal) with its planner planned in a copy of the repository.
+ */
+async function openSession(
+  o: PlanOptions,
+  r: Request,
+  at: { env: Readonly<Record<string, string | undefined>>; cwd: string; startedAt: number },
+): Promise<Session> {
+  const { env, cwd, startedAt } = at;
+  const { config, repo, workspace, envVars } = r;
   const planId = `plan-${startedAt.toString(36)}-${process.pid}`;
-  const staged = stagedOf(final, planId);
+  const staged = stagedOf(r.final, planId);
   const sessionDir = join(o.plansDir ?? join(await ensureUserDir(), "plans"), planId);
-  const input = plannerInput({ objectiveFile, configFile, planId, workspace, config, planner, envVars });
-  checkPlannerAgent(input, env, planner);
+  const input = plannerInput({ ...r, planId });
+  checkPlannerAgent(input, env, r.planner);
+  const runner = runnerFor(env.TERMORCH_TMUX_SOCKET || config.tmux.socket || "termorch", input, o);
+  // What an earlier planning killed before its end left: its planner still at work, its staging.
+  await endDeadPlanners(runner);
+  removeDeadStaging(r.final, (pid) => !pidAlive(pid));
   mkdirSync(join(sessionDir, "logs"), { recursive: true, mode: 0o700 });
   const redaction = runRedaction(input, env);
-  const socket = env.TERMORCH_TMUX_SOCKET || config.tmux.socket || "termorch";
   const prefix = relative(repo.root, workspace);
   const place = {
     runId: planId,
@@ -196,78 +284,65 @@ export async function planObjective(o: PlanOptions): Promise<PlanAnswer> {
       ...place,
     }),
     {
-      runner: runnerFor(socket, input, o),
-      log,
+      runner,
+      log: o.logger ?? pino({ level: "silent" }),
       redaction,
       restored: null,
       ...(o.signal ? { signal: o.signal } : {}),
     },
   );
-  const plan = planPlanner(input, place, planner, o.timeoutS);
+  const plan = planPlanner(input, place, r.planner, o.timeoutS);
   // termorch's folder at the workspace's place in its copy: where its sandbox lets it write.
   const planRel = posix.join(prefix, REVIEW_FILES_DIR, "plan");
   const testCommands = testCommandsOf(workspace);
-  const session: Session = {
+  return {
     side,
+    planner: r.planner.name,
+    sessionDir,
+    planId,
     plan,
     commit: repo.head,
     planRel,
-    testCommands,
     staged,
     force: o.force ?? false,
-    check: { configFile: o.configFile, env, cwd, maxTasks, envVars },
+    check: { configFile: o.configFile, env, cwd, maxTasks: r.maxTasks, envVars },
     brief: {
-      objective,
+      objective: r.objective,
       schema: JSON.stringify(jsonSchemaOf("assignments")),
       agents: installedAgents(config, env),
-      planner: planner.name,
-      maxTasks,
+      planner: r.planner.name,
+      maxTasks: r.maxTasks,
       planDir: join(plan.copy, planRel),
       testCommands,
     },
   };
-  const history: PlanTry[] = [];
-  let feedback: string | null = null;
-  let firstPrompt: number | undefined;
-  try {
-    for (let n = 1; n <= tries; n++) {
-      const t = await oneTry(session, n, feedback);
-      firstPrompt ??= t.promptBytes;
-      history.push(t.record);
-      await side.ports.ledger.append("plan.tried", { attempt: n, problems: t.record.problems });
-      o.onTry?.(t.record);
-      if (t.validated && t.draft) {
-        const taken = await publish(session, t.draft, final, planId);
-        return answerOf(taken, final, t.draft, {
-          planner: planner.name,
-          history,
-          startedAt,
-          promptBytes: firstPrompt,
-          logs: sessionDir,
-        });
-      }
-      feedback = feedbackSection(feedbackOf(n, planner.name, t.record.problems), { runDir: sessionDir });
-    }
-  } finally {
-    removePlan(staged);
-    await side.ports.ledger.close();
-  }
-  throw new PlanFailed(
-    `the planner ${planner.name} wrote no valid plan in ${tries} ${tries === 1 ? "try" : "tries"}; what its last try got wrong:\n${history
-      .at(-1)!
-      .problems.map((p) => `- ${p}`)
-      .join("\n")}\nIts prompts, logs and ledger are in ${sessionDir}; nothing was written to the workspace.`,
-  );
+}
+
+/** A planner's session: `termorch-plan-<t>-<pid>-_review-planner` (planId and reviewSession). */
+const PLANNER_SESSION = new RegExp(`^termorch-plan-[0-9a-z]+-(\\d+)-_review-${PLANNER}$`);
+
+/** Ends the planners whose `termorch plan` is gone (killed before its end): they plan for no one. */
+async function endDeadPlanners(runner: TaskRunner): Promise<void> {
+  const dead = [...(await runner.openSessions())].filter((session) => {
+    const pid = PLANNER_SESSION.exec(session)?.[1];
+    return pid !== undefined && !pidAlive(Number(pid));
+  });
+  if (dead.length) await runner.close(dead);
 }
 
 /** What every try of one planning shares. */
 interface Session {
   side: Awaited<ReturnType<typeof openRun>>;
+  /** The planner agent's name. */
+  planner: string;
+  /** Its own name for its staging files and session folder. */
+  planId: string;
+  /** Its prompts, logs and ledger. */
+  sessionDir: string;
   plan: ReturnType<typeof planPlanner>;
   commit: string;
   /** The plan folder, relative to the copy. */
   planRel: string;
-  testCommands: readonly string[];
   staged: PlanPlace;
   force: boolean;
   check: CheckOptions;
@@ -319,7 +394,7 @@ async function oneTry(
           ]
         : []),
       ...draft.problems,
-      ...(draft.assignments ? plannerFieldProblems(draft.assignments, s.testCommands) : []),
+      ...(draft.assignments ? plannerFieldProblems(draft.assignments, s.brief.testCommands) : []),
       // Nothing a planner writes may carry a secret's value into the workspace.
       ...draftFiles(draft)
         .filter(([, bytes]) => {
@@ -353,11 +428,11 @@ async function oneTry(
  * The staged plan under its final names, checked there once more (what the user gets); a plan
  * that stood there (`--force`) is put back if anything fails, or the run is interrupted first.
  */
-async function publish(s: Session, draft: Draft, final: PlanPlace, tag: string): Promise<Validated> {
+async function publish(s: Session, draft: Draft, final: PlanPlace): Promise<Validated> {
   if (s.side.stop.cancelled) throw new Interrupted("termorch plan was interrupted; nothing was written");
   // What appeared there while it planned is the user's, not a plan to replace (without --force).
   if (!s.force) placeOf(final.file, final.workspace, false);
-  const placed = publishPlan(draft, s.staged, final, s.check.envVars, tag);
+  const placed = publishPlan(draft, s.staged, final, s.check.envVars, s.planId);
   let taken: Validated | string[];
   try {
     taken = await checkDraft(null, final, s.check);
