@@ -219,49 +219,42 @@ function charsMeet(x: CharSet, y: CharSet): boolean {
 
 /** Whether some non-empty segment matches both patterns. */
 function segmentsMeet(a: readonly Item[], b: readonly Item[]): boolean {
-  const memo = new Map<number, boolean>();
-  const meet = (i: number, j: number): boolean => {
-    const key = i * (b.length + 1) + j;
-    const known = memo.get(key);
-    if (known !== undefined) return known;
-    memo.set(key, false);
-    let ok: boolean;
-    const x = a[i];
-    const y = b[j];
-    if (x === undefined && y === undefined) ok = true;
-    else if (x?.kind === "star" && (meet(i + 1, j) || (y !== undefined && meet(i, j + 1)))) ok = true;
-    else if (y?.kind === "star" && (meet(i, j + 1) || (x !== undefined && meet(i + 1, j)))) ok = true;
-    else ok = x?.kind === "char" && y?.kind === "char" && charsMeet(x.set, y.set) && meet(i + 1, j + 1);
-    memo.set(key, ok);
-    return ok;
-  };
-  return meet(0, 0);
+  return pairwise(a, b, (x, y, meet) => {
+    if (x === undefined && y === undefined) return true;
+    if (x?.kind === "star" && (meet(1, 0) || (y !== undefined && meet(0, 1)))) return true;
+    if (y?.kind === "star" && (meet(0, 1) || (x !== undefined && meet(1, 0)))) return true;
+    return x?.kind === "char" && y?.kind === "char" && charsMeet(x.set, y.set) && meet(1, 1);
+  });
 }
 
 /** Whether some path matches both segment lists. */
 function pathsMeet(a: readonly Segment[], b: readonly Segment[]): boolean {
+  return pairwise(a, b, (x, y, meet) => {
+    if (x === undefined && y === undefined) return true;
+    if (x?.kind === "globstar")
+      return meet(1, 0) || (y !== undefined && meet(0, 1)) || (y?.kind === "globstar" && meet(1, 1));
+    if (y?.kind === "globstar") return meet(0, 1) || (x !== undefined && meet(1, 0));
+    return x?.kind === "pattern" && y?.kind === "pattern" && segmentsMeet(x.items, y.items) && meet(1, 1);
+  });
+}
+
+/**
+ * Whether the two sequences can be matched up from their starts to their ends, `step` deciding
+ * at each pair of places (`undefined`: past an end) from the places it may go on to (`meet(di,
+ * dj)`). Memoized over the places, a cycle (a star that consumes nothing) counting as no match.
+ */
+function pairwise<T>(
+  a: readonly T[],
+  b: readonly T[],
+  step: (x: T | undefined, y: T | undefined, meet: (di: number, dj: number) => boolean) => boolean,
+): boolean {
   const memo = new Map<number, boolean>();
   const meet = (i: number, j: number): boolean => {
     const key = i * (b.length + 1) + j;
     const known = memo.get(key);
     if (known !== undefined) return known;
     memo.set(key, false);
-    const x = a[i];
-    const y = b[j];
-    let ok: boolean;
-    if (x === undefined && y === undefined) ok = true;
-    else if (x?.kind === "globstar")
-      ok =
-        meet(i + 1, j) ||
-        (y !== undefined && meet(i, j + 1)) ||
-        (y?.kind === "globstar" && meet(i + 1, j + 1));
-    else if (y?.kind === "globstar") ok = meet(i, j + 1) || (x !== undefined && meet(i + 1, j));
-    else
-      ok =
-        x?.kind === "pattern" &&
-        y?.kind === "pattern" &&
-        segmentsMeet(x.items, y.items) &&
-        meet(i + 1, j + 1);
+    const ok = step(a[i], b[j], (di, dj) => meet(i + di, j + dj));
     memo.set(key, ok);
     return ok;
   };

@@ -246,17 +246,13 @@ export function publishPlan(
  * process gone): `.<stem>.partial-plan-<t>-<pid>.json` and `.<stem>.plan.partial-plan-<t>-<pid>/`.
  * A plan moved aside (`old-…`) is the user's and stays.
  */
-export function removeDeadStaging(place: PlanPlace, gone: (pid: number) => boolean): string[] {
+export function removeDeadStaging(place: PlanPlace, gone: (pid: number) => boolean): void {
   const folder = dirname(place.file);
   const stem = stemOf(place.file);
-  const removed: string[] = [];
   for (const name of readdirSync(folder)) {
     const tag = stagingTag(name, stem);
-    if (tag === null || !gone(tag)) continue;
-    rmSync(join(folder, name), { recursive: true, force: true });
-    removed.push(join(folder, name));
+    if (tag !== null && gone(tag)) rmSync(join(folder, name), { recursive: true, force: true });
   }
-  return removed;
 }
 
 /** The pid a staging file's name carries, or null: not one of `stem`'s staging files. */

@@ -93,7 +93,8 @@ export async function planObjective(o: PlanOptions): Promise<PlanAnswer> {
   const cwd = o.cwd ?? process.cwd();
   const asked = await checkRequest(o, env, cwd);
   const session = await openSession(o, asked, { env, cwd, startedAt });
-  const { side, planner, sessionDir } = session;
+  const { side, sessionDir } = session;
+  const { planner } = session.brief;
   const history: PlanTry[] = [];
   let feedback: string | null = null;
   let firstPrompt: number | undefined;
@@ -297,7 +298,6 @@ async function openSession(
   const testCommands = testCommandsOf(workspace);
   return {
     side,
-    planner: r.planner.name,
     sessionDir,
     planId,
     plan,
@@ -333,8 +333,6 @@ async function endDeadPlanners(runner: TaskRunner): Promise<void> {
 /** What every try of one planning shares. */
 interface Session {
   side: Awaited<ReturnType<typeof openRun>>;
-  /** The planner agent's name. */
-  planner: string;
   /** Its own name for its staging files and session folder. */
   planId: string;
   /** Its prompts, logs and ledger. */

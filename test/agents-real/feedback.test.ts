@@ -11,7 +11,7 @@ import { execa } from "execa";
 import { describe, expect, it } from "vitest";
 import type { StatusFile } from "../../src/contract/status.js";
 import { type CliRecipe, RECIPES, SECRET } from "./clis.js";
-import { allText, ROOT, readReport, realAgentsSuite, stringsOf } from "./harness.js";
+import { allText, ROOT, readReport, realAgentsSuite, stringsIn, stringsOf } from "./harness.js";
 import type { RecordedRequest, Script, ScriptUsage } from "./model-server.js";
 
 const { world, server: modelServer } = realAgentsSuite("feedback");
@@ -31,22 +31,6 @@ const USAGE = {
   input_tokens: 10 + FIRST.input + 2 * 10 + SECOND.input,
   output_tokens: 5 + FIRST.output + 2 * 5 + SECOND.output,
 };
-
-/** Every string of a request's JSON body (system prompt, messages, tool results), as the CLI sent them. */
-function stringsIn(text: string): string[] {
-  const out: string[] = [];
-  const walk = (v: unknown): void => {
-    if (typeof v === "string") out.push(v);
-    else if (Array.isArray(v)) v.forEach(walk);
-    else if (typeof v === "object" && v !== null) Object.values(v).forEach(walk);
-  };
-  try {
-    walk(JSON.parse(text));
-  } catch {
-    return [text];
-  }
-  return out;
-}
 
 /**
  * The model of a task (FEEDBACK-TASK in its context): it writes a wrong greeting; given a feedback

@@ -224,9 +224,9 @@ export const perTask = (text: string): Step[] => {
 
 /**
  * Every string of a request's JSON body (the system prompt, the user's message, tool results), as
- * the CLI sent them, one per line: what termorch wrote reads as it wrote it. Not JSON: the text.
+ * the CLI sent them: what termorch wrote reads as it wrote it. Not JSON: the text itself.
  */
-export function stringsOf(text: string): string {
+export function stringsIn(text: string): string[] {
   const out: string[] = [];
   const walk = (v: unknown): void => {
     if (typeof v === "string") out.push(v);
@@ -236,7 +236,10 @@ export function stringsOf(text: string): string {
   try {
     walk(JSON.parse(text));
   } catch {
-    return text;
+    return [text];
   }
-  return out.join("\n");
+  return out;
 }
+
+/** The same, one string per line. */
+export const stringsOf = (text: string): string => stringsIn(text).join("\n");
