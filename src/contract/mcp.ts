@@ -355,7 +355,11 @@ export const WaitOutput = z.strictObject({
     .describe(
       "queued: a daemon took it and has not started it; interrupted: its driver died before the report (`termorch resume <run_dir>` finishes it)",
     ),
-  finished: z.boolean().describe("The report is written: call `report`"),
+  finished: z
+    .boolean()
+    .describe(
+      "The report is written and this answer brings the ledger's last changes (run_finished among them, here or in an earlier answer): call `report`",
+    ),
   exit_code: z.number().int().nullable(),
   tasks: z
     .record(z.string(), z.number().int())

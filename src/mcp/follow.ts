@@ -30,17 +30,20 @@ export function cursorText(c: Cursor): string {
   return `${c.seq}:${c.offset}`;
 }
 
-/** The ledger's whole lines after `from`, and where the reader is after them. */
+/**
+ * The ledger's whole lines after `from`, and where the reader is after them; `more` when the
+ * answer stopped short of the ledger's end (at MAX_CHANGES changes, or MAX_READ bytes).
+ */
 export async function readChanges(
   runDir: string,
   from: Cursor,
-): Promise<{ changes: RunChange[]; cursor: Cursor }> {
+): Promise<{ changes: RunChange[]; cursor: Cursor; more: boolean }> {
   let handle: Awaited<ReturnType<typeof open>>;
   try {
     handle = await open(join(runDir, "events.jsonl"), "r");
   } catch {
     // A run a daemon queued has no ledger yet.
-    return { changes: [], cursor: from };
+    return { changes: [], cursor: from, more: false };
   }
   try {
     const size = (await handle.stat()).size;
@@ -65,7 +68,8 @@ export async function readChanges(
       const change = changeOf(event.data, runDir);
       if (change) changes.push(change);
     }
-    return { changes, cursor: { seq, offset: at.offset + done } };
+    const more = changes.length >= MAX_CHANGES || buffer.length < size - at.offset;
+    return { changes, cursor: { seq, offset: at.offset + done }, more: more && at.offset + done < size };
   } finally {
     await handle.close();
   }

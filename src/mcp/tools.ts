@@ -363,20 +363,23 @@ const wait = tool({
     let cursor = parseCursor(args.cursor);
     const changes: M.RunChange[] = [];
     for (;;) {
-      const read = await readChanges(runDir, cursor);
-      cursor = read.cursor;
-      changes.push(...read.changes);
       const runState = await stateOf(runDir, runId, queued);
       const phase: M.WaitOutput["phase"] = runState
         ? phaseOf(runState)
         : existsSync(join(runDir, "execution_report.json"))
           ? "reported"
           : "queued";
-      const elapsed = Date.now() - started;
-      const settled = phase === "reported" || phase === "interrupted";
       // The ledger records the report just before it is written, and state.json says reported
-      // just after: the answer that brings run_finished waits for that, so that `finished` means
-      // the report can be read.
+      // just after. Read after the state, the ledger of a run seen reported holds run_finished;
+      // read before, it could miss it, and the answer that says finished would not bring it.
+      const read = await readChanges(runDir, cursor);
+      cursor = read.cursor;
+      changes.push(...read.changes);
+      const elapsed = Date.now() - started;
+      // A ledger not read to its end is not finished yet: the caller comes back for the rest.
+      const settled = (phase === "reported" || phase === "interrupted") && !read.more;
+      // The answer that brings run_finished waits for state.json, so that `finished` means the
+      // report can be read.
       const finishing = phase === "running" && changes.some((c) => c.event === "run_finished");
       if ((changes.length > 0 && !finishing) || settled || elapsed >= timeoutMs) {
         // The tasks as status shows them (waiting for input is in their status files), once.
@@ -392,7 +395,7 @@ const wait = tool({
           cursor: cursorText(cursor),
           changes,
           phase,
-          finished: phase === "reported",
+          finished: phase === "reported" && !read.more,
           exit_code: view?.exit_code ?? null,
           ...taskSummary(view),
           timed_out: changes.length === 0 && !settled,

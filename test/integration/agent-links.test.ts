@@ -69,7 +69,8 @@ describeSandbox("links a sandboxed agent planted for termorch to follow after it
   it("runs to its end: the traps that hid files fail their gates, the others succeed", () => {
     expect(exitCode, stderr).toBe(1);
     const states = Object.fromEntries(report.tasks.map((t) => [t.id, t.status]));
-    expect(states).toEqual({
+    const why = report.tasks.map((t) => `${t.id}: ${t.reason} ${t.detail ?? ""}`).join("\n");
+    expect(states, why).toEqual({
       patch: "success",
       "handoff-copy": "success",
       "any-link": "success",

@@ -1,8 +1,11 @@
-import { appendFileSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { appendFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
+import { WaitOutput } from "../../src/contract/mcp.js";
 import { MAX_CHANGES, parseCursor, readChanges } from "../../src/mcp/follow.js";
+import { TOOLS } from "../../src/mcp/tools.js";
+import { runStateFixture } from "../fixtures/run-state.js";
 
 const dir = mkdtempSync(join(tmpdir(), "termorch-follow-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -21,8 +24,11 @@ describe("readChanges (wait's reading of a run's ledger from a cursor)", () => {
     const first = await readChanges(dir, parseCursor(undefined));
     expect(first.changes).toHaveLength(MAX_CHANGES);
     expect(first.changes[0]).toMatchObject({ event: "run_started" });
+    expect(first.more).toBe(true);
     const second = await readChanges(dir, first.cursor);
     expect(second.changes).toHaveLength(251 - MAX_CHANGES);
+    // Half a line is not more to read: it is the line being written.
+    expect(second.more).toBe(false);
     expect(second.changes.at(-1)).toMatchObject({ event: "task_started", task: "t250" });
     expect(second.cursor.seq).toBe(250);
     // Once the line is whole it is read, and only it.
@@ -66,5 +72,40 @@ describe("readChanges (wait's reading of a run's ledger from a cursor)", () => {
         reason: "validation",
       },
     ]);
+  });
+});
+
+describe("wait on a finished run whose ledger is longer than one answer", () => {
+  it("says finished only with the answer that reaches the ledger's end, run_finished in it", async () => {
+    const runDir = mkdtempSync(join(dir, "long-"));
+    mkdirSync(join(runDir, "status"));
+    const state = runStateFixture(runDir, {
+      phase: "reported",
+      pid: 2 ** 22 + 12345,
+      // No tmux server of that name: no sessions.
+      socket: `termorch-unit-follow-${process.pid}`,
+      socket_path: join(runDir, "no-socket"),
+    });
+    writeFileSync(join(runDir, "state.json"), JSON.stringify(state));
+    const ledger = join(runDir, "events.jsonl");
+    writeFileSync(ledger, line(0, "run.accepted", { tasks: [] }));
+    for (let i = 1; i <= 250; i++) appendFileSync(ledger, line(i, "task.launched", { attempt: 1 }, `t${i}`));
+    appendFileSync(ledger, line(251, "report.written", { exit_code: 0, failed_tasks: [] }));
+    const wait = TOOLS.find((t) => t.name === "wait")!;
+    const call = {
+      env: { ...process.env, XDG_STATE_HOME: join(runDir, "state-home") },
+      cwd: runDir,
+      home: null,
+      signal: new AbortController().signal,
+      progress: async () => {},
+    };
+    const answer = async (cursor?: string) =>
+      WaitOutput.parse(await wait.call({ run: runDir, timeout_s: 1, ...(cursor ? { cursor } : {}) } as never, call));
+    const first = await answer();
+    expect(first).toMatchObject({ phase: "reported", finished: false });
+    expect(first.changes).toHaveLength(MAX_CHANGES);
+    const second = await answer(first.cursor);
+    expect(second).toMatchObject({ phase: "reported", finished: true, timed_out: false });
+    expect(second.changes.at(-1)).toMatchObject({ event: "run_finished", exit_code: 0 });
   });
 });
