@@ -100,7 +100,9 @@ describe("wait on a finished run whose ledger is longer than one answer", () => 
       progress: async () => {},
     };
     const answer = async (cursor?: string) =>
-      WaitOutput.parse(await wait.call({ run: runDir, timeout_s: 1, ...(cursor ? { cursor } : {}) } as never, call));
+      WaitOutput.parse(
+        await wait.call({ run: runDir, timeout_s: 1, ...(cursor ? { cursor } : {}) } as never, call),
+      );
     const first = await answer();
     expect(first).toMatchObject({ phase: "reported", finished: false });
     expect(first.changes).toHaveLength(MAX_CHANGES);
