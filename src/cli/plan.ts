@@ -3,7 +3,7 @@ import type { PlanAnswer, PlanTry } from "../contract/plan.js";
 import { collisionText } from "../plan/collisions.js";
 import { DEFAULT_MAX_TASKS, DEFAULT_PLAN_TRIES, planObjective } from "../planning/plan-objective.js";
 import type { Io } from "./io.js";
-import { positiveInt } from "./positive-int.js";
+import { positiveInt, positiveNumber } from "./positive-int.js";
 import { stopSignal } from "./stop-signal.js";
 
 interface PlanFlags {
@@ -12,6 +12,8 @@ interface PlanFlags {
   maxTasks: number;
   tries: number;
   timeout?: number;
+  maxCostUsd?: number;
+  maxTokens?: number;
   workspace?: string;
   force?: boolean;
   env: string[];
@@ -45,6 +47,12 @@ export function registerPlanCommand(
     .option("--max-tasks <n>", "at most this many tasks", positiveInt, DEFAULT_MAX_TASKS)
     .option("--tries <n>", "tries the planner gets to write a valid plan", positiveInt, DEFAULT_PLAN_TRIES)
     .option("--timeout <s>", "seconds each try may take (default: the agent's timeout)", positiveInt)
+    .option(
+      "--max-cost-usd <usd>",
+      "USD the planner's tries may spend: no try starts once it is spent (default: its config entry's budget)",
+      positiveNumber,
+    )
+    .option("--max-tokens <n>", "tokens (input and output) the planner's tries may use", positiveInt)
     .option("--workspace <dir>", "the repository to plan for (default: the current folder)")
     .option("--force", "replace an assignments file and plan folder that are there already")
     .option(
@@ -68,6 +76,10 @@ export function registerPlanCommand(
           ...(o.agent ? { agent: o.agent } : {}),
           ...(o.out ? { out: o.out } : {}),
           ...(o.timeout ? { timeoutS: o.timeout } : {}),
+          budget: {
+            ...(o.maxCostUsd ? { max_cost_usd: o.maxCostUsd } : {}),
+            ...(o.maxTokens ? { max_tokens: o.maxTokens } : {}),
+          },
           ...(o.workspace ? { workspace: o.workspace } : {}),
           ...(o.force ? { force: true } : {}),
           envVars: o.env,
@@ -106,6 +118,10 @@ export function planText(a: PlanAnswer, running: boolean): string {
   const u = a.planner.usage;
   const tokens = u ? `${u.input_tokens} tokens in, ${u.output_tokens} out` : "no usage reported";
   const cost = u?.cost_usd != null ? `, ${u.cost_usd.toFixed(4)} USD` : "";
+  const b = a.planner.budget;
+  const limit = b
+    ? ` (budget ${[b.max_cost_usd === undefined ? null : `${b.max_cost_usd.toFixed(4)} USD`, b.max_tokens === undefined ? null : `${b.max_tokens} tokens`].filter(Boolean).join(", ")})`
+    : "";
   const tries = a.planner.tries.length;
   const width = Math.max(...a.tasks.map((t) => t.id.length));
   return [
@@ -118,7 +134,7 @@ export function planText(a: PlanAnswer, running: boolean): string {
     ),
     `  tests_cmd: ${a.tests_cmd ?? "none"}`,
     ...a.collisions.map((c) => `  warning: ${collisionText(c)}`),
-    `  planner: ${a.planner.agent}, ${tries} ${tries === 1 ? "try" : "tries"}, ${(a.planner.duration_ms / 1000).toFixed(1)} s, ${tokens}${cost}; its prompt ${(a.planner.prompt_bytes / 1024).toFixed(1)} KiB (logs: ${a.planner.logs})`,
+    `  planner: ${a.planner.agent}, ${tries} ${tries === 1 ? "try" : "tries"}, ${(a.planner.duration_ms / 1000).toFixed(1)} s, ${tokens}${cost}${limit}; its prompt ${(a.planner.prompt_bytes / 1024).toFixed(1)} KiB (logs: ${a.planner.logs})`,
     `  context files${a.milestones || a.decisions ? ", milestones and decisions" : ""}: ${a.plan_dir}/`,
     running ? "  running it now" : `  edit it if you like, then: termorch run ${a.file}`,
     "",

@@ -174,6 +174,19 @@ export const PlanInput = z.strictObject({
     .positive()
     .optional()
     .describe("Tries the planner gets to write a plan that validates (default 3)"),
+  max_cost_usd: z
+    .number()
+    .positive()
+    .optional()
+    .describe(
+      "USD the planner's tries may spend (as its CLI reports it or the config's prices compute it); no try starts once it is spent. Default: its config entry's budget, else none",
+    ),
+  max_tokens: z
+    .number()
+    .int()
+    .positive()
+    .optional()
+    .describe("Tokens (input and output) the planner's tries may use; no try starts once they are used"),
   force: z
     .boolean()
     .optional()

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { Usage } from "./agent-result.js";
+import { Budget } from "./assignments.js";
 import { PredictedCollision } from "./collision.js";
 
 /** One try of the planner: what termorch found wrong in what it wrote (none: the try was taken). */
@@ -47,6 +48,9 @@ export const PlanAnswer = z
       agent: z.string(),
       tries: z.array(PlanTry).describe("Every try, the feedback each was given after it"),
       usage: Usage.nullable().describe("Its tries' usage summed (its cost); null: its CLI reported none"),
+      budget: Budget.nullable().describe(
+        "What its tries may spend (--max-cost-usd, --max-tokens, else its config entry's budget): no try starts once it is spent; null: no limit",
+      ),
       duration_ms: z.number().int().min(0),
       prompt_bytes: z.number().int().min(0).describe("The size of its first prompt"),
       logs: z.string().describe("The planning session's folder: its prompts, logs and ledger"),

@@ -675,6 +675,10 @@ const plan = tool({
         ...(args.workspace ? { workspace: args.workspace } : {}),
         ...(args.max_tasks ? { maxTasks: args.max_tasks } : {}),
         ...(args.tries ? { tries: args.tries } : {}),
+        budget: {
+          ...(args.max_cost_usd ? { max_cost_usd: args.max_cost_usd } : {}),
+          ...(args.max_tokens ? { max_tokens: args.max_tokens } : {}),
+        },
         ...(args.force ? { force: true } : {}),
         ...(args.env_vars ? { envVars: args.env_vars } : {}),
         ...(config ? { configFile: config } : {}),

@@ -11,7 +11,7 @@ import { dirname, isAbsolute, join, posix, relative, resolve } from "node:path";
 import pino, { type Logger } from "pino";
 import { agentFor } from "../agent/command.js";
 import { addUsage, type Usage } from "../contract/agent-result.js";
-import { Assignments } from "../contract/assignments.js";
+import { Assignments, type Budget } from "../contract/assignments.js";
 import type { FeedbackBlock } from "../contract/feedback-block.js";
 import { jsonSchemaOf } from "../contract/json-schema.js";
 import type { PlanAnswer, PlanTry } from "../contract/plan.js";
@@ -28,6 +28,8 @@ import { openRun } from "../run/open-run.js";
 import { runnerFor } from "../run/runner.js";
 import { type Validated, validateAssignments } from "../run/validate.js";
 import type { TaskRunner } from "../runner/task-runner.js";
+import { budgetSpent, limits, spentOf, usdLeft } from "../spend/budget.js";
+import { costKnown, priceOf } from "../spend/pricing.js";
 import { feedbackSection } from "../task/feedback.js";
 import { runInCopy } from "../task/review.js";
 import { planRun } from "../task/run-plan.js";
@@ -74,6 +76,8 @@ export interface PlanOptions {
   workspace?: string;
   /** Seconds one try of the planner may take; default: its agent's timeout. */
   timeoutS?: number;
+  /** What its tries may spend, over its config entry's budget: no try starts once it is spent. */
+  budget?: Budget;
   env?: Readonly<Record<string, string | undefined>>;
   cwd?: string;
   logger?: Logger;
@@ -100,7 +104,13 @@ export async function planObjective(o: PlanOptions): Promise<PlanAnswer> {
   let firstPrompt: number | undefined;
   try {
     for (let n = 1; n <= asked.tries; n++) {
-      const t = await oneTry(session, n, feedback);
+      const spent = spentOf(history.map((h) => h.usage));
+      const why = budgetSpent(asked.budget ?? undefined, spent, "the planner's");
+      if (why)
+        throw new PlanFailed(
+          `${why}, and none of its ${n - 1} ${n === 2 ? "try" : "tries"} wrote a valid plan; what its last try got wrong:\n${problemList(history)}\nIts prompts, logs and ledger are in ${sessionDir}; nothing was written to the workspace.`,
+        );
+      const t = await oneTry(session, n, feedback, usdLeft(asked.budget ?? undefined, spent));
       firstPrompt ??= t.promptBytes;
       history.push(t.record);
       await side.ports.ledger.append("plan.tried", { attempt: n, problems: t.record.problems });
@@ -109,6 +119,7 @@ export async function planObjective(o: PlanOptions): Promise<PlanAnswer> {
         const taken = await publish(session, t.draft, asked.final);
         return answerOf(taken, asked.final, t.draft, {
           planner,
+          budget: asked.budget,
           history,
           startedAt,
           promptBytes: firstPrompt,
@@ -123,11 +134,16 @@ export async function planObjective(o: PlanOptions): Promise<PlanAnswer> {
   }
   const tries = asked.tries;
   throw new PlanFailed(
-    `the planner ${planner} wrote no valid plan in ${tries} ${tries === 1 ? "try" : "tries"}; what its last try got wrong:\n${history
-      .at(-1)!
-      .problems.map((p) => `- ${p}`)
-      .join("\n")}\nIts prompts, logs and ledger are in ${sessionDir}; nothing was written to the workspace.`,
+    `the planner ${planner} wrote no valid plan in ${tries} ${tries === 1 ? "try" : "tries"}; what its last try got wrong:\n${problemList(history)}\nIts prompts, logs and ledger are in ${sessionDir}; nothing was written to the workspace.`,
   );
+}
+
+/** The last try's problems, a line each. */
+function problemList(history: readonly PlanTry[]): string {
+  return history
+    .at(-1)!
+    .problems.map((p) => `- ${p}`)
+    .join("\n");
 }
 
 /** What a planning was asked for, checked before anything starts. */
@@ -140,6 +156,8 @@ interface Request {
   config: RunInput["config"];
   configFile: string | null;
   planner: RunAgent;
+  /** What its tries may spend; null: no limit. */
+  budget: Budget | null;
   workspace: string;
   repo: { root: string; head: string; ref: string | null };
   final: PlanPlace;
@@ -193,6 +211,7 @@ async function checkRequest(
       ],
       `Pass --agent NAME (one of: ${installedAgents(config, env).join(", ")}); termorch agents lists them.`,
     );
+  const budget = plannerBudget(planner, o.budget, config);
   const workspace = resolve(cwd, o.workspace ?? ".");
   const repo = await repoInfo(workspace);
   if (!repo?.head)
@@ -225,6 +244,7 @@ async function checkRequest(
     config,
     configFile,
     planner,
+    budget,
     workspace,
     repo: { root: repo.root, head: repo.head, ref: repo.ref },
     final,
@@ -352,6 +372,8 @@ async function oneTry(
   s: Session,
   n: number,
   feedback: string | null,
+  /** USD its budget leaves it (a CLI with a cap of its own is given it); null: no bound. */
+  left: number | null,
 ): Promise<{ record: PlanTry; draft: Draft | null; validated: Validated | null; promptBytes: number }> {
   const { side, plan } = s;
   const started = Date.now();
@@ -363,7 +385,7 @@ async function oneTry(
       id: PLANNER,
       attempt: n,
       commit: s.commit,
-      usdLeft: () => null,
+      usdLeft: () => left,
       started: (facts) => side.ports.ledger.append("plan.planner_started", facts),
     },
     async () => {
@@ -455,6 +477,38 @@ function installedAgents(
   return agentRows(config, env.PATH)
     .filter((r) => r.on_path !== false)
     .map((r) => r.name);
+}
+
+/**
+ * The planner's budget: the one asked for over its config entry's; null: none. One in USD over
+ * a CLI whose cost termorch cannot know (reported by none, priced by no `prices`) is refused, as
+ * `validate` refuses it for a task (exit 2).
+ */
+function plannerBudget(
+  planner: RunAgent,
+  asked: Budget | undefined,
+  config: RunInput["config"],
+): Budget | null {
+  const budget: Budget = { ...planner.agent.budget, ...asked };
+  if (!limits(budget)) return null;
+  const price = priceOf(config.prices, { name: planner.name, model: planner.agent.model });
+  if (
+    budget.max_cost_usd !== undefined &&
+    !costKnown({ output: planner.agent.output, interactive: false }, price)
+  )
+    throw new InputError(
+      [
+        {
+          field:
+            asked?.max_cost_usd === undefined
+              ? `agents.${planner.name}.budget.max_cost_usd`
+              : "--max-cost-usd",
+          message: `a budget in USD cannot be kept: the planner ${planner.name} reports no cost and the config's "prices" have none for it${planner.agent.model ? ` or its model "${planner.agent.model}"` : ""}`,
+        },
+      ],
+      `Add "prices": {"${planner.name}": {"input": <USD per million>, "output": <USD per million>}} to the config, or give the budget in tokens (--max-tokens).`,
+    );
+  return budget;
 }
 
 function plannerOf(name: string, config: RunInput["config"]): RunAgent | null {
@@ -590,7 +644,14 @@ function answerOf(
   v: Validated,
   at: ReturnType<typeof stagedOf>,
   draft: Draft,
-  p: { planner: string; history: PlanTry[]; startedAt: number; promptBytes: number; logs: string },
+  p: {
+    planner: string;
+    budget: Budget | null;
+    history: PlanTry[];
+    startedAt: number;
+    promptBytes: number;
+    logs: string;
+  },
 ): PlanAnswer {
   const usages = p.history.map((t) => t.usage).filter((u): u is Usage => u !== null);
   return {
@@ -615,6 +676,7 @@ function answerOf(
       agent: p.planner,
       tries: p.history,
       usage: usages.length ? addUsage(usages) : null,
+      budget: p.budget,
       duration_ms: Date.now() - p.startedAt,
       prompt_bytes: p.promptBytes,
       logs: p.logs,

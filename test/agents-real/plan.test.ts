@@ -217,6 +217,40 @@ describe("a planner that edits the repository", () => {
     expect(statusOf(p.repo)).toBe(ONLY_THE_PLAN);
   });
 
+  it("a planner at its budget: no try starts once --max-cost-usd is spent (claude reports its cost)", async () => {
+    const cli = RECIPES.claude;
+    // The same bad plan each time, at about $0.02 a try as claude prices the scripted usage.
+    modelServer().setScript(() => [
+      ...planSteps([{ id: "a", agent: "nosuch", dependencies: [], allowed_paths: ["a.txt"] }]),
+      { reply: "Planned.", usage: { input: 3000, output: 200 } },
+    ]);
+    const p = prepare(cli);
+    const r = await world.termorch(
+      [
+        "plan",
+        p.objective,
+        "--agent",
+        cli.preset,
+        "--config",
+        p.config,
+        "--env",
+        cli.keyVar,
+        "--tries",
+        "5",
+        "--max-cost-usd",
+        "0.03",
+      ],
+      { cwd: p.repo, env: { [cli.keyVar]: SECRET } },
+    );
+    expect(r.exitCode, r.stderr).toBe(1);
+    expect(r.stderr).toMatch(
+      /the planner's budget of \$0\.0300 is spent: \$0\.0[3-9]\d*, and none of its 2 tries wrote a valid plan/,
+    );
+    expect(r.stderr).toContain("try 2:");
+    expect(r.stderr).not.toContain("try 3:");
+    expect(statusOf(p.repo)).toBe("");
+  });
+
   it("a planner that never writes a valid plan: exit 1, and nothing in the workspace", async () => {
     const cli = RECIPES.claude;
     // Never told anything it can use: it writes the same bad plan each time.

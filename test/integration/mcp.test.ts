@@ -129,9 +129,11 @@ describe("termorch mcp over stdio", () => {
         agent: "planner",
         config,
         run: true,
+        max_tokens: 1_000_000,
       }),
     );
     expect(answer.planner.tries.map((t) => t.problems.length)).toEqual([2, 0]);
+    expect(answer.planner.budget).toEqual({ max_tokens: 1_000_000 });
     expect(answer.planner.tries[0]!.problems.join("\n")).toContain("dependency cycle: a -> b -> a");
     expect(answer.planner.tries[0]!.problems.join("\n")).toContain('unknown agent "nosuch"');
     expect(answer.waves).toEqual([["a"], ["b"]]);

@@ -4,7 +4,7 @@
 // workspace. The real planning code with the fake runner and fake timers, on a real repository.
 import { execFileSync } from "node:child_process";
 import { mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { delimiter, join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { PlanAnswer } from "../../src/contract/plan.js";
 import { InputError, PlanFailed } from "../../src/errors.js";
@@ -240,6 +240,63 @@ describe("termorch plan", () => {
     expect(answer.planner.tries).toHaveLength(1);
   });
 
+  it("stops at the planner's budget: no try starts once it is spent, and a CLI with a cap of its own is given what is left", async () => {
+    const config = {
+      agents: {
+        ...CONFIG.agents,
+        // Its config entry's budget, when the command line gives none.
+        capped: { preset: "claude", budget: { max_tokens: 150 } },
+      },
+    };
+    run = new MiddleRun([{ id: "x" }], { config, git: true });
+    const argvs: string[][] = [];
+    // Each try costs $0.03 and 110 tokens, and writes a plan validate refuses.
+    run.host.onLaunch = (a) => {
+      argvs.push([...a.spec.argv]);
+      writeFileSync(
+        a.spec.stdoutLog,
+        `${JSON.stringify({ type: "result", subtype: "success", is_error: false, result: "Done.", session_id: "s", total_cost_usd: 0.03, usage: { input_tokens: 100, output_tokens: 10 } })}\n`,
+      );
+      writePlan(a, CYCLE_AND_UNKNOWN);
+    };
+    const path = `${join(import.meta.dirname, "..", "fixtures", "agents")}${delimiter}${process.env.PATH}`;
+    const tries: number[] = [];
+    const ws = join(run.dir, "ws");
+    const failed = await planObjective(
+      options({
+        agent: "capped",
+        tries: 5,
+        budget: { max_cost_usd: 0.05 },
+        env: { ...run.options().env, PATH: path },
+        onTry: (t) => tries.push(t.try),
+      }),
+    ).catch((e: unknown) => e);
+    expect(failed).toBeInstanceOf(PlanFailed);
+    expect((failed as PlanFailed).exitCode).toBe(1);
+    // $0.06 after two tries: the third never starts (the entry's 150 tokens would stop it too).
+    expect((failed as Error).message).toMatch(
+      /^the planner's budget of \$0\.0500 is spent: \$0\.0600, and none of its 2 tries wrote a valid plan/,
+    );
+    expect((failed as Error).message).toContain("dependency cycle: a -> b -> a");
+    expect(tries).toEqual([1, 2]);
+    expect(run.host.attempts).toHaveLength(2);
+    // Claude Code's own cap: what the budget leaves ($0.05, then $0.02).
+    const cap = (argv: string[]) => argv[argv.indexOf("--max-budget-usd") + 1];
+    expect(argvs.map(cap)).toEqual(["0.05", "0.02"]);
+    expect(readdirSync(ws).sort()).toEqual([".git", "ctx"]);
+
+    // Without one on the command line, its config entry's: 220 tokens after two tries.
+    argvs.length = 0;
+    const byEntry = await planObjective(
+      options({ agent: "capped", tries: 5, env: { ...run.options().env, PATH: path } }),
+    ).catch((e: unknown) => e);
+    expect((byEntry as Error).message).toMatch(
+      /^the planner's budget of 150 tokens is spent: 220, and none of its 2 tries/,
+    );
+    expect(argvs).toHaveLength(2);
+    expect(argvs[0]).not.toContain("--max-budget-usd");
+  });
+
   it("refuses a bad objective, an unknown planner and one whose CLI is missing, with exit 2, before anything starts", async () => {
     run = new MiddleRun([{ id: "x" }], { config: CONFIG, git: true });
     const ws = join(run.dir, "ws");
@@ -268,6 +325,8 @@ describe("termorch plan", () => {
     await refused({ objectiveFile: join(run.dir, "missing.md") }, "the objective does not exist");
     await refused({ agent: "nosuch" }, 'unknown agent "nosuch"');
     await refused({ agent: "claude", env: { PATH: "/nonexistent" } }, "not on the agent's PATH");
+    // Its cost is neither reported (a command of its own) nor priced: a USD budget could not be kept.
+    await refused({ budget: { max_cost_usd: 1 } }, "a budget in USD cannot be kept: the planner planner");
     writeFileSync(join(ws, "assignments.json"), "{}");
     await refused({}, "exists already");
     expect(run.host.attempts).toHaveLength(0);
