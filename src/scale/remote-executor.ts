@@ -119,7 +119,7 @@ async function executeRemoteTask(
   const copies = new LogCopies(run.runDir, ports);
   const seen = new Set<string>();
   const onProgress = (pr: TaskJobProgress): void =>
-    later(() => recordProgress(ports, recorder, t, p, pr, seen, copies));
+    later(() => recordProgress(ports, recorder, t, p, pr, { seen, copies, fault: run.fault }));
   const onLog = (chunk: LogChunk): void => later(() => copies.append(chunk));
   // A detach (the daemon stopping) leaves the job to the workers; a cancel or --fail-fast ends it
   // there, and is not waited for past a bound.
@@ -195,15 +195,17 @@ async function recordProgress(
   t: Readonly<TaskRun>,
   p: TaskPlan,
   pr: TaskJobProgress,
-  seen: Set<string>,
-  copies: LogCopies,
+  at: { seen: Set<string>; copies: LogCopies; fault: RunPlan["fault"] },
 ): Promise<void> {
+  const { seen, copies } = at;
   if (t.state !== "pending" && t.state !== "running") return;
   const key = `${pr.delivery}/${pr.worker}/${pr.attempt}`;
   if (pr.state === "running" && pr.attempt > 0 && !seen.has(key)) {
     seen.add(key);
     const attempt = t.attempts + 1;
-    recorder.note(t.id, {
+    // Into the journal before the ledger: a resume that finds the launch in the ledger finds its
+    // host in the journal too, and does not record it again from the job's result.
+    recorder.checkpoint(t.id, {
       attempts: attempt,
       current: { agentIndex: pr.agent_index, startedAt: ports.now() },
       hosts: [...t.hosts, { attempt, worker: pr.worker, host: pr.host, socket: pr.socket }],
@@ -226,6 +228,7 @@ async function recordProgress(
       },
       t.id,
     );
+    await killPoint(at.fault, "kill-after-remote-launch", t.id);
     await recorder.transition(t.id, { to: "running" });
     return;
   }

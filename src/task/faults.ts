@@ -40,6 +40,9 @@ import type { AdvanceTargetOptions } from "../git/advance.js";
  *   is recorded): the gate must not outlive the driver, and a resume runs it again.
  * - `kill-after-status[:task]` [@n]: SIGKILL once the task's final state (success or failed) is
  *   written (status file, journal).
+ * - `kill-after-remote-launch[:task]`: SIGKILL once a worker's start of an attempt is in the
+ *   ledger (task.launched naming its host), before its state changes: a resume that learns the
+ *   attempt from the job's result must not record its launch again.
  * - `kill-after-feedback[:task]` [@n]: SIGKILL once the feedback section for the attempt after a
  *   failed attempt n is written, before the next attempt is chosen for good: a resume judges
  *   attempt n again (the same verdict: its worktree has not moved) and goes on.
@@ -91,6 +94,7 @@ export type FaultPoint =
   | "kill-after-exit"
   | "kill-in-gate"
   | "kill-after-status"
+  | "kill-after-remote-launch"
   | "kill-after-feedback"
   | "kill-after-next-chosen"
   | "kill-while-waiting-quota"

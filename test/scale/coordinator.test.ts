@@ -7,6 +7,7 @@ import { Report } from "../../src/contract/report.js";
 import {
   BIN,
   cliEnv,
+  FAULTY_BIN,
   git,
   isAlive,
   killServer,
@@ -218,6 +219,29 @@ suite("a coordinator of a bullmq run", () => {
       .map((l) => JSON.parse(l));
     const launched = events.filter((e) => e.type === "task.launched" && e.task_id === "R");
     expect(launched.map((e) => e.data.worker)).toEqual([w.name]);
+    expect((await termorch(["verify-ledger", c.dir], { socket })).exitCode).toBe(0);
+  });
+
+  it("killed once a worker's launch is in its ledger, before the state: the resume records that launch once", async () => {
+    const w = await worker("launched");
+    onTestFinished(() => w.dispose());
+    const c = cluster();
+    const file = writeAssignments(c.dir, [bashTask("L", waiting("L"), [], c.marks)] as never);
+    const coordinator = execa(process.execPath, [FAULTY_BIN, "run", file, "--config", c.config], {
+      reject: false,
+      env: cliEnv(socket, { TERMORCH_FAULT: "kill-after-remote-launch:L" }),
+      cwd: c.dir,
+    });
+    const killed = await coordinator;
+    expect(killed.signal, killed.stderr).toBe("SIGKILL");
+    expect(ledgerOf(c.dir).filter((e) => e.type === "task.launched" && e.task_id === "L")).toHaveLength(1);
+    writeFileSync(join(c.marks, "release"), "");
+    const r = await termorch(["resume", c.dir], { socket });
+    expect(r.exitCode, r.stderr).toBe(0);
+    expect(lines(join(c.marks, "L.log"))).toEqual(["start", "end"]);
+    const launched = ledgerOf(c.dir).filter((e) => e.type === "task.launched" && e.task_id === "L");
+    expect(launched.map((e) => [e.data.worker, e.data.attempt])).toEqual([[w.name, 1]]);
+    expect(readReport(c.dir).tasks[0]!.hosts).toHaveLength(1);
     expect((await termorch(["verify-ledger", c.dir], { socket })).exitCode).toBe(0);
   });
 
