@@ -220,10 +220,11 @@ export class BullmqHosts implements TaskHosts {
     await this.pullLogs(jobId, w);
     if (state === "waiting" && !this.saidIdle && Date.now() - w.since > IDLE_WARNING_MS)
       await this.sayIfNoWorker();
-    // The whole job (its data holds the prompt) is read only when it ended or is gone, and every
-    // tenth look for the progress the queue's events may have missed during a reconnect.
+    // The whole job (its data holds the prompt) is read only when it ended or is gone, at the first
+    // look (a resumed coordinator learns at once where its task runs), and every tenth look for the
+    // progress the queue's events may have missed during a reconnect.
     const ended = state === "completed" || state === "failed" || state === "unknown";
-    if (!ended && ++w.looks % 10 !== 0) return;
+    if (!ended && w.looks++ % 10 !== 0) return;
     const { Job } = await import("bullmq");
     const job: Job | undefined = await Job.fromId(this.queue, jobId);
     if (!job) {

@@ -117,7 +117,13 @@ async function executeRemoteTask(
       );
   };
   const copies = new LogCopies(run.runDir, ports);
-  const seen = new Set<string>();
+  // The attempts a coordinator before this one recorded (it was killed, and this is its resume):
+  // their progress, read again from the job, is not a new attempt.
+  const seen = new Set(
+    t.hosts.flatMap((h) =>
+      h.delivery === undefined ? [] : [progressKey(h.delivery, h.worker, h.worker_attempt ?? 0)],
+    ),
+  );
   const onProgress = (pr: TaskJobProgress): void =>
     later(() => recordProgress(ports, recorder, t, p, pr, { seen, copies, fault: run.fault }));
   const onLog = (chunk: LogChunk): void => later(() => copies.append(chunk));
@@ -188,9 +194,13 @@ function oneTask(run: Pick<RunPlan, "input" | "runId">, taskId: string): unknown
   };
 }
 
+/** One attempt of a worker's, as its progress names it. */
+const progressKey = (delivery: number, worker: string, attempt: number): string =>
+  `${delivery}/${worker}/${attempt}`;
+
 /** A worker started an attempt (or changed its state): the ledger names its host; status and progress follow. */
 async function recordProgress(
-  ports: Pick<Ports, "ledger" | "now">,
+  ports: Pick<Ports, "ledger" | "now" | "log">,
   recorder: TaskRecorder,
   t: Readonly<TaskRun>,
   p: TaskPlan,
@@ -198,8 +208,12 @@ async function recordProgress(
   at: { seen: Set<string>; copies: LogCopies; fault: RunPlan["fault"] },
 ): Promise<void> {
   const { seen, copies } = at;
+  ports.log.debug(
+    { task: t.id, worker: pr.worker, delivery: pr.delivery, attempt: pr.attempt, state: pr.state },
+    "a worker's progress",
+  );
   if (t.state !== "pending" && t.state !== "running") return;
-  const key = `${pr.delivery}/${pr.worker}/${pr.attempt}`;
+  const key = progressKey(pr.delivery, pr.worker, pr.attempt);
   if (pr.state === "running" && pr.attempt > 0 && !seen.has(key)) {
     seen.add(key);
     const attempt = t.attempts + 1;
@@ -208,7 +222,17 @@ async function recordProgress(
     recorder.checkpoint(t.id, {
       attempts: attempt,
       current: { agentIndex: pr.agent_index, startedAt: ports.now() },
-      hosts: [...t.hosts, { attempt, worker: pr.worker, host: pr.host, socket: pr.socket }],
+      hosts: [
+        ...t.hosts,
+        {
+          attempt,
+          worker: pr.worker,
+          host: pr.host,
+          socket: pr.socket,
+          delivery: pr.delivery,
+          worker_attempt: pr.attempt,
+        },
+      ],
       // Its logs here, under names of this run's, filled as the worker streams them.
       ...(pr.logs
         ? { result: { logs: copies.open(pr.logs, agentOf(p, pr.agent_index).name, ports.now()) } }

@@ -245,6 +245,44 @@ suite("a coordinator of a bullmq run", () => {
     expect((await termorch(["verify-ledger", c.dir], { socket })).exitCode).toBe(0);
   });
 
+  it("resumed while its task still runs: the worker's progress, read again, is not a new attempt", async () => {
+    const w = await worker("still");
+    onTestFinished(() => w.dispose());
+    const c = cluster();
+    const file = writeAssignments(c.dir, [bashTask("S", waiting("S"), [], c.marks)] as never);
+    const coordinator = coordinate(file, c);
+    await waitFor(
+      () => ledgerOf(c.dir).some((e) => e.type === "task.running" && e.task_id === "S"),
+      30_000,
+      "S running",
+    );
+    coordinator.kill("SIGKILL");
+    await coordinator;
+    const resume = execa(process.execPath, [BIN, "resume", c.dir, "--debug"], {
+      reject: false,
+      env: cliEnv(socket),
+      cwd: c.dir,
+    });
+    let said = "";
+    resume.stderr?.on("data", (d: Buffer) => {
+      said += d.toString();
+    });
+    // Its first look at the job reads the progress the killed coordinator had recorded.
+    await waitFor(
+      () => /a worker's progress/.test(said),
+      30_000,
+      "the resumed coordinator's look at S's job",
+    );
+    writeFileSync(join(c.marks, "release"), "");
+    const r = await resume;
+    expect(r.exitCode, said).toBe(0);
+    const launched = ledgerOf(c.dir).filter((e) => e.type === "task.launched" && e.task_id === "S");
+    expect(launched.map((e) => [e.data.worker, e.data.attempt])).toEqual([[w.name, 1]]);
+    const task = readReport(c.dir).tasks[0]!;
+    expect(task).toMatchObject({ status: "success", attempts: 1 });
+    expect(task.hosts).toEqual([expect.objectContaining({ attempt: 1, worker: w.name })]);
+  });
+
   it("names the worker of an attempt it learned of only from the result (killed before any progress reached it)", async () => {
     const c = cluster();
     const file = writeAssignments(c.dir, [bashTask("U", "echo U > u.txt")] as never);
