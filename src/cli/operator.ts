@@ -19,7 +19,7 @@ import { dropPools } from "../git/worktree-pool.js";
 import { decide, osUser } from "../ops/approval.js";
 import { attachPlan, runAttach } from "../ops/attach.js";
 import { requestCancel, waitForReport } from "../ops/cancel.js";
-import { type CleanReport, cleanRun } from "../ops/clean.js";
+import { type CleanReport, cleanPlannings, cleanRun } from "../ops/clean.js";
 import { requestFinish, sendInputOf, sendToTask } from "../ops/interactive.js";
 import { driverAlive } from "../ops/liveness.js";
 import { copyFrom, followLog, type LogStream, logPathOf, streamSink } from "../ops/logs.js";
@@ -393,6 +393,11 @@ export function registerOperatorCommands(program: Command, io: Io, setCode: (cod
           io.stdout.write(
             `termorch: emptied the warm worktree pool: ${pooled.length} worktree${pooled.length === 1 ? "" : "s"} removed\n`,
           );
+        const planning = await cleanPlannings(io.env);
+        for (const session of planning.ended)
+          io.stdout.write(`termorch: ended planner session ${session}: its termorch plan was killed\n`);
+        for (const dir of planning.removed)
+          io.stdout.write(`termorch: removed the copy of the repository a killed planning left in ${dir}\n`);
       }
       if (runs.length === 0) {
         io.stdout.write(`termorch: nothing to clean: no runs registered (${registryDir(io.env)})\n`);

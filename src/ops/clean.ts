@@ -23,6 +23,7 @@ import {
   removeWorktrees as removeWorktreeFolders,
 } from "../git/worktree.js";
 import { loadConfig } from "../input/config-file.js";
+import { deadPlanners, plansDirOf, removeDeadCopies } from "../planning/plan-leftovers.js";
 import { endLeftovers } from "./leftovers.js";
 import { driverAlive } from "./liveness.js";
 import { type OpsRun, phaseOf } from "./runs.js";
@@ -400,4 +401,22 @@ async function deleteBranches(
       report.kept.push({ what: `branch ${branch}`, why: errorText(error) });
     }
   }
+}
+
+/**
+ * What `termorch plan`s killed before their end left (src/planning/plan-leftovers.ts): their
+ * planners, at work in their sessions on termorch's tmux socket ($TERMORCH_TMUX_SOCKET, else
+ * `termorch`), and the copies of the repository in their session folders.
+ */
+export async function cleanPlannings(env: Env): Promise<{ ended: string[]; removed: string[] }> {
+  const server = serverFor(env.TERMORCH_TMUX_SOCKET || "termorch", env);
+  let ended: string[] = [];
+  try {
+    ended = deadPlanners(new Set((await server.listPanes()).map((p) => p.session)));
+    if (ended.length > 0) await server.killSessions(ended);
+    await server.closeIfIdle();
+  } catch {
+    // No tmux server on that socket: no planner either.
+  }
+  return { ended, removed: removeDeadCopies(await plansDirOf()) };
 }

@@ -8,6 +8,7 @@ import { basename, dirname, join, posix, relative } from "node:path";
 import { errorText } from "../errors.js";
 import { writeFileAtomicSync } from "../fs/atomic.js";
 import { kindInside, Refused, readInside, walkInside, writeFresh } from "../fs/no-follow.js";
+import { pidOfPlanId } from "./plan-leftovers.js";
 import { PLAN_FILES } from "./planner-prompt.js";
 
 const ASSIGNMENTS_BYTES = 1024 * 1024;
@@ -257,10 +258,13 @@ export function removeDeadStaging(place: PlanPlace, gone: (pid: number) => boole
 
 /** The pid a staging file's name carries, or null: not one of `stem`'s staging files. */
 function stagingTag(name: string, stem: string): number | null {
-  for (const kind of [`.${stem}.partial-`, `.${stem}.plan.partial-`]) {
-    if (!name.startsWith(kind)) continue;
-    const m = /^plan-[0-9a-z]+-(\d+)(\.json)?$/.exec(name.slice(kind.length));
-    if (m && (m[2] !== undefined) === (kind === `.${stem}.partial-`)) return Number(m[1]);
+  for (const [kind, ext] of [
+    [`.${stem}.partial-`, ".json"],
+    [`.${stem}.plan.partial-`, ""],
+  ] as const) {
+    if (!name.startsWith(kind) || !name.endsWith(ext)) continue;
+    const pid = pidOfPlanId(name.slice(kind.length, name.length - ext.length));
+    if (pid !== null) return pid;
   }
   return null;
 }

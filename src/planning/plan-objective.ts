@@ -17,7 +17,6 @@ import { jsonSchemaOf } from "../contract/json-schema.js";
 import type { PlanAnswer, PlanTry } from "../contract/plan.js";
 import { RunState } from "../contract/state.js";
 import { formatProblem, InputError, Interrupted, PlanFailed } from "../errors.js";
-import { ensureUserDir } from "../fs/names.js";
 import { pidAlive } from "../fs/proc.js";
 import { repoInfo, TERMORCH_IDENTITY } from "../git/repo.js";
 import { agentRows, checkPlannerAgent } from "../input/agent-binaries.js";
@@ -47,6 +46,7 @@ import {
   stagedOf,
   writePlan,
 } from "./plan-files.js";
+import { deadPlanners, planIdOf, plansDirOf, removeDeadCopies } from "./plan-leftovers.js";
 import { plannerFieldProblems } from "./planner-fields.js";
 import { PLAN_FILES, plannerPrompt } from "./planner-prompt.js";
 import { testCommandsOf } from "./test-commands.js";
@@ -262,15 +262,18 @@ async function openSession(
 ): Promise<Session> {
   const { env, cwd, startedAt } = at;
   const { config, repo, workspace, envVars } = r;
-  const planId = `plan-${startedAt.toString(36)}-${process.pid}`;
+  const planId = planIdOf(startedAt, process.pid);
   const staged = stagedOf(r.final, planId);
-  const sessionDir = join(o.plansDir ?? join(await ensureUserDir(), "plans"), planId);
+  const plansDir = o.plansDir ?? (await plansDirOf());
+  const sessionDir = join(plansDir, planId);
   const input = plannerInput({ ...r, planId });
   checkPlannerAgent(input, env, r.planner);
   const runner = runnerFor(env.TERMORCH_TMUX_SOCKET || config.tmux.socket || "termorch", input, o);
   // What an earlier planning killed before its end left: its planner still at work, its staging.
-  await endDeadPlanners(runner);
+  const dead = deadPlanners(await runner.openSessions());
+  if (dead.length) await runner.close(dead);
   removeDeadStaging(r.final, (pid) => !pidAlive(pid));
+  removeDeadCopies(plansDir);
   mkdirSync(join(sessionDir, "logs"), { recursive: true, mode: 0o700 });
   const redaction = runRedaction(input, env);
   const prefix = relative(repo.root, workspace);
@@ -336,18 +339,6 @@ async function openSession(
       testCommands,
     },
   };
-}
-
-/** A planner's session: `termorch-plan-<t>-<pid>-_review-planner` (planId and reviewSession). */
-const PLANNER_SESSION = new RegExp(`^termorch-plan-[0-9a-z]+-(\\d+)-_review-${PLANNER}$`);
-
-/** Ends the planners whose `termorch plan` is gone (killed before its end): they plan for no one. */
-async function endDeadPlanners(runner: TaskRunner): Promise<void> {
-  const dead = [...(await runner.openSessions())].filter((session) => {
-    const pid = PLANNER_SESSION.exec(session)?.[1];
-    return pid !== undefined && !pidAlive(Number(pid));
-  });
-  if (dead.length) await runner.close(dead);
 }
 
 /** What every try of one planning shares. */
