@@ -2,6 +2,7 @@ import type { Command } from "commander";
 import type { PlanAnswer, PlanTry } from "../contract/plan.js";
 import { collisionText } from "../plan/collisions.js";
 import { DEFAULT_MAX_TASKS, DEFAULT_PLAN_TRIES, planObjective } from "../planning/plan-objective.js";
+import { count, usd } from "../spend/budget.js";
 import type { Io } from "./io.js";
 import { positiveInt, positiveNumber } from "./positive-int.js";
 import { stopSignal } from "./stop-signal.js";
@@ -120,7 +121,7 @@ export function planText(a: PlanAnswer, running: boolean): string {
   const cost = u?.cost_usd != null ? `, ${u.cost_usd.toFixed(4)} USD` : "";
   const b = a.planner.budget;
   const limit = b
-    ? ` (budget ${[b.max_cost_usd === undefined ? null : `${b.max_cost_usd.toFixed(4)} USD`, b.max_tokens === undefined ? null : `${b.max_tokens} tokens`].filter(Boolean).join(", ")})`
+    ? ` (budget ${[b.max_cost_usd === undefined ? null : usd(b.max_cost_usd), b.max_tokens === undefined ? null : `${count(b.max_tokens)} tokens`].filter(Boolean).join(", ")})`
     : "";
   const tries = a.planner.tries.length;
   const width = Math.max(...a.tasks.map((t) => t.id.length));

@@ -408,8 +408,9 @@ const wait = tool({
         timeoutMs / 1000,
         `run ${runId} ${phase}: ${[...counts].map(([s, n]) => `${n} ${s}`).join(", ")}`,
       );
-      // Looked at again at least each second: a driver that dies announces nothing.
-      await changeIn(runDir, Math.min(1000, timeoutMs - elapsed), call.signal);
+      // Looked at again at least each second: a driver that dies announces nothing. A ledger not
+      // read to its end is read on at once.
+      if (!read.more) await changeIn(runDir, Math.min(1000, timeoutMs - elapsed), call.signal);
       if (call.signal.aborted) throw new Error("the call was cancelled");
     }
   },

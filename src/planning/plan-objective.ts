@@ -76,7 +76,7 @@ export interface PlanOptions {
   workspace?: string;
   /** Seconds one try of the planner may take; default: its agent's timeout. */
   timeoutS?: number;
-  /** What its tries may spend, over its config entry's budget: no try starts once it is spent. */
+  /** What its tries may spend, instead of its config entry's budget: no try starts once it is spent. */
   budget?: Budget;
   env?: Readonly<Record<string, string | undefined>>;
   cwd?: string;
@@ -107,8 +107,12 @@ export async function planObjective(o: PlanOptions): Promise<PlanAnswer> {
       const spent = spentOf(history.map((h) => h.usage));
       const why = budgetSpent(asked.budget ?? undefined, spent, "the planner's");
       if (why)
-        throw new PlanFailed(
-          `${why}, and none of its ${n - 1} ${n === 2 ? "try" : "tries"} wrote a valid plan; what its last try got wrong:\n${problemList(history)}\nIts prompts, logs and ledger are in ${sessionDir}; nothing was written to the workspace.`,
+        throw notTaken(
+          n === 1
+            ? `${why} before its first try`
+            : `${why}, and none of its ${n - 1} ${n === 2 ? "try" : "tries"} wrote a valid plan`,
+          history,
+          sessionDir,
         );
       const t = await oneTry(session, n, feedback, usdLeft(asked.budget ?? undefined, spent));
       firstPrompt ??= t.promptBytes;
@@ -133,17 +137,22 @@ export async function planObjective(o: PlanOptions): Promise<PlanAnswer> {
     await side.ports.ledger.close();
   }
   const tries = asked.tries;
-  throw new PlanFailed(
-    `the planner ${planner} wrote no valid plan in ${tries} ${tries === 1 ? "try" : "tries"}; what its last try got wrong:\n${problemList(history)}\nIts prompts, logs and ledger are in ${sessionDir}; nothing was written to the workspace.`,
+  throw notTaken(
+    `the planner ${planner} wrote no valid plan in ${tries} ${tries === 1 ? "try" : "tries"}`,
+    history,
+    sessionDir,
   );
 }
 
-/** The last try's problems, a line each. */
-function problemList(history: readonly PlanTry[]): string {
-  return history
-    .at(-1)!
-    .problems.map((p) => `- ${p}`)
-    .join("\n");
+/** No plan taken (exit 1): why, what the last try got wrong, where the session is. */
+function notTaken(why: string, history: readonly PlanTry[], sessionDir: string): PlanFailed {
+  const last = history.at(-1);
+  const wrong = last
+    ? `; what its last try got wrong:\n${last.problems.map((p) => `- ${p}`).join("\n")}`
+    : "";
+  return new PlanFailed(
+    `${why}${wrong}\nIts prompts, logs and ledger are in ${sessionDir}; nothing was written to the workspace.`,
+  );
 }
 
 /** What a planning was asked for, checked before anything starts. */
@@ -471,7 +480,7 @@ function installedAgents(
 }
 
 /**
- * The planner's budget: the one asked for over its config entry's; null: none. One in USD over
+ * The planner's budget: the one asked for, else its config entry's; null: none. One in USD over
  * a CLI whose cost termorch cannot know (reported by none, priced by no `prices`) is refused, as
  * `validate` refuses it for a task (exit 2).
  */
@@ -480,7 +489,8 @@ function plannerBudget(
   asked: Budget | undefined,
   config: RunInput["config"],
 ): Budget | null {
-  const budget: Budget = { ...planner.agent.budget, ...asked };
+  // The one asked for replaces the entry's, as a task's own budget does.
+  const budget = limits(asked) ? asked : planner.agent.budget;
   if (!limits(budget)) return null;
   const price = priceOf(config.prices, { name: planner.name, model: planner.agent.model });
   if (

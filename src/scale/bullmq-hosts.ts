@@ -217,7 +217,10 @@ export class BullmqHosts implements TaskHosts {
     // (its completion and its return value are written together, by one script). A job read
     // before its state came back completed with no return value, and lost tasks that had succeeded.
     const state = await this.queue.getJobState(jobId);
-    await this.pullLogs(jobId, w);
+    // At the first look the log pieces come after the progress, which says where a resumed
+    // coordinator copies the running attempt's logs.
+    const first = w.looks === 0;
+    if (!first) await this.pullLogs(jobId, w);
     if (state === "waiting" && !this.saidIdle && Date.now() - w.since > IDLE_WARNING_MS)
       await this.sayIfNoWorker();
     // The whole job (its data holds the prompt) is read only when it ended or is gone, at the first
@@ -234,6 +237,7 @@ export class BullmqHosts implements TaskHosts {
       return;
     }
     if (job.progress && typeof job.progress === "object") this.progress(jobId, job.progress);
+    if (first) await this.pullLogs(jobId, w);
     if (state === "completed") {
       const parsed = TaskJobResult.safeParse(job.returnvalue);
       w.settle(

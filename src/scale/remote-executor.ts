@@ -121,7 +121,9 @@ async function executeRemoteTask(
   // their progress, read again from the job, is not a new attempt.
   const seen = new Set(
     t.hosts.flatMap((h) =>
-      h.delivery === undefined ? [] : [progressKey(h.delivery, h.worker, h.worker_attempt ?? 0)],
+      h.delivery === undefined || h.worker_attempt === undefined
+        ? []
+        : [progressKey(h.delivery, h.worker, h.worker_attempt)],
     ),
   );
   const onProgress = (pr: TaskJobProgress): void =>
@@ -256,6 +258,14 @@ async function recordProgress(
     await recorder.transition(t.id, { to: "running" });
     return;
   }
+  if (pr.state === "running" && pr.attempt > 0) {
+    // An attempt the journal has from a coordinator before this one (killed; this is its resume):
+    // its logs are copied again from their start (the job's log pieces are read again from the
+    // first), and a task it left pending, its launch recorded but not its state, is running.
+    if (pr.logs && t.result.logs && copies.localOf(pr.logs.stdout) === undefined)
+      copies.adopt(pr.logs, t.result.logs);
+    if (t.state === "pending") await recorder.transition(t.id, { to: "running" });
+  }
   if (t.state === "running" && (pr.waiting_since !== t.waiting.since || pr.waiting_for !== t.waiting.for))
     await recorder.markWaiting(t.id, pr.waiting_since, pr.waiting_for);
 }
@@ -281,11 +291,16 @@ class LogCopies {
   ): { stdout: string; stderr: string } {
     const stem = this.ports.logNames.next(agent, now);
     const local = { stdout: `logs/${stem}.out`, stderr: `logs/${stem}.err` };
+    this.adopt(worker, local);
+    return local;
+  }
+
+  /** The worker's logs copied to `local` (this run's names), from their start. */
+  adopt(worker: { stdout: string; stderr: string }, local: { stdout: string; stderr: string }): void {
     for (const stream of ["stdout", "stderr"] as const) {
       writeFileSync(join(this.runDir, local[stream]), "", { mode: 0o600 });
       this.logs.set(worker[stream], { local: local[stream], next: 0 });
     }
-    return local;
   }
 
   async append(chunk: LogChunk): Promise<void> {

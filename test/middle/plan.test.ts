@@ -244,8 +244,8 @@ describe("termorch plan", () => {
     const config = {
       agents: {
         ...CONFIG.agents,
-        // Its config entry's budget, when the command line gives none.
-        capped: { preset: "claude", budget: { max_tokens: 150 } },
+        // Its config entry's budget, when the command line gives none (one given replaces it).
+        capped: { preset: "claude", budget: { max_tokens: 100 } },
       },
     };
     run = new MiddleRun([{ id: "x" }], { config, git: true });
@@ -273,7 +273,7 @@ describe("termorch plan", () => {
     ).catch((e: unknown) => e);
     expect(failed).toBeInstanceOf(PlanFailed);
     expect((failed as PlanFailed).exitCode).toBe(1);
-    // $0.06 after two tries: the third never starts (the entry's 150 tokens would stop it too).
+    // $0.06 after two tries: the third never starts (the entry's 100 tokens, replaced, do not count).
     expect((failed as Error).message).toMatch(
       /^the planner's budget of \$0\.0500 is spent: \$0\.0600, and none of its 2 tries wrote a valid plan/,
     );
@@ -285,15 +285,15 @@ describe("termorch plan", () => {
     expect(argvs.map(cap)).toEqual(["0.05", "0.02"]);
     expect(readdirSync(ws).sort()).toEqual([".git", "ctx"]);
 
-    // Without one on the command line, its config entry's: 220 tokens after two tries.
+    // Without one on the command line, its config entry's: 110 tokens after one try.
     argvs.length = 0;
     const byEntry = await planObjective(
       options({ agent: "capped", tries: 5, env: { ...run.options().env, PATH: path } }),
     ).catch((e: unknown) => e);
     expect((byEntry as Error).message).toMatch(
-      /^the planner's budget of 150 tokens is spent: 220, and none of its 2 tries/,
+      /^the planner's budget of 100 tokens is spent: 110, and none of its 1 try wrote a valid plan/,
     );
-    expect(argvs).toHaveLength(2);
+    expect(argvs).toHaveLength(1);
     expect(argvs[0]).not.toContain("--max-budget-usd");
   });
 

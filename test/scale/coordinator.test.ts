@@ -235,9 +235,13 @@ suite("a coordinator of a bullmq run", () => {
     const killed = await coordinator;
     expect(killed.signal, killed.stderr).toBe("SIGKILL");
     expect(ledgerOf(c.dir).filter((e) => e.type === "task.launched" && e.task_id === "L")).toHaveLength(1);
+    // Its launch is journaled, its state is not: the resume, told the attempt runs, says so.
+    const resume = await resumedAndLooked(c.dir);
+    await waitFor(() => existsSync(join(c.dir, "status", "L.running")), 20_000, "L shown running");
     writeFileSync(join(c.marks, "release"), "");
-    const r = await termorch(["resume", c.dir], { socket });
+    const r = await resume.ended;
     expect(r.exitCode, r.stderr).toBe(0);
+    expect(ledgerOf(c.dir).some((e) => e.type === "task.running" && e.task_id === "L")).toBe(true);
     expect(lines(join(c.marks, "L.log"))).toEqual(["start", "end"]);
     const launched = ledgerOf(c.dir).filter((e) => e.type === "task.launched" && e.task_id === "L");
     expect(launched.map((e) => [e.data.worker, e.data.attempt])).toEqual([[w.name, 1]]);
@@ -249,7 +253,9 @@ suite("a coordinator of a bullmq run", () => {
     const w = await worker("still");
     onTestFinished(() => w.dispose());
     const c = cluster();
-    const file = writeAssignments(c.dir, [bashTask("S", waiting("S"), [], c.marks)] as never);
+    const file = writeAssignments(c.dir, [
+      bashTask("S", `${waiting("S")}; echo "S after the resume"`, [], c.marks),
+    ] as never);
     const coordinator = coordinate(file, c);
     await waitFor(
       () => ledgerOf(c.dir).some((e) => e.type === "task.running" && e.task_id === "S"),
@@ -258,29 +264,18 @@ suite("a coordinator of a bullmq run", () => {
     );
     coordinator.kill("SIGKILL");
     await coordinator;
-    const resume = execa(process.execPath, [BIN, "resume", c.dir, "--debug"], {
-      reject: false,
-      env: cliEnv(socket),
-      cwd: c.dir,
-    });
-    let said = "";
-    resume.stderr?.on("data", (d: Buffer) => {
-      said += d.toString();
-    });
-    // Its first look at the job reads the progress the killed coordinator had recorded.
-    await waitFor(
-      () => /a worker's progress/.test(said),
-      30_000,
-      "the resumed coordinator's look at S's job",
-    );
+    const resume = await resumedAndLooked(c.dir);
     writeFileSync(join(c.marks, "release"), "");
-    const r = await resume;
-    expect(r.exitCode, said).toBe(0);
+    const r = await resume.ended;
+    expect(r.exitCode, r.stderr).toBe(0);
     const launched = ledgerOf(c.dir).filter((e) => e.type === "task.launched" && e.task_id === "S");
     expect(launched.map((e) => [e.data.worker, e.data.attempt])).toEqual([[w.name, 1]]);
     const task = readReport(c.dir).tasks[0]!;
     expect(task).toMatchObject({ status: "success", attempts: 1 });
     expect(task.hosts).toEqual([expect.objectContaining({ attempt: 1, worker: w.name })]);
+    // The log its launch names is copied on by the resumed coordinator, to the attempt's end.
+    const logs = launched[0]!.data.logs as { stdout: string };
+    expect(readFileSync(join(c.dir, logs.stdout), "utf8")).toContain("S after the resume");
   });
 
   it("names the worker of an attempt it learned of only from the result (killed before any progress reached it)", async () => {
@@ -419,6 +414,24 @@ function coordinate(file: string, c: { dir: string; config: string }) {
 async function readReportWhenWritten(dir: string): Promise<Report> {
   await waitFor(() => existsSync(join(dir, "execution_report.json")), 60_000, "the report");
   return readReport(dir);
+}
+
+/**
+ * `termorch resume` of a bullmq run, once its first look at its task's job has read the worker's
+ * progress (its debug log says so); `ended` is the resume's end.
+ */
+async function resumedAndLooked(dir: string) {
+  const resume = execa(process.execPath, [BIN, "resume", dir, "--debug"], {
+    reject: false,
+    env: cliEnv(socket),
+    cwd: dir,
+  });
+  let said = "";
+  resume.stderr?.on("data", (d: Buffer) => {
+    said += d.toString();
+  });
+  await waitFor(() => /a worker's progress/.test(said), 30_000, "the resumed coordinator's look at the job");
+  return { ended: resume.then((r) => ({ exitCode: r.exitCode, stderr: said })) };
 }
 
 /** The run's ledger events, as written so far. */
