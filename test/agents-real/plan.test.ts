@@ -6,7 +6,8 @@
 // the planner's second request to the model carries both problems in its feedback section; the
 // second plan is valid, and `plan --run` runs it to a merge through the same CLI. Then: a planner
 // that edits the repository has its edit refused (by its sandbox), or discarded and its try
-// refused (sandbox off); the workspace is unchanged either way.
+// refused (sandbox off); the workspace is unchanged either way. A planner that never writes a
+// valid plan stops at --tries, or once its budget (--max-cost-usd) is spent.
 import { execFileSync } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -95,6 +96,19 @@ function prepare(
   return { dir, repo, objective, config: file };
 }
 
+/** `termorch plan` of the prepared objective, by `cli` with its key by name, and `extra` flags. */
+const planArgs = (cli: CliRecipe, p: { objective: string; config: string }, ...extra: string[]): string[] => [
+  "plan",
+  p.objective,
+  "--agent",
+  cli.preset,
+  "--config",
+  p.config,
+  "--env",
+  cli.keyVar,
+  ...extra,
+];
+
 const plannerRequests = (from: number, cli: CliRecipe): RecordedRequest[] =>
   modelServer()
     .requests.slice(from)
@@ -112,21 +126,10 @@ describe.each([RECIPES.claude, RECIPES.codex, RECIPES.gemini, RECIPES.opencode])
       modelServer().setScript(model(cli));
       const p = prepare(cli);
       const before = modelServer().requests.length;
-      const r = await world.termorch(
-        [
-          "plan",
-          p.objective,
-          "--agent",
-          cli.preset,
-          "--config",
-          p.config,
-          "--env",
-          cli.keyVar,
-          "--run",
-          "--json",
-        ],
-        { cwd: p.repo, env: { [cli.keyVar]: SECRET } },
-      );
+      const r = await world.termorch(planArgs(cli, p, "--run", "--json"), {
+        cwd: p.repo,
+        env: { [cli.keyVar]: SECRET },
+      });
       expect(r.exitCode, r.stderr).toBe(0);
       console.log(`[plan] ${cli.preset}:\n${r.stderr}`);
       // Try 1 refused with both problems, try 2 taken.
@@ -183,10 +186,7 @@ describe("a planner that edits the repository", () => {
     const cli = RECIPES.codex;
     modelServer().setScript(model(cli, { edit: true }));
     const p = prepare(cli);
-    const r = await world.termorch(
-      ["plan", p.objective, "--agent", cli.preset, "--config", p.config, "--env", cli.keyVar],
-      { cwd: p.repo, env: { [cli.keyVar]: SECRET } },
-    );
+    const r = await world.termorch(planArgs(cli, p), { cwd: p.repo, env: { [cli.keyVar]: SECRET } });
     expect(r.exitCode, r.stderr).toBe(0);
     expect(r.stderr).toContain("try 1: valid");
     // It ran sandboxed, its copy read-only: its write failed there, so there was nothing to discard.
@@ -203,10 +203,10 @@ describe("a planner that edits the repository", () => {
     modelServer().setScript(model(cli, { edit: true }));
     const p = prepare(cli, { defaults: { sandbox: "off" } });
     const before = modelServer().requests.length;
-    const r = await world.termorch(
-      ["plan", p.objective, "--agent", cli.preset, "--config", p.config, "--env", cli.keyVar, "--tries", "2"],
-      { cwd: p.repo, env: { [cli.keyVar]: SECRET } },
-    );
+    const r = await world.termorch(planArgs(cli, p, "--tries", "2"), {
+      cwd: p.repo,
+      env: { [cli.keyVar]: SECRET },
+    });
     expect(r.exitCode, r.stderr).toBe(0);
     expect(r.stderr).toContain(`try 1: 1 problem, given back to the planner:\n  - ${EDITED}`);
     expect(r.stderr).toContain("README.md (discarded)");
@@ -216,8 +216,10 @@ describe("a planner that edits the repository", () => {
     expect(readFileSync(join(p.repo, "README.md"), "utf8")).toBe("hello\n");
     expect(statusOf(p.repo)).toBe(ONLY_THE_PLAN);
   });
+});
 
-  it("a planner at its budget: no try starts once --max-cost-usd is spent (claude reports its cost)", async () => {
+describe("a planner that writes no valid plan", () => {
+  it("at its budget: no try starts once --max-cost-usd is spent (claude reports its cost)", async () => {
     const cli = RECIPES.claude;
     // The same bad plan each time, at about $0.02 a try as claude prices the scripted usage.
     modelServer().setScript(() => [
@@ -225,23 +227,10 @@ describe("a planner that edits the repository", () => {
       { reply: "Planned.", usage: { input: 3000, output: 200 } },
     ]);
     const p = prepare(cli);
-    const r = await world.termorch(
-      [
-        "plan",
-        p.objective,
-        "--agent",
-        cli.preset,
-        "--config",
-        p.config,
-        "--env",
-        cli.keyVar,
-        "--tries",
-        "5",
-        "--max-cost-usd",
-        "0.03",
-      ],
-      { cwd: p.repo, env: { [cli.keyVar]: SECRET } },
-    );
+    const r = await world.termorch(planArgs(cli, p, "--tries", "5", "--max-cost-usd", "0.03"), {
+      cwd: p.repo,
+      env: { [cli.keyVar]: SECRET },
+    });
     expect(r.exitCode, r.stderr).toBe(1);
     expect(r.stderr).toMatch(
       /the planner's budget of \$0\.0300 is spent: \$0\.0[3-9]\d*, and none of its 2 tries wrote a valid plan/,
@@ -251,7 +240,7 @@ describe("a planner that edits the repository", () => {
     expect(statusOf(p.repo)).toBe("");
   });
 
-  it("a planner that never writes a valid plan: exit 1, and nothing in the workspace", async () => {
+  it("within its tries: exit 1, and nothing in the workspace", async () => {
     const cli = RECIPES.claude;
     // Never told anything it can use: it writes the same bad plan each time.
     modelServer().setScript(() => [
@@ -262,10 +251,10 @@ describe("a planner that edits the repository", () => {
       { reply: "Planned." },
     ]);
     const p = prepare(cli);
-    const r = await world.termorch(
-      ["plan", p.objective, "--agent", cli.preset, "--config", p.config, "--env", cli.keyVar, "--tries", "2"],
-      { cwd: p.repo, env: { [cli.keyVar]: SECRET } },
-    );
+    const r = await world.termorch(planArgs(cli, p, "--tries", "2"), {
+      cwd: p.repo,
+      env: { [cli.keyVar]: SECRET },
+    });
     expect(r.exitCode, r.stderr).toBe(1);
     expect(r.stderr).toContain("wrote no valid plan in 2 tries");
     expect(r.stderr).toContain("nothing was written to the workspace");
