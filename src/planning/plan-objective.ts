@@ -103,9 +103,10 @@ export async function planObjective(o: PlanOptions): Promise<PlanAnswer> {
   let feedback: string | null = null;
   let firstPrompt: number | undefined;
   try {
+    const budget = asked.budget ?? undefined;
     for (let n = 1; n <= asked.tries; n++) {
       const spent = spentOf(history.map((h) => h.usage));
-      const why = budgetSpent(asked.budget ?? undefined, spent, "the planner's");
+      const why = budgetSpent(budget, spent, "the planner's");
       if (why)
         throw notTaken(
           n === 1
@@ -114,7 +115,7 @@ export async function planObjective(o: PlanOptions): Promise<PlanAnswer> {
           history,
           sessionDir,
         );
-      const t = await oneTry(session, n, feedback, usdLeft(asked.budget ?? undefined, spent));
+      const t = await oneTry(session, n, feedback, usdLeft(budget, spent));
       firstPrompt ??= t.promptBytes;
       history.push(t.record);
       await side.ports.ledger.append("plan.tried", { attempt: n, problems: t.record.problems });
@@ -278,7 +279,8 @@ async function openSession(
   const input = plannerInput({ ...r, planId });
   checkPlannerAgent(input, env, r.planner);
   const runner = runnerFor(env.TERMORCH_TMUX_SOCKET || config.tmux.socket || "termorch", input, o);
-  // What an earlier planning killed before its end left: its planner still at work, its staging.
+  // What an earlier planning killed before its end left: its planner still at work, its staging,
+  // its copy of the repository.
   const dead = deadPlanners(await runner.openSessions());
   if (dead.length) await runner.close(dead);
   removeDeadStaging(r.final, (pid) => !pidAlive(pid));
