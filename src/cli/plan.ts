@@ -2,7 +2,7 @@ import type { Command } from "commander";
 import type { PlanAnswer, PlanTry } from "../contract/plan.js";
 import { collisionText } from "../plan/collisions.js";
 import { DEFAULT_MAX_TASKS, DEFAULT_PLAN_TRIES, planObjective } from "../planning/plan-objective.js";
-import { count, usd } from "../spend/budget.js";
+import { budgetOf, count, usd } from "../spend/budget.js";
 import type { Io } from "./io.js";
 import { positiveInt, positiveNumber } from "./positive-int.js";
 import { stopSignal } from "./stop-signal.js";
@@ -77,10 +77,7 @@ export function registerPlanCommand(
           ...(o.agent ? { agent: o.agent } : {}),
           ...(o.out ? { out: o.out } : {}),
           ...(o.timeout ? { timeoutS: o.timeout } : {}),
-          budget: {
-            ...(o.maxCostUsd ? { max_cost_usd: o.maxCostUsd } : {}),
-            ...(o.maxTokens ? { max_tokens: o.maxTokens } : {}),
-          },
+          budget: budgetOf({ max_cost_usd: o.maxCostUsd, max_tokens: o.maxTokens }),
           ...(o.workspace ? { workspace: o.workspace } : {}),
           ...(o.force ? { force: true } : {}),
           envVars: o.env,

@@ -29,6 +29,7 @@ import { DEFAULT_PLAN_TRIES, planObjective } from "../planning/plan-objective.js
 import { isSecretName } from "../redact/redactor.js";
 import { gitSightOf } from "../run/run-dir.js";
 import { type Validated, validateAssignments } from "../run/validate.js";
+import { budgetOf } from "../spend/budget.js";
 import { changeIn, cursorText, parseCursor, readChanges, taskSummary } from "./follow.js";
 import { type Apart, secretsApart } from "./secrets-apart.js";
 import { dropInInbox, dropInline, keepInline, keepObjective, runFlags, startDriver } from "./start-run.js";
@@ -676,10 +677,7 @@ const plan = tool({
         ...(args.workspace ? { workspace: args.workspace } : {}),
         ...(args.max_tasks ? { maxTasks: args.max_tasks } : {}),
         ...(args.tries ? { tries: args.tries } : {}),
-        budget: {
-          ...(args.max_cost_usd ? { max_cost_usd: args.max_cost_usd } : {}),
-          ...(args.max_tokens ? { max_tokens: args.max_tokens } : {}),
-        },
+        budget: budgetOf({ max_cost_usd: args.max_cost_usd, max_tokens: args.max_tokens }),
         ...(args.force ? { force: true } : {}),
         ...(args.env_vars ? { envVars: args.env_vars } : {}),
         ...(config ? { configFile: config } : {}),

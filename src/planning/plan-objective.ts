@@ -76,8 +76,8 @@ export interface PlanOptions {
   workspace?: string;
   /** Seconds one try of the planner may take; default: its agent's timeout. */
   timeoutS?: number;
-  /** What its tries may spend, instead of its config entry's budget: no try starts once it is spent. */
-  budget?: Budget;
+  /** What its tries may spend, instead of its config entry's budget (null: none given): no try starts once it is spent. */
+  budget?: Budget | null;
   env?: Readonly<Record<string, string | undefined>>;
   cwd?: string;
   logger?: Logger;
@@ -488,7 +488,7 @@ function installedAgents(
  */
 function plannerBudget(
   planner: RunAgent,
-  asked: Budget | undefined,
+  asked: Budget | null | undefined,
   config: RunInput["config"],
 ): Budget | null {
   // The one asked for replaces the entry's, as a task's own budget does.

@@ -6,7 +6,7 @@ import type { RunState } from "../contract/state.js";
 import { InputError } from "../errors.js";
 import type { RunInput } from "../input/assignments-file.js";
 import { canonicalJson } from "../ledger/canonical.js";
-import { budgetSpent, limits, spendOf, spentOf } from "../spend/budget.js";
+import { budgetOf, budgetSpent, spendOf, spentOf } from "../spend/budget.js";
 import type { TaskRun } from "../task/task-run.js";
 
 // A run that stopped at its budget goes on when the budget is raised: by `resume`'s flags, or in
@@ -45,15 +45,6 @@ export function onlyBudgetChanged(privateDir: string, assignments: Assignments):
   } catch {
     return false;
   }
-}
-
-/** The run's budget out of resource limits (which carry other keys); null when they set none. */
-export function budgetOf({ max_cost_usd, max_tokens }: Budget): Budget | null {
-  const budget = {
-    ...(max_cost_usd === undefined ? {} : { max_cost_usd }),
-    ...(max_tokens === undefined ? {} : { max_tokens }),
-  };
-  return limits(budget) ? budget : null;
 }
 
 /**

@@ -22,7 +22,7 @@ import { skippedMerge } from "../report/build.js";
 import type { RemoteBackend } from "../runner/task-hosts.js";
 import type { TaskRunner } from "../runner/task-runner.js";
 import { remoteExecutor } from "../scale/remote-executor.js";
-import { budgetSpent, spendOf, spentOf } from "../spend/budget.js";
+import { budgetOf, budgetSpent, spendOf, spentOf } from "../spend/budget.js";
 import { localExecutor } from "../task/execute.js";
 import type { TaskExecutor } from "../task/executor.js";
 import { gitWorkspace } from "../task/git-workspace.js";
@@ -40,7 +40,7 @@ import {
   checkRemote,
   connectBackend,
 } from "./backend.js";
-import { type BudgetFlags, budgetAtResume, budgetOf, reopen, reopened } from "./budget-resume.js";
+import { type BudgetFlags, budgetAtResume, reopen, reopened } from "./budget-resume.js";
 import {
   type DetachedResult,
   type DriveHooks,

@@ -76,6 +76,18 @@ export const usd = (n: number): string => `$${n.toFixed(n < 1 ? 4 : 2)}`;
 /** 1,000 tokens. */
 export const count = (n: number): string => n.toLocaleString("en-US");
 
+/**
+ * A budget out of what carries its two limits among other keys (resource limits) or unset (a
+ * command's flags); null when it sets neither.
+ */
+export function budgetOf({ max_cost_usd, max_tokens }: Budget): Budget | null {
+  const budget = {
+    ...(max_cost_usd === undefined ? {} : { max_cost_usd }),
+    ...(max_tokens === undefined ? {} : { max_tokens }),
+  };
+  return limits(budget) ? budget : null;
+}
+
 /** Whether it sets a limit at all (resource_limits carries other keys; a budget may be empty). */
 export function limits(budget: Budget | null | undefined): budget is Budget {
   return budget?.max_cost_usd !== undefined || budget?.max_tokens !== undefined;
